@@ -1,0 +1,160 @@
+/**
+ * The part of the core/v1 Pod the agent acts on, as valibot schemas: the
+ * single source of truth for parsing manifests (file and URL sources) and
+ * the `Pod` type. Objects are loose: fields this agent does not act on yet
+ * are kept, as the upstream decoder keeps them, but the ones it reads are
+ * checked for type.
+ */
+import * as v from "valibot";
+
+const dns1123Label = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const dns1123Subdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+export const DnsLabel = v.pipe(
+  v.string(),
+  v.maxLength(63, "must be no more than 63 characters"),
+  v.regex(dns1123Label, "must be a lowercase RFC 1123 label (a-z, 0-9, '-')"),
+);
+export const DnsSubdomain = v.pipe(
+  v.string(),
+  v.maxLength(253, "must be no more than 253 characters"),
+  v.regex(dns1123Subdomain, "must be a lowercase RFC 1123 subdomain"),
+);
+
+const StringMap = v.record(v.string(), v.string());
+const Int = v.pipe(v.number(), v.integer());
+const Port = v.pipe(Int, v.minValue(1), v.maxValue(65535));
+/** Quantities stay strings here; cgroup values are computed where they are used. */
+const Quantity = v.union([v.string(), v.number()]);
+
+export const ObjectMeta = v.looseObject({
+  name: v.optional(v.string()),
+  generateName: v.optional(v.string()),
+  namespace: v.optional(v.string()),
+  uid: v.optional(v.string()),
+  resourceVersion: v.optional(v.string()),
+  creationTimestamp: v.optional(v.nullable(v.string())),
+  deletionTimestamp: v.optional(v.nullable(v.string())),
+  deletionGracePeriodSeconds: v.optional(v.nullable(Int)),
+  labels: v.optional(StringMap),
+  annotations: v.optional(StringMap),
+});
+
+export const EnvVar = v.looseObject({
+  name: v.pipe(v.string(), v.minLength(1, "must not be empty")),
+  value: v.optional(v.string()),
+  valueFrom: v.optional(v.looseObject({})),
+});
+
+export const ContainerPort = v.looseObject({
+  name: v.optional(v.string()),
+  containerPort: Port,
+  hostPort: v.optional(v.pipe(Int, v.minValue(0), v.maxValue(65535))),
+  hostIP: v.optional(v.string()),
+  protocol: v.optional(v.picklist(["TCP", "UDP", "SCTP"])),
+});
+
+export const ResourceRequirements = v.looseObject({
+  limits: v.optional(v.record(v.string(), Quantity)),
+  requests: v.optional(v.record(v.string(), Quantity)),
+});
+
+export const VolumeMount = v.looseObject({
+  name: v.string(),
+  mountPath: v.pipe(v.string(), v.minLength(1, "must not be empty")),
+  readOnly: v.optional(v.boolean()),
+  subPath: v.optional(v.string()),
+});
+
+export const Container = v.looseObject({
+  name: DnsLabel,
+  image: v.pipe(v.string(), v.minLength(1, "must not be empty")),
+  command: v.optional(v.array(v.string())),
+  args: v.optional(v.array(v.string())),
+  workingDir: v.optional(v.string()),
+  env: v.optional(v.array(EnvVar)),
+  envFrom: v.optional(v.array(v.looseObject({}))),
+  ports: v.optional(v.array(ContainerPort)),
+  resources: v.optional(ResourceRequirements),
+  volumeMounts: v.optional(v.array(VolumeMount)),
+  imagePullPolicy: v.optional(v.picklist(["Always", "IfNotPresent", "Never"])),
+  securityContext: v.optional(v.looseObject({})),
+  stdin: v.optional(v.boolean()),
+  stdinOnce: v.optional(v.boolean()),
+  tty: v.optional(v.boolean()),
+  terminationMessagePath: v.optional(v.string()),
+  terminationMessagePolicy: v.optional(v.picklist(["File", "FallbackToLogsOnError"])),
+  restartPolicy: v.optional(v.literal("Always")),
+});
+
+export const PodSpec = v.looseObject({
+  containers: v.pipe(v.array(Container), v.minLength(1, "must have at least one container")),
+  initContainers: v.optional(v.array(Container)),
+  restartPolicy: v.optional(v.picklist(["Always", "OnFailure", "Never"])),
+  terminationGracePeriodSeconds: v.optional(v.nullable(v.pipe(Int, v.minValue(0)))),
+  activeDeadlineSeconds: v.optional(v.nullable(v.pipe(Int, v.minValue(1)))),
+  nodeName: v.optional(v.string()),
+  hostNetwork: v.optional(v.boolean()),
+  hostPID: v.optional(v.boolean()),
+  hostIPC: v.optional(v.boolean()),
+  shareProcessNamespace: v.optional(v.boolean()),
+  hostname: v.optional(DnsLabel),
+  subdomain: v.optional(DnsLabel),
+  dnsPolicy: v.optional(v.picklist(["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"])),
+  volumes: v.optional(v.array(v.looseObject({ name: DnsLabel }))),
+  securityContext: v.optional(v.looseObject({})),
+  priority: v.optional(Int),
+  priorityClassName: v.optional(v.string()),
+  runtimeClassName: v.optional(v.nullable(v.string())),
+});
+
+export const PodManifest = v.looseObject({
+  apiVersion: v.optional(v.literal("v1", 'must be "v1"')),
+  kind: v.optional(v.literal("Pod", 'must be "Pod"')),
+  metadata: ObjectMeta,
+  spec: PodSpec,
+  status: v.optional(v.looseObject({})),
+});
+
+export type Pod = v.InferOutput<typeof PodManifest>;
+export type PodSpecT = v.InferOutput<typeof PodSpec>;
+export type ContainerSpec = v.InferOutput<typeof Container>;
+
+/** Renders valibot issues as `field "a.b[0].c": message` lines. */
+export function formatIssues(issues: readonly v.BaseIssue<unknown>[]): string {
+  return issues
+    .map((issue) => {
+      const path = (issue.path ?? [])
+        .map((p) => (typeof p.key === "number" ? `[${p.key}]` : `.${String(p.key)}`))
+        .join("")
+        .replace(/^\./, "");
+      return path ? `field "${path}": ${issue.message}` : issue.message;
+    })
+    .join("; ");
+}
+
+export type ParseResult<T> = { ok: true; value: T } | { ok: false; error: string };
+
+/** Checks a decoded manifest and the rules the schema cannot express. */
+export function parsePod(input: unknown): ParseResult<Pod> {
+  const result = v.safeParse(PodManifest, input);
+  if (!result.success) return { ok: false, error: formatIssues(result.issues) };
+  const pod = result.output;
+  const problems: string[] = [];
+  const names = new Set<string>();
+  const all = [...(pod.spec.initContainers ?? []), ...pod.spec.containers];
+  all.forEach((c) => {
+    if (names.has(c.name)) problems.push(`field "spec.containers": duplicate container name "${c.name}"`);
+    names.add(c.name);
+  });
+  if (!pod.metadata.name) problems.push('field "metadata.name": must be set');
+  else if (!v.is(DnsSubdomain, pod.metadata.name))
+    problems.push(`field "metadata.name": "${pod.metadata.name}" must be a lowercase RFC 1123 subdomain`);
+  if (pod.metadata.namespace !== undefined && !v.is(DnsLabel, pod.metadata.namespace))
+    problems.push(`field "metadata.namespace": "${pod.metadata.namespace}" must be a lowercase RFC 1123 label`);
+  return problems.length ? { ok: false, error: problems.join("; ") } : { ok: true, value: pod };
+}
+
+/** Message-level valibot default messages name the expectation; keep them. */
+export const podFullName = (pod: Pod): string => `${pod.metadata.name}_${pod.metadata.namespace ?? "default"}`;
+export const podUid = (pod: Pod): string => pod.metadata.uid ?? "";

@@ -1,0 +1,41 @@
+import { describe, expect, test } from "bun:test";
+import type { Pod } from "../pods/schema.ts";
+import { PodConfig } from "./podconfig.ts";
+
+const pod = (uid: string, image = "busybox"): Pod => ({
+  metadata: { name: `p-${uid}`, namespace: "default", uid },
+  spec: { containers: [{ name: "c", image }] },
+});
+
+describe("PodConfig", () => {
+  test("turns snapshots into adds, updates and removes", () => {
+    const config = new PodConfig(["file"]);
+    expect(config.allSourcesReady()).toBe(false);
+    expect(config.apply({ source: "file", pods: [pod("a"), pod("b")] })).toEqual([
+      { op: "add", source: "file", pods: [pod("a"), pod("b")] },
+    ]);
+    expect(config.allSourcesReady()).toBe(true);
+    expect(config.apply({ source: "file", pods: [pod("a"), pod("b")] })).toEqual([]);
+    expect(config.apply({ source: "file", pods: [pod("a", "nginx"), pod("c")] })).toEqual([
+      { op: "remove", source: "file", pods: [pod("b")] },
+      { op: "add", source: "file", pods: [pod("c")] },
+      { op: "update", source: "file", pods: [pod("a", "nginx")] },
+    ]);
+    expect(config.desiredPods().map((p) => p.metadata.uid)).toEqual(["a", "c"]);
+  });
+
+  test("waits for every configured source before reporting ready", () => {
+    const config = new PodConfig(["file", "api"]);
+    config.apply({ source: "file", pods: [] });
+    expect(config.allSourcesReady()).toBe(false);
+    config.apply({ source: "api", pods: [] });
+    expect(config.allSourcesReady()).toBe(true);
+  });
+
+  test("key order does not make an update", () => {
+    const config = new PodConfig(["file"]);
+    config.apply({ source: "file", pods: [pod("a")] });
+    const reordered: Pod = { spec: { containers: [{ image: "busybox", name: "c" }] }, metadata: { uid: "a", namespace: "default", name: "p-a" } };
+    expect(config.apply({ source: "file", pods: [reordered] })).toEqual([]);
+  });
+});

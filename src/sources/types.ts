@@ -1,0 +1,34 @@
+import type { Pod } from "../pods/schema.ts";
+
+/** Where a desired pod came from; upstream's kubetypes.FileSource etc. */
+export type SourceName = "file" | "http" | "api";
+
+/** A source's complete current view; podConfig turns snapshots into diffs. */
+export interface SourceSnapshot {
+  source: SourceName;
+  pods: Pod[];
+}
+
+/**
+ * A pod source watches one origin of desired pods and reports its whole
+ * view each time it changes (upstream's SET semantics).
+ */
+export interface PodSource extends AsyncDisposable {
+  readonly name: SourceName;
+  /** Starts watching; `emit` is called with the first full view, then on change. */
+  start(emit: (snapshot: SourceSnapshot) => void): void;
+}
+
+export type PodOp = "add" | "update" | "remove";
+
+/** A change to the merged desired state, as the syncLoop consumes it. */
+export interface PodUpdate {
+  op: PodOp;
+  source: SourceName;
+  pods: Pod[];
+}
+
+/** Annotations upstream sets on pods from non-API sources. */
+export const ConfigSourceAnnotation = "kubernetes.io/config.source";
+export const ConfigHashAnnotation = "kubernetes.io/config.hash";
+export const ConfigMirrorAnnotation = "kubernetes.io/config.mirror";
