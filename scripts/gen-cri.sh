@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Regenerates the CRI TypeScript in src/cri/gen from proto/api.proto.
+#
+#   scripts/gen-cri.sh                 regenerate (idempotent; same input, same bytes)
+#   scripts/gen-cri.sh --check         fail if src/cri/gen is stale
+#   scripts/gen-cri.sh --verify v0.34.13
+#                                      compare proto/api.proto field by field with
+#                                      k8s.io/cri-api at that version, fetched from
+#                                      the Go module proxy (needs network)
+#
+# Options: optimize_speed (generated binary readers/writers; measured about
+# 20% faster than optimize_code_size on a 500-container ListContainers reply
+# for ~0.5 MiB more RSS), long_type_bigint (int64 nanosecond timestamps do not
+# fit a double), client_generic (no dependency on a transport in gen/),
+# ts_nocheck (the output indexes arrays, which our noUncheckedIndexedAccess
+# rejects; the exported types are still checked where they are used).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+PROTOC="${PROTOC:-protoc}"
+PLUGIN="node_modules/.bin/protoc-gen-ts"
+BUN="node_modules/.bin/bun"
+OUT="src/cri/gen"
+TS_OPT="optimize_speed,long_type_bigint,client_generic,ts_nocheck"
+
+die() { echo "gen-cri: $*" >&2; exit 1; }
+
+command -v "$PROTOC" >/dev/null 2>&1 ||
+  die "protoc not found (install it: apt-get install -y protobuf-compiler, or set PROTOC=/path/to/protoc)"
+[ -x "$PLUGIN" ] || die "$PLUGIN missing: run npm ci first"
+
+# generate <proto dir> <proto file> <out dir>
+generate() {
+  mkdir -p "$3"
+  "$PROTOC" --plugin=protoc-gen-ts="$PLUGIN" --ts_out="$3" --ts_opt="$TS_OPT" -I "$1" "$2"
+}
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+case "${1:-}" in
+"")
+  generate proto proto/api.proto "$tmp/gen"
+  rm -rf "$OUT"
+  mkdir -p "$(dirname "$OUT")"
+  cp -r "$tmp/gen" "$OUT"
+  echo "gen-cri: wrote $(ls "$OUT" | tr '\n' ' ')($("$PROTOC" --version))"
+  ;;
+--check)
+  generate proto proto/api.proto "$tmp/gen"
+  diff -r "$tmp/gen" "$OUT" >/dev/null || die "$OUT is stale: run scripts/gen-cri.sh"
+  echo "gen-cri: $OUT is up to date"
+  ;;
+--verify)
+  version="${2:?usage: scripts/gen-cri.sh --verify <cri-api version, e.g. v0.34.13>}"
+  proxy="${GOPROXY_URL:-https://proxy.golang.org}"
+  curl -fsS -m 120 -o "$tmp/cri-api.zip" "$proxy/k8s.io/cri-api/@v/$version.zip" ||
+    die "could not fetch k8s.io/cri-api@$version from $proxy"
+  unzip -q -o "$tmp/cri-api.zip" "k8s.io/cri-api@$version/pkg/apis/runtime/v1/api.proto" -d "$tmp/zip"
+  mkdir -p "$tmp/upstream"
+  # debug_redact is newer than Debian's protoc and does not reach the wire.
+  sed -E 's/ *\[ *debug_redact *= *true *\]//' \
+    "$tmp/zip/k8s.io/cri-api@$version/pkg/apis/runtime/v1/api.proto" >"$tmp/upstream/api.proto"
+  generate "$tmp/upstream" "$tmp/upstream/api.proto" "$tmp/theirs"
+  generate proto proto/api.proto "$tmp/ours"
+  # The generated modules import @protobuf-ts from this project's node_modules.
+  ln -s "$PWD/node_modules" "$tmp/node_modules"
+  "$BUN" src/cri/wire-compare.ts "$tmp/ours/api.ts" "$tmp/theirs/api.ts"
+  ;;
+*)
+  die "unknown argument: $1 (expected nothing, --check or --verify <version>)"
+  ;;
+esac
