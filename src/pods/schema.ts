@@ -128,7 +128,9 @@ export function formatIssues(issues: readonly v.BaseIssue<unknown>[]): string {
         .map((p) => (typeof p.key === "number" ? `[${p.key}]` : `.${String(p.key)}`))
         .join("")
         .replace(/^\./, "");
-      return path ? `field "${path}": ${issue.message}` : issue.message;
+      // valibot words a missing key as "Invalid key: Expected ..."; say it plainly.
+      const message = issue.message.startsWith("Invalid key:") ? "is required" : issue.message;
+      return path ? `field "${path}": ${message}` : message;
     })
     .join("; ");
 }

@@ -50,7 +50,7 @@ describe("scanManifests", () => {
     writeFileSync(join(dir, "good.json"), JSON.stringify({ apiVersion: "v1", kind: "Pod", metadata: { name: "good" }, spec: { containers: [{ name: "c", image: "busybox" }] } }));
     writeFileSync(join(dir, "noimage.yaml"), "apiVersion: v1\nkind: Pod\nmetadata: {name: bad}\nspec:\n  containers:\n  - name: c\n");
     writeFileSync(join(dir, "badname.yaml"), manifest("Bad_Name"));
-    writeFileSync(join(dir, "garbage.yaml"), "::: not yaml {");
+    writeFileSync(join(dir, "garbage.yaml"), "a: [1, 2\nb: }");
     writeFileSync(join(dir, "dup.yaml"), manifest("good"));
     writeFileSync(join(dir, ".swap.yaml"), "garbage");
     mkdirSync(join(dir, "subdir"));
@@ -61,6 +61,10 @@ describe("scanManifests", () => {
     expect(byFile["noimage.yaml"]).toContain('field "spec.containers[0].image"');
     expect(byFile["badname.yaml"]).toContain('field "metadata.name"');
     expect(byFile["garbage.yaml"]).toContain("invalid YAML");
+    writeFileSync(join(dir, "garbage.yaml"), "kind: Pod\n");
+    expect(scanManifests(dir, "n").problems.find((p) => p.file.endsWith("garbage.yaml"))!.reason).toBe(
+      'field "metadata": is required; field "spec": is required',
+    );
   });
 
   test("duplicate pod names keep the first file", () => {
