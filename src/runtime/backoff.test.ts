@@ -1,0 +1,49 @@
+import { describe, expect, test } from "bun:test";
+import { FakeClock } from "../util/clock.ts";
+import { Backoff } from "./backoff.ts";
+
+describe("Backoff", () => {
+  test("10s doubling to a 5 minute cap", () => {
+    const clock = new FakeClock();
+    const b = Backoff.crashLoop(clock);
+    const seen: number[] = [];
+    for (let i = 0; i < 8; i++) {
+      b.next("k", clock.now());
+      seen.push(b.current("k")!);
+      clock.advance(1000);
+    }
+    expect(seen).toEqual([10_000, 20_000, 40_000, 80_000, 160_000, 300_000, 300_000, 300_000]);
+  });
+
+  test("remaining wait is measured from the failure time", () => {
+    const clock = new FakeClock();
+    const b = Backoff.crashLoop(clock);
+    expect(b.remainingSince("k", clock.now())).toBe(0);
+    const failedAt = clock.now();
+    b.next("k", failedAt);
+    clock.advance(4000);
+    expect(b.remainingSince("k", failedAt)).toBe(6000);
+    clock.advance(6000);
+    expect(b.remainingSince("k", failedAt)).toBe(0);
+  });
+
+  test("resets after running more than 10 minutes", () => {
+    const clock = new FakeClock();
+    const b = Backoff.crashLoop(clock);
+    b.next("k", clock.now());
+    b.next("k", clock.now());
+    expect(b.current("k")).toBe(20_000);
+    clock.advance(10 * 60_000 + 1);
+    b.next("k", clock.now());
+    expect(b.current("k")).toBe(10_000);
+  });
+
+  test("gc forgets stale keys", () => {
+    const clock = new FakeClock();
+    const b = Backoff.crashLoop(clock);
+    b.next("k", clock.now());
+    clock.advance(11 * 60_000);
+    b.gc();
+    expect(b.current("k")).toBeUndefined();
+  });
+});

@@ -1,0 +1,63 @@
+/**
+ * Per-key exponential backoff, as upstream's flowcontrol.Backoff used for
+ * CrashLoopBackOff and image pulls: 10s doubling to 5 minutes, forgotten
+ * when the last failure is more than twice the maximum old (a container that
+ * ran 10 minutes starts again at 10s).
+ */
+import type { Clock } from "../util/clock.ts";
+
+export interface BackoffOptions {
+  initialMs: number;
+  maxMs: number;
+  clock: Clock;
+}
+
+interface Entry {
+  backoffMs: number;
+  lastUpdate: number;
+}
+
+export class Backoff {
+  private readonly entries = new Map<string, Entry>();
+  constructor(private readonly opts: BackoffOptions) {}
+
+  static crashLoop(clock: Clock): Backoff {
+    return new Backoff({ initialMs: 10_000, maxMs: 300_000, clock });
+  }
+
+  /** Records a failure that happened at `eventTime` and grows the delay. */
+  next(key: string, eventTime: number): void {
+    const entry = this.entries.get(key);
+    if (!entry || this.expired(entry, eventTime)) {
+      this.entries.set(key, { backoffMs: this.opts.initialMs, lastUpdate: eventTime });
+      return;
+    }
+    entry.backoffMs = Math.min(entry.backoffMs * 2, this.opts.maxMs);
+    entry.lastUpdate = eventTime;
+  }
+
+  /** Milliseconds still to wait after a failure at `eventTime`, or 0 when free to retry. */
+  remainingSince(key: string, eventTime: number): number {
+    const entry = this.entries.get(key);
+    if (!entry || this.expired(entry, eventTime)) return 0;
+    return Math.max(0, eventTime + entry.backoffMs - this.opts.clock.now());
+  }
+
+  current(key: string): number | undefined {
+    return this.entries.get(key)?.backoffMs;
+  }
+
+  /** Drops entries untouched for twice the maximum (called by housekeeping). */
+  gc(): void {
+    const now = this.opts.clock.now();
+    for (const [key, entry] of this.entries) if (this.expired(entry, now)) this.entries.delete(key);
+  }
+
+  forgetPrefix(prefix: string): void {
+    for (const key of this.entries.keys()) if (key.startsWith(prefix)) this.entries.delete(key);
+  }
+
+  private expired(entry: Entry, eventTime: number): boolean {
+    return eventTime - entry.lastUpdate > 2 * this.opts.maxMs;
+  }
+}

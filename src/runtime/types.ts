@@ -1,0 +1,72 @@
+/**
+ * What the runtime manager observes of a pod, in the agent's own terms
+ * (milliseconds, plain strings), independent of the CRI wire types.
+ */
+export type ContainerState = "created" | "running" | "exited" | "unknown";
+
+export interface ObservedContainer {
+  id: string;
+  name: string;
+  sandboxId: string;
+  state: ContainerState;
+  /** Hash of the spec fields that require a restart when changed (see hash.ts). */
+  hash: string;
+  restartCount: number;
+  image: string;
+  imageRef: string;
+  createdAt: number;
+  startedAt?: number;
+  finishedAt?: number;
+  exitCode?: number;
+  reason?: string;
+  message?: string;
+}
+
+export interface ObservedSandbox {
+  id: string;
+  ready: boolean;
+  attempt: number;
+  createdAt: number;
+  ip?: string;
+  additionalIps: string[];
+}
+
+/** Sandboxes and containers of one pod, newest first. */
+export interface ObservedPod {
+  uid: string;
+  name: string;
+  namespace: string;
+  sandboxes: ObservedSandbox[];
+  containers: ObservedContainer[];
+}
+
+export const emptyObservedPod = (uid: string, name = "", namespace = ""): ObservedPod => ({
+  uid,
+  name,
+  namespace,
+  sandboxes: [],
+  containers: [],
+});
+
+/** The result of one action; a sync collects one per action instead of stopping at the first error. */
+export interface SyncResult {
+  action: "CreatePodSandbox" | "KillPodSandbox" | "RemovePodSandbox" | "PullImage" | "StartContainer" | "KillContainer" | "RemoveContainer";
+  target: string;
+  error?: { reason: string; message: string };
+}
+
+/** What one sync of a pod did, and when it wants to be synced again. */
+export interface PodSyncOutcome {
+  results: SyncResult[];
+  /** Set when a container waits in backoff: sync again after this many ms. */
+  retryAfterMs?: number;
+}
+
+/** A pod as the runtime lists it, for the PLEG and orphan housekeeping. */
+export interface RuntimePodRecord {
+  uid: string;
+  name: string;
+  namespace: string;
+  /** id → state, sandboxes included with state running (ready) or exited. */
+  entities: Map<string, ContainerState>;
+}
