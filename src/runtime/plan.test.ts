@@ -1,0 +1,123 @@
+import { describe, expect, test } from "bun:test";
+import type { Pod } from "../pods/schema.ts";
+import { containerHash } from "./hash.ts";
+import { backoffKey, isNoop, planPod, type BackoffView } from "./plan.ts";
+import type { ObservedContainer, ObservedPod, ObservedSandbox } from "./types.ts";
+
+const noBackoff: BackoffView = { remainingSince: () => 0 };
+const pod = (restartPolicy: "Always" | "OnFailure" | "Never" = "Always", extra: Partial<Pod["spec"]> = {}): Pod => ({
+  metadata: { name: "web", namespace: "default", uid: "u1" },
+  spec: { restartPolicy, containers: [{ name: "app", image: "busybox", command: ["httpd"] }], ...extra },
+});
+const sandbox = (over: Partial<ObservedSandbox> = {}): ObservedSandbox => ({
+  id: "s1",
+  ready: true,
+  attempt: 0,
+  createdAt: 1,
+  ip: "10.0.0.2",
+  additionalIps: [],
+  ...over,
+});
+const container = (p: Pod, over: Partial<ObservedContainer> = {}): ObservedContainer => ({
+  id: "c1",
+  name: "app",
+  sandboxId: "s1",
+  state: "running",
+  hash: containerHash(p.spec.containers[0]!),
+  restartCount: 0,
+  image: "busybox",
+  imageRef: "sha256:1",
+  createdAt: 1,
+  ...over,
+});
+const observed = (sandboxes: ObservedSandbox[], containers: ObservedContainer[]): ObservedPod => ({
+  uid: "u1",
+  name: "web",
+  namespace: "default",
+  sandboxes,
+  containers,
+});
+
+describe("planPod", () => {
+  test("new pod: create sandbox and start every container", () => {
+    const a = planPod(pod(), observed([], []), noBackoff);
+    expect(a).toMatchObject({ createSandbox: true, killPod: false, sandboxAttempt: 0 });
+    expect(a.containersToStart).toEqual([{ name: "app", restartCount: 0, reason: "new pod" }]);
+  });
+
+  test("running and unchanged: nothing to do (agent restart adopts the pod)", () => {
+    const p = pod();
+    expect(isNoop(planPod(p, observed([sandbox()], [container(p)]), noBackoff))).toBe(true);
+  });
+
+  test("dead sandbox: kill the pod and recreate with the next attempt", () => {
+    const p = pod();
+    const a = planPod(p, observed([sandbox({ ready: false, attempt: 2 })], [container(p)]), noBackoff);
+    expect(a).toMatchObject({ killPod: true, createSandbox: true, sandboxAttempt: 3 });
+    expect(a.containersToStart[0]).toMatchObject({ name: "app", restartCount: 1 });
+  });
+
+  test("sandbox without an IP is recreated unless host network", () => {
+    const p = pod();
+    expect(planPod(p, observed([sandbox({ ip: undefined })], [container(p)]), noBackoff).createSandbox).toBe(true);
+    const h = pod("Always", { hostNetwork: true });
+    expect(planPod(h, observed([sandbox({ ip: undefined })], [container(h)]), noBackoff).createSandbox).toBe(false);
+  });
+
+  test("restartPolicy Never: a dead sandbox with containers that ran is not recreated", () => {
+    const p = pod("Never");
+    const a = planPod(p, observed([sandbox({ ready: false })], [container(p, { state: "exited", exitCode: 1 })]), noBackoff);
+    expect(a.createSandbox).toBe(false);
+    expect(a.containersToStart).toEqual([]);
+  });
+
+  test("OnFailure with all succeeded: no new sandbox", () => {
+    const p = pod("OnFailure");
+    const a = planPod(p, observed([sandbox({ ready: false })], [container(p, { state: "exited", exitCode: 0 })]), noBackoff);
+    expect(a.createSandbox).toBe(false);
+  });
+
+  test.each([
+    ["Always", 0, true],
+    ["Always", 1, true],
+    ["OnFailure", 0, false],
+    ["OnFailure", 2, true],
+    ["Never", 1, false],
+    ["Never", 0, false],
+  ] as const)("restartPolicy %s, exit code %d: restart is %p", (policy, exitCode, restarts) => {
+    const p = pod(policy);
+    const a = planPod(p, observed([sandbox()], [container(p, { state: "exited", exitCode, finishedAt: 5, restartCount: 3 })]), noBackoff);
+    expect(a.containersToStart.length > 0).toBe(restarts);
+    if (restarts) expect(a.containersToStart[0]).toMatchObject({ restartCount: 4, previousFinishedAt: 5 });
+  });
+
+  test("in backoff: the container waits and the plan says for how long", () => {
+    const p = pod();
+    const key = backoffKey(p, p.spec.containers[0]!);
+    const backoff: BackoffView = { remainingSince: (k, t) => (k === key && t === 5 ? 7000 : 0) };
+    const a = planPod(p, observed([sandbox()], [container(p, { state: "exited", exitCode: 1, finishedAt: 5 })]), backoff);
+    expect(a.containersToStart).toEqual([]);
+    expect(a.waiting).toEqual([{ name: "app", reason: "CrashLoopBackOff", remainingMs: 7000 }]);
+  });
+
+  test("changed spec hash: kill and start again", () => {
+    const p = pod();
+    const a = planPod(p, observed([sandbox()], [container(p, { hash: "old" })]), noBackoff);
+    expect(a.containersToKill).toEqual([{ id: "c1", name: "app", reason: "container spec changed" }]);
+    expect(a.containersToStart).toMatchObject([{ name: "app", restartCount: 1 }]);
+  });
+
+  test("a running container not in the spec is killed", () => {
+    const p = pod();
+    const a = planPod(p, observed([sandbox()], [container(p), container(p, { id: "c9", name: "gone" })]), noBackoff);
+    expect(a.containersToKill).toEqual([{ id: "c9", name: "gone", reason: "container is not in the pod spec" }]);
+  });
+
+  test("created but never started, or unknown: start again (unknown is killed first)", () => {
+    const p = pod("Never");
+    expect(planPod(p, observed([sandbox()], [container(p, { state: "created" })]), noBackoff).containersToStart).toHaveLength(1);
+    const a = planPod(p, observed([sandbox()], [container(p, { state: "unknown" })]), noBackoff);
+    expect(a.containersToKill).toHaveLength(1);
+    expect(a.containersToStart).toHaveLength(1);
+  });
+});

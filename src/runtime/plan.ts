@@ -1,0 +1,144 @@
+/**
+ * planPod: a pure function of (desired pod, observed pod, backoff view) that
+ * says what must happen next, after upstream's computePodActions. The
+ * executor (manager.ts) carries it out; tests check plans case by case.
+ */
+import type { ContainerSpec, Pod } from "../pods/schema.ts";
+import { containerHash } from "./hash.ts";
+import type { ObservedContainer, ObservedPod } from "./types.ts";
+
+export interface ContainerStart {
+  name: string;
+  restartCount: number;
+  reason: string;
+  /** When restarting a dead container: its finish time, which the backoff is counted from. */
+  previousFinishedAt?: number;
+}
+
+export interface ContainerKill {
+  id: string;
+  name: string;
+  reason: string;
+}
+
+export interface ContainerWaiting {
+  name: string;
+  reason: "CrashLoopBackOff";
+  remainingMs: number;
+}
+
+export interface PodActions {
+  /** Stop every container and sandbox of the pod before anything else. */
+  killPod: boolean;
+  createSandbox: boolean;
+  /** The ready sandbox to start containers in, when it is kept. */
+  sandboxId?: string;
+  /** Attempt number of the sandbox to create. */
+  sandboxAttempt: number;
+  containersToStart: ContainerStart[];
+  containersToKill: ContainerKill[];
+  waiting: ContainerWaiting[];
+}
+
+/** The read side of the crash-loop backoff the planner needs. */
+export interface BackoffView {
+  remainingSince(key: string, eventTime: number): number;
+}
+
+export const backoffKey = (pod: Pod, container: ContainerSpec): string =>
+  `${pod.metadata.uid}/${container.name}/${containerHash(container)}`;
+
+export const restartPolicyOf = (pod: Pod) => pod.spec.restartPolicy ?? "Always";
+
+/** Upstream ShouldContainerBeRestarted, for a container that is not running. */
+export function shouldRestart(pod: Pod, latest: ObservedContainer | undefined): boolean {
+  if (!latest || latest.state === "created" || latest.state === "unknown") return true;
+  switch (restartPolicyOf(pod)) {
+    case "Always":
+      return true;
+    case "OnFailure":
+      return latest.exitCode !== 0;
+    case "Never":
+      return false;
+  }
+}
+
+const latestByName = (observed: ObservedPod, name: string) => observed.containers.find((c) => c.name === name);
+
+export function sandboxNeedsRecreate(pod: Pod, observed: ObservedPod): boolean {
+  const newest = observed.sandboxes[0];
+  if (!newest || !newest.ready) return true;
+  // A pod network without an address is broken; upstream recreates it.
+  return !pod.spec.hostNetwork && !newest.ip;
+}
+
+export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView): PodActions {
+  const newest = observed.sandboxes[0];
+  const actions: PodActions = {
+    killPod: false,
+    createSandbox: false,
+    sandboxAttempt: newest ? newest.attempt + 1 : 0,
+    containersToStart: [],
+    containersToKill: [],
+    waiting: [],
+  };
+
+  if (sandboxNeedsRecreate(pod, observed)) {
+    const hasRuntimeState = observed.sandboxes.length > 0 || observed.containers.length > 0;
+    actions.killPod = observed.sandboxes.some((s) => s.ready) || observed.containers.some((c) => c.state === "running");
+    // A pod that must not restart, whose sandbox died after containers ran, stays down.
+    if (restartPolicyOf(pod) === "Never" && hasRuntimeState && observed.containers.length > 0) return actions;
+    for (const container of pod.spec.containers) {
+      const latest = latestByName(observed, container.name);
+      if (latest && latest.state === "exited" && !shouldRestart(pod, latest)) continue;
+      actions.containersToStart.push({
+        name: container.name,
+        restartCount: latest ? latest.restartCount + 1 : 0,
+        reason: newest ? "pod sandbox changed" : "new pod",
+      });
+    }
+    // OnFailure with every container succeeded: nothing left to run.
+    actions.createSandbox = actions.containersToStart.length > 0 || !hasRuntimeState;
+    return actions;
+  }
+
+  actions.sandboxId = newest!.id;
+  const wanted = new Set(pod.spec.containers.map((c) => c.name));
+  for (const c of observed.containers) {
+    if (c.state === "running" && !wanted.has(c.name)) {
+      actions.containersToKill.push({ id: c.id, name: c.name, reason: "container is not in the pod spec" });
+    }
+  }
+  for (const container of pod.spec.containers) {
+    const latest = latestByName(observed, container.name);
+    if (latest?.state === "running") {
+      if (latest.hash !== containerHash(container)) {
+        actions.containersToKill.push({ id: latest.id, name: container.name, reason: "container spec changed" });
+        actions.containersToStart.push({ name: container.name, restartCount: latest.restartCount + 1, reason: "container spec changed" });
+      }
+      continue;
+    }
+    if (latest?.state === "unknown") {
+      actions.containersToKill.push({ id: latest.id, name: container.name, reason: "container state is unknown" });
+    }
+    if (!shouldRestart(pod, latest)) continue;
+    if (latest?.state === "exited" && latest.finishedAt !== undefined) {
+      const remainingMs = backoff.remainingSince(backoffKey(pod, container), latest.finishedAt);
+      if (remainingMs > 0) {
+        actions.waiting.push({ name: container.name, reason: "CrashLoopBackOff", remainingMs });
+        continue;
+      }
+    }
+    actions.containersToStart.push({
+      name: container.name,
+      restartCount: latest ? latest.restartCount + 1 : 0,
+      reason: latest ? `container exited (${latest.reason ?? "exit code " + latest.exitCode})` : "container is not created",
+      ...(latest?.state === "exited" && latest.finishedAt !== undefined ? { previousFinishedAt: latest.finishedAt } : {}),
+    });
+  }
+  return actions;
+}
+
+/** True when the plan changes nothing: the pod is converged. */
+export const isNoop = (a: PodActions): boolean =>
+  !a.killPod && !a.createSandbox && a.containersToStart.length === 0 && a.containersToKill.length === 0;
