@@ -1,0 +1,53 @@
+import { describe, expect, test } from "bun:test";
+import type { Pod } from "../pods/schema.ts";
+import type { ObservedContainer, ObservedPod } from "../runtime/types.ts";
+import { podPhase, podStatus } from "./phase.ts";
+
+const pod = (restartPolicy: "Always" | "OnFailure" | "Never", names = ["a", "b"]): Pod => ({
+  metadata: { name: "p", uid: "u" },
+  spec: { restartPolicy, containers: names.map((name) => ({ name, image: "busybox" })) },
+});
+const c = (name: string, state: ObservedContainer["state"], exitCode?: number): ObservedContainer => ({
+  id: `id-${name}`,
+  name,
+  sandboxId: "s",
+  state,
+  hash: "h",
+  restartCount: 0,
+  image: "busybox",
+  imageRef: "sha256:x",
+  createdAt: 0,
+  ...(exitCode === undefined ? {} : { exitCode, finishedAt: 1000 }),
+});
+const obs = (...containers: ObservedContainer[]): ObservedPod => ({
+  uid: "u",
+  name: "p",
+  namespace: "default",
+  sandboxes: [{ id: "s", ready: true, attempt: 0, createdAt: 0, ip: "10.1.0.5", additionalIps: [] }],
+  containers,
+});
+
+describe("podPhase", () => {
+  test.each([
+    ["Always", [], "Pending"],
+    ["Always", [c("a", "running")], "Pending"],
+    ["Always", [c("a", "running"), c("b", "running")], "Running"],
+    ["Never", [c("a", "exited", 0), c("b", "exited", 0)], "Succeeded"],
+    ["Never", [c("a", "exited", 0), c("b", "exited", 1)], "Failed"],
+    ["OnFailure", [c("a", "exited", 0), c("b", "exited", 0)], "Succeeded"],
+    ["OnFailure", [c("a", "exited", 0), c("b", "exited", 3)], "Running"],
+    ["Always", [c("a", "exited", 0), c("b", "exited", 0)], "Running"],
+    ["Never", [c("a", "running"), c("b", "exited", 1)], "Running"],
+  ] as const)("%s with %j → %s", (policy, containers, phase) => {
+    expect(podPhase(pod(policy), obs(...containers))).toBe(phase);
+  });
+});
+
+describe("podStatus", () => {
+  test("reports the IP, backoff waiting and last state", () => {
+    const status = podStatus(pod("Always", ["a"]), obs(c("a", "exited", 1)), new Map([["a", { reason: "CrashLoopBackOff", message: "back-off 10s" }]]));
+    expect(status.podIP).toBe("10.1.0.5");
+    expect(status.containerStatuses[0]!.state).toEqual({ waiting: { reason: "CrashLoopBackOff", message: "back-off 10s" } });
+    expect(status.containerStatuses[0]!.lastState).toMatchObject({ terminated: { exitCode: 1, reason: "Error" } });
+  });
+});

@@ -1,0 +1,130 @@
+/**
+ * Pod phase and container statuses computed from what the runtime shows,
+ * after upstream's getPhase and convertToAPIContainerStatuses (the subset
+ * the agent has the facts for so far).
+ */
+import type { Pod } from "../pods/schema.ts";
+import { restartPolicyOf } from "../runtime/plan.ts";
+import type { ObservedContainer, ObservedPod } from "../runtime/types.ts";
+
+export type PodPhase = "Pending" | "Running" | "Succeeded" | "Failed" | "Unknown";
+
+export type ContainerStateView =
+  | { waiting: { reason: string; message?: string } }
+  | { running: { startedAt: string } }
+  | { terminated: { exitCode: number; reason: string; message?: string; startedAt?: string; finishedAt?: string; containerID: string } };
+
+export interface ContainerStatusView {
+  name: string;
+  state: ContainerStateView;
+  lastState: ContainerStateView | Record<string, never>;
+  ready: boolean;
+  started: boolean;
+  restartCount: number;
+  image: string;
+  imageID: string;
+  containerID?: string;
+}
+
+export interface PodStatusView {
+  phase: PodPhase;
+  podIP?: string;
+  podIPs: { ip: string }[];
+  startTime?: string;
+  containerStatuses: ContainerStatusView[];
+  reason?: string;
+  message?: string;
+}
+
+const iso = (ms: number | undefined) => (ms === undefined ? undefined : new Date(ms).toISOString());
+
+function stateOf(c: ObservedContainer): ContainerStateView {
+  switch (c.state) {
+    case "running":
+      return { running: { startedAt: iso(c.startedAt ?? c.createdAt)! } };
+    case "exited":
+      return {
+        terminated: {
+          exitCode: c.exitCode ?? 0,
+          reason: c.reason || (c.exitCode === 0 ? "Completed" : "Error"),
+          ...(c.message ? { message: c.message } : {}),
+          ...(c.startedAt ? { startedAt: iso(c.startedAt) } : {}),
+          ...(c.finishedAt ? { finishedAt: iso(c.finishedAt) } : {}),
+          containerID: `containerd://${c.id}`,
+        },
+      };
+    case "created":
+      return { waiting: { reason: "ContainerCreating" } };
+    case "unknown":
+      return { waiting: { reason: "ContainerStatusUnknown" } };
+  }
+}
+
+/** Waiting reasons the last sync recorded (CrashLoopBackOff, ErrImagePull...), by container. */
+export type WaitingReasons = ReadonlyMap<string, { reason: string; message?: string }>;
+
+export function containerStatuses(pod: Pod, observed: ObservedPod, waiting: WaitingReasons): ContainerStatusView[] {
+  return pod.spec.containers.map((spec) => {
+    const [latest, previous] = observed.containers.filter((c) => c.name === spec.name);
+    const waitingReason = waiting.get(spec.name);
+    const base = { name: spec.name, image: spec.image, imageID: latest?.imageRef ?? "", restartCount: latest?.restartCount ?? 0 };
+    if (!latest) {
+      return { ...base, state: { waiting: waitingReason ?? { reason: "ContainerCreating" } }, lastState: {}, ready: false, started: false };
+    }
+    const current = stateOf(latest);
+    const inBackoff = latest.state !== "running" && waitingReason;
+    return {
+      ...base,
+      containerID: `containerd://${latest.id}`,
+      state: inBackoff ? { waiting: waitingReason } : current,
+      lastState: inBackoff ? current : previous ? stateOf(previous) : {},
+      // Readiness probes arrive with the prober; until then running means ready.
+      ready: latest.state === "running",
+      started: latest.state === "running",
+    };
+  });
+}
+
+/** Upstream getPhase for regular containers. */
+export function podPhase(pod: Pod, observed: ObservedPod): PodPhase {
+  let running = 0;
+  let waiting = 0;
+  let succeeded = 0;
+  let failed = 0;
+  for (const spec of pod.spec.containers) {
+    const latest = observed.containers.find((c) => c.name === spec.name);
+    if (!latest || latest.state === "created" || latest.state === "unknown") waiting++;
+    else if (latest.state === "running") running++;
+    else if (latest.exitCode === 0) succeeded++;
+    else failed++;
+  }
+  const total = pod.spec.containers.length;
+  // Upstream: a container that never started keeps the pod Pending; one
+  // that ran and is being restarted counts as stopped, not waiting.
+  if (waiting > 0) return "Pending";
+  if (running > 0) return "Running";
+  if (succeeded === total) return restartPolicyOf(pod) === "Always" ? "Running" : "Succeeded";
+  // Every container stopped and at least one failed.
+  switch (restartPolicyOf(pod)) {
+    case "Always":
+      return "Running"; // they are being restarted
+    case "OnFailure":
+      return "Running";
+    case "Never":
+      return "Failed";
+  }
+}
+
+export const isTerminalPhase = (phase: PodPhase): boolean => phase === "Succeeded" || phase === "Failed";
+
+export function podStatus(pod: Pod, observed: ObservedPod, waiting: WaitingReasons): PodStatusView {
+  const sandbox = observed.sandboxes[0];
+  const ips = sandbox?.ip ? [sandbox.ip, ...sandbox.additionalIps] : [];
+  return {
+    phase: podPhase(pod, observed),
+    ...(ips[0] ? { podIP: ips[0] } : {}),
+    podIPs: ips.map((ip) => ({ ip })),
+    ...(sandbox ? { startTime: iso(sandbox.createdAt) } : {}),
+    containerStatuses: containerStatuses(pod, observed, waiting),
+  };
+}
