@@ -1,0 +1,312 @@
+/**
+ * The CRI facade over gRPC: protobuf-ts generated clients on
+ * @protobuf-ts/grpc-transport and @grpc/grpc-js, dialing a unix socket.
+ *
+ * Mirrors the upstream kubelet's remote runtime client
+ * (k8s.io/cri-client/pkg/remote_runtime.go, remote_image.go):
+ * - every call has a deadline of `requestTimeoutMs` (runtimeRequestTimeout,
+ *   2 minutes by default); StopContainer and ExecSync add their own timeout
+ *   to it; PullImage and the event stream have none;
+ * - messages up to 16 MiB both ways (grpc-js defaults to 4 MiB received);
+ * - reconnect backoff from 100 ms up to 3 s, so a restarted runtime is
+ *   picked up within seconds. grpc-js channels reconnect by themselves;
+ *   a call while the runtime is down fails fast with kind Unavailable.
+ *
+ * Each call also has a local watchdog a little after its deadline, so that
+ * no transport bug can leave a caller waiting forever (NOTES.md lists Bun
+ * HTTP/2 releases that hung on large messages).
+ */
+import { ChannelCredentials, type ChannelOptions } from "@grpc/grpc-js";
+import { GrpcTransport } from "@protobuf-ts/grpc-transport";
+import type { RpcOptions, ServerStreamingCall, UnaryCall } from "@protobuf-ts/runtime-rpc";
+import type { Logger } from "../util/log.ts";
+import { CriError, toCriError } from "./errors.ts";
+import { parseEndpoint } from "./endpoint.ts";
+import { ImageServiceClient, RuntimeServiceClient } from "./gen/api.client.ts";
+import type { ContainerEventResponse } from "./gen/api.ts";
+import { CRI_API_VERSION, type CriService } from "./index.ts";
+
+export interface CriClientOptions {
+  /** Runtime endpoint: `unix:///run/containerd/containerd.sock` or a bare absolute path. */
+  endpoint: string;
+  /** Image service endpoint; defaults to `endpoint` (one shared connection). */
+  imageEndpoint?: string;
+  /** Deadline for each call; the kubelet's runtimeRequestTimeout. Default 2 minutes. */
+  requestTimeoutMs?: number;
+  logger: Logger;
+  /** Largest message sent or received. Default 16 MiB, as the upstream kubelet. */
+  maxMessageBytes?: number;
+}
+
+export const DEFAULT_REQUEST_TIMEOUT_MS = 2 * 60 * 1000;
+export const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
+/** How long after a call's deadline the local watchdog gives up on grpc-js. */
+const WATCHDOG_GRACE_MS = 2000;
+
+export function channelOptions(maxMessageBytes: number): ChannelOptions {
+  return {
+    "grpc.max_receive_message_length": maxMessageBytes,
+    "grpc.max_send_message_length": maxMessageBytes,
+    "grpc.initial_reconnect_backoff_ms": 100,
+    "grpc.max_reconnect_backoff_ms": 3000,
+  };
+}
+
+function ids(n: number | bigint): bigint {
+  return typeof n === "bigint" ? n : BigInt(Math.trunc(n));
+}
+
+export function createCriClient(opts: CriClientOptions): CriService {
+  const timeoutMs = opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+  if (!(timeoutMs > 0)) throw new RangeError(`requestTimeoutMs must be positive, got ${timeoutMs}`);
+  const maxBytes = opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+  const log = opts.logger.with({ component: "cri" });
+
+  const runtimeEp = parseEndpoint(opts.endpoint);
+  const imageEp = parseEndpoint(opts.imageEndpoint || opts.endpoint);
+  for (const ep of [runtimeEp, imageEp]) {
+    if (ep.deprecatedForm) log.warn("CRI endpoint without unix:// is deprecated", { endpoint: ep.path });
+  }
+  const transport = (target: string) =>
+    new GrpcTransport({ host: target, channelCredentials: ChannelCredentials.createInsecure(), clientOptions: channelOptions(maxBytes) });
+  const runtimeTransport = transport(runtimeEp.target);
+  const imageTransport = imageEp.target === runtimeEp.target ? runtimeTransport : transport(imageEp.target);
+  const rt = new RuntimeServiceClient(runtimeTransport);
+  const img = new ImageServiceClient(imageTransport);
+  log.v(2).info("CRI client created", { endpoint: runtimeEp.target, imageEndpoint: imageEp.target, timeoutMs });
+
+  let closed = false;
+
+  /**
+   * Runs one unary call with a deadline (ms from now; undefined for none),
+   * converting every failure into a CriError naming the method and target.
+   */
+  async function unary<I extends object, O extends object>(
+    method: string,
+    target: string | undefined,
+    deadlineMs: number | undefined,
+    start: (options: RpcOptions) => UnaryCall<I, O>,
+    signal?: AbortSignal,
+  ): Promise<O> {
+    if (closed) throw new CriError({ kind: "Canceled", method, target, detail: "CRI client is closed" });
+    const began = performance.now();
+    const abort = new AbortController();
+    const options: RpcOptions = { abort: abort.signal };
+    if (deadlineMs !== undefined) options.timeout = deadlineMs;
+    let watchdogFired = false;
+    const watchdog =
+      deadlineMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            watchdogFired = true;
+            abort.abort();
+          }, deadlineMs + WATCHDOG_GRACE_MS);
+    const onAbort = () => abort.abort();
+    signal?.addEventListener("abort", onAbort, { once: true });
+    try {
+      if (signal?.aborted) abort.abort();
+      const call = start(options);
+      const response = await call.response;
+      log.v(10).info("CRI call", { method, target, ms: Math.round(performance.now() - began) });
+      return response;
+    } catch (err) {
+      let e = toCriError(err, method, target);
+      if (watchdogFired) {
+        e = new CriError({
+          kind: "DeadlineExceeded",
+          method,
+          target,
+          detail: `no answer ${WATCHDOG_GRACE_MS} ms after the ${deadlineMs} ms deadline; call cancelled locally`,
+          cause: err,
+        });
+      }
+      const fields = { method, target, kind: e.kind, ms: Math.round(performance.now() - began), err: e.detail };
+      if (e.kind === "NotFound") log.v(4).info("CRI call failed", fields);
+      else log.warn("CRI call failed", fields);
+      throw e;
+    } finally {
+      if (watchdog) clearTimeout(watchdog);
+      signal?.removeEventListener("abort", onAbort);
+    }
+  }
+
+  const client: CriService = {
+    // --- runtime as a whole -------------------------------------------------
+    version: () => unary("Version", undefined, timeoutMs, (o) => rt.version({ version: CRI_API_VERSION }, o)),
+
+    status: (verbose = false) => unary("Status", undefined, timeoutMs, (o) => rt.status({ verbose }, o)),
+
+    runtimeConfig: () => unary("RuntimeConfig", undefined, timeoutMs, (o) => rt.runtimeConfig({}, o)),
+
+    async updateRuntimeConfig(podCidr) {
+      await unary("UpdateRuntimeConfig", podCidr, timeoutMs, (o) =>
+        rt.updateRuntimeConfig({ runtimeConfig: { networkConfig: { podCidr } } }, o),
+      );
+    },
+
+    // --- sandboxes ----------------------------------------------------------
+    async runPodSandbox(config, runtimeHandler = "") {
+      const name = config.metadata ? `${config.metadata.namespace}/${config.metadata.name}` : undefined;
+      const r = await unary("RunPodSandbox", name, timeoutMs, (o) => rt.runPodSandbox({ config, runtimeHandler }, o));
+      if (!r.podSandboxId) throw new CriError({ kind: "Unknown", method: "RunPodSandbox", target: name, detail: "runtime returned an empty sandbox id" });
+      return r.podSandboxId;
+    },
+
+    async stopPodSandbox(podSandboxId) {
+      await unary("StopPodSandbox", podSandboxId, timeoutMs, (o) => rt.stopPodSandbox({ podSandboxId }, o));
+    },
+
+    async removePodSandbox(podSandboxId) {
+      await unary("RemovePodSandbox", podSandboxId, timeoutMs, (o) => rt.removePodSandbox({ podSandboxId }, o));
+    },
+
+    podSandboxStatus: (podSandboxId, verbose = false) =>
+      unary("PodSandboxStatus", podSandboxId, timeoutMs, (o) => rt.podSandboxStatus({ podSandboxId, verbose }, o)),
+
+    async listPodSandbox(filter) {
+      const r = await unary("ListPodSandbox", undefined, timeoutMs, (o) => rt.listPodSandbox({ filter }, o));
+      return r.items;
+    },
+
+    // --- containers ---------------------------------------------------------
+    async createContainer(podSandboxId, config, sandboxConfig) {
+      const target = `${podSandboxId}/${config.metadata?.name ?? ""}`;
+      const r = await unary("CreateContainer", target, timeoutMs, (o) =>
+        rt.createContainer({ podSandboxId, config, sandboxConfig }, o),
+      );
+      if (!r.containerId) throw new CriError({ kind: "Unknown", method: "CreateContainer", target, detail: "runtime returned an empty container id" });
+      return r.containerId;
+    },
+
+    async startContainer(containerId) {
+      await unary("StartContainer", containerId, timeoutMs, (o) => rt.startContainer({ containerId }, o));
+    },
+
+    async stopContainer(containerId, timeoutSeconds) {
+      // Upstream: the call may take the grace period plus the request timeout.
+      const deadline = timeoutMs + Math.max(0, timeoutSeconds) * 1000;
+      await unary("StopContainer", containerId, deadline, (o) =>
+        rt.stopContainer({ containerId, timeout: ids(timeoutSeconds) }, o),
+      );
+    },
+
+    async removeContainer(containerId) {
+      await unary("RemoveContainer", containerId, timeoutMs, (o) => rt.removeContainer({ containerId }, o));
+    },
+
+    async listContainers(filter) {
+      const r = await unary("ListContainers", undefined, timeoutMs, (o) => rt.listContainers({ filter }, o));
+      return r.containers;
+    },
+
+    containerStatus: (containerId, verbose = false) =>
+      unary("ContainerStatus", containerId, timeoutMs, (o) => rt.containerStatus({ containerId, verbose }, o)),
+
+    async updateContainerResources(containerId, linux, annotations = {}) {
+      await unary("UpdateContainerResources", containerId, timeoutMs, (o) =>
+        rt.updateContainerResources({ containerId, linux, annotations }, o),
+      );
+    },
+
+    async reopenContainerLog(containerId) {
+      await unary("ReopenContainerLog", containerId, timeoutMs, (o) => rt.reopenContainerLog({ containerId }, o));
+    },
+
+    // --- exec -----------------------------------------------------------------
+    execSync(containerId, cmd, timeoutSeconds) {
+      // Upstream: no deadline when the exec has no timeout, else timeout + request timeout.
+      const deadline = timeoutSeconds > 0 ? timeoutMs + timeoutSeconds * 1000 : undefined;
+      return unary("ExecSync", containerId, deadline, (o) => rt.execSync({ containerId, cmd, timeout: ids(timeoutSeconds) }, o));
+    },
+
+    async exec(request) {
+      const r = await unary("Exec", request.containerId, timeoutMs, (o) => rt.exec(request, o));
+      return r.url;
+    },
+
+    async attach(request) {
+      const r = await unary("Attach", request.containerId, timeoutMs, (o) => rt.attach(request, o));
+      return r.url;
+    },
+
+    async portForward(podSandboxId, ports) {
+      const r = await unary("PortForward", podSandboxId, timeoutMs, (o) => rt.portForward({ podSandboxId, port: ports }, o));
+      return r.url;
+    },
+
+    // --- stats ----------------------------------------------------------------
+    async containerStats(containerId) {
+      const r = await unary("ContainerStats", containerId, timeoutMs, (o) => rt.containerStats({ containerId }, o));
+      if (!r.stats) throw new CriError({ kind: "NotFound", method: "ContainerStats", target: containerId, detail: "runtime returned no stats" });
+      return r.stats;
+    },
+
+    async listContainerStats(filter) {
+      const r = await unary("ListContainerStats", undefined, timeoutMs, (o) => rt.listContainerStats({ filter }, o));
+      return r.stats;
+    },
+
+    async listPodSandboxStats(filter) {
+      const r = await unary("ListPodSandboxStats", undefined, timeoutMs, (o) => rt.listPodSandboxStats({ filter }, o));
+      return r.stats;
+    },
+
+    containerEvents(signal) {
+      return streamEvents(signal);
+    },
+
+    // --- images -----------------------------------------------------------------
+    async listImages(filter) {
+      const r = await unary("ListImages", undefined, timeoutMs, (o) => img.listImages({ filter }, o));
+      return r.images;
+    },
+
+    async imageStatus(image) {
+      const r = await unary("ImageStatus", image.image, timeoutMs, (o) => img.imageStatus({ image, verbose: false }, o));
+      return r.image;
+    },
+
+    async pullImage(image, auth, sandboxConfig, pullOpts) {
+      const r = await unary("PullImage", image.image, undefined, (o) => img.pullImage({ image, auth, sandboxConfig }, o), pullOpts?.signal);
+      return r.imageRef;
+    },
+
+    async removeImage(image) {
+      await unary("RemoveImage", image.image, timeoutMs, (o) => img.removeImage({ image }, o));
+    },
+
+    imageFsInfo: () => unary("ImageFsInfo", undefined, timeoutMs, (o) => img.imageFsInfo({}, o)),
+
+    close() {
+      if (closed) return;
+      closed = true;
+      runtimeTransport.close();
+      if (imageTransport !== runtimeTransport) imageTransport.close();
+      log.v(2).info("CRI client closed");
+    },
+  };
+
+  async function* streamEvents(signal: AbortSignal): AsyncGenerator<ContainerEventResponse> {
+    if (closed) throw new CriError({ kind: "Canceled", method: "GetContainerEvents", detail: "CRI client is closed" });
+    if (signal.aborted) return;
+    const abort = new AbortController();
+    const onAbort = () => abort.abort();
+    signal.addEventListener("abort", onAbort, { once: true });
+    let call: ServerStreamingCall<object, ContainerEventResponse> | undefined;
+    try {
+      call = rt.getContainerEvents({}, { abort: abort.signal });
+      for await (const ev of call.responses) yield ev;
+    } catch (err) {
+      if (signal.aborted) return;
+      const e = toCriError(err, "GetContainerEvents");
+      log.warn("CRI event stream failed", { kind: e.kind, err: e.detail });
+      throw e;
+    } finally {
+      signal.removeEventListener("abort", onAbort);
+      // A consumer that stops iterating early must not leave the stream open.
+      abort.abort();
+    }
+  }
+
+  return client;
+}

@@ -1,0 +1,43 @@
+/**
+ * The seam between the syncLoop and a container runtime: all the pod
+ * workers and the PLEG need. The CRI implementation is manager.ts; fake.ts
+ * is an in-memory one for unit tests of the loop.
+ */
+import type { Pod } from "../pods/schema.ts";
+import type { ObservedPod, PodSyncOutcome, RuntimePodRecord } from "./types.ts";
+
+export interface PodRef {
+  uid: string;
+  name: string;
+  namespace: string;
+}
+
+export const refOf = (pod: Pod): PodRef => ({
+  uid: pod.metadata.uid ?? "",
+  name: pod.metadata.name ?? "",
+  namespace: pod.metadata.namespace ?? "default",
+});
+
+export interface SyncPodOutcome extends PodSyncOutcome {
+  /** Why each container that should run does not (CrashLoopBackOff, ErrImagePull, ...). */
+  waiting: Map<string, { reason: string; message?: string }>;
+  /** False when the plan was empty, so the caller can skip re-reading state. */
+  changed: boolean;
+}
+
+export interface PodRuntime {
+  /** The runtime's current view of one pod; empty when it has nothing. Read-only. */
+  observe(ref: PodRef): Promise<ObservedPod>;
+  /** Converges one pod toward its spec: one step of plan then execute. */
+  syncPod(pod: Pod, observed: ObservedPod): Promise<SyncPodOutcome>;
+  /** Stops every container (within the grace period) and the sandboxes. Idempotent. */
+  killPod(ref: PodRef, observed: ObservedPod, gracePeriodSeconds: number): Promise<PodSyncOutcome>;
+  /** Removes the stopped containers and sandboxes of a deleted pod. Idempotent. */
+  removePod(ref: PodRef, observed: ObservedPod): Promise<PodSyncOutcome>;
+  /** Every pod the runtime holds, for the PLEG relist and orphan housekeeping. */
+  relist(): Promise<RuntimePodRecord[]>;
+  /** Removes dead containers and sandboxes beyond what upstream keeps. */
+  garbageCollect(): Promise<void>;
+}
+
+export type { ObservedPod, PodSyncOutcome, RuntimePodRecord, SyncResult } from "./types.ts";

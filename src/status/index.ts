@@ -1,0 +1,37 @@
+/**
+ * Where pod workers put the statuses they compute. The standalone store
+ * keeps them for local readers (the /pods endpoint, tests); the API
+ * implementation patches them to the API server.
+ */
+import type { Pod } from "../pods/schema.ts";
+import type { PodStatusView } from "./phase.ts";
+
+export interface StatusSink {
+  /** Records the latest status of a pod; cheap and idempotent. */
+  set(pod: Pod, status: PodStatusView): void;
+  /** Forgets a pod whose worker finished. */
+  delete(uid: string): void;
+}
+
+export class LocalStatusStore implements StatusSink {
+  private readonly statuses = new Map<string, { pod: Pod; status: PodStatusView }>();
+
+  set(pod: Pod, status: PodStatusView): void {
+    this.statuses.set(pod.metadata.uid ?? "", { pod, status });
+  }
+
+  delete(uid: string): void {
+    this.statuses.delete(uid);
+  }
+
+  get(uid: string): PodStatusView | undefined {
+    return this.statuses.get(uid)?.status;
+  }
+
+  /** Pods with their statuses, as the kubelet's /pods endpoint lists them. */
+  list(): { pod: Pod; status: PodStatusView }[] {
+    return [...this.statuses.values()];
+  }
+}
+
+export * from "./phase.ts";

@@ -1,0 +1,120 @@
+import { describe, expect, test } from "bun:test";
+import type { Pod } from "../pods/schema.ts";
+import { FakePodRuntime } from "../runtime/fake.ts";
+import { LocalStatusStore } from "../status/index.ts";
+import { FakeClock } from "../util/clock.ts";
+import { memoryLogger } from "../util/log.ts";
+import { PodWorkers } from "./podworkers.ts";
+
+const pod = (uid: string, restartPolicy: "Always" | "Never" = "Always", name = "web"): Pod => ({
+  metadata: { name, namespace: "default", uid },
+  spec: { restartPolicy, terminationGracePeriodSeconds: 5, containers: [{ name: "app", image: "busybox" }] },
+});
+
+function setup() {
+  const clock = new FakeClock();
+  const runtime = new FakePodRuntime(clock);
+  const status = new LocalStatusStore();
+  const workers = new PodWorkers({ runtime, status, clock, logger: memoryLogger().logger, resyncIntervalMs: 60_000 });
+  return { clock, runtime, status, workers };
+}
+
+describe("PodWorkers", () => {
+  test("a new pod is started and its status recorded", async () => {
+    const { runtime, status, workers } = setup();
+    workers.upsert(pod("u1"));
+    await workers.idle();
+    expect(runtime.pods.get("u1")!.containers[0]!.state).toBe("running");
+    expect(status.get("u1")).toMatchObject({ phase: "Running", podIP: "10.88.0.2" });
+  });
+
+  test("requests during a step collapse into one more step", async () => {
+    const { runtime, workers } = setup();
+    workers.upsert(pod("u1"));
+    workers.sync("u1");
+    workers.sync("u1");
+    workers.sync("u1");
+    await workers.idle();
+    expect(runtime.calls.filter((c) => c.method === "syncPod")).toHaveLength(2);
+  });
+
+  test("a crashed container waits out its backoff, then restarts", async () => {
+    const { clock, runtime, status, workers } = setup();
+    workers.upsert(pod("u1"));
+    await workers.idle();
+    runtime.exitContainer("u1", "app", 1);
+    workers.sync("u1");
+    await workers.idle();
+    // First restart is immediate (upstream), then 10s backoff starts.
+    expect(runtime.pods.get("u1")!.containers[0]).toMatchObject({ state: "running", restartCount: 1 });
+    runtime.exitContainer("u1", "app", 1);
+    workers.sync("u1");
+    await workers.idle();
+    expect(status.get("u1")!.containerStatuses[0]!.state).toMatchObject({ waiting: { reason: "CrashLoopBackOff" } });
+    clock.advance(9_999);
+    await workers.idle();
+    expect(runtime.pods.get("u1")!.containers[0]!.state).toBe("exited");
+    clock.advance(1);
+    await workers.idle();
+    expect(runtime.pods.get("u1")!.containers[0]).toMatchObject({ state: "running", restartCount: 2 });
+  });
+
+  test("removal kills then removes, and the worker goes away", async () => {
+    const { runtime, status, workers } = setup();
+    workers.upsert(pod("u1"));
+    await workers.idle();
+    workers.remove("u1");
+    await workers.idle();
+    expect(runtime.pods.has("u1")).toBe(false);
+    expect(workers.has("u1")).toBe(false);
+    expect(status.get("u1")).toBeUndefined();
+    expect(runtime.calls.map((c) => c.method)).toContain("killPod");
+  });
+
+  test("restartPolicy Never: completed pod is stopped but kept until deleted", async () => {
+    const { runtime, status, workers } = setup();
+    workers.upsert(pod("u1", "Never"));
+    await workers.idle();
+    runtime.exitContainer("u1", "app", 0);
+    workers.sync("u1");
+    await workers.idle();
+    expect(status.get("u1")!.phase).toBe("Succeeded");
+    expect(workers.stageOf("u1")).toBe("terminated");
+    expect(runtime.pods.get("u1")!.sandboxes[0]!.ready).toBe(false);
+    expect(runtime.pods.get("u1")!.containers).toHaveLength(1);
+    workers.remove("u1");
+    await workers.idle();
+    expect(workers.has("u1")).toBe(false);
+  });
+
+  test("a failed step is retried after the error delay", async () => {
+    const { clock, runtime, workers } = setup();
+    runtime.failNext("observe", new Error("runtime is down"));
+    workers.upsert(pod("u1"));
+    await workers.idle();
+    expect(runtime.pods.has("u1")).toBe(false);
+    clock.advance(10_000);
+    await workers.idle();
+    expect(runtime.pods.get("u1")!.containers[0]!.state).toBe("running");
+  });
+
+  test("a replacement static pod starts only after its predecessor is gone", async () => {
+    const { runtime, workers } = setup();
+    workers.upsert(pod("old"));
+    await workers.idle();
+    runtime.failNext("removePod", new Error("busy"));
+    workers.remove("old");
+    workers.upsert(pod("new"));
+    await workers.idle();
+    expect(runtime.pods.has("new")).toBe(false);
+    expect(workers.stageOf("old")).toBe("terminated");
+  });
+
+  test("orphans are killed and removed", async () => {
+    const { runtime, workers } = setup();
+    runtime.pods.set("orphan", { uid: "orphan", name: "x", namespace: "default", sandboxes: [], containers: [] });
+    workers.terminateOrphan({ uid: "orphan", name: "x", namespace: "default" });
+    await workers.idle();
+    expect(runtime.pods.has("orphan")).toBe(false);
+  });
+});

@@ -1,0 +1,226 @@
+/**
+ * One worker per pod UID: work on one pod is serialized, pods proceed in
+ * parallel (upstream pod_workers.go). A worker holds the pod's lifecycle
+ * (pods/lifecycle.ts) and at most one pending request: new requests while
+ * a step runs only mark the worker dirty, so bursts of PLEG events collapse
+ * into one more step.
+ */
+import { transition, type LifecycleEvent, type PodLifecycle } from "../pods/lifecycle.ts";
+import type { Pod } from "../pods/schema.ts";
+import type { PodRef, PodRuntime } from "../runtime/index.ts";
+import { isTerminalPhase, podStatus, type StatusSink } from "../status/index.ts";
+import type { Clock } from "../util/clock.ts";
+import { errorMessage } from "../util/errors.ts";
+import type { Logger } from "../util/log.ts";
+
+export interface PodWorkersOptions {
+  runtime: PodRuntime;
+  status: StatusSink;
+  clock: Clock;
+  logger: Logger;
+  /** How often a converged pod is synced again (syncFrequency). */
+  resyncIntervalMs: number;
+  /** Retry delay after a failed step (upstream backOffPeriod, 10s). */
+  errorRetryMs?: number;
+}
+
+interface Worker {
+  ref: PodRef;
+  fullName: string;
+  pod: Pod | undefined;
+  lifecycle: PodLifecycle;
+  events: LifecycleEvent[];
+  dirty: boolean;
+  running: Promise<void> | undefined;
+  cancelTimer: (() => void) | undefined;
+  /** The pod was added again (same UID) while terminating: start over once finished. */
+  restartWith: Pod | undefined;
+}
+
+export const defaultGracePeriodSeconds = (pod: Pod | undefined): number =>
+  pod?.metadata.deletionGracePeriodSeconds ?? pod?.spec.terminationGracePeriodSeconds ?? 30;
+
+export class PodWorkers implements AsyncDisposable {
+  private readonly workers = new Map<string, Worker>();
+  private stopped = false;
+
+  constructor(private readonly opts: PodWorkersOptions) {}
+
+  /** A desired pod was added or changed. */
+  upsert(pod: Pod): void {
+    const uid = pod.metadata.uid ?? "";
+    const existing = this.workers.get(uid);
+    if (existing && existing.lifecycle.stage !== "syncing") {
+      // Upstream: a pod never runs again once termination started; a re-add
+      // of the same UID (a restored static manifest) starts after it finished.
+      existing.restartWith = pod;
+      return;
+    }
+    const worker = existing ?? this.create({ uid, name: pod.metadata.name ?? "", namespace: pod.metadata.namespace ?? "default" }, pod);
+    worker.pod = pod;
+    this.kick(worker);
+  }
+
+  /** A desired pod was removed from its source. */
+  remove(uid: string): void {
+    const worker = this.workers.get(uid);
+    if (!worker) return;
+    worker.restartWith = undefined;
+    worker.events.push({ type: "deleted", gracePeriodSeconds: defaultGracePeriodSeconds(worker.pod) });
+    this.kick(worker);
+  }
+
+  /** Something changed in the runtime for this pod (PLEG) or a timer fired. */
+  sync(uid: string): void {
+    const worker = this.workers.get(uid);
+    if (worker) this.kick(worker);
+  }
+
+  /** A pod the runtime has but no source wants: kill and remove it. */
+  terminateOrphan(ref: PodRef): void {
+    if (this.workers.has(ref.uid)) return;
+    const worker = this.create(ref, undefined);
+    worker.events.push({ type: "deleted", gracePeriodSeconds: 30 });
+    this.kick(worker);
+  }
+
+  has(uid: string): boolean {
+    return this.workers.has(uid);
+  }
+
+  stageOf(uid: string): PodLifecycle["stage"] | undefined {
+    return this.workers.get(uid)?.lifecycle.stage;
+  }
+
+  /** Resolves when no worker has a step in flight; for tests and shutdown. */
+  async idle(): Promise<void> {
+    for (;;) {
+      const running = [...this.workers.values()].map((w) => w.running).filter(Boolean);
+      if (!running.length) return;
+      await Promise.all(running);
+    }
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.stopped = true;
+    for (const w of this.workers.values()) w.cancelTimer?.();
+    await Promise.allSettled([...this.workers.values()].map((w) => w.running));
+  }
+
+  private create(ref: PodRef, pod: Pod | undefined): Worker {
+    const worker: Worker = {
+      ref,
+      fullName: `${ref.name}_${ref.namespace}`,
+      pod,
+      lifecycle: { stage: "syncing" },
+      events: [],
+      dirty: false,
+      running: undefined,
+      cancelTimer: undefined,
+      restartWith: undefined,
+    };
+    this.workers.set(ref.uid, worker);
+    return worker;
+  }
+
+  private kick(worker: Worker): void {
+    worker.dirty = true;
+    if (worker.running || this.stopped) return;
+    worker.running = this.run(worker).finally(() => {
+      worker.running = undefined;
+      if (worker.dirty && !this.stopped) this.kick(worker);
+    });
+  }
+
+  private schedule(worker: Worker, delayMs: number): void {
+    worker.cancelTimer?.();
+    worker.cancelTimer = this.opts.clock.setTimer(delayMs, () => this.kick(worker));
+  }
+
+  private async run(worker: Worker): Promise<void> {
+    while (worker.dirty && !this.stopped) {
+      worker.dirty = false;
+      worker.cancelTimer?.();
+      for (const event of worker.events.splice(0)) worker.lifecycle = transition(worker.lifecycle, event);
+      const log = this.opts.logger.with({ pod: worker.fullName, uid: worker.ref.uid });
+      try {
+        await this.step(worker, log);
+      } catch (err) {
+        log.error("pod sync failed; will retry", { stage: worker.lifecycle.stage, err: errorMessage(err) });
+        this.schedule(worker, this.opts.errorRetryMs ?? 10_000);
+      }
+    }
+  }
+
+  private async step(worker: Worker, log: Logger): Promise<void> {
+    const { runtime } = this.opts;
+    const state = worker.lifecycle;
+    switch (state.stage) {
+      case "syncing": {
+        const pod = worker.pod!;
+        // Upstream allowStaticPodStart: a replaced static pod starts only
+        // after its predecessor of the same full name is gone (host ports, names).
+        if (this.predecessorTerminating(worker)) return;
+        const observed = await runtime.observe(worker.ref);
+        const outcome = await runtime.syncPod(pod, observed);
+        for (const r of outcome.results) {
+          if (r.error) log.warn("sync action failed", { action: r.action, target: r.target, reason: r.error.reason, message: r.error.message });
+          else log.v(2).info("sync action done", { action: r.action, target: r.target });
+        }
+        const after = outcome.changed ? await runtime.observe(worker.ref) : observed;
+        const status = podStatus(pod, after, outcome.waiting);
+        this.opts.status.set(pod, status);
+        if (isTerminalPhase(status.phase)) {
+          log.info("pod completed; stopping it", { phase: status.phase });
+          worker.events.push({ type: "completed", gracePeriodSeconds: defaultGracePeriodSeconds(pod) });
+          worker.dirty = true;
+          return;
+        }
+        const failed = outcome.results.some((r) => r.error);
+        this.schedule(worker, outcome.retryAfterMs ?? (failed ? (this.opts.errorRetryMs ?? 10_000) : this.opts.resyncIntervalMs));
+        return;
+      }
+      case "terminating": {
+        const observed = await runtime.observe(worker.ref);
+        log.info("killing pod", { reason: state.reason, gracePeriodSeconds: state.gracePeriodSeconds });
+        const outcome = await runtime.killPod(worker.ref, observed, state.gracePeriodSeconds);
+        const errors = outcome.results.filter((r) => r.error);
+        if (errors.length) throw new Error(`killing pod: ${errors.map((r) => `${r.action} ${r.target}: ${r.error!.message}`).join("; ")}`);
+        worker.events.push({ type: "killed" });
+        worker.dirty = true;
+        return;
+      }
+      case "terminated": {
+        if (!state.deleted) return; // a completed pod keeps its containers for logs
+        const observed = await runtime.observe(worker.ref);
+        const outcome = await runtime.removePod(worker.ref, observed);
+        const errors = outcome.results.filter((r) => r.error);
+        if (errors.length) throw new Error(`removing pod: ${errors.map((r) => `${r.action} ${r.target}: ${r.error!.message}`).join("; ")}`);
+        worker.events.push({ type: "cleanedUp" });
+        worker.dirty = true;
+        return;
+      }
+      case "finished": {
+        this.workers.delete(worker.ref.uid);
+        this.opts.status.delete(worker.ref.uid);
+        log.info("pod removed from the runtime");
+        if (worker.restartWith) this.upsert(worker.restartWith);
+        // Wake a successor of the same full name waiting for this one.
+        for (const other of this.workers.values()) if (other.fullName === worker.fullName) this.kick(other);
+        worker.dirty = false;
+        return;
+      }
+    }
+  }
+
+  private predecessorTerminating(worker: Worker): boolean {
+    for (const other of this.workers.values()) {
+      if (other !== worker && other.fullName === worker.fullName && other.lifecycle.stage !== "syncing" && other.lifecycle.stage !== "finished") {
+        if (other.lifecycle.stage === "terminated" && !other.lifecycle.deleted) continue;
+        return true;
+      }
+    }
+    return false;
+  }
+}
+
