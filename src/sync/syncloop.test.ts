@@ -1,0 +1,81 @@
+import { describe, expect, test } from "bun:test";
+import { GenericPleg } from "../pleg/generic.ts";
+import type { Pod } from "../pods/schema.ts";
+import { FakePodRuntime } from "../runtime/fake.ts";
+import { PodConfig } from "../sources/podconfig.ts";
+import type { PodSource, SourceSnapshot } from "../sources/types.ts";
+import { LocalStatusStore } from "../status/index.ts";
+import { FakeClock } from "../util/clock.ts";
+import { memoryLogger } from "../util/log.ts";
+import { PodWorkers } from "./podworkers.ts";
+import { SyncLoop } from "./syncloop.ts";
+
+const pod = (uid: string): Pod => ({ metadata: { name: `p-${uid}`, namespace: "default", uid }, spec: { containers: [{ name: "c", image: "busybox" }] } });
+
+class ManualSource implements PodSource {
+  readonly name = "file" as const;
+  emit: (s: SourceSnapshot) => void = () => {};
+  start(emit: (s: SourceSnapshot) => void) {
+    this.emit = emit;
+  }
+  async [Symbol.asyncDispose]() {}
+}
+
+async function setup(opts: { emitFirst?: boolean } = {}) {
+  const clock = new FakeClock();
+  const { logger } = memoryLogger();
+  const runtime = new FakePodRuntime(clock);
+  const workers = new PodWorkers({ runtime, status: new LocalStatusStore(), clock, logger, resyncIntervalMs: 60_000 });
+  const pleg = new GenericPleg({ runtime, clock, logger });
+  const source = new ManualSource();
+  const loop = new SyncLoop({ sources: [source], podConfig: new PodConfig(["file"]), workers, pleg, runtime, backoff: runtime.backoff, clock, logger });
+  return { clock, runtime, workers, pleg, source, loop };
+}
+
+const settle = async (workers: PodWorkers) => {
+  for (let i = 0; i < 5; i++) await Promise.resolve();
+  await workers.idle();
+};
+
+describe("SyncLoop", () => {
+  test("config adds and removes reach the workers", async () => {
+    const { runtime, workers, source, loop } = await setup();
+    loop.start();
+    source.emit({ source: "file", pods: [pod("a"), pod("b")] });
+    await settle(workers);
+    expect([...runtime.pods.keys()].sort()).toEqual(["a", "b"]);
+    source.emit({ source: "file", pods: [pod("b")] });
+    await settle(workers);
+    expect([...runtime.pods.keys()]).toEqual(["b"]);
+    await loop[Symbol.asyncDispose]();
+  });
+
+  test("a PLEG event wakes the pod's worker, which restarts the dead container", async () => {
+    const { clock, runtime, workers, source, loop } = await setup();
+    loop.start();
+    source.emit({ source: "file", pods: [pod("a")] });
+    await settle(workers);
+    clock.advance(1000); // relist sees the running container
+    await settle(workers);
+    runtime.exitContainer("a", "c", 2);
+    clock.advance(1000);
+    await settle(workers);
+    expect(runtime.pods.get("a")!.containers[0]).toMatchObject({ state: "running", restartCount: 1 });
+    await loop[Symbol.asyncDispose]();
+  });
+
+  test("housekeeping removes runtime pods no source wants, but only once sources are ready", async () => {
+    const { clock, runtime, workers, source, loop } = await setup();
+    runtime.pods.set("orphan", { uid: "orphan", name: "x", namespace: "default", sandboxes: [], containers: [] });
+    loop.start();
+    await settle(workers);
+    clock.advance(2000);
+    await settle(workers);
+    expect(runtime.pods.has("orphan")).toBe(true); // the file source has not reported yet
+    source.emit({ source: "file", pods: [] });
+    clock.advance(2000);
+    await settle(workers);
+    expect(runtime.pods.has("orphan")).toBe(false);
+    await loop[Symbol.asyncDispose]();
+  });
+});

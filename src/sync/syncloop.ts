@@ -1,0 +1,130 @@
+/**
+ * The syncLoop (upstream kubelet.go syncLoopIteration): the one place that
+ * reacts to config changes, PLEG events, housekeeping ticks and (through
+ * the workers' own timers) periodic resyncs, and hands each pod to its
+ * worker. It does no runtime work itself, so it never blocks on a pod.
+ */
+import type { PlegEvent } from "../pleg/diff.ts";
+import type { GenericPleg } from "../pleg/generic.ts";
+import type { PodRuntime } from "../runtime/index.ts";
+import type { Backoff } from "../runtime/backoff.ts";
+import type { PodConfig } from "../sources/podconfig.ts";
+import type { PodSource, PodUpdate, SourceSnapshot } from "../sources/types.ts";
+import type { Clock } from "../util/clock.ts";
+import { errorMessage } from "../util/errors.ts";
+import type { Logger } from "../util/log.ts";
+import type { PodWorkers } from "./podworkers.ts";
+
+export interface SyncLoopOptions {
+  sources: PodSource[];
+  podConfig: PodConfig;
+  workers: PodWorkers;
+  pleg: GenericPleg;
+  runtime: Pick<PodRuntime, "garbageCollect">;
+  backoff: Backoff;
+  clock: Clock;
+  logger: Logger;
+  housekeepingIntervalMs?: number;
+  gcIntervalMs?: number;
+}
+
+export class SyncLoop implements AsyncDisposable {
+  private lastIterationAt: number | undefined;
+  private timers: (() => void)[] = [];
+  private gcRunning: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(private readonly opts: SyncLoopOptions) {}
+
+  start(): void {
+    const { clock } = this.opts;
+    for (const source of this.opts.sources) source.start((snapshot) => this.onSnapshot(snapshot));
+    this.opts.pleg.start((events) => this.onPlegEvents(events));
+    this.every(this.opts.housekeepingIntervalMs ?? 2000, () => this.housekeeping());
+    this.every(this.opts.gcIntervalMs ?? 60_000, () => this.garbageCollect());
+    this.lastIterationAt = clock.now();
+  }
+
+  /** For the healthz syncloop check: when the loop last handled anything. */
+  lastIteration(): number | undefined {
+    return this.lastIterationAt;
+  }
+
+  private every(periodMs: number, fn: () => void): void {
+    const tick = () => {
+      if (this.stopped) return;
+      fn();
+      this.timers.push(this.opts.clock.setTimer(periodMs, tick));
+    };
+    this.timers.push(this.opts.clock.setTimer(periodMs, tick));
+  }
+
+  private onSnapshot(snapshot: SourceSnapshot): void {
+    if (this.stopped) return;
+    this.lastIterationAt = this.opts.clock.now();
+    for (const update of this.opts.podConfig.apply(snapshot)) this.onUpdate(update);
+  }
+
+  private onUpdate(update: PodUpdate): void {
+    const log = this.opts.logger;
+    for (const pod of update.pods) {
+      const fields = { pod: `${pod.metadata.namespace}/${pod.metadata.name}`, uid: pod.metadata.uid, source: update.source };
+      switch (update.op) {
+        case "add":
+          log.info("SyncLoop ADD", fields);
+          this.opts.workers.upsert(pod);
+          break;
+        case "update":
+          log.info("SyncLoop UPDATE", fields);
+          this.opts.workers.upsert(pod);
+          break;
+        case "remove":
+          log.info("SyncLoop REMOVE", fields);
+          this.opts.workers.remove(pod.metadata.uid ?? "");
+          break;
+      }
+    }
+  }
+
+  private onPlegEvents(events: PlegEvent[]): void {
+    if (this.stopped) return;
+    this.lastIterationAt = this.opts.clock.now();
+    const uids = new Set<string>();
+    for (const e of events) {
+      this.opts.logger.v(2).info("SyncLoop (PLEG): event for pod", { uid: e.uid, event: e.type, id: e.id });
+      uids.add(e.uid);
+    }
+    for (const uid of uids) this.opts.workers.sync(uid);
+  }
+
+  /**
+   * Kills pods the runtime runs but no source wants: left over from a
+   * manifest deleted while the agent was down. Only once every source has
+   * delivered its first view, or a restart would kill pods still loading.
+   */
+  private housekeeping(): void {
+    this.lastIterationAt = this.opts.clock.now();
+    this.opts.backoff.gc();
+    if (!this.opts.podConfig.allSourcesReady() || !this.opts.pleg.hasRelisted()) return;
+    const desired = new Set(this.opts.podConfig.desiredPods().map((p) => p.metadata.uid));
+    for (const record of this.opts.pleg.runtimePods()) {
+      if (desired.has(record.uid) || this.opts.workers.has(record.uid)) continue;
+      this.opts.logger.info("housekeeping: removing pod no source wants", { pod: `${record.namespace}/${record.name}`, uid: record.uid });
+      this.opts.workers.terminateOrphan({ uid: record.uid, name: record.name, namespace: record.namespace });
+    }
+  }
+
+  private garbageCollect(): void {
+    if (this.gcRunning) return;
+    this.gcRunning = this.opts.runtime
+      .garbageCollect()
+      .catch((err) => this.opts.logger.warn("container garbage collection failed", { err: errorMessage(err) }))
+      .finally(() => (this.gcRunning = undefined));
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.stopped = true;
+    for (const cancel of this.timers) cancel();
+    await this.gcRunning;
+  }
+}
