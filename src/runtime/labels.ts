@@ -1,0 +1,35 @@
+/**
+ * Labels and annotations on CRI objects, with upstream's keys, so tools
+ * (crictl, upstream kubelet) and a restarted agent read them alike. The
+ * agent's own state lives here, not in a local database: this is what makes
+ * a restart adopt running pods.
+ */
+export const PodNameLabel = "io.kubernetes.pod.name";
+export const PodNamespaceLabel = "io.kubernetes.pod.namespace";
+export const PodUidLabel = "io.kubernetes.pod.uid";
+export const ContainerNameLabel = "io.kubernetes.container.name";
+
+export const ContainerHashAnnotation = "io.kubernetes.container.hash";
+export const ContainerRestartCountAnnotation = "io.kubernetes.container.restartCount";
+export const TerminationMessagePathAnnotation = "io.kubernetes.container.terminationMessagePath";
+export const TerminationMessagePolicyAnnotation = "io.kubernetes.container.terminationMessagePolicy";
+export const PodTerminationGracePeriodAnnotation = "io.kubernetes.pod.terminationGracePeriod";
+export const ContainerPortsAnnotation = "io.kubernetes.container.ports";
+
+export interface PodIdentity {
+  uid: string;
+  name: string;
+  namespace: string;
+}
+
+export const podLabels = (p: PodIdentity): Record<string, string> => ({
+  [PodNameLabel]: p.name,
+  [PodNamespaceLabel]: p.namespace,
+  [PodUidLabel]: p.uid,
+});
+
+export function identityFromLabels(labels: Record<string, string>): PodIdentity | undefined {
+  const uid = labels[PodUidLabel];
+  if (!uid) return undefined;
+  return { uid, name: labels[PodNameLabel] ?? "", namespace: labels[PodNamespaceLabel] ?? "" };
+}
