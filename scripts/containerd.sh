@@ -340,12 +340,12 @@ purge_iptables() {
     chains="$(grep -o -- '-j CNI-[A-Za-z0-9-]*' <<<"$rules" | awk '{print $2}' | sort -u || true)"
     while IFS= read -r line; do
       # iptables-save quotes the comment; eval re-splits it into words.
-      eval "iptables -t $table ${line/#-A/-D}" 2>/dev/null || true
+      eval "iptables -w 5 -t $table ${line/#-A/-D}" 2>/dev/null || true
     done <<<"$rules"
     for c in $chains; do
       case "$c" in CNI-HOSTPORT-*|CNI-FORWARD|CNI-ADMIN) continue ;; esac # shared chains
-      iptables -t "$table" -F "$c" 2>/dev/null || true
-      iptables -t "$table" -X "$c" 2>/dev/null || true
+      iptables -w 5 -t "$table" -F "$c" 2>/dev/null || true
+      iptables -w 5 -t "$table" -X "$c" 2>/dev/null || true
     done
     log "removed $(wc -l <<<"$rules") $table rules of $net"
   done

@@ -103,11 +103,20 @@ export function ownCgroup(procSelfCgroup = readFileSync("/proc/self/cgroup", "ut
 }
 
 const live = new Set<string>();
-// Safety net: a test that crashes before stop() must not leave containers,
-// bridges and mounts behind. Runs synchronously at exit.
-process.on("exit", () => {
-  for (const dir of live) Bun.spawnSync(["bash", script, "purge", dir], { stdout: "ignore", stderr: "ignore" });
-});
+let exitHooked = false;
+// Safety net: a test run that ends before stop() (a crash, a forgotten
+// stop, Ctrl-C) must not leave containers, bridges and mounts behind.
+// The purge runs synchronously in the exit event; SIGINT/SIGTERM are turned
+// into a normal exit so that the event fires.
+function hookExit(): void {
+  if (exitHooked) return;
+  exitHooked = true;
+  process.on("exit", () => {
+    for (const dir of live) Bun.spawnSync(["bash", script, "purge", dir], { stdout: "ignore", stderr: "ignore" });
+  });
+  process.once("SIGINT", () => process.exit(130));
+  process.once("SIGTERM", () => process.exit(143));
+}
 
 async function run(cmd: string, dir: string, env: Record<string, string> = {}): Promise<void> {
   const proc = Bun.spawn(["bash", script, cmd, dir], {
@@ -133,6 +142,7 @@ export async function startContainerd(opts: { name?: string } = {}): Promise<Con
   const id = `bunlet-${name}-${randomBytes(3).toString("hex")}`;
   const dir = `/tmp/${id}`;
   const cgroupParent = `${ownCgroup().replace(/\/$/, "")}/${id}`;
+  hookExit();
   live.add(dir);
   try {
     await run("start", dir, { BUNLET_CGROUP_PARENT: cgroupParent });
