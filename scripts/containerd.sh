@@ -259,6 +259,7 @@ shim_pids() {
 
 do_purge() {
   [[ -d "$dir" ]] || { log "nothing to purge at $dir"; return 0; }
+  rmdir "$dir" 2>/dev/null && { log "purged empty $dir"; return 0; }
   # Only ever purge something this script created.
   [[ -f "$dir/config.toml" || -f "$dir/network.env" ]] || die "$dir does not look like a containerd.sh directory; not purging"
   do_stop
@@ -283,13 +284,13 @@ do_purge() {
     kill_cgroup_procs "$(cat "$dir/cgroup-parent")"
   fi
   # 2. Shims (and their sockets under /run/containerd/s).
-  local pids addr p
+  local pids addr p i
   pids="$(shim_pids)"
   if [[ -n "$pids" ]]; then
     # shellcheck disable=SC2086
     kill -KILL $pids 2>/dev/null || true
     for p in $pids; do
-      while alive "$p"; do sleep 0.02; done
+      for ((i = 0; i < 250; i++)); do alive "$p" || break; sleep 0.02; done
     done
     log "killed shims: $(echo $pids)"
   fi
@@ -306,7 +307,8 @@ do_purge() {
     # shellcheck disable=SC1091
     source "$dir/network.env"
     purge_iptables "$CNI_NETWORK"
-    if ip link show "$CNI_BRIDGE" >/dev/null 2>&1; then
+    # Only a bridge: BUNLET_CNI_BRIDGE could name any interface.
+    if [[ -d "/sys/class/net/$CNI_BRIDGE/bridge" ]]; then
       ip link delete "$CNI_BRIDGE" && log "deleted bridge $CNI_BRIDGE"
     fi
     # libcni caches each ADD result in /var/lib/cni/results, for this
