@@ -1,8 +1,119 @@
-import type { Logger } from "./util/log.ts";
+/**
+ * The whole agent on one page: builds every subsystem from the config and
+ * runs until `signal` aborts. Stopping closes servers, stops the loop and
+ * waits for in-flight pod work, and leaves pods running (an agent restart
+ * adopts them).
+ */
+import { readFileSync } from "node:fs";
+import { posix } from "node:path";
 import type { AgentConfig } from "./config/index.ts";
+import type { CriService } from "./cri/index.ts";
+import { GenericPleg } from "./pleg/generic.ts";
+import { CriPodRuntime } from "./runtime/manager.ts";
+import { parseResolvConf, type DnsSettings } from "./runtime/dns.ts";
+import { healthzApp, syncLoopCheck } from "./server/healthz.ts";
+import { readOnlyApp } from "./server/readonly.ts";
+import { FileSource } from "./sources/file.ts";
+import { PodConfig } from "./sources/podconfig.ts";
+import type { PodSource } from "./sources/types.ts";
+import { LocalStatusStore } from "./status/index.ts";
+import { PodWorkers } from "./sync/podworkers.ts";
+import { SyncLoop } from "./sync/syncloop.ts";
+import { realClock, type Clock } from "./util/clock.ts";
+import { errorMessage } from "./util/errors.ts";
+import type { Logger } from "./util/log.ts";
 
-/** Builds every subsystem from config and runs until `signal` aborts. */
-export async function runAgent(config: AgentConfig, deps: { logger: Logger; signal: AbortSignal }): Promise<void> {
-  deps.logger.info("agent wiring not yet implemented", { node: config.nodeName });
-  await new Promise<void>((resolve) => deps.signal.addEventListener("abort", () => resolve(), { once: true }));
+export interface AgentDeps {
+  logger: Logger;
+  signal: AbortSignal;
+  clock?: Clock;
+  /** Injected for tests; by default a gRPC client to the configured endpoint. */
+  cri?: CriService;
+}
+
+export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<void> {
+  const { logger, signal } = deps;
+  const clock = deps.clock ?? realClock;
+  const k = config.kubelet;
+  logger.info("starting node agent", { node: config.nodeName, mode: config.kubeconfig ? "cluster" : "standalone" });
+
+  await using stack = new AsyncDisposableStack();
+  const cri = deps.cri ?? (await import("./cri/client.ts")).createCriClient({
+    endpoint: k.containerRuntimeEndpoint,
+    ...(k.imageServiceEndpoint ? { imageEndpoint: k.imageServiceEndpoint } : {}),
+    requestTimeoutMs: k.runtimeRequestTimeout,
+    logger,
+  });
+  stack.defer(() => cri.close());
+  await waitForRuntime(cri, { clock, logger, signal });
+  if (signal.aborted) return;
+
+  const runtime = new CriPodRuntime({
+    cri,
+    clock,
+    logger,
+    node: {
+      podLogsDir: k.podLogsDir,
+      // cgroupsPerQOS: every pod under <cgroupRoot>/kubepods; cgroup values come with the cgroups subsystem.
+      podsCgroupParent: k.cgroupsPerQOS ? posix.join(k.cgroupRoot || "/", "kubepods") : k.cgroupRoot,
+      hostDns: readHostDns(k.resolvConf, logger),
+      clusterDns: k.clusterDNS,
+      clusterDomain: k.clusterDomain,
+    },
+    ...(config.nodeIPs[0] ? { hostIP: config.nodeIPs[0] } : {}),
+  });
+  const statuses = new LocalStatusStore();
+  const workers = stack.use(new PodWorkers({ runtime, status: statuses, clock, logger, resyncIntervalMs: k.syncFrequency }));
+  const pleg = stack.use(new GenericPleg({ runtime, clock, logger }));
+  const sources: PodSource[] = [];
+  if (k.staticPodPath) {
+    sources.push(stack.use(new FileSource({ path: k.staticPodPath, nodeName: config.nodeName, checkFrequencyMs: k.fileCheckFrequency, clock, logger })));
+  }
+  const syncLoop = stack.use(
+    new SyncLoop({ sources, podConfig: new PodConfig(sources.map((s) => s.name)), workers, pleg, runtime, backoff: runtime.crashLoop, clock, logger }),
+  );
+
+  const health = healthzApp([
+    { name: "ping", check: () => ({ ok: true }) },
+    { name: "log", check: () => ({ ok: true }) },
+    syncLoopCheck({ lastIteration: () => syncLoop.lastIteration(), pleg: () => pleg.healthy(), now: () => clock.now(), thresholdMs: 2 * k.syncFrequency + 60_000 }),
+  ]);
+  if (k.healthzPort > 0) {
+    const server = Bun.serve({ hostname: k.healthzBindAddress, port: k.healthzPort, fetch: health.fetch });
+    stack.defer(() => server.stop(true));
+    logger.info("serving healthz", { address: `${k.healthzBindAddress}:${k.healthzPort}` });
+  }
+  if (k.readOnlyPort > 0) {
+    const server = Bun.serve({ hostname: k.address, port: k.readOnlyPort, fetch: readOnlyApp({ statuses, health }).fetch });
+    stack.defer(() => server.stop(true));
+    logger.info("serving read-only port", { address: `${k.address}:${k.readOnlyPort}` });
+  }
+
+  syncLoop.start();
+  logger.info("syncLoop started", { staticPodPath: k.staticPodPath || "(none)" });
+  await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+  logger.info("stopping node agent; pods keep running");
+}
+
+/** Waits until the runtime answers Version; the agent cannot do anything before that. */
+async function waitForRuntime(cri: CriService, opts: { clock: Clock; logger: Logger; signal: AbortSignal }): Promise<void> {
+  for (let attempt = 0; !opts.signal.aborted; attempt++) {
+    try {
+      const v = await cri.version();
+      opts.logger.info("container runtime ready", { runtime: v.runtimeName, version: v.runtimeVersion, criVersion: v.runtimeApiVersion });
+      return;
+    } catch (err) {
+      if (attempt % 10 === 0) opts.logger.warn("container runtime not ready; retrying", { err: errorMessage(err) });
+      await opts.clock.sleep(1000, opts.signal).catch(() => {});
+    }
+  }
+}
+
+function readHostDns(path: string, logger: Logger): DnsSettings {
+  try {
+    return parseResolvConf(readFileSync(path, "utf8"));
+  } catch (err) {
+    logger.warn("could not read resolv.conf; pods get no DNS servers from the node", { path, err: errorMessage(err) });
+    return { servers: [], searches: [], options: [] };
+  }
 }

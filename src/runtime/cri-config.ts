@@ -1,0 +1,128 @@
+/**
+ * Builds the CRI sandbox and container configs for a pod: pure functions
+ * of the pod and the node settings, so they can be tested without a runtime.
+ */
+import { posix } from "node:path";
+import { ContainerConfig, NamespaceMode, PodSandboxConfig, Protocol } from "../cri/index.ts";
+import type { ContainerSpec, Pod } from "../pods/schema.ts";
+import type { DnsSettings } from "./dns.ts";
+import { containerEnv, expandCommand, type FieldValues } from "./env.ts";
+import { containerHash } from "./hash.ts";
+import * as L from "./labels.ts";
+
+export interface NodeSettings {
+  /** Root of pod log directories (podLogsDir, upstream /var/log/pods). */
+  podLogsDir: string;
+  /** Parent cgroup of all pods (cgroupRoot + kubepods), or "" for the runtime's default. */
+  podsCgroupParent: string;
+  /** The node's resolv.conf, for dnsPolicy Default. */
+  hostDns: DnsSettings;
+  clusterDns: string[];
+  clusterDomain: string;
+}
+
+/** Upstream BuildPodLogsDirectory: <root>/<namespace>_<name>_<uid>. */
+export const podLogDirectory = (podLogsDir: string, pod: L.PodIdentity): string =>
+  posix.join(podLogsDir, `${pod.namespace}_${pod.name}_${pod.uid}`);
+
+/** Relative to the pod log directory: <container>/<restartCount>.log. */
+export const containerLogPath = (name: string, restartCount: number): string => `${name}/${restartCount}.log`;
+
+function hostnameOf(pod: Pod): string {
+  // Hostnames are limited to 63 characters; upstream truncates and trims.
+  return (pod.spec.hostname ?? pod.metadata.name ?? "").slice(0, 63).replace(/[-.]+$/, "");
+}
+
+function namespaceOptions(pod: Pod) {
+  return {
+    network: pod.spec.hostNetwork ? NamespaceMode.NODE : NamespaceMode.POD,
+    pid: pod.spec.hostPID ? NamespaceMode.NODE : pod.spec.shareProcessNamespace ? NamespaceMode.POD : NamespaceMode.CONTAINER,
+    ipc: pod.spec.hostIPC ? NamespaceMode.NODE : NamespaceMode.POD,
+    targetId: "",
+  };
+}
+
+function dnsConfig(pod: Pod, node: NodeSettings) {
+  const policy = pod.spec.dnsPolicy ?? "ClusterFirst";
+  const clusterFirst = policy === "ClusterFirstWithHostNet" || (policy === "ClusterFirst" && !pod.spec.hostNetwork);
+  if (policy === "None") return { servers: [], searches: [], options: [] };
+  if (clusterFirst && node.clusterDns.length) {
+    const ns = pod.metadata.namespace ?? "default";
+    const d = node.clusterDomain;
+    return { servers: node.clusterDns, searches: [`${ns}.svc.${d}`, `svc.${d}`, d, ...node.hostDns.searches].slice(0, 32), options: ["ndots:5"] };
+  }
+  return node.hostDns;
+}
+
+function protocolOf(p: string | undefined): Protocol {
+  return p === "UDP" ? Protocol.UDP : p === "SCTP" ? Protocol.SCTP : Protocol.TCP;
+}
+
+export function sandboxConfig(pod: Pod, attempt: number, node: NodeSettings, cgroupParent: string): PodSandboxConfig {
+  const id = { uid: pod.metadata.uid ?? "", name: pod.metadata.name ?? "", namespace: pod.metadata.namespace ?? "default" };
+  const ports = pod.spec.containers.flatMap((c) => c.ports ?? []).filter((p) => p.hostPort);
+  return PodSandboxConfig.create({
+    metadata: { ...id, attempt },
+    hostname: pod.spec.hostNetwork ? "" : hostnameOf(pod),
+    logDirectory: podLogDirectory(node.podLogsDir, id),
+    dnsConfig: dnsConfig(pod, node),
+    portMappings: ports.map((p) => ({ protocol: protocolOf(p.protocol), containerPort: p.containerPort, hostPort: p.hostPort!, hostIp: p.hostIP ?? "" })),
+    labels: { ...pod.metadata.labels, ...L.podLabels(id) },
+    annotations: { ...pod.metadata.annotations },
+    linux: {
+      cgroupParent,
+      sysctls: {},
+      securityContext: {
+        namespaceOptions: namespaceOptions(pod),
+        readonlyRootfs: false,
+        supplementalGroups: [],
+        privileged: false,
+        seccompProfilePath: "",
+      },
+    },
+  });
+}
+
+export function containerConfig(pod: Pod, container: ContainerSpec, restartCount: number, imageRef: string, values: FieldValues): ContainerConfig {
+  const id = { uid: pod.metadata.uid ?? "", name: pod.metadata.name ?? "", namespace: pod.metadata.namespace ?? "default" };
+  const envs = containerEnv(pod, container, values);
+  return ContainerConfig.create({
+    metadata: { name: container.name, attempt: restartCount },
+    image: { image: imageRef, userSpecifiedImage: container.image, annotations: {}, runtimeHandler: "" },
+    command: expandCommand(container.command, envs),
+    args: expandCommand(container.args, envs),
+    workingDir: container.workingDir ?? "",
+    envs,
+    labels: { ...L.podLabels(id), [L.ContainerNameLabel]: container.name },
+    annotations: {
+      [L.ContainerHashAnnotation]: containerHash(container),
+      [L.ContainerRestartCountAnnotation]: String(restartCount),
+      [L.TerminationMessagePathAnnotation]: container.terminationMessagePath ?? "/dev/termination-log",
+      [L.TerminationMessagePolicyAnnotation]: container.terminationMessagePolicy ?? "File",
+      [L.PodTerminationGracePeriodAnnotation]: String(pod.spec.terminationGracePeriodSeconds ?? 30),
+      ...(container.ports?.length ? { [L.ContainerPortsAnnotation]: JSON.stringify(container.ports) } : {}),
+    },
+    logPath: containerLogPath(container.name, restartCount),
+    stdin: container.stdin ?? false,
+    stdinOnce: container.stdinOnce ?? false,
+    tty: container.tty ?? false,
+    linux: {
+      securityContext: {
+        namespaceOptions: namespaceOptions(pod),
+        supplementalGroups: [],
+        maskedPaths: [],
+        readonlyPaths: [],
+      },
+    },
+  });
+}
+
+/** Upstream: no tag (or :latest) and no digest means Always. */
+export function pullPolicyOf(container: ContainerSpec): "Always" | "IfNotPresent" | "Never" {
+  if (container.imagePullPolicy) return container.imagePullPolicy;
+  const image = container.image;
+  if (image.includes("@")) return "IfNotPresent";
+  const lastPart = image.slice(image.lastIndexOf("/") + 1);
+  const tag = lastPart.includes(":") ? lastPart.slice(lastPart.indexOf(":") + 1) : "";
+  return tag === "" || tag === "latest" ? "Always" : "IfNotPresent";
+}

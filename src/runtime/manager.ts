@@ -1,0 +1,353 @@
+/**
+ * The runtime manager over the CRI (upstream kuberuntime_manager.go): reads
+ * a pod's sandboxes and containers, plans with planPod, and executes the
+ * plan, collecting one SyncResult per action instead of stopping at the
+ * first error.
+ */
+import { mkdirSync, rmSync } from "node:fs";
+import { posix } from "node:path";
+import {
+  ContainerState as CriContainerState,
+  ContainerFilter,
+  PodSandboxFilter,
+  PodSandboxState,
+  isNotFound,
+  type CriService,
+  type PodSandboxConfig,
+} from "../cri/index.ts";
+import type { Pod } from "../pods/schema.ts";
+import type { Clock } from "../util/clock.ts";
+import { errorMessage } from "../util/errors.ts";
+import type { Logger } from "../util/log.ts";
+import { Backoff } from "./backoff.ts";
+import { containerConfig, podLogDirectory, pullPolicyOf, sandboxConfig, type NodeSettings } from "./cri-config.ts";
+import { EnvError } from "./env.ts";
+import type { PodRef, PodRuntime, SyncPodOutcome } from "./index.ts";
+import * as L from "./labels.ts";
+import { backoffKey, planPod } from "./plan.ts";
+import type { ContainerState, ObservedContainer, ObservedPod, ObservedSandbox, PodSyncOutcome, RuntimePodRecord, SyncResult } from "./types.ts";
+
+export interface CriPodRuntimeOptions {
+  cri: CriService;
+  clock: Clock;
+  logger: Logger;
+  node: NodeSettings;
+  /** The node's IP, for status.hostIP fieldRefs. */
+  hostIP?: string;
+  crashLoopBackoff?: Backoff;
+  imagePullBackoff?: Backoff;
+}
+
+const nsToMs = (ns: bigint): number | undefined => (ns > 0n ? Number(ns / 1_000_000n) : undefined);
+
+function containerStateOf(s: CriContainerState): ContainerState {
+  switch (s) {
+    case CriContainerState.CONTAINER_CREATED:
+      return "created";
+    case CriContainerState.CONTAINER_RUNNING:
+      return "running";
+    case CriContainerState.CONTAINER_EXITED:
+      return "exited";
+    default:
+      return "unknown";
+  }
+}
+
+type Waiting = Map<string, { reason: string; message?: string }>;
+
+export class CriPodRuntime implements PodRuntime {
+  readonly crashLoop: Backoff;
+  private readonly imagePulls: Backoff;
+
+  constructor(private readonly opts: CriPodRuntimeOptions) {
+    this.crashLoop = opts.crashLoopBackoff ?? Backoff.crashLoop(opts.clock);
+    this.imagePulls = opts.imagePullBackoff ?? Backoff.crashLoop(opts.clock);
+  }
+
+  async observe(ref: PodRef): Promise<ObservedPod> {
+    const { cri } = this.opts;
+    const labelSelector = { [L.PodUidLabel]: ref.uid };
+    const [sandboxes, containers] = await Promise.all([
+      cri.listPodSandbox(PodSandboxFilter.create({ labelSelector })),
+      cri.listContainers(ContainerFilter.create({ labelSelector })),
+    ]);
+    const observedSandboxes: ObservedSandbox[] = sandboxes
+      .map((s) => ({
+        id: s.id,
+        ready: s.state === PodSandboxState.SANDBOX_READY,
+        attempt: s.metadata?.attempt ?? 0,
+        createdAt: nsToMs(s.createdAt) ?? 0,
+        additionalIps: [] as string[],
+      }))
+      .sort((a, b) => b.createdAt - a.createdAt || b.attempt - a.attempt);
+    const newest = observedSandboxes[0];
+    if (newest?.ready) {
+      const status = await cri.podSandboxStatus(newest.id).catch((err) => (isNotFound(err) ? undefined : Promise.reject(err)));
+      const network = status?.status?.network;
+      if (network?.ip) newest.ip = network.ip;
+      newest.additionalIps = network?.additionalIps.map((a) => a.ip) ?? [];
+    }
+    const observedContainers = (
+      await Promise.all(
+        containers.map(async (c): Promise<ObservedContainer | undefined> => {
+          const response = await cri.containerStatus(c.id).catch((err) => (isNotFound(err) ? undefined : Promise.reject(err)));
+          const s = response?.status;
+          if (!s) return undefined; // removed between list and status
+          return {
+            id: s.id,
+            name: s.metadata?.name ?? c.labels[L.ContainerNameLabel] ?? "",
+            sandboxId: c.podSandboxId,
+            state: containerStateOf(s.state),
+            hash: s.annotations[L.ContainerHashAnnotation] ?? c.annotations[L.ContainerHashAnnotation] ?? "",
+            restartCount: Number(s.annotations[L.ContainerRestartCountAnnotation] ?? s.metadata?.attempt ?? 0),
+            image: s.image?.image ?? "",
+            imageRef: s.imageRef,
+            createdAt: nsToMs(s.createdAt) ?? 0,
+            startedAt: nsToMs(s.startedAt),
+            finishedAt: nsToMs(s.finishedAt),
+            ...(s.state === CriContainerState.CONTAINER_EXITED ? { exitCode: s.exitCode } : {}),
+            ...(s.reason ? { reason: s.reason } : {}),
+            ...(s.message ? { message: s.message } : {}),
+          };
+        }),
+      )
+    )
+      .filter((c): c is ObservedContainer => c !== undefined)
+      .sort((a, b) => b.createdAt - a.createdAt || b.restartCount - a.restartCount);
+    return { uid: ref.uid, name: ref.name, namespace: ref.namespace, sandboxes: observedSandboxes, containers: observedContainers };
+  }
+
+  async syncPod(pod: Pod, observed: ObservedPod): Promise<SyncPodOutcome> {
+    const actions = planPod(pod, observed, this.crashLoop);
+    const results: SyncResult[] = [];
+    const waiting: Waiting = new Map(
+      actions.waiting.map((w) => [w.name, { reason: w.reason, message: `back-off ${Math.ceil(w.remainingMs / 1000)}s restarting failed container=${w.name} pod=${pod.metadata.name}` }]),
+    );
+    const retries = actions.waiting.map((w) => w.remainingMs);
+    const changed = actions.killPod || actions.createSandbox || actions.containersToStart.length > 0 || actions.containersToKill.length > 0;
+    const grace = pod.spec.terminationGracePeriodSeconds ?? 30;
+
+    if (actions.killPod) {
+      const killed = await this.killPod(observed, observed, grace);
+      results.push(...killed.results);
+      if (killed.results.some((r) => r.error)) return { results, waiting, changed, retryAfterMs: 1000 };
+    }
+    for (const k of actions.containersToKill) results.push(await this.stopContainer(k.id, k.name, grace));
+
+    let sandboxId = actions.sandboxId;
+    const config = sandboxConfig(pod, actions.sandboxAttempt, this.opts.node, this.cgroupParent(pod));
+    if (actions.createSandbox) {
+      try {
+        mkdirSync(config.logDirectory, { recursive: true, mode: 0o755 });
+        sandboxId = await this.opts.cri.runPodSandbox(config);
+        results.push({ action: "CreatePodSandbox", target: pod.metadata.uid ?? "" });
+        this.opts.logger.info("created pod sandbox", { pod: pod.metadata.name, sandbox: sandboxId, attempt: actions.sandboxAttempt });
+      } catch (err) {
+        results.push({ action: "CreatePodSandbox", target: pod.metadata.uid ?? "", error: { reason: "CreatePodSandboxError", message: errorMessage(err) } });
+        return { results, waiting, changed, retryAfterMs: 10_000 };
+      }
+    }
+    if (!sandboxId) return { results, waiting, changed, ...(retries.length ? { retryAfterMs: Math.min(...retries) } : {}) };
+    const podIP = actions.createSandbox
+      ? (await this.opts.cri.podSandboxStatus(sandboxId).catch(() => undefined))?.status?.network?.ip
+      : observed.sandboxes[0]?.ip;
+
+    for (const start of actions.containersToStart) {
+      const spec = pod.spec.containers.find((c) => c.name === start.name)!;
+      const result = await this.startContainer(pod, spec, start.restartCount, sandboxId, config, podIP ?? "", waiting, retries);
+      results.push(...result);
+      // Counted from the previous death, as upstream: the next crash waits longer.
+      if (start.previousFinishedAt !== undefined) this.crashLoop.next(backoffKey(pod, spec), start.previousFinishedAt);
+    }
+    return { results, waiting, changed, ...(retries.length ? { retryAfterMs: Math.min(...retries) } : {}) };
+  }
+
+  private cgroupParent(pod: Pod): string {
+    const root = this.opts.node.podsCgroupParent;
+    return root ? posix.join(root, `pod${pod.metadata.uid}`) : "";
+  }
+
+  private async ensureImage(pod: Pod, image: string, policy: "Always" | "IfNotPresent" | "Never", sandbox: PodSandboxConfig): Promise<string> {
+    const { cri } = this.opts;
+    const present = await cri.imageStatus({ image, annotations: {}, userSpecifiedImage: image, runtimeHandler: "" });
+    if (present && policy !== "Always") return present.id;
+    if (policy === "Never") throw new ImageError("ErrImageNeverPull", `container image "${image}" is not present with pull policy of Never`);
+    const key = `${pod.metadata.uid}/${image}`;
+    const wait = this.imagePulls.remainingSince(key, this.opts.clock.now());
+    if (wait > 0) throw new ImageError("ImagePullBackOff", `Back-off pulling image "${image}"`, wait);
+    try {
+      return await cri.pullImage({ image, annotations: {}, userSpecifiedImage: image, runtimeHandler: "" }, undefined, sandbox);
+    } catch (err) {
+      // A pull that fails while the image is present (policy Always, registry unreachable) still runs the local copy, as upstream.
+      if (present) {
+        this.opts.logger.warn("image pull failed; using the local copy", { image, err: errorMessage(err) });
+        return present.id;
+      }
+      this.imagePulls.next(key, this.opts.clock.now());
+      throw new ImageError("ErrImagePull", errorMessage(err), this.imagePulls.remainingSince(key, this.opts.clock.now()));
+    }
+  }
+
+  private async startContainer(
+    pod: Pod,
+    spec: Pod["spec"]["containers"][number],
+    restartCount: number,
+    sandboxId: string,
+    sandbox: PodSandboxConfig,
+    podIP: string,
+    waiting: Waiting,
+    retries: number[],
+  ): Promise<SyncResult[]> {
+    const { cri } = this.opts;
+    const results: SyncResult[] = [];
+    let imageRef: string;
+    try {
+      imageRef = await this.ensureImage(pod, spec.image, pullPolicyOf(spec), sandbox);
+      results.push({ action: "PullImage", target: spec.image });
+    } catch (err) {
+      const e = err instanceof ImageError ? err : new ImageError("ErrImagePull", errorMessage(err), 10_000);
+      waiting.set(spec.name, { reason: e.reason, message: e.message });
+      if (e.retryAfterMs) retries.push(e.retryAfterMs);
+      results.push({ action: "PullImage", target: spec.image, error: { reason: e.reason, message: e.message } });
+      return results;
+    }
+    let config;
+    try {
+      config = containerConfig(pod, spec, restartCount, imageRef, { podIP, ...(this.opts.hostIP ? { hostIP: this.opts.hostIP } : {}) });
+      mkdirSync(posix.join(sandbox.logDirectory, spec.name), { recursive: true, mode: 0o755 });
+    } catch (err) {
+      const reason = err instanceof EnvError ? "CreateContainerConfigError" : "CreateContainerError";
+      waiting.set(spec.name, { reason, message: errorMessage(err) });
+      results.push({ action: "StartContainer", target: spec.name, error: { reason, message: errorMessage(err) } });
+      retries.push(10_000);
+      return results;
+    }
+    let id: string;
+    try {
+      id = await cri.createContainer(sandboxId, config, sandbox);
+    } catch (err) {
+      waiting.set(spec.name, { reason: "CreateContainerError", message: errorMessage(err) });
+      results.push({ action: "StartContainer", target: spec.name, error: { reason: "CreateContainerError", message: errorMessage(err) } });
+      retries.push(10_000);
+      return results;
+    }
+    try {
+      await cri.startContainer(id);
+      this.opts.logger.info("started container", { pod: pod.metadata.name, container: spec.name, id, restartCount });
+      results.push({ action: "StartContainer", target: spec.name });
+    } catch (err) {
+      // The container stays, exited with ContainerCannotRun; the crash-loop backoff governs the retry.
+      results.push({ action: "StartContainer", target: spec.name, error: { reason: "RunContainerError", message: errorMessage(err) } });
+    }
+    return results;
+  }
+
+  private async stopContainer(id: string, name: string, graceSeconds: number): Promise<SyncResult> {
+    try {
+      await this.opts.cri.stopContainer(id, graceSeconds);
+      return { action: "KillContainer", target: name };
+    } catch (err) {
+      if (isNotFound(err)) return { action: "KillContainer", target: name };
+      return { action: "KillContainer", target: name, error: { reason: "KillContainerError", message: errorMessage(err) } };
+    }
+  }
+
+  async killPod(_ref: PodRef, observed: ObservedPod, gracePeriodSeconds: number): Promise<PodSyncOutcome> {
+    const live = observed.containers.filter((c) => c.state !== "exited");
+    const results = await Promise.all(live.map((c) => this.stopContainer(c.id, c.name, gracePeriodSeconds)));
+    for (const s of observed.sandboxes) {
+      try {
+        await this.opts.cri.stopPodSandbox(s.id);
+        results.push({ action: "KillPodSandbox", target: s.id });
+      } catch (err) {
+        if (!isNotFound(err)) results.push({ action: "KillPodSandbox", target: s.id, error: { reason: "KillPodSandboxError", message: errorMessage(err) } });
+      }
+    }
+    return { results };
+  }
+
+  async removePod(ref: PodRef, observed: ObservedPod): Promise<PodSyncOutcome> {
+    const results: SyncResult[] = [];
+    for (const c of observed.containers) results.push(await this.remove("RemoveContainer", c.id, () => this.opts.cri.removeContainer(c.id)));
+    for (const s of observed.sandboxes) results.push(await this.remove("RemovePodSandbox", s.id, () => this.opts.cri.removePodSandbox(s.id)));
+    if (results.every((r) => !r.error)) {
+      // Upstream removes a deleted pod's log directory with its containers.
+      rmSync(podLogDirectory(this.opts.node.podLogsDir, ref), { recursive: true, force: true });
+      this.crashLoop.forgetPrefix(`${ref.uid}/`);
+      this.imagePulls.forgetPrefix(`${ref.uid}/`);
+    }
+    return { results };
+  }
+
+  private async remove(action: SyncResult["action"], id: string, fn: () => Promise<void>): Promise<SyncResult> {
+    try {
+      await fn();
+      return { action, target: id };
+    } catch (err) {
+      return isNotFound(err) ? { action, target: id } : { action, target: id, error: { reason: `${action}Error`, message: errorMessage(err) } };
+    }
+  }
+
+  async relist(): Promise<RuntimePodRecord[]> {
+    const [sandboxes, containers] = await Promise.all([this.opts.cri.listPodSandbox(), this.opts.cri.listContainers()]);
+    const pods = new Map<string, RuntimePodRecord>();
+    const record = (labels: Record<string, string>) => {
+      const id = L.identityFromLabels(labels);
+      if (!id) return undefined; // not created by a kubelet
+      let r = pods.get(id.uid);
+      if (!r) pods.set(id.uid, (r = { ...id, entities: new Map() }));
+      return r;
+    };
+    for (const s of sandboxes) record(s.labels)?.entities.set(s.id, s.state === PodSandboxState.SANDBOX_READY ? "running" : "exited");
+    for (const c of containers) record(c.labels)?.entities.set(c.id, containerStateOf(c.state));
+    return [...pods.values()];
+  }
+
+  /**
+   * Upstream's defaults (MinAge 0, MaxPerPodContainer 1): keep the newest
+   * dead container per pod and name, for `logs --previous` and restart
+   * counts; remove older ones, and dead sandboxes other than the newest
+   * once no container uses them.
+   */
+  async garbageCollect(): Promise<void> {
+    const { cri } = this.opts;
+    const [sandboxes, containers] = await Promise.all([cri.listPodSandbox(), cri.listContainers()]);
+    const byKey = new Map<string, typeof containers>();
+    for (const c of containers) {
+      if (c.state !== CriContainerState.CONTAINER_EXITED) continue;
+      const uid = c.labels[L.PodUidLabel];
+      if (!uid) continue;
+      const key = `${uid}/${c.metadata?.name}`;
+      byKey.set(key, [...(byKey.get(key) ?? []), c]);
+    }
+    const removed = new Set<string>();
+    for (const dead of byKey.values()) {
+      dead.sort((a, b) => Number(b.createdAt - a.createdAt));
+      for (const c of dead.slice(1)) {
+        const r = await this.remove("RemoveContainer", c.id, () => cri.removeContainer(c.id));
+        if (!r.error) removed.add(c.id);
+      }
+    }
+    const used = new Set(containers.filter((c) => !removed.has(c.id)).map((c) => c.podSandboxId));
+    const newestByPod = new Map<string, string>();
+    for (const s of [...sandboxes].sort((a, b) => Number(b.createdAt - a.createdAt))) {
+      const uid = s.labels[L.PodUidLabel];
+      if (uid && !newestByPod.has(uid)) newestByPod.set(uid, s.id);
+    }
+    for (const s of sandboxes) {
+      const uid = s.labels[L.PodUidLabel];
+      if (!uid || s.state === PodSandboxState.SANDBOX_READY || used.has(s.id) || newestByPod.get(uid) === s.id) continue;
+      await this.remove("RemovePodSandbox", s.id, () => cri.removePodSandbox(s.id));
+    }
+  }
+}
+
+class ImageError extends Error {
+  constructor(
+    readonly reason: "ErrImagePull" | "ImagePullBackOff" | "ErrImageNeverPull",
+    message: string,
+    readonly retryAfterMs?: number,
+  ) {
+    super(message);
+  }
+}
