@@ -1,0 +1,127 @@
+// Runs the agent as a real process (`bun src/main.ts`, or dist/kubelet when
+// BUNLET_BINARY is set) against a harness containerd, with its own static pod
+// directory, log directory and ports, so tests can edit manifests, read the
+// agent's log, kill -9 it and start it again.
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { join, resolve } from "node:path";
+import type { Subprocess } from "bun";
+import type { ContainerdHandle } from "./containerd.ts";
+
+const repoRoot = resolve(import.meta.dir, "../..");
+
+export interface AgentHandle {
+  dir: string;
+  manifests: string;
+  podLogsDir: string;
+  logFile: string;
+  healthzPort: number;
+  readOnlyPort: number;
+  /** The agent's log so far. */
+  log(): string;
+  /** Starts the agent process (again). */
+  start(): void;
+  /** Sends a signal and waits for the process to exit. */
+  kill(signal?: NodeJS.Signals): Promise<number | null>;
+  /** GET on the read-only port; the parsed JSON. */
+  pods(): Promise<{ items: { metadata: { name: string; uid: string }; status: { phase: string; podIP?: string; containerStatuses: { name: string; restartCount: number; state: Record<string, unknown> }[] } }[] }>;
+}
+
+export async function freePort(): Promise<number> {
+  return await new Promise((res, rej) => {
+    const srv = createServer();
+    srv.listen(0, "127.0.0.1", () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => res(port));
+    });
+    srv.on("error", rej);
+  });
+}
+
+export async function startAgent(ctd: ContainerdHandle, opts: { name?: string; extraConfig?: Record<string, unknown> } = {}): Promise<AgentHandle> {
+  const dir = join(ctd.dir, `agent-${opts.name ?? "a"}`);
+  const manifests = join(dir, "manifests");
+  const podLogsDir = join(dir, "pod-logs");
+  mkdirSync(manifests, { recursive: true });
+  mkdirSync(podLogsDir, { recursive: true });
+  const healthzPort = await freePort();
+  const readOnlyPort = await freePort();
+  const configFile = join(dir, "kubelet.yaml");
+  const config = {
+    apiVersion: "kubelet.config.k8s.io/v1beta1",
+    kind: "KubeletConfiguration",
+    staticPodPath: manifests,
+    containerRuntimeEndpoint: ctd.endpoint,
+    podLogsDir,
+    cgroupRoot: ctd.cgroupParent,
+    fileCheckFrequency: "5s",
+    healthzPort,
+    healthzBindAddress: "127.0.0.1",
+    readOnlyPort,
+    address: "127.0.0.1",
+    failSwapOn: false,
+    ...opts.extraConfig,
+  };
+  writeFileSync(configFile, JSON.stringify(config, null, 2));
+  const logFile = join(dir, "agent.log");
+  writeFileSync(logFile, "");
+  let proc: Subprocess | undefined;
+  const cmd = process.env.BUNLET_BINARY
+    ? [process.env.BUNLET_BINARY]
+    : [process.execPath, join(repoRoot, "src/main.ts")];
+  const handle: AgentHandle = {
+    dir,
+    manifests,
+    podLogsDir,
+    logFile,
+    healthzPort,
+    readOnlyPort,
+    log: () => readFileSync(logFile, "utf8"),
+    start() {
+      const out = Bun.file(logFile).writer();
+      proc = Bun.spawn([...cmd, `--config=${configFile}`, `--root-dir=${join(dir, "root")}`, "--hostname-override=test-node", "--v=2"], {
+        stdout: "pipe",
+        stderr: "pipe",
+      });
+      const pump = async (stream: ReadableStream<Uint8Array>) => {
+        for await (const chunk of stream) {
+          out.write(chunk);
+          out.flush();
+        }
+      };
+      void pump(proc.stdout as ReadableStream<Uint8Array>);
+      void pump(proc.stderr as ReadableStream<Uint8Array>);
+    },
+    async kill(signal = "SIGTERM") {
+      if (!proc) return null;
+      proc.kill(signal);
+      const code = await proc.exited;
+      proc = undefined;
+      return code;
+    },
+    async pods() {
+      const res = await fetch(`http://127.0.0.1:${readOnlyPort}/pods`);
+      if (!res.ok) throw new Error(`/pods answered ${res.status}`);
+      return (await res.json()) as Awaited<ReturnType<AgentHandle["pods"]>>;
+    },
+  };
+  handle.start();
+  process.once("exit", () => proc?.kill("SIGKILL"));
+  return handle;
+}
+
+/** Polls `fn` until it returns a truthy value or `timeoutMs` passes; returns that value. */
+export async function eventually<T>(what: string, fn: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 30_000, intervalMs = 250): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const value = await fn();
+      if (value) return value;
+    } catch (err) {
+      lastError = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ""}`);
+    await Bun.sleep(intervalMs);
+  }
+}

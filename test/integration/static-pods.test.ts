@@ -1,0 +1,154 @@
+// The foundation, end to end: the agent process runs static pods on a real
+// containerd (see test/harness), and each behaviour the foundation issue
+// names is checked through the runtime itself, not the agent's word.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { createCriClient } from "../../src/cri/client.ts";
+import { ContainerFilter, ContainerState, PodSandboxFilter, type CriService } from "../../src/cri/index.ts";
+import { createLogger } from "../../src/util/log.ts";
+import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
+import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
+
+let ctd: ContainerdHandle;
+let agent: AgentHandle;
+let cri: CriService;
+
+const manifest = (name: string, container: Record<string, unknown>, spec: Record<string, unknown> = {}) =>
+  JSON.stringify({
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name, labels: { app: name } },
+    spec: { terminationGracePeriodSeconds: 2, ...spec, containers: [{ name, image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", ...container }] },
+  });
+
+const web = (page: string) =>
+  manifest("web", { command: ["sh", "-c", `echo ${page} > /tmp/index.html && exec httpd -f -p 8080 -h /tmp`], ports: [{ containerPort: 8080 }] });
+
+type Pods = Awaited<ReturnType<AgentHandle["pods"]>>["items"];
+const podNamed = async (name: string): Promise<Pods[number] | undefined> => (await agent.pods()).items.find((p) => p.metadata.name === `${name}-test-node`);
+const containersOf = async (uid: string) => cri.listContainers(ContainerFilter.create({ labelSelector: { "io.kubernetes.pod.uid": uid } }));
+const sandboxesOf = async (uid: string) => cri.listPodSandbox(PodSandboxFilter.create({ labelSelector: { "io.kubernetes.pod.uid": uid } }));
+
+// Every container of the crash-looping pod as seen by polling the runtime:
+// id → start and finish times (ns). Old dead containers get garbage
+// collected, so they are recorded while they exist.
+const crashHistory = new Map<string, { attempt: number; startedAt: bigint; finishedAt: bigint }>();
+let crashPoller: Timer | undefined;
+
+beforeAll(async () => {
+  requireRoot();
+  ctd = await startContainerd({ name: "static" });
+  cri = createCriClient({ endpoint: ctd.endpoint, logger: createLogger({ verbosity: 0 }) });
+  agent = await startAgent(ctd);
+  writeFileSync(join(agent.manifests, "web.yaml"), web("first"));
+  writeFileSync(join(agent.manifests, "bad.yaml"), "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bad\nspec:\n  containers:\n  - name: c\n");
+  writeFileSync(join(agent.manifests, "crash.json"), manifest("crash", { command: ["sh", "-c", "exit 1"] }));
+  writeFileSync(join(agent.manifests, "never.json"), manifest("never", { command: ["sh", "-c", "exit 3"] }, { restartPolicy: "Never" }));
+  crashPoller = setInterval(async () => {
+    const pod = await podNamed("crash").catch(() => undefined);
+    if (!pod) return;
+    for (const c of await containersOf(pod.metadata.uid).catch(() => [])) {
+      const status = (await cri.containerStatus(c.id).catch(() => undefined))?.status;
+      if (status && status.startedAt > 0n) crashHistory.set(c.id, { attempt: status.metadata?.attempt ?? 0, startedAt: status.startedAt, finishedAt: status.finishedAt });
+    }
+  }, 300);
+}, 60_000);
+
+afterAll(async () => {
+  clearInterval(crashPoller);
+  await agent?.kill("SIGKILL");
+  cri?.close();
+  await ctd?.stop();
+});
+
+describe("static pods on a real containerd", () => {
+  test("a static pod reaches Running and answers on its pod IP; its log file is where upstream puts it", async () => {
+    const pod = await eventually("web Running with an IP", async () => {
+      const p = await podNamed("web");
+      return p?.status.phase === "Running" && p.status.podIP ? p : undefined;
+    });
+    const body = await eventually("httpd answers", async () => {
+      const res = await fetch(`http://${pod.status.podIP}:8080/index.html`);
+      return res.ok ? await res.text() : undefined;
+    });
+    expect(body.trim()).toBe("first");
+    expect(existsSync(join(agent.podLogsDir, `default_web-test-node_${pod.metadata.uid}`, "web", "0.log"))).toBe(true);
+  });
+
+  test("an invalid manifest is reported by file and field while the valid ones run", async () => {
+    const log = await eventually("the bad file reported", () => (agent.log().includes("bad.yaml") ? agent.log() : undefined));
+    const line = log.split("\n").find((l) => l.includes("bad.yaml"))!;
+    expect(line).toContain("could not process manifest file");
+    expect(line).toContain('field \\"spec.containers[0].image\\": is required');
+    expect((await agent.pods()).items.map((p) => p.metadata.name)).not.toContain("bad-test-node");
+  });
+
+  test("restartPolicy Never: the container that exited is not restarted and the pod Failed", async () => {
+    const pod = await eventually("never pod Failed", async () => {
+      const p = await podNamed("never");
+      return p?.status.phase === "Failed" ? p : undefined;
+    });
+    await Bun.sleep(3000);
+    const containers = await containersOf(pod.metadata.uid);
+    expect(containers).toHaveLength(1);
+    const status = (await cri.containerStatus(containers[0]!.id)).status!;
+    expect(status.state).toBe(ContainerState.CONTAINER_EXITED);
+    expect(status.exitCode).toBe(3);
+    expect(pod.status.containerStatuses[0]!.state).toMatchObject({ terminated: { exitCode: 3, reason: "Error" } });
+  });
+
+  test("a container that exits is restarted with growing backoff (0s, 10s, 20s)", async () => {
+    await eventually("three restarts", () => crashHistory.size >= 4 || undefined, 60_000, 500);
+    const runs = [...crashHistory.values()].sort((a, b) => a.attempt - b.attempt);
+    expect(runs.map((r) => r.attempt).slice(0, 4)).toEqual([0, 1, 2, 3]);
+    // Wait between a container's death and the next start, in seconds.
+    const gaps = runs.slice(1, 4).map((r, i) => Number(r.startedAt - runs[i]!.finishedAt) / 1e9);
+    expect(gaps[0]!).toBeLessThan(3);
+    expect(gaps[1]!).toBeGreaterThanOrEqual(9.5);
+    expect(gaps[1]!).toBeLessThan(13);
+    expect(gaps[2]!).toBeGreaterThanOrEqual(19.5);
+    expect(gaps[2]!).toBeLessThan(23);
+    const pod = await podNamed("crash");
+    expect(pod!.status.containerStatuses[0]!.restartCount).toBeGreaterThanOrEqual(3);
+  }, 90_000);
+
+  test("kill -9 and restart of the agent adopts running pods: same container IDs, no restarts", async () => {
+    const pod = (await podNamed("web"))!;
+    const before = (await containersOf(pod.metadata.uid)).map((c) => c.id).sort();
+    const sandboxesBefore = (await sandboxesOf(pod.metadata.uid)).map((s) => s.id);
+    const neverPod = (await podNamed("never"))!;
+    await agent.kill("SIGKILL");
+    agent.start();
+    await eventually("agent serving again", async () => (await podNamed("web"))?.status.phase === "Running");
+    await Bun.sleep(4000); // several relists and syncs
+    expect((await containersOf(pod.metadata.uid)).map((c) => c.id).sort()).toEqual(before);
+    expect((await sandboxesOf(pod.metadata.uid)).map((s) => s.id)).toEqual(sandboxesBefore);
+    expect((await podNamed("web"))!.status.containerStatuses[0]!.restartCount).toBe(0);
+    expect(await containersOf(neverPod.metadata.uid)).toHaveLength(1);
+  }, 60_000);
+
+  test("editing a manifest replaces the pod", async () => {
+    const old = (await podNamed("web"))!;
+    writeFileSync(join(agent.manifests, "web.yaml"), web("second"));
+    const replaced = await eventually("new web pod Running", async () => {
+      const p = await podNamed("web");
+      return p && p.metadata.uid !== old.metadata.uid && p.status.phase === "Running" && p.status.podIP ? p : undefined;
+    });
+    const body = await eventually("new httpd answers", async () => {
+      const res = await fetch(`http://${replaced.status.podIP}:8080/index.html`);
+      return res.ok ? await res.text() : undefined;
+    });
+    expect(body.trim()).toBe("second");
+    await eventually("old sandbox removed", async () => (await sandboxesOf(old.metadata.uid)).length === 0);
+    expect(await containersOf(old.metadata.uid)).toHaveLength(0);
+  }, 60_000);
+
+  test("deleting the manifest removes the sandbox, the containers and the pod's logs", async () => {
+    const pod = (await podNamed("web"))!;
+    rmSync(join(agent.manifests, "web.yaml"));
+    await eventually("sandbox and containers removed", async () => (await sandboxesOf(pod.metadata.uid)).length === 0 && (await containersOf(pod.metadata.uid)).length === 0);
+    expect(await podNamed("web")).toBeUndefined();
+    expect(existsSync(join(agent.podLogsDir, `default_web-test-node_${pod.metadata.uid}`))).toBe(false);
+  }, 60_000);
+});
