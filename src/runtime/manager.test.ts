@@ -1,0 +1,126 @@
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { FakeCri } from "../cri/fake.ts";
+import type { Pod } from "../pods/schema.ts";
+import { FakeClock } from "../util/clock.ts";
+import { memoryLogger } from "../util/log.ts";
+import { refOf } from "./index.ts";
+import { CriPodRuntime } from "./manager.ts";
+
+let logs: string;
+beforeEach(() => (logs = mkdtempSync(join(tmpdir(), "podlogs-"))));
+afterEach(() => rmSync(logs, { recursive: true, force: true }));
+
+const pod = (over: Partial<Pod["spec"]["containers"][number]> = {}, restartPolicy: "Always" | "Never" = "Always"): Pod => ({
+  metadata: { name: "web", namespace: "default", uid: "uid-1", labels: { app: "web" } },
+  spec: { restartPolicy, containers: [{ name: "app", image: "busybox:1.0", ...over }] },
+});
+
+function setup(clock = new FakeClock(), cri = new FakeCri({ clock, images: ["busybox:1.0"] })) {
+  const runtime = new CriPodRuntime({
+    cri,
+    clock,
+    logger: memoryLogger().logger,
+    node: { podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+  });
+  return { clock, cri, runtime };
+}
+
+async function sync(runtime: CriPodRuntime, p: Pod) {
+  return runtime.syncPod(p, await runtime.observe(refOf(p)));
+}
+
+describe("CriPodRuntime", () => {
+  test("creates the sandbox and container with upstream labels, annotations and log paths", async () => {
+    const { cri, runtime } = setup();
+    const p = pod();
+    const outcome = await sync(runtime, p);
+    expect(outcome.results.filter((r) => r.error)).toEqual([]);
+    const [sandbox] = await cri.listPodSandbox();
+    expect(sandbox!.labels).toMatchObject({ app: "web", "io.kubernetes.pod.uid": "uid-1", "io.kubernetes.pod.name": "web" });
+    const [created] = cri.callsOf("createContainer") as [string, { logPath: string; annotations: Record<string, string> }, { logDirectory: string; linux: { cgroupParent: string } }][];
+    expect(created![1].logPath).toBe("app/0.log");
+    expect(created![1].annotations["io.kubernetes.container.restartCount"]).toBe("0");
+    expect(created![2].logDirectory).toBe(join(logs, "default_web_uid-1"));
+    expect(created![2].linux.cgroupParent).toBe("/test/kubepods/poduid-1");
+    expect(existsSync(join(logs, "default_web_uid-1", "app"))).toBe(true);
+    const observed = await runtime.observe(refOf(p));
+    expect(observed.containers).toMatchObject([{ name: "app", state: "running", restartCount: 0 }]);
+  });
+
+  test("a new agent on the same runtime adopts the pod without touching it", async () => {
+    const { clock, cri, runtime } = setup();
+    const p = pod();
+    await sync(runtime, p);
+    const before = cri.calls.length;
+    const restarted = setup(clock, cri).runtime;
+    const outcome = await sync(restarted, p);
+    expect(outcome.changed).toBe(false);
+    const mutating = cri.calls.slice(before).filter((c) => !["listPodSandbox", "listContainers", "podSandboxStatus", "containerStatus"].includes(c.method));
+    expect(mutating).toEqual([]);
+  });
+
+  test("crash loop: immediate first restart, then CrashLoopBackOff with the wait to retry", async () => {
+    const { clock, cri, runtime } = setup();
+    const p = pod();
+    await sync(runtime, p);
+    const first = (await runtime.observe(refOf(p))).containers[0]!;
+    cri.exitContainer(first.id, 1);
+    await sync(runtime, p);
+    const second = (await runtime.observe(refOf(p))).containers[0]!;
+    expect(second).toMatchObject({ state: "running", restartCount: 1 });
+    clock.advance(2000);
+    cri.exitContainer(second.id, 1);
+    const waiting = await sync(runtime, p);
+    expect(waiting.waiting.get("app")?.reason).toBe("CrashLoopBackOff");
+    expect(waiting.retryAfterMs).toBe(10_000);
+    clock.advance(10_000);
+    await sync(runtime, p);
+    expect((await runtime.observe(refOf(p))).containers[0]).toMatchObject({ state: "running", restartCount: 2 });
+  });
+
+  test("image pull policy Never with the image absent waits with ErrImageNeverPull", async () => {
+    const { runtime } = setup();
+    const outcome = await sync(runtime, pod({ image: "absent:1", imagePullPolicy: "Never" }));
+    expect(outcome.waiting.get("app")?.reason).toBe("ErrImageNeverPull");
+  });
+
+  test("an unsupported env source is a CreateContainerConfigError, not a crash", async () => {
+    const { runtime } = setup();
+    const outcome = await sync(runtime, pod({ env: [{ name: "S", valueFrom: { secretKeyRef: { name: "s", key: "k" } } }] }));
+    expect(outcome.waiting.get("app")).toMatchObject({ reason: "CreateContainerConfigError" });
+  });
+
+  test("garbage collection keeps only the newest dead container per name", async () => {
+    const { clock, cri, runtime } = setup();
+    const p = pod({}, "Always");
+    await sync(runtime, p);
+    for (let i = 0; i < 3; i++) {
+      const c = (await runtime.observe(refOf(p))).containers[0]!;
+      cri.exitContainer(c.id, 1);
+      clock.advance(400_000); // past any backoff
+      await sync(runtime, p);
+    }
+    expect((await runtime.observe(refOf(p))).containers.filter((c) => c.state === "exited")).toHaveLength(3);
+    await runtime.garbageCollect();
+    const after = (await runtime.observe(refOf(p))).containers;
+    expect(after.map((c) => [c.state, c.restartCount])).toEqual([
+      ["running", 3],
+      ["exited", 2],
+    ]);
+  });
+
+  test("kill then remove leaves nothing of the pod, logs included", async () => {
+    const { cri, runtime } = setup();
+    const p = pod();
+    await sync(runtime, p);
+    const killed = await runtime.killPod(refOf(p), await runtime.observe(refOf(p)), 5);
+    expect(killed.results.filter((r) => r.error)).toEqual([]);
+    expect((await runtime.observe(refOf(p))).containers[0]!.state).toBe("exited");
+    await runtime.removePod(refOf(p), await runtime.observe(refOf(p)));
+    expect(cri.counts()).toMatchObject({ sandboxes: 0, containers: 0 });
+    expect(existsSync(join(logs, "default_web_uid-1"))).toBe(false);
+  });
+});
