@@ -1,0 +1,57 @@
+/**
+ * The --help text: flags grouped by topic, in pflag's layout
+ * (`  -v, --v Level   help (default ...)`), with the defaults that apply when
+ * no --config file is given, and the config file field each flag sets.
+ */
+import type { FlagDef, FlagGroup, FlagTarget } from "./flags.ts";
+
+const GROUPS: [FlagGroup, string][] = [
+  ["config", "Configuration and API server"],
+  ["node", "Node identity and registration"],
+  ["pods", "Pods, images and the container runtime"],
+  ["server", "Kubelet server and authentication"],
+  ["network", "DNS and networking"],
+  ["resources", "Resources and cgroups"],
+  ["eviction", "Eviction"],
+  ["logging", "Logging"],
+  ["other", "Other"],
+  ["deprecated", "Deprecated upstream (accepted, no effect)"],
+];
+
+const INTRO = `The kubelet is the node agent. It runs the pods of this node through a CRI
+container runtime: static pods from --pod-manifest-path, and with --kubeconfig
+the pods the API server assigns to the node. Without --kubeconfig it runs
+standalone.
+
+Usage:
+  kubelet [flags]
+
+Settings can come from a KubeletConfiguration file (--config); flags given on
+the command line override it. The defaults shown are those used when no
+--config is given: like upstream, they differ from the config file's defaults
+for --anonymous-auth, --authentication-token-webhook, --authorization-mode and
+--read-only-port. See docs/configuration.md.`;
+
+export function helpText(defs: readonly FlagDef[], defaults: FlagTarget): string {
+  const out = [INTRO];
+  for (const [group, title] of GROUPS) {
+    const rows = defs
+      .filter((d) => d.group === group)
+      .map((d) => {
+        const names = d.short ? `  -${d.short}, --${d.name}` : `      --${d.name}`;
+        const left = d.type ? `${names} ${d.type}` : names;
+        const notes: string[] = [];
+        const def = d.showDefault?.(defaults);
+        if (def !== undefined) notes.push(`default ${def}`);
+        if (d.field) notes.push(`config: ${d.field}`);
+        return [left, notes.length ? `${d.help} (${notes.join("; ")})` : d.help] as const;
+      });
+    if (rows.length === 0) continue;
+    const width = Math.min(52, Math.max(...rows.map(([l]) => l.length)) + 3);
+    out.push(`\n${title} flags:`);
+    for (const [left, right] of rows) {
+      out.push(left.length + 1 > width ? `${left}\n${" ".repeat(width)}${right}` : `${left.padEnd(width)}${right}`);
+    }
+  }
+  return out.join("\n") + "\n";
+}
