@@ -1,0 +1,59 @@
+/**
+ * The CLI entry end to end: spawns `bun src/main.ts` and checks output and
+ * exit codes (0 for --help and --version, 2 for a bad flag).
+ */
+import { describe, expect, test } from "bun:test";
+import { fileURLToPath } from "node:url";
+
+const MAIN = fileURLToPath(new URL("../main.ts", import.meta.url));
+
+async function kubelet(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const proc = Bun.spawn([process.execPath, MAIN, ...args], { stdout: "pipe", stderr: "pipe" });
+  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  return { code, stdout, stderr };
+}
+
+describe("bun src/main.ts", () => {
+  test("--version prints the version and exits 0", async () => {
+    const r = await kubelet("--version");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^Kubernetes v1\.34\.0-bunlet\+[0-9A-Za-z.-]+\n$/);
+  });
+
+  test("--help prints grouped usage with defaults and exits 0", async () => {
+    const r = await kubelet("--help");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("Usage:\n  kubelet [flags]");
+    expect(r.stdout).toContain("Kubelet server and authentication flags:");
+    expect(r.stdout).toContain("(default 10250; config: port)");
+  });
+
+  test("a bad flag prints `kubelet: <message>` on stderr and exits 2", async () => {
+    const r = await kubelet("--max-pods=many");
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe("");
+    expect(r.stderr).toBe('kubelet: flag --max-pods: expected an integer (int32), got "many"\n');
+  });
+
+  test("a missing config file exits 2 naming the path", async () => {
+    const r = await kubelet("--config=/nonexistent/kubelet.yaml");
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe("kubelet: config file /nonexistent/kubelet.yaml: no such file\n");
+  });
+
+  test("run: SIGTERM stops the agent and exits 0", async () => {
+    const proc = Bun.spawn(
+      [process.execPath, MAIN, "--container-runtime-endpoint=unix:///nonexistent/cri.sock", "--healthz-port=0", "--read-only-port=0", "--hostname-override=cli-test"],
+      { stdout: "pipe", stderr: "pipe" },
+    );
+    const decoder = new TextDecoder();
+    let stderr = "";
+    for await (const chunk of proc.stderr) {
+      stderr += decoder.decode(chunk);
+      if (stderr.includes("starting node agent")) break;
+    }
+    expect(stderr).toContain("node=cli-test");
+    proc.kill("SIGTERM");
+    expect(await proc.exited).toBe(0);
+  }, 20_000);
+});
