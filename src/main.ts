@@ -1,0 +1,72 @@
+/**
+ * The kubelet command: reads flags and the config file, then runs the agent
+ * until SIGTERM or SIGINT. The only place that exits the process.
+ *
+ * Exit codes: 0 after --help, --version or a clean stop; 2 for a bad flag or
+ * config file (`kubelet: <message>` on stderr); 1 for an unexpected error;
+ * 128+signal when a second signal cuts a graceful stop short.
+ */
+import { readFileSync } from "node:fs";
+import { hostname } from "node:os";
+import { kubeletVersion, loadConfig } from "./config/index.ts";
+import { errorMessage } from "./util/errors.ts";
+import { createLogger, type Logger } from "./util/log.ts";
+
+/** Defined by the build script (bun build --define); absent when run from source. */
+declare const BUILD_VERSION: string | undefined;
+
+const SIGNAL_NUMBERS = { SIGINT: 2, SIGTERM: 15 } as const;
+
+let logger: Logger | undefined;
+
+async function main(): Promise<number> {
+  const result = loadConfig(process.argv.slice(2), {
+    readFile: (path) => readFileSync(path),
+    hostname,
+    env: process.env,
+  });
+  switch (result.kind) {
+    case "help":
+      process.stdout.write(result.text);
+      return 0;
+    case "version":
+      process.stdout.write(`${kubeletVersion(typeof BUILD_VERSION !== "undefined" ? BUILD_VERSION : undefined)}\n`);
+      return 0;
+    case "error":
+      process.stderr.write(`kubelet: ${result.message}\n`);
+      return 2;
+    case "run":
+      break;
+  }
+
+  const log = (logger = createLogger({ verbosity: result.config.verbosity }));
+  for (const warning of result.warnings) log.warn(warning);
+
+  const controller = new AbortController();
+  const onSignal = (name: keyof typeof SIGNAL_NUMBERS) => {
+    if (controller.signal.aborted) {
+      log.warn("second signal during shutdown; exiting now", { signal: name });
+      process.exit(128 + SIGNAL_NUMBERS[name]);
+    }
+    log.info("shutting down", { signal: name });
+    controller.abort(new Error(`received ${name}`));
+  };
+  process.on("SIGTERM", () => onSignal("SIGTERM"));
+  process.on("SIGINT", () => onSignal("SIGINT"));
+
+  // Loaded only now, so that --help and --version do not load the agent.
+  const { runAgent } = await import("./agent.ts");
+  await runAgent(result.config, { logger: log, signal: controller.signal });
+  return 0;
+}
+
+/** Exits once stdout and stderr have taken what was written, so no output is lost on a pipe. */
+async function exit(code: number): Promise<never> {
+  await Promise.all([process.stdout, process.stderr].map((s) => new Promise<void>((resolve) => s.write("", () => resolve()))));
+  process.exit(code);
+}
+
+main().then(exit, (err: unknown) => {
+  (logger ?? createLogger({ verbosity: 0 })).error("unexpected error", { err: errorMessage(err), stack: err instanceof Error ? err.stack : undefined });
+  return exit(1);
+});
