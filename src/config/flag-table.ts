@@ -28,6 +28,8 @@ export const FLAGS: readonly FlagDef[] = [
   int("kube-api-qps", "kubeAPIQPS", "config", "QPS for requests to the API server."),
   int("kube-api-burst", "kubeAPIBurst", "config", "Burst for requests to the API server."),
   str("kube-api-content-type", "contentType", "config", "Content type of requests sent to the API server."),
+  int("event-qps", "eventRecordQPS", "config", "Limit of event creations per second; 0 for no limit."),
+  int("event-burst", "eventBurst", "config", "Burst of event creations allowed above --event-qps."),
   agent("cloud-provider", "string", "config", 'Cloud provider: "" for none, or "external".', (t, raw) => { t.agent.cloudProvider = raw; }),
   ignored("lock-file", "string", "config", "Path of a lock file shared with other kubelets.", "lock files are not supported by this agent"),
   ignored("exit-on-lock-contention", "", "config", "Exit when the lock file is contended.", "lock files are not supported by this agent"),
