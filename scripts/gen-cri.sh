@@ -3,7 +3,7 @@
 #
 #   scripts/gen-cri.sh                 regenerate (idempotent; same input, same bytes)
 #   scripts/gen-cri.sh --check         fail if src/cri/gen is stale
-#   scripts/gen-cri.sh --verify v0.34.13
+#   scripts/gen-cri.sh --verify v0.33.13
 #                                      compare proto/api.proto field by field with
 #                                      k8s.io/cri-api at that version, fetched from
 #                                      the Go module proxy (needs network)
@@ -53,14 +53,16 @@ case "${1:-}" in
   echo "gen-cri: $OUT is up to date"
   ;;
 --verify)
-  version="${2:?usage: scripts/gen-cri.sh --verify <cri-api version, e.g. v0.34.13>}"
+  version="${2:?usage: scripts/gen-cri.sh --verify <cri-api version, e.g. v0.33.13>}"
   proxy="${GOPROXY_URL:-https://proxy.golang.org}"
   curl -fsS -m 120 -o "$tmp/cri-api.zip" "$proxy/k8s.io/cri-api/@v/$version.zip" ||
     die "could not fetch k8s.io/cri-api@$version from $proxy"
   unzip -q -o "$tmp/cri-api.zip" "k8s.io/cri-api@$version/pkg/apis/runtime/v1/api.proto" -d "$tmp/zip"
   mkdir -p "$tmp/upstream"
-  # debug_redact is newer than Debian's protoc and does not reach the wire.
-  sed -E 's/ *\[ *debug_redact *= *true *\]//' \
+  # Options that do not reach the wire: gogoproto (older releases import
+  # it), debug_redact (newer than Debian's protoc).
+  sed -E -e '/^import "github.com\/gogo/d' -e '/^option \(gogoproto/d' \
+    -e 's/ *\[ *\(gogoproto[^]]*\]//' -e 's/ *\[ *debug_redact *= *true *\]//' \
     "$tmp/zip/k8s.io/cri-api@$version/pkg/apis/runtime/v1/api.proto" >"$tmp/upstream/api.proto"
   generate "$tmp/upstream" "$tmp/upstream/api.proto" "$tmp/theirs"
   generate proto proto/api.proto "$tmp/ours"

@@ -225,6 +225,8 @@ export interface UInt64Value {
     value: bigint;
 }
 /**
+ * Upstream made value `bytes` in 1.34; see the note at the top.
+ *
  * @generated from protobuf message runtime.v1.KeyValue
  */
 export interface KeyValue {
@@ -233,9 +235,9 @@ export interface KeyValue {
      */
     key: string;
     /**
-     * @generated from protobuf field: bytes value = 2
+     * @generated from protobuf field: string value = 2
      */
-    value: Uint8Array;
+    value: string;
 }
 /**
  * @generated from protobuf message runtime.v1.IDMapping
@@ -4092,13 +4094,13 @@ class KeyValue$Type extends MessageType<KeyValue> {
     constructor() {
         super("runtime.v1.KeyValue", [
             { no: 1, name: "key", kind: "scalar", T: 9 /*ScalarType.STRING*/ },
-            { no: 2, name: "value", kind: "scalar", T: 12 /*ScalarType.BYTES*/ }
+            { no: 2, name: "value", kind: "scalar", T: 9 /*ScalarType.STRING*/ }
         ]);
     }
     create(value?: PartialMessage<KeyValue>): KeyValue {
         const message = globalThis.Object.create((this.messagePrototype!));
         message.key = "";
-        message.value = new Uint8Array(0);
+        message.value = "";
         if (value !== undefined)
             reflectionMergePartial<KeyValue>(this, message, value);
         return message;
@@ -4111,8 +4113,8 @@ class KeyValue$Type extends MessageType<KeyValue> {
                 case /* string key */ 1:
                     message.key = reader.string();
                     break;
-                case /* bytes value */ 2:
-                    message.value = reader.bytes();
+                case /* string value */ 2:
+                    message.value = reader.string();
                     break;
                 default:
                     let u = options.readUnknownField;
@@ -4129,9 +4131,9 @@ class KeyValue$Type extends MessageType<KeyValue> {
         /* string key = 1; */
         if (message.key !== "")
             writer.tag(1, WireType.LengthDelimited).string(message.key);
-        /* bytes value = 2; */
-        if (message.value.length)
-            writer.tag(2, WireType.LengthDelimited).bytes(message.value);
+        /* string value = 2; */
+        if (message.value !== "")
+            writer.tag(2, WireType.LengthDelimited).string(message.value);
         let u = options.writeUnknownFields;
         if (u !== false)
             (u == true ? UnknownFieldHandler.onWrite : u)(this.typeName, message, writer);
