@@ -267,7 +267,8 @@ export const FLAGS: readonly FlagDef[] = [
     help: "Feature gates to turn on or off, comma-separated Name=true|false.",
     parse: (raw) => {
       const gates = parsePairs(raw).map(([k, v]): [string, boolean] => [k, parseBool(v)]);
-      return (t) => { t.kubelet.featureGates = { ...(firstUse(t, "feature-gates") ? {} : t.kubelet.featureGates), ...Object.fromEntries(gates) }; };
+      // Upstream (kubeletConfigFlagPrecedence) keeps the file's gates that the flag does not name.
+      return (t) => { t.kubelet.featureGates = { ...t.kubelet.featureGates, ...Object.fromEntries(gates) }; };
     },
   },
   { name: "help", short: "h", type: "", isBool: true, group: "other", help: "Print this help and exit.", parse: () => () => {} },

@@ -60,7 +60,8 @@ describe("lists and maps", () => {
     const t = run(["--eviction-hard=memory.available<1Gi", "--eviction-hard=nodefs.available<5%"], { evictionHard: { "imagefs.available": "15%" } });
     expect(t.kubelet.evictionHard).toEqual({ "memory.available": "1Gi", "nodefs.available": "5%" });
     expect(run(["--system-reserved=cpu=100m,memory=1Gi"]).kubelet.systemReserved).toEqual({ cpu: "100m", memory: "1Gi" });
-    expect(run(["--feature-gates=A=true,B=false"], { featureGates: { C: true } }).kubelet.featureGates).toEqual({ A: true, B: false });
+    // Feature gates are the exception: the file's gates stay unless the flag names them, as upstream.
+    expect(run(["--feature-gates=A=true,C=false"], { featureGates: { B: true, C: true } }).kubelet.featureGates).toEqual({ A: true, B: true, C: false });
     expect(run(["--eviction-soft-grace-period=memory.available=1m30s"]).kubelet.evictionSoftGracePeriod).toEqual({ "memory.available": 90_000 });
   });
   test("--node-labels merges across occurrences", () => {

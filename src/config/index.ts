@@ -92,7 +92,7 @@ function load(argv: readonly string[], deps: ConfigDeps): ConfigResult {
 
   const configFile = args.occurrences.filter((o) => o.def.name === "config").at(-1)?.raw || undefined;
   const kubelet = configFile
-    ? loadKubeletConfigFile(configFile, { readFile: deps.readFile, cwd: (deps.cwd ?? process.cwd)() })
+    ? loadKubeletConfigFile(configFile, { readFile: deps.readFile, cwd: deps.cwd ? deps.cwd() : process.cwd() })
     : flagDefaults().kubelet;
   const target: FlagTarget = { kubelet, agent: defaultAgentFlags(), warnings: [], seen: new Set() };
   for (const o of args.occurrences) o.apply(target);
