@@ -12,6 +12,7 @@
  * Errors: every method rejects only with CriError (errors.ts). Branch on
  * `kind`; `isNotFound` makes removals idempotent the way the kubelet does.
  */
+import type { PartialMessage } from "@protobuf-ts/runtime";
 import type {
   AuthConfig,
   Container,
@@ -109,6 +110,13 @@ export {
 export { CriError, isCriError, isNotFound, isUnavailable, toCriError, type CriErrorKind } from "./errors.ts";
 export { parseEndpoint, EndpointError, type CriEndpoint } from "./endpoint.ts";
 
+/**
+ * Inputs may be partial: unset fields take protobuf defaults. So
+ * `listContainers({ labelSelector })` and `imageStatus({ image: ref })` work,
+ * and so does a complete message built with `X.create()`.
+ */
+export type In<T extends object> = PartialMessage<T>;
+
 /** The CRI API version this agent speaks (sent in VersionRequest). */
 export const CRI_API_VERSION = "v1";
 
@@ -127,27 +135,27 @@ export interface RuntimeService {
   updateRuntimeConfig(podCidr: string): Promise<void>;
 
   /** Creates and starts a sandbox; resolves to its id once it is READY. Not idempotent: each call makes a new sandbox. */
-  runPodSandbox(config: PodSandboxConfig, runtimeHandler?: string): Promise<string>;
+  runPodSandbox(config: In<PodSandboxConfig>, runtimeHandler?: string): Promise<string>;
   /** Stops every container in the sandbox and releases its network. Idempotent; may be called many times. */
   stopPodSandbox(podSandboxId: string): Promise<void>;
   /** Removes the sandbox and all its containers. Idempotent: an already removed sandbox is not an error. */
   removePodSandbox(podSandboxId: string): Promise<void>;
   /** Rejects with kind NotFound for an unknown id. */
   podSandboxStatus(podSandboxId: string, verbose?: boolean): Promise<PodSandboxStatusResponse>;
-  listPodSandbox(filter?: PodSandboxFilter): Promise<PodSandbox[]>;
+  listPodSandbox(filter?: In<PodSandboxFilter>): Promise<PodSandbox[]>;
 
   /** Creates a container in a READY sandbox; resolves to its id. NotFound for an unknown sandbox. */
-  createContainer(podSandboxId: string, config: ContainerConfig, sandboxConfig: PodSandboxConfig): Promise<string>;
+  createContainer(podSandboxId: string, config: In<ContainerConfig>, sandboxConfig: In<PodSandboxConfig>): Promise<string>;
   startContainer(containerId: string): Promise<void>;
   /** Signals the container, waits up to `timeoutSeconds`, then kills it. Idempotent on a stopped container. */
   stopContainer(containerId: string, timeoutSeconds: number): Promise<void>;
   /** Removes the container, killing it if running. Idempotent: an already removed container is not an error. */
   removeContainer(containerId: string): Promise<void>;
-  listContainers(filter?: ContainerFilter): Promise<Container[]>;
+  listContainers(filter?: In<ContainerFilter>): Promise<Container[]>;
   /** Rejects with kind NotFound for an unknown id. */
   containerStatus(containerId: string, verbose?: boolean): Promise<ContainerStatusResponse>;
   /** In-place resize: new cgroup limits for a running container. */
-  updateContainerResources(containerId: string, linux: LinuxContainerResources, annotations?: Record<string, string>): Promise<void>;
+  updateContainerResources(containerId: string, linux: In<LinuxContainerResources>, annotations?: Record<string, string>): Promise<void>;
   /** Asks the runtime to reopen the container's log file after rotation. */
   reopenContainerLog(containerId: string): Promise<void>;
 
@@ -158,16 +166,16 @@ export interface RuntimeService {
    */
   execSync(containerId: string, cmd: string[], timeoutSeconds: number): Promise<ExecSyncResponse>;
   /** URL on the runtime's streaming server for `kubectl exec`. */
-  exec(request: ExecRequest): Promise<string>;
+  exec(request: In<ExecRequest> & { containerId: string }): Promise<string>;
   /** URL on the runtime's streaming server for `kubectl attach`. */
-  attach(request: AttachRequest): Promise<string>;
+  attach(request: In<AttachRequest> & { containerId: string }): Promise<string>;
   /** URL on the runtime's streaming server for `kubectl port-forward`. */
   portForward(podSandboxId: string, ports: number[]): Promise<string>;
 
   /** Stats of the container; NotFound for an unknown id. */
   containerStats(containerId: string): Promise<ContainerStats>;
-  listContainerStats(filter?: ContainerStatsFilter): Promise<ContainerStats[]>;
-  listPodSandboxStats(filter?: PodSandboxStatsFilter): Promise<PodSandboxStats[]>;
+  listContainerStats(filter?: In<ContainerStatsFilter>): Promise<ContainerStats[]>;
+  listPodSandboxStats(filter?: In<PodSandboxStatsFilter>): Promise<PodSandboxStats[]>;
 
   /**
    * Container lifecycle events (evented PLEG), until `signal` aborts, which
@@ -183,13 +191,13 @@ export interface PullOptions {
 }
 
 export interface ImageService {
-  listImages(filter?: ImageFilter): Promise<Image[]>;
+  listImages(filter?: In<ImageFilter>): Promise<Image[]>;
   /** Resolves to undefined when the image is not present (not an error, per CRI). */
-  imageStatus(image: ImageSpec): Promise<Image | undefined>;
+  imageStatus(image: In<ImageSpec>): Promise<Image | undefined>;
   /** Pulls and resolves to the image reference (usually its id/digest). No deadline. */
-  pullImage(image: ImageSpec, auth?: AuthConfig, sandboxConfig?: PodSandboxConfig, opts?: PullOptions): Promise<string>;
+  pullImage(image: In<ImageSpec>, auth?: In<AuthConfig>, sandboxConfig?: In<PodSandboxConfig>, opts?: PullOptions): Promise<string>;
   /** Idempotent: removing an absent image is not an error. */
-  removeImage(image: ImageSpec): Promise<void>;
+  removeImage(image: In<ImageSpec>): Promise<void>;
   imageFsInfo(): Promise<ImageFsInfoResponse>;
 }
 
