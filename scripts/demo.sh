@@ -54,7 +54,8 @@ echo "demo: agent started (pid $agent_pid), log: $dir/kubelet.log"
 ip=""
 for _ in $(seq 1 120); do
   kill -0 "$agent_pid" 2>/dev/null || { echo "demo: the agent exited; its log:"; tail -20 "$dir/kubelet.log"; exit 1; }
-  ip="$(curl -fsS "http://127.0.0.1:$port/pods" 2>/dev/null | node_modules/.bin/bun -e 'const l = await Bun.stdin.json(); const p = l.items.find((p) => p.status?.phase === "Running" && p.status.podIP); console.log(p?.status.podIP ?? "")' || true)"
+  pods="$(curl -fsS "http://127.0.0.1:$port/pods" 2>/dev/null || true)"
+  [[ -n "$pods" ]] && ip="$(node_modules/.bin/bun -e 'const l = JSON.parse(process.argv[1]); const p = l.items.find((p) => p.status?.phase === "Running" && p.status.podIP); console.log(p?.status.podIP ?? "")' "$pods" || true)"
   [[ -n "$ip" ]] && curl -fsS "http://$ip:8080/index.html" >/dev/null 2>&1 && break
   ip=""
   sleep 0.5
