@@ -144,6 +144,27 @@ describe("static pods on a real containerd", () => {
     expect(await containersOf(old.metadata.uid)).toHaveLength(0);
   }, 60_000);
 
+  test("a kill waits terminationGracePeriodSeconds for a container that ignores SIGTERM, then kills it", async () => {
+    // PID 1 without a handler ignores SIGTERM, so only SIGKILL at the end of the grace period stops it.
+    writeFileSync(join(agent.manifests, "slow.json"), manifest("slow", { command: ["sleep", "3600"] }, { terminationGracePeriodSeconds: 4 }));
+    const pod = await eventually("slow pod Running", async () => {
+      const p = await podNamed("slow");
+      return p?.status.phase === "Running" ? p : undefined;
+    });
+    const [container] = await containersOf(pod.metadata.uid);
+    const deletedAt = Date.now();
+    rmSync(join(agent.manifests, "slow.json"));
+    const status = await eventually("container stopped", async () => {
+      const s = (await cri.containerStatus(container!.id).catch(() => undefined))?.status;
+      return s?.state === ContainerState.CONTAINER_EXITED ? s : undefined;
+    }, 30_000, 100);
+    const stoppedAfter = Number(status.finishedAt / 1_000_000n) - deletedAt;
+    expect(stoppedAfter).toBeGreaterThanOrEqual(3500);
+    expect(stoppedAfter).toBeLessThan(9000);
+    expect(status.exitCode).toBe(137);
+    await eventually("slow pod removed", async () => (await containersOf(pod.metadata.uid)).length === 0);
+  }, 60_000);
+
   test("deleting the manifest removes the sandbox, the containers and the pod's logs", async () => {
     const pod = (await podNamed("web"))!;
     rmSync(join(agent.manifests, "web.yaml"));
