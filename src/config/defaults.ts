@@ -205,14 +205,15 @@ export function applyDefaults(c: KubeletConfigurationFile) {
 /**
  * The defaults the kubelet starts from when no --config is given
  * (cmd/kubelet/app/options applyLegacyDefaults): they preserve the old flag
- * defaults, which are less strict than the config file's. Upstream does this;
- * so does this agent, and docs/configuration.md says so.
+ * defaults, which are less strict than the config file's. One deliberate
+ * difference from upstream: the unauthenticated read-only port stays off
+ * (upstream opens 10255) — secure by default, as the CIS benchmark asks;
+ * `--read-only-port=10255` opens it.
  */
 export function applyLegacyDefaults(k: KubeletConfiguration): void {
   k.authentication.anonymous.enabled = true;
   k.authentication.webhook.enabled = false;
   k.authorization.mode = "AlwaysAllow";
-  k.readOnlyPort = 10255;
 }
 
 /** After flags are merged: mergeDefaultEvictionSettings fills in the signals the config left out. */

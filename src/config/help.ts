@@ -29,8 +29,8 @@ Usage:
 Settings can come from a KubeletConfiguration file (--config); flags given on
 the command line override it. The defaults shown are those used when no
 --config is given: like upstream, they differ from the config file's defaults
-for --anonymous-auth, --authentication-token-webhook, --authorization-mode and
---read-only-port. See docs/configuration.md.`;
+for --anonymous-auth, --authentication-token-webhook and --authorization-mode.
+Unlike upstream, the read-only port is off unless set. See docs/configuration.md.`;
 
 export function helpText(defs: readonly FlagDef[], defaults: FlagTarget): string {
   const out = [INTRO];

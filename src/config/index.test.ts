@@ -37,7 +37,8 @@ describe("loadConfig", () => {
     expect(config.kubelet.authentication.anonymous.enabled).toBe(true);
     expect(config.kubelet.authentication.webhook.enabled).toBe(false);
     expect(config.kubelet.authorization.mode).toBe("AlwaysAllow");
-    expect(config.kubelet.readOnlyPort).toBe(10255);
+    // Deliberately unlike upstream: the unauthenticated read-only port stays off.
+    expect(config.kubelet.readOnlyPort).toBe(0);
     expect(warnings).toEqual([expect.stringContaining("no --config given")]);
   });
 
@@ -108,7 +109,7 @@ describe("loadConfig", () => {
     if (help.kind === "help") {
       expect(help.text).toContain("Usage:\n  kubelet [flags]");
       expect(help.text).toContain("--read-only-port int32");
-      expect(help.text).toContain("(default 10255; config: readOnlyPort)");
+      expect(help.text).toContain("Port of the unauthenticated read-only API; 0 disables it. (config: readOnlyPort)");
       expect(help.text).toMatch(/-v, --v Level\s+Log verbosity level/);
     }
     const d = deps();
