@@ -7,7 +7,7 @@
  */
 import { transition, type LifecycleEvent, type PodLifecycle } from "../pods/lifecycle.ts";
 import type { Pod } from "../pods/schema.ts";
-import type { PodRef, PodRuntime } from "../runtime/index.ts";
+import type { PodRef, PodRuntime, PodSyncOutcome } from "../runtime/index.ts";
 import { isTerminalPhase, podStatus, type StatusSink } from "../status/index.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
@@ -35,6 +35,12 @@ interface Worker {
   cancelTimer: (() => void) | undefined;
   /** The pod was added again (same UID) while terminating: start over once finished. */
   restartWith: Pod | undefined;
+}
+
+/** Kill and remove must complete before the lifecycle moves on; a failed action retries the step. */
+function throwOnFailedActions(what: string, outcome: PodSyncOutcome): void {
+  const failed = outcome.results.filter((r) => r.error);
+  if (failed.length) throw new Error(`${what}: ${failed.map((r) => `${r.action} ${r.target}: ${r.error!.message}`).join("; ")}`);
 }
 
 export const defaultGracePeriodSeconds = (pod: Pod | undefined): number =>
@@ -183,9 +189,7 @@ export class PodWorkers implements AsyncDisposable {
       case "terminating": {
         const observed = await runtime.observe(worker.ref);
         log.info("killing pod", { reason: state.reason, gracePeriodSeconds: state.gracePeriodSeconds });
-        const outcome = await runtime.killPod(worker.ref, observed, state.gracePeriodSeconds);
-        const errors = outcome.results.filter((r) => r.error);
-        if (errors.length) throw new Error(`killing pod: ${errors.map((r) => `${r.action} ${r.target}: ${r.error!.message}`).join("; ")}`);
+        throwOnFailedActions("killing pod", await runtime.killPod(worker.ref, observed, state.gracePeriodSeconds));
         worker.events.push({ type: "killed" });
         worker.dirty = true;
         return;
@@ -193,9 +197,7 @@ export class PodWorkers implements AsyncDisposable {
       case "terminated": {
         if (!state.deleted) return; // a completed pod keeps its containers for logs
         const observed = await runtime.observe(worker.ref);
-        const outcome = await runtime.removePod(worker.ref, observed);
-        const errors = outcome.results.filter((r) => r.error);
-        if (errors.length) throw new Error(`removing pod: ${errors.map((r) => `${r.action} ${r.target}: ${r.error!.message}`).join("; ")}`);
+        throwOnFailedActions("removing pod", await runtime.removePod(worker.ref, observed));
         worker.events.push({ type: "cleanedUp" });
         worker.dirty = true;
         return;
