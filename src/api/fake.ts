@@ -1,0 +1,172 @@
+/**
+ * An in-memory API server for unit tests: objects with resourceVersions,
+ * a pod watch that replays from a resourceVersion (or answers Gone when it
+ * is too old), injected errors, and a record of every call.
+ */
+import { ApiError } from "./errors.ts";
+import type { ApiObject, KubeApi, PodList } from "./index.ts";
+import type { WatchEvent } from "./rest.ts";
+
+type Listener = (e: WatchEvent<ApiObject>) => void;
+
+export class FakeKubeApi implements KubeApi {
+  readonly nodes = new Map<string, ApiObject>();
+  readonly leases = new Map<string, ApiObject>();
+  readonly pods = new Map<string, ApiObject>();
+  readonly events: ApiObject[] = [];
+  readonly calls: { method: string; args: unknown[] }[] = [];
+  private rv = 1;
+  private history: { rv: number; event: WatchEvent<ApiObject> }[] = [];
+  private watchers = new Set<{ selector: (o: ApiObject) => boolean; listener: Listener }>();
+  private failures = new Map<string, ApiError[]>();
+  /** Watch history older than this resourceVersion answers 410 Gone. */
+  compactedBefore = 0;
+
+  failNext(method: keyof KubeApi, err: ApiError): void {
+    this.failures.set(method, [...(this.failures.get(method) ?? []), err]);
+  }
+
+  private enter(method: string, args: unknown[]): void {
+    this.calls.push({ method, args });
+    const err = this.failures.get(method)?.shift();
+    if (err) throw err;
+  }
+
+  private stamp<T extends ApiObject>(o: T): T {
+    const copy = structuredClone(o);
+    copy.metadata = { ...copy.metadata, resourceVersion: String(++this.rv) };
+    copy.metadata.uid ??= `uid-${this.rv}`;
+    return copy;
+  }
+
+  /** Test control: writes a pod as the API server would, notifying watchers. */
+  putPod(pod: ApiObject): ApiObject {
+    const key = `${pod.metadata?.namespace}/${pod.metadata?.name}`;
+    const type = this.pods.has(key) ? "MODIFIED" : "ADDED";
+    const stored = this.stamp(pod);
+    this.pods.set(key, stored);
+    this.emit({ type, object: stored });
+    return stored;
+  }
+
+  removePod(namespace: string, name: string): void {
+    const key = `${namespace}/${name}`;
+    const pod = this.pods.get(key);
+    if (!pod) return;
+    this.pods.delete(key);
+    this.emit({ type: "DELETED", object: this.stamp(pod) });
+  }
+
+  bookmark(): void {
+    this.emit({ type: "BOOKMARK", object: { metadata: { resourceVersion: String(++this.rv) } } });
+  }
+
+  private emit(event: WatchEvent<ApiObject>): void {
+    this.history.push({ rv: Number(event.object.metadata?.resourceVersion), event });
+    for (const w of this.watchers) if (event.type === "BOOKMARK" || w.selector(event.object)) w.listener(structuredClone(event));
+  }
+
+  async getNode(name: string) {
+    this.enter("getNode", [name]);
+    return structuredClone(this.nodes.get(name));
+  }
+  async createNode(node: ApiObject) {
+    this.enter("createNode", [node]);
+    const name = node.metadata!.name!;
+    if (this.nodes.has(name)) throw new ApiError("AlreadyExists", 409, "POST", `/api/v1/nodes`, `nodes "${name}" already exists`);
+    const stored = this.stamp(node);
+    this.nodes.set(name, stored);
+    return structuredClone(stored);
+  }
+  async patchNode(name: string, patch: unknown) {
+    this.enter("patchNode", [name, patch]);
+    const node = this.nodes.get(name);
+    if (!node) throw new ApiError("NotFound", 404, "PATCH", `/api/v1/nodes/${name}`, "not found");
+    const p = patch as { metadata?: { labels?: Record<string, string> } };
+    const meta = node.metadata as { labels?: Record<string, string> };
+    meta.labels = { ...meta.labels, ...p.metadata?.labels };
+    return structuredClone(node);
+  }
+  async patchNodeStatus(name: string, patch: unknown) {
+    this.enter("patchNodeStatus", [name, patch]);
+    const node = this.nodes.get(name);
+    if (!node) throw new ApiError("NotFound", 404, "PATCH", `/api/v1/nodes/${name}/status`, "not found");
+    node.status = (patch as { status: unknown }).status;
+    return structuredClone(node);
+  }
+  async getLease(namespace: string, name: string) {
+    this.enter("getLease", [namespace, name]);
+    return structuredClone(this.leases.get(`${namespace}/${name}`));
+  }
+  async createLease(namespace: string, lease: ApiObject) {
+    this.enter("createLease", [namespace, lease]);
+    const key = `${namespace}/${lease.metadata!.name}`;
+    if (this.leases.has(key)) throw new ApiError("AlreadyExists", 409, "POST", "leases", "exists");
+    const stored = this.stamp(lease);
+    this.leases.set(key, stored);
+    return structuredClone(stored);
+  }
+  async updateLease(namespace: string, lease: ApiObject) {
+    this.enter("updateLease", [namespace, lease]);
+    const key = `${namespace}/${lease.metadata!.name}`;
+    const current = this.leases.get(key);
+    if (!current) throw new ApiError("NotFound", 404, "PUT", "leases", "not found");
+    if (current.metadata?.resourceVersion !== lease.metadata?.resourceVersion) throw new ApiError("Conflict", 409, "PUT", "leases", "the object has been modified");
+    const stored = this.stamp(lease);
+    this.leases.set(key, stored);
+    return structuredClone(stored);
+  }
+  private selectorFor(fieldSelector: string): (o: ApiObject) => boolean {
+    const m = /^spec\.nodeName=(.*)$/.exec(fieldSelector);
+    return (o) => !m || (o.spec as { nodeName?: string } | undefined)?.nodeName === m[1];
+  }
+  async listPods(fieldSelector: string): Promise<PodList> {
+    this.enter("listPods", [fieldSelector]);
+    const select = this.selectorFor(fieldSelector);
+    return { items: [...this.pods.values()].filter(select).map((p) => structuredClone(p)), resourceVersion: String(this.rv) };
+  }
+  async watchPods(fieldSelector: string, resourceVersion: string, onEvent: Listener, signal: AbortSignal): Promise<void> {
+    this.enter("watchPods", [fieldSelector, resourceVersion]);
+    const from = Number(resourceVersion);
+    if (from < this.compactedBefore) throw new ApiError("Expired", 410, "WATCH", "/api/v1/pods", "too old resource version");
+    const select = this.selectorFor(fieldSelector);
+    for (const h of this.history) if (h.rv > from && (h.event.type === "BOOKMARK" || select(h.event.object))) onEvent(structuredClone(h.event));
+    const watcher = { selector: select, listener: onEvent };
+    this.watchers.add(watcher);
+    await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+    this.watchers.delete(watcher);
+  }
+  /** Test control: ends every open watch as a server timeout would. */
+  closeWatches(): void {
+    for (const w of this.watchers) w.listener({ type: "ERROR", object: { code: 0, reason: "closed" } as ApiObject });
+  }
+  async getPod(namespace: string, name: string) {
+    this.enter("getPod", [namespace, name]);
+    return structuredClone(this.pods.get(`${namespace}/${name}`));
+  }
+  async createPod(namespace: string, pod: ApiObject) {
+    this.enter("createPod", [namespace, pod]);
+    if (this.pods.has(`${namespace}/${pod.metadata!.name}`)) throw new ApiError("AlreadyExists", 409, "POST", "pods", "exists");
+    return this.putPod({ ...pod, metadata: { ...pod.metadata, namespace } });
+  }
+  async patchPodStatus(namespace: string, name: string, patch: unknown) {
+    this.enter("patchPodStatus", [namespace, name, patch]);
+    const pod = this.pods.get(`${namespace}/${name}`);
+    if (!pod) throw new ApiError("NotFound", 404, "PATCH", `pods/${name}/status`, "not found");
+    return this.putPod({ ...pod, status: { ...(pod.status as object), ...(patch as { status: object }).status } });
+  }
+  async deletePod(namespace: string, name: string, opts: { uid: string; gracePeriodSeconds: number }) {
+    this.enter("deletePod", [namespace, name, opts]);
+    const pod = this.pods.get(`${namespace}/${name}`);
+    if (!pod) return;
+    if (pod.metadata?.uid !== opts.uid) throw new ApiError("Conflict", 409, "DELETE", `pods/${name}`, "precondition failed: UID");
+    this.removePod(namespace, name);
+  }
+  async createEvent(namespace: string, event: ApiObject) {
+    this.enter("createEvent", [namespace, event]);
+    this.events.push(structuredClone(event));
+  }
+  async patchEvent(namespace: string, name: string, patch: unknown) {
+    this.enter("patchEvent", [namespace, name, patch]);
+  }
+}

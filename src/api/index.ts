@@ -1,0 +1,89 @@
+/**
+ * What the agent needs from the API server, as one small interface: the
+ * node subsystem, the API pod source and the status manager use only this.
+ * `createKubeApi` implements it over the REST client; `FakeKubeApi`
+ * (fake.ts) holds objects in memory for unit tests.
+ */
+import type { RestClient, WatchEvent } from "./rest.ts";
+import { isApiReason } from "./errors.ts";
+
+export type ApiObject = Record<string, unknown> & {
+  metadata?: { name?: string; namespace?: string; uid?: string; resourceVersion?: string; [k: string]: unknown };
+};
+
+export interface PodList {
+  items: ApiObject[];
+  resourceVersion: string;
+}
+
+export interface KubeApi {
+  getNode(name: string): Promise<ApiObject | undefined>;
+  createNode(node: ApiObject): Promise<ApiObject>;
+  /** Strategic merge patch of the node object (labels, annotations, taints). */
+  patchNode(name: string, patch: unknown): Promise<ApiObject>;
+  /** Strategic merge patch of the node's status subresource (conditions merge by type). */
+  patchNodeStatus(name: string, patch: unknown): Promise<ApiObject>;
+  getLease(namespace: string, name: string): Promise<ApiObject | undefined>;
+  createLease(namespace: string, lease: ApiObject): Promise<ApiObject>;
+  /** Optimistic update: rejects with reason Conflict when the resourceVersion is stale. */
+  updateLease(namespace: string, lease: ApiObject): Promise<ApiObject>;
+  listPods(fieldSelector: string): Promise<PodList>;
+  watchPods(fieldSelector: string, resourceVersion: string, onEvent: (e: WatchEvent<ApiObject>) => void, signal: AbortSignal): Promise<void>;
+  getPod(namespace: string, name: string): Promise<ApiObject | undefined>;
+  createPod(namespace: string, pod: ApiObject): Promise<ApiObject>;
+  /** Merge patch of the pod's status subresource. */
+  patchPodStatus(namespace: string, name: string, patch: unknown): Promise<ApiObject>;
+  /** Deletes with a UID precondition, so a newer pod of the same name is never touched. NotFound counts as done. */
+  deletePod(namespace: string, name: string, opts: { uid: string; gracePeriodSeconds: number }): Promise<void>;
+  createEvent(namespace: string, event: ApiObject): Promise<void>;
+  patchEvent(namespace: string, name: string, patch: unknown): Promise<void>;
+}
+
+const STRATEGIC = "application/strategic-merge-patch+json";
+const MERGE = "application/merge-patch+json";
+
+async function orUndefined<T>(p: Promise<T>): Promise<T | undefined> {
+  try {
+    return await p;
+  } catch (err) {
+    if (isApiReason(err, "NotFound")) return undefined;
+    throw err;
+  }
+}
+
+export function createKubeApi(rest: RestClient): KubeApi {
+  const pods = (ns: string) => `/api/v1/namespaces/${encodeURIComponent(ns)}/pods`;
+  const leases = (ns: string) => `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(ns)}/leases`;
+  return {
+    getNode: (name) => orUndefined(rest.request("GET", `/api/v1/nodes/${name}`)),
+    createNode: (node) => rest.request("POST", "/api/v1/nodes", { body: node }),
+    patchNode: (name, patch) => rest.request("PATCH", `/api/v1/nodes/${name}`, { body: patch, contentType: STRATEGIC }),
+    patchNodeStatus: (name, patch) => rest.request("PATCH", `/api/v1/nodes/${name}/status`, { body: patch, contentType: STRATEGIC }),
+    getLease: (ns, name) => orUndefined(rest.request("GET", `${leases(ns)}/${name}`)),
+    createLease: (ns, lease) => rest.request("POST", leases(ns), { body: lease }),
+    updateLease: (ns, lease) => rest.request("PUT", `${leases(ns)}/${lease.metadata?.name}`, { body: lease }),
+    async listPods(fieldSelector) {
+      const list = await rest.request<{ items: ApiObject[]; metadata: { resourceVersion: string } }>("GET", "/api/v1/pods", { query: { fieldSelector } });
+      return { items: list.items ?? [], resourceVersion: list.metadata.resourceVersion };
+    },
+    watchPods: (fieldSelector, resourceVersion, onEvent, signal) =>
+      rest.watch("/api/v1/pods", { fieldSelector, resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 300 + Math.floor(Math.random() * 300) }, onEvent as (e: WatchEvent) => void, signal),
+    getPod: (ns, name) => orUndefined(rest.request("GET", `${pods(ns)}/${name}`)),
+    createPod: (ns, pod) => rest.request("POST", pods(ns), { body: pod }),
+    patchPodStatus: (ns, name, patch) => rest.request("PATCH", `${pods(ns)}/${name}/status`, { body: patch, contentType: MERGE }),
+    async deletePod(ns, name, { uid, gracePeriodSeconds }) {
+      await orUndefined(
+        rest.request("DELETE", `${pods(ns)}/${name}`, { body: { kind: "DeleteOptions", apiVersion: "v1", gracePeriodSeconds, preconditions: { uid } } }),
+      );
+    },
+    async createEvent(ns, event) {
+      await rest.request("POST", `/api/v1/namespaces/${encodeURIComponent(ns)}/events`, { body: event });
+    },
+    async patchEvent(ns, name, patch) {
+      await rest.request("PATCH", `/api/v1/namespaces/${encodeURIComponent(ns)}/events/${name}`, { body: patch, contentType: STRATEGIC });
+    },
+  };
+}
+
+export { ApiError, isApiReason } from "./errors.ts";
+export type { WatchEvent } from "./rest.ts";

@@ -1,0 +1,135 @@
+import { describe, expect, test } from "bun:test";
+import { FakeKubeApi } from "../api/fake.ts";
+import { applyDefaults } from "../config/defaults.ts";
+import type { KubeletConfiguration } from "../config/index.ts";
+import { FakeCri } from "../cri/fake.ts";
+import { FakeClock } from "../util/clock.ts";
+import { memoryLogger } from "../util/log.ts";
+import { LEASE_NAMESPACE, NodeController } from "./controller.ts";
+import type { MachineInfo } from "./machine.ts";
+import type { NodeCondition } from "./status.ts";
+
+const machine: MachineInfo = {
+  machineID: "m1",
+  systemUUID: "s1",
+  bootID: "b1",
+  kernelVersion: "6.1.0",
+  osImage: "Debian GNU/Linux 12 (bookworm)",
+  architecture: "amd64",
+  cpuCores: 2,
+  memoryBytes: 8 * 1024 ** 3,
+  ephemeralStorageBytes: 100 * 1024 ** 3,
+  hostname: "host",
+};
+
+function setup(over: Partial<KubeletConfiguration> = {}) {
+  const clock = new FakeClock();
+  const api = new FakeKubeApi();
+  const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
+  const config = { ...applyDefaults({ apiVersion: "kubelet.config.k8s.io/v1beta1", kind: "KubeletConfiguration" } as never), ...over } as KubeletConfiguration;
+  let plegOk = true;
+  const controller = new NodeController({
+    api,
+    cri,
+    plegHealth: () => (plegOk ? { ok: true, message: "ok" } : { ok: false, message: "pleg was last seen active 4m0s ago" }),
+    id: { nodeName: "n1", nodeIPs: [], nodeLabels: { "node.example.com/zone": "a" }, kubeletVersion: "v1.34.0-bunlet" },
+    machine,
+    internalIP: "192.0.2.10",
+    config,
+    clock,
+    logger: memoryLogger().logger,
+  });
+  return { clock, api, cri, controller, setPleg: (ok: boolean) => (plegOk = ok) };
+}
+
+const settle = async () => {
+  for (let i = 0; i < 10; i++) await Bun.sleep(0);
+};
+/** Registration, then the first status and lease rounds (each is a timer due now). */
+const startUp = async (clock: FakeClock) => {
+  for (let i = 0; i < 3; i++) {
+    clock.advance(0);
+    await settle();
+  }
+};
+const ready = (api: FakeKubeApi) => ((api.nodes.get("n1")!.status as { conditions: NodeCondition[] }).conditions.find((c) => c.type === "Ready"))!;
+
+describe("NodeController", () => {
+  test("registers the node with labels, capacity, allocatable and a Ready condition, and creates the lease", async () => {
+    const { api, controller, clock } = setup({ kubeReserved: { memory: "1Gi", cpu: "500m" } });
+    controller.start();
+    await startUp(clock);
+    const node = api.nodes.get("n1")!;
+    expect((node.metadata as { labels: Record<string, string> }).labels).toMatchObject({
+      "kubernetes.io/hostname": "n1",
+      "kubernetes.io/os": "linux",
+      "kubernetes.io/arch": "amd64",
+      "node.example.com/zone": "a",
+    });
+    const status = node.status as { capacity: Record<string, string>; allocatable: Record<string, string>; addresses: unknown[]; nodeInfo: Record<string, string> };
+    expect(status.capacity).toMatchObject({ cpu: "2", memory: "8388608Ki", pods: "110" });
+    // 8Gi − 1Gi kube-reserved − 100Mi hard eviction threshold.
+    expect(status.allocatable).toMatchObject({ cpu: "1500m", memory: `${8 * 1024 * 1024 - 1024 * 1024 - 100 * 1024}Ki`, pods: "110" });
+    expect(status.addresses).toEqual([
+      { type: "InternalIP", address: "192.0.2.10" },
+      { type: "Hostname", address: "n1" },
+    ]);
+    expect(status.nodeInfo).toMatchObject({ kubeletVersion: "v1.34.0-bunlet", bootID: "b1", osImage: "Debian GNU/Linux 12 (bookworm)" });
+    expect(status.nodeInfo.containerRuntimeVersion).toStartWith("fake://");
+    expect(ready(api)).toMatchObject({ status: "True", reason: "KubeletReady", message: "kubelet is posting ready status" });
+    const lease = api.leases.get(`${LEASE_NAMESPACE}/n1`)!;
+    expect(lease.spec).toMatchObject({ holderIdentity: "n1", leaseDurationSeconds: 40 });
+    expect((lease.metadata as { ownerReferences: { kind: string; name: string }[] }).ownerReferences[0]).toMatchObject({ kind: "Node", name: "n1" });
+    await controller[Symbol.asyncDispose]();
+  });
+
+  test("renews the lease every 10s and sends unchanged status only every report period", async () => {
+    const { api, controller, clock } = setup();
+    controller.start();
+    await startUp(clock);
+    const renewTime = () => (api.leases.get(`${LEASE_NAMESPACE}/n1`)!.spec as { renewTime: string }).renewTime;
+    const first = renewTime();
+    expect(first).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
+    const patches = () => api.calls.filter((c) => c.method === "patchNodeStatus").length;
+    const before = patches();
+    for (let i = 0; i < 6; i++) {
+      clock.advance(10_000);
+      await settle();
+    }
+    expect(renewTime()).not.toBe(first);
+    expect(patches()).toBe(before); // nothing changed within 5 minutes
+    for (let i = 0; i < 25; i++) {
+      clock.advance(10_000);
+      await settle();
+    }
+    expect(patches()).toBe(before + 1); // the 5 minute report
+    await controller[Symbol.asyncDispose]();
+  });
+
+  test("a stalled PLEG or a runtime network problem makes the node NotReady at once, with upstream's message", async () => {
+    const { api, cri, controller, clock, setPleg } = setup();
+    controller.start();
+    await startUp(clock);
+    const transitioned = ready(api).lastTransitionTime;
+    setPleg(false);
+    cri.setCondition("NetworkReady", false, "NetworkPluginNotReady", "cni config uninitialized");
+    clock.advance(10_000);
+    await settle();
+    expect(ready(api)).toMatchObject({
+      status: "False",
+      reason: "KubeletNotReady",
+      message: "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:cni config uninitialized, PLEG is not healthy: pleg was last seen active 4m0s ago",
+    });
+    expect(ready(api).lastTransitionTime).not.toBe(transitioned);
+    await controller[Symbol.asyncDispose]();
+  });
+
+  test("an existing node is adopted and its default labels reconciled", async () => {
+    const { api, controller, clock } = setup();
+    api.nodes.set("n1", { metadata: { name: "n1", uid: "old", labels: { "kubernetes.io/hostname": "wrong", custom: "kept" } } });
+    controller.start();
+    await startUp(clock);
+    expect((api.nodes.get("n1")!.metadata as { labels: Record<string, string> }).labels).toMatchObject({ "kubernetes.io/hostname": "n1", custom: "kept" });
+    await controller[Symbol.asyncDispose]();
+  });
+});

@@ -1,0 +1,174 @@
+/**
+ * Registers the Node, then keeps two loops (upstream kubelet_node_status.go
+ * and nodelease): the status loop computes the status every
+ * nodeStatusUpdateFrequency and sends it only when it changed or every
+ * nodeStatusReportFrequency; the lease loop renews the node's Lease in
+ * kube-node-lease every quarter of its duration — the lease is the
+ * heartbeat the node lifecycle controller watches.
+ */
+import { isApiReason, type ApiObject, type KubeApi } from "../api/index.ts";
+import type { KubeletConfiguration } from "../config/index.ts";
+import type { CriService } from "../cri/index.ts";
+import type { Clock } from "../util/clock.ts";
+import { errorMessage } from "../util/errors.ts";
+import type { Logger } from "../util/log.ts";
+import type { MachineInfo } from "./machine.ts";
+import { defaultLabels, initialNode, nodeStatus, withoutHeartbeats, type NodeCondition, type NodeIdentity, type RuntimeHealth } from "./status.ts";
+
+export const LEASE_NAMESPACE = "kube-node-lease";
+
+export interface NodeControllerOptions {
+  api: KubeApi;
+  cri: Pick<CriService, "status" | "version" | "listImages">;
+  plegHealth: () => { ok: boolean; message: string };
+  id: NodeIdentity;
+  machine: MachineInfo;
+  internalIP: string | undefined;
+  config: KubeletConfiguration;
+  clock: Clock;
+  logger: Logger;
+}
+
+/** RFC 3339 with microseconds, the MicroTime format of Lease.renewTime. */
+export const microTime = (ms: number): string => new Date(ms).toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
+const rfc3339 = (ms: number): string => new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
+
+export class NodeController implements AsyncDisposable {
+  private registered: ApiObject | undefined;
+  private lastSent: { key: string; at: number; conditions: NodeCondition[] } | undefined;
+  private readonly timers = new Map<string, () => void>();
+  private inFlight = new Set<Promise<unknown>>();
+  private stopped = false;
+  private lease: ApiObject | undefined;
+
+  constructor(private readonly opts: NodeControllerOptions) {}
+
+  /** Starts registration (retried until it succeeds), then the status and lease loops. */
+  start(): void {
+    this.loop("register", 0, async () => {
+      if (this.registered) return false;
+      this.registered = await this.register();
+      this.opts.logger.info("successfully registered node", { node: this.opts.id.nodeName });
+      this.loop("status", 0, () => this.updateStatus().then(() => true), this.opts.config.nodeStatusUpdateFrequency);
+      this.loop("lease", 0, () => this.renewLease().then(() => true), (this.opts.config.nodeLeaseDurationSeconds * 1000) / 4);
+      return false;
+    }, 7000);
+  }
+
+  isRegistered(): boolean {
+    return this.registered !== undefined;
+  }
+
+  /** Runs `fn` now and then every `periodMs` while it returns true; a failure retries after `periodMs`. */
+  private loop(name: string, delayMs: number, fn: () => Promise<boolean>, periodMs: number): void {
+    if (this.stopped) return;
+    this.timers.set(
+      name,
+      this.opts.clock.setTimer(delayMs, () => {
+        const run = fn()
+          .then((again) => again && this.loop(name, periodMs, fn, periodMs))
+          .catch((err) => {
+            this.opts.logger.warn(`node ${name} failed; will retry`, { err: errorMessage(err) });
+            this.loop(name, periodMs, fn, periodMs);
+          })
+          .finally(() => this.inFlight.delete(run));
+        this.inFlight.add(run);
+      }),
+    );
+  }
+
+  private async register(): Promise<ApiObject> {
+    const { api, id, machine, config } = this.opts;
+    const node = initialNode(id, machine, config);
+    try {
+      return await api.createNode(node);
+    } catch (err) {
+      if (!isApiReason(err, "AlreadyExists")) throw err;
+    }
+    // The node exists (a restart): reconcile the labels this agent owns.
+    const existing = await api.getNode(id.nodeName);
+    if (!existing) throw new Error(`node ${id.nodeName} exists but cannot be read`);
+    const labels = ((existing.metadata ?? {}) as { labels?: Record<string, string> }).labels ?? {};
+    const wanted = defaultLabels(id, machine);
+    const drift = Object.entries(wanted).filter(([k, v]) => labels[k] !== v);
+    if (drift.length) return api.patchNode(id.nodeName, { metadata: { labels: Object.fromEntries(drift) } });
+    return existing;
+  }
+
+  async runtimeHealth(): Promise<RuntimeHealth> {
+    const errors: string[] = [];
+    let runtimeVersion = "";
+    try {
+      const [version, status] = await Promise.all([this.opts.cri.version(), this.opts.cri.status()]);
+      runtimeVersion = `${version.runtimeName}://${version.runtimeVersion}`;
+      for (const type of ["RuntimeReady", "NetworkReady"]) {
+        const c = status.status?.conditions.find((c) => c.type === type);
+        if (!c?.status) {
+          const what = type === "RuntimeReady" ? "container runtime not ready" : "container runtime network not ready";
+          errors.push(`${what}: ${type}=false reason:${c?.reason ?? ""} message:${c?.message ?? ""}`);
+        }
+      }
+    } catch (err) {
+      errors.push(`container runtime is down: ${errorMessage(err)}`);
+    }
+    const pleg = this.opts.plegHealth();
+    if (!pleg.ok) errors.push(`PLEG is not healthy: ${pleg.message}`);
+    return { errors, runtimeVersion };
+  }
+
+  /** Computes the status; patches it when it changed or the report period passed. */
+  async updateStatus(): Promise<boolean> {
+    const { api, clock, config } = this.opts;
+    const [health, images] = await Promise.all([this.runtimeHealth(), this.opts.cri.listImages().catch(() => [])]);
+    const now = clock.now();
+    const status = nodeStatus({
+      id: this.opts.id,
+      machine: this.opts.machine,
+      config,
+      health,
+      images: images.map((i) => ({ names: [...i.repoDigests, ...i.repoTags], sizeBytes: Number(i.size) })),
+      internalIP: this.opts.internalIP,
+      previousConditions: this.lastSent?.conditions ?? [],
+      now: rfc3339(now),
+    });
+    const key = withoutHeartbeats(status);
+    const due = !this.lastSent || this.lastSent.key !== key || now - this.lastSent.at >= config.nodeStatusReportFrequency;
+    if (!due) return false;
+    await api.patchNodeStatus(this.opts.id.nodeName, { status });
+    if (!this.lastSent || this.lastSent.key !== key) {
+      const ready = (status.conditions as NodeCondition[]).find((c) => c.type === "Ready")!;
+      this.opts.logger.info("node status updated", { ready: ready.status, reason: ready.reason, message: ready.message });
+    }
+    this.lastSent = { key, at: now, conditions: status.conditions as NodeCondition[] };
+    return true;
+  }
+
+  async renewLease(): Promise<void> {
+    const { api, id, clock, config } = this.opts;
+    const name = id.nodeName;
+    const spec = { holderIdentity: name, leaseDurationSeconds: config.nodeLeaseDurationSeconds, renewTime: microTime(clock.now()) };
+    this.lease ??= await api.getLease(LEASE_NAMESPACE, name);
+    if (!this.lease) {
+      const uid = (this.registered?.metadata as { uid?: string } | undefined)?.uid;
+      this.lease = await api.createLease(LEASE_NAMESPACE, {
+        apiVersion: "coordination.k8s.io/v1",
+        kind: "Lease",
+        metadata: { name, namespace: LEASE_NAMESPACE, ...(uid ? { ownerReferences: [{ apiVersion: "v1", kind: "Node", name, uid }] } : {}) },
+        spec,
+      });
+      return;
+    }
+    try {
+      this.lease = await api.updateLease(LEASE_NAMESPACE, { ...this.lease, spec: { ...(this.lease.spec as object), ...spec } });
+    } catch (err) {
+      this.lease = undefined; // stale or gone: read it again next time
+      throw err;
+    }
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.stopped = true;
+    for (const cancel of this.timers.values()) cancel();
+    await Promise.allSettled([...this.inFlight]);
+  }
+}

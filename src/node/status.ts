@@ -1,0 +1,161 @@
+/**
+ * The Node object and its status, computed as pure functions of machine
+ * facts, runtime health and config (upstream nodestatus setters), so the
+ * controller only decides when to send them.
+ */
+import type { KubeletConfiguration } from "../config/index.ts";
+import { parseQuantity, parseThreshold } from "../config/index.ts";
+import type { ApiObject } from "../api/index.ts";
+import type { MachineInfo } from "./machine.ts";
+
+export interface NodeCondition {
+  type: string;
+  status: "True" | "False" | "Unknown";
+  reason: string;
+  message: string;
+  lastHeartbeatTime: string;
+  lastTransitionTime: string;
+}
+
+export interface NodeIdentity {
+  nodeName: string;
+  nodeIPs: string[];
+  nodeLabels: Record<string, string>;
+  kubeletVersion: string;
+}
+
+export function defaultLabels(id: NodeIdentity, machine: MachineInfo): Record<string, string> {
+  return {
+    "kubernetes.io/hostname": id.nodeName,
+    "kubernetes.io/os": "linux",
+    "kubernetes.io/arch": machine.architecture,
+    "beta.kubernetes.io/os": "linux",
+    "beta.kubernetes.io/arch": machine.architecture,
+  };
+}
+
+/** The Node to create at registration (upstream initialNode). */
+export function initialNode(id: NodeIdentity, machine: MachineInfo, k: KubeletConfiguration): ApiObject {
+  return {
+    apiVersion: "v1",
+    kind: "Node",
+    metadata: {
+      name: id.nodeName,
+      labels: { ...id.nodeLabels, ...defaultLabels(id, machine) },
+      annotations: { "volumes.kubernetes.io/controller-managed-attach-detach": "true" },
+    },
+    spec: {
+      ...(k.providerID ? { providerID: k.providerID } : {}),
+      ...(k.registerWithTaints.length ? { taints: k.registerWithTaints } : {}),
+    },
+  };
+}
+
+const kib = (bytes: number) => `${Math.floor(bytes / 1024)}Ki`;
+
+function thresholdBytes(value: string | undefined, capacity: number): number {
+  if (!value) return 0;
+  const t = parseThreshold(value);
+  return t.kind === "quantity" ? t.value : Math.floor(t.fraction * capacity);
+}
+
+/** Capacity, and allocatable = capacity − kube-reserved − system-reserved − hard eviction thresholds. */
+export function resources(machine: MachineInfo, k: KubeletConfiguration): { capacity: Record<string, string>; allocatable: Record<string, string> } {
+  const reserved = (name: string) =>
+    (k.kubeReserved[name] ? parseQuantity(k.kubeReserved[name]!) : 0) + (k.systemReserved[name] ? parseQuantity(k.systemReserved[name]!) : 0);
+  const capacity = {
+    cpu: String(machine.cpuCores),
+    memory: kib(machine.memoryBytes),
+    "ephemeral-storage": kib(machine.ephemeralStorageBytes),
+    pods: String(k.maxPods),
+    "hugepages-2Mi": "0",
+  };
+  const milliCpu = Math.max(0, machine.cpuCores * 1000 - Math.round(reserved("cpu") * 1000));
+  const memory = Math.max(0, machine.memoryBytes - reserved("memory") - thresholdBytes(k.evictionHard["memory.available"], machine.memoryBytes));
+  const storage = Math.max(
+    0,
+    machine.ephemeralStorageBytes - reserved("ephemeral-storage") - thresholdBytes(k.evictionHard["nodefs.available"], machine.ephemeralStorageBytes),
+  );
+  return {
+    capacity,
+    allocatable: {
+      cpu: milliCpu % 1000 === 0 ? String(milliCpu / 1000) : `${milliCpu}m`,
+      memory: kib(memory),
+      "ephemeral-storage": String(storage),
+      pods: String(k.maxPods),
+      "hugepages-2Mi": "0",
+    },
+  };
+}
+
+export interface RuntimeHealth {
+  /** Problems that make the node not ready; empty when ready. */
+  errors: string[];
+  runtimeVersion: string;
+}
+
+const pressure = [
+  ["MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"],
+  ["DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"],
+  ["PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"],
+] as const;
+
+/**
+ * Conditions with upstream reasons; lastTransitionTime moves only when the
+ * status flips, lastHeartbeatTime is `now`.
+ */
+export function nodeConditions(health: RuntimeHealth, previous: readonly NodeCondition[], now: string): NodeCondition[] {
+  const make = (type: string, status: "True" | "False", reason: string, message: string): NodeCondition => {
+    const before = previous.find((c) => c.type === type);
+    return { type, status, reason, message, lastHeartbeatTime: now, lastTransitionTime: before && before.status === status ? before.lastTransitionTime : now };
+  };
+  const ready = health.errors.length === 0;
+  return [
+    ...pressure.map(([type, reason, message]) => make(type, "False", reason, message)),
+    make("Ready", ready ? "True" : "False", ready ? "KubeletReady" : "KubeletNotReady", ready ? "kubelet is posting ready status" : health.errors.join(", ")),
+  ];
+}
+
+export interface NodeStatusInput {
+  id: NodeIdentity;
+  machine: MachineInfo;
+  config: KubeletConfiguration;
+  health: RuntimeHealth;
+  images: { names: string[]; sizeBytes: number }[];
+  internalIP: string | undefined;
+  previousConditions: readonly NodeCondition[];
+  now: string;
+}
+
+export function nodeStatus(input: NodeStatusInput): ApiObject {
+  const { id, machine, config } = input;
+  const addresses = [
+    ...(id.nodeIPs.length ? id.nodeIPs : input.internalIP ? [input.internalIP] : []).map((address) => ({ type: "InternalIP", address })),
+    { type: "Hostname", address: id.nodeName },
+  ];
+  return {
+    ...resources(machine, config),
+    conditions: nodeConditions(input.health, input.previousConditions, input.now),
+    addresses,
+    daemonEndpoints: { kubeletEndpoint: { Port: config.port } },
+    nodeInfo: {
+      machineID: machine.machineID,
+      systemUUID: machine.systemUUID,
+      bootID: machine.bootID,
+      kernelVersion: machine.kernelVersion,
+      osImage: machine.osImage,
+      containerRuntimeVersion: input.health.runtimeVersion,
+      kubeletVersion: id.kubeletVersion,
+      kubeProxyVersion: "",
+      operatingSystem: "linux",
+      architecture: machine.architecture,
+    },
+    images: [...input.images].sort((a, b) => b.sizeBytes - a.sizeBytes).slice(0, config.nodeStatusMaxImages < 0 ? undefined : config.nodeStatusMaxImages),
+  };
+}
+
+/** Status without heartbeat times, to tell a real change from a heartbeat. */
+export function withoutHeartbeats(status: ApiObject): string {
+  const conditions = (status.conditions as NodeCondition[] | undefined)?.map(({ lastHeartbeatTime: _, ...rest }) => rest);
+  return JSON.stringify({ ...status, conditions });
+}
