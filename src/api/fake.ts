@@ -17,7 +17,7 @@ export class FakeKubeApi implements KubeApi {
   readonly calls: { method: string; args: unknown[] }[] = [];
   private rv = 1;
   private history: { rv: number; event: WatchEvent<ApiObject> }[] = [];
-  private watchers = new Set<{ selector: (o: ApiObject) => boolean; listener: Listener }>();
+  private watchers = new Set<{ selector: (o: ApiObject) => boolean; listener: Listener; end: () => void }>();
   private failures = new Map<string, ApiError[]>();
   /** Watch history older than this resourceVersion answers 410 Gone. */
   compactedBefore = 0;
@@ -131,14 +131,19 @@ export class FakeKubeApi implements KubeApi {
     if (from < this.compactedBefore) throw new ApiError("Expired", 410, "WATCH", "/api/v1/pods", "too old resource version");
     const select = this.selectorFor(fieldSelector);
     for (const h of this.history) if (h.rv > from && (h.event.type === "BOOKMARK" || select(h.event.object))) onEvent(structuredClone(h.event));
-    const watcher = { selector: select, listener: onEvent };
-    this.watchers.add(watcher);
-    await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
-    this.watchers.delete(watcher);
+    await new Promise<void>((resolve) => {
+      const watcher = { selector: select, listener: onEvent, end: () => (this.watchers.delete(watcher), resolve()) };
+      this.watchers.add(watcher);
+      signal.addEventListener("abort", watcher.end, { once: true });
+    });
   }
   /** Test control: ends every open watch as a server timeout would. */
   closeWatches(): void {
-    for (const w of this.watchers) w.listener({ type: "ERROR", object: { code: 0, reason: "closed" } as ApiObject });
+    for (const w of [...this.watchers]) w.end();
+  }
+  /** Test control: the watch cache dropped the watchers' version; they get a 410 ERROR event. */
+  expireWatches(): void {
+    for (const w of [...this.watchers]) w.listener({ type: "ERROR", object: { kind: "Status", code: 410, reason: "Expired", message: "too old resource version" } as ApiObject });
   }
   async getPod(namespace: string, name: string) {
     this.enter("getPod", [namespace, name]);
