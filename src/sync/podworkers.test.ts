@@ -117,4 +117,25 @@ describe("PodWorkers", () => {
     await workers.idle();
     expect(runtime.pods.has("orphan")).toBe(false);
   });
+
+  test("a pod deleted through the API is killed with its deletion grace period, then removed", async () => {
+    const { runtime, workers } = setup();
+    const p = pod("u1");
+    workers.upsert(p);
+    await workers.idle();
+    workers.upsert({ ...p, metadata: { ...p.metadata, deletionTimestamp: "2026-01-01T00:00:00Z", deletionGracePeriodSeconds: 3 } });
+    await workers.idle();
+    expect(runtime.pods.has("u1")).toBe(false);
+    expect(workers.has("u1")).toBe(false);
+  });
+
+  test("a pod first seen already terminating or terminal is never started", async () => {
+    const { runtime, workers } = setup();
+    const p = pod("u1");
+    workers.upsert({ ...p, metadata: { ...p.metadata, deletionTimestamp: "2026-01-01T00:00:00Z" } });
+    workers.upsert({ ...pod("u2"), status: { phase: "Succeeded" } });
+    await workers.idle();
+    expect(runtime.calls.filter((c) => c.method === "syncPod")).toEqual([]);
+    expect(workers.stageOf("u2")).toBe("terminated");
+  });
 });

@@ -37,6 +37,8 @@ interface Worker {
   restartWith: Pod | undefined;
 }
 
+const refOfPod = (pod: Pod): PodRef => ({ uid: pod.metadata.uid ?? "", name: pod.metadata.name ?? "", namespace: pod.metadata.namespace ?? "default" });
+
 /** Kill and remove must complete before the lifecycle moves on; a failed action retries the step. */
 function throwOnFailedActions(what: string, outcome: PodSyncOutcome): void {
   const failed = outcome.results.filter((r) => r.error);
@@ -52,17 +54,36 @@ export class PodWorkers implements AsyncDisposable {
 
   constructor(private readonly opts: PodWorkersOptions) {}
 
-  /** A desired pod was added or changed. */
+  /**
+   * A desired pod was added or changed. A pod being deleted through the API
+   * (deletionTimestamp) is terminated with its deletion grace period; one
+   * the API already reports Succeeded or Failed is never started again.
+   */
   upsert(pod: Pod): void {
     const uid = pod.metadata.uid ?? "";
     const existing = this.workers.get(uid);
+    if (pod.metadata.deletionTimestamp) {
+      const worker = existing ?? this.create(refOfPod(pod), pod);
+      worker.pod = pod;
+      worker.restartWith = undefined;
+      worker.events.push({ type: "deleted", gracePeriodSeconds: defaultGracePeriodSeconds(pod) });
+      this.kick(worker);
+      return;
+    }
+    const apiPhase = (pod.status as { phase?: string } | undefined)?.phase;
+    if (!existing && (apiPhase === "Succeeded" || apiPhase === "Failed")) {
+      const worker = this.create(refOfPod(pod), pod);
+      worker.events.push({ type: "completed", gracePeriodSeconds: defaultGracePeriodSeconds(pod) });
+      this.kick(worker);
+      return;
+    }
     if (existing && existing.lifecycle.stage !== "syncing") {
       // Upstream: a pod never runs again once termination started; a re-add
       // of the same UID (a restored static manifest) starts after it finished.
       existing.restartWith = pod;
       return;
     }
-    const worker = existing ?? this.create({ uid, name: pod.metadata.name ?? "", namespace: pod.metadata.namespace ?? "default" }, pod);
+    const worker = existing ?? this.create(refOfPod(pod), pod);
     worker.pod = pod;
     this.kick(worker);
   }
