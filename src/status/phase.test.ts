@@ -43,6 +43,16 @@ describe("podPhase", () => {
   });
 });
 
+describe("podPhase of a pod the agent stopped for good", () => {
+  test.each([
+    ["Always", [c("a", "exited", 137), c("b", "exited", 0)], "Failed"],
+    ["Always", [c("a", "exited", 0), c("b", "exited", 0)], "Succeeded"],
+    ["OnFailure", [c("a", "exited", 0)], "Failed"],
+  ] as const)("%s with %j → %s", (policy, containers, phase) => {
+    expect(podPhase(pod(policy), obs(...containers), true)).toBe(phase);
+  });
+});
+
 describe("podStatus", () => {
   test("reports the IP, backoff waiting and last state", () => {
     const status = podStatus(pod("Always", ["a"]), obs(c("a", "exited", 1)), new Map([["a", { reason: "CrashLoopBackOff", message: "back-off 10s" }]]));

@@ -28,6 +28,8 @@ export interface ContainerStatusView {
 
 export interface PodStatusView {
   phase: PodPhase;
+  /** The newest sandbox is ready with its network (PodReadyToStartContainers). */
+  sandboxReady: boolean;
   podIP?: string;
   podIPs: { ip: string }[];
   startTime?: string;
@@ -85,8 +87,12 @@ export function containerStatuses(pod: Pod, observed: ObservedPod, waiting: Wait
   });
 }
 
-/** Upstream getPhase for regular containers. */
-export function podPhase(pod: Pod, observed: ObservedPod): PodPhase {
+/**
+ * Upstream getPhase for regular containers. `podIsTerminal`: the worker
+ * stopped the pod for good (deleted or completed), so an Always pod whose
+ * containers all stopped is Succeeded or Failed, not Running.
+ */
+export function podPhase(pod: Pod, observed: ObservedPod, podIsTerminal = false): PodPhase {
   let running = 0;
   let waiting = 0;
   let succeeded = 0;
@@ -101,6 +107,7 @@ export function podPhase(pod: Pod, observed: ObservedPod): PodPhase {
   const total = pod.spec.containers.length;
   // Upstream: a container that never started keeps the pod Pending; one
   // that ran and is being restarted counts as stopped, not waiting.
+  if (podIsTerminal && running === 0) return failed > 0 || waiting > 0 ? "Failed" : "Succeeded";
   if (waiting > 0) return "Pending";
   if (running > 0) return "Running";
   if (succeeded === total) return restartPolicyOf(pod) === "Always" ? "Running" : "Succeeded";
@@ -117,11 +124,12 @@ export function podPhase(pod: Pod, observed: ObservedPod): PodPhase {
 
 export const isTerminalPhase = (phase: PodPhase): boolean => phase === "Succeeded" || phase === "Failed";
 
-export function podStatus(pod: Pod, observed: ObservedPod, waiting: WaitingReasons): PodStatusView {
+export function podStatus(pod: Pod, observed: ObservedPod, waiting: WaitingReasons, podIsTerminal = false): PodStatusView {
   const sandbox = observed.sandboxes[0];
   const ips = sandbox?.ip ? [sandbox.ip, ...sandbox.additionalIps] : [];
   return {
-    phase: podPhase(pod, observed),
+    phase: podPhase(pod, observed, podIsTerminal),
+    sandboxReady: !!sandbox?.ready && (ips.length > 0 || !!pod.spec.hostNetwork),
     ...(ips[0] ? { podIP: ips[0] } : {}),
     podIPs: ips.map((ip) => ({ ip })),
     ...(sandbox ? { startTime: iso(sandbox.createdAt) } : {}),

@@ -211,6 +211,8 @@ export class PodWorkers implements AsyncDisposable {
         const observed = await runtime.observe(worker.ref);
         log.info("killing pod", { reason: state.reason, gracePeriodSeconds: state.gracePeriodSeconds });
         throwOnFailedActions("killing pod", await runtime.killPod(worker.ref, observed, state.gracePeriodSeconds));
+        // The final status: every container stopped, the phase terminal.
+        if (worker.pod) this.opts.status.set(worker.pod, podStatus(worker.pod, await runtime.observe(worker.ref), new Map(), true));
         worker.events.push({ type: "killed" });
         worker.dirty = true;
         return;

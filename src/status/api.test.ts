@@ -1,0 +1,101 @@
+import { describe, expect, test } from "bun:test";
+import { FakeKubeApi } from "../api/fake.ts";
+import type { Pod } from "../pods/schema.ts";
+import { FakeClock } from "../util/clock.ts";
+import { memoryLogger } from "../util/log.ts";
+import { ApiStatusManager, apiPodStatus, type ApiPodStatus } from "./api.ts";
+import type { PodStatusView } from "./phase.ts";
+
+const pod: Pod = {
+  metadata: { name: "web", namespace: "default", uid: "u1" },
+  spec: { nodeName: "n1", containers: [{ name: "app", image: "busybox", resources: { limits: { cpu: "1", memory: "64Mi" } } }] },
+};
+const view = (phase: PodStatusView["phase"], ready: boolean): PodStatusView => ({
+  phase,
+  sandboxReady: true,
+  podIP: "10.1.0.4",
+  podIPs: [{ ip: "10.1.0.4" }],
+  startTime: "2026-01-01T00:00:00Z",
+  containerStatuses: [
+    { name: "app", state: ready ? { running: { startedAt: "2026-01-01T00:00:01Z" } } : { waiting: { reason: "ContainerCreating" } }, lastState: {}, ready, started: ready, restartCount: 0, image: "busybox", imageID: "sha256:1" },
+  ],
+});
+const cond = (s: ApiPodStatus, type: string) => s.conditions.find((c) => c.type === type)!;
+
+describe("apiPodStatus", () => {
+  test("conditions, IPs and QoS of a running pod", () => {
+    const s = apiPodStatus(pod, view("Running", true), { hostIPs: ["192.0.2.1"], previous: undefined, now: 0 });
+    expect(s).toMatchObject({ phase: "Running", podIP: "10.1.0.4", hostIP: "192.0.2.1", qosClass: "Guaranteed" });
+    expect(s.conditions.map((c) => [c.type, c.status])).toEqual([
+      ["PodReadyToStartContainers", "True"],
+      ["Initialized", "True"],
+      ["Ready", "True"],
+      ["ContainersReady", "True"],
+      ["PodScheduled", "True"],
+    ]);
+  });
+
+  test("unready containers are named; transition times move only on change", () => {
+    const first = apiPodStatus(pod, view("Pending", false), { hostIPs: [], previous: undefined, now: 1000 });
+    expect(cond(first, "Ready")).toMatchObject({ status: "False", reason: "ContainersNotReady", message: "containers with unready status: [app]" });
+    const later = apiPodStatus(pod, view("Pending", false), { hostIPs: [], previous: first, now: 60_000 });
+    expect(cond(later, "Ready").lastTransitionTime).toBe(cond(first, "Ready").lastTransitionTime);
+    const ready = apiPodStatus(pod, view("Running", true), { hostIPs: [], previous: later, now: 90_000 });
+    expect(cond(ready, "Ready").lastTransitionTime).toBe("1970-01-01T00:01:30Z");
+  });
+
+  test("never moves back out of a terminal phase", () => {
+    const done = apiPodStatus(pod, view("Failed", false), { hostIPs: [], previous: undefined, now: 0 });
+    expect(cond(done, "Ready")).toMatchObject({ status: "False", reason: "PodCompleted" });
+    expect(apiPodStatus(pod, view("Running", true), { hostIPs: [], previous: done, now: 1 }).phase).toBe("Failed");
+  });
+});
+
+describe("ApiStatusManager", () => {
+  const settle = async () => {
+    for (let i = 0; i < 10; i++) await Bun.sleep(0);
+  };
+
+  test("patches on change only, and deletes a deleted pod with a UID precondition when its worker finishes", async () => {
+    const api = new FakeKubeApi();
+    const stored = api.putPod(pod as never);
+    const manager = new ApiStatusManager({ api, hostIPs: () => ["192.0.2.1"], clock: new FakeClock(), logger: memoryLogger().logger });
+    const p = { ...pod, metadata: { ...pod.metadata, uid: stored.metadata!.uid } } as Pod;
+    manager.set(p, view("Running", true));
+    await settle();
+    manager.set(p, view("Running", true));
+    await settle();
+    expect(api.calls.filter((c) => c.method === "patchPodStatus")).toHaveLength(1);
+    expect((api.pods.get("default/web")!.status as ApiPodStatus).phase).toBe("Running");
+    manager.set({ ...p, metadata: { ...p.metadata, deletionTimestamp: "2026-01-01T00:00:00Z" } }, view("Succeeded", false));
+    manager.delete(p.metadata.uid!);
+    await settle();
+    expect(api.pods.has("default/web")).toBe(false);
+    expect(api.calls.find((c) => c.method === "deletePod")!.args[2]).toEqual({ uid: p.metadata.uid, gracePeriodSeconds: 0 });
+    expect(manager.pendingCount()).toBe(0);
+  });
+
+  test("static pods are not patched (they report through mirror pods)", async () => {
+    const api = new FakeKubeApi();
+    const manager = new ApiStatusManager({ api, hostIPs: () => [], clock: new FakeClock(), logger: memoryLogger().logger });
+    manager.set({ ...pod, metadata: { ...pod.metadata, annotations: { "kubernetes.io/config.source": "file" } } }, view("Running", true));
+    await settle();
+    expect(api.calls).toEqual([]);
+  });
+
+  test("a failed patch is retried with backoff", async () => {
+    const api = new FakeKubeApi();
+    api.putPod(pod as never);
+    const clock = new FakeClock();
+    const manager = new ApiStatusManager({ api, hostIPs: () => [], clock, logger: memoryLogger().logger });
+    const { ApiError } = await import("../api/errors.ts");
+    api.failNext("patchPodStatus", new ApiError("ServiceUnavailable", 503, "PATCH", "pods/web/status", "apiserver restarting"));
+    manager.set(pod, view("Running", true));
+    await settle();
+    expect(manager.pendingCount()).toBe(1);
+    clock.advance(500);
+    await settle();
+    expect(manager.pendingCount()).toBe(0);
+    expect((api.pods.get("default/web")!.status as ApiPodStatus).phase).toBe("Running");
+  });
+});

@@ -1,0 +1,180 @@
+/**
+ * The status manager for pods from the API server (upstream
+ * status_manager.go): turns computed statuses into v1 PodStatus, patches
+ * only when something changed, one request in flight per pod with the
+ * latest status winning, retries with backoff, never moves a pod back out
+ * of a terminal phase, and deletes the pod object (grace 0, UID
+ * precondition) once a deleted pod's worker has finished.
+ */
+import type { KubeApi } from "../api/index.ts";
+import { podQosClass } from "../cgroups/qos.ts";
+import type { Pod } from "../pods/schema.ts";
+import { ConfigSourceAnnotation } from "../sources/types.ts";
+import type { Clock } from "../util/clock.ts";
+import { errorMessage } from "../util/errors.ts";
+import type { Logger } from "../util/log.ts";
+import type { StatusSink } from "./index.ts";
+import { isTerminalPhase, type PodStatusView } from "./phase.ts";
+
+export interface PodCondition {
+  type: string;
+  status: "True" | "False";
+  reason?: string;
+  message?: string;
+  lastProbeTime: null;
+  lastTransitionTime: string;
+}
+
+export type ApiPodStatus = Record<string, unknown> & { phase: string; conditions: PodCondition[] };
+
+const rfc3339 = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
+
+/** v1 PodStatus from the computed view; pure, so conditions and phase rules are unit-tested. */
+export function apiPodStatus(pod: Pod, view: PodStatusView, ctx: { hostIPs: string[]; previous: ApiPodStatus | undefined; now: number }): ApiPodStatus {
+  const previous = ctx.previous;
+  const phase = previous && isTerminalPhase(previous.phase as PodStatusView["phase"]) ? previous.phase : view.phase;
+  const terminal = phase === "Succeeded" || phase === "Failed";
+  const unready = view.containerStatuses.filter((c) => !c.ready).map((c) => c.name);
+  const condition = (type: string, ok: boolean, reason?: string, message?: string): PodCondition => {
+    const status = ok ? "True" : "False";
+    const before = previous?.conditions?.find((c) => c.type === type);
+    return {
+      type,
+      status,
+      ...(reason ? { reason } : {}),
+      ...(message ? { message } : {}),
+      lastProbeTime: null,
+      lastTransitionTime: before && before.status === status ? before.lastTransitionTime : rfc3339(ctx.now),
+    };
+  };
+  const notReady = terminal ? ["PodCompleted", undefined] : ["ContainersNotReady", `containers with unready status: [${unready.join(" ")}]`];
+  const ready = !terminal && unready.length === 0;
+  const conditions = [
+    condition("PodReadyToStartContainers", view.sandboxReady && !terminal),
+    condition("Initialized", true),
+    condition("Ready", ready, ...(ready ? [] : (notReady as [string, string | undefined]))),
+    condition("ContainersReady", ready, ...(ready ? [] : (notReady as [string, string | undefined]))),
+    condition("PodScheduled", true),
+  ];
+  return {
+    phase,
+    conditions,
+    hostIP: ctx.hostIPs[0] ?? "",
+    hostIPs: ctx.hostIPs.map((ip) => ({ ip })),
+    ...(view.podIP ? { podIP: view.podIP, podIPs: view.podIPs } : previous?.podIP ? { podIP: previous.podIP, podIPs: previous.podIPs } : {}),
+    startTime: (previous?.startTime as string | undefined) ?? view.startTime ?? rfc3339(ctx.now),
+    containerStatuses: view.containerStatuses,
+    qosClass: podQosClass(pod),
+  };
+}
+
+/** Pods from the API source carry no config.source annotation, or "api". */
+export const isApiPod = (pod: Pod): boolean => {
+  const source = pod.metadata.annotations?.[ConfigSourceAnnotation];
+  return source === undefined || source === "api";
+};
+
+export interface ApiStatusManagerOptions {
+  api: Pick<KubeApi, "patchPodStatus" | "deletePod">;
+  hostIPs: () => string[];
+  clock: Clock;
+  logger: Logger;
+  /** Also keeps statuses for local readers (/pods). */
+  local?: StatusSink;
+}
+
+interface Entry {
+  pod: Pod;
+  sent: ApiPodStatus | undefined;
+  pending: ApiPodStatus | undefined;
+  flushing: boolean;
+  deleteWhenDone: boolean;
+  retryMs: number;
+}
+
+export class ApiStatusManager implements StatusSink {
+  private readonly entries = new Map<string, Entry>();
+
+  constructor(private readonly opts: ApiStatusManagerOptions) {}
+
+  set(pod: Pod, view: PodStatusView): void {
+    this.opts.local?.set(pod, view);
+    if (!isApiPod(pod)) return; // static pods report through mirror pods
+    const uid = pod.metadata.uid ?? "";
+    let entry = this.entries.get(uid);
+    if (!entry) {
+      entry = { pod, sent: pod.status as ApiPodStatus | undefined, pending: undefined, flushing: false, deleteWhenDone: false, retryMs: 500 };
+      this.entries.set(uid, entry);
+    }
+    entry.pod = pod;
+    const base = entry.pending ?? entry.sent;
+    const next = apiPodStatus(pod, view, { hostIPs: this.opts.hostIPs(), previous: base, now: this.opts.clock.now() });
+    if (entry.sent && sameStatus(entry.sent, next)) {
+      entry.pending = undefined;
+      return;
+    }
+    entry.pending = next;
+    this.flush(uid, entry);
+  }
+
+  delete(uid: string): void {
+    this.opts.local?.delete(uid);
+    const entry = this.entries.get(uid);
+    if (!entry) return;
+    if (entry.pod.metadata.deletionTimestamp) {
+      entry.deleteWhenDone = true;
+      this.flush(uid, entry);
+    } else {
+      this.entries.delete(uid);
+    }
+  }
+
+  /** Statuses not yet accepted by the API server; for tests and shutdown. */
+  pendingCount(): number {
+    return [...this.entries.values()].filter((e) => e.pending || e.deleteWhenDone || e.flushing).length;
+  }
+
+  private flush(uid: string, entry: Entry): void {
+    if (entry.flushing) return;
+    entry.flushing = true;
+    void this.drain(uid, entry).finally(() => (entry.flushing = false));
+  }
+
+  private async drain(uid: string, entry: Entry): Promise<void> {
+    const { api, logger, clock } = this.opts;
+    const ns = entry.pod.metadata.namespace ?? "default";
+    const name = entry.pod.metadata.name ?? "";
+    while (entry.pending || entry.deleteWhenDone) {
+      try {
+        if (entry.pending) {
+          const status = entry.pending;
+          await api.patchPodStatus(ns, name, { metadata: { uid }, status });
+          entry.sent = status;
+          if (entry.pending === status) entry.pending = undefined;
+          logger.v(3).info("pod status patched", { pod: `${ns}/${name}`, phase: status.phase });
+        } else {
+          await api.deletePod(ns, name, { uid, gracePeriodSeconds: 0 });
+          logger.info("pod deleted from the API server", { pod: `${ns}/${name}`, uid });
+          entry.deleteWhenDone = false;
+          this.entries.delete(uid);
+        }
+        entry.retryMs = 500;
+      } catch (err) {
+        const reason = (err as { reason?: string }).reason;
+        if (reason === "NotFound") {
+          // The pod is gone from the API server: nothing left to report.
+          this.entries.delete(uid);
+          return;
+        }
+        logger.warn("pod status update failed; will retry", { pod: `${ns}/${name}`, err: errorMessage(err), retryInMs: entry.retryMs });
+        await clock.sleep(entry.retryMs);
+        entry.retryMs = Math.min(entry.retryMs * 2, 10_000);
+      }
+    }
+  }
+}
+
+function sameStatus(a: ApiPodStatus, b: ApiPodStatus): boolean {
+  const strip = (s: ApiPodStatus) => JSON.stringify({ ...s, conditions: s.conditions?.map(({ lastProbeTime: _, ...c }) => c) });
+  return strip(a) === strip(b);
+}
