@@ -8,14 +8,19 @@ import { readFileSync } from "node:fs";
 import { posix } from "node:path";
 import type { AgentConfig } from "./config/index.ts";
 import type { CriService } from "./cri/index.ts";
+import { createKubeApi } from "./api/index.ts";
+import { NodeController } from "./node/controller.ts";
+import { defaultRouteIPv4, goArch, readMachineInfo } from "./node/machine.ts";
 import { GenericPleg } from "./pleg/generic.ts";
 import { CriPodRuntime } from "./runtime/manager.ts";
 import { parseResolvConf, type DnsSettings } from "./runtime/dns.ts";
 import { healthzApp, syncLoopCheck } from "./server/healthz.ts";
 import { readOnlyApp } from "./server/readonly.ts";
+import { ApiServerSource } from "./sources/apiserver.ts";
 import { FileSource } from "./sources/file.ts";
 import { PodConfig } from "./sources/podconfig.ts";
 import type { PodSource } from "./sources/types.ts";
+import { ApiStatusManager } from "./status/api.ts";
 import { LocalStatusStore } from "./status/index.ts";
 import { PodWorkers } from "./sync/podworkers.ts";
 import { SyncLoop } from "./sync/syncloop.ts";
@@ -26,6 +31,8 @@ import type { Logger } from "./util/log.ts";
 export interface AgentDeps {
   logger: Logger;
   signal: AbortSignal;
+  /** `Kubernetes v1.34.0-bunlet+<build>`; the node reports the part after "Kubernetes ". */
+  version?: string;
   clock?: Clock;
   /** Injected for tests; by default a gRPC client to the configured endpoint. */
   cri?: CriService;
@@ -48,6 +55,10 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   await waitForRuntime(cri, { clock, logger, signal });
   if (signal.aborted) return;
 
+  // Cluster mode: the API server is a pod source and the status sink, and the node registers.
+  const cluster = config.kubeconfig ? await connectCluster(config, { clock, logger, version: deps.version }) : undefined;
+  const hostIP = config.nodeIPs[0] ?? cluster?.internalIP;
+
   const runtime = new CriPodRuntime({
     cri,
     clock,
@@ -60,14 +71,36 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
       clusterDns: k.clusterDNS,
       clusterDomain: k.clusterDomain,
     },
-    ...(config.nodeIPs[0] ? { hostIP: config.nodeIPs[0] } : {}),
+    ...(hostIP ? { hostIP } : {}),
   });
   const statuses = new LocalStatusStore();
-  const workers = stack.use(new PodWorkers({ runtime, status: statuses, clock, logger, resyncIntervalMs: k.syncFrequency }));
+  const statusSink = cluster
+    ? new ApiStatusManager({ api: cluster.api, hostIPs: () => (hostIP ? [hostIP] : []), clock, logger, local: statuses })
+    : statuses;
+  const workers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency }));
   const pleg = stack.use(new GenericPleg({ runtime, clock, logger }));
   const sources: PodSource[] = [];
   if (k.staticPodPath) {
     sources.push(stack.use(new FileSource({ path: k.staticPodPath, nodeName: config.nodeName, checkFrequencyMs: k.fileCheckFrequency, clock, logger })));
+  }
+  if (cluster) {
+    sources.push(stack.use(new ApiServerSource({ api: cluster.api, nodeName: config.nodeName, clock, logger })));
+    if (config.registerNode) {
+      const node = stack.use(
+        new NodeController({
+          api: cluster.api,
+          cri,
+          plegHealth: () => pleg.healthy(),
+          id: { nodeName: config.nodeName, nodeIPs: config.nodeIPs, nodeLabels: config.nodeLabels, kubeletVersion: cluster.kubeletVersion },
+          machine: readMachineInfo({ rootDir: config.rootDir }),
+          internalIP: hostIP,
+          config: k,
+          clock,
+          logger,
+        }),
+      );
+      node.start();
+    }
   }
   const syncLoop = stack.use(
     new SyncLoop({ sources, podConfig: new PodConfig(sources.map((s) => s.name)), workers, pleg, runtime, backoff: runtime.crashLoop, clock, logger }),
@@ -93,6 +126,21 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   logger.info("syncLoop started", { staticPodPath: k.staticPodPath || "(none)" });
   await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
   logger.info("stopping node agent; pods keep running");
+}
+
+/** The API client for cluster mode; client-node and the REST layer load only here. */
+async function connectCluster(config: AgentConfig, opts: { clock: Clock; logger: Logger; version: string | undefined }) {
+  const { createRestClient, loadCredentials } = await import("./api/rest.ts");
+  const kubeletVersion = (opts.version ?? "Kubernetes v0.0.0-bunlet+dev").replace(/^Kubernetes /, "");
+  const rest = createRestClient({
+    credentials: await loadCredentials(config.kubeconfig!),
+    qps: config.kubelet.kubeAPIQPS,
+    burst: config.kubelet.kubeAPIBurst,
+    clock: opts.clock,
+    userAgent: `kubelet/${kubeletVersion} (linux/${goArch()}) bunlet`,
+  });
+  opts.logger.info("using the API server", { server: rest.server, node: config.nodeName });
+  return { api: createKubeApi(rest), internalIP: defaultRouteIPv4(), kubeletVersion };
 }
 
 /** Waits until the runtime answers Version; the agent cannot do anything before that. */

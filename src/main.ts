@@ -56,7 +56,7 @@ async function main(): Promise<number> {
 
   // Loaded only now, so that --help and --version do not load the agent.
   const { runAgent } = await import("./agent.ts");
-  await runAgent(result.config, { logger: log, signal: controller.signal });
+  await runAgent(result.config, { logger: log, signal: controller.signal, version: kubeletVersion(typeof BUILD_VERSION !== "undefined" ? BUILD_VERSION : undefined) });
   return 0;
 }
 
