@@ -54,6 +54,12 @@ describe("toCriError", () => {
     expect(toCriError(c, "B")).toBe(c);
   });
 
+  test("containerd still starting up (Unknown 'server is not initialized yet') counts as Unavailable", () => {
+    const e = toCriError(new RpcError("server is not initialized yet", "UNKNOWN"), "Version");
+    expect([e.kind, e.code]).toEqual(["Unavailable", 2]);
+    expect(toCriError(new RpcError("server is not initialized yet!", "UNKNOWN"), "Version").kind).toBe("Unknown");
+  });
+
   test("predicates", () => {
     const nf = new CriError({ kind: "NotFound", method: "A", detail: "d" });
     const un = new CriError({ kind: "Unavailable", method: "A", detail: "d" });

@@ -136,6 +136,8 @@ export function isUnavailable(err: unknown): boolean {
   return isCriError(err, "Unavailable");
 }
 
+export const CONTAINERD_NOT_INITIALIZED = "server is not initialized yet";
+
 /**
  * Converts anything a gRPC call threw into a CriError. Understands
  * protobuf-ts RpcError (`code` is the status name, e.g. "NOT_FOUND") and
@@ -151,7 +153,11 @@ export function toCriError(err: unknown, method: string, target?: string): CriEr
     else if (typeof e.code === "string" && e.code in GrpcCode) code = GrpcCode[e.code as GrpcCodeName];
     if (typeof e.details === "string" && e.details) detail = e.details;
   }
-  const init: CriErrorInit = { kind: kindForCode(code), method, code, detail, cause: err };
+  let kind = kindForCode(code);
+  // containerd's CRI plugin answers this, with no status code, for a moment
+  // after it starts while it restores its state: the runtime is not there yet.
+  if (kind === "Unknown" && detail === CONTAINERD_NOT_INITIALIZED) kind = "Unavailable";
+  const init: CriErrorInit = { kind, method, code, detail, cause: err };
   if (target !== undefined) init.target = target;
   return new CriError(init);
 }

@@ -3,7 +3,7 @@
 // runtime can show: large ExecSync answers through Bun's HTTP/2, deadlines
 // against a frozen runtime, and reconnecting after containerd restarts.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { createCriClient } from "../../src/cri/client.ts";
 import { criContract } from "../../src/cri/contract.ts";
@@ -20,6 +20,18 @@ async function pollExited(cri: CriService, id: string, timeoutMs = 10_000): Prom
     await Bun.sleep(50);
   }
   throw new Error(`container ${id} did not exit within ${timeoutMs} ms`);
+}
+
+/** Waits until every thread of `pid` is in state T (stopped). */
+async function untilStopped(pid: number, timeoutMs = 2000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    const tids = readdirSync(`/proc/${pid}/task`);
+    const states = tids.map((t) => readFileSync(`/proc/${pid}/task/${t}/stat`, "utf8").replace(/^.*\) /s, "")[0]);
+    if (states.every((st) => st === "T")) return;
+    await Bun.sleep(5);
+  }
+  throw new Error(`process ${pid} did not stop within ${timeoutMs} ms`);
 }
 
 /** containerd.sh stop/start: containerd only, same socket, state and network. */
@@ -105,12 +117,21 @@ describe("gRPC client on containerd: what only a real runtime shows", () => {
     try {
       await quick.version(); // connected before the freeze
       process.kill(pid, "SIGSTOP");
+      // kill() returns before every thread has stopped, and a runtime that is
+      // still running for a millisecond answers (seen in 2 of 10 runs).
+      await untilStopped(pid);
       const t0 = performance.now();
-      const err = await quick.version().catch((e: unknown) => e);
+      const err = await quick.version().then(
+        (v) => v,
+        (e: unknown) => e,
+      );
       const ms = performance.now() - t0;
-      expect(isCriError(err, "DeadlineExceeded")).toBe(true);
-      expect(ms).toBeGreaterThanOrEqual(450);
-      expect(ms).toBeLessThan(1500);
+      // The whole outcome in one assertion, so a failure shows what happened.
+      expect({ kind: isCriError(err) ? err.kind : String(err), message: isCriError(err) ? err.message : "", late: ms >= 450 && ms < 1500 ? "no" : ms }).toEqual({
+        kind: "DeadlineExceeded",
+        message: expect.stringContaining("CRI Version: DeadlineExceeded") as unknown as string,
+        late: "no",
+      });
     } finally {
       process.kill(pid, "SIGCONT");
       quick.close();
@@ -132,11 +153,25 @@ describe("gRPC client on containerd: what only a real runtime shows", () => {
     }
 
     await containerdCtl("start", ctd.dir);
+    // containerd's socket is up before its CRI plugin has restored state; until
+    // then it answers "server is not initialized yet", which is Unavailable too.
+    // The client redials at once, so what is left is containerd's own start-up.
     const t0 = performance.now();
-    const v = await cri.version();
-    expect(v.runtimeName).toBe("containerd");
-    // Reconnect backoff is capped at 3 s (as upstream), so recovery is quick.
-    expect(performance.now() - t0).toBeLessThan(3500);
+    const failures: string[] = [];
+    for (;;) {
+      const r = await cri.version().then(
+        (v) => v,
+        (e: unknown) => e,
+      );
+      if (!isCriError(r)) {
+        expect((r as { runtimeName?: string }).runtimeName).toBe("containerd");
+        break;
+      }
+      failures.push(`${r.kind}: ${r.detail}`);
+      expect(failures.filter((f) => !f.startsWith("Unavailable"))).toEqual([]);
+      expect(performance.now() - t0).toBeLessThan(3000);
+      await Bun.sleep(20);
+    }
     // The container kept running across the restart (shims outlive containerd).
     const after = (await cri.containerStatus(containerId)).status!;
     expect(after.state).toBe(ContainerState.CONTAINER_RUNNING);
