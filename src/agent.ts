@@ -9,7 +9,9 @@ import { posix } from "node:path";
 import type { AgentConfig } from "./config/index.ts";
 import type { CriService } from "./cri/index.ts";
 import { createKubeApi } from "./api/index.ts";
+import { admitPod } from "./node/admission.ts";
 import { NodeController } from "./node/controller.ts";
+import { nodeFacts } from "./node/status.ts";
 import { defaultRouteIPv4, goArch, readMachineInfo } from "./node/machine.ts";
 import { GenericPleg } from "./pleg/generic.ts";
 import { CriPodRuntime } from "./runtime/manager.ts";
@@ -77,7 +79,12 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   const statusSink = cluster
     ? new ApiStatusManager({ api: cluster.api, hostIPs: () => (hostIP ? [hostIP] : []), clock, logger, local: statuses })
     : statuses;
-  const workers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency }));
+  const machine = readMachineInfo({ rootDir: config.rootDir });
+  const nodeId = { nodeName: config.nodeName, nodeIPs: config.nodeIPs, nodeLabels: config.nodeLabels, kubeletVersion: cluster?.kubeletVersion ?? "" };
+  const facts = nodeFacts(nodeId, machine, k);
+  const workers = stack.use(
+    new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, admit: (pod, active) => admitPod(pod, active, facts) }),
+  );
   const pleg = stack.use(new GenericPleg({ runtime, clock, logger }));
   const sources: PodSource[] = [];
   if (k.staticPodPath) {
@@ -91,8 +98,8 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
           api: cluster.api,
           cri,
           plegHealth: () => pleg.healthy(),
-          id: { nodeName: config.nodeName, nodeIPs: config.nodeIPs, nodeLabels: config.nodeLabels, kubeletVersion: cluster.kubeletVersion },
-          machine: readMachineInfo({ rootDir: config.rootDir }),
+          id: nodeId,
+          machine,
           internalIP: hostIP,
           config: k,
           clock,

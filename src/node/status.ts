@@ -6,6 +6,7 @@
 import type { KubeletConfiguration } from "../config/index.ts";
 import { parseQuantity, parseThreshold } from "../config/index.ts";
 import type { ApiObject } from "../api/index.ts";
+import type { NodeFacts } from "./admission.ts";
 import type { MachineInfo } from "./machine.ts";
 
 export interface NodeCondition {
@@ -59,30 +60,47 @@ function thresholdBytes(value: string | undefined, capacity: number): number {
   return t.kind === "quantity" ? t.value : Math.floor(t.fraction * capacity);
 }
 
-/** Capacity, and allocatable = capacity − kube-reserved − system-reserved − hard eviction thresholds. */
-export function resources(machine: MachineInfo, k: KubeletConfiguration): { capacity: Record<string, string>; allocatable: Record<string, string> } {
+/** Allocatable = capacity − kube-reserved − system-reserved − hard eviction thresholds (cpu in millicores, bytes). */
+export function allocatableAmounts(machine: MachineInfo, k: KubeletConfiguration) {
   const reserved = (name: string) =>
     (k.kubeReserved[name] ? parseQuantity(k.kubeReserved[name]!) : 0) + (k.systemReserved[name] ? parseQuantity(k.systemReserved[name]!) : 0);
-  const capacity = {
-    cpu: String(machine.cpuCores),
-    memory: kib(machine.memoryBytes),
-    "ephemeral-storage": kib(machine.ephemeralStorageBytes),
-    pods: String(k.maxPods),
-    "hugepages-2Mi": "0",
-  };
-  const milliCpu = Math.max(0, machine.cpuCores * 1000 - Math.round(reserved("cpu") * 1000));
-  const memory = Math.max(0, machine.memoryBytes - reserved("memory") - thresholdBytes(k.evictionHard["memory.available"], machine.memoryBytes));
-  const storage = Math.max(
-    0,
-    machine.ephemeralStorageBytes - reserved("ephemeral-storage") - thresholdBytes(k.evictionHard["nodefs.available"], machine.ephemeralStorageBytes),
-  );
   return {
-    capacity,
-    allocatable: {
-      cpu: milliCpu % 1000 === 0 ? String(milliCpu / 1000) : `${milliCpu}m`,
-      memory: kib(memory),
-      "ephemeral-storage": String(storage),
+    cpu: Math.max(0, machine.cpuCores * 1000 - Math.round(reserved("cpu") * 1000)),
+    memory: Math.max(0, machine.memoryBytes - reserved("memory") - thresholdBytes(k.evictionHard["memory.available"], machine.memoryBytes)),
+    "ephemeral-storage": Math.max(
+      0,
+      machine.ephemeralStorageBytes - reserved("ephemeral-storage") - thresholdBytes(k.evictionHard["nodefs.available"], machine.ephemeralStorageBytes),
+    ),
+    pods: k.maxPods,
+  };
+}
+
+/** What admission checks pods against. */
+export function nodeFacts(id: NodeIdentity, machine: MachineInfo, k: KubeletConfiguration): NodeFacts {
+  return {
+    name: id.nodeName,
+    labels: { ...id.nodeLabels, ...defaultLabels(id, machine) },
+    taints: k.registerWithTaints.map((t) => ({ key: t.key, effect: t.effect, ...(t.value ? { value: t.value } : {}) })),
+    allocatable: allocatableAmounts(machine, k),
+  };
+}
+
+/** Capacity and allocatable as the Node reports them. */
+export function resources(machine: MachineInfo, k: KubeletConfiguration): { capacity: Record<string, string>; allocatable: Record<string, string> } {
+  const a = allocatableAmounts(machine, k);
+  return {
+    capacity: {
+      cpu: String(machine.cpuCores),
+      memory: kib(machine.memoryBytes),
+      "ephemeral-storage": kib(machine.ephemeralStorageBytes),
       pods: String(k.maxPods),
+      "hugepages-2Mi": "0",
+    },
+    allocatable: {
+      cpu: a.cpu % 1000 === 0 ? String(a.cpu / 1000) : `${a.cpu}m`,
+      memory: kib(a.memory),
+      "ephemeral-storage": String(a["ephemeral-storage"]),
+      pods: String(a.pods),
       "hugepages-2Mi": "0",
     },
   };

@@ -59,6 +59,7 @@ export function apiPodStatus(pod: Pod, view: PodStatusView, ctx: { hostIPs: stri
   return {
     phase,
     conditions,
+    ...(view.reason ? { reason: view.reason, message: view.message ?? "" } : {}),
     hostIP: ctx.hostIPs[0] ?? "",
     hostIPs: ctx.hostIPs.map((ip) => ({ ip })),
     ...(view.podIP ? { podIP: view.podIP, podIPs: view.podIPs } : previous?.podIP ? { podIP: previous.podIP, podIPs: previous.podIPs } : {}),

@@ -138,4 +138,25 @@ describe("PodWorkers", () => {
     expect(runtime.calls.filter((c) => c.method === "syncPod")).toEqual([]);
     expect(workers.stageOf("u2")).toBe("terminated");
   });
+
+  test("admission rejects a pod once: Failed with the reason, never started", async () => {
+    const clock = new FakeClock();
+    const runtime = new FakePodRuntime(clock);
+    const status = new LocalStatusStore();
+    const workers = new PodWorkers({
+      runtime,
+      status,
+      clock,
+      logger: memoryLogger().logger,
+      resyncIntervalMs: 60_000,
+      admit: (_pod, active) => (active.length >= 1 ? { admit: false, reason: "OutOfpods", message: "Node didn't have enough resource: pods" } : { admit: true }),
+    });
+    workers.upsert(pod("u1"));
+    workers.upsert(pod("u2", "Always", "other"));
+    workers.upsert(pod("u2", "Always", "other"));
+    await workers.idle();
+    expect(runtime.pods.has("u2")).toBe(false);
+    expect(status.get("u2")).toMatchObject({ phase: "Failed", reason: "OutOfpods" });
+    expect(runtime.pods.has("u1")).toBe(true);
+  });
 });

@@ -8,7 +8,8 @@
 import { transition, type LifecycleEvent, type PodLifecycle } from "../pods/lifecycle.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { PodRef, PodRuntime, PodSyncOutcome } from "../runtime/index.ts";
-import { isTerminalPhase, podStatus, type StatusSink } from "../status/index.ts";
+import type { AdmitResult } from "../node/admission.ts";
+import { isTerminalPhase, podStatus, rejectedStatus, type StatusSink } from "../status/index.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
@@ -22,6 +23,8 @@ export interface PodWorkersOptions {
   resyncIntervalMs: number;
   /** Retry delay after a failed step (upstream backOffPeriod, 10s). */
   errorRetryMs?: number;
+  /** Node admission for new pods, against the pods already running (upstream canAdmitPod). */
+  admit?: (pod: Pod, active: Pod[]) => AdmitResult;
 }
 
 interface Worker {
@@ -50,6 +53,7 @@ export const defaultGracePeriodSeconds = (pod: Pod | undefined): number =>
 
 export class PodWorkers implements AsyncDisposable {
   private readonly workers = new Map<string, Worker>();
+  private readonly rejected = new Set<string>();
   private stopped = false;
 
   constructor(private readonly opts: PodWorkersOptions) {}
@@ -83,13 +87,29 @@ export class PodWorkers implements AsyncDisposable {
       existing.restartWith = pod;
       return;
     }
+    if (!existing && !this.admitted(pod)) return;
     const worker = existing ?? this.create(refOfPod(pod), pod);
     worker.pod = pod;
     this.kick(worker);
   }
 
+  /** Runs admission once per pod; a rejected pod is Failed with the reason and never started. */
+  private admitted(pod: Pod): boolean {
+    const uid = pod.metadata.uid ?? "";
+    if (this.rejected.has(uid)) return false;
+    if (!this.opts.admit) return true;
+    const active = [...this.workers.values()].filter((w) => w.lifecycle.stage === "syncing" && w.pod).map((w) => w.pod!);
+    const result = this.opts.admit(pod, active);
+    if (result.admit) return true;
+    this.rejected.add(uid);
+    this.opts.logger.warn("pod rejected by node admission", { pod: `${pod.metadata.namespace}/${pod.metadata.name}`, reason: result.reason, message: result.message });
+    this.opts.status.set(pod, rejectedStatus(pod, result.reason, result.message));
+    return false;
+  }
+
   /** A desired pod was removed from its source. */
   remove(uid: string): void {
+    this.rejected.delete(uid);
     const worker = this.workers.get(uid);
     if (!worker) return;
     worker.restartWith = undefined;

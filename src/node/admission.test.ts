@@ -1,0 +1,69 @@
+import { describe, expect, test } from "bun:test";
+import type { Pod } from "../pods/schema.ts";
+import { admitPod, podRequests, type NodeFacts } from "./admission.ts";
+
+const node: NodeFacts = {
+  name: "n1",
+  labels: { "kubernetes.io/hostname": "n1", zone: "a", cores: "2" },
+  taints: [],
+  allocatable: { cpu: 2000, memory: 4 * 1024 ** 3, "ephemeral-storage": 10 * 1024 ** 3, pods: 3 },
+};
+const pod = (name: string, spec: Partial<Pod["spec"]> & Record<string, unknown> = {}, requests: Record<string, string> = {}): Pod => ({
+  metadata: { name, namespace: "default", uid: name },
+  spec: { nodeName: "n1", containers: [{ name: "c", image: "i", resources: { requests } }], ...spec },
+});
+
+describe("admitPod", () => {
+  test("admits a pod that fits", () => {
+    expect(admitPod(pod("a", {}, { cpu: "1", memory: "1Gi" }), [], node)).toEqual({ admit: true });
+  });
+
+  test("OutOfcpu with upstream's message, counting pods already admitted", () => {
+    expect(admitPod(pod("b", {}, { cpu: "1500m" }), [pod("a", {}, { cpu: "1" })], node)).toEqual({
+      admit: false,
+      reason: "OutOfcpu",
+      message: "Node didn't have enough resource: cpu, requested: 1500, used: 1000, capacity: 2000",
+    });
+    expect(admitPod(pod("c", {}, { memory: "5Gi" }), [], node)).toMatchObject({ reason: "OutOfmemory" });
+  });
+
+  test("OutOfpods at maxPods", () => {
+    expect(admitPod(pod("d"), [pod("a"), pod("b"), pod("c")], node)).toMatchObject({ admit: false, reason: "OutOfpods" });
+  });
+
+  test("node selector and required node affinity", () => {
+    expect(admitPod(pod("a", { nodeSelector: { zone: "b" } }), [], node)).toMatchObject({ reason: "NodeAffinity" });
+    expect(admitPod(pod("a", { nodeSelector: { zone: "a" } }), [], node)).toEqual({ admit: true });
+    const affinity = (operator: string, values: string[]) => ({
+      affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: "cores", operator, values }] }] } } },
+    });
+    expect(admitPod(pod("a", affinity("Gt", ["1"])), [], node)).toEqual({ admit: true });
+    expect(admitPod(pod("a", affinity("In", ["4", "8"])), [], node)).toMatchObject({ reason: "NodeAffinity" });
+  });
+
+  test("only NoExecute taints are checked on the node", () => {
+    const tainted = { ...node, taints: [{ key: "dedicated", value: "db", effect: "NoExecute" }, { key: "other", effect: "NoSchedule" }] };
+    expect(admitPod(pod("a"), [], tainted)).toMatchObject({ reason: "TaintToleration" });
+    expect(admitPod(pod("a", { tolerations: [{ key: "dedicated", operator: "Equal", value: "db", effect: "NoExecute" }] }), [], tainted)).toEqual({ admit: true });
+    expect(admitPod(pod("a", { tolerations: [{ operator: "Exists" }] }), [], tainted)).toEqual({ admit: true });
+  });
+
+  test("host port conflicts", () => {
+    const withPort = (name: string) => ({ ...pod(name), spec: { nodeName: "n1", containers: [{ name: "c", image: "i", ports: [{ containerPort: 80, hostPort: 8080 }] }] } });
+    expect(admitPod(withPort("b"), [withPort("a")], node)).toMatchObject({ reason: "NodePorts" });
+  });
+
+  test("effective requests take the larger of app containers and any init container", () => {
+    const p: Pod = {
+      metadata: { name: "p" },
+      spec: {
+        initContainers: [{ name: "i", image: "i", resources: { requests: { cpu: "2" } } }],
+        containers: [
+          { name: "a", image: "i", resources: { requests: { cpu: "500m" } } },
+          { name: "b", image: "i", resources: { limits: { cpu: "1" } } },
+        ],
+      },
+    };
+    expect(podRequests(p).cpu).toBe(2000);
+  });
+});

@@ -1,0 +1,141 @@
+/**
+ * Pod admission on the node (upstream lifecycle/predicate.go, the kubelet's
+ * GeneralPredicates): a pod that does not fit what is left of allocatable,
+ * or whose node selector, required node affinity, NoExecute tolerations or
+ * host ports do not fit this node, is rejected with upstream's reason and
+ * message and never started.
+ */
+import { parseQuantity } from "../config/index.ts";
+import type { Pod } from "../pods/schema.ts";
+
+export type AdmitResult = { admit: true } | { admit: false; reason: string; message: string };
+
+export interface NodeFacts {
+  name: string;
+  labels: Record<string, string>;
+  taints: { key: string; value?: string; effect: string }[];
+  /** Allocatable: cpu in millicores, memory and ephemeral-storage in bytes, pods as a count. */
+  allocatable: { cpu: number; memory: number; "ephemeral-storage": number; pods: number };
+}
+
+type Resource = "cpu" | "memory" | "ephemeral-storage";
+const RESOURCES: Resource[] = ["cpu", "memory", "ephemeral-storage"];
+
+const toUnits = (name: Resource, q: string | number | undefined): number => {
+  if (q === undefined) return 0;
+  const value = typeof q === "number" ? q : parseQuantity(q);
+  return name === "cpu" ? Math.round(value * 1000) : value;
+};
+
+/** Effective requests: max(sum of app containers, any init container) plus overhead, as upstream. */
+export function podRequests(pod: Pod): Record<Resource, number> {
+  const sum = (cs: Pod["spec"]["containers"], name: Resource) =>
+    cs.map((c) => toUnits(name, (c.resources?.requests ?? c.resources?.limits)?.[name])).reduce((a, b) => a + b, 0);
+  const out = {} as Record<Resource, number>;
+  const overhead = ((pod.spec as { overhead?: Record<string, string> }).overhead ?? {}) as Record<string, string>;
+  for (const name of RESOURCES) {
+    const app = sum(pod.spec.containers, name);
+    const init = Math.max(0, ...(pod.spec.initContainers ?? []).map((c) => sum([c], name)));
+    out[name] = Math.max(app, init) + toUnits(name, overhead[name]);
+  }
+  return out;
+}
+
+function fitsResources(pod: Pod, others: Pod[], node: NodeFacts): AdmitResult {
+  if (others.length + 1 > node.allocatable.pods) {
+    return { admit: false, reason: "OutOfpods", message: `Node didn't have enough resource: pods, requested: 1, used: ${others.length}, capacity: ${node.allocatable.pods}` };
+  }
+  const wanted = podRequests(pod);
+  for (const name of RESOURCES) {
+    if (wanted[name] === 0) continue;
+    const used = others.map((p) => podRequests(p)[name]).reduce((a, b) => a + b, 0);
+    const capacity = node.allocatable[name];
+    if (used + wanted[name] > capacity) {
+      return {
+        admit: false,
+        reason: `OutOf${name}`,
+        message: `Node didn't have enough resource: ${name}, requested: ${wanted[name]}, used: ${used}, capacity: ${capacity}`,
+      };
+    }
+  }
+  return { admit: true };
+}
+
+type Requirement = { key: string; operator: string; values?: string[] };
+
+function matchRequirement(labels: Record<string, string>, r: Requirement): boolean {
+  const v = labels[r.key];
+  switch (r.operator) {
+    case "In":
+      return v !== undefined && (r.values ?? []).includes(v);
+    case "NotIn":
+      return v === undefined || !(r.values ?? []).includes(v);
+    case "Exists":
+      return v !== undefined;
+    case "DoesNotExist":
+      return v === undefined;
+    case "Gt":
+    case "Lt": {
+      const n = Number(v);
+      const bound = Number(r.values?.[0]);
+      return v !== undefined && Number.isFinite(n) && (r.operator === "Gt" ? n > bound : n < bound);
+    }
+    default:
+      return false;
+  }
+}
+
+function matchesNodeSelection(pod: Pod, node: NodeFacts): boolean {
+  const selector = ((pod.spec as { nodeSelector?: Record<string, string> }).nodeSelector ?? {}) as Record<string, string>;
+  if (!Object.entries(selector).every(([k, v]) => node.labels[k] === v)) return false;
+  const terms = (
+    pod.spec as { affinity?: { nodeAffinity?: { requiredDuringSchedulingIgnoredDuringExecution?: { nodeSelectorTerms?: { matchExpressions?: Requirement[]; matchFields?: Requirement[] }[] } } } }
+  ).affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms;
+  if (!terms?.length) return true;
+  // Terms are ORed; the expressions within a term are ANDed.
+  return terms.some(
+    (t) =>
+      (t.matchExpressions?.length || t.matchFields?.length) &&
+      (t.matchExpressions ?? []).every((r) => matchRequirement(node.labels, r)) &&
+      (t.matchFields ?? []).every((r) => matchRequirement({ "metadata.name": node.name }, r)),
+  );
+}
+
+type Toleration = { key?: string; operator?: string; value?: string; effect?: string };
+
+function tolerates(tolerations: Toleration[], taint: NodeFacts["taints"][number]): boolean {
+  return tolerations.some((t) => {
+    if (t.effect && t.effect !== taint.effect) return false;
+    if (t.operator === "Exists") return !t.key || t.key === taint.key;
+    return t.key === taint.key && (t.value ?? "") === (taint.value ?? "");
+  });
+}
+
+type HostPort = { protocol: string; ip: string; port: number };
+
+function hostPorts(pod: Pod): HostPort[] {
+  return pod.spec.containers.flatMap((c) =>
+    (c.ports ?? []).filter((p) => p.hostPort).map((p) => ({ protocol: p.protocol ?? "TCP", ip: p.hostIP || "0.0.0.0", port: p.hostPort! })),
+  );
+}
+
+/** Same protocol and port, on the same address or either on every address. */
+const portsClash = (a: HostPort, b: HostPort) => a.protocol === b.protocol && a.port === b.port && (a.ip === b.ip || a.ip === "0.0.0.0" || b.ip === "0.0.0.0");
+
+/** Upstream canAdmitPod with the kubelet's predicates; `others` are the pods already admitted and active. */
+export function admitPod(pod: Pod, others: Pod[], node: NodeFacts): AdmitResult {
+  if (pod.spec.nodeName && pod.spec.nodeName !== node.name) {
+    return { admit: false, reason: "NodeName", message: "Predicate NodeName failed: node(s) didn't match the requested node name" };
+  }
+  if (!matchesNodeSelection(pod, node)) {
+    return { admit: false, reason: "NodeAffinity", message: "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector" };
+  }
+  const tolerations = ((pod.spec as { tolerations?: Toleration[] }).tolerations ?? []) as Toleration[];
+  const untolerated = node.taints.find((t) => t.effect === "NoExecute" && !tolerates(tolerations, t));
+  if (untolerated) {
+    return { admit: false, reason: "TaintToleration", message: `Predicate TaintToleration failed: node(s) had untolerated taint {${untolerated.key}: ${untolerated.value ?? ""}}` };
+  }
+  const used = others.flatMap(hostPorts);
+  if (hostPorts(pod).some((p) => used.some((u) => portsClash(p, u)))) return { admit: false, reason: "NodePorts", message: "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports" };
+  return fitsResources(pod, others, node);
+}
