@@ -13,6 +13,7 @@ import { admitPod } from "./node/admission.ts";
 import { NodeController } from "./node/controller.ts";
 import { nodeFacts } from "./node/status.ts";
 import { defaultRouteIPv4, goArch, readMachineInfo } from "./node/machine.ts";
+import { ApiEventRecorder, LogEventRecorder } from "./events/recorder.ts";
 import { GenericPleg } from "./pleg/generic.ts";
 import { CriPodRuntime } from "./runtime/manager.ts";
 import { parseResolvConf, type DnsSettings } from "./runtime/dns.ts";
@@ -61,10 +62,14 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   const cluster = config.kubeconfig ? await connectCluster(config, { clock, logger, version: deps.version }) : undefined;
   const hostIP = config.nodeIPs[0] ?? cluster?.internalIP;
 
+  const recorder = cluster
+    ? new ApiEventRecorder({ api: cluster.api, nodeName: config.nodeName, qps: k.eventRecordQPS, burst: k.eventBurst, clock, logger })
+    : new LogEventRecorder(logger);
   const runtime = new CriPodRuntime({
     cri,
     clock,
     logger,
+    recorder,
     node: {
       podLogsDir: k.podLogsDir,
       // cgroupsPerQOS: every pod under <cgroupRoot>/kubepods; cgroup values come with the cgroups subsystem.
@@ -83,7 +88,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   const nodeId = { nodeName: config.nodeName, nodeIPs: config.nodeIPs, nodeLabels: config.nodeLabels, kubeletVersion: cluster?.kubeletVersion ?? "" };
   const facts = nodeFacts(nodeId, machine, k);
   const workers = stack.use(
-    new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, admit: (pod, active) => admitPod(pod, active, facts) }),
+    new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, admit: (pod, active) => admitPod(pod, active, facts), recorder }),
   );
   const pleg = stack.use(new GenericPleg({ runtime, clock, logger }));
   const sources: PodSource[] = [];
@@ -104,6 +109,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
           config: k,
           clock,
           logger,
+          recorder,
         }),
       );
       node.start();

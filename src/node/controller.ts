@@ -12,6 +12,7 @@ import type { CriService } from "../cri/index.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
+import { nodeRef, type EventRecorder } from "../events/recorder.ts";
 import type { MachineInfo } from "./machine.ts";
 import { defaultLabels, initialNode, nodeStatus, withoutHeartbeats, type NodeCondition, type NodeIdentity, type RuntimeHealth } from "./status.ts";
 
@@ -27,6 +28,7 @@ export interface NodeControllerOptions {
   config: KubeletConfiguration;
   clock: Clock;
   logger: Logger;
+  recorder?: EventRecorder;
 }
 
 /** RFC 3339 with microseconds, the MicroTime format of Lease.renewTime. */
@@ -45,6 +47,7 @@ export class NodeController implements AsyncDisposable {
 
   /** Starts registration (retried until it succeeds), then the status and lease loops. */
   start(): void {
+    this.opts.recorder?.event(nodeRef(this.opts.id.nodeName), "Normal", "Starting", "Starting kubelet.");
     this.loop("register", 0, async () => {
       if (this.registered) return false;
       this.registered = await this.register();
@@ -138,6 +141,11 @@ export class NodeController implements AsyncDisposable {
     if (!this.lastSent || this.lastSent.key !== key) {
       const ready = (status.conditions as NodeCondition[]).find((c) => c.type === "Ready")!;
       this.opts.logger.info("node status updated", { ready: ready.status, reason: ready.reason, message: ready.message });
+      const wasReady = this.lastSent?.conditions.find((c) => c.type === "Ready")?.status;
+      if (wasReady !== ready.status) {
+        const state = ready.status === "True" ? "NodeReady" : "NodeNotReady";
+        this.opts.recorder?.event(nodeRef(this.opts.id.nodeName), "Normal", state, `Node ${this.opts.id.nodeName} status is now: ${state}`);
+      }
     }
     this.lastSent = { key, at: now, conditions: status.conditions as NodeCondition[] };
     return true;

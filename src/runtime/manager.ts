@@ -21,6 +21,7 @@ import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import { Backoff } from "./backoff.ts";
 import { containerConfig, podLogDirectory, pullPolicyOf, sandboxConfig, type NodeSettings } from "./cri-config.ts";
+import { LogEventRecorder, podRef, type EventRecorder } from "../events/recorder.ts";
 import { EnvError } from "./env.ts";
 import type { PodRef, PodRuntime, SyncPodOutcome } from "./index.ts";
 import * as L from "./labels.ts";
@@ -36,6 +37,8 @@ export interface CriPodRuntimeOptions {
   hostIP?: string;
   crashLoopBackoff?: Backoff;
   imagePullBackoff?: Backoff;
+  /** Where Pulling/Created/Started/Killing/BackOff... go; logs by default. */
+  recorder?: EventRecorder;
 }
 
 const nsToMs = (ns: bigint): number | undefined => (ns > 0n ? Number(ns / 1_000_000n) : undefined);
@@ -58,10 +61,12 @@ type Waiting = Map<string, { reason: string; message?: string }>;
 export class CriPodRuntime implements PodRuntime {
   readonly crashLoop: Backoff;
   private readonly imagePulls: Backoff;
+  private readonly recorder: EventRecorder;
 
   constructor(private readonly opts: CriPodRuntimeOptions) {
     this.crashLoop = opts.crashLoopBackoff ?? Backoff.crashLoop(opts.clock);
     this.imagePulls = opts.imagePullBackoff ?? Backoff.crashLoop(opts.clock);
+    this.recorder = opts.recorder ?? new LogEventRecorder(opts.logger);
   }
 
   async observe(ref: PodRef): Promise<ObservedPod> {
@@ -124,6 +129,12 @@ export class CriPodRuntime implements PodRuntime {
       actions.waiting.map((w) => [w.name, { reason: w.reason, message: `back-off ${Math.ceil(w.remainingMs / 1000)}s restarting failed container=${w.name} pod=${pod.metadata.name}` }]),
     );
     const retries = actions.waiting.map((w) => w.remainingMs);
+    for (const w of actions.waiting) {
+      this.recorder.event(podRef(pod, w.name), "Warning", "BackOff", `Back-off restarting failed container ${w.name} in pod ${pod.metadata.name}_${pod.metadata.namespace}(${pod.metadata.uid})`);
+    }
+    if (actions.killPod && actions.createSandbox && observed.sandboxes.length) {
+      this.recorder.event(podRef(pod), "Normal", "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.");
+    }
     const changed = actions.killPod || actions.createSandbox || actions.containersToStart.length > 0 || actions.containersToKill.length > 0;
     const grace = pod.spec.terminationGracePeriodSeconds ?? 30;
 
@@ -132,7 +143,7 @@ export class CriPodRuntime implements PodRuntime {
       results.push(...killed.results);
       if (killed.results.some((r) => r.error)) return { results, waiting, changed, retryAfterMs: 1000 };
     }
-    for (const k of actions.containersToKill) results.push(await this.stopContainer(k.id, k.name, grace));
+    for (const k of actions.containersToKill) results.push(await this.stopContainer(pod, k.id, k.name, grace));
 
     let sandboxId = actions.sandboxId;
     const config = sandboxConfig(pod, actions.sandboxAttempt, this.opts.node, this.cgroupParent(pod));
@@ -144,6 +155,7 @@ export class CriPodRuntime implements PodRuntime {
         this.opts.logger.info("created pod sandbox", { pod: pod.metadata.name, sandbox: sandboxId, attempt: actions.sandboxAttempt });
       } catch (err) {
         results.push({ action: "CreatePodSandbox", target: pod.metadata.uid ?? "", error: { reason: "CreatePodSandboxError", message: errorMessage(err) } });
+        this.recorder.event(podRef(pod), "Warning", "FailedCreatePodSandBox", `Failed to create pod sandbox: ${errorMessage(err)}`);
         return { results, waiting, changed, retryAfterMs: 10_000 };
       }
     }
@@ -167,17 +179,29 @@ export class CriPodRuntime implements PodRuntime {
     return root ? posix.join(root, `pod${pod.metadata.uid}`) : "";
   }
 
-  private async ensureImage(pod: Pod, image: string, policy: "Always" | "IfNotPresent" | "Never", sandbox: PodSandboxConfig): Promise<string> {
-    const { cri } = this.opts;
+  private async ensureImage(pod: Pod, container: string, image: string, policy: "Always" | "IfNotPresent" | "Never", sandbox: PodSandboxConfig): Promise<string> {
+    const { cri, clock } = this.opts;
+    const ref = podRef(pod, container);
     const present = await cri.imageStatus({ image, annotations: {}, userSpecifiedImage: image, runtimeHandler: "" });
-    if (present && policy !== "Always") return present.id;
-    if (policy === "Never") throw new ImageError("ErrImageNeverPull", `container image "${image}" is not present with pull policy of Never`);
+    if (present && policy !== "Always") {
+      this.recorder.event(ref, "Normal", "Pulled", `Container image "${image}" already present on machine`);
+      return present.id;
+    }
+    if (policy === "Never") throw new ImageError("ErrImageNeverPull", `Container image "${image}" is not present with pull policy of Never`);
     const key = `${pod.metadata.uid}/${image}`;
-    const wait = this.imagePulls.remainingSince(key, this.opts.clock.now());
-    if (wait > 0) throw new ImageError("ImagePullBackOff", `Back-off pulling image "${image}"`, wait);
+    const wait = this.imagePulls.remainingSince(key, clock.now());
+    if (wait > 0) {
+      this.recorder.event(ref, "Normal", "BackOff", `Back-off pulling image "${image}"`);
+      throw new ImageError("ImagePullBackOff", `Back-off pulling image "${image}"`, wait);
+    }
     try {
-      return await cri.pullImage({ image, annotations: {}, userSpecifiedImage: image, runtimeHandler: "" }, undefined, sandbox);
+      this.recorder.event(ref, "Normal", "Pulling", `Pulling image "${image}"`);
+      const started = clock.now();
+      const pulled = await cri.pullImage({ image, annotations: {}, userSpecifiedImage: image, runtimeHandler: "" }, undefined, sandbox);
+      this.recorder.event(ref, "Normal", "Pulled", `Successfully pulled image "${image}" in ${clock.now() - started}ms`);
+      return pulled;
     } catch (err) {
+      this.recorder.event(ref, "Warning", "Failed", `Failed to pull image "${image}": ${errorMessage(err)}`);
       // A pull that fails while the image is present (policy Always, registry unreachable) still runs the local copy, as upstream.
       if (present) {
         this.opts.logger.warn("image pull failed; using the local copy", { image, err: errorMessage(err) });
@@ -202,11 +226,12 @@ export class CriPodRuntime implements PodRuntime {
     const results: SyncResult[] = [];
     let imageRef: string;
     try {
-      imageRef = await this.ensureImage(pod, spec.image, pullPolicyOf(spec), sandbox);
+      imageRef = await this.ensureImage(pod, spec.name, spec.image, pullPolicyOf(spec), sandbox);
       results.push({ action: "PullImage", target: spec.image });
     } catch (err) {
       const e = err instanceof ImageError ? err : new ImageError("ErrImagePull", errorMessage(err), 10_000);
       waiting.set(spec.name, { reason: e.reason, message: e.message });
+      this.recorder.event(podRef(pod, spec.name), "Warning", e.reason === "ErrImageNeverPull" ? "ErrImageNeverPull" : "Failed", e.reason === "ErrImageNeverPull" ? e.message : `Error: ${e.reason}`);
       if (e.retryAfterMs) retries.push(e.retryAfterMs);
       results.push({ action: "PullImage", target: spec.image, error: { reason: e.reason, message: e.message } });
       return results;
@@ -218,6 +243,7 @@ export class CriPodRuntime implements PodRuntime {
     } catch (err) {
       const reason = err instanceof EnvError ? "CreateContainerConfigError" : "CreateContainerError";
       waiting.set(spec.name, { reason, message: errorMessage(err) });
+      this.recorder.event(podRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
       results.push({ action: "StartContainer", target: spec.name, error: { reason, message: errorMessage(err) } });
       retries.push(10_000);
       return results;
@@ -225,8 +251,10 @@ export class CriPodRuntime implements PodRuntime {
     let id: string;
     try {
       id = await cri.createContainer(sandboxId, config, sandbox);
+      this.recorder.event(podRef(pod, spec.name), "Normal", "Created", `Created container: ${spec.name}`);
     } catch (err) {
       waiting.set(spec.name, { reason: "CreateContainerError", message: errorMessage(err) });
+      this.recorder.event(podRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
       results.push({ action: "StartContainer", target: spec.name, error: { reason: "CreateContainerError", message: errorMessage(err) } });
       retries.push(10_000);
       return results;
@@ -234,15 +262,19 @@ export class CriPodRuntime implements PodRuntime {
     try {
       await cri.startContainer(id);
       this.opts.logger.info("started container", { pod: pod.metadata.name, container: spec.name, id, restartCount });
+      this.recorder.event(podRef(pod, spec.name), "Normal", "Started", `Started container ${spec.name}`);
       results.push({ action: "StartContainer", target: spec.name });
     } catch (err) {
+      this.recorder.event(podRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
       // The container stays, exited with ContainerCannotRun; the crash-loop backoff governs the retry.
       results.push({ action: "StartContainer", target: spec.name, error: { reason: "RunContainerError", message: errorMessage(err) } });
     }
     return results;
   }
 
-  private async stopContainer(id: string, name: string, graceSeconds: number): Promise<SyncResult> {
+  private async stopContainer(pod: L.PodIdentity | Pod, id: string, name: string, graceSeconds: number): Promise<SyncResult> {
+    const meta = "metadata" in pod ? pod.metadata : pod;
+    this.recorder.event(podRef({ metadata: meta }, name), "Normal", "Killing", `Stopping container ${name}`);
     try {
       await this.opts.cri.stopContainer(id, graceSeconds);
       return { action: "KillContainer", target: name };
@@ -252,9 +284,9 @@ export class CriPodRuntime implements PodRuntime {
     }
   }
 
-  async killPod(_ref: PodRef, observed: ObservedPod, gracePeriodSeconds: number): Promise<PodSyncOutcome> {
+  async killPod(ref: PodRef, observed: ObservedPod, gracePeriodSeconds: number): Promise<PodSyncOutcome> {
     const live = observed.containers.filter((c) => c.state !== "exited");
-    const results = await Promise.all(live.map((c) => this.stopContainer(c.id, c.name, gracePeriodSeconds)));
+    const results = await Promise.all(live.map((c) => this.stopContainer(ref, c.id, c.name, gracePeriodSeconds)));
     for (const s of observed.sandboxes) {
       try {
         await this.opts.cri.stopPodSandbox(s.id);

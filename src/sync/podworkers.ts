@@ -8,6 +8,7 @@
 import { transition, type LifecycleEvent, type PodLifecycle } from "../pods/lifecycle.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { PodRef, PodRuntime, PodSyncOutcome } from "../runtime/index.ts";
+import { podRef, type EventRecorder } from "../events/recorder.ts";
 import type { AdmitResult } from "../node/admission.ts";
 import { isTerminalPhase, podStatus, rejectedStatus, type StatusSink } from "../status/index.ts";
 import type { Clock } from "../util/clock.ts";
@@ -25,6 +26,7 @@ export interface PodWorkersOptions {
   errorRetryMs?: number;
   /** Node admission for new pods, against the pods already running (upstream canAdmitPod). */
   admit?: (pod: Pod, active: Pod[]) => AdmitResult;
+  recorder?: EventRecorder;
 }
 
 interface Worker {
@@ -103,6 +105,7 @@ export class PodWorkers implements AsyncDisposable {
     if (result.admit) return true;
     this.rejected.add(uid);
     this.opts.logger.warn("pod rejected by node admission", { pod: `${pod.metadata.namespace}/${pod.metadata.name}`, reason: result.reason, message: result.message });
+    this.opts.recorder?.event(podRef(pod), "Warning", result.reason, result.message);
     this.opts.status.set(pod, rejectedStatus(pod, result.reason, result.message));
     return false;
   }

@@ -1,0 +1,49 @@
+import { describe, expect, test } from "bun:test";
+import { FakeKubeApi } from "../api/fake.ts";
+import { FakeClock } from "../util/clock.ts";
+import { memoryLogger } from "../util/log.ts";
+import { ApiEventRecorder, nodeRef, podRef } from "./recorder.ts";
+
+const pod = { metadata: { name: "web", namespace: "ns1", uid: "u1" } };
+
+describe("ApiEventRecorder", () => {
+  test("creates an event with upstream's shape, then aggregates repeats into a count", async () => {
+    const api = new FakeKubeApi();
+    const clock = new FakeClock();
+    const rec = new ApiEventRecorder({ api, nodeName: "n1", qps: 50, burst: 100, clock, logger: memoryLogger().logger });
+    rec.event(podRef(pod, "app"), "Warning", "BackOff", "Back-off restarting failed container app in pod web_ns1(u1)");
+    clock.advance(10_000);
+    rec.event(podRef(pod, "app"), "Warning", "BackOff", "Back-off restarting failed container app in pod web_ns1(u1)");
+    await Bun.sleep(0);
+    expect(api.events).toHaveLength(1);
+    expect(api.events[0]).toMatchObject({
+      metadata: { namespace: "ns1" },
+      involvedObject: { kind: "Pod", name: "web", namespace: "ns1", uid: "u1", fieldPath: "spec.containers{app}" },
+      type: "Warning",
+      reason: "BackOff",
+      count: 1,
+      source: { component: "kubelet", host: "n1" },
+    });
+    const patch = api.calls.find((c) => c.method === "patchEvent")!;
+    expect(patch.args[2]).toMatchObject({ count: 2 });
+  });
+
+  test("node events use the node name as UID, in the default namespace", async () => {
+    const api = new FakeKubeApi();
+    const rec = new ApiEventRecorder({ api, nodeName: "n1", qps: 50, burst: 100, clock: new FakeClock(), logger: memoryLogger().logger });
+    rec.event(nodeRef("n1"), "Normal", "Starting", "Starting kubelet.");
+    await Bun.sleep(0);
+    expect(api.events[0]).toMatchObject({ metadata: { namespace: "default" }, involvedObject: { kind: "Node", name: "n1", uid: "n1" } });
+  });
+
+  test("beyond the burst, events are dropped until tokens refill", async () => {
+    const api = new FakeKubeApi();
+    const clock = new FakeClock();
+    const rec = new ApiEventRecorder({ api, nodeName: "n1", qps: 1, burst: 2, clock, logger: memoryLogger().logger });
+    for (let i = 0; i < 5; i++) rec.event(podRef(pod), "Normal", "Pulled", `message ${i}`);
+    clock.advance(1000);
+    rec.event(podRef(pod), "Normal", "Pulled", "after refill");
+    await Bun.sleep(0);
+    expect(api.events.map((e) => e.message)).toEqual(["message 0", "message 1", "after refill"]);
+  });
+});

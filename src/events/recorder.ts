@@ -1,0 +1,119 @@
+/**
+ * Events as the kubelet records them (client-go record): a repeat of the
+ * same object, type, reason and message within 10 minutes bumps `count`
+ * and `lastTimestamp` of the existing Event instead of creating another;
+ * writes are rate limited by eventRecordQPS/eventBurst and dropped, not
+ * queued, beyond that (upstream drops too). Recording never blocks or throws.
+ */
+import { randomBytes } from "node:crypto";
+import type { KubeApi } from "../api/index.ts";
+import type { Clock } from "../util/clock.ts";
+import { errorMessage } from "../util/errors.ts";
+import type { Logger } from "../util/log.ts";
+
+export interface ObjectRef {
+  kind: "Pod" | "Node";
+  name: string;
+  namespace?: string;
+  uid: string;
+  fieldPath?: string;
+}
+
+export type EventType = "Normal" | "Warning";
+
+export interface EventRecorder {
+  event(object: ObjectRef, type: EventType, reason: string, message: string): void;
+}
+
+export const podRef = (pod: { metadata: { name?: string; namespace?: string; uid?: string } }, container?: string): ObjectRef => ({
+  kind: "Pod",
+  name: pod.metadata.name ?? "",
+  namespace: pod.metadata.namespace ?? "default",
+  uid: pod.metadata.uid ?? "",
+  ...(container ? { fieldPath: `spec.containers{${container}}` } : {}),
+});
+
+/** Upstream's node reference: the UID is the node name, events go to "default". */
+export const nodeRef = (nodeName: string): ObjectRef => ({ kind: "Node", name: nodeName, uid: nodeName });
+
+export class LogEventRecorder implements EventRecorder {
+  constructor(private readonly logger: Logger) {}
+  event(object: ObjectRef, type: EventType, reason: string, message: string): void {
+    this.logger.v(1).info("event", { object: `${object.kind}/${object.namespace ? object.namespace + "/" : ""}${object.name}`, type, reason, message });
+  }
+}
+
+const AGGREGATE_WINDOW_MS = 10 * 60_000;
+
+export class ApiEventRecorder implements EventRecorder {
+  private tokens: number;
+  private last: number;
+  private readonly recent = new Map<string, { name: string; namespace: string; count: number; first: string; at: number }>();
+  private readonly log: LogEventRecorder;
+
+  constructor(
+    private readonly opts: {
+      api: Pick<KubeApi, "createEvent" | "patchEvent">;
+      nodeName: string;
+      qps: number;
+      burst: number;
+      clock: Clock;
+      logger: Logger;
+    },
+  ) {
+    this.tokens = opts.burst;
+    this.last = opts.clock.now();
+    this.log = new LogEventRecorder(opts.logger);
+  }
+
+  event(object: ObjectRef, type: EventType, reason: string, message: string): void {
+    this.log.event(object, type, reason, message);
+    if (!this.takeToken()) return;
+    const now = this.opts.clock.now();
+    const stamp = new Date(now).toISOString().replace(/\.\d{3}Z$/, "Z");
+    const key = JSON.stringify([object.uid, object.fieldPath, type, reason, message]);
+    const seen = this.recent.get(key);
+    const namespace = object.namespace ?? "default";
+    if (seen && now - seen.at < AGGREGATE_WINDOW_MS) {
+      seen.count++;
+      seen.at = now;
+      void this.opts.api
+        .patchEvent(seen.namespace, seen.name, { count: seen.count, lastTimestamp: stamp })
+        .catch((err) => this.opts.logger.v(2).info("event patch failed", { reason, err: errorMessage(err) }));
+      return;
+    }
+    this.prune(now);
+    const name = `${object.name}.${randomBytes(8).toString("hex")}`;
+    this.recent.set(key, { name, namespace, count: 1, first: stamp, at: now });
+    void this.opts.api
+      .createEvent(namespace, {
+        apiVersion: "v1",
+        kind: "Event",
+        metadata: { name, namespace },
+        involvedObject: { apiVersion: "v1", kind: object.kind, name: object.name, uid: object.uid, ...(object.namespace ? { namespace: object.namespace } : {}), ...(object.fieldPath ? { fieldPath: object.fieldPath } : {}) },
+        reason,
+        message,
+        type,
+        count: 1,
+        firstTimestamp: stamp,
+        lastTimestamp: stamp,
+        source: { component: "kubelet", host: this.opts.nodeName },
+        reportingComponent: "kubelet",
+        reportingInstance: this.opts.nodeName,
+      })
+      .catch((err) => this.opts.logger.v(2).info("event create failed", { reason, err: errorMessage(err) }));
+  }
+
+  private takeToken(): boolean {
+    const now = this.opts.clock.now();
+    this.tokens = Math.min(this.opts.burst, this.tokens + ((now - this.last) / 1000) * this.opts.qps);
+    this.last = now;
+    if (this.opts.qps > 0 && this.tokens < 1) return false;
+    this.tokens -= 1;
+    return true;
+  }
+
+  private prune(now: number): void {
+    for (const [k, v] of this.recent) if (now - v.at >= AGGREGATE_WINDOW_MS) this.recent.delete(k);
+  }
+}
