@@ -48,6 +48,8 @@ describe("apiPodStatus", () => {
     const done = apiPodStatus(pod, view("Failed", false), { hostIPs: [], previous: undefined, now: 0 });
     expect(cond(done, "Ready")).toMatchObject({ status: "False", reason: "PodCompleted" });
     expect(apiPodStatus(pod, view("Running", true), { hostIPs: [], previous: done, now: 1 }).phase).toBe("Failed");
+    const rejected = { ...done, reason: "OutOfcpu", message: "Node didn't have enough resource: cpu" };
+    expect(apiPodStatus(pod, view("Pending", false), { hostIPs: [], previous: rejected, now: 2 })).toMatchObject({ phase: "Failed", reason: "OutOfcpu" });
   });
 });
 

@@ -59,7 +59,7 @@ export function apiPodStatus(pod: Pod, view: PodStatusView, ctx: { hostIPs: stri
   return {
     phase,
     conditions,
-    ...(view.reason ? { reason: view.reason, message: view.message ?? "" } : {}),
+    ...(view.reason ? { reason: view.reason, message: view.message ?? "" } : terminal && previous?.reason ? { reason: previous.reason, message: previous.message } : {}),
     hostIP: ctx.hostIPs[0] ?? "",
     hostIPs: ctx.hostIPs.map((ip) => ({ ip })),
     ...(view.podIP ? { podIP: view.podIP, podIPs: view.podIPs } : previous?.podIP ? { podIP: previous.podIP, podIPs: previous.podIPs } : {}),

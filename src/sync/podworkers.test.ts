@@ -130,13 +130,14 @@ describe("PodWorkers", () => {
   });
 
   test("a pod first seen already terminating or terminal is never started", async () => {
-    const { runtime, workers } = setup();
+    const { runtime, workers, status } = setup();
     const p = pod("u1");
     workers.upsert({ ...p, metadata: { ...p.metadata, deletionTimestamp: "2026-01-01T00:00:00Z" } });
     workers.upsert({ ...pod("u2"), status: { phase: "Succeeded" } });
     await workers.idle();
     expect(runtime.calls.filter((c) => c.method === "syncPod")).toEqual([]);
     expect(workers.stageOf("u2")).toBe("terminated");
+    expect(status.get("u2")).toBeUndefined(); // its status is left as the API has it
   });
 
   test("admission rejects a pod once: Failed with the reason, never started", async () => {

@@ -40,6 +40,8 @@ interface Worker {
   cancelTimer: (() => void) | undefined;
   /** The pod was added again (same UID) while terminating: start over once finished. */
   restartWith: Pod | undefined;
+  /** A sync step ran for this pod in this process; only then does its kill write a final status. */
+  synced: boolean;
 }
 
 const refOfPod = (pod: Pod): PodRef => ({ uid: pod.metadata.uid ?? "", name: pod.metadata.name ?? "", namespace: pod.metadata.namespace ?? "default" });
@@ -168,6 +170,7 @@ export class PodWorkers implements AsyncDisposable {
       running: undefined,
       cancelTimer: undefined,
       restartWith: undefined,
+      synced: false,
     };
     this.workers.set(ref.uid, worker);
     return worker;
@@ -212,6 +215,7 @@ export class PodWorkers implements AsyncDisposable {
         // after its predecessor of the same full name is gone (host ports, names).
         if (this.predecessorTerminating(worker)) return;
         const observed = await runtime.observe(worker.ref);
+        worker.synced = true;
         const outcome = await runtime.syncPod(pod, observed);
         for (const r of outcome.results) {
           if (r.error) log.warn("sync action failed", { action: r.action, target: r.target, reason: r.error.reason, message: r.error.message });
@@ -235,7 +239,8 @@ export class PodWorkers implements AsyncDisposable {
         log.info("killing pod", { reason: state.reason, gracePeriodSeconds: state.gracePeriodSeconds });
         throwOnFailedActions("killing pod", await runtime.killPod(worker.ref, observed, state.gracePeriodSeconds));
         // The final status: every container stopped, the phase terminal.
-        if (worker.pod) this.opts.status.set(worker.pod, podStatus(worker.pod, await runtime.observe(worker.ref), new Map(), true));
+        // A pod first seen already terminal keeps the status it has.
+        if (worker.pod && worker.synced) this.opts.status.set(worker.pod, podStatus(worker.pod, await runtime.observe(worker.ref), new Map(), true));
         worker.events.push({ type: "killed" });
         worker.dirty = true;
         return;
