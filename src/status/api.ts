@@ -118,10 +118,15 @@ export class ApiStatusManager implements StatusSink {
     this.flush(uid, entry);
   }
 
-  delete(uid: string): void {
+  delete(uid: string, pod?: Pod): void {
     this.opts.local?.delete(uid);
-    const entry = this.entries.get(uid);
+    let entry = this.entries.get(uid);
+    if (!entry && pod && isApiPod(pod)) {
+      entry = { pod, sent: undefined, pending: undefined, flushing: false, deleteWhenDone: false, retryMs: 500 };
+      this.entries.set(uid, entry);
+    }
     if (!entry) return;
+    if (pod) entry.pod = pod;
     if (entry.pod.metadata.deletionTimestamp) {
       entry.deleteWhenDone = true;
       this.flush(uid, entry);

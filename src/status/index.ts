@@ -9,8 +9,8 @@ import type { PodStatusView } from "./phase.ts";
 export interface StatusSink {
   /** Records the latest status of a pod; cheap and idempotent. */
   set(pod: Pod, status: PodStatusView): void;
-  /** Forgets a pod whose worker finished. */
-  delete(uid: string): void;
+  /** Forgets a pod whose worker finished; `pod` is its latest spec, when known. */
+  delete(uid: string, pod?: Pod): void;
 }
 
 export class LocalStatusStore implements StatusSink {

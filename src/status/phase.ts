@@ -137,23 +137,7 @@ export function podStatus(pod: Pod, observed: ObservedPod, waiting: WaitingReaso
   };
 }
 
-/** The status of a pod that node admission rejected: Failed, with upstream's reason and message. */
-export function rejectedStatus(pod: Pod, reason: string, message: string): PodStatusView {
-  return {
-    phase: "Failed",
-    sandboxReady: false,
-    podIPs: [],
-    containerStatuses: pod.spec.containers.map((c) => ({
-      name: c.name,
-      state: { waiting: { reason: "ContainerCreating" } },
-      lastState: {},
-      ready: false,
-      started: false,
-      restartCount: 0,
-      image: c.image,
-      imageID: "",
-    })),
-    reason,
-    message,
-  };
+/** The status of a pod that node admission rejected: Failed, with upstream's reason and message, no container statuses. */
+export function rejectedStatus(reason: string, message: string): PodStatusView {
+  return { phase: "Failed", sandboxReady: false, podIPs: [], containerStatuses: [], reason, message };
 }

@@ -159,5 +159,13 @@ describe("PodWorkers", () => {
     expect(runtime.pods.has("u2")).toBe(false);
     expect(status.get("u2")).toMatchObject({ phase: "Failed", reason: "OutOfpods" });
     expect(runtime.pods.has("u1")).toBe(true);
+    // Deleted through the API, the rejected pod still goes through termination to its final delete.
+    const deleted: string[] = [];
+    const sink = status as unknown as { delete(uid: string): void };
+    const original = sink.delete.bind(status);
+    sink.delete = (uid) => (deleted.push(uid), original(uid));
+    workers.upsert({ ...pod("u2", "Always", "other"), metadata: { ...pod("u2", "Always", "other").metadata, deletionTimestamp: "2026-01-01T00:00:00Z" } });
+    await workers.idle();
+    expect(deleted).toEqual(["u2"]);
   });
 });

@@ -70,7 +70,10 @@ export class PodWorkers implements AsyncDisposable {
   upsert(pod: Pod): void {
     const uid = pod.metadata.uid ?? "";
     const existing = this.workers.get(uid);
+    // Failed by admission: nothing of it runs here; a delete still goes through termination.
+    if (this.rejected.has(uid) && !pod.metadata.deletionTimestamp) return;
     if (pod.metadata.deletionTimestamp) {
+      this.rejected.delete(uid);
       const worker = existing ?? this.create(refOfPod(pod), pod);
       worker.pod = pod;
       worker.restartWith = undefined;
@@ -108,7 +111,7 @@ export class PodWorkers implements AsyncDisposable {
     this.rejected.add(uid);
     this.opts.logger.warn("pod rejected by node admission", { pod: `${pod.metadata.namespace}/${pod.metadata.name}`, reason: result.reason, message: result.message });
     this.opts.recorder?.event(podRef(pod), "Warning", result.reason, result.message);
-    this.opts.status.set(pod, rejectedStatus(pod, result.reason, result.message));
+    this.opts.status.set(pod, rejectedStatus(result.reason, result.message));
     return false;
   }
 
@@ -255,7 +258,7 @@ export class PodWorkers implements AsyncDisposable {
       }
       case "finished": {
         this.workers.delete(worker.ref.uid);
-        this.opts.status.delete(worker.ref.uid);
+        this.opts.status.delete(worker.ref.uid, worker.pod);
         log.info("pod removed from the runtime");
         if (worker.restartWith) this.upsert(worker.restartWith);
         // Wake a successor of the same full name waiting for this one.
