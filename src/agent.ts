@@ -15,6 +15,7 @@ import { nodeFacts } from "./node/status.ts";
 import { defaultRouteIPv4, goArch, readMachineInfo } from "./node/machine.ts";
 import { ApiEventRecorder, LogEventRecorder } from "./events/recorder.ts";
 import { GenericPleg } from "./pleg/generic.ts";
+import { MirrorPods } from "./pods/mirror.ts";
 import { CriPodRuntime } from "./runtime/manager.ts";
 import { parseResolvConf, type DnsSettings } from "./runtime/dns.ts";
 import { healthzApp, syncLoopCheck } from "./server/healthz.ts";
@@ -81,9 +82,11 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     ...(hostIP ? { hostIP } : {}),
   });
   const statuses = new LocalStatusStore();
-  const statusSink = cluster
-    ? new ApiStatusManager({ api: cluster.api, hostIPs: () => (hostIP ? [hostIP] : []), clock, logger, local: statuses })
-    : statuses;
+  let mirrors: MirrorPods | undefined; // cluster mode: API copies of static pods, made once the node is registered
+  const apiStatus = cluster
+    ? new ApiStatusManager({ api: cluster.api, hostIPs: () => (hostIP ? [hostIP] : []), clock, logger, local: statuses, mirrorOf: (pod) => mirrors?.mirrorOf(pod) })
+    : undefined;
+  const statusSink = apiStatus ?? statuses;
   const machine = readMachineInfo({ rootDir: config.rootDir });
   const nodeId = { nodeName: config.nodeName, nodeIPs: config.nodeIPs, nodeLabels: config.nodeLabels, kubeletVersion: cluster?.kubeletVersion ?? "" };
   const facts = nodeFacts(nodeId, machine, k);
@@ -96,27 +99,18 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     sources.push(stack.use(new FileSource({ path: k.staticPodPath, nodeName: config.nodeName, checkFrequencyMs: k.fileCheckFrequency, clock, logger })));
   }
   if (cluster) {
-    sources.push(stack.use(new ApiServerSource({ api: cluster.api, nodeName: config.nodeName, clock, logger })));
-    if (config.registerNode) {
-      const node = stack.use(
-        new NodeController({
-          api: cluster.api,
-          cri,
-          plegHealth: () => pleg.healthy(),
-          id: nodeId,
-          machine,
-          internalIP: hostIP,
-          config: k,
-          clock,
-          logger,
-          recorder,
-        }),
-      );
-      node.start();
-    }
+    const node = config.registerNode
+      ? stack.use(
+          new NodeController({ api: cluster.api, cri, plegHealth: () => pleg.healthy(), id: nodeId, machine, internalIP: hostIP, config: k, clock, logger, recorder }),
+        )
+      : undefined;
+    node?.start();
+    mirrors = new MirrorPods({ api: cluster.api, nodeName: config.nodeName, nodeUid: () => node?.nodeUid(), logger });
+    const observeMirrors = mirrors;
+    sources.push(stack.use(new ApiServerSource({ api: cluster.api, nodeName: config.nodeName, clock, logger, onMirrorPods: (pods) => (observeMirrors.observe(pods), apiStatus?.mirrorsChanged()) })));
   }
   const syncLoop = stack.use(
-    new SyncLoop({ sources, podConfig: new PodConfig(sources.map((s) => s.name)), workers, pleg, runtime, backoff: runtime.crashLoop, clock, logger }),
+    new SyncLoop({ sources, podConfig: new PodConfig(sources.map((s) => s.name)), workers, pleg, runtime, backoff: runtime.crashLoop, clock, logger, ...(mirrors ? { mirrors } : {}) }),
   );
 
   const health = healthzApp([

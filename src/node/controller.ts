@@ -62,6 +62,11 @@ export class NodeController implements AsyncDisposable {
     return this.registered !== undefined;
   }
 
+  /** The Node's UID once registered (mirror pods and the lease are owned by it). */
+  nodeUid(): string | undefined {
+    return (this.registered?.metadata as { uid?: string } | undefined)?.uid;
+  }
+
   /** Runs `fn` now and then every `periodMs` while it returns true; a failure retries after `periodMs`. */
   private loop(name: string, delayMs: number, fn: () => Promise<boolean>, periodMs: number): void {
     if (this.stopped) return;

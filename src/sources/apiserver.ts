@@ -7,6 +7,7 @@
  * relist after an outage reconciles adds, updates and deletes it missed.
  */
 import { isApiReason, type ApiObject, type KubeApi } from "../api/index.ts";
+import { isMirrorPod } from "../pods/mirror.ts";
 import { parsePod, type Pod } from "../pods/schema.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
@@ -18,6 +19,8 @@ export interface ApiServerSourceOptions {
   nodeName: string;
   clock: Clock;
   logger: Logger;
+  /** Mirror pods are the API's copies of static pods: never run, handed here instead. */
+  onMirrorPods?: (mirrors: Pod[]) => void;
 }
 
 const keyOf = (o: ApiObject) => `${o.metadata?.namespace}/${o.metadata?.name}`;
@@ -141,7 +144,10 @@ export class ApiServerSource implements PodSource {
     this.emitScheduled = true;
     queueMicrotask(() => {
       this.emitScheduled = false;
-      if (!this.abort.signal.aborted) this.emitFn({ source: "api", pods: [...this.pods.values()] });
+      if (this.abort.signal.aborted) return;
+      const all = [...this.pods.values()];
+      this.opts.onMirrorPods?.(all.filter(isMirrorPod));
+      this.emitFn({ source: "api", pods: all.filter((p) => !isMirrorPod(p)) });
     });
   }
 

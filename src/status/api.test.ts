@@ -100,4 +100,19 @@ describe("ApiStatusManager", () => {
     expect(manager.pendingCount()).toBe(0);
     expect((api.pods.get("default/web")!.status as ApiPodStatus).phase).toBe("Running");
   });
+
+  test("a static pod's status goes to its mirror once the mirror exists", async () => {
+    const api = new FakeKubeApi();
+    let mirror: Pod | undefined;
+    const manager = new ApiStatusManager({ api, hostIPs: () => [], clock: new FakeClock(), logger: memoryLogger().logger, mirrorOf: () => mirror });
+    const staticPod: Pod = { ...pod, metadata: { ...pod.metadata, uid: "static-uid", annotations: { "kubernetes.io/config.source": "file" } } };
+    manager.set(staticPod, view("Running", true));
+    await settle();
+    expect(api.calls).toEqual([]);
+    mirror = api.putPod({ ...pod, metadata: { name: "web", namespace: "default", annotations: { "kubernetes.io/config.mirror": "static-uid" } } } as never) as unknown as Pod;
+    manager.mirrorsChanged();
+    await settle();
+    const patch = api.calls.find((c) => c.method === "patchPodStatus")!;
+    expect(patch.args[2]).toMatchObject({ metadata: { uid: mirror.metadata.uid }, status: { phase: "Running" } });
+  });
 });

@@ -82,10 +82,14 @@ export interface ApiStatusManagerOptions {
   logger: Logger;
   /** Also keeps statuses for local readers (/pods). */
   local?: StatusSink;
+  /** A static pod's status goes to its mirror pod. */
+  mirrorOf?: (staticPod: Pod) => Pod | undefined;
 }
 
 interface Entry {
   pod: Pod;
+  /** The API object the status is written to: the pod itself, or a static pod's mirror. */
+  target: { namespace: string; name: string; uid: string };
   sent: ApiPodStatus | undefined;
   pending: ApiPodStatus | undefined;
   flushing: boolean;
@@ -95,16 +99,21 @@ interface Entry {
 
 export class ApiStatusManager implements StatusSink {
   private readonly entries = new Map<string, Entry>();
+  /** Latest view of each static pod, re-sent when its mirror appears or is replaced. */
+  private readonly staticViews = new Map<string, { pod: Pod; view: PodStatusView }>();
 
   constructor(private readonly opts: ApiStatusManagerOptions) {}
 
   set(pod: Pod, view: PodStatusView): void {
     this.opts.local?.set(pod, view);
-    if (!isApiPod(pod)) return; // static pods report through mirror pods
+    if (!isApiPod(pod)) this.staticViews.set(pod.metadata.uid ?? "", { pod, view });
+    const object = isApiPod(pod) ? pod : this.opts.mirrorOf?.(pod);
+    if (!object) return; // a static pod whose mirror does not exist yet
     const uid = pod.metadata.uid ?? "";
+    const target = { namespace: object.metadata.namespace ?? "default", name: object.metadata.name ?? "", uid: object.metadata.uid ?? "" };
     let entry = this.entries.get(uid);
-    if (!entry) {
-      entry = { pod, sent: pod.status as ApiPodStatus | undefined, pending: undefined, flushing: false, deleteWhenDone: false, retryMs: 500 };
+    if (!entry || entry.target.uid !== target.uid) {
+      entry = { pod, target, sent: object.status as ApiPodStatus | undefined, pending: undefined, flushing: false, deleteWhenDone: false, retryMs: 500 };
       this.entries.set(uid, entry);
     }
     entry.pod = pod;
@@ -118,16 +127,23 @@ export class ApiStatusManager implements StatusSink {
     this.flush(uid, entry);
   }
 
+  /** Mirror pods changed: send static pods' statuses to mirrors that are new or replaced. */
+  mirrorsChanged(): void {
+    for (const { pod, view } of this.staticViews.values()) this.set(pod, view);
+  }
+
   delete(uid: string, pod?: Pod): void {
     this.opts.local?.delete(uid);
+    this.staticViews.delete(uid);
     let entry = this.entries.get(uid);
     if (!entry && pod && isApiPod(pod)) {
-      entry = { pod, sent: undefined, pending: undefined, flushing: false, deleteWhenDone: false, retryMs: 500 };
+      const target = { namespace: pod.metadata.namespace ?? "default", name: pod.metadata.name ?? "", uid };
+      entry = { pod, target, sent: undefined, pending: undefined, flushing: false, deleteWhenDone: false, retryMs: 500 };
       this.entries.set(uid, entry);
     }
     if (!entry) return;
     if (pod) entry.pod = pod;
-    if (entry.pod.metadata.deletionTimestamp) {
+    if (isApiPod(entry.pod) && entry.pod.metadata.deletionTimestamp) {
       entry.deleteWhenDone = true;
       this.flush(uid, entry);
     } else {
@@ -148,18 +164,17 @@ export class ApiStatusManager implements StatusSink {
 
   private async drain(uid: string, entry: Entry): Promise<void> {
     const { api, logger, clock } = this.opts;
-    const ns = entry.pod.metadata.namespace ?? "default";
-    const name = entry.pod.metadata.name ?? "";
+    const { namespace: ns, name, uid: targetUid } = entry.target;
     while (entry.pending || entry.deleteWhenDone) {
       try {
         if (entry.pending) {
           const status = entry.pending;
-          await api.patchPodStatus(ns, name, { metadata: { uid }, status });
+          await api.patchPodStatus(ns, name, { metadata: { uid: targetUid }, status });
           entry.sent = status;
           if (entry.pending === status) entry.pending = undefined;
           logger.v(3).info("pod status patched", { pod: `${ns}/${name}`, phase: status.phase });
         } else {
-          await api.deletePod(ns, name, { uid, gracePeriodSeconds: 0 });
+          await api.deletePod(ns, name, { uid: targetUid, gracePeriodSeconds: 0 });
           logger.info("pod deleted from the API server", { pod: `${ns}/${name}`, uid });
           entry.deleteWhenDone = false;
           this.entries.delete(uid);

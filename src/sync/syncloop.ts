@@ -13,6 +13,8 @@ import type { PodSource, PodUpdate, SourceSnapshot } from "../sources/types.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
+import type { MirrorPods } from "../pods/mirror.ts";
+import { isApiPod } from "../status/api.ts";
 import type { PodWorkers } from "./podworkers.ts";
 
 export interface SyncLoopOptions {
@@ -26,6 +28,8 @@ export interface SyncLoopOptions {
   logger: Logger;
   housekeepingIntervalMs?: number;
   gcIntervalMs?: number;
+  /** Cluster mode: keeps a mirror pod in the API for each static pod. */
+  mirrors?: Pick<MirrorPods, "sync">;
 }
 
 export class SyncLoop implements AsyncDisposable {
@@ -106,7 +110,9 @@ export class SyncLoop implements AsyncDisposable {
     this.lastIterationAt = this.opts.clock.now();
     this.opts.backoff.gc();
     if (!this.opts.podConfig.allSourcesReady() || !this.opts.pleg.hasRelisted()) return;
-    const desired = new Set(this.opts.podConfig.desiredPods().map((p) => p.metadata.uid));
+    const desiredPods = this.opts.podConfig.desiredPods();
+    void this.opts.mirrors?.sync(desiredPods.filter((p) => !isApiPod(p)));
+    const desired = new Set(desiredPods.map((p) => p.metadata.uid));
     for (const record of this.opts.pleg.runtimePods()) {
       if (desired.has(record.uid) || this.opts.workers.has(record.uid)) continue;
       this.opts.logger.info("housekeeping: removing pod no source wants", { pod: `${record.namespace}/${record.name}`, uid: record.uid });

@@ -1,0 +1,95 @@
+/**
+ * Mirror pods (upstream mirror_client.go): each static pod gets an API copy
+ * so `kubectl get pods` shows it, annotated with the static pod's hash and
+ * owned by the Node (NodeRestriction requires both). A mirror whose hash no
+ * longer matches is deleted and created again; one whose static pod is gone
+ * is deleted; a mirror someone deleted (or marked for deletion) is deleted
+ * for good and created again on the next sync.
+ */
+import { isApiReason, type ApiObject, type KubeApi } from "../api/index.ts";
+import { ConfigHashAnnotation, ConfigMirrorAnnotation, ConfigSourceAnnotation } from "../sources/types.ts";
+import { errorMessage } from "../util/errors.ts";
+import type { Logger } from "../util/log.ts";
+import { podFullName, type Pod } from "./schema.ts";
+
+export const isMirrorPod = (pod: { metadata: { annotations?: Record<string, string> } }): boolean =>
+  pod.metadata.annotations?.[ConfigMirrorAnnotation] !== undefined;
+
+export interface MirrorPodsOptions {
+  api: Pick<KubeApi, "createPod" | "deletePod">;
+  nodeName: string;
+  /** The Node's UID once registered; mirrors wait for it (their owner reference needs it). */
+  nodeUid: () => string | undefined;
+  logger: Logger;
+}
+
+export class MirrorPods {
+  private mirrors = new Map<string, Pod>();
+  private syncing: Promise<void> | undefined;
+
+  constructor(private readonly opts: MirrorPodsOptions) {}
+
+  /** The mirror pods the API server currently has, from the API source. */
+  observe(mirrors: Pod[]): void {
+    this.mirrors = new Map(mirrors.map((p) => [podFullName(p), p]));
+  }
+
+  mirrorOf(staticPod: Pod): Pod | undefined {
+    return this.mirrors.get(podFullName(staticPod));
+  }
+
+  /** Converges mirrors toward `staticPods`; one pass at a time, errors logged and retried next pass. */
+  sync(staticPods: Pod[]): Promise<void> {
+    this.syncing ??= this.pass(staticPods).finally(() => (this.syncing = undefined));
+    return this.syncing;
+  }
+
+  private async pass(staticPods: Pod[]): Promise<void> {
+    const nodeUid = this.opts.nodeUid();
+    if (!nodeUid) return;
+    const wanted = new Map(staticPods.map((p) => [podFullName(p), p]));
+    for (const [fullName, mirror] of this.mirrors) {
+      const staticPod = wanted.get(fullName);
+      // Someone deleting a mirror (kubectl delete) only marks it; the agent finishes the delete and makes a new one.
+      const stale =
+        !staticPod || !!mirror.metadata.deletionTimestamp || mirror.metadata.annotations?.[ConfigMirrorAnnotation] !== staticPod.metadata.annotations?.[ConfigHashAnnotation];
+      if (stale) await this.attempt("delete", fullName, () => this.delete(mirror));
+    }
+    for (const [fullName, staticPod] of wanted) {
+      const mirror = this.mirrors.get(fullName);
+      if (mirror && mirror.metadata.annotations?.[ConfigMirrorAnnotation] === staticPod.metadata.annotations?.[ConfigHashAnnotation]) continue;
+      if (mirror) continue; // the stale one is being deleted; create once it is gone
+      await this.attempt("create", fullName, async () => {
+        const created = await this.opts.api.createPod(staticPod.metadata.namespace ?? "default", this.mirrorFor(staticPod, nodeUid));
+        this.mirrors.set(fullName, created as unknown as Pod);
+      });
+    }
+  }
+
+  private async delete(mirror: Pod): Promise<void> {
+    await this.opts.api.deletePod(mirror.metadata.namespace ?? "default", mirror.metadata.name ?? "", { uid: mirror.metadata.uid ?? "", gracePeriodSeconds: 0 });
+    this.mirrors.delete(podFullName(mirror));
+  }
+
+  private async attempt(what: string, fullName: string, fn: () => Promise<void>): Promise<void> {
+    try {
+      await fn();
+      this.opts.logger.info(`mirror pod ${what}d`, { pod: fullName });
+    } catch (err) {
+      if (what === "create" && isApiReason(err, "AlreadyExists")) return; // the watch will show it
+      this.opts.logger.warn(`mirror pod ${what} failed; will retry`, { pod: fullName, err: errorMessage(err) });
+    }
+  }
+
+  private mirrorFor(staticPod: Pod, nodeUid: string): ApiObject {
+    const annotations: Record<string, string> = { ...staticPod.metadata.annotations, [ConfigMirrorAnnotation]: staticPod.metadata.annotations?.[ConfigHashAnnotation] ?? "" };
+    delete annotations[ConfigSourceAnnotation];
+    const { uid: _uid, resourceVersion: _rv, ...metadata } = staticPod.metadata;
+    return {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { ...metadata, annotations, ownerReferences: [{ apiVersion: "v1", kind: "Node", name: this.opts.nodeName, uid: nodeUid, controller: true }] },
+      spec: staticPod.spec,
+    };
+  }
+}
