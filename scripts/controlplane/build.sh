@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# Builds a real Kubernetes control plane from Go modules, once, into a cache
+# outside the work tree, for the integration tests and for trying the agent
+# out (scripts/controlplane/up.sh uses it):
+#
+#   scripts/controlplane/build.sh                  etcd kube-apiserver kube-controller-manager
+#                                                  kube-scheduler kubectl
+#   scripts/controlplane/build.sh --with-kubelet   ... and the upstream kubelet (side-by-side
+#                                                  measurements; not needed by the tests)
+#   scripts/controlplane/build.sh --bin-dir        print the bin directory, build nothing
+#
+# Prints the bin directory on stdout (last line); progress goes to stderr.
+#
+# The versions come from gomod/go.mod: k8s.io/kubernetes at one release, each
+# k8s.io/* staging module replaced with its published v0.X.Y twin, and etcd
+# (go.etcd.io/etcd/server/v3, whose module root is etcd's main package) at the
+# version kube-apiserver's own go.mod names.
+#
+# Cache (BUNLET_CACHE, default /var/cache/bunlet):
+#   controlplane/go/mod      GOMODCACHE  } shared by every version, so a CI
+#   controlplane/go/build    GOCACHE     } cache of this directory keeps reruns warm
+#   controlplane/<k8s version>/bin/      the binaries, each with a .NAME.stamp
+#                                        holding the hash of what built it
+# A binary whose stamp matches is not built again: a warm run does no Go work
+# and returns in well under a second. Concurrent runs wait on one lock.
+#
+# Environment: BUNLET_CACHE, GO (the go command; default `go` on PATH, then
+# /usr/local/go/bin/go), GOPROXY as usual.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+gomod="$here/gomod"
+log() { echo "controlplane/build: $*" >&2; }
+die() { log "$*"; exit 1; }
+ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+t0=$(date +%s%N)
+
+with_kubelet=0
+print_only=0
+for a in "$@"; do
+  case "$a" in
+    --with-kubelet) with_kubelet=1 ;;
+    --bin-dir) print_only=1 ;;
+    *) die "usage: $0 [--with-kubelet] [--bin-dir]" ;;
+  esac
+done
+
+# One source of truth for the versions: gomod/go.mod.
+k8s_version="$(awk '$1=="k8s.io/kubernetes" && $2 ~ /^v/ {print $2; exit}' "$gomod/go.mod")"
+etcd_version="$(awk '$1=="go.etcd.io/etcd/server/v3" && $2 ~ /^v/ {print $2; exit}' "$gomod/go.mod")"
+[[ -n "$k8s_version" && -n "$etcd_version" ]] || die "cannot read the versions from $gomod/go.mod"
+
+cache="${BUNLET_CACHE:-/var/cache/bunlet}/controlplane"
+bin="$cache/$k8s_version/bin"
+if ((print_only)); then echo "$bin"; exit 0; fi
+
+# name -> main package. etcd's module root is its main package.
+declare -A pkg=(
+  [etcd]=go.etcd.io/etcd/server/v3
+  [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
+  [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
+  [kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
+  [kubectl]=k8s.io/kubernetes/cmd/kubectl
+  [kubelet]=k8s.io/kubernetes/cmd/kubelet
+)
+names=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl)
+((with_kubelet)) && names+=(kubelet)
+
+if [[ -z "${GO:-}" ]]; then
+  if command -v go >/dev/null 2>&1; then GO=go
+  elif [[ -x /usr/local/go/bin/go ]]; then GO=/usr/local/go/bin/go
+  else die "no Go toolchain (set GO, or install Go at /usr/local/go)"; fi
+fi
+
+export GOMODCACHE="$cache/go/mod"
+export GOCACHE="$cache/go/build"
+export GOFLAGS="-trimpath -buildvcs=false -mod=readonly"
+export CGO_ENABLED=0
+export GOTOOLCHAIN=local
+# go.sum (committed) holds every checksum the build needs and -mod=readonly
+# forbids adding any, so the checksum database is never needed; it is not
+# reachable from these machines (the proxy answers 404 for /sumdb/).
+export GOSUMDB=off
+export GOWORK=off
+
+# The commit and date of a release, from the proxy's .info file that
+# `go mod download` keeps in the module cache (empty if it is not there).
+origin() { # module version field(Hash|Time)
+  local f="$GOMODCACHE/cache/download/$1/@v/$2.info"
+  [[ -f "$f" ]] || return 0
+  if [[ "$3" == Hash ]]; then sed -n 's/.*"Hash":"\([0-9a-f]*\)".*/\1/p' "$f"
+  else sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "$f"; fi
+}
+
+# What makes a binary: the module graph, this script, the toolchain. The
+# ldflags come from the same inputs, so they are covered.
+go_version="$("$GO" env GOVERSION 2>/dev/null)" || die "$GO does not run"
+key="$(cat "$gomod/go.mod" "$gomod/go.sum" "${BASH_SOURCE[0]}" <(echo "$go_version") | sha256sum | cut -c1-32)"
+
+stale() {
+  local n out=()
+  for n in "${names[@]}"; do
+    [[ -x "$bin/$n" && "$(cat "$bin/.$n.stamp" 2>/dev/null)" == "$key" ]] || out+=("$n")
+  done
+  echo "${out[*]}"
+}
+
+todo="$(stale)"
+if [[ -z "$todo" ]]; then
+  log "up to date: ${names[*]} ($k8s_version, etcd $etcd_version) in $(ms "$t0") ms"
+  echo "$bin"; exit 0
+fi
+
+mkdir -p "$bin" "$GOMODCACHE" "$GOCACHE"
+exec 9>"$cache/.build.lock"
+if ! flock -n 9; then
+  log "another build holds $cache/.build.lock; waiting"
+  flock 9
+fi
+todo="$(stale)"   # the other build may have done it
+if [[ -z "$todo" ]]; then
+  log "up to date after waiting: ${names[*]}"; echo "$bin"; exit 0
+fi
+read -r -a todo <<<"$todo"
+log "building ${todo[*]} at $k8s_version (etcd $etcd_version) with $go_version into $bin"
+
+cd "$gomod"
+t=$(date +%s%N)
+# The two releases whose commit and date go into the version strings (their
+# .info files); `go build` fetches the rest of what it needs itself.
+"$GO" mod download "k8s.io/kubernetes@$k8s_version" "go.etcd.io/etcd/server/v3@$etcd_version" >&2 \
+  || die "go mod download failed (is the Go module proxy reachable? GOPROXY=$("$GO" env GOPROXY))"
+log "release modules ready in $(ms "$t") ms"
+
+k8s_commit="$(origin k8s.io/kubernetes "$k8s_version" Hash)"
+k8s_date="$(origin k8s.io/kubernetes "$k8s_version" Time)"
+etcd_commit="$(origin go.etcd.io/etcd/server/v3 "$etcd_version" Hash)"
+major="${k8s_version#v}"; major="${major%%.*}"
+minor="${k8s_version#v*.}"; minor="${minor%%.*}"
+# As upstream's hack/lib/version.sh does, for component-base (servers,
+# kubelet) and client-go (kubectl's client side).
+ldflags="-s -w"
+for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  ldflags+=" -X $p.gitVersion=$k8s_version -X $p.gitMajor=$major -X $p.gitMinor=$minor"
+  ldflags+=" -X $p.gitTreeState=clean -X $p.buildDate=${k8s_date:-1970-01-01T00:00:00Z}"
+  [[ -n "$k8s_commit" ]] && ldflags+=" -X $p.gitCommit=$k8s_commit"
+done
+[[ -n "$etcd_commit" ]] && ldflags+=" -X go.etcd.io/etcd/api/v3/version.GitSHA=${etcd_commit:0:7}"
+
+# One `go build` for every binary: shared packages compile once, and -p 2
+# keeps to the two cores of the CI machines. Built into a scratch directory,
+# then moved into place with their stamps.
+tmp="$(mktemp -d "$cache/$k8s_version/.tmp.XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+pkgs=()
+for n in "${todo[@]}"; do pkgs+=("${pkg[$n]}"); done
+t=$(date +%s%N)
+"$GO" build -p "${BUNLET_GO_PARALLEL:-2}" -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}" >&2
+log "go build done in $(ms "$t") ms"
+# `go build -o DIR/` names a binary after its package path's last element,
+# skipping a /vN suffix: etcd's comes out as "server".
+[[ -f "$tmp/server" ]] && mv "$tmp/server" "$tmp/etcd"
+for n in "${todo[@]}"; do
+  [[ -x "$tmp/$n" ]] || die "go build produced no $n"
+  mv -f "$tmp/$n" "$bin/$n"
+  echo "$key" >"$bin/.$n.stamp"
+done
+log "built ${todo[*]} in $(ms "$t0") ms"
+echo "$bin"
