@@ -92,10 +92,12 @@ origin() { # module version field(Hash|Time)
   else sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "$f"; fi
 }
 
-# What makes a binary: the module graph, this script, the toolchain. The
-# ldflags come from the same inputs, so they are covered.
+# What makes a binary: the module graph, the toolchain, and how this script
+# builds (RECIPE: bump it when the go build command, flags or ldflags below
+# change, so cached binaries are rebuilt; comments and logging do not count).
+RECIPE=1
 go_version="$("$GO" env GOVERSION 2>/dev/null)" || die "$GO does not run"
-key="$(cat "$gomod/go.mod" "$gomod/go.sum" "${BASH_SOURCE[0]}" <(echo "$go_version") | sha256sum | cut -c1-32)"
+key="$(cat "$gomod/go.mod" "$gomod/go.sum" <(echo "$go_version recipe=$RECIPE $GOFLAGS CGO_ENABLED=$CGO_ENABLED") | sha256sum | cut -c1-32)"
 
 stale() {
   local n out=()
