@@ -38,7 +38,10 @@ export async function freePort(): Promise<number> {
   });
 }
 
-export async function startAgent(ctd: ContainerdHandle, opts: { name?: string; extraConfig?: Record<string, unknown> } = {}): Promise<AgentHandle> {
+export async function startAgent(
+  ctd: ContainerdHandle,
+  opts: { name?: string; nodeName?: string; extraConfig?: Record<string, unknown>; extraArgs?: string[] } = {},
+): Promise<AgentHandle> {
   const dir = join(ctd.dir, `agent-${opts.name ?? "a"}`);
   const manifests = join(dir, "manifests");
   const podLogsDir = join(dir, "pod-logs");
@@ -79,7 +82,7 @@ export async function startAgent(ctd: ContainerdHandle, opts: { name?: string; e
     log: () => readFileSync(logFile, "utf8"),
     start() {
       const out = Bun.file(logFile).writer();
-      proc = Bun.spawn([...cmd, `--config=${configFile}`, `--root-dir=${join(dir, "root")}`, "--hostname-override=test-node", "--v=2"], {
+      proc = Bun.spawn([...cmd, `--config=${configFile}`, `--root-dir=${join(dir, "root")}`, `--hostname-override=${opts.nodeName ?? "test-node"}`, "--v=2", ...(opts.extraArgs ?? [])], {
         stdout: "pipe",
         stderr: "pipe",
       });

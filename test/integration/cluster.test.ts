@@ -1,0 +1,181 @@
+// Cluster mode against a real control plane (etcd, kube-apiserver,
+// controller-manager, scheduler built from Go modules) and a real
+// containerd: the agent joins as system:node:<name> with a client
+// certificate, held to what NodeRestriction allows a node.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { createCriClient } from "../../src/cri/client.ts";
+import { ContainerFilter, ContainerState, type CriService } from "../../src/cri/index.ts";
+import { createLogger } from "../../src/util/log.ts";
+import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
+import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
+import { startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+
+const NODE = "it-node";
+let ctd: ContainerdHandle;
+let cp: ControlPlaneHandle;
+let agent: AgentHandle;
+let cri: CriService;
+
+async function kubectl(...args: string[]): Promise<string> {
+  const r = await cp.kubectl(args);
+  if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}`);
+  return r.stdout;
+}
+const getJson = async <T = any>(...args: string[]): Promise<T> => JSON.parse(await kubectl("get", ...args, "-o", "json")) as T;
+const tryJson = async <T = any>(...args: string[]): Promise<T | undefined> => {
+  const r = await cp.kubectl(["get", ...args, "-o", "json"]);
+  return r.code === 0 ? (JSON.parse(r.stdout) as T) : undefined;
+};
+const readyOf = (node: any) => node.status.conditions.find((c: any) => c.type === "Ready");
+const apply = async (name: string, obj: unknown) => {
+  const file = join(cp.dir, `${name}.json`);
+  writeFileSync(file, JSON.stringify(obj));
+  await kubectl("apply", "-f", file);
+};
+const podSpec = (name: string, command: string[], extra: Record<string, unknown> = {}) => ({
+  apiVersion: "v1",
+  kind: "Pod",
+  metadata: { name, namespace: "default" },
+  spec: { containers: [{ name: "main", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command }], ...extra },
+});
+const containerIds = async () => (await cri.listContainers(ContainerFilter.create({}))).filter((c) => c.state === ContainerState.CONTAINER_RUNNING).map((c) => c.id).sort();
+
+beforeAll(async () => {
+  requireRoot();
+  [ctd, cp] = await Promise.all([startContainerd({ name: "cluster" }), startControlPlane({ name: "cluster", nodeMonitorGracePeriod: "20s" })]);
+  cri = createCriClient({ endpoint: ctd.endpoint, logger: createLogger({ verbosity: 0 }) });
+  const kubeconfig = await cp.nodeKubeconfig(NODE);
+  agent = await startAgent(ctd, { nodeName: NODE, extraArgs: [`--kubeconfig=${kubeconfig}`] });
+}, 180_000);
+
+afterAll(async () => {
+  await agent?.kill("SIGKILL");
+  cri?.close();
+  await Promise.all([ctd?.stop(), cp?.stop()]);
+}, 60_000);
+
+describe("cluster mode on a real control plane", () => {
+  test("the node registers Ready with its labels and info, and renews its Lease", async () => {
+    const node = await eventually("node Ready", async () => {
+      const n = await tryJson("node", NODE);
+      return n && readyOf(n)?.status === "True" ? n : undefined;
+    });
+    expect(readyOf(node)).toMatchObject({ reason: "KubeletReady", message: "kubelet is posting ready status" });
+    expect(node.metadata.labels).toMatchObject({ "kubernetes.io/hostname": NODE, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64" });
+    expect(node.status.nodeInfo.kubeletVersion).toStartWith("v1.34.0-bunlet");
+    expect(node.status.nodeInfo.containerRuntimeVersion).toStartWith("containerd://");
+    expect(Number(node.status.capacity.pods)).toBe(110);
+    const renew = async () => (await getJson("lease", "-n", "kube-node-lease", NODE)).spec.renewTime as string;
+    const first = await eventually("lease", renew);
+    await eventually("lease renewed", async () => (await renew()) !== first, 20_000);
+  }, 60_000);
+
+  test("a pod created through the API runs; its status has the IP, conditions and the kubelet's events", async () => {
+    await apply("web", podSpec("web", ["sh", "-c", "echo hi > /tmp/index.html; exec httpd -f -p 8080 -h /tmp"]));
+    const pod = await eventually("web Running", async () => {
+      const p = await tryJson("pod", "web");
+      return p?.status?.phase === "Running" && p.status.podIP ? p : undefined;
+    });
+    expect(Object.fromEntries(pod.status.conditions.map((c: any) => [c.type, c.status]))).toEqual({
+      PodReadyToStartContainers: "True",
+      Initialized: "True",
+      Ready: "True",
+      ContainersReady: "True",
+      PodScheduled: "True",
+    });
+    expect(pod.status).toMatchObject({ qosClass: "BestEffort", containerStatuses: [{ name: "main", ready: true, restartCount: 0, started: true }] });
+    const body = await eventually("httpd answers", async () => {
+      const res = await fetch(`http://${pod.status.podIP}:8080/index.html`);
+      return res.ok ? res.text() : undefined;
+    });
+    expect(body.trim()).toBe("hi");
+    const events = await eventually("kubelet events", async () => {
+      const list = await getJson("events", "--field-selector", "involvedObject.name=web");
+      const reasons = list.items.filter((e: any) => e.source?.component === "kubelet").map((e: any) => e.reason);
+      return reasons.includes("Started") ? reasons : undefined;
+    });
+    expect(events).toEqual(expect.arrayContaining(["Pulled", "Created", "Started"]));
+  }, 60_000);
+
+  test("a Deployment of 3 replicas gets 3 running pods through the scheduler", async () => {
+    await apply("d3", {
+      apiVersion: "apps/v1",
+      kind: "Deployment",
+      metadata: { name: "d3", namespace: "default" },
+      spec: {
+        replicas: 3,
+        selector: { matchLabels: { app: "d3" } },
+        template: { metadata: { labels: { app: "d3" } }, spec: { terminationGracePeriodSeconds: 1, containers: [{ name: "c", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sleep", "3600"] }] } },
+      },
+    });
+    await eventually(
+      "3 running replicas",
+      async () => (await getJson("pods", "-l", "app=d3")).items.filter((p: any) => p.status.phase === "Running" && p.spec.nodeName === NODE).length === 3,
+      60_000,
+    );
+  }, 90_000);
+
+  test("delete is graceful: the container gets SIGTERM, exits, and the object disappears", async () => {
+    await apply("graceful", podSpec("graceful", ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.1; done"], { terminationGracePeriodSeconds: 30 }));
+    const pod = await eventually("graceful Running", async () => {
+      const p = await tryJson("pod", "graceful");
+      return p?.status?.phase === "Running" ? p : undefined;
+    });
+    const id = pod.status.containerStatuses[0].containerID.replace("containerd://", "");
+    let last: { state: ContainerState; exitCode: number } | undefined;
+    const poll = setInterval(async () => {
+      const s = (await cri.containerStatus(id).catch(() => undefined))?.status;
+      if (s) last = { state: s.state, exitCode: s.exitCode };
+    }, 100);
+    const started = Date.now();
+    await kubectl("delete", "pod", "graceful", "--wait=false");
+    await eventually("object gone", async () => (await cp.kubectl(["get", "pod", "graceful"])).code !== 0, 30_000);
+    clearInterval(poll);
+    expect(Date.now() - started).toBeLessThan(15_000); // it exited on SIGTERM, well within the 30s grace
+    expect(last).toEqual({ state: ContainerState.CONTAINER_EXITED, exitCode: 0 });
+  }, 60_000);
+
+  test("a pod asking for more CPU than the node has is Failed with OutOfcpu", async () => {
+    const big = podSpec("big", ["sleep", "3600"], { nodeName: NODE });
+    (big.spec.containers[0] as Record<string, unknown>).resources = { requests: { cpu: "64" } };
+    await apply("big", big);
+    const pod = await eventually("big Failed", async () => {
+      const p = await tryJson("pod", "big");
+      return p?.status?.phase === "Failed" ? p : undefined;
+    });
+    expect(pod.status.reason).toBe("OutOfcpu");
+    expect(pod.status.message).toMatch(/^Node didn't have enough resource: cpu, requested: 64000, used: \d+, capacity: \d+$/);
+  }, 30_000);
+
+  test("a static pod gets a mirror pod owned by the node", async () => {
+    writeFileSync(join(agent.manifests, "static.json"), JSON.stringify(podSpec("static", ["sleep", "3600"])));
+    const mirror = await eventually("mirror Running", async () => {
+      const p = await tryJson("pod", `static-${NODE}`);
+      return p?.status?.phase === "Running" ? p : undefined;
+    });
+    expect(mirror.metadata.annotations["kubernetes.io/config.mirror"]).toBeTruthy();
+    expect(mirror.metadata.ownerReferences).toMatchObject([{ kind: "Node", name: NODE }]);
+  }, 30_000);
+
+  test("a watch broken by restarting kube-apiserver resumes without recreating pods", async () => {
+    const before = await containerIds();
+    await cp.restartApiServer();
+    await apply("after-restart", podSpec("after-restart", ["sleep", "3600"]));
+    await eventually("new pod Running after the restart", async () => (await tryJson("pod", "after-restart"))?.status?.phase === "Running", 60_000);
+    const after = await containerIds();
+    expect(after.filter((id) => before.includes(id))).toEqual(before);
+    expect(after.length).toBe(before.length + 1);
+  }, 120_000);
+
+  test("the node goes NotReady when the agent stops past its lease, and Ready again on restart without restarting containers", async () => {
+    const before = await containerIds();
+    await agent.kill("SIGTERM");
+    await eventually("node NotReady", async () => readyOf(await getJson("node", NODE))?.status === "Unknown" || undefined, 60_000, 1000);
+    agent.start();
+    await eventually("node Ready again", async () => readyOf(await getJson("node", NODE))?.status === "True" || undefined, 30_000, 500);
+    await Bun.sleep(3000);
+    expect(await containerIds()).toEqual(before);
+  }, 120_000);
+});
