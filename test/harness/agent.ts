@@ -19,6 +19,8 @@ export interface AgentHandle {
   readOnlyPort: number;
   /** The agent's log so far. */
   log(): string;
+  /** The running agent's process id, if it runs. */
+  pid(): number | undefined;
   /** Starts the agent process (again). */
   start(): void;
   /** Sends a signal and waits for the process to exit. */
@@ -80,6 +82,7 @@ export async function startAgent(
     healthzPort,
     readOnlyPort,
     log: () => readFileSync(logFile, "utf8"),
+    pid: () => proc?.pid,
     start() {
       const out = Bun.file(logFile).writer();
       proc = Bun.spawn([...cmd, `--config=${configFile}`, `--root-dir=${join(dir, "root")}`, `--hostname-override=${opts.nodeName ?? "test-node"}`, "--v=2", ...(opts.extraArgs ?? [])], {
