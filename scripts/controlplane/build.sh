@@ -74,7 +74,8 @@ fi
 
 export GOMODCACHE="$cache/go/mod"
 export GOCACHE="$cache/go/build"
-export GOFLAGS="-trimpath -buildvcs=false -mod=readonly"
+# -modcacherw: the module cache can be removed with rm -rf (CI cache resets).
+export GOFLAGS="-trimpath -buildvcs=false -mod=readonly -modcacherw"
 export CGO_ENABLED=0
 export GOTOOLCHAIN=local
 # go.sum (committed) holds every checksum the build needs and -mod=readonly
