@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian machine (as root) and runs every check:
 # typecheck, unit tests, the compiled binary, and the integration tests
-# against a real containerd (run against dist/kubelet, the shipped artifact).
+# against a real containerd and a real control plane (Kubernetes built from
+# Go modules), run against dist/kubelet, the shipped artifact.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
@@ -9,6 +10,8 @@ cd "$repo"
 export PATH="$repo/node_modules/.bin:$PATH"
 
 bash scripts/setup.sh
+echo "== control plane binaries (cold: 4-6 minutes, then cached in \${BUNLET_CACHE:-/var/cache/bunlet})"
+bash scripts/controlplane/build.sh >/dev/null
 results="$(mktemp)"
 trap 'rm -f "$results"' EXIT
 
