@@ -22,6 +22,7 @@ import { healthzApp, syncLoopCheck } from "./server/healthz.ts";
 import { readOnlyApp } from "./server/readonly.ts";
 import { ApiServerSource } from "./sources/apiserver.ts";
 import { FileSource } from "./sources/file.ts";
+import { UrlSource } from "./sources/url.ts";
 import { PodConfig } from "./sources/podconfig.ts";
 import type { PodSource } from "./sources/types.ts";
 import { ApiStatusManager } from "./status/api.ts";
@@ -97,6 +98,11 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   const sources: PodSource[] = [];
   if (k.staticPodPath) {
     sources.push(stack.use(new FileSource({ path: k.staticPodPath, nodeName: config.nodeName, checkFrequencyMs: k.fileCheckFrequency, clock, logger })));
+  }
+  if (k.staticPodURL) {
+    sources.push(
+      stack.use(new UrlSource({ url: k.staticPodURL, headers: k.staticPodURLHeader, nodeName: config.nodeName, checkFrequencyMs: k.httpCheckFrequency, clock, logger })),
+    );
   }
   if (cluster) {
     const node = config.registerNode

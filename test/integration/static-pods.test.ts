@@ -13,6 +13,9 @@ import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/
 let ctd: ContainerdHandle;
 let agent: AgentHandle;
 let cri: CriService;
+// The static pod URL source reads this body; tests change it.
+let urlBody = JSON.stringify({ apiVersion: "v1", kind: "PodList", items: [] });
+let urlServer: ReturnType<typeof Bun.serve> | undefined;
 
 const manifest = (name: string, container: Record<string, unknown>, spec: Record<string, unknown> = {}) =>
   JSON.stringify({
@@ -40,7 +43,8 @@ beforeAll(async () => {
   requireRoot();
   ctd = await startContainerd({ name: "static" });
   cri = createCriClient({ endpoint: ctd.endpoint, logger: createLogger({ verbosity: 0 }) });
-  agent = await startAgent(ctd);
+  urlServer = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response(urlBody) });
+  agent = await startAgent(ctd, { extraConfig: { staticPodURL: `http://127.0.0.1:${urlServer.port}/pods`, httpCheckFrequency: "1s" } });
   writeFileSync(join(agent.manifests, "web.yaml"), web("first"));
   writeFileSync(join(agent.manifests, "bad.yaml"), "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bad\nspec:\n  containers:\n  - name: c\n");
   writeFileSync(join(agent.manifests, "crash.json"), manifest("crash", { command: ["sh", "-c", "exit 1"] }));
@@ -57,6 +61,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   clearInterval(crashPoller);
+  urlServer?.stop(true);
   await agent?.kill("SIGKILL");
   cri?.close();
   await ctd?.stop();
@@ -75,6 +80,16 @@ describe("static pods on a real containerd", () => {
     expect(body.trim()).toBe("first");
     expect(existsSync(join(agent.podLogsDir, `default_web-test-node_${pod.metadata.uid}`, "web", "0.log"))).toBe(true);
   });
+
+  test("static pods from staticPodURL are started and, once gone from the served list, removed", async () => {
+    urlBody = JSON.stringify({ apiVersion: "v1", kind: "PodList", items: [JSON.parse(manifest("fromurl", { command: ["sleep", "3600"] }))] });
+    const pod = await eventually("URL pod Running", async () => {
+      const p = await podNamed("fromurl");
+      return p?.status.phase === "Running" ? p : undefined;
+    });
+    urlBody = JSON.stringify({ apiVersion: "v1", kind: "PodList", items: [] });
+    await eventually("URL pod removed from the runtime", async () => (await sandboxesOf(pod.metadata.uid)).length === 0, 30_000);
+  }, 60_000);
 
   test("an invalid manifest is reported by file and field while the valid ones run", async () => {
     const log = await eventually("the bad file reported", () => (agent.log().includes("bad.yaml") ? agent.log() : undefined));
