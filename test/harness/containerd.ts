@@ -10,6 +10,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { join, resolve } from "node:path";
+import { cleanupAtExit } from "./exit-cleanup.ts";
 
 /** Names the images get from scripts/images.sh (same strings as there). */
 export const PAUSE_IMAGE = "localhost/bunlet/pause:1.0";
@@ -102,21 +103,6 @@ export function ownCgroup(procSelfCgroup = readFileSync("/proc/self/cgroup", "ut
   throw new Error("cannot find the memory or unified cgroup in /proc/self/cgroup");
 }
 
-const live = new Set<string>();
-let exitHooked = false;
-// Safety net: a test run that ends before stop() (a crash, a forgotten
-// stop, Ctrl-C) must not leave containers, bridges and mounts behind.
-// The purge runs synchronously in the exit event; SIGINT/SIGTERM are turned
-// into a normal exit so that the event fires.
-function hookExit(): void {
-  if (exitHooked) return;
-  exitHooked = true;
-  process.on("exit", () => {
-    for (const dir of live) Bun.spawnSync(["bash", script, "purge", dir], { stdout: "ignore", stderr: "ignore" });
-  });
-  process.once("SIGINT", () => process.exit(130));
-  process.once("SIGTERM", () => process.exit(143));
-}
 
 async function run(cmd: string, dir: string, env: Record<string, string> = {}): Promise<void> {
   const proc = Bun.spawn(["bash", script, cmd, dir], {
@@ -142,20 +128,19 @@ export async function startContainerd(opts: { name?: string } = {}): Promise<Con
   const id = `bunlet-${name}-${randomBytes(3).toString("hex")}`;
   const dir = `/tmp/${id}`;
   const cgroupParent = `${ownCgroup().replace(/\/$/, "")}/${id}`;
-  hookExit();
-  live.add(dir);
+  const atExit = cleanupAtExit(dir, ["bash", script, "purge", dir]);
   try {
     await run("start", dir, { BUNLET_CGROUP_PARENT: cgroupParent });
   } catch (e) {
     await run("purge", dir).catch(() => {});
-    live.delete(dir);
+    atExit.release();
     throw e;
   }
   const socket = join(dir, "containerd.sock");
   let stopped: Promise<void> | undefined;
   const stop = () =>
     (stopped ??= run("purge", dir).then(() => {
-      live.delete(dir);
+      atExit.release();
     }));
   return {
     socket,

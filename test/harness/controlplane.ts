@@ -12,6 +12,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { join, resolve } from "node:path";
+import { cleanupAtExit } from "./exit-cleanup.ts";
 
 const repoRoot = resolve(import.meta.dir, "../..");
 const scripts = join(repoRoot, "scripts/controlplane");
@@ -77,21 +78,6 @@ export function requireControlPlane(): void {
   }
 }
 
-const live = new Set<string>();
-let exitHooked = false;
-// Safety net: a test run that ends before stop() (a crash, a forgotten
-// stop, Ctrl-C) must not leave etcd and the API server running. down.sh runs
-// synchronously in the exit event; SIGINT/SIGTERM become a normal exit so
-// that the event fires.
-function hookExit(): void {
-  if (exitHooked) return;
-  exitHooked = true;
-  process.on("exit", () => {
-    for (const dir of live) Bun.spawnSync(["bash", join(scripts, "down.sh"), dir], { stdout: "ignore", stderr: "ignore" });
-  });
-  process.once("SIGINT", () => process.exit(130));
-  process.once("SIGTERM", () => process.exit(143));
-}
 
 async function run(argv: string[], env: Record<string, string> = {}, stdin?: string): Promise<KubectlResult> {
   const proc = Bun.spawn(argv, {
@@ -138,8 +124,7 @@ export async function startControlPlane(
   if (opts.nodeMonitorGracePeriod) env.BUNLET_NODE_MONITOR_GRACE_PERIOD = opts.nodeMonitorGracePeriod;
   if (opts.apiServerArgs) env.BUNLET_APISERVER_ARGS = opts.apiServerArgs.join(" ");
   if (opts.controllerManagerArgs) env.BUNLET_CONTROLLER_MANAGER_ARGS = opts.controllerManagerArgs.join(" ");
-  hookExit();
-  live.add(dir);
+  const atExit = cleanupAtExit(dir, ["bash", join(scripts, "down.sh"), dir]);
   try {
     await script("up.sh", [dir], env);
   } catch (e) {
@@ -150,7 +135,7 @@ export async function startControlPlane(
       if (existsSync(f)) logs += `\n--- ${c}.log (tail)\n${readFileSync(f, "utf8").split("\n").slice(-20).join("\n")}`;
     }
     await script("down.sh", [dir]).catch(() => {});
-    live.delete(dir);
+    atExit.release();
     throw new Error(`${(e as Error).message}${logs}`);
   }
   const cpEnv = readEnv(join(dir, "controlplane.env"));
@@ -159,7 +144,7 @@ export async function startControlPlane(
   let stopped: Promise<void> | undefined;
   const stop = () =>
     (stopped ??= script("down.sh", [dir]).then(() => {
-      live.delete(dir);
+      atExit.release();
     }));
   return {
     dir,
