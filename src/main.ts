@@ -39,6 +39,9 @@ async function main(): Promise<number> {
       break;
   }
 
+  // A closed log pipe (a restarted log collector, a reader that went away)
+  // must not stop the agent: pods keep being managed, logs are lost.
+  for (const stream of [process.stdout, process.stderr]) stream.on("error", () => {});
   const log = (logger = createLogger({ verbosity: result.config.verbosity }));
   for (const warning of result.warnings) log.warn(warning);
 

@@ -56,4 +56,22 @@ describe("bun src/main.ts", () => {
     proc.kill("SIGTERM");
     expect(await proc.exited).toBe(0);
   }, 20_000);
+
+  test("run: a closed log pipe does not stop the agent", async () => {
+    // The agent keeps logging (the runtime is unreachable) after its reader went away.
+    const proc = Bun.spawn(
+      [process.execPath, MAIN, "--container-runtime-endpoint=unix:///nonexistent/cri.sock", "--healthz-port=0", "--hostname-override=cli-test", "--v=5"],
+      { stdout: "pipe", stderr: "pipe" },
+    );
+    const decoder = new TextDecoder();
+    let stderr = "";
+    for await (const chunk of proc.stderr) {
+      stderr += decoder.decode(chunk);
+      if (stderr.includes("starting node agent")) break; // closes the pipe
+    }
+    await Bun.sleep(2500);
+    expect(proc.exitCode).toBeNull();
+    proc.kill("SIGTERM");
+    expect(await proc.exited).toBe(0);
+  }, 20_000);
 });
