@@ -132,4 +132,23 @@ describe("NodeController", () => {
     expect((api.nodes.get("n1")!.metadata as { labels: Record<string, string> }).labels).toMatchObject({ "kubernetes.io/hostname": "n1", custom: "kept" });
     await controller[Symbol.asyncDispose]();
   });
+
+  test("pressure from the eviction manager shows in the conditions with upstream's reasons", async () => {
+    const { api, controller, clock } = setup();
+    let pressure = { memoryPressure: false, diskPressure: false, pidPressure: false };
+    (controller as unknown as { opts: { pressure: () => typeof pressure } }).opts.pressure = () => pressure;
+    controller.start();
+    await startUp(clock);
+    pressure = { memoryPressure: true, diskPressure: true, pidPressure: false };
+    clock.advance(10_000);
+    await settle();
+    const conditions = (api.nodes.get("n1")!.status as { conditions: NodeCondition[] }).conditions;
+    const byType = Object.fromEntries(conditions.map((c) => [c.type, [c.status, c.reason]]));
+    expect(byType).toMatchObject({
+      MemoryPressure: ["True", "KubeletHasInsufficientMemory"],
+      DiskPressure: ["True", "KubeletHasDiskPressure"],
+      PIDPressure: ["False", "KubeletHasSufficientPID"],
+    });
+    await controller[Symbol.asyncDispose]();
+  });
 });

@@ -14,7 +14,7 @@ import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import { nodeRef, type EventRecorder } from "../events/recorder.ts";
 import type { MachineInfo } from "./machine.ts";
-import { defaultLabels, initialNode, nodeStatus, withoutHeartbeats, type NodeCondition, type NodeIdentity, type RuntimeHealth } from "./status.ts";
+import { defaultLabels, initialNode, nodeStatus, withoutHeartbeats, type NodeCondition, type NodeIdentity, type Pressure, type RuntimeHealth } from "./status.ts";
 
 export const LEASE_NAMESPACE = "kube-node-lease";
 
@@ -29,6 +29,8 @@ export interface NodeControllerOptions {
   clock: Clock;
   logger: Logger;
   recorder?: EventRecorder;
+  /** Memory, disk and PID pressure, from the eviction manager. */
+  pressure?: () => Pressure;
 }
 
 /** RFC 3339 with microseconds, the MicroTime format of Lease.renewTime. */
@@ -138,6 +140,7 @@ export class NodeController implements AsyncDisposable {
       internalIP: this.opts.internalIP,
       previousConditions: this.lastSent?.conditions ?? [],
       now: rfc3339(now),
+      ...(this.opts.pressure ? { pressure: this.opts.pressure() } : {}),
     });
     const key = withoutHeartbeats(status);
     const due = !this.lastSent || this.lastSent.key !== key || now - this.lastSent.at >= config.nodeStatusReportFrequency;

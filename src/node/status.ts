@@ -112,24 +112,33 @@ export interface RuntimeHealth {
   runtimeVersion: string;
 }
 
-const pressure = [
-  ["MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"],
-  ["DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"],
-  ["PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"],
+export interface Pressure {
+  memoryPressure: boolean;
+  diskPressure: boolean;
+  pidPressure: boolean;
+}
+
+export const noPressure: Pressure = { memoryPressure: false, diskPressure: false, pidPressure: false };
+
+/** [condition, flag, reason and message when False, reason and message when True], as upstream. */
+const pressureConditions = [
+  ["MemoryPressure", "memoryPressure", ["KubeletHasSufficientMemory", "kubelet has sufficient memory available"], ["KubeletHasInsufficientMemory", "kubelet has insufficient memory available"]],
+  ["DiskPressure", "diskPressure", ["KubeletHasNoDiskPressure", "kubelet has no disk pressure"], ["KubeletHasDiskPressure", "kubelet has disk pressure"]],
+  ["PIDPressure", "pidPressure", ["KubeletHasSufficientPID", "kubelet has sufficient PID available"], ["KubeletHasInsufficientPID", "kubelet has insufficient PID available"]],
 ] as const;
 
 /**
  * Conditions with upstream reasons; lastTransitionTime moves only when the
  * status flips, lastHeartbeatTime is `now`.
  */
-export function nodeConditions(health: RuntimeHealth, previous: readonly NodeCondition[], now: string): NodeCondition[] {
+export function nodeConditions(health: RuntimeHealth, previous: readonly NodeCondition[], now: string, pressure: Pressure = noPressure): NodeCondition[] {
   const make = (type: string, status: "True" | "False", reason: string, message: string): NodeCondition => {
     const before = previous.find((c) => c.type === type);
     return { type, status, reason, message, lastHeartbeatTime: now, lastTransitionTime: before && before.status === status ? before.lastTransitionTime : now };
   };
   const ready = health.errors.length === 0;
   return [
-    ...pressure.map(([type, reason, message]) => make(type, "False", reason, message)),
+    ...pressureConditions.map(([type, flag, ok, bad]) => (pressure[flag] ? make(type, "True", bad[0], bad[1]) : make(type, "False", ok[0], ok[1]))),
     make("Ready", ready ? "True" : "False", ready ? "KubeletReady" : "KubeletNotReady", ready ? "kubelet is posting ready status" : health.errors.join(", ")),
   ];
 }
@@ -143,6 +152,7 @@ export interface NodeStatusInput {
   internalIP: string | undefined;
   previousConditions: readonly NodeCondition[];
   now: string;
+  pressure?: Pressure;
 }
 
 export function nodeStatus(input: NodeStatusInput): ApiObject {
@@ -153,7 +163,7 @@ export function nodeStatus(input: NodeStatusInput): ApiObject {
   ];
   return {
     ...resources(machine, config),
-    conditions: nodeConditions(input.health, input.previousConditions, input.now),
+    conditions: nodeConditions(input.health, input.previousConditions, input.now, input.pressure),
     addresses,
     daemonEndpoints: { kubeletEndpoint: { Port: config.port } },
     nodeInfo: {

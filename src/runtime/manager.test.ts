@@ -123,4 +123,30 @@ describe("CriPodRuntime", () => {
     expect(cri.counts()).toMatchObject({ sandboxes: 0, containers: 0 });
     expect(existsSync(join(logs, "default_web_uid-1"))).toBe(false);
   });
+
+  test("pod cgroups are made before the sandbox and removed with the pod; containers get their resources", async () => {
+    const clock = new FakeClock();
+    const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
+    const calls: string[] = [];
+    const runtime = new CriPodRuntime({
+      cri,
+      clock,
+      logger: memoryLogger().logger,
+      node: { podLogsDir: logs, podsCgroupParent: "/unused", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+      cgroups: {
+        ensurePod: async (p) => (calls.push(`ensure ${p.metadata.uid}`), `/kubepods/burstable/pod${p.metadata.uid}`),
+        removePod: async (uid) => void calls.push(`remove ${uid}`),
+      },
+      containerResources: () => ({ cpuShares: 512, cpuQuota: 50_000, cpuPeriod: 100_000, memoryLimitInBytes: 64 << 20, oomScoreAdj: 900 }),
+    });
+    const p = pod();
+    await sync(runtime, p);
+    const [sandboxCfg] = cri.callsOf("runPodSandbox")[0] as [{ linux: { cgroupParent: string } }];
+    expect(sandboxCfg.linux.cgroupParent).toBe("/kubepods/burstable/poduid-1");
+    const [, containerCfg] = cri.callsOf("createContainer")[0] as [string, { linux: { resources: Record<string, bigint> } }];
+    expect(containerCfg.linux.resources).toMatchObject({ cpuShares: 512n, cpuQuota: 50_000n, memoryLimitInBytes: BigInt(64 << 20), oomScoreAdj: 900n });
+    await runtime.killPod(refOf(p), await runtime.observe(refOf(p)), 0);
+    await runtime.removePod(refOf(p), await runtime.observe(refOf(p)));
+    expect(calls).toEqual(["ensure uid-1", "remove uid-1"]);
+  });
 });

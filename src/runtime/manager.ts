@@ -9,6 +9,7 @@ import { posix } from "node:path";
 import {
   ContainerState as CriContainerState,
   ContainerFilter,
+  LinuxContainerResources,
   PodSandboxFilter,
   PodSandboxState,
   isNotFound,
@@ -39,7 +40,23 @@ export interface CriPodRuntimeOptions {
   imagePullBackoff?: Backoff;
   /** Where Pulling/Created/Started/Killing/BackOff... go; logs by default. */
   recorder?: EventRecorder;
+  /** Pod cgroups (created with their limits before the sandbox, removed with the pod); without it, a fixed parent path. */
+  cgroups?: PodCgroupHooks;
+  /** Container-level CPU, memory and OOM score values for the CRI. */
+  containerResources?: ContainerResourcesFn;
 }
+
+export interface PodCgroupHooks {
+  /** Creates or updates the pod cgroup; returns the cgroup parent for the runtime. Idempotent. */
+  ensurePod(pod: Pod): Promise<string>;
+  /** Removes the pod cgroup once nothing of the pod runs. Idempotent. */
+  removePod(uid: string): Promise<void>;
+}
+
+export type ContainerResourcesFn = (
+  pod: Pod,
+  container: Pod["spec"]["containers"][number],
+) => { cpuShares: number; cpuQuota: number; cpuPeriod: number; memoryLimitInBytes: number; oomScoreAdj: number };
 
 const nsToMs = (ns: bigint): number | undefined => (ns > 0n ? Number(ns / 1_000_000n) : undefined);
 
@@ -146,7 +163,17 @@ export class CriPodRuntime implements PodRuntime {
     for (const k of actions.containersToKill) results.push(await this.stopContainer(pod, k.id, k.name, grace));
 
     let sandboxId = actions.sandboxId;
-    const config = sandboxConfig(pod, actions.sandboxAttempt, this.opts.node, this.cgroupParent(pod));
+    let cgroupParent = this.cgroupParent(pod);
+    if (actions.createSandbox || actions.containersToStart.length) {
+      try {
+        if (this.opts.cgroups) cgroupParent = await this.opts.cgroups.ensurePod(pod);
+      } catch (err) {
+        results.push({ action: "CreatePodSandbox", target: pod.metadata.uid ?? "", error: { reason: "FailedCreatePodContainer", message: errorMessage(err) } });
+        this.recorder.event(podRef(pod), "Warning", "FailedCreatePodContainer", `unable to ensure pod container exists: ${errorMessage(err)}`);
+        return { results, waiting, changed, retryAfterMs: 10_000 };
+      }
+    }
+    const config = sandboxConfig(pod, actions.sandboxAttempt, this.opts.node, cgroupParent);
     if (actions.createSandbox) {
       try {
         mkdirSync(config.logDirectory, { recursive: true, mode: 0o755 });
@@ -239,6 +266,10 @@ export class CriPodRuntime implements PodRuntime {
     let config;
     try {
       config = containerConfig(pod, spec, restartCount, imageRef, { podIP, ...(this.opts.hostIP ? { hostIP: this.opts.hostIP } : {}) });
+      if (this.opts.containerResources) {
+        const r = this.opts.containerResources(pod, spec);
+        config.linux = { ...config.linux!, resources: LinuxContainerResources.create({ ...r, cpuQuota: BigInt(r.cpuQuota), cpuPeriod: BigInt(r.cpuPeriod), cpuShares: BigInt(r.cpuShares), memoryLimitInBytes: BigInt(r.memoryLimitInBytes), oomScoreAdj: BigInt(r.oomScoreAdj) }) };
+      }
       mkdirSync(posix.join(sandbox.logDirectory, spec.name), { recursive: true, mode: 0o755 });
     } catch (err) {
       const reason = err instanceof EnvError ? "CreateContainerConfigError" : "CreateContainerError";
@@ -302,6 +333,13 @@ export class CriPodRuntime implements PodRuntime {
     const results: SyncResult[] = [];
     for (const c of observed.containers) results.push(await this.remove("RemoveContainer", c.id, () => this.opts.cri.removeContainer(c.id)));
     for (const s of observed.sandboxes) results.push(await this.remove("RemovePodSandbox", s.id, () => this.opts.cri.removePodSandbox(s.id)));
+    if (results.every((r) => !r.error) && this.opts.cgroups) {
+      try {
+        await this.opts.cgroups.removePod(ref.uid);
+      } catch (err) {
+        results.push({ action: "RemovePodSandbox", target: ref.uid, error: { reason: "RemovePodCgroupError", message: errorMessage(err) } });
+      }
+    }
     if (results.every((r) => !r.error)) {
       // Upstream removes a deleted pod's log directory with its containers.
       rmSync(podLogDirectory(this.opts.node.podLogsDir, ref), { recursive: true, force: true });
