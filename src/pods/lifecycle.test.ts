@@ -31,4 +31,11 @@ describe("pod lifecycle", () => {
     const finished: PodLifecycle = { stage: "finished" };
     expect(transition(finished, { type: "deleted", gracePeriodSeconds: 1 })).toBe(finished);
   });
+
+  test("an evicted pod terminates with its message and is kept until deleted", () => {
+    let s: PodLifecycle = transition(initialLifecycle, { type: "evicted", gracePeriodSeconds: 0, message: "The node was low on resource: memory." });
+    expect(s).toEqual({ stage: "terminating", gracePeriodSeconds: 0, reason: "evicted", deleted: false, message: "The node was low on resource: memory." });
+    s = transition(s, { type: "killed" });
+    expect(s).toEqual({ stage: "terminated", deleted: false });
+  });
 });

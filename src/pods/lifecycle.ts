@@ -2,7 +2,7 @@
  * The lifecycle of one pod as its worker sees it (upstream pod_workers.go
  * keeps the same stages as flags; here they are one typed value).
  *
- *   syncing ──(deleted | terminal phase | killRequested)──► terminating
+ *   syncing ──(deleted | completed | evicted)──► terminating
  *   terminating ──(killed)──► terminated
  *   terminated ──(deleted, then resources removed)──► finished
  *
@@ -16,15 +16,17 @@
  */
 export type PodLifecycle =
   | { stage: "syncing" }
-  | { stage: "terminating"; gracePeriodSeconds: number; reason: TerminationReason; deleted: boolean }
+  | { stage: "terminating"; gracePeriodSeconds: number; reason: TerminationReason; deleted: boolean; message?: string }
   | { stage: "terminated"; deleted: boolean }
   | { stage: "finished" };
 
-export type TerminationReason = "deleted" | "completed" | "orphaned";
+export type TerminationReason = "deleted" | "completed" | "evicted";
 
 export type LifecycleEvent =
   | { type: "deleted"; gracePeriodSeconds: number }
   | { type: "completed"; gracePeriodSeconds: number }
+  /** The eviction manager chose this pod: it stops for good, Failed with reason Evicted. */
+  | { type: "evicted"; gracePeriodSeconds: number; message: string }
   | { type: "killed" }
   | { type: "cleanedUp" };
 
@@ -39,6 +41,8 @@ export function transition(state: PodLifecycle, event: LifecycleEvent): PodLifec
           return { stage: "terminating", gracePeriodSeconds: event.gracePeriodSeconds, reason: "deleted", deleted: true };
         case "completed":
           return { stage: "terminating", gracePeriodSeconds: event.gracePeriodSeconds, reason: "completed", deleted: false };
+        case "evicted":
+          return { stage: "terminating", gracePeriodSeconds: event.gracePeriodSeconds, reason: "evicted", deleted: false, message: event.message };
         case "killed":
         case "cleanedUp":
           return state;
@@ -56,6 +60,7 @@ export function transition(state: PodLifecycle, event: LifecycleEvent): PodLifec
         case "killed":
           return { stage: "terminated", deleted: state.deleted };
         case "completed":
+        case "evicted":
         case "cleanedUp":
           return state;
         default:
@@ -69,6 +74,7 @@ export function transition(state: PodLifecycle, event: LifecycleEvent): PodLifec
           return state.deleted ? { stage: "finished" } : state;
         case "killed":
         case "completed":
+        case "evicted":
           return state;
         default:
           return assertNever(event);

@@ -168,4 +168,16 @@ describe("PodWorkers", () => {
     await workers.idle();
     expect(deleted).toEqual(["u2"]);
   });
+
+  test("an evicted pod is stopped and reported Failed with reason Evicted", async () => {
+    const { runtime, status, workers } = setup();
+    workers.upsert(pod("u1"));
+    await workers.idle();
+    expect(workers.evict("u1", "The node was low on resource: memory.", 0)).toBe(true);
+    await workers.idle();
+    expect(runtime.pods.get("u1")!.containers[0]!.state).toBe("exited");
+    expect(status.get("u1")).toMatchObject({ phase: "Failed", reason: "Evicted", message: "The node was low on resource: memory." });
+    expect(workers.evict("u1", "again", 0)).toBe(false);
+    expect(workers.activePods()).toEqual([]);
+  });
 });

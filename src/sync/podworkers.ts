@@ -105,8 +105,7 @@ export class PodWorkers implements AsyncDisposable {
     const uid = pod.metadata.uid ?? "";
     if (this.rejected.has(uid)) return false;
     if (!this.opts.admit) return true;
-    const active = [...this.workers.values()].filter((w) => w.lifecycle.stage === "syncing" && w.pod).map((w) => w.pod!);
-    const result = this.opts.admit(pod, active);
+    const result = this.opts.admit(pod, this.activePods());
     if (result.admit) return true;
     this.rejected.add(uid);
     this.opts.logger.warn("pod rejected by node admission", { pod: `${pod.metadata.namespace}/${pod.metadata.name}`, reason: result.reason, message: result.message });
@@ -129,6 +128,24 @@ export class PodWorkers implements AsyncDisposable {
   sync(uid: string): void {
     const worker = this.workers.get(uid);
     if (worker) this.kick(worker);
+  }
+
+  /**
+   * The eviction manager chose this pod: stop it within `gracePeriodSeconds`
+   * and report it Failed with reason Evicted. False when the pod is not
+   * running here (nothing to evict).
+   */
+  evict(uid: string, message: string, gracePeriodSeconds: number): boolean {
+    const worker = this.workers.get(uid);
+    if (!worker || worker.lifecycle.stage !== "syncing") return false;
+    worker.events.push({ type: "evicted", gracePeriodSeconds, message });
+    this.kick(worker);
+    return true;
+  }
+
+  /** Pods admitted and not terminating: what admission and eviction weigh. */
+  activePods(): Pod[] {
+    return [...this.workers.values()].filter((w) => w.lifecycle.stage === "syncing" && w.pod).map((w) => w.pod!);
   }
 
   /** A pod the runtime has but no source wants: kill and remove it. */
@@ -243,7 +260,10 @@ export class PodWorkers implements AsyncDisposable {
         throwOnFailedActions("killing pod", await runtime.killPod(worker.ref, observed, state.gracePeriodSeconds));
         // The final status: every container stopped, the phase terminal.
         // A pod first seen already terminal keeps the status it has.
-        if (worker.pod && worker.synced) this.opts.status.set(worker.pod, podStatus(worker.pod, await runtime.observe(worker.ref), new Map(), true));
+        if (worker.pod && worker.synced) {
+          const final = podStatus(worker.pod, await runtime.observe(worker.ref), new Map(), true);
+          this.opts.status.set(worker.pod, state.reason === "evicted" ? { ...final, phase: "Failed", reason: "Evicted", message: state.message ?? "" } : final);
+        }
         worker.events.push({ type: "killed" });
         worker.dirty = true;
         return;

@@ -30,6 +30,8 @@ export interface SyncLoopOptions {
   gcIntervalMs?: number;
   /** Cluster mode: keeps a mirror pod in the API for each static pod. */
   mirrors?: Pick<MirrorPods, "sync">;
+  /** More work for each housekeeping pass (QoS cgroup totals, ...); must not block. */
+  housekeepingTasks?: (() => void)[];
 }
 
 export class SyncLoop implements AsyncDisposable {
@@ -109,6 +111,7 @@ export class SyncLoop implements AsyncDisposable {
   private housekeeping(): void {
     this.lastIterationAt = this.opts.clock.now();
     this.opts.backoff.gc();
+    for (const task of this.opts.housekeepingTasks ?? []) task();
     if (!this.opts.podConfig.allSourcesReady() || !this.opts.pleg.hasRelisted()) return;
     const desiredPods = this.opts.podConfig.desiredPods();
     void this.opts.mirrors?.sync(desiredPods.filter((p) => !isApiPod(p)));
