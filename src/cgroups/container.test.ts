@@ -1,0 +1,99 @@
+import { describe, expect, test } from "bun:test";
+import type { ContainerSpec, Pod } from "../pods/schema.ts";
+import { containerLinuxResources, containerOomScoreAdj } from "./container.ts";
+
+type Res = { requests?: Record<string, string>; limits?: Record<string, string> };
+const c = (name: string, resources?: Res, extra: Partial<ContainerSpec> = {}): ContainerSpec => ({ name, image: "i", ...(resources ? { resources } : {}), ...extra });
+const pod = (containers: ContainerSpec[], spec: Record<string, unknown> = {}, annotations?: Record<string, string>): Pod => ({
+  metadata: { name: "p", uid: "u", ...(annotations ? { annotations } : {}) },
+  spec: { containers, ...spec },
+});
+const GI = 2 ** 30;
+const CAP = 4 * GI; // like upstream's policy_test standardMemoryAmount ballpark
+
+describe("oom_score_adj (pkg/kubelet/qos/policy.go)", () => {
+  const guaranteed = pod([c("a", { limits: { cpu: "1", memory: "1Gi" } })]);
+  const besteffort = pod([c("a")]);
+  const burstable = (memReq: string) => pod([c("a", { requests: { memory: memReq } })]);
+
+  test.each<[string, Pod, number]>([
+    ["Guaranteed", guaranteed, -997],
+    ["BestEffort", besteffort, 1000],
+    ["Burstable requesting 10% of memory: 900", pod([c("a", { requests: { memory: String(CAP / 10) } })]), 900],
+    ["Burstable requesting 1Gi of 4Gi: 750", burstable("1Gi"), 750],
+    ["Burstable requesting 3Gi of 4Gi: 250", burstable("3Gi"), 250],
+    ["Burstable requesting 99.9% of memory: clamped to 3 (above Guaranteed)", burstable(String(Math.floor(CAP * 0.999))), 3],
+    ["Burstable requesting more than the machine: clamped to 3", burstable("8Gi"), 3],
+    ["Burstable requesting no memory (only cpu): 999, below BestEffort", pod([c("a", { requests: { cpu: "100m" } })]), 999],
+    ["Burstable requesting 1 byte: 1000 - 0 → 999", burstable("1"), 999],
+    ["Burstable, memory request defaulted from limit", pod([c("a", { limits: { memory: "1Gi" } })]), 750],
+  ])("%s", (_n, p, adj) => {
+    expect(containerOomScoreAdj(p, p.spec.containers[0]!, CAP)).toBe(adj);
+  });
+
+  test("node-critical static pod: -997 even when BestEffort", () => {
+    const p = pod([c("a")], { priorityClassName: "system-node-critical" }, { "kubernetes.io/config.source": "file" });
+    expect(containerOomScoreAdj(p, p.spec.containers[0]!, CAP)).toBe(-997);
+  });
+
+  test("system-node-critical class on an API pod without critical priority: its QoS class decides", () => {
+    const p = pod([c("a")], { priorityClassName: "system-node-critical" }, { "kubernetes.io/config.source": "api" });
+    expect(containerOomScoreAdj(p, p.spec.containers[0]!, CAP)).toBe(1000);
+    const q = pod([c("a")], { priorityClassName: "system-node-critical", priority: 2_000_001_000 });
+    expect(containerOomScoreAdj(q, q.spec.containers[0]!, CAP)).toBe(-997);
+  });
+
+  test("sidecar: never above the smallest regular container", () => {
+    const side = c("side", { requests: { memory: "100Mi" } }, { restartPolicy: "Always" });
+    const p = pod([c("a", { requests: { memory: "1Gi" } }), c("b", { requests: { memory: "2Gi" } })], { initContainers: [side] });
+    expect(containerOomScoreAdj(p, side, CAP)).toBe(750);
+    // A sidecar that requests more than the regular containers keeps its own (lower) score.
+    const big = c("side", { requests: { memory: "3Gi" } }, { restartPolicy: "Always" });
+    const q = pod([c("a", { requests: { memory: "1Gi" } })], { initContainers: [big] });
+    expect(containerOomScoreAdj(q, big, CAP)).toBe(250);
+  });
+
+  test("a capacity of 0 is a caller bug", () => {
+    expect(() => containerOomScoreAdj(burstable("1Gi"), c("a"), 0)).toThrow(RangeError);
+  });
+});
+
+describe("containerLinuxResources", () => {
+  const opts = { memoryCapacityBytes: CAP, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000 };
+  test.each<[string, Res | undefined, Partial<typeof opts>, ReturnType<typeof containerLinuxResources>]>([
+    ["no resources", undefined, {}, { cpuShares: 2, cpuQuota: 0, cpuPeriod: 100_000, memoryLimitInBytes: 0, oomScoreAdj: 1000 }],
+    [
+      "requests and limits",
+      { requests: { cpu: "250m", memory: "64Mi" }, limits: { cpu: "500m", memory: "128Mi" } },
+      {},
+      { cpuShares: 256, cpuQuota: 50_000, cpuPeriod: 100_000, memoryLimitInBytes: 128 * 2 ** 20, oomScoreAdj: 985 },
+    ],
+    [
+      "cpu limit only: shares from the limit",
+      { limits: { cpu: "100m" } },
+      {},
+      { cpuShares: 102, cpuQuota: 10_000, cpuPeriod: 100_000, memoryLimitInBytes: 0, oomScoreAdj: 999 },
+    ],
+    [
+      "explicit zero cpu request with a limit: shares from the limit (upstream)",
+      { requests: { cpu: "0" }, limits: { cpu: "2" } },
+      {},
+      { cpuShares: 2048, cpuQuota: 200_000, cpuPeriod: 100_000, memoryLimitInBytes: 0, oomScoreAdj: 999 },
+    ],
+    [
+      "cpuCFSQuota off: no quota, no period",
+      { limits: { cpu: "1", memory: "1Gi" } },
+      { cpuCFSQuota: false },
+      { cpuShares: 1024, cpuQuota: 0, cpuPeriod: 0, memoryLimitInBytes: GI, oomScoreAdj: -997 },
+    ],
+    [
+      "25 ms period",
+      { limits: { cpu: "100m", memory: "16Mi" } },
+      { cpuCFSQuotaPeriodUs: 25_000 },
+      { cpuShares: 102, cpuQuota: 2_500, cpuPeriod: 25_000, memoryLimitInBytes: 16 * 2 ** 20, oomScoreAdj: -997 },
+    ],
+  ])("%s", (_n, r, over, expected) => {
+    const container = c("a", r);
+    expect(containerLinuxResources(pod([container]), container, { ...opts, ...over })).toEqual(expected);
+  });
+});

@@ -1,0 +1,96 @@
+/**
+ * Container-level values for the CRI's LinuxContainerResources, after
+ * upstream's kuberuntime (generateLinuxContainerResources /
+ * calculateLinuxResources) and pkg/kubelet/qos/policy.go.
+ */
+import type { ContainerSpec, Pod } from "../pods/schema.ts";
+import { ConfigMirrorAnnotation, ConfigSourceAnnotation } from "../sources/types.ts";
+import { podQosClass } from "./qos.ts";
+import { containerLimits, containerRequests } from "./resources.ts";
+import { milliCpuToQuota, milliCpuToShares, milliValue } from "./values.ts";
+
+const GUARANTEED_OOM_SCORE_ADJ = -997;
+const BESTEFFORT_OOM_SCORE_ADJ = 1000;
+/** scheduling.SystemCriticalPriority: 2 * HighestUserDefinablePriority. */
+const SYSTEM_CRITICAL_PRIORITY = 2_000_000_000;
+
+/** kubetypes.IsCriticalPod: static and mirror pods, or priority >= system-critical. */
+function isCriticalPod(pod: Pod): boolean {
+  const a = pod.metadata.annotations ?? {};
+  const source = a[ConfigSourceAnnotation];
+  if (source !== undefined && source !== "api") return true;
+  if (a[ConfigMirrorAnnotation] !== undefined) return true;
+  return (pod.spec.priority ?? 0) >= SYSTEM_CRITICAL_PRIORITY;
+}
+
+const isNodeCriticalPod = (pod: Pod) => isCriticalPod(pod) && pod.spec.priorityClassName === "system-node-critical";
+
+const memoryRequest = (c: ContainerSpec) => containerRequests(c).memory ?? 0;
+
+/**
+ * GetContainerOOMScoreAdjust. Guaranteed (and node-critical) containers get
+ * -997, BestEffort 1000. Burstable: 1000 - 1000 * request / capacity, so a
+ * container that uses more than it requested scores about 1000; clamped to
+ * [1000 - 997, 999] so that it stays above Guaranteed and below BestEffort.
+ * A sidecar never scores above the smallest regular container, so it is not
+ * killed before the containers it serves.
+ * (Pod-level resources, which change the per-container share, are not modelled.)
+ */
+export function containerOomScoreAdj(pod: Pod, container: ContainerSpec, memoryCapacityBytes: number): number {
+  if (!(memoryCapacityBytes > 0)) throw new RangeError(`memory capacity must be positive, got ${memoryCapacityBytes}`);
+  if (isNodeCriticalPod(pod)) return GUARANTEED_OOM_SCORE_ADJ;
+  const qos = podQosClass(pod);
+  if (qos === "Guaranteed") return GUARANTEED_OOM_SCORE_ADJ;
+  if (qos === "BestEffort") return BESTEFFORT_OOM_SCORE_ADJ;
+
+  const score = (req: number) => 1000 - Math.trunc((1000 * req) / memoryCapacityBytes);
+  let adj = score(memoryRequest(container));
+  const sidecar = container.restartPolicy === "Always" && (pod.spec.initContainers ?? []).some((c) => c.name === container.name);
+  if (sidecar) {
+    const minRegular = Math.min(...pod.spec.containers.map(memoryRequest));
+    adj = Math.min(adj, score(minRegular));
+  }
+  if (adj < 1000 + GUARANTEED_OOM_SCORE_ADJ) return 1000 + GUARANTEED_OOM_SCORE_ADJ;
+  if (adj === BESTEFFORT_OOM_SCORE_ADJ) return adj - 1;
+  return adj;
+}
+
+export interface ContainerResourceOptions {
+  /** The machine's memory (cadvisor MachineInfo.MemoryCapacity). */
+  memoryCapacityBytes: number;
+  /** cpuCFSQuota from the configuration. */
+  cpuCFSQuota: boolean;
+  cpuCFSQuotaPeriodUs: number;
+}
+
+/** The numbers of the CRI LinuxContainerResources; 0 means "not set" there. */
+export interface ContainerLinuxResources {
+  cpuShares: number;
+  cpuQuota: number;
+  cpuPeriod: number;
+  memoryLimitInBytes: number;
+  oomScoreAdj: number;
+}
+
+/**
+ * The CRI resources of one container of `pod` (regular, init or sidecar):
+ * shares from the CPU request (the limit when no request), quota from the CPU
+ * limit over the configured period (0, unlimited, without a limit; quota and
+ * period 0 when cpuCFSQuota is off), memory limit (0 without one), and the
+ * OOM score adjustment of its QoS class.
+ */
+export function containerLinuxResources(pod: Pod, container: ContainerSpec, opts: ContainerResourceOptions): ContainerLinuxResources {
+  const limits = containerLimits(container);
+  const cpuLimit = limits.cpu ?? 0;
+  const explicitRequest = milliValue(container.resources?.requests?.cpu);
+  const cpuShares = milliCpuToShares(explicitRequest === 0 && cpuLimit !== 0 ? cpuLimit : explicitRequest);
+  const cpuPeriod = opts.cpuCFSQuota ? opts.cpuCFSQuotaPeriodUs : 0;
+  const cpuQuota = opts.cpuCFSQuota ? milliCpuToQuota(cpuLimit, cpuPeriod) : 0;
+  return {
+    cpuShares,
+    cpuQuota,
+    cpuPeriod,
+    memoryLimitInBytes: limits.memory ?? 0,
+    oomScoreAdj: containerOomScoreAdj(pod, container, opts.memoryCapacityBytes),
+  };
+}

@@ -1,0 +1,240 @@
+/**
+ * What each level of the cgroup tree gets, as plain values:
+ *   node  (kubepods)             nodeResourceConfig     ← node_container_manager_linux.go
+ *   QoS   (burstable, besteffort) qosResourceConfigs    ← qos_container_manager_linux.go
+ *   pod   (pod<uid>)             podResourceConfig      ← helpers_linux.go ResourceConfigForPod
+ * Pure functions of the pods and options; the writers (v1.ts, v2.ts) only
+ * turn a ResourceConfig into file writes.
+ */
+import type { ContainerSpec, Pod } from "../pods/schema.ts";
+import { podQosClass, type QosClass } from "./qos.ts";
+import { MIN_SHARES, intValue, milliCpuToQuota, milliCpuToShares, milliValue } from "./values.ts";
+
+/**
+ * One cgroup's settings in cgroup v1 terms (v2 converts shares to a weight).
+ * An absent field is left as it is; -1 means unlimited ("max").
+ */
+export interface ResourceConfig {
+  cpuShares?: number;
+  /** Microseconds per period; -1 unlimited. */
+  cpuQuota?: number;
+  /** Microseconds. */
+  cpuPeriod?: number;
+  /** Bytes; -1 unlimited. */
+  memoryLimit?: number;
+  /** cgroup v2 memory.min in bytes (memory QoS only). */
+  memoryMin?: number;
+  /** -1 unlimited. */
+  pidsLimit?: number;
+}
+
+/** cpu in millicores, everything else in integer units (bytes, counts). */
+export type ResourceAmounts = Record<string, number>;
+
+type Quantities = Record<string, string | number> | undefined;
+
+function amounts(list: Quantities): ResourceAmounts {
+  const out: ResourceAmounts = {};
+  for (const [name, q] of Object.entries(list ?? {})) out[name] = name === "cpu" ? milliValue(q) : intValue(q);
+  return out;
+}
+
+const add = (into: ResourceAmounts, more: ResourceAmounts) => {
+  for (const [k, v] of Object.entries(more)) into[k] = (into[k] ?? 0) + v;
+};
+const maxInto = (into: ResourceAmounts, more: ResourceAmounts) => {
+  for (const [k, v] of Object.entries(more)) if (into[k] === undefined || v > into[k]) into[k] = v;
+};
+
+/**
+ * A container's requests as the kubelet sees them: API defaulting gives a
+ * resource with a limit and no request the limit as request (static pods get
+ * the same defaulting), and podQosClass assumes it too.
+ */
+export function containerRequests(c: ContainerSpec): ResourceAmounts {
+  return amounts({ ...(c.resources?.limits ?? {}), ...(c.resources?.requests ?? {}) });
+}
+
+export function containerLimits(c: ContainerSpec): ResourceAmounts {
+  return amounts(c.resources?.limits);
+}
+
+const isSidecar = (c: ContainerSpec) => c.restartPolicy === "Always";
+
+/**
+ * component-helpers/resource's aggregation: regular containers and sidecars
+ * (restartable init containers) are summed; each plain init container runs
+ * alone next to the sidecars started before it, and the pod needs the max of
+ * those peaks. `visit` sees each container's effective list (upstream's
+ * ContainerFn), which is how "every container declares a limit" is decided.
+ */
+function aggregate(pod: Pod, get: (c: ContainerSpec) => ResourceAmounts, visit?: (list: ResourceAmounts) => void): ResourceAmounts {
+  const result: ResourceAmounts = {};
+  for (const c of pod.spec.containers) {
+    const r = get(c);
+    visit?.(r);
+    add(result, r);
+  }
+  const sidecars: ResourceAmounts = {};
+  const initPeak: ResourceAmounts = {};
+  for (const c of pod.spec.initContainers ?? []) {
+    let r = get(c);
+    if (isSidecar(c)) {
+      add(result, r);
+      add(sidecars, r);
+      r = { ...sidecars };
+    } else {
+      const combined = { ...r };
+      add(combined, sidecars);
+      r = combined;
+    }
+    visit?.(r);
+    maxInto(initPeak, r);
+  }
+  maxInto(result, initPeak);
+  return result;
+}
+
+function overhead(pod: Pod): ResourceAmounts {
+  const o = (pod.spec as { overhead?: Quantities }).overhead;
+  return amounts(o);
+}
+
+/** resource.PodRequests: aggregated requests plus pod overhead. */
+export function podRequests(pod: Pod): ResourceAmounts {
+  const reqs = aggregate(pod, containerRequests);
+  add(reqs, overhead(pod));
+  return reqs;
+}
+
+/**
+ * resource.PodLimits plus which limits every container declares: overhead
+ * is added only to non-zero limits.
+ */
+export function podLimits(pod: Pod): { limits: ResourceAmounts; cpuDeclared: boolean; memoryDeclared: boolean } {
+  let cpuDeclared = true;
+  let memoryDeclared = true;
+  const limits = aggregate(pod, containerLimits, (l) => {
+    if (!l.cpu) cpuDeclared = false;
+    if (!l.memory) memoryDeclared = false;
+  });
+  for (const [k, v] of Object.entries(overhead(pod))) if (limits[k]) limits[k] += v;
+  return { limits, cpuDeclared, memoryDeclared };
+}
+
+export interface PodResourceOptions {
+  /** cpuCFSQuota: enforce CPU limits with CFS quota (false writes quota -1). */
+  cpuCFSQuota: boolean;
+  cpuCFSQuotaPeriodUs: number;
+  /** podPidsLimit; -1 (or 0) leaves the pod unlimited below kubepods. */
+  podPidsLimit: number;
+  /** MemoryQoS (cgroup v2): memory.min = the pod's memory requests. */
+  memoryQoS?: boolean;
+}
+
+/**
+ * ResourceConfigForPod: Guaranteed pods get shares, quota and memory limit;
+ * Burstable pods get shares, and quota / memory limit only when every
+ * container declares that limit (one unlimited container makes the pod
+ * unlimited); BestEffort pods get the minimum shares.
+ * Deliberate difference: upstream leaves pids.max unset when podPidsLimit <= 0;
+ * here it is written as -1 ("max"), the same on a new cgroup, and an update
+ * from a limited value back to unlimited takes effect.
+ */
+export function podResourceConfig(pod: Pod, opts: PodResourceOptions): ResourceConfig {
+  const reqs = podRequests(pod);
+  const { limits, cpuDeclared, memoryDeclared } = podLimits(pod);
+  const cpuShares = milliCpuToShares(reqs.cpu ?? 0);
+  const cpuPeriod = opts.cpuCFSQuotaPeriodUs;
+  const cpuQuota = opts.cpuCFSQuota ? milliCpuToQuota(limits.cpu ?? 0, cpuPeriod) : -1;
+  const memoryLimit = limits.memory ?? 0;
+  const pidsLimit = opts.podPidsLimit > 0 ? opts.podPidsLimit : -1;
+
+  const qos = podQosClass(pod);
+  const config: ResourceConfig = { pidsLimit };
+  if (qos === "Guaranteed") {
+    Object.assign(config, { cpuShares, cpuQuota, cpuPeriod, memoryLimit });
+  } else if (qos === "Burstable") {
+    config.cpuShares = cpuShares;
+    if (cpuDeclared) Object.assign(config, { cpuQuota, cpuPeriod });
+    if (memoryDeclared) config.memoryLimit = memoryLimit;
+  } else {
+    config.cpuShares = MIN_SHARES;
+  }
+  if (opts.memoryQoS && (reqs.memory ?? 0) > 0) config.memoryMin = reqs.memory;
+  return config;
+}
+
+export interface NodeAllocatable {
+  cpuMilli: number;
+  memoryBytes: number;
+  pids?: number;
+}
+
+/**
+ * kubepods (getCgroupConfig of node allocatable): cpu shares always, since
+ * the default 1024 would starve pods against the rest of the node; memory
+ * and pids only when enforcing ("pods" in enforceNodeAllocatable).
+ * Upstream writes the node's capacity when not enforcing; without a capacity
+ * here, unlimited (-1) is written, which the parent bounds the same way.
+ */
+export function nodeResourceConfig(allocatable: NodeAllocatable, enforce: boolean): ResourceConfig {
+  return {
+    cpuShares: milliCpuToShares(allocatable.cpuMilli),
+    memoryLimit: enforce ? allocatable.memoryBytes : -1,
+    pidsLimit: enforce && allocatable.pids !== undefined && allocatable.pids > 0 ? allocatable.pids : -1,
+  };
+}
+
+export interface QosOptions {
+  /** MemoryQoS on cgroup v2: memory.min of burstable = its pods' memory requests,
+   *  of kubepods (the Guaranteed level) = Guaranteed + Burstable requests. */
+  memoryQoS?: boolean;
+  /** qosReserved memory percentage (QOSReserved): caps burstable and besteffort
+   *  so that this share of higher classes' requests stays free. */
+  qosReservedMemoryPercent?: number;
+  /** Needed for qosReserved; without it no memory limits are computed. */
+  allocatableMemoryBytes?: number;
+}
+
+export interface QosResourceConfigs {
+  /** The Guaranteed level is kubepods itself; only memory QoS touches it here. */
+  guaranteed: ResourceConfig;
+  burstable: ResourceConfig;
+  besteffort: ResourceConfig;
+}
+
+/**
+ * UpdateCgroups of the QoS container manager: burstable shares follow the
+ * sum of Burstable pods' CPU requests (2 when there are none); besteffort
+ * always has the minimum shares.
+ */
+export function qosResourceConfigs(activePods: readonly Pod[], opts: QosOptions = {}): QosResourceConfigs {
+  let burstableCpu = 0;
+  const memReq: Record<QosClass, number> = { Guaranteed: 0, Burstable: 0, BestEffort: 0 };
+  for (const pod of activePods) {
+    const qos = podQosClass(pod);
+    const reqs = podRequests(pod);
+    if (qos === "Burstable") burstableCpu += reqs.cpu ?? 0;
+    if (qos !== "BestEffort") memReq[qos] += reqs.memory ?? 0;
+  }
+  const out: QosResourceConfigs = {
+    guaranteed: {},
+    burstable: { cpuShares: milliCpuToShares(burstableCpu) },
+    besteffort: { cpuShares: MIN_SHARES },
+  };
+  if (opts.memoryQoS) {
+    const burstableMin = memReq.Burstable;
+    const guaranteedMin = memReq.Guaranteed + burstableMin;
+    if (burstableMin > 0) out.burstable.memoryMin = burstableMin;
+    if (guaranteedMin > 0) out.guaranteed.memoryMin = guaranteedMin;
+  }
+  const pct = opts.qosReservedMemoryPercent;
+  const allocatable = opts.allocatableMemoryBytes ?? 0;
+  if (pct !== undefined && pct > 0 && allocatable > 0) {
+    const burstableLimit = allocatable - Math.trunc((memReq.Guaranteed * pct) / 100);
+    out.burstable.memoryLimit = burstableLimit;
+    out.besteffort.memoryLimit = burstableLimit - Math.trunc((memReq.Burstable * pct) / 100);
+  }
+  return out;
+}
