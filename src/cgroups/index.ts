@@ -1,0 +1,92 @@
+/**
+ * cgroups: the QoS class, the values each cgroup level gets (pure), and the
+ * writer of the pod cgroup tree for cgroup v1 and v2 (cgroupfs driver).
+ */
+import type { Logger } from "../util/log.ts";
+import { createV1Backend } from "./v1.ts";
+import { createV2Backend } from "./v2.ts";
+import { detectCgroupLayout } from "./detect.ts";
+import { nodeCgroupFs, type CgroupFs } from "./fs.ts";
+import { createPodCgroupsOn, type PodCgroups } from "./pod-cgroups.ts";
+import type { CpuWeightFormula } from "./values.ts";
+
+export type { PodCgroups } from "./pod-cgroups.ts";
+export { podQosClass, type QosClass } from "./qos.ts";
+export {
+  MAX_SHARES,
+  MIN_QUOTA_PERIOD_US,
+  MIN_SHARES,
+  QUOTA_PERIOD_US,
+  milliCpuToQuota,
+  milliCpuToShares,
+  sharesToCpuWeight,
+  type CpuWeightFormula,
+} from "./values.ts";
+export {
+  nodeResourceConfig,
+  podLimits,
+  podRequests,
+  podResourceConfig,
+  qosResourceConfigs,
+  type NodeAllocatable,
+  type PodResourceOptions,
+  type QosOptions,
+  type QosResourceConfigs,
+  type ResourceConfig,
+} from "./resources.ts";
+export {
+  containerLinuxResources,
+  containerOomScoreAdj,
+  type ContainerLinuxResources,
+  type ContainerResourceOptions,
+} from "./container.ts";
+export { CgroupError, isCgroupError, type CgroupErrorKind } from "./errors.ts";
+export { detectCgroupLayout, parseMountinfo, type CgroupLayout, type Hierarchy } from "./detect.ts";
+export { nodeCgroupFs, type CgroupFs } from "./fs.ts";
+export { FakePodCgroups } from "./fake.ts";
+
+export interface PodCgroupsOptions {
+  /** cgroupRoot: the parent of kubepods, in cgroupfs form ("/" when empty). */
+  cgroupRoot: string;
+  /** Where /sys/fs/cgroup and /proc/self/mountinfo are found; "/" by default (tests: a directory tree). */
+  fsRoot?: string;
+  /** podPidsLimit; -1 for no pod-level limit. */
+  podPidsLimit: number;
+  cpuCFSQuota: boolean;
+  /** cpuCFSQuotaPeriod in milliseconds (100 upstream by default). */
+  cpuCFSQuotaPeriodMs: number;
+  logger: Logger;
+  /** MemoryQoS feature: memory.min on pod and QoS cgroups (cgroup v2 only). Default false. */
+  memoryQoS?: boolean;
+  /** qosReserved memory percentage (QOSReserved feature); unset for none. */
+  qosReservedMemoryPercent?: number;
+  /** cgroup v2 shares → weight conversion; match the runtime's (runc < 1.3.2: linear). Default "linear". */
+  cpuWeightFormula?: CpuWeightFormula;
+  /** File operations; tests inject a fake cgroupfs. */
+  fs?: CgroupFs;
+}
+
+/**
+ * Detects the host's cgroup version (synchronously: a few small reads) and
+ * returns the writer for it. Throws CgroupError (NotFound / Unsupported)
+ * when no usable cgroup mount is found.
+ */
+export function createPodCgroups(opts: PodCgroupsOptions): PodCgroups {
+  const fs = opts.fs ?? nodeCgroupFs;
+  const layout = detectCgroupLayout(opts.fsRoot ?? "/", fs);
+  const backend =
+    layout.version === "v2"
+      ? createV2Backend({ unified: layout.unified, fs, logger: opts.logger, cpuWeightFormula: opts.cpuWeightFormula ?? "linear" })
+      : createV1Backend({ hierarchies: layout.hierarchies, ...(layout.unified ? { unified: layout.unified } : {}), fs, logger: opts.logger });
+  return createPodCgroupsOn({
+    backend,
+    fs,
+    logger: opts.logger,
+    cgroupRoot: opts.cgroupRoot,
+    podPidsLimit: opts.podPidsLimit,
+    cpuCFSQuota: opts.cpuCFSQuota,
+    cpuCFSQuotaPeriodUs: Math.round(opts.cpuCFSQuotaPeriodMs * 1000),
+    memoryQoS: opts.memoryQoS ?? false,
+    ...(opts.qosReservedMemoryPercent !== undefined ? { qosReservedMemoryPercent: opts.qosReservedMemoryPercent } : {}),
+  });
+}
