@@ -1,0 +1,311 @@
+// The collector over a fake fsRoot (testdata/ copied, pod cgroups added) and
+// a FakeCri with numbers set per container: what lands in the Summary, the
+// two-sample CPU rate, failures that leave one part out, caching, the timer.
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { podLogDirectory as runtimePodLogDirectory } from "../runtime/cri-config.ts";
+import { FakeClock } from "../util/clock.ts";
+import { memoryLogger } from "../util/log.ts";
+import { parseFlatKeyed, parseSingleValue } from "./cgroupfs.ts";
+import { createStatsCollector, type StatsCollector } from "./collector.ts";
+import { podLogDirectory, type PodRef } from "./pods.ts";
+import { parseMeminfo } from "./procfs.ts";
+import { FakeNode, StatsFakeCri } from "./testutil.ts";
+import type { PodStats } from "./types.ts";
+
+const web: PodRef = { uid: "uid-web", name: "web", namespace: "default" };
+const db: PodRef = { uid: "uid-db", name: "db", namespace: "prod" };
+
+let node: FakeNode;
+let clock: FakeClock;
+let cri: StatsFakeCri;
+let pods: PodRef[];
+let logs: ReturnType<typeof memoryLogger>;
+let collector: StatsCollector;
+
+function setup(version: "v1" | "v2") {
+  node = new FakeNode(version);
+  clock = new FakeClock();
+  cri = new StatsFakeCri(clock, node.layerDir);
+  pods = [web, db];
+  logs = memoryLogger(3);
+  collector = createStatsCollector({
+    nodeName: "n1",
+    rootDir: node.rootDir,
+    fsRoot: node.fsRoot,
+    cgroupRoot: "/kubepods",
+    podCgroupPath: node.podCgroup,
+    cri,
+    pods: () => pods,
+    podLogsDir: node.podLogsDir,
+    clock,
+    logger: logs.logger,
+  });
+}
+
+afterEach(async () => {
+  await collector?.[Symbol.asyncDispose]();
+  node?.cleanup();
+});
+
+const podOf = (pods: PodStats[], uid: string) => pods.find((p) => p.podRef.uid === uid);
+
+describe("cgroup v1 (captured tree)", () => {
+  let webIds: { sandbox: string; containers: string[] };
+
+  beforeEach(async () => {
+    setup("v1");
+    webIds = await cri.addPod(web, ["app", "sidecar"]);
+    node.addPodCgroup(web.uid);
+    cri.numbers.set(webIds.containers[0]!, { cpuNs: 5e9, workingSetBytes: 30 << 20, layerBytes: 4096 });
+    cri.numbers.set(webIds.containers[1]!, { cpuNs: 1e9, workingSetBytes: 10 << 20, layerBytes: 8192 });
+    node.writeLog(web, "app", "0.log", 10_000);
+    node.writeLog(web, "sidecar", "0.log", 100);
+  });
+
+  test("node: cpu from /proc/stat, memory from the root cgroup against MemTotal, network, nodefs, rlimit, pods container, imagefs", async () => {
+    await collector.collect();
+    const { node: n } = await collector.summary();
+    const f = (rel: string) => readFileSync(join(node.fsRoot, rel), "utf8");
+
+    expect(n.nodeName).toBe("n1");
+    expect(n.startTime).toBe(new Date(1795290771 * 1000).toISOString());
+    expect(n.cpu).toEqual({ time: new Date(clock.now()).toISOString(), usageCoreNanoSeconds: (183848 + 67534 + 1170 + 95) * 1e7 });
+
+    const usage = parseSingleValue(f("sys/fs/cgroup/memory/memory.usage_in_bytes"))!;
+    const inactive = parseFlatKeyed(f("sys/fs/cgroup/memory/memory.stat")).get("total_inactive_file")!;
+    const total = parseMeminfo(f("proc/meminfo")).get("MemTotal")!;
+    expect(n.memory).toMatchObject({ usageBytes: usage, workingSetBytes: usage - inactive, availableBytes: total - (usage - inactive) });
+
+    expect(n.network?.name).toBe("eth0");
+    expect(n.network?.rxBytes).toBe(1351920640);
+    expect(n.network?.interfaces?.map((i) => i.name)).toEqual(["ifb0", "ifb1", "eth0"]); // no lo
+
+    expect(n.fs?.capacityBytes).toBeGreaterThan(n.fs!.availableBytes!);
+    expect(n.fs?.inodesUsed).toBe(n.fs!.inodes! - n.fs!.inodesFree!);
+    expect(n.rlimit).toMatchObject({ maxpid: 32768, curproc: 96 });
+    expect(n.systemContainers).toEqual([
+      {
+        name: "pods",
+        startTime: n.startTime,
+        cpu: { time: n.cpu!.time, usageCoreNanoSeconds: 1216755603 },
+        memory: { time: n.cpu!.time, usageBytes: 21741568, workingSetBytes: 21741568, rssBytes: 20172800, pageFaults: 11499, majorPageFaults: 0 },
+      },
+    ]);
+    expect(n.runtime?.imageFs?.capacityBytes).toBeGreaterThan(0);
+    expect(n.runtime?.imageFs?.usedBytes).toBe(2 * 1024 * 1024); // FakeCri: two 1 MiB images
+    expect(n.runtime?.containerFs).toEqual(n.runtime?.imageFs);
+  });
+
+  test("pod: cgroup cpu/memory/processes, sandbox network, containers from CRI with rootfs and logs, ephemeral-storage as their sum", async () => {
+    await collector.collect();
+    const { pods: ps } = await collector.summary();
+    expect(ps.map((p) => p.podRef.uid)).toEqual([web.uid]); // db has no sandbox: not reported
+    const p = podOf(ps, web.uid)!;
+    expect(p.podRef).toEqual(web);
+    expect(p.cpu?.usageCoreNanoSeconds).toBe(1216755603);
+    expect(p.cpu?.usageNanoCores).toBeUndefined(); // one sample only
+    expect(p.memory).toMatchObject({ workingSetBytes: 21741568, rssBytes: 20172800 });
+    expect(p.memory?.availableBytes).toBeUndefined(); // no limit
+    expect(p.process_stats).toEqual({ process_count: 2 });
+    expect(p.network).toMatchObject({ name: "eth0", rxBytes: 1000, rxErrors: 1, txBytes: 2000, interfaces: [{ name: "eth0" }] });
+
+    expect(p.containers.map((c) => c.name).sort()).toEqual(["app", "sidecar"]);
+    const app = p.containers.find((c) => c.name === "app")!;
+    expect(app.cpu?.usageCoreNanoSeconds).toBe(5e9);
+    expect(app.memory).toMatchObject({ workingSetBytes: 30 << 20 });
+    expect(app.memory?.availableBytes).toBeUndefined(); // containerd's 0 means "no limit known"
+    expect(app.rootfs).toMatchObject({ usedBytes: 4096, inodesUsed: 1 });
+    expect(app.rootfs?.capacityBytes).toBeGreaterThan(0);
+    expect(app.logs?.usedBytes).toBeGreaterThanOrEqual(10_000);
+    expect(app.logs?.inodesUsed).toBe(1);
+    expect(app.logs?.capacityBytes).toBe(p["ephemeral-storage"]?.capacityBytes);
+
+    const sidecar = p.containers.find((c) => c.name === "sidecar")!;
+    const eph = p["ephemeral-storage"]!;
+    expect(eph.usedBytes).toBe(4096 + 8192 + app.logs!.usedBytes! + sidecar.logs!.usedBytes!);
+    expect(eph.inodesUsed).toBe(2 + 2);
+  });
+
+  test("second pass: usageNanoCores for node, pods parent, pod and containers from the clock's interval", async () => {
+    await collector.collect();
+    clock.advance(10_000);
+    node.addNodeUserJiffies(1500); // 15 s of CPU in 10 s
+    node.setCgroupCpu(`/kubepods/pod${web.uid}`, 1216755603 + 5e9);
+    node.setCgroupCpu("/kubepods", 1216755603 + 2e9);
+    cri.numbers.set(webIds.containers[0]!, { cpuNs: 5e9 + 2.5e9 });
+    await collector.collect();
+    const s = await collector.summary();
+    expect(s.node.cpu?.usageNanoCores).toBe(1.5e9);
+    expect(s.node.systemContainers?.[0]?.cpu?.usageNanoCores).toBe(2e8);
+    const p = podOf(s.pods, web.uid)!;
+    expect(p.cpu?.usageNanoCores).toBe(5e8);
+    expect(p.containers.find((c) => c.name === "app")?.cpu?.usageNanoCores).toBe(2.5e8);
+    expect(p.containers.find((c) => c.name === "sidecar")?.cpu?.usageNanoCores).toBe(0);
+  });
+
+  test("exited containers and older sandboxes are left out; a restarted container's rate starts over", async () => {
+    const dbIds = await cri.addPod(db, ["main"]);
+    node.addPodCgroup(db.uid);
+    cri.numbers.set(dbIds.containers[0]!, { cpuNs: 1e9 });
+    await collector.collect();
+    clock.advance(10_000);
+    cri.fake.exitContainer(dbIds.containers[0]!, 1);
+    const config = { metadata: { name: db.name, namespace: db.namespace, uid: db.uid, attempt: 0 } };
+    const next = await cri.fake.createContainer(dbIds.sandbox, { metadata: { name: "main", attempt: 1 }, image: { image: "docker.io/library/busybox:1.36" } }, config);
+    await cri.fake.startContainer(next);
+    cri.numbers.set(next, { cpuNs: 3e9 });
+    await collector.collect();
+    const p = podOf((await collector.summary()).pods, db.uid)!;
+    expect(p.containers).toHaveLength(1);
+    expect(p.containers[0]?.cpu).toEqual({ time: new Date(clock.now()).toISOString(), usageCoreNanoSeconds: 3e9 });
+  });
+
+  test("a pod whose cgroup is gone falls back to the sandbox stats for cpu, memory and processes", async () => {
+    node.removePodCgroup(web.uid);
+    await collector.collect();
+    const p = podOf((await collector.summary()).pods, web.uid)!;
+    expect(p.cpu?.usageCoreNanoSeconds).toBe(5e9 + 1e9);
+    expect(p.memory).toEqual({ time: p.cpu!.time, workingSetBytes: 40 << 20 });
+    expect(p.process_stats).toEqual({ process_count: 3 });
+  });
+
+  test("the log directory is the runtime's", () => {
+    expect(podLogDirectory("/var/log/pods", web)).toBe(runtimePodLogDirectory("/var/log/pods", web));
+  });
+});
+
+describe("cgroup v2 (hand-written tree)", () => {
+  beforeEach(async () => {
+    setup("v2");
+    await cri.addPod(web, ["app"]);
+    node.addPodCgroup(web.uid);
+  });
+
+  test("node memory from the root's anon + file; the pod's limit gives availableBytes; default route ens3", async () => {
+    await collector.collect();
+    const s = await collector.summary();
+    const total = parseMeminfo(readFileSync(join(node.fsRoot, "proc/meminfo"), "utf8")).get("MemTotal")!;
+    const ws = 1073741824 + 2147483648 - 536870912;
+    expect(s.node.memory).toMatchObject({ usageBytes: 1073741824 + 2147483648, workingSetBytes: ws, availableBytes: total - ws, rssBytes: 1073741824 });
+    expect(s.node.network?.name).toBe("ens3");
+    expect(s.node.network?.interfaces?.map((i) => i.name)).toEqual(["ens3", "cni0"]);
+    const p = podOf(s.pods, web.uid)!;
+    expect(p.cpu?.usageCoreNanoSeconds).toBe(2.5e9);
+    expect(p.memory).toMatchObject({ usageBytes: 52428800, workingSetBytes: 48234496, availableBytes: 134217728 - 48234496, majorPageFaults: 3 });
+    expect(p.process_stats).toEqual({ process_count: 7 });
+  });
+});
+
+describe("failures leave one part out", () => {
+  beforeEach(async () => {
+    setup("v1");
+    const ids = await cri.addPod(web, ["app"]);
+    cri.numbers.set(ids.containers[0]!, { cpuNs: 1e9, workingSetBytes: 1 << 20 });
+    const dbIds = await cri.addPod(db, ["main"]);
+    cri.failingSandboxes.add(dbIds.sandbox);
+    node.addPodCgroup(web.uid);
+    node.addPodCgroup(db.uid);
+  });
+
+  test("ListPodSandboxStats failing as a list: per-sandbox calls; the sandbox that fails alone loses only its network", async () => {
+    cri.fake.failNext("listPodSandboxStats", "Unknown", "failed to decode sandbox container metrics");
+    await collector.collect();
+    const s = await collector.summary();
+    expect(podOf(s.pods, web.uid)?.network?.rxBytes).toBe(1000);
+    const dbStats = podOf(s.pods, db.uid)!;
+    expect(dbStats.network).toBeUndefined();
+    expect(dbStats.cpu?.usageCoreNanoSeconds).toBe(1216755603);
+    expect(cri.fake.callsOf("listPodSandboxStats")).toHaveLength(3);
+    expect(logs.lines.filter((l) => l.startsWith("W")).join("\n")).toContain("part=ListPodSandboxStats");
+  });
+
+  test("ListContainerStats failing: containers still listed (name, start, logs) without cpu or memory", async () => {
+    cri.fake.failNext("listContainerStats", "Unavailable");
+    await collector.collect();
+    const app = podOf((await collector.summary()).pods, web.uid)!.containers[0]!;
+    expect(app.name).toBe("app");
+    expect(app.cpu).toBeUndefined();
+    expect(app.memory).toBeUndefined();
+  });
+
+  test("ImageFsInfo failing: no runtime part, the rest is there", async () => {
+    cri.fake.failNext("imageFsInfo", "DeadlineExceeded");
+    await collector.collect();
+    const s = await collector.summary();
+    expect(s.node.runtime).toBeUndefined();
+    expect(s.node.memory).toBeDefined();
+    expect(s.pods).toHaveLength(2);
+  });
+
+  test("a failing part warns once, then logs at -v=4 only, and says when it recovers", async () => {
+    cri.fake.failNext("listContainers", "Unavailable");
+    cri.fake.failNext("listContainers", "Unavailable");
+    await collector.collect();
+    clock.advance(10_000);
+    await collector.collect();
+    clock.advance(10_000);
+    await collector.collect();
+    const about = logs.lines.filter((l) => l.includes("part=ListContainers"));
+    expect(about.map((l) => l[0])).toEqual(["W", "I"]);
+    expect(about[1]).toContain("recovered");
+  });
+
+  test("node: no root memory cgroup falls back to /proc/meminfo; a nodefs that cannot be statfs'd is left out with a warning", async () => {
+    rmSync(join(node.fsRoot, "sys/fs/cgroup/memory/memory.usage_in_bytes"));
+    rmSync(node.rootDir, { recursive: true });
+    await collector.collect();
+    const s = await collector.summary();
+    const m = parseMeminfo(readFileSync(join(node.fsRoot, "proc/meminfo"), "utf8"));
+    const total = m.get("MemTotal")!;
+    expect(s.node.memory).toMatchObject({ usageBytes: total - m.get("MemFree")!, workingSetBytes: total - m.get("MemAvailable")!, availableBytes: m.get("MemAvailable")! });
+    expect(s.node.fs).toBeUndefined();
+    expect(s.node.cpu).toBeDefined();
+    expect(logs.lines.filter((l) => l.startsWith("W")).join("\n")).toContain('part="node fs"');
+  });
+
+  test("every CRI call failing still gives a node summary and no pods", async () => {
+    for (const m of ["listPodSandbox", "listContainers", "listContainerStats", "listPodSandboxStats", "imageFsInfo"] as const) cri.fake.failNext(m, "Unavailable");
+    await collector.collect();
+    const s = await collector.summary();
+    expect(s.pods).toEqual([]);
+    expect(s.node.cpu?.usageCoreNanoSeconds).toBeGreaterThan(0);
+  });
+});
+
+describe("caching and the timer", () => {
+  beforeEach(async () => {
+    setup("v1");
+    await cri.addPod(web, ["app"]);
+  });
+
+  const passes = () => cri.fake.callsOf("listPodSandbox").length;
+
+  test("summary() reuses a pass younger than 10 s, concurrent callers share one pass", async () => {
+    const [a, b] = await Promise.all([collector.summary(), collector.summary()]);
+    expect(a).toBe(b);
+    expect(passes()).toBe(1);
+    clock.advance(9_999);
+    await collector.summary();
+    expect(passes()).toBe(1);
+    clock.advance(1);
+    await collector.summary();
+    expect(passes()).toBe(2);
+  });
+
+  test("start(period): a pass now and one per period; dispose stops the timer", async () => {
+    collector.start(5_000);
+    collector.start(1_000); // ignored
+    await collector.collect(); // joins the first pass
+    expect(passes()).toBe(1);
+    await Bun.sleep(0);
+    clock.advance(5_000);
+    await collector.collect();
+    expect(passes()).toBe(2);
+    await collector[Symbol.asyncDispose]();
+    expect(clock.pendingTimers()).toBe(0);
+    clock.advance(60_000);
+    expect(passes()).toBe(2);
+  });
+});

@@ -1,0 +1,262 @@
+/**
+ * The stats collector: the agent's StatsProvider. Upstream the kubelet gets
+ * these numbers from cAdvisor and the CRI; here one pass reads procfs, the
+ * root, pods-parent and pod cgroups, statfs, the log directories, and four
+ * or five CRI lists, and keeps the result as the current Summary.
+ *
+ * Timeline:
+ *   start(period) ── collect ── (period) ── collect ── ...   dispose: stop, await the pass in flight
+ *   summary(): the last pass if younger than the period, else a new pass
+ *   (concurrent callers share one pass).
+ *
+ * A pass never fails as a whole: a CRI call, a cgroup or a file that fails
+ * leaves its part out and is logged (warn the first time, -v=4 while it
+ * keeps failing, info when it recovers). usageNanoCores needs two passes.
+ */
+import type { CriService, PodSandboxStats } from "../cri/index.ts";
+import type { Clock } from "../util/clock.ts";
+import type { Logger } from "../util/log.ts";
+import { createCgroupReader, type CgroupVersion } from "./cgroup-reader.ts";
+import type { PartError } from "./convert.ts";
+import { statFs, toFsStats, type FsInfo } from "./fs.ts";
+import { readNodeStats } from "./node.ts";
+import { buildPodStats, PodIndex, type PodRef } from "./pods.ts";
+import { CpuRates } from "./rate.ts";
+import type { FsStats, PodStats, StatsProvider, Summary } from "./types.ts";
+
+export type StatsCri = Pick<CriService, "listContainerStats" | "listPodSandboxStats" | "listContainers" | "listPodSandbox" | "imageFsInfo">;
+
+export interface StatsCollectorOptions {
+  nodeName: string;
+  /** The kubelet root directory: its filesystem is nodefs. */
+  rootDir: string;
+  /** Where /proc and /sys are; "/" except in tests. */
+  fsRoot?: string;
+  /** Detected from `<fsRoot>/sys/fs/cgroup` when absent. */
+  cgroupVersion?: CgroupVersion;
+  /**
+   * The cgroup all pods live under (the kubelet's `<cgroupRoot>/kubepods`
+   * with cgroupsPerQOS), relative to the hierarchy root: reported as the
+   * node's system container "pods".
+   */
+  cgroupRoot: string;
+  /** A pod's cgroup relative to the hierarchy root; undefined when it has none (yet). */
+  podCgroupPath: (pod: { uid: string }) => string | undefined;
+  cri: StatsCri;
+  /** The pods to report; called once per pass. */
+  pods: () => PodRef[];
+  /** Root of the pod log directories (upstream /var/log/pods). */
+  podLogsDir: string;
+  clock: Clock;
+  logger: Logger;
+}
+
+export interface StatsCollector extends StatsProvider {
+  /** Takes one sample now (joins a pass already in flight). Never rejects. */
+  collect(): Promise<void>;
+  /** Collects now and then every `periodMs` after each pass ends. Calling it again changes nothing. */
+  start(periodMs: number): void;
+  /** Stops the timer and waits for a pass in flight. Idempotent. */
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** summary() reuses a pass younger than this when no period was started. */
+export const DEFAULT_MAX_AGE_MS = 10_000;
+
+/** Per-sandbox ListPodSandboxStats calls in flight when the list call fails. */
+const SANDBOX_STATS_CONCURRENCY = 8;
+
+export function createStatsCollector(opts: StatsCollectorOptions): StatsCollector {
+  const fsRoot = opts.fsRoot ?? "/";
+  const cgroups = createCgroupReader({ fsRoot, version: opts.cgroupVersion });
+  const rates = new CpuRates();
+  const log = opts.logger.with({ component: "stats" });
+  const failing = new Set<string>();
+  let last: { summary: Summary; atMs: number } | undefined;
+  let inFlight: Promise<void> | undefined;
+  let periodMs: number | undefined;
+  let cancelTimer: (() => void) | undefined;
+  let disposed = false;
+
+  const failed = (part: string, err: unknown) => {
+    if (failing.has(part)) log.v(4).info("stats part still failing", { part, err });
+    else log.warn("stats part failed; left out of the summary", { part, err });
+    failing.add(part);
+  };
+  const succeeded = (part: string) => {
+    if (failing.delete(part)) log.info("stats part recovered", { part });
+  };
+
+  /** A CRI list that may fail: [] and a log line instead of a rejection. */
+  async function criList<T>(part: string, call: () => Promise<T[]>): Promise<T[]> {
+    try {
+      const r = await call();
+      succeeded(part);
+      return r;
+    } catch (err) {
+      failed(part, err);
+      return [];
+    }
+  }
+
+  /**
+   * ListPodSandboxStats for all sandboxes at once; when that fails (one bad
+   * sandbox, e.g. a host-network one on some containerd versions, fails the
+   * whole list), one call per sandbox so only that pod loses its numbers.
+   */
+  async function sandboxStats(ids: string[]): Promise<PodSandboxStats[]> {
+    try {
+      const r = await opts.cri.listPodSandboxStats();
+      succeeded("ListPodSandboxStats");
+      return r;
+    } catch (err) {
+      failed("ListPodSandboxStats", err);
+    }
+    const out: PodSandboxStats[] = [];
+    let next = 0;
+    const worker = async () => {
+      while (next < ids.length) {
+        const id = ids[next++]!;
+        try {
+          out.push(...(await opts.cri.listPodSandboxStats({ id })));
+        } catch (err) {
+          log.v(4).info("sandbox stats failed", { sandbox: id, err });
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(SANDBOX_STATS_CONCURRENCY, ids.length) }, worker));
+    return out;
+  }
+
+  async function imageFs(statFsCached: (p: string) => FsInfo | undefined, time: string): Promise<{ stats?: FsStats; info?: FsInfo; containerFs?: FsStats }> {
+    try {
+      const r = await opts.cri.imageFsInfo();
+      succeeded("ImageFsInfo");
+      const toStats = (fs: (typeof r.imageFilesystems)[number] | undefined) => {
+        if (!fs) return undefined;
+        const mount = fs.fsId?.mountpoint;
+        const info = mount ? statFsCached(mount) : undefined;
+        return { info, stats: toFsStats(time, info, { bytes: fs.usedBytes && Number(fs.usedBytes.value), inodes: fs.inodesUsed && Number(fs.inodesUsed.value) }) };
+      };
+      const image = toStats(r.imageFilesystems[0]);
+      // No separate container filesystem (containerd 1.6 reports none): it is the image filesystem, as upstream.
+      const container = toStats(r.containerFilesystems[0]) ?? image;
+      return { stats: image?.stats, info: image?.info, containerFs: container?.stats };
+    } catch (err) {
+      failed("ImageFsInfo", err);
+      return {};
+    }
+  }
+
+  async function pass(): Promise<void> {
+    const t0 = performance.now();
+    const nowMs = opts.clock.now();
+    const time = new Date(nowMs).toISOString();
+    const errors: PartError[] = [];
+    const fsCache = new Map<string, FsInfo | undefined>();
+    const statFsCached = (path: string) => {
+      if (!fsCache.has(path)) {
+        let info: FsInfo | undefined;
+        try {
+          info = statFs(path);
+        } catch (err) {
+          errors.push({ part: `statfs ${path}`, err });
+        }
+        fsCache.set(path, info);
+      }
+      return fsCache.get(path);
+    };
+
+    const [sandboxes, containers, containerStats] = await Promise.all([
+      criList("ListPodSandbox", () => opts.cri.listPodSandbox()),
+      criList("ListContainers", () => opts.cri.listContainers()),
+      criList("ListContainerStats", () => opts.cri.listContainerStats()),
+    ]);
+    const pods = opts.pods();
+    const index = new PodIndex({ sandboxes, containers, containerStats });
+    const sandboxIds = pods.flatMap((p) => index.sandboxOf(p.uid)?.id ?? []);
+    const [sandboxStatsList, image] = await Promise.all([sandboxStats(sandboxIds), imageFs(statFsCached, time)]);
+    index.addSandboxStats(sandboxStatsList);
+
+    rates.beginRound();
+    const node = readNodeStats(
+      { nodeName: opts.nodeName, fsRoot, rootDir: opts.rootDir, podsCgroup: opts.cgroupRoot, cgroups, rates, nowMs, time, statFs: statFsCached },
+      errors,
+    );
+    if (image.stats) node.runtime = { imageFs: image.stats, ...(image.containerFs ? { containerFs: image.containerFs } : {}) };
+
+    const ctx = {
+      time,
+      nowMs,
+      rates,
+      cgroups,
+      podCgroupPath: opts.podCgroupPath,
+      podLogsDir: opts.podLogsDir,
+      nodeFs: statFsCached(opts.rootDir),
+      statFs: statFsCached,
+      imageFs: image.info,
+    };
+    const podStats: PodStats[] = [];
+    for (const pod of pods) {
+      try {
+        const s = buildPodStats(ctx, pod, index, errors);
+        if (s) podStats.push(s);
+      } catch (err) {
+        errors.push({ part: `pod ${pod.uid}`, err });
+      }
+    }
+    rates.endRound();
+
+    // Node parts warn (once); parts named per pod, container or path are
+    // logged at -v=4 only: they come and go with pods.
+    const isNodePart = (part: string) => part.startsWith("node ");
+    const seen = new Set<string>();
+    for (const e of errors) {
+      seen.add(e.part);
+      if (isNodePart(e.part)) failed(e.part, e.err);
+      else log.v(4).info("stats part failed", { part: e.part, err: e.err });
+    }
+    for (const part of [...failing]) if (isNodePart(part) && !seen.has(part)) succeeded(part);
+
+    last = { summary: { node, pods: podStats }, atMs: nowMs };
+    log.v(5).info("stats collected", { pods: podStats.length, ms: Math.round(performance.now() - t0) });
+  }
+
+  function collect(): Promise<void> {
+    inFlight ??= pass()
+      .catch((err: unknown) => log.error("stats collection failed", { err }))
+      .finally(() => {
+        inFlight = undefined;
+      });
+    return inFlight;
+  }
+
+  function schedule(): void {
+    if (disposed || periodMs === undefined) return;
+    cancelTimer = opts.clock.setTimer(periodMs, () => {
+      cancelTimer = undefined;
+      void collect().then(schedule);
+    });
+  }
+
+  return {
+    collect,
+    start(ms: number) {
+      if (periodMs !== undefined || disposed) return;
+      periodMs = ms;
+      void collect().then(schedule);
+    },
+    async summary(): Promise<Summary> {
+      const maxAge = periodMs ?? DEFAULT_MAX_AGE_MS;
+      if (!last || opts.clock.now() - last.atMs >= maxAge) await collect();
+      if (!last) throw new Error("stats: no summary could be collected");
+      return last.summary;
+    },
+    async [Symbol.asyncDispose]() {
+      disposed = true;
+      cancelTimer?.();
+      cancelTimer = undefined;
+      await inFlight;
+    },
+  };
+}

@@ -1,0 +1,206 @@
+/**
+ * The pod part of the Summary: one PodStats per pod the agent reports,
+ * from what the CRI listed (sandboxes, containers, their stats) and what
+ * the pod cgroup and the log directories hold. Upstream's CRI stats
+ * provider (pkg/kubelet/stats/cri_stats_provider.go) is the model:
+ * - a pod's sandbox: the READY one, else the newest (removeTerminatedPods);
+ *   a pod without any sandbox is not reported;
+ * - its containers: the RUNNING ones (removeTerminatedContainers), found by
+ *   their sandbox's pod UID; startTime is the CRI createdAt;
+ * - container cpu / memory / writable layer from ListContainerStats;
+ *   usageNanoCores from two of our own samples (rate.ts);
+ * - container logs: the files in `<podLogsDir>/<ns>_<name>_<uid>/<container>/`;
+ * - pod cpu / memory / process count from the pod cgroup (upstream reads
+ *   it through cAdvisor), falling back to ListPodSandboxStats when the pod
+ *   has no readable cgroup; network from ListPodSandboxStats;
+ * - ephemeral-storage: containers' rootfs + logs, plus the files directly
+ *   in the pod log directory (calcEphemeralStorage; volumes to come).
+ */
+import { join } from "node:path";
+import {
+  ContainerState,
+  PodSandboxState,
+  type Container,
+  type ContainerStats as CriContainerStats,
+  type MemoryUsage,
+  type PodSandbox,
+  type PodSandboxStats,
+} from "../cri/index.ts";
+import type { CgroupReader } from "./cgroup-reader.ts";
+import { filesUsage, toFsStats, type FsInfo } from "./fs.ts";
+import { attempt, cpuStats, memoryStats, type PartError } from "./convert.ts";
+import type { CpuRates } from "./rate.ts";
+import type { ContainerStats, FsStats, MemoryStats, NetworkStats, PodStats } from "./types.ts";
+
+export interface PodRef {
+  uid: string;
+  name: string;
+  namespace: string;
+}
+
+/** What the CRI listed in one collection; a list that failed is empty. */
+export interface CriSnapshot {
+  sandboxes: PodSandbox[];
+  containers: Container[];
+  containerStats: CriContainerStats[];
+}
+
+export interface PodReadContext {
+  time: string;
+  nowMs: number;
+  rates: CpuRates;
+  cgroups: CgroupReader;
+  podCgroupPath: (pod: { uid: string }) => string | undefined;
+  podLogsDir: string;
+  /** nodefs: capacity and inodes of `logs` and ephemeral-storage, as upstream's rootFsInfo. */
+  nodeFs: FsInfo | undefined;
+  /** statfs with a per-collection cache (writable layer mountpoints). */
+  statFs: (path: string) => FsInfo | undefined;
+  /** Fallback capacity for rootfs when the writable layer names no mountpoint. */
+  imageFs: FsInfo | undefined;
+}
+
+/** Upstream BuildPodLogsDirectory (same as runtime/cri-config.ts podLogDirectory). */
+export const podLogDirectory = (podLogsDir: string, pod: PodRef): string => join(podLogsDir, `${pod.namespace}_${pod.name}_${pod.uid}`);
+
+const nsToIso = (ns: bigint): string => new Date(Number(ns / 1_000_000n)).toISOString();
+const num = (v: { value: bigint } | undefined): number | undefined => (v === undefined ? undefined : Number(v.value));
+
+/** The snapshot indexed by pod UID, once per collection. */
+export class PodIndex {
+  private sandboxesByUid = new Map<string, PodSandbox[]>();
+  private containersByUid = new Map<string, Container[]>();
+  readonly containerStats = new Map<string, CriContainerStats>();
+  readonly sandboxStats = new Map<string, PodSandboxStats>();
+
+  constructor(s: CriSnapshot) {
+    const uidOfSandbox = new Map<string, string>();
+    for (const sb of s.sandboxes) {
+      const uid = sb.metadata?.uid;
+      if (!uid) continue;
+      uidOfSandbox.set(sb.id, uid);
+      push(this.sandboxesByUid, uid, sb);
+    }
+    for (const c of s.containers) {
+      if (c.state !== ContainerState.CONTAINER_RUNNING) continue;
+      const uid = uidOfSandbox.get(c.podSandboxId);
+      if (uid) push(this.containersByUid, uid, c);
+    }
+    for (const st of s.containerStats) if (st.attributes?.id) this.containerStats.set(st.attributes.id, st);
+  }
+
+  /** ListPodSandboxStats answers, which are fetched for the sandboxes `sandboxOf` picks. */
+  addSandboxStats(list: PodSandboxStats[]): void {
+    for (const st of list) if (st.attributes?.id) this.sandboxStats.set(st.attributes.id, st);
+  }
+
+  /** The READY sandbox (the newest if several), else the newest. */
+  sandboxOf(uid: string): PodSandbox | undefined {
+    const all = this.sandboxesByUid.get(uid);
+    if (!all) return undefined;
+    const newest = (list: PodSandbox[]) => list.reduce((a, b) => (b.createdAt > a.createdAt ? b : a));
+    const ready = all.filter((s) => s.state === PodSandboxState.SANDBOX_READY);
+    return newest(ready.length > 0 ? ready : all);
+  }
+
+  /** Running containers of the pod, one per name (the newest). */
+  containersOf(uid: string): Container[] {
+    const byName = new Map<string, Container>();
+    for (const c of this.containersByUid.get(uid) ?? []) {
+      const name = c.metadata?.name ?? "";
+      const prev = byName.get(name);
+      if (!prev || c.createdAt > prev.createdAt) byName.set(name, c);
+    }
+    return [...byName.values()];
+  }
+}
+
+function push<T>(m: Map<string, T[]>, k: string, v: T): void {
+  const list = m.get(k);
+  if (list) list.push(v);
+  else m.set(k, [v]);
+}
+
+export function buildPodStats(ctx: PodReadContext, pod: PodRef, index: PodIndex, errors: PartError[]): PodStats | undefined {
+  const sandbox = index.sandboxOf(pod.uid);
+  if (!sandbox) return undefined;
+  const logDir = podLogDirectory(ctx.podLogsDir, pod);
+  const out: PodStats = {
+    podRef: { name: pod.name, namespace: pod.namespace, uid: pod.uid },
+    startTime: nsToIso(sandbox.createdAt),
+    containers: index.containersOf(pod.uid).map((c) => containerStats(ctx, c, index.containerStats.get(c.id), logDir, errors)),
+  };
+
+  const sandboxStats = index.sandboxStats.get(sandbox.id)?.linux;
+  const cgroupPath = attempt(`pod ${pod.uid} cgroup path`, errors, () => ctx.podCgroupPath(pod));
+  const cg = cgroupPath !== undefined ? attempt(`pod ${pod.uid} cgroup`, errors, () => ctx.cgroups.read(cgroupPath)) : undefined;
+  if (cg?.cpu) out.cpu = cpuStats(ctx, `pod/${pod.uid}`, cg.cpu.usageNanoseconds);
+  else if (sandboxStats?.cpu?.usageCoreNanoSeconds) out.cpu = cpuStats(ctx, `pod/${pod.uid}`, Number(sandboxStats.cpu.usageCoreNanoSeconds.value));
+  if (cg?.memory) out.memory = memoryStats(ctx.time, cg.memory);
+  else if (sandboxStats?.memory) out.memory = criMemory(ctx.time, sandboxStats.memory);
+  const processes = cg?.pids ?? num(sandboxStats?.process?.processCount);
+  if (processes !== undefined) out.process_stats = { process_count: processes };
+  const network = sandboxStats?.network;
+  if (network) out.network = criNetwork(ctx.time, network);
+
+  const podFiles = attempt(`pod ${pod.uid} logs`, errors, () => filesUsage(logDir));
+  out["ephemeral-storage"] = ephemeralStorage(ctx, out.containers, podFiles);
+  return out;
+}
+
+function containerStats(ctx: PodReadContext, c: Container, st: CriContainerStats | undefined, podLogDir: string, errors: PartError[]): ContainerStats {
+  const name = c.metadata?.name ?? "";
+  const out: ContainerStats = { name, startTime: nsToIso(c.createdAt) };
+  const usage = st?.cpu?.usageCoreNanoSeconds;
+  if (usage) out.cpu = cpuStats(ctx, `container/${c.id}`, Number(usage.value));
+  if (st?.memory) out.memory = criMemory(ctx.time, st.memory);
+  const layer = st?.writableLayer;
+  if (layer) {
+    const mount = layer.fsId?.mountpoint;
+    const fs = (mount ? ctx.statFs(mount) : undefined) ?? ctx.imageFs;
+    out.rootfs = toFsStats(ctx.time, fs, { bytes: num(layer.usedBytes), inodes: num(layer.inodesUsed) });
+  }
+  const logs = attempt(`container ${c.id} logs`, errors, () => filesUsage(join(podLogDir, name)));
+  if (logs) out.logs = toFsStats(ctx.time, ctx.nodeFs, logs);
+  return out;
+}
+
+/** The runtime's memory numbers; availableBytes only when the runtime knows a limit (containerd says 0 otherwise). */
+function criMemory(time: string, m: MemoryUsage): MemoryStats {
+  const out: MemoryStats = { time };
+  const set = (k: "workingSetBytes" | "usageBytes" | "rssBytes" | "pageFaults" | "majorPageFaults", v: { value: bigint } | undefined) => {
+    if (v !== undefined) out[k] = Number(v.value);
+  };
+  set("workingSetBytes", m.workingSetBytes);
+  set("usageBytes", m.usageBytes);
+  set("rssBytes", m.rssBytes);
+  set("pageFaults", m.pageFaults);
+  set("majorPageFaults", m.majorPageFaults);
+  if (m.availableBytes && m.availableBytes.value > 0n) out.availableBytes = Number(m.availableBytes.value);
+  return out;
+}
+
+function criNetwork(time: string, n: NonNullable<NonNullable<PodSandboxStats["linux"]>["network"]>): NetworkStats {
+  const iface = (i: NonNullable<typeof n.defaultInterface>) => ({
+    name: i.name,
+    rxBytes: num(i.rxBytes),
+    rxErrors: num(i.rxErrors),
+    txBytes: num(i.txBytes),
+    txErrors: num(i.txErrors),
+  });
+  const def = n.defaultInterface ? iface(n.defaultInterface) : undefined;
+  const interfaces = n.interfaces.map(iface);
+  // containerd 1.6 puts the default interface only in defaultInterface.
+  if (def && !interfaces.some((i) => i.name === def.name)) interfaces.unshift(def);
+  return { time, ...(def ?? {}), interfaces };
+}
+
+function ephemeralStorage(ctx: PodReadContext, containers: ContainerStats[], podFiles: { bytes: number; inodes: number } | undefined): FsStats {
+  let bytes = podFiles?.bytes ?? 0;
+  let inodes = podFiles?.inodes ?? 0;
+  for (const c of containers) {
+    bytes += (c.rootfs?.usedBytes ?? 0) + (c.logs?.usedBytes ?? 0);
+    inodes += (c.rootfs?.inodesUsed ?? 0) + (c.logs?.inodesUsed ?? 0);
+  }
+  return toFsStats(ctx.time, ctx.nodeFs, { bytes, inodes });
+}

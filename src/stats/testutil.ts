@@ -1,0 +1,164 @@
+/**
+ * Test helpers for the collector: a fake fsRoot made from testdata/ with
+ * pod cgroups added, and a CRI for stats built on FakeCri's real state
+ * (sandboxes, containers, failures) with numbers the test sets.
+ */
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { FakeCri } from "../cri/fake.ts";
+import { ContainerStats, PodSandboxStats } from "../cri/index.ts";
+import type { Clock } from "../util/clock.ts";
+import type { StatsCri } from "./collector.ts";
+import type { PodRef } from "./pods.ts";
+
+export const BUSYBOX = "docker.io/library/busybox:1.36";
+const V1_CONTROLLERS = ["cpu", "cpuacct", "memory", "blkio", "pids"];
+
+/** A writable copy of testdata/<version> (an fsRoot) plus a kubelet root dir, pod logs dir and a layer dir. */
+export class FakeNode {
+  readonly dir: string;
+  readonly fsRoot: string;
+  readonly rootDir: string;
+  readonly podLogsDir: string;
+  readonly layerDir: string;
+
+  constructor(readonly version: "v1" | "v2") {
+    this.dir = mkdtempSync(join(tmpdir(), `stats-${version}-`));
+    this.fsRoot = join(this.dir, "root");
+    cpSync(join(import.meta.dir, "testdata", version), this.fsRoot, { recursive: true });
+    this.rootDir = join(this.dir, "kubelet");
+    this.podLogsDir = join(this.dir, "pods-logs");
+    this.layerDir = join(this.dir, "snapshots");
+    for (const d of [this.rootDir, this.podLogsDir, this.layerDir]) mkdirSync(d, { recursive: true });
+  }
+
+  podCgroup = (pod: { uid: string }): string => `/kubepods/pod${pod.uid}`;
+
+  /** A pod cgroup copied from the fixture pod `kubepods/podtest`. */
+  addPodCgroup(uid: string): void {
+    const rel = this.podCgroup({ uid });
+    for (const base of this.hierarchies()) {
+      const from = join(base, "kubepods/podtest");
+      const to = join(base, rel);
+      mkdirSync(to, { recursive: true });
+      for (const f of readdirSync(from, { withFileTypes: true })) if (f.isFile()) cpSync(join(from, f.name), join(to, f.name));
+    }
+  }
+
+  removePodCgroup(uid: string): void {
+    for (const base of this.hierarchies()) rmSync(join(base, this.podCgroup({ uid })), { recursive: true, force: true });
+  }
+
+  /** Sets a cgroup's cumulative CPU usage (relative path, "/" for the root). */
+  setCgroupCpu(rel: string, ns: number): void {
+    if (this.version === "v1") writeFileSync(join(this.cgroupBase(), "cpuacct", rel, "cpuacct.usage"), `${ns}\n`);
+    else {
+      const file = join(this.cgroupBase(), rel, "cpu.stat");
+      writeFileSync(file, readFileSync(file, "utf8").replace(/^usage_usec \d+/m, `usage_usec ${Math.round(ns / 1000)}`));
+    }
+  }
+
+  /** Adds user jiffies to /proc/stat's aggregate cpu line. */
+  addNodeUserJiffies(n: number): void {
+    const file = join(this.fsRoot, "proc/stat");
+    writeFileSync(file, readFileSync(file, "utf8").replace(/^cpu {2}(\d+)/m, (_m, user: string) => `cpu  ${Number(user) + n}`));
+  }
+
+  writeLog(pod: PodRef, container: string, name: string, bytes: number): void {
+    const d = join(this.podLogsDir, `${pod.namespace}_${pod.name}_${pod.uid}`, container);
+    mkdirSync(d, { recursive: true });
+    writeFileSync(join(d, name), "l".repeat(bytes));
+  }
+
+  cleanup(): void {
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  private cgroupBase(): string {
+    return join(this.fsRoot, "sys/fs/cgroup");
+  }
+
+  private hierarchies(): string[] {
+    return this.version === "v1" ? V1_CONTROLLERS.map((c) => join(this.cgroupBase(), c)) : [this.cgroupBase()];
+  }
+}
+
+export interface ContainerNumbers {
+  cpuNs?: number;
+  workingSetBytes?: number;
+  layerBytes?: number;
+}
+
+/**
+ * StatsCri over a FakeCri: lists come from the fake's state (so its
+ * `failNext` applies), stats carry the numbers set here. Per-sandbox
+ * ListPodSandboxStats calls fail for ids in `failingSandboxes`.
+ */
+export class StatsFakeCri implements StatsCri {
+  readonly fake: FakeCri;
+  readonly numbers = new Map<string, ContainerNumbers>();
+  readonly failingSandboxes = new Set<string>();
+  imageMount: string;
+
+  constructor(clock: Clock, imageMount: string) {
+    this.fake = new FakeCri({ clock, images: [BUSYBOX, "registry.k8s.io/pause:3.9"] });
+    this.imageMount = imageMount;
+  }
+
+  /** A READY sandbox with running containers; returns the sandbox and container ids. */
+  async addPod(pod: PodRef, containers: string[]): Promise<{ sandbox: string; containers: string[] }> {
+    const config = {
+      metadata: { name: pod.name, namespace: pod.namespace, uid: pod.uid, attempt: 0 },
+      labels: { "io.kubernetes.pod.uid": pod.uid, "io.kubernetes.pod.name": pod.name, "io.kubernetes.pod.namespace": pod.namespace },
+    };
+    const sandbox = await this.fake.runPodSandbox(config);
+    const ids: string[] = [];
+    for (const name of containers) {
+      const id = await this.fake.createContainer(sandbox, { metadata: { name }, image: { image: BUSYBOX }, labels: { "io.kubernetes.container.name": name } }, config);
+      await this.fake.startContainer(id);
+      ids.push(id);
+    }
+    return { sandbox, containers: ids };
+  }
+
+  listPodSandbox: StatsCri["listPodSandbox"] = (f) => this.fake.listPodSandbox(f);
+  listContainers: StatsCri["listContainers"] = (f) => this.fake.listContainers(f);
+
+  listContainerStats: StatsCri["listContainerStats"] = async (f) => (await this.fake.listContainerStats(f)).map((s) => this.withNumbers(s));
+
+  listPodSandboxStats: StatsCri["listPodSandboxStats"] = async (f) => {
+    const list = await this.fake.listPodSandboxStats(f);
+    if (f?.id && this.failingSandboxes.has(f.id)) throw new Error(`failed to get network stats of sandbox ${f.id}: netns path is empty`);
+    return list.map((s) => {
+      const containers = s.linux!.containers.map((c) => this.withNumbers(c));
+      const sum = (get: (c: ContainerStats) => bigint | undefined) => containers.reduce((a, c) => a + (get(c) ?? 0n), 0n);
+      return PodSandboxStats.create({
+        ...s,
+        linux: {
+          ...s.linux!,
+          containers,
+          cpu: { timestamp: 0n, usageCoreNanoSeconds: { value: sum((c) => c.cpu?.usageCoreNanoSeconds?.value) } },
+          memory: { timestamp: 0n, workingSetBytes: { value: sum((c) => c.memory?.workingSetBytes?.value) } },
+          network: { timestamp: 0n, defaultInterface: { name: "eth0", rxBytes: { value: 1000n }, rxErrors: { value: 1n }, txBytes: { value: 2000n }, txErrors: { value: 0n } }, interfaces: [] },
+          process: { timestamp: 0n, processCount: { value: 3n } },
+        },
+      });
+    });
+  };
+
+  imageFsInfo: StatsCri["imageFsInfo"] = async () => {
+    const r = await this.fake.imageFsInfo();
+    return { ...r, imageFilesystems: r.imageFilesystems.map((fs) => ({ ...fs, fsId: { mountpoint: this.imageMount } })) };
+  };
+
+  private withNumbers(s: ContainerStats): ContainerStats {
+    const n = this.numbers.get(s.attributes?.id ?? "") ?? {};
+    return ContainerStats.create({
+      ...s,
+      cpu: { timestamp: 0n, usageCoreNanoSeconds: { value: BigInt(n.cpuNs ?? 0) } },
+      memory: { timestamp: 0n, workingSetBytes: { value: BigInt(n.workingSetBytes ?? 0) }, usageBytes: { value: BigInt(n.workingSetBytes ?? 0) }, availableBytes: { value: 0n } },
+      writableLayer: { timestamp: 0n, fsId: { mountpoint: this.imageMount }, usedBytes: { value: BigInt(n.layerBytes ?? 0) }, inodesUsed: { value: 1n } },
+    });
+  }
+}
