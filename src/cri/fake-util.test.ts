@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { AsyncQueue, matchesLabels, normalizeImageRef, nsFromMs, wireName } from "./fake-util.ts";
+import { AsyncQueue, matchesLabels, nsFromMs, wireName } from "./fake-util.ts";
+import { normalizeImageRef } from "./image-ref.ts";
 
 describe("normalizeImageRef", () => {
   const table: [string, string][] = [

@@ -58,7 +58,8 @@ import {
   type VersionResponse,
 } from "./gen/api.ts";
 import type { CriService, In, PullOptions } from "./index.ts";
-import { AsyncQueue, matchesLabels, normalizeImageRef, nsFromMs, wireName } from "./fake-util.ts";
+import { AsyncQueue, matchesLabels, nsFromMs, wireName } from "./fake-util.ts";
+import { normalizeImageRef } from "./image-ref.ts";
 
 export type FakeMethod = Exclude<keyof CriService, "close">;
 

@@ -26,7 +26,7 @@
  */
 import { statfsSync } from "node:fs";
 import type { CriService, Image } from "../cri/index.ts";
-import { normalizeImageRef } from "../cri/fake-util.ts";
+import { normalizeImageRef } from "../cri/image-ref.ts";
 import { nodeRef, type EventRecorder } from "../events/recorder.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
