@@ -51,6 +51,10 @@ export interface StatsCollectorOptions {
   logger: Logger;
 }
 
+/**
+ * summary() answers with the pass's own objects, shared by every caller
+ * until the next pass: read them, do not change them.
+ */
 export interface StatsCollector extends StatsProvider {
   /** Takes one sample now (joins a pass already in flight). Never rejects. */
   collect(): Promise<void>;

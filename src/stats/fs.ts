@@ -1,7 +1,8 @@
 /**
- * Filesystem numbers: statfs for capacity, and a du-like walk for what a
- * directory uses. Upstream gets the first from cAdvisor and the second from
- * `du` (volume.MetricsDu) on the pod and container log directories.
+ * Filesystem numbers: statfs for capacity, and what the files of a log
+ * directory use. Upstream gets the first from cAdvisor and the second from
+ * `du` (volume.MetricsDu) on each file of the pod and container log
+ * directories.
  */
 import { lstatSync, readdirSync, statfsSync } from "node:fs";
 import { join } from "node:path";
