@@ -46,7 +46,7 @@ export function writeCpio(outPath: string, entries: CpioEntry[]): void {
     for (const e of entries) {
       const name = e.path.replace(/^\/+/, "");
       let mode: number;
-      let data = new Uint8Array(0);
+      let data: Uint8Array = new Uint8Array(0);
       let rdevMajor = 0;
       let rdevMinor = 0;
       switch (e.type) {

@@ -20,7 +20,7 @@ const ctx: ProbeContext = {
     const [stdout, stderr] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
     await proc.exited;
     clearTimeout(timer);
-    return { code: proc.exitCode, signal: proc.signalCode, stdout, stderr };
+    return { code: proc.exitCode, signal: proc.signalCode === null ? null : String(proc.signalCode), stdout, stderr };
   },
 };
 
