@@ -6,7 +6,7 @@
  */
 import { readFileSync } from "node:fs";
 import { posix } from "node:path";
-import type { AgentConfig } from "./config/index.ts";
+import { parseQuantity, type AgentConfig } from "./config/index.ts";
 import type { CriService } from "./cri/index.ts";
 import { createKubeApi } from "./api/index.ts";
 import { admitPod } from "./node/admission.ts";
@@ -14,6 +14,12 @@ import { NodeController } from "./node/controller.ts";
 import { nodeFacts } from "./node/status.ts";
 import { defaultRouteIPv4, goArch, readMachineInfo } from "./node/machine.ts";
 import { ApiEventRecorder, LogEventRecorder } from "./events/recorder.ts";
+import { createEvictionManager, type EvictionManager } from "./eviction/index.ts";
+import { createImageGC, statfsBytes } from "./images/index.ts";
+import { createLogRotation } from "./logs/index.ts";
+import { createStatsCollector } from "./stats/index.ts";
+import type { Pod } from "./pods/schema.ts";
+import { refOf } from "./runtime/index.ts";
 import { GenericPleg } from "./pleg/generic.ts";
 import { MirrorPods } from "./pods/mirror.ts";
 import { CriPodRuntime } from "./runtime/manager.ts";
@@ -64,6 +70,8 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   const cluster = config.kubeconfig ? await connectCluster(config, { clock, logger, version: deps.version }) : undefined;
   const hostIP = config.nodeIPs[0] ?? cluster?.internalIP;
 
+  // cgroupsPerQOS: every pod under <cgroupRoot>/kubepods.
+  const podsCgroupParent = k.cgroupsPerQOS ? posix.join(k.cgroupRoot || "/", "kubepods") : k.cgroupRoot;
   const recorder = cluster
     ? new ApiEventRecorder({ api: cluster.api, nodeName: config.nodeName, qps: k.eventRecordQPS, burst: k.eventBurst, clock, logger })
     : new LogEventRecorder(logger);
@@ -74,8 +82,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     recorder,
     node: {
       podLogsDir: k.podLogsDir,
-      // cgroupsPerQOS: every pod under <cgroupRoot>/kubepods; cgroup values come with the cgroups subsystem.
-      podsCgroupParent: k.cgroupsPerQOS ? posix.join(k.cgroupRoot || "/", "kubepods") : k.cgroupRoot,
+      podsCgroupParent,
       hostDns: readHostDns(k.resolvConf, logger),
       clusterDns: k.clusterDNS,
       clusterDomain: k.clusterDomain,
@@ -91,9 +98,60 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   const machine = readMachineInfo({ rootDir: config.rootDir });
   const nodeId = { nodeName: config.nodeName, nodeIPs: config.nodeIPs, nodeLabels: config.nodeLabels, kubeletVersion: cluster?.kubeletVersion ?? "" };
   const facts = nodeFacts(nodeId, machine, k);
-  const workers = stack.use(
-    new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, admit: (pod, active) => admitPod(pod, active, facts), recorder }),
+  // Eviction refuses pods under pressure before the resource checks, as upstream.
+  let eviction: EvictionManager | undefined;
+  const admit = (pod: Pod, active: Pod[]) => {
+    const underPressure = eviction?.admitPod(pod);
+    return underPressure && !underPressure.admit ? underPressure : admitPod(pod, active, facts);
+  };
+  const workers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, admit, recorder }));
+
+  // Node resources: stats every 10s feed eviction; images and logs are collected and rotated.
+  const stats = stack.use(
+    createStatsCollector({
+      nodeName: config.nodeName,
+      rootDir: config.rootDir,
+      cgroupRoot: podsCgroupParent,
+      podCgroupPath: ({ uid }) => (podsCgroupParent ? posix.join(podsCgroupParent, `pod${uid}`) : undefined),
+      cri,
+      pods: () => workers.activePods().map((p) => refOf(p)),
+      podLogsDir: k.podLogsDir,
+      clock,
+      logger,
+    }),
   );
+  const pauseImage = await sandboxImageOf(cri);
+  const imageGC = stack.use(
+    createImageGC({
+      cri,
+      highThresholdPercent: k.imageGCHighThresholdPercent,
+      lowThresholdPercent: k.imageGCLowThresholdPercent,
+      minimumAgeMs: k.imageMinimumGCAge,
+      ...(k.imageMaximumGCAge ? { maximumAgeMs: k.imageMaximumGCAge } : {}),
+      ...(pauseImage ? { pauseImage } : {}),
+      statfs: statfsBytes,
+      clock,
+      logger,
+      recorder,
+      nodeName: config.nodeName,
+    }),
+  );
+  const logRotation = stack.use(createLogRotation({ cri, maxSizeBytes: parseQuantity(k.containerLogMaxSize), maxFiles: k.containerLogMaxFiles, clock, logger }));
+  eviction = stack.use(
+    createEvictionManager({
+      config: k,
+      stats,
+      activePods: () => workers.activePods(),
+      evictPod: async (pod, status, grace) => workers.evict(pod.metadata.uid ?? "", status.message, grace),
+      podCleanedUp: (pod) => workers.stageOf(pod.metadata.uid ?? "") !== "syncing",
+      reclaimNodeLevel: { imageGC: () => imageGC.freeSpace(Infinity), containerGC: () => runtime.garbageCollect() },
+      clock,
+      logger,
+      recorder,
+      nodeName: config.nodeName,
+    }),
+  );
+  const pressure = eviction;
   const pleg = stack.use(new GenericPleg({ runtime, clock, logger }));
   const sources: PodSource[] = [];
   if (k.staticPodPath) {
@@ -107,7 +165,19 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   if (cluster) {
     const node = config.registerNode
       ? stack.use(
-          new NodeController({ api: cluster.api, cri, plegHealth: () => pleg.healthy(), id: nodeId, machine, internalIP: hostIP, config: k, clock, logger, recorder }),
+          new NodeController({
+            api: cluster.api,
+            cri,
+            plegHealth: () => pleg.healthy(),
+            pressure: () => pressure.conditions(),
+            id: nodeId,
+            machine,
+            internalIP: hostIP,
+            config: k,
+            clock,
+            logger,
+            recorder,
+          }),
         )
       : undefined;
     node?.start();
@@ -136,6 +206,10 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   }
 
   syncLoop.start();
+  stats.start(10_000);
+  imageGC.start();
+  logRotation.start(k.containerLogMonitorInterval);
+  eviction.start(10_000);
   logger.info("syncLoop started", { staticPodPath: k.staticPodPath || "(none)" });
   await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
   logger.info("stopping node agent; pods keep running");
@@ -167,6 +241,16 @@ async function waitForRuntime(cri: CriService, opts: { clock: Clock; logger: Log
       if (attempt % 10 === 0) opts.logger.warn("container runtime not ready; retrying", { err: errorMessage(err) });
       await opts.clock.sleep(1000, opts.signal).catch(() => {});
     }
+  }
+}
+
+/** containerd's sandbox (pause) image, from its verbose status; image GC must never remove it. */
+async function sandboxImageOf(cri: CriService): Promise<string | undefined> {
+  try {
+    const config = (await cri.status(true)).info["config"];
+    return config ? ((JSON.parse(config) as { sandboxImage?: string }).sandboxImage ?? undefined) : undefined;
+  } catch {
+    return undefined;
   }
 }
 

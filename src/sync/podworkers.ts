@@ -264,6 +264,12 @@ export class PodWorkers implements AsyncDisposable {
           const final = podStatus(worker.pod, await runtime.observe(worker.ref), new Map(), true);
           this.opts.status.set(worker.pod, state.reason === "evicted" ? { ...final, phase: "Failed", reason: "Evicted", message: state.message ?? "" } : final);
         }
+        // An evicted pod's containers and logs go at once (upstream: its content is removable), or the
+        // pressure that evicted it would stay. Its status stays until the pod is deleted.
+        if (state.reason === "evicted") {
+          const removed = await runtime.removePod(worker.ref, await runtime.observe(worker.ref));
+          for (const r of removed.results.filter((r) => r.error)) log.warn("removing an evicted pod's containers failed; GC will retry", { target: r.target, err: r.error!.message });
+        }
         worker.events.push({ type: "killed" });
         worker.dirty = true;
         return;
