@@ -11,13 +11,14 @@ import type { CriService } from "./cri/index.ts";
 import { createKubeApi } from "./api/index.ts";
 import { admitPod } from "./node/admission.ts";
 import { NodeController } from "./node/controller.ts";
-import { nodeFacts } from "./node/status.ts";
+import { allocatableAmounts, nodeFacts } from "./node/status.ts";
 import { defaultRouteIPv4, goArch, readMachineInfo } from "./node/machine.ts";
 import { ApiEventRecorder, LogEventRecorder } from "./events/recorder.ts";
 import { createEvictionManager, type EvictionManager } from "./eviction/index.ts";
 import { createImageGC, statfsBytes } from "./images/index.ts";
 import { createLogRotation } from "./logs/index.ts";
 import { createStatsCollector } from "./stats/index.ts";
+import { containerLinuxResources, createPodCgroups, type PodCgroups } from "./cgroups/index.ts";
 import type { Pod } from "./pods/schema.ts";
 import { refOf } from "./runtime/index.ts";
 import { GenericPleg } from "./pleg/generic.ts";
@@ -70,8 +71,17 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   const cluster = config.kubeconfig ? await connectCluster(config, { clock, logger, version: deps.version }) : undefined;
   const hostIP = config.nodeIPs[0] ?? cluster?.internalIP;
 
-  // cgroupsPerQOS: every pod under <cgroupRoot>/kubepods.
+  // cgroupsPerQOS: kubepods, kubepods/burstable, kubepods/besteffort and one cgroup per pod under cgroupRoot.
   const podsCgroupParent = k.cgroupsPerQOS ? posix.join(k.cgroupRoot || "/", "kubepods") : k.cgroupRoot;
+  const machine = readMachineInfo({ rootDir: config.rootDir });
+  const podCgroups = k.cgroupsPerQOS
+    ? createPodCgroups({ cgroupRoot: k.cgroupRoot || "/", podPidsLimit: k.podPidsLimit, cpuCFSQuota: k.cpuCFSQuota, cpuCFSQuotaPeriodMs: k.cpuCFSQuotaPeriod, logger })
+    : undefined;
+  const nodeAllocatable = allocatableAmounts(machine, k);
+  await podCgroups?.setupNode({
+    allocatable: { cpuMilli: nodeAllocatable.cpu, memoryBytes: nodeAllocatable.memory },
+    enforce: k.enforceNodeAllocatable.includes("pods"),
+  });
   const recorder = cluster
     ? new ApiEventRecorder({ api: cluster.api, nodeName: config.nodeName, qps: k.eventRecordQPS, burst: k.eventBurst, clock, logger })
     : new LogEventRecorder(logger);
@@ -80,6 +90,20 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     clock,
     logger,
     recorder,
+    ...(podCgroups
+      ? {
+          cgroups: {
+            // Upstream syncPod: QoS totals first, so the new pod's share is counted, then the pod's own cgroup.
+            ensurePod: async (pod: Pod): Promise<string> => {
+              await podCgroups.updateQos([...workers.activePods(), pod]);
+              return podCgroups.ensurePod(pod);
+            },
+            removePod: (uid: string) => podCgroups.removePod(uid),
+          },
+        }
+      : {}),
+    containerResources: (pod, container) =>
+      containerLinuxResources(pod, container, { memoryCapacityBytes: machine.memoryBytes, cpuCFSQuota: k.cpuCFSQuota, cpuCFSQuotaPeriodUs: k.cpuCFSQuotaPeriod * 1000 }),
     node: {
       podLogsDir: k.podLogsDir,
       podsCgroupParent,
@@ -95,7 +119,6 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     ? new ApiStatusManager({ api: cluster.api, hostIPs: () => (hostIP ? [hostIP] : []), clock, logger, local: statuses, mirrorOf: (pod) => mirrors?.mirrorOf(pod) })
     : undefined;
   const statusSink = apiStatus ?? statuses;
-  const machine = readMachineInfo({ rootDir: config.rootDir });
   const nodeId = { nodeName: config.nodeName, nodeIPs: config.nodeIPs, nodeLabels: config.nodeLabels, kubeletVersion: cluster?.kubeletVersion ?? "" };
   const facts = nodeFacts(nodeId, machine, k);
   // Eviction refuses pods under pressure before the resource checks, as upstream.
@@ -104,7 +127,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     const underPressure = eviction?.admitPod(pod);
     return underPressure && !underPressure.admit ? underPressure : admitPod(pod, active, facts);
   };
-  const workers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, admit, recorder }));
+  const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, admit, recorder }));
 
   // Node resources: stats every 10s feed eviction; images and logs are collected and rotated.
   const stats = stack.use(
@@ -112,7 +135,10 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
       nodeName: config.nodeName,
       rootDir: config.rootDir,
       cgroupRoot: podsCgroupParent,
-      podCgroupPath: ({ uid }) => (podsCgroupParent ? posix.join(podsCgroupParent, `pod${uid}`) : undefined),
+      podCgroupPath: ({ uid }) => {
+        const pod = workers.activePods().find((p) => p.metadata.uid === uid);
+        return pod && podCgroups ? podCgroups.podCgroupPath(pod) : undefined;
+      },
       cri,
       pods: () => workers.activePods().map((p) => refOf(p)),
       podLogsDir: k.podLogsDir,
@@ -186,7 +212,18 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     sources.push(stack.use(new ApiServerSource({ api: cluster.api, nodeName: config.nodeName, clock, logger, onMirrorPods: (pods) => (observeMirrors.observe(pods), apiStatus?.mirrorsChanged()) })));
   }
   const syncLoop = stack.use(
-    new SyncLoop({ sources, podConfig: new PodConfig(sources.map((s) => s.name)), workers, pleg, runtime, backoff: runtime.crashLoop, clock, logger, ...(mirrors ? { mirrors } : {}) }),
+    new SyncLoop({
+      sources,
+      podConfig: new PodConfig(sources.map((s) => s.name)),
+      workers,
+      pleg,
+      runtime,
+      backoff: runtime.crashLoop,
+      clock,
+      logger,
+      ...(mirrors ? { mirrors } : {}),
+      housekeepingTasks: podCgroups ? [everyMs(60_000, clock, () => podCgroupHousekeeping(podCgroups, workers, pleg, logger))] : [],
+    }),
   );
 
   const health = healthzApp([
@@ -242,6 +279,34 @@ async function waitForRuntime(cri: CriService, opts: { clock: Clock; logger: Log
       await opts.clock.sleep(1000, opts.signal).catch(() => {});
     }
   }
+}
+
+/**
+ * Once a minute (upstream): QoS cgroup totals from the active pods, and
+ * pod cgroups whose pod is gone from the agent and the runtime removed.
+ */
+async function podCgroupHousekeeping(podCgroups: PodCgroups, workers: PodWorkers, pleg: GenericPleg, logger: Logger): Promise<void> {
+  try {
+    await podCgroups.updateQos(workers.activePods());
+    const inRuntime = new Set(pleg.runtimePods().map((p) => p.uid));
+    for (const uid of await podCgroups.listPodUids()) {
+      if (!workers.has(uid) && !inRuntime.has(uid) && pleg.hasRelisted()) await podCgroups.removePod(uid);
+    }
+  } catch (err) {
+    logger.warn("pod cgroup housekeeping failed", { err: errorMessage(err) });
+  }
+}
+
+/** Wraps `fn` so that calling it more often than every `periodMs` does nothing. */
+function everyMs(periodMs: number, clock: Clock, fn: () => Promise<void>): () => void {
+  let last = -Infinity;
+  let running = false;
+  return () => {
+    if (running || clock.now() - last < periodMs) return;
+    last = clock.now();
+    running = true;
+    void fn().finally(() => (running = false));
+  };
 }
 
 /** containerd's sandbox (pause) image, from its verbose status; image GC must never remove it. */

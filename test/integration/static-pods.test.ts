@@ -2,7 +2,7 @@
 // containerd (see test/harness), and each behaviour the foundation issue
 // names is checked through the runtime itself, not the agent's word.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createCriClient } from "../../src/cri/client.ts";
 import { ContainerFilter, ContainerState, PodSandboxFilter, type CriService } from "../../src/cri/index.ts";
@@ -89,6 +89,37 @@ describe("static pods on a real containerd", () => {
     });
     urlBody = JSON.stringify({ apiVersion: "v1", kind: "PodList", items: [] });
     await eventually("URL pod removed from the runtime", async () => (await sandboxesOf(pod.metadata.uid)).length === 0, 30_000);
+  }, 60_000);
+
+  test("pods get their QoS cgroup with the limits of their spec, enforced by the kernel", async () => {
+    writeFileSync(
+      join(agent.manifests, "limited.json"),
+      manifest("limited", { command: ["sleep", "3600"], resources: { limits: { cpu: "200m", memory: "32Mi" } } }),
+    );
+    const pod = await eventually("limited pod Running", async () => {
+      const p = await podNamed("limited");
+      return p?.status.phase === "Running" ? p : undefined;
+    });
+    const [container] = await containersOf(pod.metadata.uid);
+    const pid = JSON.parse((await cri.containerStatus(container!.id, true)).info["info"]!).pid as number;
+    // Guaranteed (limits only: requests default to them): directly under kubepods.
+    const memoryPath = readFileSync(`/proc/${pid}/cgroup`, "utf8").split("\n").find((l) => l.split(":")[1] === "memory")!.split(":")[2]!;
+    expect(memoryPath.startsWith(`${ctd.cgroupParent}/kubepods/pod${pod.metadata.uid}/`)).toBe(true);
+    const podDir = `/sys/fs/cgroup/memory${ctd.cgroupParent}/kubepods/pod${pod.metadata.uid}`;
+    expect(Number(readFileSync(`${podDir}/memory.limit_in_bytes`, "utf8"))).toBe(32 * 1024 * 1024);
+    const cpuDir = `/sys/fs/cgroup/cpu${ctd.cgroupParent}/kubepods/pod${pod.metadata.uid}`;
+    expect(Number(readFileSync(`${cpuDir}/cpu.cfs_quota_us`, "utf8"))).toBe(20_000);
+    // Guaranteed asks for -997; containerd's restrict_oom_score_adj (mandatory here, see NOTES) clamps it to its own score.
+    const containerdScore = Number(readFileSync(`/proc/${readFileSync(join(ctd.dir, "containerd.pid"), "utf8").trim()}/oom_score_adj`, "utf8"));
+    expect(Number(readFileSync(`/proc/${pid}/oom_score_adj`, "utf8"))).toBe(Math.max(-997, containerdScore));
+    // A BestEffort pod (the web pod) sits under kubepods/besteffort with oom_score_adj 1000.
+    const web = (await podNamed("web"))!;
+    expect(existsSync(`/sys/fs/cgroup/memory${ctd.cgroupParent}/kubepods/besteffort/pod${web.metadata.uid}`)).toBe(true);
+    const [webContainer] = await containersOf(web.metadata.uid);
+    const webPid = JSON.parse((await cri.containerStatus(webContainer!.id, true)).info["info"]!).pid as number;
+    expect(Number(readFileSync(`/proc/${webPid}/oom_score_adj`, "utf8"))).toBe(1000);
+    rmSync(join(agent.manifests, "limited.json"));
+    await eventually("limited pod cgroup removed", () => !existsSync(podDir), 30_000);
   }, 60_000);
 
   test("an invalid manifest is reported by file and field while the valid ones run", async () => {
