@@ -4,7 +4,7 @@
  * waits for in-flight pod work, and leaves pods running (an agent restart
  * adopts them).
  */
-import { readFileSync } from "node:fs";
+import { mkdirSync, readFileSync, statSync } from "node:fs";
 import { posix } from "node:path";
 import { parseQuantity, type AgentConfig } from "./config/index.ts";
 import type { CriService } from "./cri/index.ts";
@@ -57,6 +57,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   logger.info("starting node agent", { node: config.nodeName, mode: config.kubeconfig ? "cluster" : "standalone" });
 
   await using stack = new AsyncDisposableStack();
+  mkdirSync(config.rootDir, { recursive: true, mode: 0o750 });
   const cri = deps.cri ?? (await import("./cri/client.ts")).createCriClient({
     endpoint: k.containerRuntimeEndpoint,
     ...(k.imageServiceEndpoint ? { imageEndpoint: k.imageServiceEndpoint } : {}),
@@ -171,6 +172,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
       evictPod: async (pod, status, grace) => workers.evict(pod.metadata.uid ?? "", status.message, grace),
       podCleanedUp: (pod) => workers.stageOf(pod.metadata.uid ?? "") !== "syncing",
       reclaimNodeLevel: { imageGC: () => imageGC.freeSpace(Infinity), containerGC: () => runtime.garbageCollect() },
+      hasDedicatedImageFs: () => dedicatedImageFs(cri, config.rootDir),
       clock,
       logger,
       recorder,
@@ -307,6 +309,12 @@ function everyMs(periodMs: number, clock: Clock, fn: () => Promise<void>): () =>
     running = true;
     void fn().finally(() => (running = false));
   };
+}
+
+/** Whether the runtime's image filesystem is another filesystem than the one holding rootDir (nodefs). */
+async function dedicatedImageFs(cri: CriService, rootDir: string): Promise<boolean> {
+  const mountpoint = (await cri.imageFsInfo()).imageFilesystems[0]?.fsId?.mountpoint;
+  return mountpoint ? statSync(mountpoint).dev !== statSync(rootDir).dev : false;
 }
 
 /** containerd's sandbox (pause) image, from its verbose status; image GC must never remove it. */
