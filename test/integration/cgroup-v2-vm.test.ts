@@ -88,4 +88,19 @@ describe("cgroup v2 writer on a real kernel (qemu)", () => {
   test("removePod removes the pods' cgroups (and the empty container cgroups below)", () => {
     expect(value("cgroup-v2-remove")).toEqual({ listedAfter: [], dirsLeft: [] });
   });
+
+  test("the stats reader reads the v2 files the collector uses: CPU with throttling, memory with the OOM kill, pids", () => {
+    type Read = { cpu?: { usageNanoseconds: number; nrThrottled?: number }; memory?: { usageBytes: number; workingSetBytes: number; limitBytes?: number; oomKills?: number }; pids?: number };
+    const s = value<{ version: string; guaranteed: Read; burstable: Read; kubepods: Read }>("stats-v2-reader");
+    expect(s.version).toBe("v2");
+    // The busy loop ran ~0.1 s of CPU under its 100m limit and was throttled.
+    expect(s.guaranteed.cpu!.usageNanoseconds).toBeGreaterThan(50_000_000);
+    expect(s.guaranteed.cpu!.nrThrottled!).toBeGreaterThan(0);
+    expect(s.guaranteed.memory!.limitBytes).toBe(64 * 2 ** 20);
+    // The hog hit memory.max: one OOM kill, counted in memory.events.
+    expect(s.burstable.memory!.oomKills).toBe(1);
+    expect(s.burstable.memory!.limitBytes).toBe(32 * 2 ** 20);
+    expect(s.kubepods.cpu!.usageNanoseconds).toBeGreaterThanOrEqual(s.guaranteed.cpu!.usageNanoseconds);
+    expect(s.kubepods.memory!.workingSetBytes).toBeGreaterThanOrEqual(0);
+  });
 });
