@@ -76,7 +76,14 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   const podsCgroupParent = k.cgroupsPerQOS ? posix.join(k.cgroupRoot || "/", "kubepods") : k.cgroupRoot;
   const machine = readMachineInfo({ rootDir: config.rootDir });
   const podCgroups = k.cgroupsPerQOS
-    ? createPodCgroups({ cgroupRoot: k.cgroupRoot || "/", podPidsLimit: k.podPidsLimit, cpuCFSQuota: k.cpuCFSQuota, cpuCFSQuotaPeriodMs: k.cpuCFSQuotaPeriod, logger })
+    ? createPodCgroups({
+        cgroupRoot: k.cgroupRoot || "/",
+        podPidsLimit: k.podPidsLimit,
+        cpuCFSQuota: k.cpuCFSQuota,
+        cpuCFSQuotaPeriodMs: k.cpuCFSQuotaPeriod,
+        memoryQoS: k.featureGates["MemoryQoS"] === true, // upstream's alpha gate: memory.min/low on cgroup v2
+        logger,
+      })
     : undefined;
   const nodeAllocatable = allocatableAmounts(machine, k);
   await podCgroups?.setupNode({
