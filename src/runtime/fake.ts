@@ -9,7 +9,7 @@ import type { Clock } from "../util/clock.ts";
 import { Backoff } from "./backoff.ts";
 import { containerHash } from "./hash.ts";
 import type { PodRef, PodRuntime, SyncPodOutcome } from "./index.ts";
-import { backoffKey, planPod } from "./plan.ts";
+import { backoffKey, containerSpecOf, planPod } from "./plan.ts";
 import type { ObservedContainer, ObservedPod, PodSyncOutcome, RuntimePodRecord } from "./types.ts";
 
 export class FakePodRuntime implements PodRuntime {
@@ -63,7 +63,7 @@ export class FakePodRuntime implements PodRuntime {
       state.sandboxes.unshift({ id: sandboxId, ready: true, attempt: actions.sandboxAttempt, createdAt: now, ip: "10.88.0.2", additionalIps: [] });
     }
     for (const s of actions.containersToStart) {
-      const spec = pod.spec.containers.find((c) => c.name === s.name)!;
+      const spec = containerSpecOf(pod, s.name)!;
       if (s.previousFinishedAt !== undefined) this.backoff.next(backoffKey(pod, spec), s.previousFinishedAt);
       const c: ObservedContainer = {
         id: `container-${this.nextId++}`,

@@ -26,7 +26,7 @@ import { LogEventRecorder, podRef, type EventRecorder } from "../events/recorder
 import { EnvError } from "./env.ts";
 import type { PodRef, PodRuntime, SyncPodOutcome } from "./index.ts";
 import * as L from "./labels.ts";
-import { backoffKey, planPod } from "./plan.ts";
+import { backoffKey, containerSpecOf, planPod } from "./plan.ts";
 import type { ContainerState, ObservedContainer, ObservedPod, ObservedSandbox, PodSyncOutcome, RuntimePodRecord, SyncResult } from "./types.ts";
 
 export interface CriPodRuntimeOptions {
@@ -192,7 +192,7 @@ export class CriPodRuntime implements PodRuntime {
       : observed.sandboxes[0]?.ip;
 
     for (const start of actions.containersToStart) {
-      const spec = pod.spec.containers.find((c) => c.name === start.name)!;
+      const spec = containerSpecOf(pod, start.name)!;
       const result = await this.startContainer(pod, spec, start.restartCount, sandboxId, config, podIP ?? "", waiting, retries);
       results.push(...result);
       // Counted from the previous death, as upstream: the next crash waits longer.

@@ -120,4 +120,70 @@ describe("planPod", () => {
     expect(a.containersToKill).toHaveLength(1);
     expect(a.containersToStart).toHaveLength(1);
   });
+
+  describe("init containers and sidecars", () => {
+    const withInit = (restartPolicy: "Always" | "Never" = "Always"): Pod => ({
+      metadata: { name: "web", namespace: "default", uid: "u1" },
+      spec: {
+        restartPolicy,
+        initContainers: [
+          { name: "setup", image: "busybox", command: ["true"] },
+          { name: "proxy", image: "busybox", command: ["sleep", "1d"], restartPolicy: "Always" },
+          { name: "migrate", image: "busybox", command: ["true"] },
+        ],
+        containers: [{ name: "app", image: "busybox", command: ["httpd"] }],
+      },
+    });
+    const c = (p: Pod, name: string, over: Partial<ObservedContainer> = {}): ObservedContainer => {
+      const spec = [...(p.spec.initContainers ?? []), ...p.spec.containers].find((x) => x.name === name)!;
+      return { id: `id-${name}`, name, sandboxId: "s1", state: "running", hash: containerHash(spec), restartCount: 0, image: "busybox", imageRef: "sha256:1", createdAt: 1, ...over };
+    };
+    const started = (a: ReturnType<typeof planPod>) => a.containersToStart.map((s) => s.name);
+
+    test("a new pod's sandbox starts with the first init container only", () => {
+      const a = planPod(withInit(), observed([], []), noBackoff);
+      expect(a.createSandbox).toBe(true);
+      expect(started(a)).toEqual(["setup"]);
+    });
+
+    test("one at a time, in order: a running init container holds the next back", () => {
+      const p = withInit();
+      expect(started(planPod(p, observed([sandbox()], [c(p, "setup")]), noBackoff))).toEqual([]);
+      expect(started(planPod(p, observed([sandbox()], [c(p, "setup", { state: "exited", exitCode: 0 })]), noBackoff))).toEqual(["proxy"]);
+      const sidecarUp = [c(p, "setup", { state: "exited", exitCode: 0 }), c(p, "proxy")];
+      expect(started(planPod(p, observed([sandbox()], sidecarUp), noBackoff))).toEqual(["migrate"]);
+      const allDone = [...sidecarUp, c(p, "migrate", { state: "exited", exitCode: 0 })];
+      expect(started(planPod(p, observed([sandbox()], allDone), noBackoff))).toEqual(["app"]);
+      expect(isNoop(planPod(p, observed([sandbox()], [...allDone, c(p, "app")]), noBackoff))).toBe(true);
+    });
+
+    test("a failed init container is retried with backoff; with restartPolicy Never the pod fails", () => {
+      const p = withInit();
+      const failed = c(p, "setup", { state: "exited", exitCode: 1, finishedAt: 5 });
+      expect(started(planPod(p, observed([sandbox()], [failed]), noBackoff))).toEqual(["setup"]);
+      const backoff: BackoffView = { remainingSince: () => 4000 };
+      expect(planPod(p, observed([sandbox()], [failed]), backoff).waiting).toEqual([{ name: "setup", reason: "CrashLoopBackOff", remainingMs: 4000 }]);
+      const never = withInit("Never");
+      const a = planPod(never, observed([sandbox()], [c(never, "setup", { state: "exited", exitCode: 1 })]), noBackoff);
+      expect(a.initFailed).toBe(true);
+      expect(started(a)).toEqual([]);
+    });
+
+    test("a sidecar that exits is restarted while the app runs; a completed regular init is not rerun", () => {
+      const p = withInit();
+      const state = [
+        c(p, "setup", { state: "exited", exitCode: 0 }),
+        c(p, "proxy", { state: "exited", exitCode: 137, finishedAt: 9 }),
+        c(p, "migrate", { state: "exited", exitCode: 0 }),
+        c(p, "app"),
+      ];
+      expect(started(planPod(p, observed([sandbox()], state), noBackoff))).toEqual(["proxy"]);
+    });
+
+    test("init containers of an older sandbox do not count: a new sandbox runs them again", () => {
+      const p = withInit();
+      const old = { ...c(p, "setup", { state: "exited", exitCode: 0 }), sandboxId: "old" };
+      expect(started(planPod(p, observed([sandbox({ id: "s2" })], [old]), noBackoff))).toEqual(["setup"]);
+    });
+  });
 });

@@ -38,6 +38,8 @@ export interface PodActions {
   containersToStart: ContainerStart[];
   containersToKill: ContainerKill[];
   waiting: ContainerWaiting[];
+  /** A regular init container failed and will not be restarted (restartPolicy Never): the pod fails. */
+  initFailed: boolean;
 }
 
 /** The read side of the crash-loop backoff the planner needs. */
@@ -72,8 +74,61 @@ export function sandboxNeedsRecreate(pod: Pod, observed: ObservedPod): boolean {
   return !pod.spec.hostNetwork && !newest.ip;
 }
 
+/** Upstream: regular init containers restart like OnFailure unless the pod never restarts; sidecars always. */
+const policyFor = (pod: Pod, container: ContainerSpec, kind: "init" | "app"): "Always" | "OnFailure" | "Never" => {
+  if (kind === "app") return restartPolicyOf(pod);
+  if (container.restartPolicy === "Always") return "Always";
+  return restartPolicyOf(pod) === "Never" ? "Never" : "OnFailure";
+};
+
+/** An init or app container's spec by name. */
+export const containerSpecOf = (pod: Pod, name: string): ContainerSpec | undefined =>
+  [...(pod.spec.initContainers ?? []), ...pod.spec.containers].find((c) => c.name === name);
+
+export const isSidecar = (container: ContainerSpec): boolean => container.restartPolicy === "Always";
+
+type Decision = "running" | "starting" | "waiting" | "succeeded" | "failed";
+
+/** One container's next step under `policy`; adds its kills and starts to `actions`. */
+function decide(
+  pod: Pod,
+  container: ContainerSpec,
+  latest: ObservedContainer | undefined,
+  policy: "Always" | "OnFailure" | "Never",
+  backoff: BackoffView,
+  actions: PodActions,
+): Decision {
+  if (latest?.state === "running") {
+    if (latest.hash === containerHash(container)) return "running";
+    actions.containersToKill.push({ id: latest.id, name: container.name, reason: "container spec changed" });
+    actions.containersToStart.push({ name: container.name, restartCount: latest.restartCount + 1, reason: "container spec changed" });
+    return "starting";
+  }
+  if (latest?.state === "unknown") {
+    actions.containersToKill.push({ id: latest.id, name: container.name, reason: "container state is unknown" });
+  }
+  const restart =
+    !latest || latest.state === "created" || latest.state === "unknown" || policy === "Always" || (policy === "OnFailure" && latest.exitCode !== 0);
+  if (!restart) return latest?.exitCode === 0 ? "succeeded" : "failed";
+  if (latest?.state === "exited" && latest.finishedAt !== undefined) {
+    const remainingMs = backoff.remainingSince(backoffKey(pod, container), latest.finishedAt);
+    if (remainingMs > 0) {
+      actions.waiting.push({ name: container.name, reason: "CrashLoopBackOff", remainingMs });
+      return "waiting";
+    }
+  }
+  actions.containersToStart.push({
+    name: container.name,
+    restartCount: latest ? latest.restartCount + 1 : 0,
+    reason: latest ? `container exited (${latest.reason ?? "exit code " + latest.exitCode})` : "container is not created",
+    ...(latest?.state === "exited" && latest.finishedAt !== undefined ? { previousFinishedAt: latest.finishedAt } : {}),
+  });
+  return "starting";
+}
+
 export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView): PodActions {
   const newest = observed.sandboxes[0];
+  const initContainers = pod.spec.initContainers ?? [];
   const actions: PodActions = {
     killPod: false,
     createSandbox: false,
@@ -81,6 +136,7 @@ export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView): 
     containersToStart: [],
     containersToKill: [],
     waiting: [],
+    initFailed: false,
   };
 
   if (sandboxNeedsRecreate(pod, observed)) {
@@ -88,14 +144,20 @@ export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView): 
     actions.killPod = observed.sandboxes.some((s) => s.ready) || observed.containers.some((c) => c.state === "running");
     // A pod that must not restart, whose sandbox died after containers ran, stays down.
     if (restartPolicyOf(pod) === "Never" && hasRuntimeState && observed.containers.length > 0) return actions;
-    for (const container of pod.spec.containers) {
-      const latest = latestByName(observed, container.name);
-      if (latest && latest.state === "exited" && !shouldRestart(pod, latest)) continue;
-      actions.containersToStart.push({
-        name: container.name,
-        restartCount: latest ? latest.restartCount + 1 : 0,
-        reason: newest ? "pod sandbox changed" : "new pod",
-      });
+    const restartCount = (name: string) => {
+      const latest = latestByName(observed, name);
+      return latest ? latest.restartCount + 1 : 0;
+    };
+    const reason = newest ? "pod sandbox changed" : "new pod";
+    if (initContainers.length) {
+      // A new sandbox runs the init containers again, from the first.
+      actions.containersToStart.push({ name: initContainers[0]!.name, restartCount: restartCount(initContainers[0]!.name), reason });
+    } else {
+      for (const container of pod.spec.containers) {
+        const latest = latestByName(observed, container.name);
+        if (latest && latest.state === "exited" && !shouldRestart(pod, latest)) continue;
+        actions.containersToStart.push({ name: container.name, restartCount: restartCount(container.name), reason });
+      }
     }
     // OnFailure with every container succeeded: nothing left to run.
     actions.createSandbox = actions.containersToStart.length > 0 || !hasRuntimeState;
@@ -103,39 +165,25 @@ export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView): 
   }
 
   actions.sandboxId = newest!.id;
-  const wanted = new Set(pod.spec.containers.map((c) => c.name));
+  const wanted = new Set([...initContainers, ...pod.spec.containers].map((c) => c.name));
   for (const c of observed.containers) {
     if (c.state === "running" && !wanted.has(c.name)) {
       actions.containersToKill.push({ id: c.id, name: c.name, reason: "container is not in the pod spec" });
     }
   }
-  for (const container of pod.spec.containers) {
-    const latest = latestByName(observed, container.name);
-    if (latest?.state === "running") {
-      if (latest.hash !== containerHash(container)) {
-        actions.containersToKill.push({ id: latest.id, name: container.name, reason: "container spec changed" });
-        actions.containersToStart.push({ name: container.name, restartCount: latest.restartCount + 1, reason: "container spec changed" });
-      }
-      continue;
-    }
-    if (latest?.state === "unknown") {
-      actions.containersToKill.push({ id: latest.id, name: container.name, reason: "container state is unknown" });
-    }
-    if (!shouldRestart(pod, latest)) continue;
-    if (latest?.state === "exited" && latest.finishedAt !== undefined) {
-      const remainingMs = backoff.remainingSince(backoffKey(pod, container), latest.finishedAt);
-      if (remainingMs > 0) {
-        actions.waiting.push({ name: container.name, reason: "CrashLoopBackOff", remainingMs });
-        continue;
-      }
-    }
-    actions.containersToStart.push({
-      name: container.name,
-      restartCount: latest ? latest.restartCount + 1 : 0,
-      reason: latest ? `container exited (${latest.reason ?? "exit code " + latest.exitCode})` : "container is not created",
-      ...(latest?.state === "exited" && latest.finishedAt !== undefined ? { previousFinishedAt: latest.finishedAt } : {}),
-    });
+  // Init containers, in order, judged by what ran in this sandbox: a regular one must succeed,
+  // a sidecar must be running, before the next starts. Once app containers ran, regular ones are done.
+  const inSandbox: ObservedPod = { ...observed, containers: observed.containers.filter((c) => c.sandboxId === newest!.id) };
+  const appNames = new Set(pod.spec.containers.map((c) => c.name));
+  const appStarted = inSandbox.containers.some((c) => appNames.has(c.name));
+  for (const container of initContainers) {
+    if (!isSidecar(container) && appStarted) continue;
+    const decision = decide(pod, container, latestByName(inSandbox, container.name), policyFor(pod, container, "init"), backoff, actions);
+    if (isSidecar(container) ? decision === "running" : decision === "succeeded") continue;
+    if (decision === "failed") actions.initFailed = true;
+    return actions;
   }
+  for (const container of pod.spec.containers) decide(pod, container, latestByName(observed, container.name), policyFor(pod, container, "app"), backoff, actions);
   return actions;
 }
 

@@ -1,0 +1,117 @@
+/**
+ * The TLS listener for the authenticated kubelet API (10250).
+ *
+ * Bun.serve cannot show the client certificate to a handler, and a
+ * `node:https` server on Bun returns nothing from getPeerCertificate()
+ * (shared/NOTES.md). What works: a `node:tls` server whose connection
+ * handler hands each TLS socket to a plain `node:http` server, with Hono on
+ * it through @hono/node-server's request listener. The handler then reads
+ * the verified peer certificate at
+ * `c.env.incoming.socket.getPeerCertificate()` (see authn.ts).
+ *
+ * `requestCert` is on and `rejectUnauthorized` off, as upstream's
+ * `tls.RequestClientCert`-style setup: anonymous and bearer-token requests
+ * still reach authentication, and a presented certificate counts only when
+ * it verified against `clientCA` (`socket.authorized`).
+ *
+ * Streaming (exec, attach, portForward) needs the raw connection: the http
+ * server's `upgrade` event hands over the socket, so a `101` and a
+ * byte-for-byte pass-through to the runtime's streaming server can be done
+ * there (NOTES measured that this works). Pass `upgrade` to handle it;
+ * without it, upgrade requests are refused with 400.
+ */
+import type { Duplex } from "node:stream";
+import { createServer as createHttpServer, type IncomingMessage } from "node:http";
+import { createServer as createTlsServer, type TLSSocket } from "node:tls";
+import type { AddressInfo } from "node:net";
+import { getRequestListener } from "@hono/node-server";
+import type { Hono } from "hono";
+import type { Logger } from "../util/log.ts";
+import { errorMessage } from "../util/errors.ts";
+
+/** What Hono handlers see as `c.env` when served by serveTls. */
+export interface TlsBindings {
+  incoming: IncomingMessage & { socket: TLSSocket };
+}
+
+export interface ServeTlsOptions {
+  // Hono's generic parameters vary by app; any app's fetch is served.
+  app: Pick<Hono<any, any, any>, "fetch">;
+  host: string;
+  /** 0 picks a free port; read it from the handle. */
+  port: number;
+  /** PEM server certificate (chain) and key. */
+  cert: string;
+  key: string;
+  /** PEM bundle that client certificates must verify against (authentication.x509.clientCAFile). */
+  clientCA?: string;
+  logger: Logger;
+  /** Raw `upgrade` requests (exec/attach/portForward streaming), after the TLS handshake. */
+  upgrade?: (req: IncomingMessage & { socket: TLSSocket }, socket: Duplex, head: Buffer) => void;
+}
+
+export interface TlsServerHandle extends AsyncDisposable {
+  readonly port: number;
+  readonly host: string;
+  close(): Promise<void>;
+}
+
+export async function serveTls(opts: ServeTlsOptions): Promise<TlsServerHandle> {
+  const log = opts.logger.with({ component: "kubeletServer" });
+  const listener = getRequestListener(opts.app.fetch as Parameters<typeof getRequestListener>[0]);
+  const http = createHttpServer(listener);
+  http.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    if (opts.upgrade) {
+      try {
+        opts.upgrade(req as IncomingMessage & { socket: TLSSocket }, socket, head);
+        return;
+      } catch (err) {
+        log.error("upgrade handler failed", { err: errorMessage(err) });
+      }
+    }
+    socket.end("HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+  });
+  http.on("clientError", (err: Error, socket: Duplex) => {
+    log.v(4).info("http client error", { err: err.message });
+    socket.destroy();
+  });
+
+  const sockets = new Set<TLSSocket>();
+  const tls = createTlsServer(
+    {
+      cert: opts.cert,
+      key: opts.key,
+      ...(opts.clientCA ? { ca: opts.clientCA } : {}),
+      requestCert: true,
+      rejectUnauthorized: false,
+      ALPNProtocols: ["http/1.1"],
+    },
+    (socket: TLSSocket) => {
+      sockets.add(socket);
+      socket.on("close", () => sockets.delete(socket));
+      socket.on("error", (err) => log.v(4).info("tls socket error", { err: err.message }));
+      http.emit("connection", socket);
+    },
+  );
+  tls.on("tlsClientError", (err: Error) => log.v(4).info("tls handshake failed", { err: err.message }));
+
+  await new Promise<void>((resolve, reject) => {
+    tls.once("error", reject);
+    tls.listen(opts.port, opts.host, () => {
+      tls.off("error", reject);
+      resolve();
+    });
+  });
+  const port = (tls.address() as AddressInfo).port;
+  log.info("serving the kubelet API", { address: `${opts.host}:${port}` });
+
+  let closed: Promise<void> | undefined;
+  const close = () =>
+    (closed ??= new Promise<void>((resolve) => {
+      tls.close(() => resolve());
+      for (const s of sockets) s.destroy();
+      sockets.clear();
+      http.close();
+    }));
+  return { port, host: opts.host, close, [Symbol.asyncDispose]: close };
+}
