@@ -30,8 +30,12 @@ export interface PodRuntime {
   observe(ref: PodRef): Promise<ObservedPod>;
   /** Converges one pod toward its spec: one step of plan then execute. */
   syncPod(pod: Pod, observed: ObservedPod): Promise<SyncPodOutcome>;
-  /** Stops every container (within the grace period) and the sandboxes. Idempotent. */
-  killPod(ref: PodRef, observed: ObservedPod, gracePeriodSeconds: number): Promise<PodSyncOutcome>;
+  /**
+   * Stops every container (within the grace period) and the sandboxes. With
+   * the pod's spec, sidecars stop after the app containers, last one first.
+   * Idempotent.
+   */
+  killPod(ref: PodRef, observed: ObservedPod, gracePeriodSeconds: number, pod?: Pod): Promise<PodSyncOutcome>;
   /** Removes the stopped containers and sandboxes of a deleted pod. Idempotent. */
   removePod(ref: PodRef, observed: ObservedPod): Promise<PodSyncOutcome>;
   /** Every pod the runtime holds, for the PLEG relist and orphan housekeeping. */

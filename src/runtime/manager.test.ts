@@ -149,4 +149,32 @@ describe("CriPodRuntime", () => {
     await runtime.removePod(refOf(p), await runtime.observe(refOf(p)));
     expect(calls).toEqual(["ensure uid-1", "remove uid-1"]);
   });
+
+  test("init containers run in order before the app; on kill, sidecars stop after the app containers", async () => {
+    const { clock, cri, runtime } = setup();
+    const p: Pod = {
+      metadata: { name: "web", namespace: "default", uid: "uid-1" },
+      spec: {
+        initContainers: [
+          { name: "setup", image: "busybox:1.0", command: ["true"] },
+          { name: "proxy", image: "busybox:1.0", command: ["sleep", "1d"], restartPolicy: "Always" },
+        ],
+        containers: [{ name: "app", image: "busybox:1.0" }],
+      },
+    };
+    const names = () => (cri.callsOf("createContainer") as [string, { metadata: { name: string } }][]).map(([, c]) => c.metadata.name);
+    await sync(runtime, p);
+    expect(names()).toEqual(["setup"]);
+    await sync(runtime, p); // setup still running: nothing new
+    expect(names()).toEqual(["setup"]);
+    cri.exitContainer((await runtime.observe(refOf(p))).containers[0]!.id, 0);
+    clock.advance(1);
+    await sync(runtime, p);
+    await sync(runtime, p);
+    expect(names()).toEqual(["setup", "proxy", "app"]);
+    await runtime.killPod(refOf(p), await runtime.observe(refOf(p)), 5, p);
+    const stopped = (cri.callsOf("stopContainer") as [string][]).map(([id]) => id);
+    const byId = new Map((await runtime.observe(refOf(p))).containers.map((c) => [c.id, c.name]));
+    expect(stopped.map((id) => byId.get(id))).toEqual(["app", "proxy"]);
+  });
 });

@@ -26,7 +26,7 @@ import { LogEventRecorder, podRef, type EventRecorder } from "../events/recorder
 import { EnvError } from "./env.ts";
 import type { PodRef, PodRuntime, SyncPodOutcome } from "./index.ts";
 import * as L from "./labels.ts";
-import { backoffKey, containerSpecOf, planPod } from "./plan.ts";
+import { backoffKey, containerSpecOf, isSidecar, planPod } from "./plan.ts";
 import type { ContainerState, ObservedContainer, ObservedPod, ObservedSandbox, PodSyncOutcome, RuntimePodRecord, SyncResult } from "./types.ts";
 
 export interface CriPodRuntimeOptions {
@@ -156,7 +156,7 @@ export class CriPodRuntime implements PodRuntime {
     const grace = pod.spec.terminationGracePeriodSeconds ?? 30;
 
     if (actions.killPod) {
-      const killed = await this.killPod(observed, observed, grace);
+      const killed = await this.killPod(observed, observed, grace, pod);
       results.push(...killed.results);
       if (killed.results.some((r) => r.error)) return { results, waiting, changed, retryAfterMs: 1000 };
     }
@@ -315,9 +315,14 @@ export class CriPodRuntime implements PodRuntime {
     }
   }
 
-  async killPod(ref: PodRef, observed: ObservedPod, gracePeriodSeconds: number): Promise<PodSyncOutcome> {
+  async killPod(ref: PodRef, observed: ObservedPod, gracePeriodSeconds: number, pod?: Pod): Promise<PodSyncOutcome> {
     const live = observed.containers.filter((c) => c.state !== "exited");
-    const results = await Promise.all(live.map((c) => this.stopContainer(ref, c.id, c.name, gracePeriodSeconds)));
+    const sidecars = (pod?.spec.initContainers ?? []).filter(isSidecar).map((c) => c.name);
+    const results = await Promise.all(live.filter((c) => !sidecars.includes(c.name)).map((c) => this.stopContainer(ref, c.id, c.name, gracePeriodSeconds)));
+    // Sidecars serve the app containers until they are gone, then stop in reverse order (upstream).
+    for (const name of [...sidecars].reverse()) {
+      for (const c of live.filter((c) => c.name === name)) results.push(await this.stopContainer(ref, c.id, c.name, gracePeriodSeconds));
+    }
     for (const s of observed.sandboxes) {
       try {
         await this.opts.cri.stopPodSandbox(s.id);

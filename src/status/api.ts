@@ -51,7 +51,7 @@ export function apiPodStatus(pod: Pod, view: PodStatusView, ctx: { hostIPs: stri
   const ready = !terminal && unready.length === 0;
   const conditions = [
     condition("PodReadyToStartContainers", view.sandboxReady && !terminal),
-    condition("Initialized", true),
+    condition("Initialized", !view.initPending?.length, ...(view.initPending?.length ? (["ContainersNotInitialized", `containers with incomplete status: [${view.initPending.join(" ")}]`] as const) : [])),
     condition("Ready", ready, ...(ready ? [] : (notReady as [string, string | undefined]))),
     condition("ContainersReady", ready, ...(ready ? [] : (notReady as [string, string | undefined]))),
     condition("PodScheduled", true),
@@ -64,6 +64,7 @@ export function apiPodStatus(pod: Pod, view: PodStatusView, ctx: { hostIPs: stri
     hostIPs: ctx.hostIPs.map((ip) => ({ ip })),
     ...(view.podIP ? { podIP: view.podIP, podIPs: view.podIPs } : previous?.podIP ? { podIP: previous.podIP, podIPs: previous.podIPs } : {}),
     startTime: (previous?.startTime as string | undefined) ?? view.startTime ?? rfc3339(ctx.now),
+    ...(view.initContainerStatuses ? { initContainerStatuses: view.initContainerStatuses } : {}),
     containerStatuses: view.containerStatuses,
     qosClass: podQosClass(pod),
   };

@@ -61,3 +61,32 @@ describe("podStatus", () => {
     expect(status.containerStatuses[0]!.lastState).toMatchObject({ terminated: { exitCode: 1, reason: "Error" } });
   });
 });
+
+describe("init containers in the status", () => {
+  const p: Pod = {
+    metadata: { name: "p", uid: "u" },
+    spec: {
+      restartPolicy: "Never",
+      initContainers: [
+        { name: "setup", image: "busybox" },
+        { name: "proxy", image: "busybox", restartPolicy: "Always" },
+      ],
+      containers: [{ name: "app", image: "busybox" }],
+    },
+  };
+  test("Pending with app containers PodInitializing while init runs", () => {
+    const s = podStatus(p, obs(c("setup", "running")), new Map());
+    expect(s.phase).toBe("Pending");
+    expect(s.initPending).toEqual(["setup", "proxy"]);
+    expect(s.containerStatuses[0]!.state).toEqual({ waiting: { reason: "PodInitializing" } });
+    expect(s.initContainerStatuses!.map((x) => x.name)).toEqual(["setup", "proxy"]);
+  });
+  test("a failed init container with restartPolicy Never fails the pod", () => {
+    expect(podPhase(p, obs(c("setup", "exited", 1)))).toBe("Failed");
+  });
+  test("initialized once the app ran, even while a sidecar restarts", () => {
+    const s = podStatus(p, obs(c("setup", "exited", 0), c("proxy", "exited", 137), c("app", "running")), new Map());
+    expect(s.initPending).toEqual([]);
+    expect(s.phase).toBe("Running");
+  });
+});

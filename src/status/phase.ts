@@ -28,6 +28,9 @@ export interface ContainerStatusView {
 
 export interface PodStatusView {
   phase: PodPhase;
+  /** Init containers not yet done (Initialized is False while any are), in spec order. */
+  initPending?: string[];
+  initContainerStatuses?: ContainerStatusView[];
   /** The newest sandbox is ready with its network (PodReadyToStartContainers). */
   sandboxReady: boolean;
   podIP?: string;
@@ -65,8 +68,30 @@ function stateOf(c: ObservedContainer): ContainerStateView {
 /** Waiting reasons the last sync recorded (CrashLoopBackOff, ErrImagePull...), by container. */
 export type WaitingReasons = ReadonlyMap<string, { reason: string; message?: string }>;
 
-export function containerStatuses(pod: Pod, observed: ObservedPod, waiting: WaitingReasons): ContainerStatusView[] {
-  return pod.spec.containers.map((spec) => {
+/**
+ * Which init containers are not done, judged in the newest sandbox like the
+ * planner: a regular one until it succeeded, a sidecar until it runs. Once
+ * an app container ran there, all count as done.
+ */
+export function initProgress(pod: Pod, observed: ObservedPod): { pending: string[]; failed: boolean } {
+  const sandboxId = observed.sandboxes[0]?.id;
+  const here = observed.containers.filter((c) => c.sandboxId === sandboxId);
+  const appStarted = here.some((c) => pod.spec.containers.some((s) => s.name === c.name));
+  const pending: string[] = [];
+  let failed = false;
+  for (const spec of pod.spec.initContainers ?? []) {
+    const latest = here.find((c) => c.name === spec.name);
+    const sidecar = spec.restartPolicy === "Always";
+    // Once app containers ran, the pod stays initialized (a restarting sidecar does not undo that).
+    if (appStarted || (sidecar ? latest?.state === "running" : latest?.state === "exited" && latest.exitCode === 0)) continue;
+    if (!sidecar && restartPolicyOf(pod) === "Never" && latest?.state === "exited") failed = true;
+    pending.push(spec.name);
+  }
+  return { pending, failed };
+}
+
+export function containerStatuses(pod: Pod, observed: ObservedPod, waiting: WaitingReasons, specs = pod.spec.containers): ContainerStatusView[] {
+  return specs.map((spec) => {
     const [latest, previous] = observed.containers.filter((c) => c.name === spec.name);
     const waitingReason = waiting.get(spec.name);
     const base = { name: spec.name, image: spec.image, imageID: latest?.imageRef ?? "", restartCount: latest?.restartCount ?? 0 };
@@ -93,6 +118,11 @@ export function containerStatuses(pod: Pod, observed: ObservedPod, waiting: Wait
  * containers all stopped is Succeeded or Failed, not Running.
  */
 export function podPhase(pod: Pod, observed: ObservedPod, podIsTerminal = false): PodPhase {
+  // Upstream: while init containers are pending the pod is Pending; a failed one that will not
+  // be restarted (restartPolicy Never) fails the pod.
+  const init = initProgress(pod, observed);
+  if (init.failed) return "Failed";
+  if (init.pending.length && !podIsTerminal) return "Pending";
   let running = 0;
   let waiting = 0;
   let succeeded = 0;
@@ -127,13 +157,21 @@ export const isTerminalPhase = (phase: PodPhase): boolean => phase === "Succeede
 export function podStatus(pod: Pod, observed: ObservedPod, waiting: WaitingReasons, podIsTerminal = false): PodStatusView {
   const sandbox = observed.sandboxes[0];
   const ips = sandbox?.ip ? [sandbox.ip, ...sandbox.additionalIps] : [];
+  const init = initProgress(pod, observed);
+  // App containers wait with reason PodInitializing until the init containers are done, as upstream.
+  const appWaiting: WaitingReasons = init.pending.length
+    ? new Map(pod.spec.containers.map((c) => [c.name, waiting.get(c.name) ?? { reason: "PodInitializing" }]))
+    : waiting;
   return {
     phase: podPhase(pod, observed, podIsTerminal),
+    ...(pod.spec.initContainers?.length
+      ? { initPending: init.pending, initContainerStatuses: containerStatuses(pod, observed, waiting, pod.spec.initContainers) }
+      : {}),
     sandboxReady: !!sandbox?.ready && (ips.length > 0 || !!pod.spec.hostNetwork),
     ...(ips[0] ? { podIP: ips[0] } : {}),
     podIPs: ips.map((ip) => ({ ip })),
     ...(sandbox ? { startTime: iso(sandbox.createdAt) } : {}),
-    containerStatuses: containerStatuses(pod, observed, waiting),
+    containerStatuses: containerStatuses(pod, observed, appWaiting),
   };
 }
 

@@ -257,7 +257,7 @@ export class PodWorkers implements AsyncDisposable {
       case "terminating": {
         const observed = await runtime.observe(worker.ref);
         log.info("killing pod", { reason: state.reason, gracePeriodSeconds: state.gracePeriodSeconds });
-        throwOnFailedActions("killing pod", await runtime.killPod(worker.ref, observed, state.gracePeriodSeconds));
+        throwOnFailedActions("killing pod", await runtime.killPod(worker.ref, observed, state.gracePeriodSeconds, worker.pod));
         // The final status: every container stopped, the phase terminal.
         // A pod first seen already terminal keeps the status it has.
         if (worker.pod && worker.synced) {

@@ -1,0 +1,142 @@
+/**
+ * The four probe kinds (upstream pkg/probe/{exec,http,tcp,grpc} and the
+ * dispatch in pkg/kubelet/prober/prober.go). Each resolves, never rejects,
+ * to a ProbeOutcome:
+ * - success: the container answered well (exit 0, HTTP 200-399, connect, SERVING);
+ * - failure: it answered badly or not within timeoutSeconds; counts toward failureThreshold;
+ * - unknown: the probe could not be run (no pod IP, unknown named port, CRI error);
+ *   upstream's "probe errored": retried, then thrown away, never counted.
+ * Network timeouts are real time (they bound real I/O); the workers'
+ * schedule is what the injected clock drives.
+ */
+import { connect } from "node:net";
+import { isCriError, type CriService } from "../cri/index.ts";
+import type { ContainerSpec, Pod } from "../pods/schema.ts";
+import { expandCommand } from "../runtime/env.ts";
+import { errorMessage } from "../util/errors.ts";
+import { grpcProbe } from "./grpc.ts";
+import { httpProbe } from "./http.ts";
+import type { ProbeSpec } from "./schema.ts";
+
+export { grpcProbe } from "./grpc.ts";
+export { httpProbe, probeUserAgent, type HttpProbeOptions } from "./http.ts";
+
+export type ProbeResult = "success" | "failure" | "unknown";
+
+export interface ProbeOutcome {
+  result: ProbeResult;
+  output: string;
+  /** Success with a caveat (upstream probe.Warning): a redirect to another host was not followed. */
+  warning?: boolean;
+}
+
+/** Upstream reads at most 10 KiB of a probe's output (HTTP body, exec stdout+stderr). */
+export const MAX_PROBE_OUTPUT = 10 * 1024;
+
+export const joinHostPort = (host: string, port: number): string => (host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`);
+
+/**
+ * Resolves an IntOrString probe port against the container's ports
+ * (upstream probe.ResolveContainerPort). Throws when a name matches none.
+ */
+export function resolvePort(port: number | string, container: Pick<ContainerSpec, "ports">): number {
+  if (typeof port === "number") return port;
+  const found = (container.ports ?? []).find((p) => p.name === port);
+  if (!found) throw new Error(`couldn't find port: ${port} in ${JSON.stringify(container.ports ?? [])}`);
+  return found.containerPort;
+}
+
+/** Runs `cmd` in the container through CRI ExecSync; exit code 0 is success, a timeout is failure. */
+export async function execProbe(opts: {
+  cri: Pick<CriService, "execSync">;
+  containerId: string;
+  command: string[];
+  timeoutSeconds: number;
+}): Promise<ProbeOutcome> {
+  try {
+    const r = await opts.cri.execSync(opts.containerId, opts.command, opts.timeoutSeconds);
+    const dec = new TextDecoder();
+    const output = (dec.decode(r.stdout) + dec.decode(r.stderr)).slice(0, MAX_PROBE_OUTPUT);
+    return { result: r.exitCode === 0 ? "success" : "failure", output };
+  } catch (err) {
+    // Upstream (ExecProbeTimeout, GA): a timed-out exec is a failure, its message the output.
+    if (isCriError(err) && err.kind === "DeadlineExceeded") {
+      return { result: "failure", output: `command ${JSON.stringify(opts.command.join(" "))} timed out` };
+    }
+    return { result: "unknown", output: errorMessage(err) };
+  }
+}
+
+/** Opens a TCP connection and closes it at once; refused, unreachable or slower than the timeout is failure. */
+export function tcpProbe(opts: { host: string; port: number; timeoutMs: number; signal?: AbortSignal }): Promise<ProbeOutcome> {
+  const addr = joinHostPort(opts.host, opts.port);
+  return new Promise((resolve) => {
+    let done = false;
+    const socket = connect({ host: opts.host, port: opts.port });
+    const finish = (o: ProbeOutcome) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      opts.signal?.removeEventListener("abort", onAbort);
+      socket.destroy();
+      resolve(o);
+    };
+    const onAbort = () => finish({ result: "unknown", output: "probe canceled" });
+    const timer = setTimeout(() => finish({ result: "failure", output: `dial tcp ${addr}: i/o timeout` }), opts.timeoutMs);
+    socket.once("connect", () => finish({ result: "success", output: "" }));
+    socket.once("error", (err) => finish({ result: "failure", output: `dial tcp ${addr}: ${errorMessage(err)}` }));
+    if (opts.signal?.aborted) onAbort();
+    else opts.signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** What one probe run needs to know about its container. */
+export interface ProbeTarget {
+  pod: Pod;
+  container: ContainerSpec;
+  containerId: string;
+  podIP: string;
+}
+
+/** Runs `spec` once against `target` (upstream prober.runProbe). */
+export async function runProbe(
+  spec: ProbeSpec,
+  target: ProbeTarget,
+  deps: { cri: Pick<CriService, "execSync">; signal?: AbortSignal },
+): Promise<ProbeOutcome> {
+  const timeoutMs = spec.timeoutSeconds * 1000;
+  try {
+    if (spec.exec) {
+      // Upstream expands $(VAR) in probe commands from the container's literal env only.
+      const env = (target.container.env ?? []).flatMap((e) => (e.value !== undefined && !e.valueFrom ? [{ key: e.name, value: e.value }] : []));
+      const command = expandCommand(spec.exec.command, env);
+      return await execProbe({ cri: deps.cri, containerId: target.containerId, command, timeoutSeconds: spec.timeoutSeconds });
+    }
+    if (spec.httpGet) {
+      const g = spec.httpGet;
+      const host = g.host || target.podIP;
+      if (!host) return { result: "unknown", output: "pod has no IP yet" };
+      return await httpProbe({
+        scheme: g.scheme,
+        host,
+        port: resolvePort(g.port, target.container),
+        path: g.path ?? "/",
+        headers: g.httpHeaders ?? [],
+        timeoutMs,
+        signal: deps.signal,
+      });
+    }
+    if (spec.tcpSocket) {
+      const host = spec.tcpSocket.host || target.podIP;
+      if (!host) return { result: "unknown", output: "pod has no IP yet" };
+      return await tcpProbe({ host, port: resolvePort(spec.tcpSocket.port, target.container), timeoutMs, signal: deps.signal });
+    }
+    if (spec.grpc) {
+      if (!target.podIP) return { result: "unknown", output: "pod has no IP yet" };
+      return await grpcProbe({ host: target.podIP, port: spec.grpc.port, service: spec.grpc.service ?? "", timeoutMs, signal: deps.signal });
+    }
+    return { result: "unknown", output: "missing probe handler" };
+  } catch (err) {
+    return { result: "unknown", output: errorMessage(err) };
+  }
+}
