@@ -122,6 +122,48 @@ describe("static pods on a real containerd", () => {
     await eventually("limited pod cgroup removed", () => !existsSync(podDir), 30_000);
   }, 60_000);
 
+  test("init containers run one at a time before the app, a sidecar keeps running, and stops after the app", async () => {
+    writeFileSync(
+      join(agent.manifests, "withinit.json"),
+      JSON.stringify({
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: "withinit" },
+        spec: {
+          terminationGracePeriodSeconds: 2,
+          initContainers: [
+            { name: "setup", image: ctd.busyboxImage, command: ["sleep", "1"] },
+            // A sidecar that exits at once on SIGTERM, so its stop time is when it was told to stop.
+            { name: "proxy", image: ctd.busyboxImage, command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.1; done"], restartPolicy: "Always" },
+          ],
+          containers: [{ name: "app", image: ctd.busyboxImage, command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.1; done"] }],
+        },
+      }),
+    );
+    const pod = await eventually("withinit Running", async () => {
+      const p = await podNamed("withinit");
+      return p?.status.phase === "Running" && p.status.containerStatuses[0]?.state.running ? p : undefined;
+    }, 30_000);
+    const times = new Map<string, { startedAt: bigint; finishedAt: bigint; exitCode: number }>();
+    const record = async () => {
+      for (const c of await containersOf(pod.metadata.uid)) {
+        const st = (await cri.containerStatus(c.id).catch(() => undefined))?.status;
+        if (st) times.set(st.metadata!.name, { startedAt: st.startedAt, finishedAt: st.finishedAt, exitCode: st.exitCode });
+      }
+    };
+    await record();
+    const setup = times.get("setup")!;
+    expect(setup.exitCode).toBe(0);
+    expect(times.get("proxy")!.startedAt).toBeGreaterThanOrEqual(setup.finishedAt);
+    expect(times.get("app")!.startedAt).toBeGreaterThanOrEqual(times.get("proxy")!.startedAt);
+    expect((pod.status as { initContainerStatuses?: { name: string }[] }).initContainerStatuses?.map((c) => c.name)).toEqual(["setup", "proxy"]);
+    const poll = setInterval(() => void record(), 50);
+    rmSync(join(agent.manifests, "withinit.json"));
+    await eventually("withinit removed", async () => (await sandboxesOf(pod.metadata.uid)).length === 0, 30_000);
+    clearInterval(poll);
+    expect(times.get("proxy")!.finishedAt).toBeGreaterThanOrEqual(times.get("app")!.finishedAt);
+  }, 60_000);
+
   test("an invalid manifest is reported by file and field while the valid ones run", async () => {
     const log = await eventually("the bad file reported", () => (agent.log().includes("bad.yaml") ? agent.log() : undefined));
     const line = log.split("\n").find((l) => l.includes("bad.yaml"))!;
