@@ -18,22 +18,11 @@ import { grpcProbe } from "./grpc.ts";
 import { httpProbe } from "./http.ts";
 import type { ProbeSpec } from "./schema.ts";
 
+import { joinHostPort, MAX_PROBE_OUTPUT, type ProbeOutcome } from "./types.ts";
+
 export { grpcProbe } from "./grpc.ts";
-export { httpProbe, probeUserAgent, type HttpProbeOptions } from "./http.ts";
-
-export type ProbeResult = "success" | "failure" | "unknown";
-
-export interface ProbeOutcome {
-  result: ProbeResult;
-  output: string;
-  /** Success with a caveat (upstream probe.Warning): a redirect to another host was not followed. */
-  warning?: boolean;
-}
-
-/** Upstream reads at most 10 KiB of a probe's output (HTTP body, exec stdout+stderr). */
-export const MAX_PROBE_OUTPUT = 10 * 1024;
-
-export const joinHostPort = (host: string, port: number): string => (host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`);
+export { httpProbe, type HttpProbeOptions } from "./http.ts";
+export { MAX_PROBE_OUTPUT, probeUserAgent, type ProbeOutcome, type ProbeResult } from "./types.ts";
 
 /**
  * Resolves an IntOrString probe port against the container's ports

@@ -1,0 +1,19 @@
+/** Shared by the probe kinds: the outcome of one probe run and small helpers. */
+import { KUBERNETES_VERSION } from "../config/version.ts";
+
+export type ProbeResult = "success" | "failure" | "unknown";
+
+export interface ProbeOutcome {
+  result: ProbeResult;
+  output: string;
+  /** Success with a caveat (upstream probe.Warning): a redirect to another host was not followed. */
+  warning?: boolean;
+}
+
+/** Upstream reads at most 10 KiB of a probe's output (HTTP body, exec stdout+stderr). */
+export const MAX_PROBE_OUTPUT = 10 * 1024;
+
+export const joinHostPort = (host: string, port: number): string => (host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`);
+
+/** `kube-probe/1.34` for KUBERNETES_VERSION v1.34.x, as upstream sends on HTTP and gRPC probes. */
+export const probeUserAgent = (): string => `kube-probe/${KUBERNETES_VERSION.replace(/^v/, "").split(".").slice(0, 2).join(".")}`;
