@@ -149,6 +149,25 @@ describe("cluster mode on a real control plane", () => {
     expect(pod.status.message).toMatch(/^Node didn't have enough resource: cpu, requested: 64000, used: \d+, capacity: \d+$/);
   }, 30_000);
 
+  test("kubectl shows init progress: Init:0/1 while it runs, Init:Error when it fails for good", async () => {
+    const withInit = (name: string, command: string[]) => ({
+      ...podSpec(name, ["sleep", "3600"], { restartPolicy: "Never" }),
+      spec: {
+        restartPolicy: "Never",
+        initContainers: [{ name: "init", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command }],
+        containers: [{ name: "main", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sleep", "3600"] }],
+      },
+    });
+    await apply("init-slow", withInit("init-slow", ["sleep", "60"]));
+    await apply("init-fail", withInit("init-fail", ["sh", "-c", "exit 3"]));
+    const column = async (name: string) => (await kubectl("get", "pod", name, "--no-headers")).trim().split(/\s+/)[2];
+    await eventually("Init:0/1", async () => (await column("init-slow")) === "Init:0/1");
+    await eventually("Init:Error", async () => (await column("init-fail")) === "Init:Error");
+    const failed = await getJson("pod", "init-fail");
+    expect(failed.status.phase).toBe("Failed");
+    expect(failed.status.conditions.find((c: any) => c.type === "Initialized")).toMatchObject({ status: "False", reason: "ContainersNotInitialized" });
+  }, 60_000);
+
   test("a static pod gets a mirror pod owned by the node", async () => {
     writeFileSync(join(agent.manifests, "static.json"), JSON.stringify(podSpec("static", ["sleep", "3600"])));
     const mirror = await eventually("mirror Running", async () => {
