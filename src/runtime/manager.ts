@@ -26,7 +26,7 @@ import { LogEventRecorder, podRef, type EventRecorder } from "../events/recorder
 import { EnvError } from "./env.ts";
 import type { PodRef, PodRuntime, SyncPodOutcome } from "./index.ts";
 import * as L from "./labels.ts";
-import { backoffKey, containerSpecOf, isSidecar, planPod } from "./plan.ts";
+import { backoffKey, containerSpecOf, isSidecar, planPod, type Unhealthy } from "./plan.ts";
 import type { ContainerState, ObservedContainer, ObservedPod, ObservedSandbox, PodSyncOutcome, RuntimePodRecord, SyncResult } from "./types.ts";
 
 export interface CriPodRuntimeOptions {
@@ -44,6 +44,8 @@ export interface CriPodRuntimeOptions {
   cgroups?: PodCgroupHooks;
   /** Container-level CPU, memory and OOM score values for the CRI. */
   containerResources?: ContainerResourcesFn;
+  /** The prober's verdicts: running containers of a pod to restart (container ID → why). */
+  unhealthy?: (podUid: string) => Unhealthy;
 }
 
 export interface PodCgroupHooks {
@@ -140,7 +142,7 @@ export class CriPodRuntime implements PodRuntime {
   }
 
   async syncPod(pod: Pod, observed: ObservedPod): Promise<SyncPodOutcome> {
-    const actions = planPod(pod, observed, this.crashLoop);
+    const actions = planPod(pod, observed, this.crashLoop, this.opts.unhealthy?.(pod.metadata.uid ?? "") ?? new Map());
     const results: SyncResult[] = [];
     const waiting: Waiting = new Map(
       actions.waiting.map((w) => [w.name, { reason: w.reason, message: `back-off ${Math.ceil(w.remainingMs / 1000)}s restarting failed container=${w.name} pod=${pod.metadata.name}` }]),
@@ -160,7 +162,7 @@ export class CriPodRuntime implements PodRuntime {
       results.push(...killed.results);
       if (killed.results.some((r) => r.error)) return { results, waiting, changed, retryAfterMs: 1000 };
     }
-    for (const k of actions.containersToKill) results.push(await this.stopContainer(pod, k.id, k.name, grace));
+    for (const k of actions.containersToKill) results.push(await this.stopContainer(pod, k.id, k.name, grace, k.reason));
 
     let sandboxId = actions.sandboxId;
     let cgroupParent = this.cgroupParent(pod);
@@ -303,9 +305,9 @@ export class CriPodRuntime implements PodRuntime {
     return results;
   }
 
-  private async stopContainer(pod: L.PodIdentity | Pod, id: string, name: string, graceSeconds: number): Promise<SyncResult> {
+  private async stopContainer(pod: L.PodIdentity | Pod, id: string, name: string, graceSeconds: number, why?: string): Promise<SyncResult> {
     const meta = "metadata" in pod ? pod.metadata : pod;
-    this.recorder.event(podRef({ metadata: meta }, name), "Normal", "Killing", `Stopping container ${name}`);
+    this.recorder.event(podRef({ metadata: meta }, name), "Normal", "Killing", why?.startsWith("Container ") ? why : `Stopping container ${name}`);
     try {
       await this.opts.cri.stopContainer(id, graceSeconds);
       return { action: "KillContainer", target: name };

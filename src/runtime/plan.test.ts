@@ -186,4 +186,14 @@ describe("planPod", () => {
       expect(started(planPod(p, observed([sandbox({ id: "s2" })], [old]), noBackoff))).toEqual(["setup"]);
     });
   });
+
+  test("a running container that failed its liveness probe is killed and started again", () => {
+    const p = pod();
+    const unhealthy = new Map([["c1", "Container app failed liveness probe, will be restarted"]]);
+    const a = planPod(p, observed([sandbox()], [container(p)]), noBackoff, unhealthy);
+    expect(a.containersToKill).toEqual([{ id: "c1", name: "app", reason: "Container app failed liveness probe, will be restarted" }]);
+    expect(a.containersToStart).toMatchObject([{ name: "app", restartCount: 1 }]);
+    const never = pod("Never");
+    expect(planPod(never, observed([sandbox()], [container(never)]), noBackoff, unhealthy).containersToStart).toEqual([]);
+  });
 });

@@ -47,6 +47,9 @@ export interface BackoffView {
   remainingSince(key: string, eventTime: number): number;
 }
 
+/** Running containers the prober found unhealthy (liveness or startup failed): container ID → message. */
+export type Unhealthy = ReadonlyMap<string, string>;
+
 export const backoffKey = (pod: Pod, container: ContainerSpec): string =>
   `${pod.metadata.uid}/${container.name}/${containerHash(container)}`;
 
@@ -97,8 +100,17 @@ function decide(
   policy: "Always" | "OnFailure" | "Never",
   backoff: BackoffView,
   actions: PodActions,
+  unhealthy: Unhealthy,
 ): Decision {
   if (latest?.state === "running") {
+    const failedProbe = unhealthy.get(latest.id);
+    if (failedProbe !== undefined) {
+      // Upstream: a failed liveness probe kills the container; it starts again at once (policy allowing).
+      actions.containersToKill.push({ id: latest.id, name: container.name, reason: failedProbe });
+      if (policy === "Never") return "failed";
+      actions.containersToStart.push({ name: container.name, restartCount: latest.restartCount + 1, reason: failedProbe });
+      return "starting";
+    }
     if (latest.hash === containerHash(container)) return "running";
     actions.containersToKill.push({ id: latest.id, name: container.name, reason: "container spec changed" });
     actions.containersToStart.push({ name: container.name, restartCount: latest.restartCount + 1, reason: "container spec changed" });
@@ -126,7 +138,7 @@ function decide(
   return "starting";
 }
 
-export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView): PodActions {
+export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView, unhealthy: Unhealthy = new Map()): PodActions {
   const newest = observed.sandboxes[0];
   const initContainers = pod.spec.initContainers ?? [];
   const actions: PodActions = {
@@ -178,12 +190,14 @@ export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView): 
   const appStarted = inSandbox.containers.some((c) => appNames.has(c.name));
   for (const container of initContainers) {
     if (!isSidecar(container) && appStarted) continue;
-    const decision = decide(pod, container, latestByName(inSandbox, container.name), policyFor(pod, container, "init"), backoff, actions);
+    const decision = decide(pod, container, latestByName(inSandbox, container.name), policyFor(pod, container, "init"), backoff, actions, unhealthy);
     if (isSidecar(container) ? decision === "running" : decision === "succeeded") continue;
     if (decision === "failed") actions.initFailed = true;
     return actions;
   }
-  for (const container of pod.spec.containers) decide(pod, container, latestByName(observed, container.name), policyFor(pod, container, "app"), backoff, actions);
+  for (const container of pod.spec.containers) {
+    decide(pod, container, latestByName(observed, container.name), policyFor(pod, container, "app"), backoff, actions, unhealthy);
+  }
   return actions;
 }
 
