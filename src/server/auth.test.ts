@@ -98,7 +98,7 @@ describe("authentication", () => {
   test("a verified certificate wins over a token", async () => {
     const app = appWith({ x509: true, anonymous: false, tokenReview: async () => ({ authenticated: false }) });
     const res = await req(app, "/pods", certSocket("system:node:n1", "system:nodes"), { authorization: "Bearer x" });
-    expect((await res.json()).username).toBe("system:node:n1");
+    expect(((await res.json()) as { username: string }).username).toBe("system:node:n1");
   });
 });
 

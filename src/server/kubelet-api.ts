@@ -1,0 +1,139 @@
+/**
+ * The authenticated kubelet API (10250), after upstream's
+ * pkg/kubelet/server/server.go: authentication, then authorization, then
+ * `/pods`, `/runningpods/`, `/stats/summary`, `/healthz*` and
+ * `/containerLogs/{namespace}/{pod}/{container}`. Serve it with serveTls
+ * (tls.ts) so that client certificates reach authentication.
+ *
+ * Errors are mapped in one place (`app.onError`): unknown pod or container
+ * 404, a bad query value 400 naming the parameter, anything else 500.
+ */
+import { Hono, type MiddlewareHandler } from "hono";
+import type { Pod } from "../pods/schema.ts";
+import type { PodStatusView } from "../status/index.ts";
+import type { ContainerStats, CpuStats, MemoryStats, StatsProvider, Summary } from "../stats/types.ts";
+import type { Logger } from "../util/log.ts";
+import { errorMessage } from "../util/errors.ts";
+import type { KubeletEnv } from "./authn.ts";
+import { BadLogQuery, logStream, parseLogQuery, type ContainerLogs } from "./logs.ts";
+
+/** An error with the HTTP status it answers with. */
+export class HttpError extends Error {
+  constructor(
+    readonly status: 400 | 404 | 500 | 503,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface KubeletApiOptions {
+  nodeName: string;
+  /** Pods with their statuses, like LocalStatusStore.list(). */
+  pods: () => { pod: Pod; status: PodStatusView }[];
+  /** `/stats/*` answers 503 without it. */
+  stats?: StatsProvider;
+  logs: ContainerLogs;
+  /** healthzApp(...): served under `/healthz`. */
+  health: Hono;
+  /** authentication(...) from authn.ts */
+  authn: MiddlewareHandler<KubeletEnv>;
+  /** authorization(...) from authz.ts */
+  authz: MiddlewareHandler<KubeletEnv>;
+  now?: () => number;
+  logger?: Logger;
+}
+
+/** Upstream's GetCPUAndMemoryStats: only CPU and memory of the node, its system containers, pods and containers. */
+export function cpuAndMemoryOnly(s: Summary): Summary {
+  const cm = <T extends { cpu?: CpuStats; memory?: MemoryStats }>(x: T) => ({
+    ...(x.cpu ? { cpu: x.cpu } : {}),
+    ...(x.memory ? { memory: x.memory } : {}),
+  });
+  const container = (c: ContainerStats): ContainerStats => ({ name: c.name, startTime: c.startTime, ...cm(c) });
+  return {
+    node: {
+      nodeName: s.node.nodeName,
+      startTime: s.node.startTime,
+      ...cm(s.node),
+      ...(s.node.systemContainers ? { systemContainers: s.node.systemContainers.map(container) } : {}),
+    },
+    pods: s.pods.map((p) => ({ podRef: p.podRef, startTime: p.startTime, containers: p.containers.map(container), ...cm(p) })),
+  };
+}
+
+const asApiPod = (pod: Pod, status: unknown) => ({ ...pod, apiVersion: "v1", kind: "Pod", status });
+
+export function kubeletApi(opts: KubeletApiOptions): Hono<KubeletEnv> {
+  const now = opts.now ?? Date.now;
+  const log = opts.logger?.with({ component: "kubeletApi" });
+  const app = new Hono<KubeletEnv>();
+  app.use(opts.authn);
+  app.use(opts.authz);
+
+  app.onError((err, c) => {
+    if (err instanceof HttpError) return c.text(err.message, err.status);
+    if (err instanceof BadLogQuery) return c.text(err.message, 400);
+    log?.error("kubelet API request failed", { path: c.req.path, err: errorMessage(err) });
+    return c.text(errorMessage(err), 500);
+  });
+  app.notFound((c) => c.text("404 page not found", 404));
+
+  app.get("/pods", (c) =>
+    c.json({ kind: "PodList", apiVersion: "v1", metadata: {}, items: opts.pods().map(({ pod, status }) => asApiPod(pod, status)) }),
+  );
+
+  // Pods with running containers as the runtime sees them: identity and the running containers only (upstream's GetRunningPods).
+  app.get("/runningpods/", (c) => {
+    const items = opts
+      .pods()
+      .map(({ pod, status }) => {
+        const running = status.containerStatuses.filter((s) => "running" in s.state);
+        if (!running.length) return undefined;
+        return {
+          metadata: { name: pod.metadata.name, namespace: pod.metadata.namespace, uid: pod.metadata.uid, creationTimestamp: null },
+          spec: { containers: running.map((s) => ({ name: s.name, image: s.image, resources: {} })) },
+          status: {},
+        };
+      })
+      .filter((p) => p !== undefined);
+    return c.json({ kind: "PodList", apiVersion: "v1", metadata: {}, items });
+  });
+
+  app.get("/stats/summary", async (c) => {
+    if (!opts.stats) throw new HttpError(503, "stats are not available");
+    const only = c.req.query("only_cpu_and_memory");
+    if (only !== undefined && only !== "true" && only !== "false") {
+      throw new HttpError(400, `invalid value for only_cpu_and_memory: ${JSON.stringify(only)}`);
+    }
+    const summary = await opts.stats.summary();
+    return c.json(only === "true" ? cpuAndMemoryOnly(summary) : summary);
+  });
+
+  app.route("/", opts.health);
+
+  app.get("/containerLogs/:namespace/:pod/:container", async (c) => {
+    const { namespace, pod: podName, container } = c.req.param();
+    const options = parseLogQuery(c.req.query(), now());
+    const entry = opts.pods().find(({ pod }) => pod.metadata.name === podName && (pod.metadata.namespace ?? "default") === namespace);
+    if (!entry) throw new HttpError(404, `pod "${podName}" does not exist`);
+    const spec = entry.pod.spec as { containers: { name: string }[]; initContainers?: { name: string }[]; ephemeralContainers?: { name: string }[] };
+    const names = [...spec.containers, ...(spec.initContainers ?? []), ...(spec.ephemeralContainers ?? [])].map((x) => x.name);
+    if (!names.includes(container)) throw new HttpError(404, `container "${container}" not found in pod "${podName}"`);
+    const resolved = await opts.logs(namespace, podName, container, options.previous);
+    if (!resolved) {
+      throw new HttpError(
+        400,
+        options.previous
+          ? `previous terminated container "${container}" in pod "${podName}" not found`
+          : `container "${container}" in pod "${podName}" is waiting to start`,
+      );
+    }
+    const stillRunning = async () => (await opts.logs(namespace, podName, container, options.previous))?.running ?? false;
+    const follow = options.follow && resolved.running && !options.previous;
+    const body = logStream(resolved.paths, { ...options, follow, stillRunning, signal: c.req.raw.signal });
+    return c.body(body, 200, { "content-type": "text/plain; charset=utf-8" });
+  });
+
+  return app;
+}
