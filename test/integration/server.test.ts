@@ -9,7 +9,10 @@ import { join } from "node:path";
 import { Hono } from "hono";
 import { authentication, type KubeletEnv } from "../../src/server/authn.ts";
 import { alwaysAllow, authorization, webhookAuthorizer } from "../../src/server/authz.ts";
+import { healthzApp } from "../../src/server/healthz.ts";
+import { kubeletApi } from "../../src/server/kubelet-api.ts";
 import { serveTls, type TlsServerHandle } from "../../src/server/tls.ts";
+import type { Pod } from "../../src/pods/schema.ts";
 import { memoryLogger } from "../../src/util/log.ts";
 
 let dir: string;
@@ -104,5 +107,40 @@ describe("serveTls with client-certificate identity", () => {
     expect(await res.text()).toBe("Forbidden (user=system:anonymous, verb=get, resource=nodes, subresource=proxy)");
     const node = await fetch(`${deny}/stats/summary`, as("node"));
     expect(await node.text()).toBe("Forbidden (user=system:node:n1, verb=get, resource=nodes, subresource=stats)");
+  });
+});
+
+describe("the kubelet API over TLS", () => {
+  test("containerLogs with tailLines and follow, as the node's client certificate", async () => {
+    const logDir = join(dir, "pods", "ns_p_uid", "c");
+    mkdirSync(logDir, { recursive: true });
+    const file = join(logDir, "0.log");
+    const line = (s: number, text: string, tag = "F") => `2024-01-01T00:00:0${s}.000000001Z stdout ${tag} ${text}\n`;
+    writeFileSync(file, line(1, "one") + line(2, "tw", "P") + line(2, "o") + line(3, "three"));
+    let running = true;
+    const pod = { metadata: { name: "p", namespace: "ns", uid: "uid" }, spec: { containers: [{ name: "c", image: "img" }] } } as unknown as Pod;
+    const app = kubeletApi({
+      nodeName: "n1",
+      pods: () => [{ pod, status: { phase: "Running", sandboxReady: true, podIPs: [], containerStatuses: [] } }],
+      logs: (ns, name, container, previous) => (ns === "ns" && name === "p" && container === "c" && !previous ? { paths: [file], running } : undefined),
+      health: healthzApp([]),
+      authn: authentication({ x509: true, anonymous: false }),
+      authz: authorization({ nodeName: "n1", authorizer: alwaysAllow() }),
+    });
+    const url = await start(app);
+    const res = await fetch(`${url}/containerLogs/ns/p/c?tailLines=2`, as("node"));
+    expect(res.status).toBe(200);
+    expect(await res.text()).toBe("two\nthree\n");
+    expect((await fetch(`${url}/containerLogs/ns/p/c?tailLines=2`, as())).status).toBe(401);
+    expect((await fetch(`${url}/containerLogs/ns/p/nope`, as("node"))).status).toBe(404);
+
+    const follow = await fetch(`${url}/containerLogs/ns/p/c?tailLines=1&follow=true&timestamps=true`, as("node"));
+    const reader = follow.body!.getReader();
+    const dec = new TextDecoder();
+    expect(dec.decode((await reader.read()).value)).toBe("2024-01-01T00:00:03.000000001Z three\n");
+    writeFileSync(file, line(4, "four"), { flag: "a" });
+    expect(dec.decode((await reader.read()).value)).toBe("2024-01-01T00:00:04.000000001Z four\n");
+    running = false;
+    expect((await reader.read()).done).toBe(true);
   });
 });

@@ -1,0 +1,50 @@
+/** The agent's HTTP servers: healthz (10248), read-only (10255) and the authenticated kubelet API (10250). */
+export { healthzApp, syncLoopCheck, type HealthCheck } from "./healthz.ts";
+export { readOnlyApp } from "./readonly.ts";
+export { serveTls, type ServeTlsOptions, type TlsBindings, type TlsServerHandle } from "./tls.ts";
+export {
+  authentication,
+  createAuthenticator,
+  cachedTokenReview,
+  bearerToken,
+  userFromCertificate,
+  AuthenticationError,
+  ANONYMOUS_USER,
+  AUTHENTICATED_GROUP,
+  UNAUTHENTICATED_GROUP,
+  DEFAULT_TOKEN_CACHE_TTL_MS,
+  type Authenticate,
+  type AuthenticationOptions,
+  type KubeletEnv,
+  type PeerSocket,
+  type TokenReview,
+  type TokenReviewResult,
+  type UserInfo,
+} from "./authn.ts";
+export {
+  authorization,
+  alwaysAllow,
+  webhookAuthorizer,
+  requestAttributes,
+  isSubpath,
+  DEFAULT_AUTHORIZED_TTL_MS,
+  DEFAULT_UNAUTHORIZED_TTL_MS,
+  type Authorizer,
+  type AuthzAttributes,
+  type AuthzDecision,
+  type SubjectAccessReview,
+} from "./authz.ts";
+export { kubeletApi, cpuAndMemoryOnly, HttpError, type KubeletApiOptions } from "./kubelet-api.ts";
+export {
+  readLogs,
+  logStream,
+  parseCriLine,
+  parseLogQuery,
+  rotatedLogPaths,
+  BadLogQuery,
+  type ContainerLogs,
+  type CriLogEntry,
+  type LogOptions,
+  type ReadLogsOptions,
+  type ResolvedLogs,
+} from "./logs.ts";
