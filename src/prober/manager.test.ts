@@ -1,0 +1,280 @@
+import { describe, expect, test } from "bun:test";
+import { FakeCri } from "../cri/fake.ts";
+import type { EventRecorder } from "../events/recorder.ts";
+import type { Pod } from "../pods/schema.ts";
+import { FakeClock } from "../util/clock.ts";
+import { memoryLogger } from "../util/log.ts";
+import { createProbeManager, type ProbeManagerOptions } from "./manager.ts";
+import type { ProbeTarget } from "./probes.ts";
+import type { ProbeSpec } from "./schema.ts";
+import type { ProbeOutcome, ProbeResult } from "./types.ts";
+
+/**
+ * Probes are scripted by their exec command's first word: `answers[word]`
+ * is what the next run returns; `calls` counts runs per word.
+ */
+function setup(extra: Partial<ProbeManagerOptions> = {}) {
+  const clock = new FakeClock();
+  const answers: Record<string, ProbeResult | "hang"> = {};
+  const calls: Record<string, number> = {};
+  const events: string[] = [];
+  const kills: { uid: string; name: string; message: string; grace?: number }[] = [];
+  const changes: string[] = [];
+  const recorder: EventRecorder = { event: (_o, type, reason, message) => events.push(`${type} ${reason} ${message}`) };
+  const probe = (spec: ProbeSpec, _t: ProbeTarget, signal: AbortSignal): Promise<ProbeOutcome> => {
+    const word = spec.exec?.command[0] ?? "";
+    calls[word] = (calls[word] ?? 0) + 1;
+    const a = answers[word] ?? "success";
+    if (a === "hang") return new Promise((resolve) => signal.addEventListener("abort", () => resolve({ result: "unknown", output: "canceled" })));
+    return Promise.resolve({ result: a, output: a === "failure" ? `${word} said no` : "" });
+  };
+  const manager = createProbeManager({
+    cri: new FakeCri({ clock }),
+    clock,
+    logger: memoryLogger().logger,
+    recorder,
+    probe,
+    onLivenessFailure: (uid, name, message, grace) => kills.push({ uid, name, message, grace }),
+    onChange: (uid) => changes.push(uid),
+    ...extra,
+  });
+  /** Advances the clock and lets the probes it started finish. */
+  const tick = async (ms: number) => {
+    clock.advance(ms);
+    await Bun.sleep(1);
+  };
+  return { clock, answers, calls, events, kills, changes, manager, tick };
+}
+
+const exec = (word: string, extra: Record<string, unknown> = {}) => ({ exec: { command: [word] }, ...extra });
+
+function pod(uid: string, probes: Record<string, unknown>, name = "app"): Pod {
+  return { metadata: { name: `pod-${uid}`, namespace: "default", uid }, spec: { containers: [{ name, image: "busybox", ...probes }] } } as Pod;
+}
+
+const running = (id: string, startedAt: number, name = "app") => [{ containerName: name, containerId: id, startedAt }];
+
+describe("probe manager", () => {
+  test("readiness starts not ready and follows success/failure thresholds", async () => {
+    const t = setup();
+    t.answers.ready = "success";
+    t.manager.addPod(pod("u1", { readinessProbe: exec("ready", { successThreshold: 2, failureThreshold: 3 }) }), running("c1", t.clock.now()), "10.0.0.1");
+    expect(t.manager.isReady("u1", "app")).toBe(false);
+    await t.tick(0);
+    expect(t.calls.ready).toBe(1);
+    expect(t.manager.isReady("u1", "app")).toBe(false); // one success of two
+    await t.tick(10_000);
+    expect(t.manager.isReady("u1", "app")).toBe(true);
+    expect(t.changes).toEqual(["u1", "u1"]); // the initial "not ready", then ready
+    t.answers.ready = "failure";
+    await t.tick(10_000);
+    await t.tick(10_000);
+    expect(t.manager.isReady("u1", "app")).toBe(true); // two failures of three
+    await t.tick(10_000);
+    expect(t.manager.isReady("u1", "app")).toBe(false);
+    expect(t.events).toContain("Warning Unhealthy Readiness probe failed: ready said no");
+    expect(t.kills).toEqual([]); // readiness never restarts
+    await t.manager[Symbol.asyncDispose]();
+    expect(t.clock.pendingTimers()).toBe(0);
+  });
+
+  test("no readiness probe: ready and started once running; unknown containers are neither", async () => {
+    const t = setup();
+    t.manager.addPod(pod("u1", { livenessProbe: exec("live") }), running("c1", t.clock.now()), "10.0.0.1");
+    expect(t.manager.isReady("u1", "app")).toBe(true);
+    expect(t.manager.isStarted("u1", "app")).toBe(true);
+    expect(t.manager.isReady("u1", "other")).toBe(false);
+    expect(t.manager.isStarted("nope", "app")).toBe(false);
+    t.manager.addPod(pod("u1", { livenessProbe: exec("live") }), [], "10.0.0.1");
+    expect(t.manager.isReady("u1", "app")).toBe(false);
+    await t.manager[Symbol.asyncDispose]();
+  });
+
+  test("liveness: restart requested once at failureThreshold, counters reset for a new container", async () => {
+    const t = setup();
+    t.answers.live = "failure";
+    const p = pod("u1", { livenessProbe: exec("live", { failureThreshold: 3, terminationGracePeriodSeconds: 7 }) });
+    t.manager.addPod(p, running("c1", t.clock.now()), "10.0.0.1");
+    await t.tick(0);
+    await t.tick(10_000);
+    expect(t.kills).toEqual([]);
+    await t.tick(10_000);
+    expect(t.kills).toEqual([{ uid: "u1", name: "app", message: "Container app failed liveness probe, will be restarted", grace: 7 }]);
+    expect(t.events.filter((e) => e === "Warning Unhealthy Liveness probe failed: live said no")).toHaveLength(3);
+    // On hold: no more probes of this container instance, no second kill.
+    await t.tick(50_000);
+    expect(t.calls.live).toBe(3);
+    expect(t.kills).toHaveLength(1);
+    // The same container again changes nothing; a new container ID starts over.
+    t.manager.addPod(p, running("c1", t.clock.now()), "10.0.0.1");
+    expect(t.calls.live).toBe(3);
+    t.manager.addPod(p, running("c2", t.clock.now()), "10.0.0.1");
+    await t.tick(0);
+    await t.tick(10_000);
+    expect(t.calls.live).toBe(5);
+    expect(t.kills).toHaveLength(1); // two failures of three on the new container
+    await t.tick(10_000);
+    expect(t.kills).toHaveLength(2);
+    await t.manager[Symbol.asyncDispose]();
+  });
+
+  test("liveness success resets the failure run", async () => {
+    const t = setup();
+    t.manager.addPod(pod("u1", { livenessProbe: exec("live", { failureThreshold: 2 }) }), running("c1", t.clock.now()), "");
+    t.answers.live = "failure";
+    await t.tick(0);
+    t.answers.live = "success";
+    await t.tick(10_000);
+    t.answers.live = "failure";
+    await t.tick(10_000);
+    expect(t.kills).toEqual([]);
+    await t.tick(10_000);
+    expect(t.kills).toHaveLength(1);
+    await t.manager[Symbol.asyncDispose]();
+  });
+
+  test("startup gates liveness and readiness; readiness runs as soon as startup succeeds", async () => {
+    const t = setup();
+    t.answers.start = "failure";
+    const p = pod("u1", {
+      startupProbe: exec("start", { failureThreshold: 30, periodSeconds: 5 }),
+      livenessProbe: exec("live"),
+      readinessProbe: exec("ready", { periodSeconds: 60 }),
+    });
+    t.manager.addPod(p, running("c1", t.clock.now()), "10.0.0.1");
+    await t.tick(0);
+    await t.tick(5_000);
+    expect(t.calls.start).toBe(2);
+    expect(t.calls.live ?? 0).toBe(0);
+    expect(t.calls.ready ?? 0).toBe(0);
+    expect(t.manager.isStarted("u1", "app")).toBe(false);
+    expect(t.manager.isReady("u1", "app")).toBe(false);
+    t.answers.start = "success";
+    await t.tick(5_000);
+    expect(t.manager.isStarted("u1", "app")).toBe(true);
+    expect(t.calls.ready).toBe(1); // triggered, not 60 s later
+    expect(t.manager.isReady("u1", "app")).toBe(true);
+    await t.tick(10_000);
+    expect(t.calls.live).toBeGreaterThanOrEqual(1);
+    await t.tick(30_000);
+    expect(t.calls.start).toBe(3); // not probed after it succeeded
+    await t.manager[Symbol.asyncDispose]();
+  });
+
+  test("startup failing at its threshold asks for a restart", async () => {
+    const t = setup();
+    t.answers.start = "failure";
+    t.manager.addPod(pod("u1", { startupProbe: exec("start", { failureThreshold: 2 }) }), running("c1", t.clock.now()), "");
+    await t.tick(0);
+    await t.tick(10_000);
+    expect(t.kills.map((k) => [k.message, k.grace])).toEqual([["Container app failed startup probe, will be restarted", undefined]]);
+    await t.manager[Symbol.asyncDispose]();
+  });
+
+  test("initialDelaySeconds counts from the container's start", async () => {
+    const t = setup();
+    const startedAt = t.clock.now();
+    t.manager.addPod(pod("u1", { readinessProbe: exec("ready", { initialDelaySeconds: 15 }) }), running("c1", startedAt), "");
+    await t.tick(0);
+    await t.tick(10_000);
+    expect(t.calls.ready ?? 0).toBe(0);
+    await t.tick(10_000);
+    expect(t.calls.ready).toBe(1);
+    expect(t.manager.isReady("u1", "app")).toBe(true);
+    await t.manager[Symbol.asyncDispose]();
+  });
+
+  test("a probe that cannot run is retried 3 times, reported, and not counted", async () => {
+    const t = setup();
+    t.answers.live = "unknown";
+    t.manager.addPod(pod("u1", { livenessProbe: exec("live", { failureThreshold: 1 }) }), running("c1", t.clock.now()), "");
+    await t.tick(0);
+    await t.tick(10_000);
+    expect(t.calls.live).toBe(6);
+    expect(t.kills).toEqual([]);
+    expect(t.events.at(-1)).toStartWith("Warning Unhealthy Liveness probe errored:");
+    await t.manager[Symbol.asyncDispose]();
+  });
+
+  test("an invalid probe is reported, never a crash; invalid readiness keeps the container not ready", async () => {
+    const t = setup();
+    t.manager.addPod(
+      pod("u1", { readinessProbe: { periodSeconds: "ten" }, livenessProbe: { exec: { command: ["x"] }, httpGet: { port: 80 } } }),
+      running("c1", t.clock.now()),
+      "",
+    );
+    await t.tick(10_000);
+    expect(t.manager.isReady("u1", "app")).toBe(false);
+    expect(t.events.filter((e) => e.startsWith("Warning InvalidProbe"))).toHaveLength(2);
+    expect(t.events.join("\n")).toContain("may not specify more than 1 handler type");
+    await t.manager[Symbol.asyncDispose]();
+  });
+
+  test("a hung probe blocks neither other pods nor dispose", async () => {
+    const t = setup();
+    t.answers.stuck = "hang";
+    t.manager.addPod(pod("a", { readinessProbe: exec("stuck") }), running("ca", t.clock.now()), "");
+    t.manager.addPod(pod("b", { readinessProbe: exec("ready") }), running("cb", t.clock.now()), "");
+    await t.tick(0);
+    await t.tick(10_000);
+    expect(t.calls.ready).toBe(2);
+    expect(t.calls.stuck).toBe(1);
+    expect(t.manager.isReady("b", "app")).toBe(true);
+    await t.manager[Symbol.asyncDispose]();
+    expect(t.clock.pendingTimers()).toBe(0);
+  });
+
+  test("removePod stops its workers and forgets its results", async () => {
+    const t = setup();
+    t.manager.addPod(pod("u1", { readinessProbe: exec("ready") }), running("c1", t.clock.now()), "");
+    await t.tick(0);
+    expect(t.manager.isReady("u1", "app")).toBe(true);
+    t.manager.removePod("u1");
+    t.manager.removePod("u1");
+    await t.tick(30_000);
+    expect(t.calls.ready).toBe(1);
+    expect(t.manager.isReady("u1", "app")).toBe(false);
+    expect(t.clock.pendingTimers()).toBe(0);
+    await t.manager[Symbol.asyncDispose]();
+  });
+
+  test("a terminating pod's liveness probe is not run", async () => {
+    const t = setup();
+    t.answers.live = "failure";
+    const p = pod("u1", { livenessProbe: exec("live", { failureThreshold: 1 }) });
+    p.metadata.deletionTimestamp = "2026-01-01T00:00:00Z";
+    t.manager.addPod(p, running("c1", t.clock.now()), "");
+    await t.tick(30_000);
+    expect(t.calls.live ?? 0).toBe(0);
+    expect(t.kills).toEqual([]);
+    await t.manager[Symbol.asyncDispose]();
+  });
+
+  test("exec probes through FakeCri end to end", async () => {
+    const clock = new FakeClock();
+    const cri = new FakeCri({ clock, images: ["busybox"] });
+    const config = { metadata: { name: "p", namespace: "n", uid: "u1", attempt: 0 } };
+    const sandbox = await cri.runPodSandbox(config);
+    const id = await cri.createContainer(sandbox, { metadata: { name: "app" }, image: { image: "busybox" } }, config);
+    await cri.startContainer(id);
+    let ok = false;
+    cri.setExecHandler(() => (ok ? {} : { exitCode: 1, stderr: "cat: /tmp/ok: No such file" }));
+    const events: string[] = [];
+    const manager = createProbeManager({
+      cri,
+      clock,
+      logger: memoryLogger().logger,
+      recorder: { event: (_o, _t, _r, m) => events.push(m) },
+      onLivenessFailure: () => {},
+    });
+    manager.addPod(pod("u1", { readinessProbe: { exec: { command: ["cat", "/tmp/ok"] }, periodSeconds: 1 } }), running(id, clock.now()), "");
+    await Bun.sleep(1);
+    expect(manager.isReady("u1", "app")).toBe(false);
+    expect(events).toContain("Readiness probe failed: cat: /tmp/ok: No such file");
+    ok = true;
+    clock.advance(1000);
+    await Bun.sleep(1);
+    expect(manager.isReady("u1", "app")).toBe(true);
+    await manager[Symbol.asyncDispose]();
+  });
+});

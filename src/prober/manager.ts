@@ -1,0 +1,215 @@
+/**
+ * The probe manager (upstream pkg/kubelet/prober/prober_manager.go): one
+ * worker per (pod, container instance, probe type), results in three
+ * caches, and the answers the rest of the agent asks for: is a container
+ * started, is it ready. A liveness or startup failure at its threshold is
+ * handed to `onLivenessFailure`; the runtime kills and restarts the
+ * container, and the next addPod with the new container ID starts fresh
+ * workers (counters and hold reset, readiness back to not ready).
+ *
+ * Choices where upstream has no direct equivalent:
+ * - onLivenessFailure's 4th argument is the probe's own
+ *   terminationGracePeriodSeconds, or undefined when the probe does not set
+ *   one (then the pod's applies, as upstream). It is called for startup
+ *   probe failures too (upstream restarts those the same way), at most once
+ *   per container instance; the message says which probe.
+ * - An invalid probe (the API server would have refused it; static pods
+ *   are not validated) is logged and recorded as a Warning "InvalidProbe"
+ *   event once per container instance: an invalid liveness probe is not
+ *   run; an invalid readiness probe keeps the container not ready; an
+ *   invalid startup probe keeps it not started (so not ready and no liveness).
+ * - Only `spec.containers` are probed; init and sidecar containers are not yet.
+ * - No start jitter: upstream sleeps a random part of the period before the
+ *   first probe only right after a kubelet restart.
+ */
+import type { CriService } from "../cri/index.ts";
+import { podRef, type EventRecorder } from "../events/recorder.ts";
+import { podFullName, type ContainerSpec, type Pod } from "../pods/schema.ts";
+import type { Clock } from "../util/clock.ts";
+import type { Logger } from "../util/log.ts";
+import type { ProbeOutcome, ProbeTarget } from "./probes.ts";
+import { ResultsCache } from "./results.ts";
+import { parseProbe, probeField, type ProbeSpec, type ProbeType } from "./schema.ts";
+import { ProbeWorker } from "./worker.ts";
+
+export interface RunningContainer {
+  containerName: string;
+  containerId: string;
+  /** ms since the epoch. */
+  startedAt: number;
+}
+
+export interface ProbeManagerOptions {
+  cri: Pick<CriService, "execSync">;
+  clock: Clock;
+  logger: Logger;
+  recorder?: EventRecorder;
+  /**
+   * A liveness (or startup) probe reached failureThreshold: kill and restart
+   * the container. Called at most once per container instance, from a timer,
+   * never from within addPod. `terminationGracePeriodSeconds` is the probe's
+   * override, undefined when it has none.
+   */
+  onLivenessFailure: (podUid: string, containerName: string, message: string, terminationGracePeriodSeconds?: number) => void;
+  /** A container's readiness or started state changed. */
+  onChange?: (podUid: string) => void;
+  /** Replaces runProbe; for tests. */
+  probe?: (spec: ProbeSpec, target: ProbeTarget, signal: AbortSignal) => Promise<ProbeOutcome>;
+}
+
+export interface ProbeManager {
+  /**
+   * Called on every sync of a pod with its running containers. Starts
+   * workers for containers not probed yet, restarts them for a container
+   * with a new ID, stops them for containers no longer running. Idempotent
+   * for unchanged input; never throws (invalid probes are reported).
+   */
+  addPod(pod: Pod, running: RunningContainer[], podIP: string): void;
+  /** Stops the pod's workers and forgets its results. Idempotent. */
+  removePod(uid: string): void;
+  /** Started and passing readiness (or started, when there is no readiness probe). False for unknown containers. */
+  isReady(uid: string, containerName: string): boolean;
+  /** The startup probe succeeded, or there is none and the container runs. False for unknown containers. */
+  isStarted(uid: string, containerName: string): boolean;
+  /** Stops every worker and waits for running probes to end. */
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+interface ContainerEntry {
+  name: string;
+  containerId: string;
+  workers: Map<ProbeType, ProbeWorker>;
+  /** Probe types the container declares, valid or not. */
+  declared: Set<ProbeType>;
+  killRequested: boolean;
+}
+
+interface PodEntry {
+  pod: Pod;
+  podIP: string;
+  containers: Map<string, ContainerEntry>;
+}
+
+const TYPES: ProbeType[] = ["startup", "readiness", "liveness"];
+
+export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
+  const caches: Record<ProbeType, ResultsCache> = { liveness: new ResultsCache(), readiness: new ResultsCache(), startup: new ResultsCache() };
+  const pods = new Map<string, PodEntry>();
+  const stopping = new Set<Promise<void>>();
+
+  const notify = (podUid: string) => opts.onChange?.(podUid);
+  caches.readiness.onUpdate((u) => notify(u.podUid));
+  caches.startup.onUpdate((u) => {
+    notify(u.podUid);
+    // Upstream UpdatePodStatus: a started container that is not ready gets a readiness probe at once.
+    if (u.result === "success") findByContainerId(u.podUid, u.containerId)?.workers.get("readiness")?.trigger();
+  });
+
+  function findByContainerId(uid: string, containerId: string): ContainerEntry | undefined {
+    for (const c of pods.get(uid)?.containers.values() ?? []) if (c.containerId === containerId) return c;
+    return undefined;
+  }
+
+  function stopContainer(c: ContainerEntry): void {
+    for (const [type, w] of c.workers) {
+      const p = w.stop().finally(() => stopping.delete(p));
+      stopping.add(p);
+      caches[type].remove(c.containerId);
+    }
+    c.workers.clear();
+  }
+
+  function started(c: ContainerEntry): boolean {
+    if (!c.declared.has("startup")) return true;
+    return caches.startup.get(c.containerId) === "success";
+  }
+
+  function startContainer(entry: PodEntry, spec: ContainerSpec, run: RunningContainer): ContainerEntry {
+    const uid = entry.pod.metadata.uid ?? "";
+    const c: ContainerEntry = { name: spec.name, containerId: run.containerId, workers: new Map(), declared: new Set(), killRequested: false };
+    const logger = opts.logger.with({ pod: podFullName(entry.pod), container: spec.name, containerId: run.containerId });
+    for (const type of TYPES) {
+      const raw = (spec as Record<string, unknown>)[probeField[type]];
+      if (raw == null) continue;
+      c.declared.add(type);
+      const parsed = parseProbe(type, raw);
+      if (!parsed.ok) {
+        logger.error("invalid probe", { probe: type, err: parsed.error });
+        opts.recorder?.event(podRef(entry.pod, spec.name), "Warning", "InvalidProbe", `${probeField[type]} is invalid: ${parsed.error}`);
+        continue;
+      }
+      const probe = parsed.probe;
+      const worker = new ProbeWorker({
+        type,
+        spec: probe,
+        target: () => ({ pod: entry.pod, container: spec, containerId: run.containerId, podIP: entry.podIP }),
+        startedAt: run.startedAt,
+        isStarted: () => started(c),
+        results: caches[type],
+        cri: opts.cri,
+        clock: opts.clock,
+        logger: logger.with({ probe: type }),
+        recorder: opts.recorder,
+        probe: opts.probe,
+        onFailureThreshold: () => {
+          if (c.killRequested) return;
+          c.killRequested = true;
+          const message = `Container ${spec.name} failed ${type} probe, will be restarted`;
+          logger.info("container failed probe, will be restarted", { probe: type });
+          opts.onLivenessFailure(uid, spec.name, message, probe.terminationGracePeriodSeconds ?? undefined);
+        },
+      });
+      c.workers.set(type, worker);
+    }
+    // Start after all are built: a startup probe's first result may trigger readiness.
+    for (const w of c.workers.values()) w.start();
+    return c;
+  }
+
+  return {
+    addPod(pod, running, podIP) {
+      const uid = pod.metadata.uid ?? "";
+      let entry = pods.get(uid);
+      if (!entry) pods.set(uid, (entry = { pod, podIP, containers: new Map() }));
+      entry.pod = pod;
+      entry.podIP = podIP;
+      const specs = new Map(pod.spec.containers.map((c) => [c.name, c]));
+      for (const [name, c] of entry.containers) {
+        const run = running.find((r) => r.containerName === name);
+        if (!specs.has(name) || !run || run.containerId !== c.containerId) {
+          stopContainer(c);
+          entry.containers.delete(name);
+        }
+      }
+      for (const run of running) {
+        const spec = specs.get(run.containerName);
+        if (!spec || entry.containers.has(spec.name)) continue;
+        entry.containers.set(spec.name, startContainer(entry, spec, run));
+      }
+    },
+
+    removePod(uid) {
+      const entry = pods.get(uid);
+      if (!entry) return;
+      for (const c of entry.containers.values()) stopContainer(c);
+      pods.delete(uid);
+    },
+
+    isStarted(uid, containerName) {
+      const c = pods.get(uid)?.containers.get(containerName);
+      return c !== undefined && started(c);
+    },
+
+    isReady(uid, containerName) {
+      const c = pods.get(uid)?.containers.get(containerName);
+      if (!c || !started(c)) return false;
+      if (!c.declared.has("readiness")) return true;
+      return caches.readiness.get(c.containerId) === "success";
+    },
+
+    async [Symbol.asyncDispose]() {
+      for (const uid of [...pods.keys()]) this.removePod(uid);
+      await Promise.all([...stopping]);
+    },
+  };
+}
