@@ -118,7 +118,7 @@ describe("probes against a real container", () => {
 
   test("exec: a command slower than timeoutSeconds is a failure", async () => {
     const r = await runProbe(spec({ exec: { command: ["sleep", "5"] }, timeoutSeconds: 1 }), target(), { cri });
-    expect(r.result).toBe("failure");
+    expect(r).toEqual({ result: "failure", output: 'command "sleep 5" timed out' });
   });
 
   test("httpGet on the pod IP by named port: 200, then 404 when the file is gone", async () => {
