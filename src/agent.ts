@@ -27,6 +27,7 @@ import { CriPodRuntime } from "./runtime/manager.ts";
 import { parseResolvConf, type DnsSettings } from "./runtime/dns.ts";
 import { healthzApp, syncLoopCheck } from "./server/healthz.ts";
 import { readOnlyApp } from "./server/readonly.ts";
+import { startKubeletServer } from "./server/wire.ts";
 import { ApiServerSource } from "./sources/apiserver.ts";
 import { FileSource } from "./sources/file.ts";
 import { UrlSource } from "./sources/url.ts";
@@ -245,6 +246,16 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     stack.defer(() => server.stop(true));
     logger.info("serving healthz", { address: `${k.healthzBindAddress}:${k.healthzPort}` });
   }
+  const kubeletServer = await startKubeletServer({
+    config: k,
+    nodeName: config.nodeName,
+    ...(cluster ? { api: cluster.api } : {}),
+    pods: () => statuses.list(),
+    stats,
+    health,
+    logger,
+  });
+  if (kubeletServer) stack.defer(() => kubeletServer.close());
   if (k.readOnlyPort > 0) {
     const server = Bun.serve({ hostname: k.address, port: k.readOnlyPort, fetch: readOnlyApp({ statuses, health }).fetch });
     stack.defer(() => server.stop(true));

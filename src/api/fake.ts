@@ -171,6 +171,17 @@ export class FakeKubeApi implements KubeApi {
     this.enter("createEvent", [namespace, event]);
     this.events.push(structuredClone(event));
   }
+  /** Test control: tokens the fake TokenReview knows. */
+  readonly tokens = new Map<string, { username: string; groups?: string[] }>();
+  async reviewToken(token: string) {
+    this.enter("reviewToken", [token]);
+    const user = this.tokens.get(token);
+    return user ? { authenticated: true, user } : { authenticated: false };
+  }
+  async reviewAccess(spec: ApiObject) {
+    this.enter("reviewAccess", [spec]);
+    return { allowed: true };
+  }
   async patchEvent(namespace: string, name: string, patch: unknown) {
     this.enter("patchEvent", [namespace, name, patch]);
   }

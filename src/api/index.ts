@@ -36,6 +36,10 @@ export interface KubeApi {
   /** Deletes with a UID precondition, so a newer pod of the same name is never touched. NotFound counts as done. */
   deletePod(namespace: string, name: string, opts: { uid: string; gracePeriodSeconds: number }): Promise<void>;
   createEvent(namespace: string, event: ApiObject): Promise<void>;
+  /** TokenReview: who a bearer token belongs to (10250 authentication). */
+  reviewToken(token: string): Promise<{ authenticated: boolean; user?: { username: string; uid?: string; groups?: string[] } }>;
+  /** SubjectAccessReview: may `user` do this on the node (10250 authorization). */
+  reviewAccess(spec: ApiObject): Promise<{ allowed: boolean; reason?: string }>;
   patchEvent(namespace: string, name: string, patch: unknown): Promise<void>;
 }
 
@@ -78,6 +82,20 @@ export function createKubeApi(rest: RestClient): KubeApi {
     },
     async createEvent(ns, event) {
       await rest.request("POST", `/api/v1/namespaces/${encodeURIComponent(ns)}/events`, { body: event });
+    },
+    async reviewToken(token) {
+      const review = await rest.request<{ status?: { authenticated?: boolean; user?: { username: string; uid?: string; groups?: string[] } } }>(
+        "POST",
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        { body: { apiVersion: "authentication.k8s.io/v1", kind: "TokenReview", spec: { token } } },
+      );
+      return { authenticated: review.status?.authenticated === true, ...(review.status?.user ? { user: review.status.user } : {}) };
+    },
+    async reviewAccess(spec) {
+      const review = await rest.request<{ status?: { allowed?: boolean; reason?: string } }>("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", {
+        body: { apiVersion: "authorization.k8s.io/v1", kind: "SubjectAccessReview", spec },
+      });
+      return { allowed: review.status?.allowed === true, ...(review.status?.reason ? { reason: review.status.reason } : {}) };
     },
     async patchEvent(ns, name, patch) {
       await rest.request("PATCH", `/api/v1/namespaces/${encodeURIComponent(ns)}/events/${name}`, { body: patch, contentType: STRATEGIC });

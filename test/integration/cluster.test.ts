@@ -3,12 +3,12 @@
 // containerd: the agent joins as system:node:<name> with a client
 // certificate, held to what NodeRestriction allows a node.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createCriClient } from "../../src/cri/client.ts";
 import { ContainerFilter, ContainerState, type CriService } from "../../src/cri/index.ts";
 import { createLogger } from "../../src/util/log.ts";
-import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
+import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
 
@@ -17,6 +17,7 @@ let ctd: ContainerdHandle;
 let cp: ControlPlaneHandle;
 let agent: AgentHandle;
 let cri: CriService;
+let kubeletPort: number;
 
 async function kubectl(...args: string[]): Promise<string> {
   const r = await cp.kubectl(args);
@@ -47,7 +48,27 @@ beforeAll(async () => {
   [ctd, cp] = await Promise.all([startContainerd({ name: "cluster" }), startControlPlane({ name: "cluster", nodeMonitorGracePeriod: "20s" })]);
   cri = createCriClient({ endpoint: ctd.endpoint, logger: createLogger({ verbosity: 0 }) });
   const kubeconfig = await cp.nodeKubeconfig(NODE);
-  agent = await startAgent(ctd, { nodeName: NODE, extraArgs: [`--kubeconfig=${kubeconfig}`] });
+  // A serving certificate for 10250 signed by the cluster CA; the API server reaches the node at 127.0.0.1.
+  const pki = join(cp.dir, "pki");
+  const ssl = (...args: string[]) => {
+    const r = Bun.spawnSync(["openssl", ...args], { stderr: "pipe" });
+    if (r.exitCode !== 0) throw new Error(`openssl ${args[0]}: ${r.stderr}`);
+  };
+  ssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", join(pki, "node-serving.key"), "-subj", `/CN=${NODE}`, "-out", join(pki, "node-serving.csr"));
+  writeFileSync(join(pki, "node-serving.ext"), "subjectAltName=IP:127.0.0.1,DNS:" + NODE + "\nextendedKeyUsage=serverAuth\n");
+  ssl("x509", "-req", "-in", join(pki, "node-serving.csr"), "-CA", join(pki, "ca.crt"), "-CAkey", join(pki, "ca.key"), "-CAcreateserial", "-days", "2", "-extfile", join(pki, "node-serving.ext"), "-out", join(pki, "node-serving.crt"));
+  kubeletPort = await freePort();
+  agent = await startAgent(ctd, {
+    nodeName: NODE,
+    extraArgs: [`--kubeconfig=${kubeconfig}`, "--node-ip=127.0.0.1"],
+    extraConfig: {
+      port: kubeletPort,
+      tlsCertFile: join(pki, "node-serving.crt"),
+      tlsPrivateKeyFile: join(pki, "node-serving.key"),
+      authentication: { x509: { clientCAFile: join(pki, "ca.crt") }, webhook: { enabled: true }, anonymous: { enabled: false } },
+      authorization: { mode: "Webhook" },
+    },
+  });
 }, 180_000);
 
 afterAll(async () => {
@@ -97,6 +118,19 @@ describe("cluster mode on a real control plane", () => {
       return reasons.includes("Started") ? reasons : undefined;
     });
     expect(events).toEqual(expect.arrayContaining(["Pulled", "Created", "Started"]));
+  }, 60_000);
+
+  test("kubectl logs reaches the agent's authenticated API through the API server; anonymous requests get 401", async () => {
+    await apply("talker", podSpec("talker", ["sh", "-c", "for i in 1 2 3; do echo line $i; done; sleep 3600"]));
+    await eventually("talker Running", async () => (await tryJson("pod", "talker"))?.status?.phase === "Running");
+    const logs = await eventually("kubectl logs", async () => {
+      const out = await kubectl("logs", "talker");
+      return out.includes("line 3") ? out : undefined;
+    });
+    expect(logs).toBe("line 1\nline 2\nline 3\n");
+    expect(await kubectl("logs", "talker", "--tail=1")).toBe("line 3\n");
+    const anonymous = await fetch(`https://127.0.0.1:${kubeletPort}/pods`, { tls: { ca: readFileSync(cp.caFile, "utf8") } } as RequestInit);
+    expect(anonymous.status).toBe(401);
   }, 60_000);
 
   test("a Deployment of 3 replicas gets 3 running pods through the scheduler", async () => {
