@@ -68,6 +68,12 @@ function stateOf(c: ObservedContainer): ContainerStateView {
 /** Waiting reasons the last sync recorded (CrashLoopBackOff, ErrImagePull...), by container. */
 export type WaitingReasons = ReadonlyMap<string, { reason: string; message?: string }>;
 
+/** Probe verdicts for running containers; without probes, running means ready and started. */
+export interface ProbeView {
+  isReady(podUid: string, container: string): boolean;
+  isStarted(podUid: string, container: string): boolean;
+}
+
 /**
  * Which init containers are not done, judged in the newest sandbox like the
  * planner: a regular one until it succeeded, a sidecar until it runs. Once
@@ -90,7 +96,8 @@ export function initProgress(pod: Pod, observed: ObservedPod): { pending: string
   return { pending, failed };
 }
 
-export function containerStatuses(pod: Pod, observed: ObservedPod, waiting: WaitingReasons, specs = pod.spec.containers): ContainerStatusView[] {
+export function containerStatuses(pod: Pod, observed: ObservedPod, waiting: WaitingReasons, specs = pod.spec.containers, probes?: ProbeView): ContainerStatusView[] {
+  const uid = pod.metadata.uid ?? "";
   return specs.map((spec) => {
     const [latest, previous] = observed.containers.filter((c) => c.name === spec.name);
     const waitingReason = waiting.get(spec.name);
@@ -105,9 +112,8 @@ export function containerStatuses(pod: Pod, observed: ObservedPod, waiting: Wait
       containerID: `containerd://${latest.id}`,
       state: inBackoff ? { waiting: waitingReason } : current,
       lastState: inBackoff ? current : previous ? stateOf(previous) : {},
-      // Readiness probes arrive with the prober; until then running means ready.
-      ready: latest.state === "running",
-      started: latest.state === "running",
+      ready: latest.state === "running" && (probes?.isReady(uid, spec.name) ?? true),
+      started: latest.state === "running" && (probes?.isStarted(uid, spec.name) ?? true),
     };
   });
 }
@@ -154,7 +160,7 @@ export function podPhase(pod: Pod, observed: ObservedPod, podIsTerminal = false)
 
 export const isTerminalPhase = (phase: PodPhase): boolean => phase === "Succeeded" || phase === "Failed";
 
-export function podStatus(pod: Pod, observed: ObservedPod, waiting: WaitingReasons, podIsTerminal = false): PodStatusView {
+export function podStatus(pod: Pod, observed: ObservedPod, waiting: WaitingReasons, podIsTerminal = false, probes?: ProbeView): PodStatusView {
   const sandbox = observed.sandboxes[0];
   const ips = sandbox?.ip ? [sandbox.ip, ...sandbox.additionalIps] : [];
   const init = initProgress(pod, observed);
@@ -171,7 +177,7 @@ export function podStatus(pod: Pod, observed: ObservedPod, waiting: WaitingReaso
     ...(ips[0] ? { podIP: ips[0] } : {}),
     podIPs: ips.map((ip) => ({ ip })),
     ...(sandbox ? { startTime: iso(sandbox.createdAt) } : {}),
-    containerStatuses: containerStatuses(pod, observed, appWaiting),
+    containerStatuses: containerStatuses(pod, observed, appWaiting, pod.spec.containers, probes),
   };
 }
 

@@ -10,7 +10,7 @@ import type { Pod } from "../pods/schema.ts";
 import type { PodRef, PodRuntime, PodSyncOutcome } from "../runtime/index.ts";
 import { podRef, type EventRecorder } from "../events/recorder.ts";
 import type { AdmitResult } from "../node/admission.ts";
-import { isTerminalPhase, podStatus, rejectedStatus, type StatusSink } from "../status/index.ts";
+import { isTerminalPhase, podStatus, rejectedStatus, type ProbeView, type StatusSink } from "../status/index.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
@@ -27,6 +27,11 @@ export interface PodWorkersOptions {
   /** Node admission for new pods, against the pods already running (upstream canAdmitPod). */
   admit?: (pod: Pod, active: Pod[]) => AdmitResult;
   recorder?: EventRecorder;
+  /** The prober: told about running containers after each sync, asked for readiness, dropped on termination. */
+  probes?: ProbeView & {
+    addPod(pod: Pod, running: { containerName: string; containerId: string; startedAt: number }[], podIP: string): void;
+    removePod(uid: string): void;
+  };
 }
 
 interface Worker {
@@ -242,7 +247,9 @@ export class PodWorkers implements AsyncDisposable {
           else log.v(2).info("sync action done", { action: r.action, target: r.target });
         }
         const after = outcome.changed ? await runtime.observe(worker.ref) : observed;
-        const status = podStatus(pod, after, outcome.waiting);
+        const running = after.containers.filter((c) => c.state === "running" && c.sandboxId === after.sandboxes[0]?.id);
+        this.opts.probes?.addPod(pod, running.map((c) => ({ containerName: c.name, containerId: c.id, startedAt: c.startedAt ?? c.createdAt })), after.sandboxes[0]?.ip ?? "");
+        const status = podStatus(pod, after, outcome.waiting, false, this.opts.probes);
         this.opts.status.set(pod, status);
         if (isTerminalPhase(status.phase)) {
           log.info("pod completed; stopping it", { phase: status.phase });
@@ -255,6 +262,7 @@ export class PodWorkers implements AsyncDisposable {
         return;
       }
       case "terminating": {
+        this.opts.probes?.removePod(worker.ref.uid);
         const observed = await runtime.observe(worker.ref);
         log.info("killing pod", { reason: state.reason, gracePeriodSeconds: state.gracePeriodSeconds });
         throwOnFailedActions("killing pod", await runtime.killPod(worker.ref, observed, state.gracePeriodSeconds, worker.pod));

@@ -164,6 +164,36 @@ describe("static pods on a real containerd", () => {
     expect(times.get("proxy")!.finishedAt).toBeGreaterThanOrEqual(times.get("app")!.finishedAt);
   }, 60_000);
 
+  test("probes: readiness follows an exec probe; a failing HTTP liveness probe restarts exactly that container", async () => {
+    writeFileSync(
+      join(agent.manifests, "probed.json"),
+      manifest("probed", {
+        command: ["sh", "-c", "echo ok > /tmp/healthy; exec httpd -f -p 8080 -h /tmp"],
+        ports: [{ name: "http", containerPort: 8080 }],
+        readinessProbe: { exec: { command: ["cat", "/tmp/ready"] }, periodSeconds: 1 },
+        livenessProbe: { httpGet: { path: "/healthy", port: "http" }, periodSeconds: 1, failureThreshold: 2 },
+      }),
+    );
+    const running = await eventually("probed Running", async () => {
+      const p = await podNamed("probed");
+      return p?.status.containerStatuses[0]?.state.running ? p : undefined;
+    });
+    expect(running.status.containerStatuses[0]!.ready).toBe(false);
+    const [first] = await containersOf(running.metadata.uid);
+    await cri.execSync(first!.id, ["touch", "/tmp/ready"], 5);
+    await eventually("ready", async () => (await podNamed("probed"))?.status.containerStatuses[0]?.ready === true, 15_000);
+    await cri.execSync(first!.id, ["rm", "/tmp/healthy"], 5);
+    const restarted = await eventually("restarted by liveness", async () => {
+      const p = await podNamed("probed");
+      return p?.status.containerStatuses[0]?.restartCount === 1 && p.status.containerStatuses[0].state.running ? p : undefined;
+    }, 30_000);
+    expect(restarted.status.containerStatuses[0]!.ready).toBe(false); // the new container has no /tmp/ready
+    const ids = (await containersOf(running.metadata.uid)).map((c) => c.id);
+    expect(ids).toContain(first!.id); // the killed one is kept (exited) for logs
+    expect(ids).toHaveLength(2);
+    rmSync(join(agent.manifests, "probed.json"));
+  }, 60_000);
+
   test("an invalid manifest is reported by file and field while the valid ones run", async () => {
     const log = await eventually("the bad file reported", () => (agent.log().includes("bad.yaml") ? agent.log() : undefined));
     const line = log.split("\n").find((l) => l.includes("bad.yaml"))!;
