@@ -26,7 +26,7 @@ export interface AgentHandle {
   /** Sends a signal and waits for the process to exit. */
   kill(signal?: NodeJS.Signals): Promise<number | null>;
   /** GET on the read-only port; the parsed JSON. */
-  pods(): Promise<{ items: { metadata: { name: string; uid: string }; status: { phase: string; podIP?: string; containerStatuses: { name: string; restartCount: number; state: Record<string, unknown> }[] } }[] }>;
+  pods(): Promise<{ items: { metadata: { name: string; uid: string }; status: { phase: string; podIP?: string; containerStatuses: { name: string; restartCount: number; ready: boolean; state: Record<string, unknown> }[] } }[] }>;
 }
 
 export async function freePort(): Promise<number> {
