@@ -58,7 +58,9 @@ export interface TlsServerHandle extends AsyncDisposable {
 
 export async function serveTls(opts: ServeTlsOptions): Promise<TlsServerHandle> {
   const log = opts.logger.with({ component: "kubeletServer" });
-  const listener = getRequestListener(opts.app.fetch as Parameters<typeof getRequestListener>[0]);
+  // overrideGlobalObjects off: by default @hono/node-server swaps the global Response for its
+  // own class, which Bun.serve (healthz, the read-only port) then refuses.
+  const listener = getRequestListener(opts.app.fetch as Parameters<typeof getRequestListener>[0], { overrideGlobalObjects: false });
   const http = createHttpServer(listener);
   http.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     if (opts.upgrade) {

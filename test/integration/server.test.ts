@@ -72,7 +72,17 @@ const as = (who?: string) => ({
   tls: { ca: pem["ca.crt"], ...(who ? { cert: pem[`${who}.crt`], key: pem[`${who}.key`] } : {}) },
 });
 
+const OriginalResponse = globalThis.Response;
+
 describe("serveTls with client-certificate identity", () => {
+  test("serving leaves the global Response alone, so Bun.serve (healthz, read-only port) keeps working beside it", async () => {
+    const url = await start(echoApp({ anonymous: true }));
+    expect((await fetch(`${url}/pods`, as() as RequestInit)).status).toBe(200);
+    expect(globalThis.Response).toBe(OriginalResponse);
+    using plain = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("ok") });
+    expect(await (await fetch(`http://127.0.0.1:${plain.port}/`)).text()).toBe("ok");
+  });
+
   test("a client certificate from the client CA is the user CN with groups O", async () => {
     const url = await start(echoApp({ anonymous: false }));
     const res = await fetch(`${url}/pods`, as("node"));
