@@ -153,6 +153,8 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
       hostDns: readHostDns(k.resolvConf, logger),
       clusterDns: k.clusterDNS,
       clusterDomain: k.clusterDomain,
+      seccompProfileRoot: posix.join(config.rootDir, "seccomp"),
+      seccompDefault: k.seccompDefault,
     },
     ...(hostIP ? { hostIP } : {}),
   });

@@ -3,7 +3,8 @@
  * of the pod and the node settings, so they can be tested without a runtime.
  */
 import { posix } from "node:path";
-import { ContainerConfig, NamespaceMode, PodSandboxConfig, Protocol } from "../cri/index.ts";
+import { ContainerConfig, NamespaceMode, PodSandboxConfig, Protocol, SecurityProfile_ProfileType } from "../cri/index.ts";
+import { criSecurityContext, effectiveSecurityContext } from "./security.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import type { DnsSettings } from "./dns.ts";
 import { containerEnv, expandCommand, type FieldValues } from "./env.ts";
@@ -19,6 +20,10 @@ export interface NodeSettings {
   hostDns: DnsSettings;
   clusterDns: string[];
   clusterDomain: string;
+  /** Where Localhost seccomp profiles live (<rootDir>/seccomp). */
+  seccompProfileRoot?: string;
+  /** seccompDefault: RuntimeDefault for containers that set no profile. */
+  seccompDefault?: boolean;
 }
 
 /** Upstream BuildPodLogsDirectory: <root>/<namespace>_<name>_<uid>. */
@@ -76,14 +81,26 @@ export function sandboxConfig(pod: Pod, attempt: number, node: NodeSettings, cgr
         namespaceOptions: namespaceOptions(pod),
         readonlyRootfs: false,
         supplementalGroups: [],
-        privileged: false,
+        // containerd refuses a privileged container in an unprivileged sandbox.
+        privileged: [...(pod.spec.initContainers ?? []), ...pod.spec.containers].some((c) => (c.securityContext as { privileged?: boolean } | undefined)?.privileged === true),
         seccompProfilePath: "",
       },
     },
   });
 }
 
-export function containerConfig(pod: Pod, container: ContainerSpec, restartCount: number, imageRef: string, values: FieldValues): ContainerConfig {
+export function containerConfig(
+  pod: Pod,
+  container: ContainerSpec,
+  restartCount: number,
+  imageRef: string,
+  values: FieldValues,
+  node: Pick<NodeSettings, "seccompProfileRoot" | "seccompDefault"> = {},
+): ContainerConfig {
+  const sc = criSecurityContext(effectiveSecurityContext(pod, container), {
+    seccompProfileRoot: node.seccompProfileRoot ?? "/var/lib/kubelet/seccomp",
+    seccompDefault: node.seccompDefault ?? false,
+  });
   const id = { uid: pod.metadata.uid ?? "", name: pod.metadata.name ?? "", namespace: pod.metadata.namespace ?? "default" };
   const envs = containerEnv(pod, container, values);
   return ContainerConfig.create({
@@ -109,9 +126,19 @@ export function containerConfig(pod: Pod, container: ContainerSpec, restartCount
     linux: {
       securityContext: {
         namespaceOptions: namespaceOptions(pod),
-        supplementalGroups: [],
-        maskedPaths: [],
-        readonlyPaths: [],
+        privileged: sc.privileged,
+        ...(sc.runAsUser !== undefined ? { runAsUser: { value: BigInt(sc.runAsUser) } } : {}),
+        ...(sc.runAsGroup !== undefined ? { runAsGroup: { value: BigInt(sc.runAsGroup) } } : {}),
+        readonlyRootfs: sc.readonlyRootfs,
+        supplementalGroups: sc.supplementalGroups.map(BigInt),
+        noNewPrivs: sc.noNewPrivs,
+        capabilities: { addCapabilities: sc.capabilities.add, dropCapabilities: sc.capabilities.drop, addAmbientCapabilities: [] },
+        maskedPaths: sc.maskedPaths,
+        readonlyPaths: sc.readonlyPaths,
+        seccomp: {
+          profileType: { RuntimeDefault: SecurityProfile_ProfileType.RuntimeDefault, Unconfined: SecurityProfile_ProfileType.Unconfined, Localhost: SecurityProfile_ProfileType.Localhost }[sc.seccomp.type],
+          localhostRef: sc.seccomp.localhostRef,
+        },
       },
     },
   });

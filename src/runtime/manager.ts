@@ -24,6 +24,7 @@ import { Backoff } from "./backoff.ts";
 import { containerConfig, podLogDirectory, pullPolicyOf, sandboxConfig, type NodeSettings } from "./cri-config.ts";
 import { LogEventRecorder, podRef, type EventRecorder } from "../events/recorder.ts";
 import { EnvError } from "./env.ts";
+import { effectiveSecurityContext, SecurityContextError, verifyRunAsNonRoot } from "./security.ts";
 import type { PodRef, PodRuntime, SyncPodOutcome } from "./index.ts";
 import * as L from "./labels.ts";
 import { backoffKey, containerSpecOf, isSidecar, planPod, type Unhealthy } from "./plan.ts";
@@ -208,13 +209,13 @@ export class CriPodRuntime implements PodRuntime {
     return root ? posix.join(root, `pod${pod.metadata.uid}`) : "";
   }
 
-  private async ensureImage(pod: Pod, container: string, image: string, policy: "Always" | "IfNotPresent" | "Never", sandbox: PodSandboxConfig): Promise<string> {
+  private async ensureImage(pod: Pod, container: string, image: string, policy: "Always" | "IfNotPresent" | "Never", sandbox: PodSandboxConfig): Promise<ImageInfo> {
     const { cri, clock } = this.opts;
     const ref = podRef(pod, container);
     const present = await cri.imageStatus({ image, annotations: {}, userSpecifiedImage: image, runtimeHandler: "" });
     if (present && policy !== "Always") {
       this.recorder.event(ref, "Normal", "Pulled", `Container image "${image}" already present on machine`);
-      return present.id;
+      return imageInfo(present);
     }
     if (policy === "Never") throw new ImageError("ErrImageNeverPull", `Container image "${image}" is not present with pull policy of Never`);
     const key = `${pod.metadata.uid}/${image}`;
@@ -228,13 +229,14 @@ export class CriPodRuntime implements PodRuntime {
       const started = clock.now();
       const pulled = await cri.pullImage({ image, annotations: {}, userSpecifiedImage: image, runtimeHandler: "" }, undefined, sandbox);
       this.recorder.event(ref, "Normal", "Pulled", `Successfully pulled image "${image}" in ${clock.now() - started}ms`);
-      return pulled;
+      const status = await cri.imageStatus({ image: pulled, annotations: {}, userSpecifiedImage: image, runtimeHandler: "" });
+      return status ? imageInfo(status) : { ref: pulled, username: "" };
     } catch (err) {
       this.recorder.event(ref, "Warning", "Failed", `Failed to pull image "${image}": ${errorMessage(err)}`);
       // A pull that fails while the image is present (policy Always, registry unreachable) still runs the local copy, as upstream.
       if (present) {
         this.opts.logger.warn("image pull failed; using the local copy", { image, err: errorMessage(err) });
-        return present.id;
+        return imageInfo(present);
       }
       this.imagePulls.next(key, this.opts.clock.now());
       throw new ImageError("ErrImagePull", errorMessage(err), this.imagePulls.remainingSince(key, this.opts.clock.now()));
@@ -254,8 +256,10 @@ export class CriPodRuntime implements PodRuntime {
     const { cri } = this.opts;
     const results: SyncResult[] = [];
     let imageRef: string;
+    let imageUser: ImageInfo;
     try {
-      imageRef = await this.ensureImage(pod, spec.name, spec.image, pullPolicyOf(spec), sandbox);
+      imageUser = await this.ensureImage(pod, spec.name, spec.image, pullPolicyOf(spec), sandbox);
+      imageRef = imageUser.ref;
       results.push({ action: "PullImage", target: spec.image });
     } catch (err) {
       const e = err instanceof ImageError ? err : new ImageError("ErrImagePull", errorMessage(err), 10_000);
@@ -267,14 +271,15 @@ export class CriPodRuntime implements PodRuntime {
     }
     let config;
     try {
-      config = containerConfig(pod, spec, restartCount, imageRef, { podIP, ...(this.opts.hostIP ? { hostIP: this.opts.hostIP } : {}) });
+      verifyRunAsNonRoot(effectiveSecurityContext(pod, spec), imageUser);
+      config = containerConfig(pod, spec, restartCount, imageRef, { podIP, ...(this.opts.hostIP ? { hostIP: this.opts.hostIP } : {}) }, this.opts.node);
       if (this.opts.containerResources) {
         const r = this.opts.containerResources(pod, spec);
         config.linux = { ...config.linux!, resources: LinuxContainerResources.create({ ...r, cpuQuota: BigInt(r.cpuQuota), cpuPeriod: BigInt(r.cpuPeriod), cpuShares: BigInt(r.cpuShares), memoryLimitInBytes: BigInt(r.memoryLimitInBytes), oomScoreAdj: BigInt(r.oomScoreAdj) }) };
       }
       mkdirSync(posix.join(sandbox.logDirectory, spec.name), { recursive: true, mode: 0o755 });
     } catch (err) {
-      const reason = err instanceof EnvError ? "CreateContainerConfigError" : "CreateContainerError";
+      const reason = err instanceof EnvError || err instanceof SecurityContextError ? "CreateContainerConfigError" : "CreateContainerError";
       waiting.set(spec.name, { reason, message: errorMessage(err) });
       this.recorder.event(podRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
       results.push({ action: "StartContainer", target: spec.name, error: { reason, message: errorMessage(err) } });
@@ -418,6 +423,19 @@ export class CriPodRuntime implements PodRuntime {
     }
   }
 }
+
+/** An image's reference and the user its config runs as (for runAsNonRoot). */
+interface ImageInfo {
+  ref: string;
+  uid?: number;
+  username: string;
+}
+
+const imageInfo = (image: { id: string; uid?: { value: bigint }; username: string }): ImageInfo => ({
+  ref: image.id,
+  ...(image.uid ? { uid: Number(image.uid.value) } : {}),
+  username: image.username,
+});
 
 class ImageError extends Error {
   constructor(

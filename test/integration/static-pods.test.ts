@@ -194,6 +194,37 @@ describe("static pods on a real containerd", () => {
     rmSync(join(agent.manifests, "probed.json"));
   }, 60_000);
 
+  test("security context reaches the container: runAsUser, read-only root; runAsNonRoot against a root image is refused", async () => {
+    writeFileSync(
+      join(agent.manifests, "secure.json"),
+      manifest("secure", {
+        command: ["sleep", "3600"],
+        securityContext: { runAsUser: 65534, runAsGroup: 65534, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } },
+      }),
+    );
+    writeFileSync(join(agent.manifests, "nonroot.json"), manifest("nonroot", { command: ["sleep", "3600"], securityContext: { runAsNonRoot: true } }));
+    const secure = await eventually("secure Running", async () => {
+      const p = await podNamed("secure");
+      return p?.status.containerStatuses[0]?.state.running ? p : undefined;
+    });
+    const [c] = await containersOf(secure.metadata.uid);
+    const text = (b: Uint8Array) => new TextDecoder().decode(b).trim();
+    expect(text((await cri.execSync(c!.id, ["id", "-u"], 5)).stdout)).toBe("65534");
+    expect(text((await cri.execSync(c!.id, ["id", "-g"], 5)).stdout)).toBe("65534");
+    const write = await cri.execSync(c!.id, ["touch", "/probe-write"], 5);
+    expect(write.exitCode).not.toBe(0);
+    expect(text(write.stderr)).toContain("Read-only file system");
+    expect(text((await cri.execSync(c!.id, ["grep", "NoNewPrivs", "/proc/self/status"], 5)).stdout)).toMatch(/NoNewPrivs:\s+1/);
+    const refused = await eventually("nonroot refused", async () => {
+      const p = await podNamed("nonroot");
+      const waiting = p?.status.containerStatuses[0]?.state.waiting as { reason?: string; message?: string } | undefined;
+      return waiting?.reason === "CreateContainerConfigError" ? waiting : undefined;
+    });
+    expect(refused.message).toBe("container has runAsNonRoot and image will run as root");
+    rmSync(join(agent.manifests, "secure.json"));
+    rmSync(join(agent.manifests, "nonroot.json"));
+  }, 60_000);
+
   test("an invalid manifest is reported by file and field while the valid ones run", async () => {
     const log = await eventually("the bad file reported", () => (agent.log().includes("bad.yaml") ? agent.log() : undefined));
     const line = log.split("\n").find((l) => l.includes("bad.yaml"))!;
