@@ -2,7 +2,7 @@
  * The lifecycle of one pod as its worker sees it (upstream pod_workers.go
  * keeps the same stages as flags; here they are one typed value).
  *
- *   syncing ──(deleted | completed | evicted)──► terminating
+ *   syncing ──(deleted | completed | evicted | deadlineExceeded)──► terminating
  *   terminating ──(killed)──► terminated
  *   terminated ──(deleted, then resources removed)──► finished
  *
@@ -20,13 +20,15 @@ export type PodLifecycle =
   | { stage: "terminated"; deleted: boolean }
   | { stage: "finished" };
 
-export type TerminationReason = "deleted" | "completed" | "evicted";
+export type TerminationReason = "deleted" | "completed" | "evicted" | "deadlineExceeded";
 
 export type LifecycleEvent =
   | { type: "deleted"; gracePeriodSeconds: number }
   | { type: "completed"; gracePeriodSeconds: number }
   /** The eviction manager chose this pod: it stops for good, Failed with reason Evicted. */
   | { type: "evicted"; gracePeriodSeconds: number; message: string }
+  /** activeDeadlineSeconds passed: the pod stops for good, Failed with reason DeadlineExceeded. */
+  | { type: "deadlineExceeded"; gracePeriodSeconds: number }
   | { type: "killed" }
   | { type: "cleanedUp" };
 
@@ -43,6 +45,8 @@ export function transition(state: PodLifecycle, event: LifecycleEvent): PodLifec
           return { stage: "terminating", gracePeriodSeconds: event.gracePeriodSeconds, reason: "completed", deleted: false };
         case "evicted":
           return { stage: "terminating", gracePeriodSeconds: event.gracePeriodSeconds, reason: "evicted", deleted: false, message: event.message };
+        case "deadlineExceeded":
+          return { stage: "terminating", gracePeriodSeconds: event.gracePeriodSeconds, reason: "deadlineExceeded", deleted: false };
         case "killed":
         case "cleanedUp":
           return state;
@@ -61,6 +65,7 @@ export function transition(state: PodLifecycle, event: LifecycleEvent): PodLifec
           return { stage: "terminated", deleted: state.deleted };
         case "completed":
         case "evicted":
+        case "deadlineExceeded":
         case "cleanedUp":
           return state;
         default:
@@ -75,6 +80,7 @@ export function transition(state: PodLifecycle, event: LifecycleEvent): PodLifec
         case "killed":
         case "completed":
         case "evicted":
+        case "deadlineExceeded":
           return state;
         default:
           return assertNever(event);

@@ -180,4 +180,19 @@ describe("PodWorkers", () => {
     expect(workers.evict("u1", "again", 0)).toBe(false);
     expect(workers.activePods()).toEqual([]);
   });
+
+  test("activeDeadlineSeconds: the pod is stopped when it passes, Failed with reason DeadlineExceeded", async () => {
+    const { clock, runtime, status, workers } = setup();
+    const p = { ...pod("u1"), spec: { ...pod("u1").spec, activeDeadlineSeconds: 30 } };
+    workers.upsert(p);
+    await workers.idle();
+    expect(runtime.pods.get("u1")!.containers[0]!.state).toBe("running");
+    clock.advance(29_999);
+    await workers.idle();
+    expect(workers.stageOf("u1")).toBe("syncing");
+    clock.advance(1);
+    await workers.idle();
+    expect(workers.stageOf("u1")).toBe("terminated");
+    expect(status.get("u1")).toMatchObject({ phase: "Failed", reason: "DeadlineExceeded", message: "Pod was active on the node longer than the specified deadline" });
+  });
 });

@@ -47,9 +47,14 @@ interface Worker {
   restartWith: Pod | undefined;
   /** A sync step ran for this pod in this process; only then does its kill write a final status. */
   synced: boolean;
+  /** When the pod became active here (activeDeadlineSeconds counts from it; the API's startTime wins). */
+  activeSince: number | undefined;
 }
 
 const refOfPod = (pod: Pod): PodRef => ({ uid: pod.metadata.uid ?? "", name: pod.metadata.name ?? "", namespace: pod.metadata.namespace ?? "default" });
+
+/** Upstream's status message for a pod past its activeDeadlineSeconds. */
+export const DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline";
 
 /** Kill and remove must complete before the lifecycle moves on; a failed action retries the step. */
 function throwOnFailedActions(what: string, outcome: PodSyncOutcome): void {
@@ -196,6 +201,7 @@ export class PodWorkers implements AsyncDisposable {
       cancelTimer: undefined,
       restartWith: undefined,
       synced: false,
+      activeSince: undefined,
     };
     this.workers.set(ref.uid, worker);
     return worker;
@@ -239,6 +245,14 @@ export class PodWorkers implements AsyncDisposable {
         // Upstream allowStaticPodStart: a replaced static pod starts only
         // after its predecessor of the same full name is gone (host ports, names).
         if (this.predecessorTerminating(worker)) return;
+        const deadlineMs = this.activeDeadlineRemaining(worker, pod);
+        if (deadlineMs !== undefined && deadlineMs <= 0) {
+          log.info("pod exceeded its activeDeadlineSeconds; stopping it");
+          this.opts.recorder?.event(podRef(pod), "Normal", "DeadlineExceeded", DEADLINE_MESSAGE);
+          worker.events.push({ type: "deadlineExceeded", gracePeriodSeconds: defaultGracePeriodSeconds(pod) });
+          worker.dirty = true;
+          return;
+        }
         const observed = await runtime.observe(worker.ref);
         worker.synced = true;
         const outcome = await runtime.syncPod(pod, observed);
@@ -258,7 +272,8 @@ export class PodWorkers implements AsyncDisposable {
           return;
         }
         const failed = outcome.results.some((r) => r.error);
-        this.schedule(worker, outcome.retryAfterMs ?? (failed ? (this.opts.errorRetryMs ?? 10_000) : this.opts.resyncIntervalMs));
+        const next = outcome.retryAfterMs ?? (failed ? (this.opts.errorRetryMs ?? 10_000) : this.opts.resyncIntervalMs);
+        this.schedule(worker, deadlineMs === undefined ? next : Math.min(next, deadlineMs));
         return;
       }
       case "terminating": {
@@ -270,7 +285,9 @@ export class PodWorkers implements AsyncDisposable {
         // A pod first seen already terminal keeps the status it has.
         if (worker.pod && worker.synced) {
           const final = podStatus(worker.pod, await runtime.observe(worker.ref), new Map(), true);
-          this.opts.status.set(worker.pod, state.reason === "evicted" ? { ...final, phase: "Failed", reason: "Evicted", message: state.message ?? "" } : final);
+          const failedFor =
+            state.reason === "evicted" ? { reason: "Evicted", message: state.message ?? "" } : state.reason === "deadlineExceeded" ? { reason: "DeadlineExceeded", message: DEADLINE_MESSAGE } : undefined;
+          this.opts.status.set(worker.pod, failedFor ? { ...final, phase: "Failed", ...failedFor } : final);
         }
         // An evicted pod's containers and logs go at once (upstream: its content is removable), or the
         // pressure that evicted it would stay. Its status stays until the pod is deleted.
@@ -301,6 +318,15 @@ export class PodWorkers implements AsyncDisposable {
         return;
       }
     }
+  }
+
+  /** Milliseconds left before activeDeadlineSeconds, counted from the pod's start; undefined without a deadline. */
+  private activeDeadlineRemaining(worker: Worker, pod: Pod): number | undefined {
+    const deadline = pod.spec.activeDeadlineSeconds;
+    if (!deadline) return undefined;
+    const apiStart = Date.parse(((pod.status ?? {}) as { startTime?: string }).startTime ?? "");
+    worker.activeSince ??= Number.isNaN(apiStart) ? this.opts.clock.now() : apiStart;
+    return worker.activeSince + deadline * 1000 - this.opts.clock.now();
   }
 
   private predecessorTerminating(worker: Worker): boolean {

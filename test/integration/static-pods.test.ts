@@ -225,6 +225,18 @@ describe("static pods on a real containerd", () => {
     rmSync(join(agent.manifests, "nonroot.json"));
   }, 60_000);
 
+  test("activeDeadlineSeconds: the pod is stopped and Failed with reason DeadlineExceeded", async () => {
+    writeFileSync(join(agent.manifests, "deadline.json"), manifest("deadline", { command: ["sleep", "3600"] }, { activeDeadlineSeconds: 3 }));
+    const failed = await eventually("deadline Failed", async () => {
+      const p = (await podNamed("deadline")) as unknown as { metadata: { uid: string }; status: { phase: string; reason?: string; message?: string } } | undefined;
+      return p?.status.phase === "Failed" ? p : undefined;
+    }, 30_000);
+    expect(failed.status).toMatchObject({ reason: "DeadlineExceeded", message: "Pod was active on the node longer than the specified deadline" });
+    const [c] = await containersOf(failed.metadata.uid);
+    expect((await cri.containerStatus(c!.id)).status!.state).toBe(ContainerState.CONTAINER_EXITED);
+    rmSync(join(agent.manifests, "deadline.json"));
+  }, 60_000);
+
   test("an invalid manifest is reported by file and field while the valid ones run", async () => {
     const log = await eventually("the bad file reported", () => (agent.log().includes("bad.yaml") ? agent.log() : undefined));
     const line = log.split("\n").find((l) => l.includes("bad.yaml"))!;
