@@ -5,6 +5,7 @@
  */
 import { readFileSync, statfsSync } from "node:fs";
 import { arch, cpus, hostname, networkInterfaces, release } from "node:os";
+import { parseDefaultRouteInterface } from "../stats/procfs.ts";
 
 export interface MachineInfo {
   machineID: string;
@@ -71,13 +72,9 @@ export function readMachineInfo(opts: { rootDir: string; procRoot?: string }): M
  * picks the node IP the same way when --node-ip is not given).
  */
 export function defaultRouteIPv4(routeTable = read("/proc/net/route"), interfaces = networkInterfaces()): string | undefined {
-  for (const line of routeTable.split("\n").slice(1)) {
-    const [iface, destination, , , , , , mask] = line.trim().split(/\s+/);
-    if (destination === "00000000" && mask === "00000000" && iface) {
-      const addr = interfaces[iface]?.find((a) => a.family === "IPv4" && !a.internal);
-      if (addr) return addr.address;
-    }
-  }
+  const iface = parseDefaultRouteInterface(routeTable);
+  const onRoute = iface ? interfaces[iface]?.find((a) => a.family === "IPv4" && !a.internal) : undefined;
+  if (onRoute) return onRoute.address;
   for (const addrs of Object.values(interfaces)) {
     const addr = addrs?.find((a) => a.family === "IPv4" && !a.internal);
     if (addr) return addr.address;
