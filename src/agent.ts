@@ -23,6 +23,7 @@ import type { Pod } from "./pods/schema.ts";
 import { refOf } from "./runtime/index.ts";
 import { GenericPleg } from "./pleg/generic.ts";
 import { createProbeManager } from "./prober/index.ts";
+import { ProbeVerdicts } from "./prober/verdicts.ts";
 import { MirrorPods } from "./pods/mirror.ts";
 import { CriPodRuntime } from "./runtime/manager.ts";
 import { parseResolvConf, type DnsSettings } from "./runtime/dns.ts";
@@ -95,44 +96,24 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   const recorder = cluster
     ? new ApiEventRecorder({ api: cluster.api, nodeName: config.nodeName, qps: k.eventRecordQPS, burst: k.eventBurst, clock, logger })
     : new LogEventRecorder(logger);
-  // Probes: liveness and startup failures restart the container (by ID, so a new one starts fresh);
-  // readiness and startup feed the container statuses; any change wakes the pod's worker.
-  const probedContainers = new Map<string, Map<string, string>>(); // pod UID → container name → ID last given to the prober
-  const unhealthy = new Map<string, Map<string, string>>(); // pod UID → container ID → why it must restart
-  const prober = stack.use(
+  // Probes: liveness and startup failures restart that container; readiness feeds the statuses.
+  const verdicts = new ProbeVerdicts((uid) => workers.sync(uid));
+  verdicts.manager = stack.use(
     createProbeManager({
       cri,
       clock,
       logger,
       recorder,
-      onLivenessFailure: (uid, name, message) => {
-        const id = probedContainers.get(uid)?.get(name);
-        if (!id) return;
-        unhealthy.set(uid, new Map([...(unhealthy.get(uid) ?? []), [id, message]]));
-        workers.sync(uid);
-      },
+      onLivenessFailure: (uid, name, message) => verdicts.livenessFailed(uid, name, message),
       onChange: (uid) => workers.sync(uid),
     }),
   );
-  const probes = {
-    isReady: (uid: string, name: string) => prober.isReady(uid, name),
-    isStarted: (uid: string, name: string) => prober.isStarted(uid, name),
-    addPod: (pod: Pod, running: { containerName: string; containerId: string; startedAt: number }[], podIP: string) => {
-      probedContainers.set(pod.metadata.uid ?? "", new Map(running.map((c) => [c.containerName, c.containerId])));
-      prober.addPod(pod, running, podIP);
-    },
-    removePod: (uid: string) => {
-      probedContainers.delete(uid);
-      unhealthy.delete(uid);
-      prober.removePod(uid);
-    },
-  };
   const runtime = new CriPodRuntime({
     cri,
     clock,
     logger,
     recorder,
-    unhealthy: (uid) => unhealthy.get(uid) ?? new Map(),
+    unhealthy: (uid) => verdicts.unhealthy(uid),
     ...(podCgroups
       ? {
           cgroups: {
@@ -172,7 +153,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     const underPressure = eviction?.admitPod(pod);
     return underPressure && !underPressure.admit ? underPressure : admitPod(pod, active, facts);
   };
-  const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, admit, recorder, probes }));
+  const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, admit, recorder, probes: verdicts }));
 
   // Node resources: stats every 10s feed eviction; images and logs are collected and rotated.
   const stats = stack.use(
