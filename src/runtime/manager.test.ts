@@ -177,4 +177,28 @@ describe("CriPodRuntime", () => {
     const byId = new Map((await runtime.observe(refOf(p))).containers.map((c) => [c.id, c.name]));
     expect(stopped.map((id) => byId.get(id))).toEqual(["app", "proxy"]);
   });
+
+  test("postStart runs after the start; a failing one kills the container; preStop runs before the stop", async () => {
+    const { cri, runtime } = setup();
+    const hooked = (postStart: string[]): Pod => ({
+      metadata: { name: "web", namespace: "default", uid: "uid-1" },
+      spec: {
+        terminationGracePeriodSeconds: 10,
+        containers: [{ name: "app", image: "busybox:1.0", lifecycle: { postStart: { exec: { command: postStart } }, preStop: { exec: { command: ["echo", "bye"] } } } }],
+      },
+    });
+    const p = hooked(["echo", "hello"]);
+    await sync(runtime, p);
+    const order = () => cri.calls.map((c) => c.method).filter((m) => ["startContainer", "execSync", "stopContainer"].includes(m));
+    expect(order()).toEqual(["startContainer", "execSync"]);
+    expect((await runtime.observe(refOf(p))).containers[0]!.state).toBe("running");
+    await runtime.killPod(refOf(p), await runtime.observe(refOf(p)), 10, p);
+    expect(order()).toEqual(["startContainer", "execSync", "execSync", "stopContainer"]);
+    expect((cri.callsOf("execSync")[1] as [string, string[]])[1]).toEqual(["echo", "bye"]);
+    await runtime.removePod(refOf(p), await runtime.observe(refOf(p)));
+
+    const failing = await sync(runtime, hooked(["false"]));
+    expect(failing.results.find((r) => r.error)).toMatchObject({ action: "StartContainer", error: { reason: "PostStartHookError" } });
+    expect((await runtime.observe(refOf(p))).containers[0]!.state).toBe("exited");
+  });
 });

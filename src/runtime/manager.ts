@@ -24,6 +24,7 @@ import { Backoff } from "./backoff.ts";
 import { containerConfig, podLogDirectory, pullPolicyOf, sandboxConfig, type NodeSettings } from "./cri-config.ts";
 import { LogEventRecorder, podRef, type EventRecorder } from "../events/recorder.ts";
 import { EnvError } from "./env.ts";
+import { hookOf, MINIMUM_GRACE_AFTER_PRESTOP_SECONDS, runHook } from "./hooks.ts";
 import { effectiveSecurityContext, SecurityContextError, verifyRunAsNonRoot } from "./security.ts";
 import type { PodRef, PodRuntime, SyncPodOutcome } from "./index.ts";
 import * as L from "./labels.ts";
@@ -163,7 +164,7 @@ export class CriPodRuntime implements PodRuntime {
       results.push(...killed.results);
       if (killed.results.some((r) => r.error)) return { results, waiting, changed, retryAfterMs: 1000 };
     }
-    for (const k of actions.containersToKill) results.push(await this.stopContainer(pod, k.id, k.name, grace, k.reason));
+    for (const k of actions.containersToKill) results.push(await this.stopContainer(pod, k.id, k.name, grace, k.reason, observed.sandboxes[0]?.ip ?? ""));
 
     let sandboxId = actions.sandboxId;
     let cgroupParent = this.cgroupParent(pod);
@@ -301,6 +302,17 @@ export class CriPodRuntime implements PodRuntime {
       await cri.startContainer(id);
       this.opts.logger.info("started container", { pod: pod.metadata.name, container: spec.name, id, restartCount });
       this.recorder.event(podRef(pod, spec.name), "Normal", "Started", `Started container ${spec.name}`);
+      // postStart runs before the container is reported running; a failure kills it (upstream).
+      const postStart = hookOf(spec, "postStart");
+      const failure = postStart
+        ? await runHook(postStart, { cri, clock: this.opts.clock, pod, container: spec, containerId: id, podIP, timeoutSeconds: pod.spec.terminationGracePeriodSeconds ?? 30 })
+        : undefined;
+      if (failure) {
+        this.recorder.event(podRef(pod, spec.name), "Warning", "FailedPostStartHook", failure);
+        results.push(await this.stopContainer(pod, id, spec.name, pod.spec.terminationGracePeriodSeconds ?? 30, "FailedPostStartHook"));
+        results.push({ action: "StartContainer", target: spec.name, error: { reason: "PostStartHookError", message: failure } });
+        return results;
+      }
       results.push({ action: "StartContainer", target: spec.name });
     } catch (err) {
       this.recorder.event(podRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
@@ -310,9 +322,19 @@ export class CriPodRuntime implements PodRuntime {
     return results;
   }
 
-  private async stopContainer(pod: L.PodIdentity | Pod, id: string, name: string, graceSeconds: number, why?: string): Promise<SyncResult> {
+  /** Stops a container: its preStop hook first (when the pod's spec is known), then the runtime's stop with what is left of the grace period. */
+  private async stopContainer(pod: L.PodIdentity | Pod, id: string, name: string, graceSeconds: number, why?: string, podIP = ""): Promise<SyncResult> {
     const meta = "metadata" in pod ? pod.metadata : pod;
     this.recorder.event(podRef({ metadata: meta }, name), "Normal", "Killing", why?.startsWith("Container ") ? why : `Stopping container ${name}`);
+    const spec = "spec" in pod ? containerSpecOf(pod, name) : undefined;
+    const preStop = spec && why !== "FailedPostStartHook" ? hookOf(spec, "preStop") : undefined;
+    if (preStop && "spec" in pod) {
+      const started = this.opts.clock.now();
+      const failure = await runHook(preStop, { cri: this.opts.cri, clock: this.opts.clock, pod, container: spec!, containerId: id, podIP, timeoutSeconds: graceSeconds });
+      if (failure) this.recorder.event(podRef(pod, name), "Warning", "FailedPreStopHook", failure);
+      const spent = Math.floor((this.opts.clock.now() - started) / 1000);
+      graceSeconds = Math.max(MINIMUM_GRACE_AFTER_PRESTOP_SECONDS, graceSeconds - spent);
+    }
     try {
       await this.opts.cri.stopContainer(id, graceSeconds);
       return { action: "KillContainer", target: name };
@@ -325,10 +347,12 @@ export class CriPodRuntime implements PodRuntime {
   async killPod(ref: PodRef, observed: ObservedPod, gracePeriodSeconds: number, pod?: Pod): Promise<PodSyncOutcome> {
     const live = observed.containers.filter((c) => c.state !== "exited");
     const sidecars = (pod?.spec.initContainers ?? []).filter(isSidecar).map((c) => c.name);
-    const results = await Promise.all(live.filter((c) => !sidecars.includes(c.name)).map((c) => this.stopContainer(ref, c.id, c.name, gracePeriodSeconds)));
+    const target = pod ?? ref;
+    const podIP = observed.sandboxes[0]?.ip ?? "";
+    const results = await Promise.all(live.filter((c) => !sidecars.includes(c.name)).map((c) => this.stopContainer(target, c.id, c.name, gracePeriodSeconds, undefined, podIP)));
     // Sidecars serve the app containers until they are gone, then stop in reverse order (upstream).
     for (const name of [...sidecars].reverse()) {
-      for (const c of live.filter((c) => c.name === name)) results.push(await this.stopContainer(ref, c.id, c.name, gracePeriodSeconds));
+      for (const c of live.filter((c) => c.name === name)) results.push(await this.stopContainer(target, c.id, c.name, gracePeriodSeconds, undefined, podIP));
     }
     for (const s of observed.sandboxes) {
       try {

@@ -237,6 +237,38 @@ describe("static pods on a real containerd", () => {
     rmSync(join(agent.manifests, "deadline.json"));
   }, 60_000);
 
+  test("lifecycle hooks: postStart's effect is there when the container is reported running; preStop runs before the stop signal", async () => {
+    writeFileSync(
+      join(agent.manifests, "hooked.json"),
+      manifest(
+        "hooked",
+        {
+          command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.1; done"],
+          lifecycle: { postStart: { exec: { command: ["sh", "-c", "echo started > /tmp/hook"] } }, preStop: { sleep: { seconds: 2 } } },
+        },
+        { terminationGracePeriodSeconds: 10 },
+      ),
+    );
+    const pod = await eventually("hooked running", async () => {
+      const p = await podNamed("hooked");
+      return p?.status.containerStatuses[0]?.state.running ? p : undefined;
+    });
+    const [c] = await containersOf(pod.metadata.uid);
+    expect(new TextDecoder().decode((await cri.execSync(c!.id, ["cat", "/tmp/hook"], 5)).stdout).trim()).toBe("started");
+    let finishedAt = 0n;
+    const poll = setInterval(async () => {
+      const st = (await cri.containerStatus(c!.id).catch(() => undefined))?.status;
+      if (st?.state === ContainerState.CONTAINER_EXITED) finishedAt = st.finishedAt;
+    }, 50);
+    const deletedAt = Date.now();
+    rmSync(join(agent.manifests, "hooked.json"));
+    await eventually("hooked stopped", () => finishedAt > 0n, 20_000, 50);
+    clearInterval(poll);
+    const stoppedAfterMs = Number(finishedAt / 1_000_000n) - deletedAt;
+    expect(stoppedAfterMs).toBeGreaterThanOrEqual(1900); // the preStop sleep, then SIGTERM and a prompt exit
+    expect(stoppedAfterMs).toBeLessThan(8000);
+  }, 60_000);
+
   test("an invalid manifest is reported by file and field while the valid ones run", async () => {
     const log = await eventually("the bad file reported", () => (agent.log().includes("bad.yaml") ? agent.log() : undefined));
     const line = log.split("\n").find((l) => l.includes("bad.yaml"))!;

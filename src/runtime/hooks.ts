@@ -1,0 +1,68 @@
+/**
+ * Container lifecycle hooks (upstream pkg/kubelet/lifecycle): postStart
+ * runs right after the container starts, before it is reported running; a
+ * failure kills the container. preStop runs before the stop signal, within
+ * the grace period, and what it takes comes off the grace period.
+ * Handlers: exec (through the CRI), httpGet (as the probes do it), sleep.
+ */
+import type { CriService } from "../cri/index.ts";
+import type { ContainerSpec, Pod } from "../pods/schema.ts";
+import { httpProbe } from "../prober/http.ts";
+import { resolvePort } from "../prober/probes.ts";
+import type { Clock } from "../util/clock.ts";
+import { errorMessage } from "../util/errors.ts";
+
+export interface LifecycleHandler {
+  exec?: { command?: string[] };
+  httpGet?: { scheme?: "HTTP" | "HTTPS"; host?: string; port: number | string; path?: string; httpHeaders?: { name: string; value: string }[] };
+  sleep?: { seconds: number };
+}
+
+export const hookOf = (container: ContainerSpec, kind: "postStart" | "preStop"): LifecycleHandler | undefined =>
+  ((container as { lifecycle?: Record<string, LifecycleHandler | undefined> }).lifecycle ?? {})[kind];
+
+export interface HookContext {
+  cri: Pick<CriService, "execSync">;
+  clock: Clock;
+  pod: Pod;
+  container: ContainerSpec;
+  containerId: string;
+  podIP: string;
+  timeoutSeconds: number;
+}
+
+/** Runs one handler; resolves to undefined on success, or upstream's failure message. */
+export async function runHook(handler: LifecycleHandler, ctx: HookContext): Promise<string | undefined> {
+  const where = `for Container "${ctx.container.name}" in Pod "${ctx.pod.metadata.name}_${ctx.pod.metadata.namespace}(${ctx.pod.metadata.uid})"`;
+  try {
+    if (handler.exec) {
+      const command = handler.exec.command ?? [];
+      const r = await ctx.cri.execSync(ctx.containerId, command, ctx.timeoutSeconds);
+      if (r.exitCode === 0) return undefined;
+      const out = new TextDecoder().decode(r.stderr).trim() || new TextDecoder().decode(r.stdout).trim();
+      return `Exec lifecycle hook (${JSON.stringify(command)}) ${where} failed - error: command '${command.join(" ")}' exited with ${r.exitCode}: ${out}`;
+    }
+    if (handler.httpGet) {
+      const h = handler.httpGet;
+      const outcome = await httpProbe({
+        scheme: h.scheme ?? "HTTP",
+        host: h.host || ctx.podIP,
+        port: resolvePort(h.port, ctx.container),
+        path: h.path ?? "/",
+        headers: h.httpHeaders ?? [],
+        timeoutMs: ctx.timeoutSeconds * 1000,
+      });
+      return outcome.result === "success" ? undefined : `HTTP lifecycle hook (${h.path ?? "/"}) ${where} failed - error: ${outcome.output}`;
+    }
+    if (handler.sleep) {
+      await ctx.clock.sleep(Math.min(handler.sleep.seconds, ctx.timeoutSeconds) * 1000);
+      return undefined;
+    }
+    return `lifecycle hook ${where} has no handler`;
+  } catch (err) {
+    return `lifecycle hook ${where} failed - error: ${errorMessage(err)}`;
+  }
+}
+
+/** Upstream keeps at least this much of the grace period for the stop itself after a preStop hook. */
+export const MINIMUM_GRACE_AFTER_PRESTOP_SECONDS = 2;
