@@ -220,18 +220,22 @@ export async function* readLogs(paths: string[], opts: ReadLogsOptions): AsyncGe
     return cut;
   };
 
+  // One raw CRI line through joining, the tail buffer and the byte budget: what to yield, and whether to stop.
+  const take = (raw: string): { out?: string; stop: boolean } => {
+    const joined = joiner.push(raw);
+    const line = joined === undefined ? undefined : emit(joined);
+    if (line === undefined) return { stop: false };
+    const l = limit(line);
+    return l === undefined ? { stop: true } : { out: l, stop: budget <= 0 };
+  };
+
   const last = paths[paths.length - 1];
   for (const p of paths.slice(0, -1)) {
     try {
       for await (const raw of p.endsWith(".gz") ? gzLines(p) : wholeFile(p)) {
-        const out = joiner.push(raw);
-        const line = out === undefined ? undefined : emit(out);
-        if (line !== undefined) {
-          const l = limit(line);
-          if (l === undefined) return;
-          yield l;
-          if (budget <= 0) return;
-        }
+        const step = take(raw);
+        if (step.out !== undefined) yield step.out;
+        if (step.stop) return;
       }
     } catch (err) {
       // A rotated file can be compressed or removed while being read: go on with the next.
@@ -243,14 +247,9 @@ export async function* readLogs(paths: string[], opts: ReadLogsOptions): AsyncGe
   try {
     if (current) {
       for await (const raw of current.lines(!opts.follow)) {
-        const out = joiner.push(raw);
-        const line = out === undefined ? undefined : emit(out);
-        if (line !== undefined) {
-          const l = limit(line);
-          if (l === undefined) return;
-          yield l;
-          if (budget <= 0) return;
-        }
+        const step = take(raw);
+        if (step.out !== undefined) yield step.out;
+        if (step.stop) return;
       }
     }
     for (const line of ring.splice(0)) {
