@@ -162,7 +162,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
       rootDir: config.rootDir,
       cgroupRoot: podsCgroupParent,
       podCgroupPath: ({ uid }) => {
-        const pod = workers.activePods().find((p) => p.metadata.uid === uid);
+        const pod = workers.activePod(uid);
         return pod && podCgroups ? podCgroups.podCgroupPath(pod) : undefined;
       },
       cri,

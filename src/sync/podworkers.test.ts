@@ -195,4 +195,14 @@ describe("PodWorkers", () => {
     expect(workers.stageOf("u1")).toBe("terminated");
     expect(status.get("u1")).toMatchObject({ phase: "Failed", reason: "DeadlineExceeded", message: "Pod was active on the node longer than the specified deadline" });
   });
+
+  test("activePod finds a running pod by UID, and not one that is terminating", async () => {
+    const { workers } = setup();
+    workers.upsert(pod("u1"));
+    await workers.idle();
+    expect(workers.activePod("u1")?.metadata.uid).toBe("u1");
+    workers.remove("u1");
+    expect(workers.activePod("u1")).toBeUndefined();
+    expect(workers.activePod("absent")).toBeUndefined();
+  });
 });

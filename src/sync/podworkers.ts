@@ -153,6 +153,12 @@ export class PodWorkers implements AsyncDisposable {
     return true;
   }
 
+  /** The pod a worker runs, when it is active (admitted and not terminating). */
+  activePod(uid: string): Pod | undefined {
+    const worker = this.workers.get(uid);
+    return worker?.lifecycle.stage === "syncing" ? worker.pod : undefined;
+  }
+
   /** Pods admitted and not terminating: what admission and eviction weigh. */
   activePods(): Pod[] {
     return [...this.workers.values()].filter((w) => w.lifecycle.stage === "syncing" && w.pod).map((w) => w.pod!);
