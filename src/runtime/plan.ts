@@ -88,6 +88,17 @@ const policyFor = (pod: Pod, container: ContainerSpec, kind: "init" | "app"): "A
 export const containerSpecOf = (pod: Pod, name: string): ContainerSpec | undefined =>
   [...(pod.spec.initContainers ?? []), ...pod.spec.containers].find((c) => c.name === name);
 
+/**
+ * What ran in the pod's newest sandbox, and whether an app container ran
+ * there: init containers are judged on this alone (by the planner and the status).
+ */
+export function currentSandbox(pod: Pod, observed: ObservedPod): { here: ObservedPod; appStarted: boolean } {
+  const sandboxId = observed.sandboxes[0]?.id;
+  const here: ObservedPod = { ...observed, containers: observed.containers.filter((c) => c.sandboxId === sandboxId) };
+  const appNames = new Set(pod.spec.containers.map((c) => c.name));
+  return { here, appStarted: here.containers.some((c) => appNames.has(c.name)) };
+}
+
 export const isSidecar = (container: ContainerSpec): boolean => container.restartPolicy === "Always";
 
 type Decision = "running" | "starting" | "waiting" | "succeeded" | "failed";
@@ -185,9 +196,7 @@ export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView, u
   }
   // Init containers, in order, judged by what ran in this sandbox: a regular one must succeed,
   // a sidecar must be running, before the next starts. Once app containers ran, regular ones are done.
-  const inSandbox: ObservedPod = { ...observed, containers: observed.containers.filter((c) => c.sandboxId === newest!.id) };
-  const appNames = new Set(pod.spec.containers.map((c) => c.name));
-  const appStarted = inSandbox.containers.some((c) => appNames.has(c.name));
+  const { here: inSandbox, appStarted } = currentSandbox(pod, observed);
   for (const container of initContainers) {
     if (!isSidecar(container) && appStarted) continue;
     const decision = decide(pod, container, latestByName(inSandbox, container.name), policyFor(pod, container, "init"), backoff, actions, unhealthy);

@@ -4,7 +4,7 @@
  * the agent has the facts for so far).
  */
 import type { Pod } from "../pods/schema.ts";
-import { restartPolicyOf } from "../runtime/plan.ts";
+import { currentSandbox, isSidecar, restartPolicyOf } from "../runtime/plan.ts";
 import type { ObservedContainer, ObservedPod } from "../runtime/types.ts";
 
 export type PodPhase = "Pending" | "Running" | "Succeeded" | "Failed" | "Unknown";
@@ -80,14 +80,12 @@ export interface ProbeView {
  * an app container ran there, all count as done.
  */
 export function initProgress(pod: Pod, observed: ObservedPod): { pending: string[]; failed: boolean } {
-  const sandboxId = observed.sandboxes[0]?.id;
-  const here = observed.containers.filter((c) => c.sandboxId === sandboxId);
-  const appStarted = here.some((c) => pod.spec.containers.some((s) => s.name === c.name));
+  const { here, appStarted } = currentSandbox(pod, observed);
   const pending: string[] = [];
   let failed = false;
   for (const spec of pod.spec.initContainers ?? []) {
-    const latest = here.find((c) => c.name === spec.name);
-    const sidecar = spec.restartPolicy === "Always";
+    const latest = here.containers.find((c) => c.name === spec.name);
+    const sidecar = isSidecar(spec);
     // Once app containers ran, the pod stays initialized (a restarting sidecar does not undo that).
     if (appStarted || (sidecar ? latest?.state === "running" : latest?.state === "exited" && latest.exitCode === 0)) continue;
     if (!sidecar && restartPolicyOf(pod) === "Never" && latest?.state === "exited") failed = true;
