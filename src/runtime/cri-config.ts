@@ -3,7 +3,7 @@
  * of the pod and the node settings, so they can be tested without a runtime.
  */
 import { posix } from "node:path";
-import { ContainerConfig, NamespaceMode, PodSandboxConfig, Protocol, SecurityProfile_ProfileType } from "../cri/index.ts";
+import { ContainerConfig, NamespaceMode, type Mount, PodSandboxConfig, Protocol, SecurityProfile_ProfileType } from "../cri/index.ts";
 import { criSecurityContext, effectiveSecurityContext } from "./security.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import type { DnsSettings } from "./dns.ts";
@@ -96,6 +96,8 @@ export function containerConfig(
   imageRef: string,
   values: FieldValues,
   node: Pick<NodeSettings, "seccompProfileRoot" | "seccompDefault"> = {},
+  /** Volumes and the pod's own files (hosts file, termination log), resolved on the host by the caller. */
+  mounts: Mount[] = [],
 ): ContainerConfig {
   const sc = criSecurityContext(effectiveSecurityContext(pod, container), {
     seccompProfileRoot: node.seccompProfileRoot ?? "/var/lib/kubelet/seccomp",
@@ -110,6 +112,7 @@ export function containerConfig(
     args: expandCommand(container.args, envs),
     workingDir: container.workingDir ?? "",
     envs,
+    mounts,
     labels: { ...L.podLabels(id), [L.ContainerNameLabel]: container.name },
     annotations: {
       [L.ContainerHashAnnotation]: containerHash(container),

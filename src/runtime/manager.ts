@@ -14,6 +14,7 @@ import {
   PodSandboxState,
   isNotFound,
   type CriService,
+  type Mount,
   type PodSandboxConfig,
 } from "../cri/index.ts";
 import type { Pod } from "../pods/schema.ts";
@@ -205,6 +206,11 @@ export class CriPodRuntime implements PodRuntime {
     return { results, waiting, changed, ...(retries.length ? { retryAfterMs: Math.min(...retries) } : {}) };
   }
 
+  /** What a container mounts: its volumes and the pod's own files (hosts file, termination log). */
+  private async containerMounts(_pod: Pod, _spec: Pod["spec"]["containers"][number]): Promise<Mount[]> {
+    return [];
+  }
+
   private cgroupParent(pod: Pod): string {
     const root = this.opts.node.podsCgroupParent;
     return root ? posix.join(root, `pod${pod.metadata.uid}`) : "";
@@ -273,7 +279,8 @@ export class CriPodRuntime implements PodRuntime {
     let config;
     try {
       verifyRunAsNonRoot(effectiveSecurityContext(pod, spec), imageUser);
-      config = containerConfig(pod, spec, restartCount, imageRef, { podIP, ...(this.opts.hostIP ? { hostIP: this.opts.hostIP } : {}) }, this.opts.node);
+      const mounts = await this.containerMounts(pod, spec);
+      config = containerConfig(pod, spec, restartCount, imageRef, { podIP, ...(this.opts.hostIP ? { hostIP: this.opts.hostIP } : {}) }, this.opts.node, mounts);
       if (this.opts.containerResources) {
         const r = this.opts.containerResources(pod, spec);
         config.linux = { ...config.linux!, resources: LinuxContainerResources.create({ ...r, cpuQuota: BigInt(r.cpuQuota), cpuPeriod: BigInt(r.cpuPeriod), cpuShares: BigInt(r.cpuShares), memoryLimitInBytes: BigInt(r.memoryLimitInBytes), oomScoreAdj: BigInt(r.oomScoreAdj) }) };
