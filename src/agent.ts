@@ -269,6 +269,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     ...(cluster ? { api: cluster.api } : {}),
     pods: () => statuses.list(),
     stats,
+    cri,
     health,
     logger,
   });

@@ -3,7 +3,10 @@
  * TLS from tlsCertFile/tlsPrivateKeyFile, x509 client certificates from
  * authentication.x509.clientCAFile, bearer tokens and authorization through
  * the API server's TokenReview and SubjectAccessReview (cluster mode), and
- * container logs resolved from the pods' statuses to their CRI log files.
+ * container logs resolved from the pods' statuses to their CRI log files,
+ * and exec/attach/portForward streams proxied to the runtime's streaming
+ * server on the upgrade path, behind the same authentication and
+ * authorization.
  */
 import { readFileSync } from "node:fs";
 import { posix } from "node:path";
@@ -14,9 +17,12 @@ import type { Pod } from "../pods/schema.ts";
 import type { StatsProvider } from "../stats/types.ts";
 import type { PodStatusView } from "../status/phase.ts";
 import type { Logger } from "../util/log.ts";
-import { authentication } from "./authn.ts";
-import { alwaysAllow, authorization, webhookAuthorizer } from "./authz.ts";
+import type { Clock } from "../util/clock.ts";
+import { authenticateWith, createAuthenticator } from "./authn.ts";
+import { accessChecker, alwaysAllow, authorizeWith, webhookAuthorizer } from "./authz.ts";
 import { kubeletApi } from "./kubelet-api.ts";
+import { streamingUpgrade } from "./stream-proxy.ts";
+import { streamingResolver, type StreamingRuntime } from "./streaming.ts";
 import { rotatedLogPaths, type ContainerLogs } from "./logs.ts";
 import { serveTls, type TlsServerHandle } from "./tls.ts";
 
@@ -26,7 +32,10 @@ export interface KubeletServerOptions {
   api?: Pick<KubeApi, "reviewToken" | "reviewAccess">;
   pods: () => { pod: Pod; status: PodStatusView }[];
   stats: StatsProvider;
+  /** exec, attach, portForward and run go to the runtime. */
+  cri: StreamingRuntime;
   health: Hono;
+  clock?: Clock;
   logger: Logger;
 }
 
@@ -54,7 +63,7 @@ export async function startKubeletServer(opts: KubeletServerOptions): Promise<Tl
   const clientCA = k.authentication.x509.clientCAFile ? readFileSync(k.authentication.x509.clientCAFile, "utf8") : undefined;
   const api = opts.api;
   const webhookAuthn = k.authentication.webhook.enabled && api;
-  const authn = authentication({
+  const authenticate = createAuthenticator({
     x509: clientCA !== undefined,
     ...(webhookAuthn ? { tokenReview: (token: string) => api.reviewToken(token), cacheTTLMs: k.authentication.webhook.cacheTTL } : {}),
     anonymous: k.authentication.anonymous.enabled,
@@ -75,14 +84,17 @@ export async function startKubeletServer(opts: KubeletServerOptions): Promise<Tl
         })
       : alwaysAllow();
   if (k.authorization.mode === "Webhook" && !api) opts.logger.warn("authorization mode Webhook needs the API server; standalone mode allows every authenticated request");
+  const checkAccess = accessChecker({ nodeName: opts.nodeName, authorizer, logger: opts.logger });
+  const streaming = streamingResolver({ pods: opts.pods, cri: opts.cri });
   const app = kubeletApi({
     nodeName: opts.nodeName,
     pods: opts.pods,
     stats: opts.stats,
     logs: logsFromStatuses(k.podLogsDir, opts.pods),
+    streaming,
     health: opts.health,
-    authn,
-    authz: authorization({ nodeName: opts.nodeName, authorizer, logger: opts.logger }),
+    authn: authenticateWith(authenticate, opts.logger),
+    authz: authorizeWith(checkAccess),
     logger: opts.logger,
   });
   const server = await serveTls({
@@ -93,6 +105,14 @@ export async function startKubeletServer(opts: KubeletServerOptions): Promise<Tl
     key: readFileSync(k.tlsPrivateKeyFile, "utf8"),
     ...(clientCA ? { clientCA } : {}),
     logger: opts.logger,
+    upgrade: streamingUpgrade({
+      authenticate,
+      checkAccess,
+      resolver: streaming,
+      idleTimeoutMs: k.streamingConnectionIdleTimeout,
+      ...(opts.clock ? { clock: opts.clock } : {}),
+      logger: opts.logger,
+    }),
   });
   opts.logger.info("serving the kubelet API", { address: `${k.address}:${server.port}` });
   return server;

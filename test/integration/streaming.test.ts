@@ -1,0 +1,183 @@
+// kubectl exec, attach and port-forward against a real control plane and a
+// real containerd: kubectl talks to the API server, which connects to the
+// agent's 10250 with its kubelet client certificate (SPDY); the agent
+// authenticates, authorizes (SubjectAccessReview), asks containerd for a
+// streaming URL and proxies the connection to it. Direct requests check
+// that nothing is proxied without authentication and authorization.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { readFileSync, writeFileSync } from "node:fs";
+import { connect as tlsConnect } from "node:tls";
+import { join } from "node:path";
+import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
+import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
+import { startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+
+const NODE = "stream-node";
+let ctd: ContainerdHandle;
+let cp: ControlPlaneHandle;
+let agent: AgentHandle;
+let kubeletPort: number;
+let pki: string;
+
+async function kubectl(...args: string[]): Promise<string> {
+  const r = await cp.kubectl(args);
+  if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}`);
+  return r.stdout;
+}
+const tryJson = async <T = any>(...args: string[]): Promise<T | undefined> => {
+  const r = await cp.kubectl(["get", ...args, "-o", "json"]);
+  return r.code === 0 ? (JSON.parse(r.stdout) as T) : undefined;
+};
+const apply = async (name: string, obj: unknown) => {
+  const file = join(cp.dir, `${name}.json`);
+  writeFileSync(file, JSON.stringify(obj));
+  await kubectl("apply", "-f", file);
+};
+const pod = (name: string, container: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
+  apiVersion: "v1",
+  kind: "Pod",
+  metadata: { name, namespace: "default" },
+  spec: { terminationGracePeriodSeconds: 1, containers: [{ name: "main", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", ...container }], ...extra },
+});
+const running = (name: string) => eventually(`${name} Running`, async () => (await tryJson("pod", name))?.status?.phase === "Running", 60_000);
+
+/** Runs a command; stdin as given (or none), collects everything. */
+async function run(argv: string[], stdin?: string, env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  const proc = Bun.spawn(argv, { stdin: stdin === undefined ? "ignore" : new TextEncoder().encode(stdin), stdout: "pipe", stderr: "pipe", env: { ...process.env, ...env } });
+  const [code, stdout, stderr] = await Promise.all([proc.exited, new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
+  return { code, stdout, stderr };
+}
+const kubectlArgv = (...args: string[]) => [join(cp.binDir, "kubectl"), "--kubeconfig", cp.adminKubeconfig, ...args];
+const shellQuote = (args: string[]) => args.map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(" ");
+
+/** A raw upgrade request to the agent's 10250 over TLS; the status line and body of its answer. */
+async function rawUpgrade(path: string, who?: string): Promise<{ status: number; body: string }> {
+  const socket = tlsConnect({
+    host: "127.0.0.1",
+    port: kubeletPort,
+    rejectUnauthorized: false,
+    ...(who ? { cert: readFileSync(join(pki, `${who}.crt`)), key: readFileSync(join(pki, `${who}.key`)) } : {}),
+  });
+  await new Promise<void>((res, rej) => socket.once("secureConnect", res).once("error", rej));
+  socket.write(`POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\nContent-Length: 0\r\n\r\n`);
+  let data = "";
+  for await (const chunk of socket) data += chunk.toString();
+  const [head, body = ""] = data.split("\r\n\r\n");
+  return { status: Number(head!.split(" ")[1]), body };
+}
+
+beforeAll(async () => {
+  requireRoot();
+  [ctd, cp] = await Promise.all([startContainerd({ name: "streaming" }), startControlPlane({ name: "streaming" })]);
+  const kubeconfig = await cp.nodeKubeconfig(NODE);
+  pki = join(cp.dir, "pki");
+  const ssl = (...args: string[]) => {
+    const r = Bun.spawnSync(["openssl", ...args], { stderr: "pipe" });
+    if (r.exitCode !== 0) throw new Error(`openssl ${args[0]}: ${r.stderr}`);
+  };
+  // A user the cluster knows but who has no RBAC rights (so no nodes/proxy).
+  ssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", join(pki, "nobody.key"), "-subj", "/CN=nobody", "-out", join(pki, "nobody.csr"));
+  writeFileSync(join(pki, "nobody.ext"), "extendedKeyUsage=clientAuth\n");
+  ssl("x509", "-req", "-in", join(pki, "nobody.csr"), "-CA", join(pki, "ca.crt"), "-CAkey", join(pki, "ca.key"), "-CAcreateserial", "-days", "2", "-extfile", join(pki, "nobody.ext"), "-out", join(pki, "nobody.crt"));
+  // A serving certificate signed by the cluster CA; the API server reaches the node at 127.0.0.1.
+  ssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", join(pki, "node-serving.key"), "-subj", `/CN=${NODE}`, "-out", join(pki, "node-serving.csr"));
+  writeFileSync(join(pki, "node-serving.ext"), "subjectAltName=IP:127.0.0.1,DNS:" + NODE + "\nextendedKeyUsage=serverAuth\n");
+  ssl("x509", "-req", "-in", join(pki, "node-serving.csr"), "-CA", join(pki, "ca.crt"), "-CAkey", join(pki, "ca.key"), "-CAcreateserial", "-days", "2", "-extfile", join(pki, "node-serving.ext"), "-out", join(pki, "node-serving.crt"));
+  kubeletPort = await freePort();
+  agent = await startAgent(ctd, {
+    nodeName: NODE,
+    extraArgs: [`--kubeconfig=${kubeconfig}`, "--node-ip=127.0.0.1"],
+    extraConfig: {
+      port: kubeletPort,
+      tlsCertFile: join(pki, "node-serving.crt"),
+      tlsPrivateKeyFile: join(pki, "node-serving.key"),
+      authentication: { x509: { clientCAFile: join(pki, "ca.crt") }, webhook: { enabled: true }, anonymous: { enabled: false } },
+      authorization: { mode: "Webhook" },
+    },
+  });
+  await eventually("node registered", async () => (await tryJson("node", NODE)) !== undefined, 60_000);
+  await Promise.all([
+    apply("shell", pod("shell", { command: ["sleep", "3600"] })),
+    apply("reader", pod("reader", { command: ["sh", "-c", "while read line; do echo got $line; done; echo bye"], stdin: true, stdinOnce: true }, { restartPolicy: "Never" })),
+    apply("web", pod("web", { command: ["sh", "-c", "echo hello-forward > /tmp/index.html; exec httpd -f -p 8080 -h /tmp"] })),
+  ]);
+  await Promise.all([running("shell"), running("reader"), running("web")]);
+}, 180_000);
+
+afterAll(async () => {
+  await agent?.kill("SIGKILL");
+  await Promise.all([ctd?.stop(), cp?.stop()]);
+}, 60_000);
+
+describe("kubectl exec, attach and port-forward through the API server", () => {
+  test("kubectl exec -i passes stdin through: echo hi | kubectl exec -i shell -- cat", async () => {
+    const r = await run(kubectlArgv("exec", "-i", "shell", "--", "cat"), "hi\nthere\n");
+    expect(r.stderr).toBe("");
+    expect(r.stdout).toBe("hi\nthere\n");
+    expect(r.code).toBe(0);
+  }, 30_000);
+
+  test("kubectl exec propagates the command's exit code", async () => {
+    const r = await run(kubectlArgv("exec", "shell", "--", "sh", "-c", "echo out; echo err >&2; exit 3"));
+    expect(r.stdout).toBe("out\n");
+    expect(r.stderr).toContain("err\n");
+    expect(r.code).toBe(3);
+  }, 30_000);
+
+  test("kubectl exec -i -t gets a terminal in the container (under script(1) for a local pty)", async () => {
+    const cmd = shellQuote(kubectlArgv("exec", "-i", "-t", "shell", "--", "sh", "-c", "tty; stty size; echo tty-ok"));
+    const r = await run(["script", "-qec", cmd, "/dev/null"], undefined, { COLUMNS: "100", LINES: "30" });
+    expect(r.stdout).toContain("/dev/pts/");
+    expect(r.stdout).toContain("tty-ok");
+    expect(r.code).toBe(0);
+  }, 30_000);
+
+  test("kubectl attach -i reaches the container's stdin and stdout", async () => {
+    const r = await run(kubectlArgv("attach", "-i", "reader", "-c", "main"), "alpha\nbeta\n");
+    expect(r.stdout).toContain("got alpha\ngot beta\n");
+    expect(r.code).toBe(0);
+  }, 30_000);
+
+  test("kubectl port-forward reaches httpd in the pod", async () => {
+    const local = await freePort();
+    const proc = Bun.spawn(kubectlArgv("port-forward", "pod/web", `${local}:8080`), { stdout: "pipe", stderr: "pipe" });
+    try {
+      const body = await eventually(
+        "forwarded port answers",
+        async () => {
+          const res = await fetch(`http://127.0.0.1:${local}/index.html`);
+          return res.ok ? res.text() : undefined;
+        },
+        20_000,
+      );
+      expect(body).toBe("hello-forward\n");
+      // A second connection over the same forward works too.
+      expect(await (await fetch(`http://127.0.0.1:${local}/index.html`)).text()).toBe("hello-forward\n");
+    } finally {
+      proc.kill();
+      await proc.exited;
+    }
+  }, 40_000);
+});
+
+describe("the upgrade path is authenticated and authorized before anything is proxied", () => {
+  test("no client certificate: 401", async () => {
+    const r = await rawUpgrade("/exec/default/shell/main?command=id&output=1");
+    expect(r).toEqual({ status: 401, body: "Unauthorized" });
+  });
+
+  test("a user without nodes/proxy: 403 with upstream's message; so is portForward", async () => {
+    expect(await rawUpgrade("/exec/default/shell/main?command=id&output=1", "nobody")).toEqual({
+      status: 403,
+      body: "Forbidden (user=nobody, verb=create, resource=nodes, subresource=proxy)",
+    });
+    expect((await rawUpgrade("/portForward/default/web", "nobody")).status).toBe(403);
+  });
+
+  test("the API server's identity on an unknown pod or container: 404 naming it", async () => {
+    const missingPod = await rawUpgrade("/exec/default/nope/main?command=id&output=1", "apiserver-kubelet-client");
+    expect(missingPod).toEqual({ status: 404, body: 'pod "default/nope" does not exist' });
+    const missingContainer = await rawUpgrade("/exec/default/shell/nope?command=id&output=1", "apiserver-kubelet-client");
+    expect(missingContainer).toEqual({ status: 404, body: 'container "nope" not found in pod "default/shell"' });
+  });
+});
