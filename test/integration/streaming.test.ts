@@ -99,9 +99,10 @@ beforeAll(async () => {
   await Promise.all([
     apply("shell", pod("shell", { command: ["sleep", "3600"] })),
     apply("reader", pod("reader", { command: ["sh", "-c", "while read line; do echo got $line; done; echo bye"], stdin: true, stdinOnce: true }, { restartPolicy: "Never" })),
+    apply("console", pod("console", { command: ["sh"], stdin: true, tty: true }, { restartPolicy: "Never" })),
     apply("web", pod("web", { command: ["sh", "-c", "echo hello-forward > /tmp/index.html; exec httpd -f -p 8080 -h /tmp"] })),
   ]);
-  await Promise.all([running("shell"), running("reader"), running("web")]);
+  await Promise.all([running("shell"), running("reader"), running("console"), running("web")]);
 }, 180_000);
 
 afterAll(async () => {
@@ -138,6 +139,13 @@ describe("kubectl exec, attach and port-forward through the API server", () => {
     expect(r.code).toBe(0);
   }, 30_000);
 
+  test("kubectl attach -i -t to a container with a tty (keystrokes through script(1)'s pty)", async () => {
+    const cmd = shellQuote(kubectlArgv("attach", "-i", "-t", "console", "-c", "main"));
+    const r = await run(["script", "-qec", cmd, "/dev/null"], "echo attached-$((40+2))\nexit\n");
+    expect(r.stdout).toContain("attached-42");
+    await eventually("console exited after `exit`", async () => (await tryJson("pod", "console"))?.status?.phase === "Succeeded", 20_000);
+  }, 30_000);
+
   test("kubectl port-forward reaches httpd in the pod", async () => {
     const local = await freePort();
     const proc = Bun.spawn(kubectlArgv("port-forward", "pod/web", `${local}:8080`), { stdout: "pipe", stderr: "pipe" });
@@ -158,6 +166,37 @@ describe("kubectl exec, attach and port-forward through the API server", () => {
       await proc.exited;
     }
   }, 40_000);
+});
+
+describe("direct clients of 10250", () => {
+  const as = (who: string) => ({ cert: readFileSync(join(pki, `${who}.crt`), "utf8"), key: readFileSync(join(pki, `${who}.key`), "utf8"), rejectUnauthorized: false });
+
+  test("a WebSocket exec (v4.channel.k8s.io) is passed through to containerd and back", async () => {
+    const url = `wss://127.0.0.1:${kubeletPort}/exec/default/shell/main?command=sh&command=-c&command=echo%20ws-hello&output=1&error=1`;
+    const ws = new WebSocket(url, { protocols: ["v4.channel.k8s.io"], tls: as("apiserver-kubelet-client") } as never);
+    ws.binaryType = "arraybuffer";
+    const frames: { channel: number; text: string }[] = [];
+    await new Promise<void>((resolve, reject) => {
+      ws.onmessage = (e) => {
+        const b = new Uint8Array(e.data as ArrayBuffer);
+        if (b.length) frames.push({ channel: b[0]!, text: new TextDecoder().decode(b.subarray(1)) });
+      };
+      ws.onclose = () => resolve();
+      ws.onerror = () => reject(new Error("websocket error"));
+    });
+    expect(ws.protocol).toBe("v4.channel.k8s.io");
+    expect(frames.filter((f) => f.channel === 1).map((f) => f.text).join("")).toBe("ws-hello\n");
+    const status = frames.find((f) => f.channel === 3 && f.text);
+    expect(JSON.parse(status!.text)).toMatchObject({ status: "Success" });
+  }, 30_000);
+
+  test("POST /run answers the command's output", async () => {
+    const res = await fetch(`https://127.0.0.1:${kubeletPort}/run/default/shell/main?cmd=echo%20run-ok`, { method: "POST", tls: as("apiserver-kubelet-client") } as RequestInit);
+    expect(res.status).toBe(200);
+    expect(await res.text()).toBe("run-ok\n");
+    const denied = await fetch(`https://127.0.0.1:${kubeletPort}/run/default/shell/main?cmd=id`, { method: "POST", tls: as("nobody") } as RequestInit);
+    expect(denied.status).toBe(403);
+  });
 });
 
 describe("the upgrade path is authenticated and authorized before anything is proxied", () => {
