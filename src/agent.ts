@@ -270,6 +270,8 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     pods: () => statuses.list(),
     stats,
     cri,
+    certDir: config.certDir,
+    nodeIPs: config.nodeIPs,
     health,
     logger,
   });

@@ -5,7 +5,8 @@
 // streaming URL and proxies the connection to it. Direct requests check
 // that nothing is proxied without authentication and authorization.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { readFileSync, writeFileSync } from "node:fs";
+import { X509Certificate } from "node:crypto";
+import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { connect as tlsConnect } from "node:tls";
 import { join } from "node:path";
 import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
@@ -79,18 +80,14 @@ beforeAll(async () => {
   ssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", join(pki, "nobody.key"), "-subj", "/CN=nobody", "-out", join(pki, "nobody.csr"));
   writeFileSync(join(pki, "nobody.ext"), "extendedKeyUsage=clientAuth\n");
   ssl("x509", "-req", "-in", join(pki, "nobody.csr"), "-CA", join(pki, "ca.crt"), "-CAkey", join(pki, "ca.key"), "-CAcreateserial", "-days", "2", "-extfile", join(pki, "nobody.ext"), "-out", join(pki, "nobody.crt"));
-  // A serving certificate signed by the cluster CA; the API server reaches the node at 127.0.0.1.
-  ssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", join(pki, "node-serving.key"), "-subj", `/CN=${NODE}`, "-out", join(pki, "node-serving.csr"));
-  writeFileSync(join(pki, "node-serving.ext"), "subjectAltName=IP:127.0.0.1,DNS:" + NODE + "\nextendedKeyUsage=serverAuth\n");
-  ssl("x509", "-req", "-in", join(pki, "node-serving.csr"), "-CA", join(pki, "ca.crt"), "-CAkey", join(pki, "ca.key"), "-CAcreateserial", "-days", "2", "-extfile", join(pki, "node-serving.ext"), "-out", join(pki, "node-serving.crt"));
   kubeletPort = await freePort();
   agent = await startAgent(ctd, {
     nodeName: NODE,
     extraArgs: [`--kubeconfig=${kubeconfig}`, "--node-ip=127.0.0.1"],
     extraConfig: {
+      // No tlsCertFile/tlsPrivateKeyFile: the agent serves a self-signed certificate from --cert-dir
+      // (the API server does not verify kubelet serving certificates without --kubelet-certificate-authority).
       port: kubeletPort,
-      tlsCertFile: join(pki, "node-serving.crt"),
-      tlsPrivateKeyFile: join(pki, "node-serving.key"),
       authentication: { x509: { clientCAFile: join(pki, "ca.crt") }, webhook: { enabled: true }, anonymous: { enabled: false } },
       authorization: { mode: "Webhook" },
     },
@@ -219,4 +216,28 @@ describe("the upgrade path is authenticated and authorized before anything is pr
     const missingContainer = await rawUpgrade("/exec/default/shell/nope?command=id&output=1", "apiserver-kubelet-client");
     expect(missingContainer).toEqual({ status: 404, body: 'container "nope" not found in pod "default/shell"' });
   });
+});
+
+describe("the self-signed serving certificate", () => {
+  const served = async () => {
+    const socket = tlsConnect({ host: "127.0.0.1", port: kubeletPort, rejectUnauthorized: false });
+    await new Promise<void>((res, rej) => socket.once("secureConnect", res).once("error", rej));
+    const fingerprint = socket.getPeerCertificate().fingerprint256;
+    socket.destroy();
+    return fingerprint;
+  };
+
+  test("is <cert-dir>/kubelet.crt (key 0600) with upstream's CN, and is reused after a restart", async () => {
+    const certFile = join(agent.dir, "pki", "kubelet.crt");
+    const cert = new X509Certificate(readFileSync(certFile));
+    expect(cert.subject).toMatch(new RegExp(`^CN=${NODE}@\\d+$`));
+    expect(cert.subjectAltName).toBe(`DNS:${NODE}, IP Address:127.0.0.1`);
+    expect(statSync(join(agent.dir, "pki", "kubelet.key")).mode & 0o777).toBe(0o600);
+    expect(await served()).toBe(cert.fingerprint256);
+    await agent.kill("SIGTERM");
+    agent.start();
+    const again = await eventually("10250 back", () => served().catch(() => undefined), 30_000);
+    expect(again).toBe(cert.fingerprint256);
+    expect(readFileSync(certFile, "utf8")).toBe(cert.toString());
+  }, 60_000);
 });
