@@ -2,7 +2,7 @@
  * The authenticated kubelet API (10250), after upstream's
  * pkg/kubelet/server/server.go: authentication, then authorization, then
  * `/pods`, `/runningpods/`, `/stats/summary`, `/healthz*` and
- * `/containerLogs/{namespace}/{pod}/{container}`, `/run/...` (ExecSync) and,
+ * `/containerLogs/{namespace}/{pod}/{container}`, `/configz`, `/run/...` (ExecSync) and,
  * for exec/attach/portForward requests that are not upgrades, 400 (the
  * streams themselves take serveTls's upgrade path). Serve it with serveTls
  * (tls.ts) so that client certificates reach authentication.
@@ -31,6 +31,8 @@ export interface KubeletApiOptions {
   logs: ContainerLogs;
   /** exec/attach/portForward/run targets; those paths answer 503 without it. Streams themselves arrive on the upgrade path (stream-proxy.ts). */
   streaming?: StreamingResolver;
+  /** The body of `/configz` (configzBody); 404 without it. */
+  configz?: () => unknown;
   /** healthzApp(...): served under `/healthz`. */
   health: Hono;
   /** authentication(...) from authn.ts */
@@ -108,6 +110,11 @@ export function kubeletApi(opts: KubeletApiOptions): Hono<KubeletEnv> {
   });
 
   app.route("/", opts.health);
+
+  if (opts.configz) {
+    const configz = opts.configz;
+    app.get("/configz", (c) => c.json(configz()));
+  }
 
   app.get("/containerLogs/:namespace/:pod/:container", async (c) => {
     const { namespace, pod: podName, container } = c.req.param();

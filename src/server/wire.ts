@@ -22,6 +22,7 @@ import { realClock, type Clock } from "../util/clock.ts";
 import { ensureSelfSignedCert } from "./selfsigned.ts";
 import { authenticateWith, createAuthenticator } from "./authn.ts";
 import { accessChecker, alwaysAllow, authorizeWith, webhookAuthorizer } from "./authz.ts";
+import { configzBody } from "./configz.ts";
 import { kubeletApi } from "./kubelet-api.ts";
 import { streamingUpgrade } from "./stream-proxy.ts";
 import { streamingResolver, type StreamingRuntime } from "./streaming.ts";
@@ -111,6 +112,7 @@ export async function startKubeletServer(opts: KubeletServerOptions): Promise<Tl
     stats: opts.stats,
     logs: logsFromStatuses(k.podLogsDir, opts.pods),
     streaming,
+    configz: () => configzBody(k),
     health: opts.health,
     authn: authenticateWith(authenticate, opts.logger),
     authz: authorizeWith(checkAccess),

@@ -67,6 +67,14 @@ async function rawUpgrade(path: string, who?: string): Promise<{ status: number;
   return { status: Number(head!.split(" ")[1]), body };
 }
 
+/** A plain GET to the agent's 10250 as `who`. */
+async function rawGet(path: string, who: string): Promise<{ status: number; body: string }> {
+  const res = await fetch(`https://127.0.0.1:${kubeletPort}${path}`, {
+    tls: { rejectUnauthorized: false, cert: readFileSync(join(pki, `${who}.crt`), "utf8"), key: readFileSync(join(pki, `${who}.key`), "utf8") },
+  } as RequestInit);
+  return { status: res.status, body: await res.text() };
+}
+
 beforeAll(async () => {
   requireRoot();
   [ctd, cp] = await Promise.all([startContainerd({ name: "streaming" }), startControlPlane({ name: "streaming" })]);
@@ -88,6 +96,8 @@ beforeAll(async () => {
       // No tlsCertFile/tlsPrivateKeyFile: the agent serves a self-signed certificate from --cert-dir
       // (the API server does not verify kubelet serving certificates without --kubelet-certificate-authority).
       port: kubeletPort,
+      // Short, so that the idle test below is quick; every other stream here is busy well within it.
+      streamingConnectionIdleTimeout: "5s",
       authentication: { x509: { clientCAFile: join(pki, "ca.crt") }, webhook: { enabled: true }, anonymous: { enabled: false } },
       authorization: { mode: "Webhook" },
     },
@@ -187,6 +197,19 @@ describe("direct clients of 10250", () => {
     expect(JSON.parse(status!.text)).toMatchObject({ status: "Success" });
   }, 30_000);
 
+  test("a stream with no bytes either way for streamingConnectionIdleTimeout (5s) is closed", async () => {
+    const url = `wss://127.0.0.1:${kubeletPort}/exec/default/shell/main?command=sleep&command=60&output=1`;
+    const started = Date.now();
+    const ws = new WebSocket(url, { protocols: ["v4.channel.k8s.io"], tls: as("apiserver-kubelet-client") } as never);
+    await new Promise<void>((resolve) => {
+      ws.onclose = () => resolve();
+      ws.onerror = () => resolve();
+    });
+    const elapsed = Date.now() - started;
+    expect(elapsed).toBeGreaterThanOrEqual(4_500);
+    expect(elapsed).toBeLessThan(20_000);
+  }, 30_000);
+
   test("POST /run answers the command's output", async () => {
     const res = await fetch(`https://127.0.0.1:${kubeletPort}/run/default/shell/main?cmd=echo%20run-ok`, { method: "POST", tls: as("apiserver-kubelet-client") } as RequestInit);
     expect(res.status).toBe(200);
@@ -215,6 +238,24 @@ describe("the upgrade path is authenticated and authorized before anything is pr
     expect(missingPod).toEqual({ status: 404, body: 'pod "default/nope" does not exist' });
     const missingContainer = await rawUpgrade("/exec/default/shell/nope?command=id&output=1", "apiserver-kubelet-client");
     expect(missingContainer).toEqual({ status: 404, body: 'container "nope" not found in pod "default/shell"' });
+  });
+});
+
+describe("/configz", () => {
+  // As the API server's kubelet client (the API server's nodes/proxy refuses loopback node addresses).
+  test("upstream's {kubeletconfig} with the effective configuration; nodes/configz or nodes/proxy required", async () => {
+    const res = await rawGet("/configz", "apiserver-kubelet-client");
+    expect(res.status).toBe(200);
+    const body = JSON.parse(res.body);
+    expect(body.kubeletconfig).toMatchObject({
+      port: kubeletPort,
+      streamingConnectionIdleTimeout: "5s",
+      syncFrequency: "1m0s",
+      authorization: { mode: "Webhook" },
+      authentication: { anonymous: { enabled: false }, webhook: { enabled: true, cacheTTL: "2m0s" } },
+    });
+    const denied = await rawGet("/configz", "nobody");
+    expect(denied).toEqual({ status: 403, body: "Forbidden (user=nobody, verb=get, resource=nodes, subresource=proxy)" });
   });
 });
 
