@@ -11,6 +11,9 @@
  * 404, a bad query value 400 naming the parameter, anything else 500.
  */
 import { Hono, type MiddlewareHandler } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { realClock, type Clock } from "../util/clock.ts";
+import { handlerTimeout, HANDLER_TIMEOUT_MS, MAX_BODY_BYTES } from "./limits.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { PodStatusView } from "../status/index.ts";
 import type { ContainerStats, CpuStats, MemoryStats, StatsProvider, Summary } from "../stats/types.ts";
@@ -40,6 +43,10 @@ export interface KubeletApiOptions {
   /** authorization(...) from authz.ts */
   authz: MiddlewareHandler<KubeletEnv>;
   now?: () => number;
+  /** For the handler timeout. */
+  clock?: Clock;
+  /** Default HANDLER_TIMEOUT_MS. */
+  handlerTimeoutMs?: number;
   logger?: Logger;
 }
 
@@ -67,8 +74,11 @@ export function kubeletApi(opts: KubeletApiOptions): Hono<KubeletEnv> {
   const now = opts.now ?? Date.now;
   const log = opts.logger?.with({ component: "kubeletApi" });
   const app = new Hono<KubeletEnv>();
+  // The timeout first, so that a stuck TokenReview or SubjectAccessReview is cut too.
+  app.use(handlerTimeout({ ms: opts.handlerTimeoutMs ?? HANDLER_TIMEOUT_MS, clock: opts.clock ?? realClock }));
   app.use(opts.authn);
   app.use(opts.authz);
+  app.use(bodyLimit({ maxSize: MAX_BODY_BYTES, onError: (c) => c.text(`request body larger than ${MAX_BODY_BYTES} bytes`, 413) }));
 
   app.onError((err, c) => {
     if (err instanceof HttpError) return c.text(err.message, err.status);
