@@ -76,9 +76,13 @@ export function servingCertificate(opts: Pick<KubeletServerOptions, "config" | "
   return made;
 }
 
-/** Starts 10250: always over TLS, with the configured or a self-signed certificate. */
-export async function startKubeletServer(opts: KubeletServerOptions): Promise<TlsServerHandle> {
+/** Starts 10250 unless enableServer is false: always over TLS, with the configured or a self-signed certificate. */
+export async function startKubeletServer(opts: KubeletServerOptions): Promise<TlsServerHandle | undefined> {
   const k = opts.config;
+  if (!k.enableServer) {
+    opts.logger.info("not serving the kubelet API: enableServer is false");
+    return undefined;
+  }
   const serving = servingCertificate({ ...opts, now: (opts.clock ?? realClock).now() });
   const clientCA = k.authentication.x509.clientCAFile ? readFileSync(k.authentication.x509.clientCAFile, "utf8") : undefined;
   const api = opts.api;
