@@ -114,6 +114,8 @@ export function proxyStream(opts: ProxyStreamOptions): void {
   };
 
   backend.once(target.protocol === "https:" ? "secureConnect" : "connect", () => {
+    // The client may have gone while the runtime was being dialled.
+    if (client.destroyed) return void backend.destroy();
     backend.write(backendRequestHead(opts.req, target, opts.clientAddress));
     if (opts.head.length) backend.write(opts.head);
     // Listening to the client only now: until the pipe exists, its bytes wait in the socket.
