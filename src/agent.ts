@@ -23,6 +23,9 @@ import type { Pod } from "./pods/schema.ts";
 import { refOf } from "./runtime/index.ts";
 import { GenericPleg } from "./pleg/generic.ts";
 import { createProbeManager } from "./prober/index.ts";
+import { instrumentCri, KubeletMetrics } from "./metrics/kubelet.ts";
+import { ProbeMetrics } from "./metrics/probes.ts";
+import { resourceMetrics } from "./metrics/resource.ts";
 import { ProbeVerdicts } from "./prober/verdicts.ts";
 import { MirrorPods } from "./pods/mirror.ts";
 import { CriPodRuntime } from "./runtime/manager.ts";
@@ -61,13 +64,17 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
 
   await using stack = new AsyncDisposableStack();
   mkdirSync(config.rootDir, { recursive: true, mode: 0o750 });
-  const cri = deps.cri ?? (await import("./cri/client.ts")).createCriClient({
+  const rawCri = deps.cri ?? (await import("./cri/client.ts")).createCriClient({
     endpoint: k.containerRuntimeEndpoint,
     ...(k.imageServiceEndpoint ? { imageEndpoint: k.imageServiceEndpoint } : {}),
     requestTimeoutMs: k.runtimeRequestTimeout,
     logger,
   });
-  stack.defer(() => cri.close());
+  stack.defer(() => rawCri.close());
+  // Metrics: upstream's kubelet, resource and prober metrics; the CRI client is wrapped to time every call.
+  const metrics: KubeletMetrics = new KubeletMetrics({ nodeName: config.nodeName, processStartMs: clock.now(), runtimeCounts: () => runtimeCounts(pleg) });
+  const probeMetrics = new ProbeMetrics();
+  const cri = instrumentCri(rawCri, metrics, () => clock.now());
   await waitForRuntime(cri, { clock, logger, signal });
   if (signal.aborted) return;
 
@@ -106,6 +113,8 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
       recorder,
       onLivenessFailure: (uid, name, message) => verdicts.livenessFailed(uid, name, message),
       onChange: (uid) => workers.sync(uid),
+      onProbed: (run) => probeMetrics.observe(run),
+      onPodRemoved: (uid) => probeMetrics.forgetPod(uid),
     }),
   );
   const runtime = new CriPodRuntime({
@@ -114,6 +123,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     logger,
     recorder,
     unhealthy: (uid) => verdicts.unhealthy(uid),
+    metrics,
     ...(podCgroups
       ? {
           cgroups: {
@@ -153,7 +163,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     const underPressure = eviction?.admitPod(pod);
     return underPressure && !underPressure.admit ? underPressure : admitPod(pod, active, facts);
   };
-  const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, admit, recorder, probes: verdicts }));
+  const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, admit, recorder, probes: verdicts, metrics }));
 
   // Node resources: stats every 10s feed eviction; images and logs are collected and rotated.
   const stats = stack.use(
@@ -205,7 +215,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     }),
   );
   const pressure = eviction;
-  const pleg = stack.use(new GenericPleg({ runtime, clock, logger }));
+  const pleg = stack.use(new GenericPleg({ runtime, clock, logger, onRelist: (duration, interval) => metrics.plegRelist(duration, interval) }));
   const sources: PodSource[] = [];
   if (k.staticPodPath) {
     sources.push(stack.use(new FileSource({ path: k.staticPodPath, nodeName: config.nodeName, checkFrequencyMs: k.fileCheckFrequency, clock, logger })));
@@ -270,6 +280,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     pods: () => statuses.list(),
     stats,
     health,
+    metrics: { kubelet: () => metrics.render(), resource: () => resourceMetrics(stats), probes: () => probeMetrics.render() },
     logger,
   });
   if (kubeletServer) stack.defer(() => kubeletServer.close());
@@ -332,6 +343,22 @@ async function podCgroupHousekeeping(podCgroups: PodCgroups, workers: PodWorkers
   } catch (err) {
     logger.warn("pod cgroup housekeeping failed", { err: errorMessage(err) });
   }
+}
+
+/** Pods with a ready sandbox and containers by state, from the last PLEG relist (kubelet_running_pods / _containers). */
+function runtimeCounts(pleg: GenericPleg | undefined): { pods: number; containers: Record<string, number> } {
+  const records = pleg?.runtimePods() ?? [];
+  const containers: Record<string, number> = { running: 0, exited: 0, created: 0, unknown: 0 };
+  let pods = 0;
+  for (const r of records) {
+    let sandboxRunning = false;
+    for (const [id, state] of r.entities) {
+      if (r.sandboxIds?.has(id)) sandboxRunning ||= state === "running";
+      else containers[state] = (containers[state] ?? 0) + 1;
+    }
+    if (sandboxRunning) pods++;
+  }
+  return { pods, containers };
 }
 
 /** Wraps `fn` so that calling it more often than every `periodMs` does nothing. */

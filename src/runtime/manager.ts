@@ -17,6 +17,7 @@ import {
   type Mount,
   type PodSandboxConfig,
 } from "../cri/index.ts";
+import type { KubeletMetricsSink } from "../metrics/kubelet.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
@@ -49,6 +50,8 @@ export interface CriPodRuntimeOptions {
   containerResources?: ContainerResourcesFn;
   /** The prober's verdicts: running containers of a pod to restart (container ID → why). */
   unhealthy?: (podUid: string) => Unhealthy;
+  /** kubelet_started_containers_total and its errors. */
+  metrics?: Pick<KubeletMetricsSink, "containerStarted">;
 }
 
 export interface PodCgroupHooks {
@@ -305,8 +308,10 @@ export class CriPodRuntime implements PodRuntime {
       retries.push(10_000);
       return results;
     }
+    const containerType = pod.spec.initContainers?.some((c) => c.name === spec.name) ? "init_container" : "container";
     try {
       await cri.startContainer(id);
+      this.opts.metrics?.containerStarted(containerType);
       this.opts.logger.info("started container", { pod: pod.metadata.name, container: spec.name, id, restartCount });
       this.recorder.event(podRef(pod, spec.name), "Normal", "Started", `Started container ${spec.name}`);
       // postStart runs before the container is reported running; a failure kills it (upstream).
@@ -322,6 +327,7 @@ export class CriPodRuntime implements PodRuntime {
       }
       results.push({ action: "StartContainer", target: spec.name });
     } catch (err) {
+      this.opts.metrics?.containerStarted(containerType, "RunContainerError");
       this.recorder.event(podRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
       // The container stays, exited with ContainerCannotRun; the crash-loop backoff governs the retry.
       results.push({ action: "StartContainer", target: spec.name, error: { reason: "RunContainerError", message: errorMessage(err) } });
@@ -411,7 +417,12 @@ export class CriPodRuntime implements PodRuntime {
       if (!r) pods.set(id.uid, (r = { ...id, entities: new Map() }));
       return r;
     };
-    for (const s of sandboxes) record(s.labels)?.entities.set(s.id, s.state === PodSandboxState.SANDBOX_READY ? "running" : "exited");
+    for (const s of sandboxes) {
+      const r = record(s.labels);
+      if (!r) continue;
+      r.entities.set(s.id, s.state === PodSandboxState.SANDBOX_READY ? "running" : "exited");
+      (r.sandboxIds ??= new Set()).add(s.id);
+    }
     for (const c of containers) record(c.labels)?.entities.set(c.id, containerStateOf(c.state));
     return [...pods.values()];
   }

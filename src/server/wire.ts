@@ -16,7 +16,7 @@ import type { PodStatusView } from "../status/phase.ts";
 import type { Logger } from "../util/log.ts";
 import { authentication } from "./authn.ts";
 import { alwaysAllow, authorization, webhookAuthorizer } from "./authz.ts";
-import { kubeletApi } from "./kubelet-api.ts";
+import { kubeletApi, type MetricsEndpoints } from "./kubelet-api.ts";
 import { rotatedLogPaths, type ContainerLogs } from "./logs.ts";
 import { serveTls, type TlsServerHandle } from "./tls.ts";
 
@@ -27,6 +27,7 @@ export interface KubeletServerOptions {
   pods: () => { pod: Pod; status: PodStatusView }[];
   stats: StatsProvider;
   health: Hono;
+  metrics?: MetricsEndpoints;
   logger: Logger;
 }
 
@@ -81,6 +82,7 @@ export async function startKubeletServer(opts: KubeletServerOptions): Promise<Tl
     stats: opts.stats,
     logs: logsFromStatuses(k.podLogsDir, opts.pods),
     health: opts.health,
+    ...(opts.metrics ? { metrics: opts.metrics } : {}),
     authn,
     authz: authorization({ nodeName: opts.nodeName, authorizer, logger: opts.logger }),
     logger: opts.logger,
