@@ -16,6 +16,8 @@ import { defaultRouteIPv4, goArch, readMachineInfo } from "./node/machine.ts";
 import { ApiEventRecorder, LogEventRecorder } from "./events/recorder.ts";
 import { createEvictionManager, type EvictionManager } from "./eviction/index.ts";
 import { createImageGC, statfsBytes } from "./images/index.ts";
+import { bootstrapClientCertificate, ClientCertificateRotation, csrApi, CURRENT_CLIENT_PEM, readUsableCertificate } from "./certificates/client.ts";
+import { certificateValidity } from "./certificates/x509.ts";
 import { createLogRotation } from "./logs/index.ts";
 import { createStatsCollector } from "./stats/index.ts";
 import { containerLinuxResources, createPodCgroups, type PodCgroups } from "./cgroups/index.ts";
@@ -79,7 +81,8 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   if (signal.aborted) return;
 
   // Cluster mode: the API server is a pod source and the status sink, and the node registers.
-  const cluster = config.kubeconfig ? await connectCluster(config, { clock, logger, version: deps.version }) : undefined;
+  const cluster = config.kubeconfig ? await connectCluster(config, { clock, logger, version: deps.version, signal }) : undefined;
+  if (cluster?.rotation) stack.use(cluster.rotation).start();
   const hostIP = config.nodeIPs[0] ?? cluster?.internalIP;
 
   // cgroupsPerQOS: kubepods, kubepods/burstable, kubepods/besteffort and one cgroup per pod under cgroupRoot.
@@ -300,19 +303,49 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   logger.info("stopping node agent; pods keep running");
 }
 
-/** The API client for cluster mode; client-node and the REST layer load only here. */
-async function connectCluster(config: AgentConfig, opts: { clock: Clock; logger: Logger; version: string | undefined }) {
+/**
+ * The API client for cluster mode; client-node and the REST layer load only
+ * here. TLS bootstrap first when configured; with rotateCertificates the
+ * client certificate is renewed while running and the client follows it.
+ */
+async function connectCluster(config: AgentConfig, opts: { clock: Clock; logger: Logger; version: string | undefined; signal: AbortSignal }) {
   const { createRestClient, loadCredentials } = await import("./api/rest.ts");
   const kubeletVersion = (opts.version ?? "Kubernetes v0.0.0-bunlet+dev").replace(/^Kubernetes /, "");
-  const rest = createRestClient({
-    credentials: await loadCredentials(config.kubeconfig!),
-    qps: config.kubelet.kubeAPIQPS,
-    burst: config.kubelet.kubeAPIBurst,
-    clock: opts.clock,
-    userAgent: `kubelet/${kubeletVersion} (linux/${goArch()}) bunlet`,
-  });
+  const userAgent = `kubelet/${kubeletVersion} (linux/${goArch()}) bunlet`;
+  if (config.bootstrapKubeconfig) {
+    await bootstrapClientCertificate({
+      kubeconfig: config.kubeconfig!,
+      bootstrapKubeconfig: config.bootstrapKubeconfig,
+      certDir: config.certDir,
+      nodeName: config.nodeName,
+      clock: opts.clock,
+      logger: opts.logger,
+      signal: opts.signal,
+      userAgent,
+    });
+  }
+  const credentials = await loadCredentials(config.kubeconfig!);
+  let rotation: ClientCertificateRotation | undefined;
+  if (config.kubelet.rotateCertificates && credentials.cert && credentials.key) {
+    // A certificate rotated before a restart is newer than the one the kubeconfig names.
+    const fromKubeconfig = { certificatePem: credentials.cert, privateKeyPem: credentials.key };
+    const stored = readUsableCertificate(posix.join(config.certDir, CURRENT_CLIENT_PEM), opts.clock.now());
+    const newer = stored && certificateValidity(stored.certificatePem).notAfterMs > certificateValidity(fromKubeconfig.certificatePem).notAfterMs;
+    let current = newer ? stored : fromKubeconfig;
+    credentials.clientCertificate = () => ({ cert: current.certificatePem, key: current.privateKeyPem });
+    rotation = new ClientCertificateRotation(current, {
+      api: csrApi(createRestClient({ credentials, qps: 5, burst: 10, clock: opts.clock, userAgent })),
+      nodeName: config.nodeName,
+      certDir: config.certDir,
+      clock: opts.clock,
+      logger: opts.logger,
+      random: Math.random,
+      onRotated: (next) => (current = next),
+    });
+  }
+  const rest = createRestClient({ credentials, qps: config.kubelet.kubeAPIQPS, burst: config.kubelet.kubeAPIBurst, clock: opts.clock, userAgent });
   opts.logger.info("using the API server", { server: rest.server, node: config.nodeName });
-  return { api: createKubeApi(rest), internalIP: defaultRouteIPv4(), kubeletVersion };
+  return { api: createKubeApi(rest), internalIP: defaultRouteIPv4(), kubeletVersion, rotation };
 }
 
 /** Waits until the runtime answers Version; the agent cannot do anything before that. */
