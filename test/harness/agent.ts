@@ -51,6 +51,8 @@ export async function startAgent(
   mkdirSync(podLogsDir, { recursive: true });
   const healthzPort = await freePort();
   const readOnlyPort = await freePort();
+  // 10250 is always served (self-signed when no certificate files are given): each agent gets its own port.
+  const kubeletPort = await freePort();
   const configFile = join(dir, "kubelet.yaml");
   const config = {
     apiVersion: "kubelet.config.k8s.io/v1beta1",
@@ -63,6 +65,7 @@ export async function startAgent(
     healthzPort,
     healthzBindAddress: "127.0.0.1",
     readOnlyPort,
+    port: kubeletPort,
     address: "127.0.0.1",
     failSwapOn: false,
     ...opts.extraConfig,
@@ -85,7 +88,7 @@ export async function startAgent(
     pid: () => proc?.pid,
     start() {
       const out = Bun.file(logFile).writer();
-      proc = Bun.spawn([...cmd, `--config=${configFile}`, `--root-dir=${join(dir, "root")}`, `--hostname-override=${opts.nodeName ?? "test-node"}`, "--v=2", ...(opts.extraArgs ?? [])], {
+      proc = Bun.spawn([...cmd, `--config=${configFile}`, `--root-dir=${join(dir, "root")}`, `--cert-dir=${join(dir, "pki")}`, `--hostname-override=${opts.nodeName ?? "test-node"}`, "--v=2", ...(opts.extraArgs ?? [])], {
         stdout: "pipe",
         stderr: "pipe",
       });
