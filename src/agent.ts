@@ -25,6 +25,7 @@ import { GenericPleg } from "./pleg/generic.ts";
 import { createProbeManager } from "./prober/index.ts";
 import { ProbeVerdicts } from "./prober/verdicts.ts";
 import { MirrorPods } from "./pods/mirror.ts";
+import { podDirs } from "./pods/dirs.ts";
 import { CriPodRuntime } from "./runtime/manager.ts";
 import { parseResolvConf, type DnsSettings } from "./runtime/dns.ts";
 import { healthzApp, syncLoopCheck } from "./server/healthz.ts";
@@ -138,6 +139,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
       seccompDefault: k.seccompDefault,
     },
     ...(hostIP ? { hostIP } : {}),
+    podDirs: podDirs(config.rootDir),
   });
   const statuses = new LocalStatusStore();
   let mirrors: MirrorPods | undefined; // cluster mode: API copies of static pods, made once the node is registered

@@ -13,6 +13,7 @@ import {
   PodSandboxFilter,
   PodSandboxState,
   isNotFound,
+  type ContainerStatus as CriContainerStatus,
   type CriService,
   type Mount,
   type PodSandboxConfig,
@@ -29,7 +30,10 @@ import { hookOf, MINIMUM_GRACE_AFTER_PRESTOP_SECONDS, runHook } from "./hooks.ts
 import { effectiveSecurityContext, SecurityContextError, verifyRunAsNonRoot } from "./security.ts";
 import type { PodRef, PodRuntime, SyncPodOutcome } from "./index.ts";
 import * as L from "./labels.ts";
-import { backoffKey, containerSpecOf, isSidecar, planPod, type Unhealthy } from "./plan.ts";
+import { backoffKey, containerSpecOf, isSidecar, planPod, restartPolicyOf, type Unhealthy } from "./plan.ts";
+import { PodFiles } from "./pod-files.ts";
+import { terminationMessage } from "./termination.ts";
+import type { PodDirs } from "../pods/dirs.ts";
 import type { ContainerState, ObservedContainer, ObservedPod, ObservedSandbox, PodSyncOutcome, RuntimePodRecord, SyncResult } from "./types.ts";
 
 export interface CriPodRuntimeOptions {
@@ -49,6 +53,12 @@ export interface CriPodRuntimeOptions {
   containerResources?: ContainerResourcesFn;
   /** The prober's verdicts: running containers of a pod to restart (container ID → why). */
   unhealthy?: (podUid: string) => Unhealthy;
+  /** Where pod files live (<rootDir>/pods); with it, containers get the managed /etc/hosts and a termination message file. */
+  podDirs?: PodDirs;
+  /** Uniform in [0, 1); names termination message files. Default Math.random. */
+  random?: () => number;
+  /** The node's hosts file, for host-network pods (default /etc/hosts). */
+  nodeHostsPath?: string;
 }
 
 export interface PodCgroupHooks {
@@ -80,15 +90,33 @@ function containerStateOf(s: CriContainerState): ContainerState {
 
 type Waiting = Map<string, { reason: string; message?: string }>;
 
+/** The runtime's message, and for an exited container its termination message (file or log tail) after it. */
+function messageOf(s: CriContainerStatus): { message?: string } {
+  if (s.state !== CriContainerState.CONTAINER_EXITED) return s.message ? { message: s.message } : {};
+  const message = terminationMessage({
+    exitCode: s.exitCode,
+    runtimeMessage: s.message,
+    mounts: s.mounts,
+    terminationMessagePath: s.annotations[L.TerminationMessagePathAnnotation] ?? "",
+    terminationMessagePolicy: s.annotations[L.TerminationMessagePolicyAnnotation] ?? "File",
+    logPath: s.logPath,
+  });
+  return message ? { message } : {};
+}
+
 export class CriPodRuntime implements PodRuntime {
   readonly crashLoop: Backoff;
   private readonly imagePulls: Backoff;
   private readonly recorder: EventRecorder;
+  private readonly podFiles: PodFiles | undefined;
 
   constructor(private readonly opts: CriPodRuntimeOptions) {
     this.crashLoop = opts.crashLoopBackoff ?? Backoff.crashLoop(opts.clock);
     this.imagePulls = opts.imagePullBackoff ?? Backoff.crashLoop(opts.clock);
     this.recorder = opts.recorder ?? new LogEventRecorder(opts.logger);
+    this.podFiles = opts.podDirs
+      ? new PodFiles({ dirs: opts.podDirs, random: opts.random ?? Math.random, clusterDomain: opts.node.clusterDomain, nodeHostsPath: opts.nodeHostsPath ?? "/etc/hosts" })
+      : undefined;
   }
 
   async observe(ref: PodRef): Promise<ObservedPod> {
@@ -134,7 +162,7 @@ export class CriPodRuntime implements PodRuntime {
             finishedAt: nsToMs(s.finishedAt),
             ...(s.state === CriContainerState.CONTAINER_EXITED ? { exitCode: s.exitCode } : {}),
             ...(s.reason ? { reason: s.reason } : {}),
-            ...(s.message ? { message: s.message } : {}),
+            ...messageOf(s),
           };
         }),
       )
@@ -192,9 +220,12 @@ export class CriPodRuntime implements PodRuntime {
       }
     }
     if (!sandboxId) return { results, waiting, changed, ...(retries.length ? { retryAfterMs: Math.min(...retries) } : {}) };
-    const podIP = actions.createSandbox
-      ? (await this.opts.cri.podSandboxStatus(sandboxId).catch(() => undefined))?.status?.network?.ip
-      : observed.sandboxes[0]?.ip;
+    // A host-network pod's IP is the node's (upstream generateAPIPodStatus), for env, hooks and /etc/hosts.
+    const podIP = pod.spec.hostNetwork
+      ? this.opts.hostIP
+      : actions.createSandbox
+        ? (await this.opts.cri.podSandboxStatus(sandboxId).catch(() => undefined))?.status?.network?.ip
+        : observed.sandboxes[0]?.ip;
 
     for (const start of actions.containersToStart) {
       const spec = containerSpecOf(pod, start.name)!;
@@ -207,8 +238,8 @@ export class CriPodRuntime implements PodRuntime {
   }
 
   /** What a container mounts: its volumes and the pod's own files (hosts file, termination log). */
-  private async containerMounts(_pod: Pod, _spec: Pod["spec"]["containers"][number]): Promise<Mount[]> {
-    return [];
+  private async containerMounts(pod: Pod, spec: Pod["spec"]["containers"][number]): Promise<Mount[]> {
+    return [...(this.podFiles?.mounts(pod, spec) ?? [])];
   }
 
   private cgroupParent(pod: Pod): string {
@@ -279,6 +310,7 @@ export class CriPodRuntime implements PodRuntime {
     let config;
     try {
       verifyRunAsNonRoot(effectiveSecurityContext(pod, spec), imageUser);
+      this.podFiles?.prepare(pod, podIP ? [podIP] : []);
       const mounts = await this.containerMounts(pod, spec);
       config = containerConfig(pod, spec, restartCount, imageRef, { podIP, ...(this.opts.hostIP ? { hostIP: this.opts.hostIP } : {}) }, this.opts.node, mounts);
       if (this.opts.containerResources) {
@@ -323,7 +355,9 @@ export class CriPodRuntime implements PodRuntime {
       results.push({ action: "StartContainer", target: spec.name });
     } catch (err) {
       this.recorder.event(podRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
-      // The container stays, exited with ContainerCannotRun; the crash-loop backoff governs the retry.
+      // The container stays, exited as the runtime says (containerd: StartError, 128); it waits with
+      // RunContainerError until the crash-loop backoff governs the retry, when it will be restarted (upstream reasonCache).
+      if (restartPolicyOf(pod) !== "Never" || isSidecar(spec)) waiting.set(spec.name, { reason: "RunContainerError", message: errorMessage(err) });
       results.push({ action: "StartContainer", target: spec.name, error: { reason: "RunContainerError", message: errorMessage(err) } });
     }
     return results;
@@ -386,6 +420,7 @@ export class CriPodRuntime implements PodRuntime {
     if (results.every((r) => !r.error)) {
       // Upstream removes a deleted pod's log directory with its containers.
       rmSync(podLogDirectory(this.opts.node.podLogsDir, ref), { recursive: true, force: true });
+      this.podFiles?.remove(ref.uid);
       this.crashLoop.forgetPrefix(`${ref.uid}/`);
       this.imagePulls.forgetPrefix(`${ref.uid}/`);
     }

@@ -1,0 +1,101 @@
+// The runtime manager's pod semantics with a FakeCri: pod files (hosts,
+// termination messages), reasons, env references, DNS, sysctls and pulls.
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { FakeCri } from "../cri/fake.ts";
+import { podDirs } from "../pods/dirs.ts";
+import type { Pod } from "../pods/schema.ts";
+import { FakeClock } from "../util/clock.ts";
+import { memoryLogger } from "../util/log.ts";
+import { refOf } from "./index.ts";
+import { CriPodRuntime, type CriPodRuntimeOptions } from "./manager.ts";
+
+let dir: string;
+beforeEach(() => (dir = mkdtempSync(join(tmpdir(), "semantics-"))));
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+const pod = (container: Partial<Pod["spec"]["containers"][number]> = {}, spec: Partial<Pod["spec"]> = {}): Pod => ({
+  metadata: { name: "web", namespace: "default", uid: "uid-1" },
+  spec: { containers: [{ name: "app", image: "busybox:1.0", ...container }], ...spec },
+});
+
+function setup(over: Partial<CriPodRuntimeOptions> = {}) {
+  const clock = new FakeClock();
+  const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
+  const events: string[] = [];
+  const runtime = new CriPodRuntime({
+    cri,
+    clock,
+    logger: memoryLogger().logger,
+    node: { podLogsDir: join(dir, "logs"), podsCgroupParent: "", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "cluster.local" },
+    podDirs: podDirs(join(dir, "root")),
+    random: () => 0.5,
+    recorder: { event: (_ref, type, reason, message) => void events.push(`${type} ${reason} ${message}`) },
+    ...over,
+  });
+  return { clock, cri, runtime, events };
+}
+
+const sync = async (runtime: CriPodRuntime, p: Pod) => runtime.syncPod(p, await runtime.observe(refOf(p)));
+type Created = [string, { mounts: { containerPath: string; hostPath: string }[]; envs: { key: string; value: string }[] }];
+const created = (cri: FakeCri) => cri.callsOf("createContainer") as Created[];
+
+describe("pod files", () => {
+  test("containers mount the managed /etc/hosts and a fresh termination message file; both go with the pod", async () => {
+    const { cri, runtime } = setup();
+    const p = pod({}, { hostAliases: [{ ip: "1.2.3.4", hostnames: ["alias"] }] } as Partial<Pod["spec"]>);
+    await sync(runtime, p);
+    const [[, config]] = created(cri) as [Created];
+    const root = join(dir, "root/pods/uid-1");
+    expect(config.mounts).toEqual([
+      expect.objectContaining({ containerPath: "/etc/hosts", hostPath: join(root, "etc-hosts") }),
+      expect.objectContaining({ containerPath: "/dev/termination-log", hostPath: join(root, "containers/app/80000000") }),
+    ]);
+    const ip = (await runtime.observe(refOf(p))).sandboxes[0]!.ip!;
+    expect(readFileSync(join(root, "etc-hosts"), "utf8")).toEndWith(`${ip}\tweb\n\n# Entries added by HostAliases.\n1.2.3.4\talias\n`);
+    await runtime.killPod(refOf(p), await runtime.observe(refOf(p)), 0);
+    await runtime.removePod(refOf(p), await runtime.observe(refOf(p)));
+    expect(existsSync(root)).toBe(false);
+  });
+
+  test("a container mounting its own /etc/hosts does not get the managed one", async () => {
+    const { cri, runtime } = setup();
+    await sync(runtime, pod({ volumeMounts: [{ name: "h", mountPath: "/etc/hosts" }] }));
+    expect(created(cri)[0]![1].mounts.map((m) => m.containerPath)).toEqual(["/dev/termination-log"]);
+  });
+
+  test("the termination message written by the container is the terminated state's message, also for a restarted agent", async () => {
+    const { cri, runtime, clock } = setup();
+    const p = pod({}, { restartPolicy: "Never" });
+    await sync(runtime, p);
+    const hostPath = created(cri)[0]![1].mounts.find((m) => m.containerPath === "/dev/termination-log")!.hostPath;
+    writeFileSync(hostPath, "all done");
+    cri.exitContainer((await runtime.observe(refOf(p))).containers[0]!.id, 0);
+    expect((await runtime.observe(refOf(p))).containers[0]).toMatchObject({ reason: "Completed", message: "all done", exitCode: 0 });
+    const restarted = setup({ cri, clock } as Partial<CriPodRuntimeOptions>).runtime;
+    expect((await restarted.observe(refOf(p))).containers[0]!.message).toBe("all done");
+  });
+});
+
+describe("reasons", () => {
+  test("OOMKilled and Error come from the runtime; a failed start waits with RunContainerError and the runtime's message", async () => {
+    const { cri, runtime } = setup();
+    const p = pod();
+    await sync(runtime, p);
+    cri.exitContainer((await runtime.observe(refOf(p))).containers[0]!.id, 137, "OOMKilled");
+    expect((await runtime.observe(refOf(p))).containers[0]).toMatchObject({ state: "exited", exitCode: 137, reason: "OOMKilled" });
+    cri.failNext("startContainer", "Unknown", 'exec: "nope": executable file not found in $PATH');
+    const outcome = await sync(runtime, p);
+    expect(outcome.waiting.get("app")).toEqual({ reason: "RunContainerError", message: expect.stringContaining('exec: "nope": executable file not found') });
+  });
+
+  test("with restartPolicy Never a failed start is not reported as waiting: it will not be retried", async () => {
+    const { cri, runtime } = setup();
+    cri.failNext("startContainer", "Unknown", "no such file");
+    const outcome = await sync(runtime, pod({}, { restartPolicy: "Never" }));
+    expect(outcome.waiting.has("app")).toBe(false);
+    expect(outcome.results.find((r) => r.error)).toMatchObject({ error: { reason: "RunContainerError" } });
+  });
+});
