@@ -9,6 +9,7 @@ import { posix } from "node:path";
 import { parseQuantity, type AgentConfig } from "./config/index.ts";
 import type { CriService } from "./cri/index.ts";
 import { createKubeApi } from "./api/index.ts";
+import { noPodObjects } from "./api/objects.ts";
 import { admitPod } from "./node/admission.ts";
 import { NodeController } from "./node/controller.ts";
 import { allocatableAmounts, nodeFacts } from "./node/status.ts";
@@ -140,6 +141,8 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     },
     ...(hostIP ? { hostIP } : {}),
     podDirs: podDirs(config.rootDir),
+    podObjects: noPodObjects, // the watched cache of referenced configMaps and secrets replaces this
+    nodeAllocatable: () => ({ cpuMilli: nodeAllocatable.cpu, memoryBytes: nodeAllocatable.memory, ephemeralStorageBytes: nodeAllocatable["ephemeral-storage"] }),
   });
   const statuses = new LocalStatusStore();
   let mirrors: MirrorPods | undefined; // cluster mode: API copies of static pods, made once the node is registered

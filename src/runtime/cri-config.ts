@@ -7,7 +7,7 @@ import { ContainerConfig, NamespaceMode, type Mount, PodSandboxConfig, Protocol,
 import { criSecurityContext, effectiveSecurityContext } from "./security.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import type { DnsSettings } from "./dns.ts";
-import { containerEnv, expandCommand, type FieldValues } from "./env.ts";
+import { expandCommand } from "./env.ts";
 import { containerHash } from "./hash.ts";
 import * as L from "./labels.ts";
 
@@ -94,7 +94,8 @@ export function containerConfig(
   container: ContainerSpec,
   restartCount: number,
   imageRef: string,
-  values: FieldValues,
+  /** The resolved environment (env.ts containerEnv). */
+  envs: { key: string; value: string }[],
   node: Pick<NodeSettings, "seccompProfileRoot" | "seccompDefault"> = {},
   /** Volumes and the pod's own files (hosts file, termination log), resolved on the host by the caller. */
   mounts: Mount[] = [],
@@ -104,7 +105,6 @@ export function containerConfig(
     seccompDefault: node.seccompDefault ?? false,
   });
   const id = { uid: pod.metadata.uid ?? "", name: pod.metadata.name ?? "", namespace: pod.metadata.namespace ?? "default" };
-  const envs = containerEnv(pod, container, values);
   return ContainerConfig.create({
     metadata: { name: container.name, attempt: restartCount },
     image: { image: imageRef, userSpecifiedImage: container.image, annotations: {}, runtimeHandler: "" },

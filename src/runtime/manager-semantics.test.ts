@@ -4,6 +4,7 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { FakePodObjects } from "../api/objects.ts";
 import { FakeCri } from "../cri/fake.ts";
 import { podDirs } from "../pods/dirs.ts";
 import type { Pod } from "../pods/schema.ts";
@@ -97,5 +98,29 @@ describe("reasons", () => {
     const outcome = await sync(runtime, pod({}, { restartPolicy: "Never" }));
     expect(outcome.waiting.has("app")).toBe(false);
     expect(outcome.results.find((r) => r.error)).toMatchObject({ error: { reason: "RunContainerError" } });
+  });
+});
+
+describe("env references through the runtime", () => {
+  test("configMapKeyRef from PodObjects reaches the container; a missing key waits with CreateContainerConfigError and upstream's message", async () => {
+    const objects = new FakePodObjects();
+    objects.configMaps.set("default/cfg", { data: { mode: "fast" }, binaryData: {} });
+    const { cri, runtime, events } = setup({ podObjects: objects, nodeAllocatable: () => ({ cpuMilli: 2000, memoryBytes: 1 << 30, ephemeralStorageBytes: 0 }) });
+    await sync(
+      runtime,
+      pod({
+        env: [
+          { name: "MODE", valueFrom: { configMapKeyRef: { name: "cfg", key: "mode" } } },
+          { name: "CPUS", valueFrom: { resourceFieldRef: { resource: "limits.cpu" } } },
+        ],
+      }),
+    );
+    expect(created(cri)[0]![1].envs).toEqual([
+      { key: "MODE", value: "fast" },
+      { key: "CPUS", value: "2" },
+    ]);
+    const outcome = await sync(runtime, { ...pod({ env: [{ name: "X", valueFrom: { configMapKeyRef: { name: "cfg", key: "nope" } } }] }), metadata: { name: "other", namespace: "default", uid: "uid-2" } });
+    expect(outcome.waiting.get("app")).toEqual({ reason: "CreateContainerConfigError", message: "couldn't find key nope in ConfigMap default/cfg" });
+    expect(events).toContain("Warning Failed Error: couldn't find key nope in ConfigMap default/cfg");
   });
 });

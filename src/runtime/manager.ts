@@ -25,7 +25,9 @@ import type { Logger } from "../util/log.ts";
 import { Backoff } from "./backoff.ts";
 import { containerConfig, podLogDirectory, pullPolicyOf, sandboxConfig, type NodeSettings } from "./cri-config.ts";
 import { LogEventRecorder, podRef, type EventRecorder } from "../events/recorder.ts";
-import { EnvError } from "./env.ts";
+import { containerEnv, EnvError } from "./env.ts";
+import { noPodObjects, PodObjectError, type PodObjects } from "../api/objects.ts";
+import type { NodeAllocatable } from "./resource-env.ts";
 import { hookOf, MINIMUM_GRACE_AFTER_PRESTOP_SECONDS, runHook } from "./hooks.ts";
 import { effectiveSecurityContext, SecurityContextError, verifyRunAsNonRoot } from "./security.ts";
 import type { PodRef, PodRuntime, SyncPodOutcome } from "./index.ts";
@@ -59,7 +61,14 @@ export interface CriPodRuntimeOptions {
   random?: () => number;
   /** The node's hosts file, for host-network pods (default /etc/hosts). */
   nodeHostsPath?: string;
+  /** ConfigMaps and secrets for env references (and image pull secrets); none by default. */
+  podObjects?: PodObjects;
+  /** What resourceFieldRef limits default to when a container sets none. */
+  nodeAllocatable?: () => NodeAllocatable;
 }
+
+/** Without node facts, unset limits read as 0 (only tests build the runtime without them). */
+const NO_ALLOCATABLE: NodeAllocatable = { cpuMilli: 0, memoryBytes: 0, ephemeralStorageBytes: 0 };
 
 export interface PodCgroupHooks {
   /** Creates or updates the pod cgroup; returns the cgroup parent for the runtime. Idempotent. */
@@ -312,14 +321,20 @@ export class CriPodRuntime implements PodRuntime {
       verifyRunAsNonRoot(effectiveSecurityContext(pod, spec), imageUser);
       this.podFiles?.prepare(pod, podIP ? [podIP] : []);
       const mounts = await this.containerMounts(pod, spec);
-      config = containerConfig(pod, spec, restartCount, imageRef, { podIP, ...(this.opts.hostIP ? { hostIP: this.opts.hostIP } : {}) }, this.opts.node, mounts);
+      const envs = await containerEnv(pod, spec, {
+        values: { podIP, ...(this.opts.hostIP ? { hostIP: this.opts.hostIP } : {}) },
+        objects: this.opts.podObjects ?? noPodObjects,
+        allocatable: this.opts.nodeAllocatable?.() ?? NO_ALLOCATABLE,
+        warn: (reason, message) => this.recorder.event(podRef(pod), "Warning", reason, message),
+      });
+      config = containerConfig(pod, spec, restartCount, imageRef, envs, this.opts.node, mounts);
       if (this.opts.containerResources) {
         const r = this.opts.containerResources(pod, spec);
         config.linux = { ...config.linux!, resources: LinuxContainerResources.create({ ...r, cpuQuota: BigInt(r.cpuQuota), cpuPeriod: BigInt(r.cpuPeriod), cpuShares: BigInt(r.cpuShares), memoryLimitInBytes: BigInt(r.memoryLimitInBytes), oomScoreAdj: BigInt(r.oomScoreAdj) }) };
       }
       mkdirSync(posix.join(sandbox.logDirectory, spec.name), { recursive: true, mode: 0o755 });
     } catch (err) {
-      const reason = err instanceof EnvError || err instanceof SecurityContextError ? "CreateContainerConfigError" : "CreateContainerError";
+      const reason = err instanceof EnvError || err instanceof PodObjectError || err instanceof SecurityContextError ? "CreateContainerConfigError" : "CreateContainerError";
       waiting.set(spec.name, { reason, message: errorMessage(err) });
       this.recorder.event(podRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
       results.push({ action: "StartContainer", target: spec.name, error: { reason, message: errorMessage(err) } });
