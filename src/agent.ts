@@ -11,6 +11,7 @@ import type { CriService } from "./cri/index.ts";
 import { createKubeApi } from "./api/index.ts";
 import { noPodObjects } from "./api/objects.ts";
 import { admitPod } from "./node/admission.ts";
+import { sysctlAllowlist } from "./node/sysctls.ts";
 import { NodeController } from "./node/controller.ts";
 import { allocatableAmounts, nodeFacts } from "./node/status.ts";
 import { defaultRouteIPv4, goArch, readMachineInfo } from "./node/machine.ts";
@@ -154,9 +155,12 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   const facts = nodeFacts(nodeId, machine, k);
   // Eviction refuses pods under pressure before the resource checks, as upstream.
   let eviction: EvictionManager | undefined;
+  const sysctls = sysctlAllowlist(k.allowedUnsafeSysctls); // upstream order: eviction, sysctls, then the predicates
   const admit = (pod: Pod, active: Pod[]) => {
     const underPressure = eviction?.admitPod(pod);
-    return underPressure && !underPressure.admit ? underPressure : admitPod(pod, active, facts);
+    if (underPressure && !underPressure.admit) return underPressure;
+    const sysctlResult = sysctls.admit(pod);
+    return sysctlResult.admit ? admitPod(pod, active, facts) : sysctlResult;
   };
   const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, admit, recorder, probes: verdicts }));
 

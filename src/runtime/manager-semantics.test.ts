@@ -124,3 +124,19 @@ describe("env references through the runtime", () => {
     expect(events).toContain("Warning Failed Error: couldn't find key nope in ConfigMap default/cfg");
   });
 });
+
+describe("sandbox settings", () => {
+  test("pod sysctls go to the sandbox; DNS cut to upstream's limits is a DNSConfigForming event on the pod", async () => {
+    const { cri, runtime, events } = setup();
+    const p = pod({}, {
+      securityContext: { sysctls: [{ name: "kernel.shm_rmid_forced", value: "1" }] },
+      dnsPolicy: "None",
+      dnsConfig: { nameservers: ["1.1.1.1", "2.2.2.2", "3.3.3.3", "4.4.4.4"], searches: ["a.example"], options: [{ name: "ndots", value: "1" }] },
+    } as Partial<Pod["spec"]>);
+    await sync(runtime, p);
+    const [sandbox] = cri.callsOf("runPodSandbox")[0] as [{ linux: { sysctls: Record<string, string> }; dnsConfig: unknown }];
+    expect(sandbox.linux.sysctls).toEqual({ "kernel.shm_rmid_forced": "1" });
+    expect(sandbox.dnsConfig).toEqual({ servers: ["1.1.1.1", "2.2.2.2", "3.3.3.3"], searches: ["a.example"], options: ["ndots:1"] });
+    expect(events).toContain("Warning DNSConfigForming Nameserver limits were exceeded, some nameservers have been omitted, the applied nameserver line is: 1.1.1.1 2.2.2.2 3.3.3.3");
+  });
+});

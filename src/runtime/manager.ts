@@ -34,6 +34,7 @@ import type { PodRef, PodRuntime, SyncPodOutcome } from "./index.ts";
 import * as L from "./labels.ts";
 import { backoffKey, containerSpecOf, isSidecar, planPod, restartPolicyOf, type Unhealthy } from "./plan.ts";
 import { PodFiles } from "./pod-files.ts";
+import { podDnsConfig } from "./dns.ts";
 import { terminationMessage } from "./termination.ts";
 import type { PodDirs } from "../pods/dirs.ts";
 import type { ContainerState, ObservedContainer, ObservedPod, ObservedSandbox, PodSyncOutcome, RuntimePodRecord, SyncResult } from "./types.ts";
@@ -217,6 +218,7 @@ export class CriPodRuntime implements PodRuntime {
     }
     const config = sandboxConfig(pod, actions.sandboxAttempt, this.opts.node, cgroupParent);
     if (actions.createSandbox) {
+      for (const w of podDnsConfig(pod, this.opts.node).warnings) this.recorder.event(podRef(pod), "Warning", w.reason, w.message);
       try {
         mkdirSync(config.logDirectory, { recursive: true, mode: 0o755 });
         sandboxId = await this.opts.cri.runPodSandbox(config);

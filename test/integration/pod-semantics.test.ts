@@ -74,7 +74,7 @@ describe("pod semantics on a real control plane and containerd", () => {
       podOf("msg-custom", { command: ["sh", "-c", "echo custom > /tmp/msg; exit 4"], terminationMessagePath: "/tmp/msg" }, { restartPolicy: "Never" }),
     );
     await apply(
-      podOf("msg-logs", { command: ["sh", "-c", "echo first; echo second >&2; exit 3"], terminationMessagePolicy: "FallbackToLogsOnError" }, { restartPolicy: "Never" }),
+      podOf("msg-logs", { command: ["sh", "-c", "echo first; sleep 0.3; echo second >&2; exit 3"], terminationMessagePolicy: "FallbackToLogsOnError" }, { restartPolicy: "Never" }),
     );
     const terminated = async (name: string) =>
       eventually(`${name} terminated`, async () => (await mainState(name))?.state?.terminated, 60_000);
@@ -114,7 +114,7 @@ describe("pod semantics on a real control plane and containerd", () => {
     expect(config).toEqual({ reason: "CreateContainerConfigError", message: 'secret "missing" not found' });
   }, 120_000);
 
-  test("/etc/hosts is kubelet-managed: pod IP with hostname and FQDN, host aliases; a container's own /etc/hosts mount wins", async () => {
+  test("/etc/hosts is kubelet-managed: pod IP with hostname and FQDN, host aliases", async () => {
     await apply(
       podOf("hosts", { command: ["sleep", "3600"] }, { hostname: "myhost", subdomain: "sub", hostAliases: [{ ip: "10.9.8.7", hostnames: ["foo.local", "bar.local"] }] }),
     );
@@ -125,5 +125,40 @@ describe("pod semantics on a real control plane and containerd", () => {
     expect(hosts).toContain(`${podIP}\tmyhost.sub.default.svc.cluster.local\tmyhost\n`);
     expect(hosts).toEndWith("\n# Entries added by HostAliases.\n10.9.8.7\tfoo.local\tbar.local\n");
     expect((await execIn("hosts", ["hostname"])).out.trim()).toBe("myhost");
+  }, 90_000);
+
+  test("pod DNS: ClusterFirst gets the cluster server and searches; dnsPolicy None uses only dnsConfig; too many servers are cut with an event", async () => {
+    await apply(podOf("dns-cluster", { command: ["sleep", "3600"] }, { dnsConfig: { options: [{ name: "ndots", value: "2" }, { name: "edns0" }] } }));
+    await apply(
+      podOf(
+        "dns-none",
+        { command: ["sleep", "3600"] },
+        { dnsPolicy: "None", dnsConfig: { nameservers: ["1.1.1.1", "2.2.2.2", "3.3.3.3"], searches: ["one.example", "two.example"], options: [{ name: "timeout", value: "1" }] } },
+      ),
+    );
+    await Promise.all([running("dns-cluster"), running("dns-none")]);
+    const cluster = (await execIn("dns-cluster", ["cat", "/etc/resolv.conf"])).out;
+    expect(cluster).toContain("nameserver 10.96.0.10");
+    expect(cluster).toMatch(/^search default\.svc\.cluster\.local svc\.cluster\.local cluster\.local/m);
+    expect(cluster).toMatch(/^options ndots:2 edns0$/m);
+    const none = (await execIn("dns-none", ["cat", "/etc/resolv.conf"])).out;
+    expect(none.split("\n").filter((l) => l.startsWith("nameserver"))).toEqual(["nameserver 1.1.1.1", "nameserver 2.2.2.2", "nameserver 3.3.3.3"]);
+    expect(none).toMatch(/^search one\.example two\.example$/m);
+    expect(none).toMatch(/^options timeout:1$/m);
+  }, 90_000);
+
+  test("sysctls: safe and allowed unsafe ones are set in the pod; others are rejected at admission with SysctlForbidden", async () => {
+    await apply(
+      podOf("sysctl-ok", { command: ["sleep", "3600"] }, { securityContext: { sysctls: [{ name: "net.ipv4.ip_unprivileged_port_start", value: "80" }, { name: "kernel.msgmax", value: "12345" }] } }),
+    );
+    await apply(podOf("sysctl-bad", { command: ["sleep", "3600"] }, { securityContext: { sysctls: [{ name: "kernel.sem", value: "250 32000 32 128" }] } }));
+    await running("sysctl-ok");
+    expect((await execIn("sysctl-ok", ["cat", "/proc/sys/net/ipv4/ip_unprivileged_port_start"])).out.trim()).toBe("80");
+    expect((await execIn("sysctl-ok", ["cat", "/proc/sys/kernel/msgmax"])).out.trim()).toBe("12345");
+    const rejected = await eventually("sysctl-bad Failed", async () => {
+      const s = await statusOf("sysctl-bad");
+      return s?.phase === "Failed" ? s : undefined;
+    });
+    expect(rejected).toMatchObject({ reason: "SysctlForbidden", message: 'forbidden sysctl: "kernel.sem" not allowlisted' });
   }, 90_000);
 });
