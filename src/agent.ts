@@ -29,6 +29,7 @@ import { ProbeVerdicts } from "./prober/verdicts.ts";
 import { MirrorPods } from "./pods/mirror.ts";
 import { podDirs } from "./pods/dirs.ts";
 import { CriPodRuntime } from "./runtime/manager.ts";
+import { PullQueue } from "./runtime/pull-queue.ts";
 import { parseResolvConf, type DnsSettings } from "./runtime/dns.ts";
 import { healthzApp, syncLoopCheck } from "./server/healthz.ts";
 import { readOnlyApp } from "./server/readonly.ts";
@@ -143,6 +144,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     ...(hostIP ? { hostIP } : {}),
     podDirs: podDirs(config.rootDir),
     podObjects: noPodObjects, // the watched cache of referenced configMaps and secrets replaces this
+    pullQueue: PullQueue.fromConfig(k.serializeImagePulls, k.maxParallelImagePulls),
     nodeAllocatable: () => ({ cpuMilli: nodeAllocatable.cpu, memoryBytes: nodeAllocatable.memory, ephemeralStorageBytes: nodeAllocatable["ephemeral-storage"] }),
   });
   const statuses = new LocalStatusStore();

@@ -140,3 +140,41 @@ describe("sandbox settings", () => {
     expect(events).toContain("Warning DNSConfigForming Nameserver limits were exceeded, some nameservers have been omitted, the applied nameserver line is: 1.1.1.1 2.2.2.2 3.3.3.3");
   });
 });
+
+describe("image pulls", () => {
+  test("imagePullSecrets reach the runtime as AuthConfig; a failing credential is followed by the next; a missing secret is an event", async () => {
+    const objects = new FakePodObjects();
+    const b64 = (s: string) => Buffer.from(s).toString("base64");
+    objects.secrets.set("default/regcred", {
+      type: "kubernetes.io/dockerconfigjson",
+      data: { ".dockerconfigjson": b64(JSON.stringify({ auths: { "reg.example.com": { auth: b64("first:one") }, "reg.example.com/team": { username: "team", password: "two" } } })) },
+    });
+    const { cri, runtime, events } = setup({ podObjects: objects });
+    cri.failNext("pullImage", "Unknown", "unauthorized");
+    const p = pod({ image: "reg.example.com/team/app:1.0" }, { imagePullSecrets: [{ name: "regcred" }, { name: "absent" }] } as Partial<Pod["spec"]>);
+    const outcome = await sync(runtime, p);
+    expect(outcome.results.filter((r) => r.error)).toEqual([]);
+    const auths = (cri.callsOf("pullImage") as [unknown, { username: string; password: string }][]).map(([, a]) => `${a.username}:${a.password}`);
+    expect(auths).toEqual(["team:two", "first:one"]);
+    expect(cri.pulls.map((x) => x.auth?.username)).toEqual(["first"]);
+    expect(events).toContain("Warning FailedToRetrieveImagePullSecret Unable to retrieve some image pull secrets (absent); attempting to pull the image may not succeed.");
+  });
+
+  test("without matching credentials the pull is anonymous; pulls of different pods wait for each other when serialized", async () => {
+    const { PullQueue } = await import("./pull-queue.ts");
+    const queue = new PullQueue(1);
+    const { cri, runtime } = setup({ pullQueue: queue });
+    const release = cri.holdNext("pullImage");
+    const first = sync(runtime, pod({ image: "other.io/a:1" }));
+    const second = sync(runtime, { ...pod({ image: "other.io/b:1" }), metadata: { name: "b", namespace: "default", uid: "uid-b" } });
+    await new Promise((r) => setTimeout(r, 10));
+    expect(queue.size).toEqual({ active: 1, waiting: 1 });
+    expect(cri.callsOf("pullImage")).toHaveLength(1);
+    release();
+    await Promise.all([first, second]);
+    expect(cri.pulls.map((x) => [x.image, x.auth])).toEqual([
+      ["other.io/a:1", undefined],
+      ["other.io/b:1", undefined],
+    ]);
+  });
+});

@@ -35,6 +35,8 @@ import * as L from "./labels.ts";
 import { backoffKey, containerSpecOf, isSidecar, planPod, restartPolicyOf, type Unhealthy } from "./plan.ts";
 import { PodFiles } from "./pod-files.ts";
 import { podDnsConfig } from "./dns.ts";
+import { PullQueue } from "./pull-queue.ts";
+import { podKeyring } from "./pull-secrets.ts";
 import { terminationMessage } from "./termination.ts";
 import type { PodDirs } from "../pods/dirs.ts";
 import type { ContainerState, ObservedContainer, ObservedPod, ObservedSandbox, PodSyncOutcome, RuntimePodRecord, SyncResult } from "./types.ts";
@@ -66,6 +68,8 @@ export interface CriPodRuntimeOptions {
   podObjects?: PodObjects;
   /** What resourceFieldRef limits default to when a container sets none. */
   nodeAllocatable?: () => NodeAllocatable;
+  /** Node-wide pull concurrency (serializeImagePulls / maxParallelImagePulls); one at a time by default, as upstream. */
+  pullQueue?: PullQueue;
 }
 
 /** Without node facts, unset limits read as 0 (only tests build the runtime without them). */
@@ -119,11 +123,13 @@ export class CriPodRuntime implements PodRuntime {
   private readonly imagePulls: Backoff;
   private readonly recorder: EventRecorder;
   private readonly podFiles: PodFiles | undefined;
+  private readonly pullQueue: PullQueue;
 
   constructor(private readonly opts: CriPodRuntimeOptions) {
     this.crashLoop = opts.crashLoopBackoff ?? Backoff.crashLoop(opts.clock);
     this.imagePulls = opts.imagePullBackoff ?? Backoff.crashLoop(opts.clock);
     this.recorder = opts.recorder ?? new LogEventRecorder(opts.logger);
+    this.pullQueue = opts.pullQueue ?? new PullQueue(1);
     this.podFiles = opts.podDirs
       ? new PodFiles({ dirs: opts.podDirs, random: opts.random ?? Math.random, clusterDomain: opts.node.clusterDomain, nodeHostsPath: opts.nodeHostsPath ?? "/etc/hosts" })
       : undefined;
@@ -276,7 +282,7 @@ export class CriPodRuntime implements PodRuntime {
     try {
       this.recorder.event(ref, "Normal", "Pulling", `Pulling image "${image}"`);
       const started = clock.now();
-      const pulled = await cri.pullImage({ image, annotations: {}, userSpecifiedImage: image, runtimeHandler: "" }, undefined, sandbox);
+      const pulled = await this.pull(pod, image, sandbox);
       this.recorder.event(ref, "Normal", "Pulled", `Successfully pulled image "${image}" in ${clock.now() - started}ms`);
       const status = await cri.imageStatus({ image: pulled, annotations: {}, userSpecifiedImage: image, runtimeHandler: "" });
       return status ? imageInfo(status) : { ref: pulled, username: "" };
@@ -290,6 +296,28 @@ export class CriPodRuntime implements PodRuntime {
       this.imagePulls.next(key, this.opts.clock.now());
       throw new ImageError("ErrImagePull", errorMessage(err), this.imagePulls.remainingSince(key, this.opts.clock.now()));
     }
+  }
+
+  /** One pull through the node-wide queue, with each matching pull secret in turn until one works (upstream), or anonymously. */
+  private async pull(pod: Pod, image: string, sandbox: PodSandboxConfig): Promise<string> {
+    const { keyring, missing } = await podKeyring(pod, this.opts.podObjects ?? noPodObjects);
+    if (missing.length) {
+      this.recorder.event(podRef(pod), "Warning", "FailedToRetrieveImagePullSecret", `Unable to retrieve some image pull secrets (${missing.join(", ")}); attempting to pull the image may not succeed.`);
+    }
+    const spec = { image, annotations: {}, userSpecifiedImage: image, runtimeHandler: "" };
+    const auths = keyring.lookup(image);
+    return this.pullQueue.run(async () => {
+      if (!auths.length) return this.opts.cri.pullImage(spec, undefined, sandbox);
+      const errors: string[] = [];
+      for (const auth of auths) {
+        try {
+          return await this.opts.cri.pullImage(spec, { username: auth.username, password: auth.password }, sandbox);
+        } catch (err) {
+          errors.push(errorMessage(err));
+        }
+      }
+      throw new Error(errors.length === 1 ? errors[0] : `[${errors.join(", ")}]`);
+    });
   }
 
   private async startContainer(
