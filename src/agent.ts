@@ -9,7 +9,9 @@ import { posix } from "node:path";
 import { parseQuantity, type AgentConfig } from "./config/index.ts";
 import type { CriService } from "./cri/index.ts";
 import { createKubeApi } from "./api/index.ts";
+import { noPodObjects } from "./api/objects.ts";
 import { admitPod } from "./node/admission.ts";
+import { sysctlAllowlist } from "./node/sysctls.ts";
 import { NodeController } from "./node/controller.ts";
 import { allocatableAmounts, nodeFacts } from "./node/status.ts";
 import { defaultRouteIPv4, goArch, readMachineInfo } from "./node/machine.ts";
@@ -30,7 +32,9 @@ import { ProbeMetrics } from "./metrics/probes.ts";
 import { resourceMetrics } from "./metrics/resource.ts";
 import { ProbeVerdicts } from "./prober/verdicts.ts";
 import { MirrorPods } from "./pods/mirror.ts";
+import { podDirs } from "./pods/dirs.ts";
 import { CriPodRuntime } from "./runtime/manager.ts";
+import { PullQueue } from "./runtime/pull-queue.ts";
 import { parseResolvConf, type DnsSettings } from "./runtime/dns.ts";
 import { healthzApp, syncLoopCheck } from "./server/healthz.ts";
 import { readOnlyApp } from "./server/readonly.ts";
@@ -151,6 +155,10 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
       seccompDefault: k.seccompDefault,
     },
     ...(hostIP ? { hostIP } : {}),
+    podDirs: podDirs(config.rootDir),
+    podObjects: noPodObjects, // the watched cache of referenced configMaps and secrets replaces this
+    pullQueue: PullQueue.fromConfig(k.serializeImagePulls, k.maxParallelImagePulls),
+    nodeAllocatable: () => ({ cpuMilli: nodeAllocatable.cpu, memoryBytes: nodeAllocatable.memory, ephemeralStorageBytes: nodeAllocatable["ephemeral-storage"] }),
   });
   const statuses = new LocalStatusStore();
   let mirrors: MirrorPods | undefined; // cluster mode: API copies of static pods, made once the node is registered
@@ -162,9 +170,12 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   const facts = nodeFacts(nodeId, machine, k);
   // Eviction refuses pods under pressure before the resource checks, as upstream.
   let eviction: EvictionManager | undefined;
+  const sysctls = sysctlAllowlist(k.allowedUnsafeSysctls); // upstream order: eviction, sysctls, then the predicates
   const admit = (pod: Pod, active: Pod[]) => {
     const underPressure = eviction?.admitPod(pod);
-    return underPressure && !underPressure.admit ? underPressure : admitPod(pod, active, facts);
+    if (underPressure && !underPressure.admit) return underPressure;
+    const sysctlResult = sysctls.admit(pod);
+    return sysctlResult.admit ? admitPod(pod, active, facts) : sysctlResult;
   };
   const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, admit, recorder, probes: verdicts, metrics }));
 
