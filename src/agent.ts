@@ -30,7 +30,8 @@ import { parseResolvConf, type DnsSettings } from "./runtime/dns.ts";
 import { healthzApp, syncLoopCheck } from "./server/healthz.ts";
 import { readOnlyApp } from "./server/readonly.ts";
 import { startKubeletServer } from "./server/wire.ts";
-import { ApiServerSource } from "./sources/apiserver.ts";
+import { ApiServerSource, POD_CHECKPOINT_KIND } from "./sources/apiserver.ts";
+import { FileCheckpointStore } from "./checkpoint/index.ts";
 import { FileSource } from "./sources/file.ts";
 import { UrlSource } from "./sources/url.ts";
 import { PodConfig } from "./sources/podconfig.ts";
@@ -236,7 +237,19 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     node?.start();
     mirrors = new MirrorPods({ api: cluster.api, nodeName: config.nodeName, nodeUid: () => node?.nodeUid(), logger });
     const observeMirrors = mirrors;
-    sources.push(stack.use(new ApiServerSource({ api: cluster.api, nodeName: config.nodeName, clock, logger, onMirrorPods: (pods) => (observeMirrors.observe(pods), apiStatus?.mirrorsChanged()) })));
+    const checkpoint = offlineCheckpoint(config, { clock, logger });
+    sources.push(
+      stack.use(
+        new ApiServerSource({
+          api: cluster.api,
+          nodeName: config.nodeName,
+          clock,
+          logger,
+          onMirrorPods: (pods) => (observeMirrors.observe(pods), apiStatus?.mirrorsChanged()),
+          ...(checkpoint ? { checkpoint } : {}),
+        }),
+      ),
+    );
   }
   const syncLoop = stack.use(
     new SyncLoop({
@@ -302,6 +315,23 @@ async function connectCluster(config: AgentConfig, opts: { clock: Clock; logger:
   });
   opts.logger.info("using the API server", { server: rest.server, node: config.nodeName });
   return { api: createKubeApi(rest), internalIP: defaultRouteIPv4(), kubeletVersion };
+}
+
+/**
+ * Offline autonomy (bunlet extension): the API pods' checkpoint under
+ * <rootDir>/checkpoints. Turned off, old checkpoints are removed so that a
+ * later start with it on never runs a stale set.
+ */
+function offlineCheckpoint(config: AgentConfig, opts: { clock: Clock; logger: Logger }) {
+  const { enabled, maxAge } = config.kubelet.offlineAutonomy;
+  const store = new FileCheckpointStore({ dir: posix.join(config.rootDir, "checkpoints"), ...opts });
+  if (enabled) return { store, maxAgeMs: maxAge };
+  try {
+    for (const uid of store.keys(POD_CHECKPOINT_KIND)) store.remove(POD_CHECKPOINT_KIND, uid);
+  } catch (err) {
+    opts.logger.warn("could not remove old pod checkpoints", { err: errorMessage(err) });
+  }
+  return undefined;
 }
 
 /** Waits until the runtime answers Version; the agent cannot do anything before that. */
