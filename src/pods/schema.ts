@@ -131,7 +131,7 @@ export function formatIssues(issues: readonly v.BaseIssue<unknown>[]): string {
       // valibot words a missing key as "Invalid key: Expected ..."; say it plainly.
       const message = issue.message.startsWith("Invalid key:") ? "is required" : issue.message;
       // An issue at the root (a string or a list instead of a Pod) names the document instead of a field.
-      return path ? `field "${path}": ${message}` : `document: ${message}`;
+      return issue.path?.length ? `field "${path}": ${message}` : `document: ${message}`;
     })
     .join("; ");
 }
