@@ -30,8 +30,11 @@ const NAMES_SOMETHING = /(field "|flag --|--[a-z]|config file |node name |unknow
 /** About the config file: a field, or what is wrong with the file as a whole. */
 const FILE_PROBLEM = /^(field "|invalid YAML|invalid JSON|is empty|is \d+ bytes|holds \d+ documents|nesting is deeper|expected a KubeletConfiguration object|YAML anchors|line \d+, column \d+: |document is)/;
 
+const outcomes = { run: 0, help: 0, version: 0, error: 0 };
+
 function check([argv, file]: [string[], string | undefined]): void {
   const result = run(argv, file);
+  outcomes[result.kind]++;
   expect(["run", "help", "version", "error"]).toContain(result.kind);
   if (result.kind !== "error") return;
   expect(result.message.length).toBeGreaterThan(0);
@@ -76,4 +79,7 @@ test("the testdata files load as they are", () => {
 
 test("3000 generated and mutated config files and command lines: no throw, every rejection names what it is about", () => {
   forAll({ seed: 0xc0ff_1234, count: 3000 }, generate, check);
+  // Both sides were exercised: inputs that still load, and rejections.
+  expect(outcomes.run).toBeGreaterThan(150);
+  expect(outcomes.error).toBeGreaterThan(1500);
 });
