@@ -213,7 +213,9 @@ export class ApiStatusManager implements StatusSink, AsyncDisposable {
           this.entries.delete(uid);
           return;
         }
-        logger.warn("pod status update failed; will retry", { pod: `${ns}/${name}`, err: errorMessage(err), retryInMs: entry.retryMs });
+        // Warned once per failure streak: an edge node offline for days must not log every pod every 10s.
+        const log = entry.retryMs === 500 ? logger.warn : logger.v(4).info;
+        log("pod status update failed; will retry", { pod: `${ns}/${name}`, err: errorMessage(err), retryInMs: entry.retryMs });
         await clock.sleep(entry.retryMs, this.retryWake.signal).catch(() => {});
         entry.retryMs = Math.min(entry.retryMs * 2, 10_000);
       }
