@@ -39,7 +39,8 @@ import { parseResolvConf, type DnsSettings } from "./runtime/dns.ts";
 import { healthzApp, syncLoopCheck } from "./server/healthz.ts";
 import { readOnlyApp } from "./server/readonly.ts";
 import { startKubeletServer } from "./server/wire.ts";
-import { ApiServerSource } from "./sources/apiserver.ts";
+import { ApiServerSource, POD_CHECKPOINT_KIND } from "./sources/apiserver.ts";
+import { FileCheckpointStore } from "./checkpoint/index.ts";
 import { FileSource } from "./sources/file.ts";
 import { UrlSource } from "./sources/url.ts";
 import { PodConfig } from "./sources/podconfig.ts";
@@ -162,8 +163,9 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   });
   const statuses = new LocalStatusStore();
   let mirrors: MirrorPods | undefined; // cluster mode: API copies of static pods, made once the node is registered
+  // Disposed after the pod workers (the stack unwinds in reverse): the last statuses they write get a short flush.
   const apiStatus = cluster
-    ? new ApiStatusManager({ api: cluster.api, hostIPs: () => (hostIP ? [hostIP] : []), clock, logger, local: statuses, mirrorOf: (pod) => mirrors?.mirrorOf(pod) })
+    ? stack.use(new ApiStatusManager({ api: cluster.api, hostIPs: () => (hostIP ? [hostIP] : []), clock, logger, local: statuses, mirrorOf: (pod) => mirrors?.mirrorOf(pod) }))
     : undefined;
   const statusSink = apiStatus ?? statuses;
   const nodeId = { nodeName: config.nodeName, nodeIPs: config.nodeIPs, nodeLabels: config.nodeLabels, kubeletVersion: cluster?.kubeletVersion ?? "" };
@@ -260,7 +262,19 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     node?.start();
     mirrors = new MirrorPods({ api: cluster.api, nodeName: config.nodeName, nodeUid: () => node?.nodeUid(), logger });
     const observeMirrors = mirrors;
-    sources.push(stack.use(new ApiServerSource({ api: cluster.api, nodeName: config.nodeName, clock, logger, onMirrorPods: (pods) => (observeMirrors.observe(pods), apiStatus?.mirrorsChanged()) })));
+    const checkpoint = offlineCheckpoint(config, { clock, logger });
+    sources.push(
+      stack.use(
+        new ApiServerSource({
+          api: cluster.api,
+          nodeName: config.nodeName,
+          clock,
+          logger,
+          onMirrorPods: (pods) => (observeMirrors.observe(pods), apiStatus?.mirrorsChanged()),
+          ...(checkpoint ? { checkpoint } : {}),
+        }),
+      ),
+    );
   }
   const syncLoop = stack.use(
     new SyncLoop({
@@ -360,6 +374,23 @@ async function connectCluster(config: AgentConfig, opts: { clock: Clock; logger:
   const rest = createRestClient({ credentials, qps: config.kubelet.kubeAPIQPS, burst: config.kubelet.kubeAPIBurst, clock: opts.clock, userAgent });
   opts.logger.info("using the API server", { server: rest.server, node: config.nodeName });
   return { api: createKubeApi(rest), internalIP: defaultRouteIPv4(), kubeletVersion, rotation };
+}
+
+/**
+ * Offline autonomy (bunlet extension): the API pods' checkpoint under
+ * <rootDir>/checkpoints. Turned off, old checkpoints are removed so that a
+ * later start with it on never runs a stale set.
+ */
+function offlineCheckpoint(config: AgentConfig, opts: { clock: Clock; logger: Logger }) {
+  const { enabled, maxAge } = config.kubelet.offlineAutonomy;
+  const store = new FileCheckpointStore({ dir: posix.join(config.rootDir, "checkpoints"), ...opts });
+  if (enabled) return { store, maxAgeMs: maxAge };
+  try {
+    for (const uid of store.keys(POD_CHECKPOINT_KIND)) store.remove(POD_CHECKPOINT_KIND, uid);
+  } catch (err) {
+    opts.logger.warn("could not remove old pod checkpoints", { err: errorMessage(err) });
+  }
+  return undefined;
 }
 
 /** Waits until the runtime answers Version; the agent cannot do anything before that. */
