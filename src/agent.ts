@@ -38,6 +38,7 @@ import type { PodSource } from "./sources/types.ts";
 import { ApiStatusManager } from "./status/api.ts";
 import { LocalStatusStore } from "./status/index.ts";
 import { PodWorkers } from "./sync/podworkers.ts";
+import { createVolumeManager } from "./volumes/wire.ts";
 import { SyncLoop } from "./sync/syncloop.ts";
 import { realClock, type Clock } from "./util/clock.ts";
 import { errorMessage } from "./util/errors.ts";
@@ -108,8 +109,11 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
       onChange: (uid) => workers.sync(uid),
     }),
   );
+  // configMaps and secrets pods reference (watched in cluster mode), and their volumes below rootDir/pods.
+  const { volumes } = stack.use(createVolumeManager({ rootDir: config.rootDir, ...(cluster ? { api: cluster.api } : {}), allocatable: nodeAllocatable, clock, logger }));
   const runtime = new CriPodRuntime({
     cri,
+    volumes,
     clock,
     logger,
     recorder,
@@ -249,7 +253,15 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
       clock,
       logger,
       ...(mirrors ? { mirrors } : {}),
-      housekeepingTasks: podCgroups ? [everyMs(60_000, clock, () => podCgroupHousekeeping(podCgroups, workers, pleg, logger))] : [],
+      housekeepingTasks: [
+        ...(podCgroups ? [everyMs(60_000, clock, () => podCgroupHousekeeping(podCgroups, workers, pleg, logger))] : []),
+        // Directories (and mounts) of pods gone from the agent and the runtime, as upstream cleanupOrphanedPodDirs.
+        everyMs(60_000, clock, async () => {
+          if (!pleg.hasRelisted()) return;
+          const inRuntime = new Set(pleg.runtimePods().map((p) => p.uid));
+          await volumes.cleanupOrphans((uid) => workers.has(uid) || inRuntime.has(uid));
+        }),
+      ],
     }),
   );
 
