@@ -3,7 +3,7 @@
 // API pods for configMap, secret and projected volumes. Everything is
 // checked from inside the containers (exec) or through the API server.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createCriClient } from "../../src/cri/client.ts";
 import { ContainerFilter, ContainerState, type CriService } from "../../src/cri/index.ts";
@@ -245,6 +245,25 @@ describe("volumes on a real containerd and control plane", () => {
     expect(review.status.user?.extra?.["authentication.kubernetes.io/pod-name"]).toEqual(["sa"]);
     expect((await sh(id, `grep ' ${dir} ' /proc/mounts`)).trim()).toMatch(/^tmpfs /);
   });
+
+  test("an agent restart (kill -9) reuses the volumes of the pods it adopts: same containers, no rewrite, no second tmpfs", async () => {
+    const uidOf = async (name: string) => JSON.parse(await kubectl("get", "pod", name, "-o", "json")).metadata.uid as string;
+    const cmDir = join(agent.dir, "root", "pods", await uidOf("cm-reader"), "volumes", "kubernetes.io~configmap", "cfg");
+    const saRoot = join(agent.dir, "root", "pods", await uidOf("sa"), "volumes", "kubernetes.io~projected");
+    const mountsUnder = async (dir: string) => (await Bun.file("/proc/self/mountinfo").text()).split("\n").filter((l) => l.split(" ")[4]?.startsWith(dir)).length;
+    const before = { data: readlinkSync(join(cmDir, "..data")), reader: await runningContainer("cm-reader"), saMounts: await mountsUnder(saRoot) };
+    expect(before.saMounts).toBe(1);
+    await agent.kill("SIGKILL");
+    agent.start();
+    await eventually("agent serves /pods again", async () => (await agent.pods()).items.length > 0, 30_000);
+    await Bun.sleep(5_000); // more than one syncFrequency: every adopted pod was synced again
+    expect(readlinkSync(join(cmDir, "..data"))).toBe(before.data);
+    expect(await mountsUnder(saRoot)).toBe(1);
+    expect(await runningContainer("cm-reader")).toBe(before.reader);
+    // The restarted agent watches the configMap again.
+    await apply({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "app-config", namespace: "default" }, data: { a: "v6", b: "v6", c: "v6" } });
+    await eventually("v6 after the restart", async () => (await sh(before.reader, "cat /cfg/a")).trim() === "v6", 20_000, 200);
+  }, 60_000);
 
   test("a deleted pod's volumes are unmounted and its directory removed", async () => {
     const uid = JSON.parse(await kubectl("get", "pod", "sec", "-o", "json")).metadata.uid as string;
