@@ -9,7 +9,6 @@ import { posix } from "node:path";
 import { parseQuantity, type AgentConfig } from "./config/index.ts";
 import type { CriService } from "./cri/index.ts";
 import { createKubeApi } from "./api/index.ts";
-import { noPodObjects } from "./api/objects.ts";
 import { admitPod } from "./node/admission.ts";
 import { sysctlAllowlist } from "./node/sysctls.ts";
 import { NodeController } from "./node/controller.ts";
@@ -48,6 +47,7 @@ import type { PodSource } from "./sources/types.ts";
 import { ApiStatusManager } from "./status/api.ts";
 import { LocalStatusStore } from "./status/index.ts";
 import { PodWorkers } from "./sync/podworkers.ts";
+import { createVolumeManager } from "./volumes/wire.ts";
 import { SyncLoop } from "./sync/syncloop.ts";
 import { realClock, type Clock } from "./util/clock.ts";
 import { errorMessage } from "./util/errors.ts";
@@ -125,8 +125,11 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
       onPodRemoved: (uid) => probeMetrics.forgetPod(uid),
     }),
   );
+  // configMaps and secrets pods reference (watched in cluster mode), and their volumes below rootDir/pods.
+  const { volumes, podObjects } = stack.use(createVolumeManager({ rootDir: config.rootDir, ...(cluster ? { api: cluster.api } : {}), allocatable: nodeAllocatable, clock, logger }));
   const runtime = new CriPodRuntime({
     cri,
+    volumes,
     clock,
     logger,
     recorder,
@@ -157,7 +160,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     },
     ...(hostIP ? { hostIP } : {}),
     podDirs: podDirs(config.rootDir),
-    podObjects: noPodObjects, // the watched cache of referenced configMaps and secrets replaces this
+    podObjects, // env references and pull secrets read the same watched cache as volumes
     pullQueue: PullQueue.fromConfig(k.serializeImagePulls, k.maxParallelImagePulls),
     nodeAllocatable: () => ({ cpuMilli: nodeAllocatable.cpu, memoryBytes: nodeAllocatable.memory, ephemeralStorageBytes: nodeAllocatable["ephemeral-storage"] }),
   });
@@ -287,7 +290,15 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
       clock,
       logger,
       ...(mirrors ? { mirrors } : {}),
-      housekeepingTasks: podCgroups ? [everyMs(60_000, clock, () => podCgroupHousekeeping(podCgroups, workers, pleg, logger))] : [],
+      housekeepingTasks: [
+        ...(podCgroups ? [everyMs(60_000, clock, () => podCgroupHousekeeping(podCgroups, workers, pleg, logger))] : []),
+        // Directories (and mounts) of pods gone from the agent and the runtime, as upstream cleanupOrphanedPodDirs.
+        everyMs(60_000, clock, async () => {
+          if (!pleg.hasRelisted()) return;
+          const inRuntime = new Set(pleg.runtimePods().map((p) => p.uid));
+          await volumes.cleanupOrphans((uid) => workers.has(uid) || inRuntime.has(uid));
+        }),
+      ],
     }),
   );
 

@@ -20,6 +20,7 @@ import {
 } from "../cri/index.ts";
 import type { KubeletMetricsSink } from "../metrics/kubelet.ts";
 import type { Pod } from "../pods/schema.ts";
+import { VolumeMountError, VolumeSetupError, type VolumeManager } from "../volumes/index.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
@@ -73,6 +74,8 @@ export interface CriPodRuntimeOptions {
   nodeAllocatable?: () => NodeAllocatable;
   /** Node-wide pull concurrency (serializeImagePulls / maxParallelImagePulls); one at a time by default, as upstream. */
   pullQueue?: PullQueue;
+  /** Volumes: set up (and refreshed) on every sync before anything starts, torn down with the pod. */
+  volumes?: VolumeManager;
 }
 
 /** Without node facts, unset limits read as 0 (only tests build the runtime without them). */
@@ -192,6 +195,8 @@ export class CriPodRuntime implements PodRuntime {
   }
 
   async syncPod(pod: Pod, observed: ObservedPod): Promise<SyncPodOutcome> {
+    const unmounted = await this.setupVolumes(pod);
+    if (unmounted) return unmounted;
     const actions = planPod(pod, observed, this.crashLoop, this.opts.unhealthy?.(pod.metadata.uid ?? "") ?? new Map());
     const results: SyncResult[] = [];
     const waiting: Waiting = new Map(
@@ -259,7 +264,24 @@ export class CriPodRuntime implements PodRuntime {
 
   /** What a container mounts: its volumes and the pod's own files (hosts file, termination log). */
   private async containerMounts(pod: Pod, spec: Pod["spec"]["containers"][number]): Promise<Mount[]> {
-    return [...(this.podFiles?.mounts(pod, spec) ?? [])];
+    return [...((await this.opts.volumes?.mountsFor(pod, spec)) ?? []), ...(this.podFiles?.mounts(pod, spec) ?? [])];
+  }
+
+  /**
+   * Upstream WaitForAttachAndMount: nothing of the pod starts (or restarts)
+   * until its volumes are ready; each volume that fails is a FailedMount
+   * event, and the sync is retried.
+   */
+  private async setupVolumes(pod: Pod): Promise<SyncPodOutcome | undefined> {
+    try {
+      await this.opts.volumes?.setupPod(pod);
+      return undefined;
+    } catch (err) {
+      const failures = err instanceof VolumeSetupError ? err.failures : [{ volume: "", message: errorMessage(err) }];
+      for (const f of failures) this.recorder.event(podRef(pod), "Warning", "FailedMount", `MountVolume.SetUp failed for volume ${JSON.stringify(f.volume)} : ${f.message}`);
+      const message = `unmounted volumes=[${failures.map((f) => f.volume).join(" ")}]: ${errorMessage(err)}`;
+      return { results: [{ action: "CreatePodSandbox", target: pod.metadata.uid ?? "", error: { reason: "FailedMount", message } }], waiting: new Map(), changed: false, retryAfterMs: 10_000 };
+    }
   }
 
   private cgroupParent(pod: Pod): string {
@@ -367,7 +389,7 @@ export class CriPodRuntime implements PodRuntime {
       }
       mkdirSync(posix.join(sandbox.logDirectory, spec.name), { recursive: true, mode: 0o755 });
     } catch (err) {
-      const reason = err instanceof EnvError || err instanceof PodObjectError || err instanceof SecurityContextError ? "CreateContainerConfigError" : "CreateContainerError";
+      const reason = err instanceof EnvError || err instanceof PodObjectError || err instanceof SecurityContextError || err instanceof VolumeMountError ? "CreateContainerConfigError" : "CreateContainerError";
       waiting.set(spec.name, { reason, message: errorMessage(err) });
       this.recorder.event(podRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
       results.push({ action: "StartContainer", target: spec.name, error: { reason, message: errorMessage(err) } });
@@ -466,6 +488,13 @@ export class CriPodRuntime implements PodRuntime {
         await this.opts.cgroups.removePod(ref.uid);
       } catch (err) {
         results.push({ action: "RemovePodSandbox", target: ref.uid, error: { reason: "RemovePodCgroupError", message: errorMessage(err) } });
+      }
+    }
+    if (results.every((r) => !r.error) && this.opts.volumes) {
+      try {
+        await this.opts.volumes.teardownPod(ref.uid);
+      } catch (err) {
+        results.push({ action: "RemovePodSandbox", target: ref.uid, error: { reason: "UnmountVolumeError", message: errorMessage(err) } });
       }
     }
     if (results.every((r) => !r.error)) {
