@@ -169,6 +169,42 @@ describe("cluster mode on a real control plane", () => {
     expect(Number(value(probes, `prober_probe_total{probe_type="Readiness",result="successful",container="c",pod="probed",namespace="default",pod_uid="${uid}"}`))).toBeGreaterThanOrEqual(1);
   }, 60_000);
 
+  test("env from a configMap and a secret (keyRef and envFrom) through the watched cache; a missing one is CreateContainerConfigError", async () => {
+    await apply("settings", { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "settings", namespace: "default" }, data: { color: "blue", size: "xl" } });
+    await apply("creds", { apiVersion: "v1", kind: "Secret", metadata: { name: "creds", namespace: "default" }, stringData: { password: "s3cret" } });
+    await apply("envy", {
+      ...podSpec("envy", ["sh", "-c", 'echo "color=$COLOR password=$PASSWORD cfg_size=$CFG_size"; sleep 3600']),
+      spec: {
+        terminationGracePeriodSeconds: 1,
+        containers: [
+          {
+            name: "main",
+            image: ctd.busyboxImage,
+            imagePullPolicy: "IfNotPresent",
+            command: ["sh", "-c", 'echo "color=$COLOR password=$PASSWORD cfg_size=$CFG_size"; sleep 3600'],
+            env: [
+              { name: "COLOR", valueFrom: { configMapKeyRef: { name: "settings", key: "color" } } },
+              { name: "PASSWORD", valueFrom: { secretKeyRef: { name: "creds", key: "password" } } },
+            ],
+            envFrom: [{ prefix: "CFG_", configMapRef: { name: "settings" } }],
+          },
+        ],
+      },
+    });
+    await eventually("envy Running", async () => (await tryJson("pod", "envy"))?.status?.phase === "Running");
+    const out = await eventually("envy's output", async () => {
+      const o = await kubectl("logs", "envy");
+      return o.includes("color=") ? o : undefined;
+    });
+    expect(out).toBe("color=blue password=s3cret cfg_size=xl\n");
+    await apply("lost", {
+      ...podSpec("lost", ["sleep", "3600"]),
+      spec: { terminationGracePeriodSeconds: 1, containers: [{ name: "main", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sleep", "3600"], env: [{ name: "X", valueFrom: { configMapKeyRef: { name: "missing", key: "k" } } }] }] },
+    });
+    const waiting = await eventually("lost waiting", async () => (await tryJson("pod", "lost"))?.status?.containerStatuses?.[0]?.state?.waiting);
+    expect(waiting).toEqual({ reason: "CreateContainerConfigError", message: 'configmap "missing" not found' });
+  }, 60_000);
+
   test("a Deployment of 3 replicas gets 3 running pods through the scheduler", async () => {
     await apply("d3", {
       apiVersion: "apps/v1",
