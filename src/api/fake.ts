@@ -4,7 +4,7 @@
  * is too old), injected errors, and a record of every call.
  */
 import { ApiError } from "./errors.ts";
-import type { ApiObject, KubeApi, PodList } from "./index.ts";
+import type { ApiObject, KubeApi, ObjectResource, PodList, TokenRequestSpec } from "./index.ts";
 import type { WatchEvent } from "./rest.ts";
 
 type Listener = (e: WatchEvent<ApiObject>) => void;
@@ -22,12 +22,21 @@ export class FakeKubeApi implements KubeApi {
   /** Watch history older than this resourceVersion answers 410 Gone. */
   compactedBefore = 0;
 
+  private unreachable = false;
+
+  /** Test control: while unreachable, every call fails as a refused connection would, and open watches end. */
+  setReachable(reachable: boolean): void {
+    this.unreachable = !reachable;
+    if (!reachable) this.closeWatches();
+  }
+
   failNext(method: keyof KubeApi, err: ApiError): void {
     this.failures.set(method, [...(this.failures.get(method) ?? []), err]);
   }
 
   private enter(method: string, args: unknown[]): void {
     this.calls.push({ method, args });
+    if (this.unreachable) throw new ApiError("Unreachable", 0, method, "", "connect ECONNREFUSED");
     const err = this.failures.get(method)?.shift();
     if (err) throw err;
   }
@@ -184,5 +193,68 @@ export class FakeKubeApi implements KubeApi {
   }
   async patchEvent(namespace: string, name: string, patch: unknown) {
     this.enter("patchEvent", [namespace, name, patch]);
+  }
+
+  /** configMaps and secrets, keyed `resource/namespace/name`. */
+  readonly objects = new Map<string, ApiObject>();
+  private objectWatchers = new Set<{ key: (o: ApiObject) => boolean; listener: Listener; end: () => void }>();
+  /** Test control: the issued tokens, and what their lifetime is (expirationSeconds by default). */
+  readonly issuedTokens: { namespace: string; serviceAccount: string; spec: TokenRequestSpec; token: string }[] = [];
+
+  private objectKey(resource: ObjectResource, namespace: string, name: string) {
+    return `${resource}/${namespace}/${name}`;
+  }
+  private nameSelector(resource: ObjectResource, namespace: string, fieldSelector: string): (key: string) => boolean {
+    const name = /^metadata\.name=(.*)$/.exec(fieldSelector)?.[1];
+    return (key) => key.startsWith(`${resource}/${namespace}/`) && (name === undefined || key === this.objectKey(resource, namespace, name));
+  }
+
+  /** Test control: creates or replaces a configMap or secret, notifying watchers. */
+  putObject(resource: ObjectResource, obj: ApiObject): ApiObject {
+    const key = this.objectKey(resource, obj.metadata!.namespace!, obj.metadata!.name!);
+    const type = this.objects.has(key) ? "MODIFIED" : "ADDED";
+    const stored = this.stamp(obj);
+    this.objects.set(key, stored);
+    for (const w of this.objectWatchers) if (w.key({ metadata: { name: key } })) w.listener(structuredClone({ type, object: stored }));
+    return stored;
+  }
+  deleteObject(resource: ObjectResource, namespace: string, name: string): void {
+    const key = this.objectKey(resource, namespace, name);
+    const obj = this.objects.get(key);
+    if (!obj) return;
+    this.objects.delete(key);
+    const gone = this.stamp(obj);
+    for (const w of this.objectWatchers) if (w.key({ metadata: { name: key } })) w.listener(structuredClone({ type: "DELETED", object: gone }));
+  }
+  /** Test control: open configMap/secret watches. */
+  objectWatchCount(): number {
+    return this.objectWatchers.size;
+  }
+  async listObjects(resource: ObjectResource, namespace: string, fieldSelector: string): Promise<PodList> {
+    this.enter("listObjects", [resource, namespace, fieldSelector]);
+    const select = this.nameSelector(resource, namespace, fieldSelector);
+    return { items: [...this.objects.entries()].filter(([k]) => select(k)).map(([, o]) => structuredClone(o)), resourceVersion: String(this.rv) };
+  }
+  async watchObjects(resource: ObjectResource, namespace: string, fieldSelector: string, resourceVersion: string, onEvent: Listener, signal: AbortSignal): Promise<void> {
+    this.enter("watchObjects", [resource, namespace, fieldSelector, resourceVersion]);
+    const select = this.nameSelector(resource, namespace, fieldSelector);
+    await new Promise<void>((resolve) => {
+      const watcher = { key: (o: ApiObject) => select(o.metadata!.name!), listener: onEvent, end: () => (this.objectWatchers.delete(watcher), resolve()) };
+      this.objectWatchers.add(watcher);
+      if (signal.aborted) watcher.end();
+      signal.addEventListener("abort", watcher.end, { once: true });
+    });
+  }
+  /** Test control: ends every configMap/secret watch as a server timeout would. */
+  closeObjectWatches(): void {
+    for (const w of [...this.objectWatchers]) w.end();
+  }
+  /** Test control: the current time for token expiry (milliseconds). */
+  tokenNow = () => Date.now();
+  async createToken(namespace: string, serviceAccount: string, spec: TokenRequestSpec) {
+    this.enter("createToken", [namespace, serviceAccount, spec]);
+    const token = `token-${this.issuedTokens.length + 1}-${serviceAccount}-${spec.boundObjectRef.name}`;
+    this.issuedTokens.push({ namespace, serviceAccount, spec: structuredClone(spec), token });
+    return { token, expirationTimestamp: new Date(this.tokenNow() + spec.expirationSeconds * 1000).toISOString() };
   }
 }

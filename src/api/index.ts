@@ -41,6 +41,20 @@ export interface KubeApi {
   /** SubjectAccessReview: may `user` do this on the node (10250 authorization). */
   reviewAccess(spec: ApiObject): Promise<{ allowed: boolean; reason?: string }>;
   patchEvent(namespace: string, name: string, patch: unknown): Promise<void>;
+  /** Lists configMaps or secrets of a namespace; the node asks by `metadata.name=<name>` (what the Node authorizer allows). */
+  listObjects(resource: ObjectResource, namespace: string, fieldSelector: string): Promise<PodList>;
+  /** Watches configMaps or secrets from `resourceVersion` until the server ends the watch or `signal` aborts. */
+  watchObjects(resource: ObjectResource, namespace: string, fieldSelector: string, resourceVersion: string, onEvent: (e: WatchEvent<ApiObject>) => void, signal: AbortSignal): Promise<void>;
+  /** TokenRequest for a service account, bound to a pod (serviceaccounts/<name>/token). */
+  createToken(namespace: string, serviceAccount: string, spec: TokenRequestSpec): Promise<{ token: string; expirationTimestamp: string }>;
+}
+
+export type ObjectResource = "configmaps" | "secrets";
+
+export interface TokenRequestSpec {
+  audiences: string[];
+  expirationSeconds: number;
+  boundObjectRef: { apiVersion: "v1"; kind: "Pod"; name: string; uid: string };
 }
 
 const STRATEGIC = "application/strategic-merge-patch+json";
@@ -96,6 +110,28 @@ export function createKubeApi(rest: RestClient): KubeApi {
         body: { apiVersion: "authorization.k8s.io/v1", kind: "SubjectAccessReview", spec },
       });
       return { allowed: review.status?.allowed === true, ...(review.status?.reason ? { reason: review.status.reason } : {}) };
+    },
+    async listObjects(resource, ns, fieldSelector) {
+      const list = await rest.request<{ items: ApiObject[]; metadata: { resourceVersion: string } }>("GET", `/api/v1/namespaces/${encodeURIComponent(ns)}/${resource}`, {
+        query: { fieldSelector },
+      });
+      return { items: list.items ?? [], resourceVersion: list.metadata.resourceVersion };
+    },
+    watchObjects: (resource, ns, fieldSelector, resourceVersion, onEvent, signal) =>
+      rest.watch(
+        `/api/v1/namespaces/${encodeURIComponent(ns)}/${resource}`,
+        { fieldSelector, resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 300 + Math.floor(Math.random() * 300) },
+        onEvent as (e: WatchEvent) => void,
+        signal,
+      ),
+    async createToken(ns, serviceAccount, spec) {
+      const tr = await rest.request<{ status?: { token?: string; expirationTimestamp?: string } }>(
+        "POST",
+        `/api/v1/namespaces/${encodeURIComponent(ns)}/serviceaccounts/${encodeURIComponent(serviceAccount)}/token`,
+        { body: { apiVersion: "authentication.k8s.io/v1", kind: "TokenRequest", spec } },
+      );
+      if (!tr.status?.token || !tr.status.expirationTimestamp) throw new Error(`TokenRequest for ${ns}/${serviceAccount}: the answer has no token`);
+      return { token: tr.status.token, expirationTimestamp: tr.status.expirationTimestamp };
     },
     async patchEvent(ns, name, patch) {
       await rest.request("PATCH", `/api/v1/namespaces/${encodeURIComponent(ns)}/events/${name}`, { body: patch, contentType: STRATEGIC });

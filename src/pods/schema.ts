@@ -6,6 +6,9 @@
  * checked for type.
  */
 import * as v from "valibot";
+import { LocalDescendingPath, Volume, VolumeMount } from "./volume-schema.ts";
+
+export { Volume, VolumeMount };
 
 const dns1123Label = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const dns1123Subdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
@@ -59,13 +62,6 @@ export const ResourceRequirements = v.looseObject({
   requests: v.optional(v.record(v.string(), Quantity)),
 });
 
-export const VolumeMount = v.looseObject({
-  name: v.string(),
-  mountPath: v.pipe(v.string(), v.minLength(1, "must not be empty")),
-  readOnly: v.optional(v.boolean()),
-  subPath: v.optional(v.string()),
-});
-
 export const Container = v.looseObject({
   name: DnsLabel,
   image: v.pipe(v.string(), v.minLength(1, "must not be empty")),
@@ -101,7 +97,7 @@ export const PodSpec = v.looseObject({
   hostname: v.optional(DnsLabel),
   subdomain: v.optional(DnsLabel),
   dnsPolicy: v.optional(v.picklist(["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"])),
-  volumes: v.optional(v.array(v.looseObject({ name: DnsLabel }))),
+  volumes: v.optional(v.array(Volume)),
   securityContext: v.optional(v.looseObject({})),
   priority: v.optional(Int),
   priorityClassName: v.optional(v.string()),
@@ -130,7 +126,8 @@ export function formatIssues(issues: readonly v.BaseIssue<unknown>[]): string {
         .replace(/^\./, "");
       // valibot words a missing key as "Invalid key: Expected ..."; say it plainly.
       const message = issue.message.startsWith("Invalid key:") ? "is required" : issue.message;
-      return path ? `field "${path}": ${message}` : message;
+      // An issue at the root (a string or a list instead of a Pod) names the document instead of a field.
+      return issue.path?.length ? `field "${path}": ${message}` : `document: ${message}`;
     })
     .join("; ");
 }
@@ -149,6 +146,7 @@ export function parsePod(input: unknown): ParseResult<Pod> {
     if (names.has(c.name)) problems.push(`field "spec.containers": duplicate container name "${c.name}"`);
     names.add(c.name);
   });
+  problems.push(...volumeProblems(pod));
   if (!pod.metadata.name) problems.push('field "metadata.name": must be set');
   else if (!v.is(DnsSubdomain, pod.metadata.name))
     problems.push(`field "metadata.name": "${pod.metadata.name}" must be a lowercase RFC 1123 subdomain`);
@@ -160,3 +158,30 @@ export function parsePod(input: unknown): ParseResult<Pod> {
 /** Message-level valibot default messages name the expectation; keep them. */
 export const podFullName = (pod: Pod): string => `${pod.metadata.name}_${pod.metadata.namespace ?? "default"}`;
 export const podUid = (pod: Pod): string => pod.metadata.uid ?? "";
+
+/** Upstream validation of volumes and mounts: unique names, mounts naming a volume, safe subPaths. */
+function volumeProblems(pod: Pod): string[] {
+  const problems: string[] = [];
+  const volumes = new Set<string>();
+  (pod.spec.volumes ?? []).forEach((vol, i) => {
+    if (volumes.has(vol.name)) problems.push(`field "spec.volumes[${i}].name": duplicate volume name "${vol.name}"`);
+    volumes.add(vol.name);
+  });
+  const check = (field: string, containers: ContainerSpec[] | undefined) =>
+    (containers ?? []).forEach((c, i) =>
+      (c.volumeMounts ?? []).forEach((m, j) => {
+        const at = `spec.${field}[${i}].volumeMounts[${j}]`;
+        if (!volumes.has(m.name)) problems.push(`field "${at}.name": volume "${m.name}" not found`);
+        if (m.subPath && m.subPathExpr) problems.push(`field "${at}.subPathExpr": subPathExpr and subPath are mutually exclusive`);
+        for (const key of ["subPath", "subPathExpr"] as const) {
+          const value = m[key];
+          if (!value) continue;
+          const r = v.safeParse(LocalDescendingPath, value);
+          if (!r.success) problems.push(`field "${at}.${key}": ${r.issues[0].message}`);
+        }
+      }),
+    );
+  check("containers", pod.spec.containers);
+  check("initContainers", pod.spec.initContainers);
+  return problems;
+}

@@ -18,6 +18,7 @@ import type { Pod } from "../pods/schema.ts";
 import type { PodStatusView } from "../status/index.ts";
 import type { ContainerStats, CpuStats, MemoryStats, StatsProvider, Summary } from "../stats/types.ts";
 import type { Logger } from "../util/log.ts";
+import { PROMETHEUS_CONTENT_TYPE } from "../metrics/registry.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { KubeletEnv } from "./authn.ts";
 import { HttpError } from "./errors.ts";
@@ -42,12 +43,20 @@ export interface KubeletApiOptions {
   authn: MiddlewareHandler<KubeletEnv>;
   /** authorization(...) from authz.ts */
   authz: MiddlewareHandler<KubeletEnv>;
+  /** `/metrics`, `/metrics/resource`, `/metrics/probes` (Prometheus text); 404 without it. */
+  metrics?: MetricsEndpoints;
   now?: () => number;
   /** For the handler timeout. */
   clock?: Clock;
   /** Default HANDLER_TIMEOUT_MS. */
   handlerTimeoutMs?: number;
   logger?: Logger;
+}
+
+export interface MetricsEndpoints {
+  kubelet(): string;
+  resource(): Promise<string>;
+  probes(): string;
 }
 
 /** Upstream's GetCPUAndMemoryStats: only CPU and memory of the node, its system containers, pods and containers. */
@@ -120,6 +129,14 @@ export function kubeletApi(opts: KubeletApiOptions): Hono<KubeletEnv> {
   });
 
   app.route("/", opts.health);
+
+  if (opts.metrics) {
+    const m = opts.metrics;
+    const prometheus = { "content-type": PROMETHEUS_CONTENT_TYPE };
+    app.get("/metrics", (c) => c.body(m.kubelet(), 200, prometheus));
+    app.get("/metrics/resource", async (c) => c.body(await m.resource(), 200, prometheus));
+    app.get("/metrics/probes", (c) => c.body(m.probes(), 200, prometheus));
+  }
 
   if (opts.configz) {
     const configz = opts.configz;

@@ -23,7 +23,7 @@ import { ensureSelfSignedCert } from "./selfsigned.ts";
 import { authenticateWith, createAuthenticator } from "./authn.ts";
 import { accessChecker, alwaysAllow, authorizeWith, webhookAuthorizer } from "./authz.ts";
 import { configzBody } from "./configz.ts";
-import { kubeletApi } from "./kubelet-api.ts";
+import { kubeletApi, type MetricsEndpoints } from "./kubelet-api.ts";
 import { streamingUpgrade } from "./stream-proxy.ts";
 import { streamingResolver, type StreamingRuntime } from "./streaming.ts";
 import { rotatedLogPaths, type ContainerLogs } from "./logs.ts";
@@ -38,6 +38,7 @@ export interface KubeletServerOptions {
   /** exec, attach, portForward and run go to the runtime. */
   cri: StreamingRuntime;
   health: Hono;
+  metrics?: MetricsEndpoints;
   /** --cert-dir: where the self-signed serving certificate lives when no certificate files are configured. */
   certDir: string;
   /** --node-ip: SANs of the self-signed certificate. */
@@ -118,6 +119,7 @@ export async function startKubeletServer(opts: KubeletServerOptions): Promise<Tl
     streaming,
     configz: () => configzBody(k),
     health: opts.health,
+    ...(opts.metrics ? { metrics: opts.metrics } : {}),
     authn: authenticateWith(authenticate, opts.logger),
     authz: authorizeWith(checkAccess),
     logger: opts.logger,

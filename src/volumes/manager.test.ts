@@ -1,0 +1,239 @@
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { existsSync, lstatSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { FakePodObjects } from "../api/objects.ts";
+import { MountPropagation } from "../cri/index.ts";
+import type { Pod } from "../pods/schema.ts";
+import { FakeClock } from "../util/clock.ts";
+import { memoryLogger } from "../util/log.ts";
+import { VolumeMountError, VolumeSetupError } from "./index.ts";
+import { memoryVolumeSize, PodVolumeManager } from "./manager.ts";
+import { FakeMounter } from "./mount.ts";
+import type { TokenRequestSpec, TokenSource } from "./token.ts";
+
+let root: string;
+beforeEach(() => (root = mkdtempSync(join(tmpdir(), "volmgr-"))));
+afterEach(() => rmSync(root, { recursive: true, force: true }));
+
+const GiB = 2 ** 30;
+const node = { cpuMilli: 2000, memoryBytes: 4 * GiB, ephemeralStorageBytes: 50 * GiB };
+
+function setup() {
+  const mounter = new FakeMounter();
+  const objects = new FakePodObjects();
+  const requested: TokenRequestSpec[] = [];
+  const forgotten: string[] = [];
+  const tokens: TokenSource = {
+    token: async (s) => (requested.push(s), `token-${requested.length}`),
+    forgetPod: (uid) => void forgotten.push(uid),
+  };
+  const manager = new PodVolumeManager({ rootDir: root, mounter, objects, tokens, node, clock: new FakeClock(), logger: memoryLogger().logger, pid: 99 });
+  return { manager, mounter, objects, requested, forgotten };
+}
+
+const pod = (volumes: NonNullable<Pod["spec"]["volumes"]>, mounts: NonNullable<Pod["spec"]["containers"][number]["volumeMounts"]> = [], extra: Partial<Pod["spec"]> = {}): Pod => ({
+  metadata: { name: "p", namespace: "ns", uid: "uid-1", labels: { app: "p" } },
+  spec: { containers: [{ name: "c", image: "busybox", volumeMounts: mounts }], volumes, ...extra },
+});
+const volDir = (plugin: string, name: string) => join(root, "pods/uid-1/volumes", plugin, name);
+const b64 = (s: string) => Buffer.from(s).toString("base64");
+
+async function failures(fn: () => Promise<unknown>): Promise<{ volume: string; message: string }[]> {
+  try {
+    await fn();
+  } catch (err) {
+    if (err instanceof VolumeSetupError) return err.failures;
+    throw err;
+  }
+  return [];
+}
+
+describe("PodVolumeManager", () => {
+  test("emptyDir on disk: a 0777 directory under kubernetes.io~empty-dir, mounted read-write", async () => {
+    const { manager } = setup();
+    const p = pod([{ name: "scratch", emptyDir: {} }], [{ name: "scratch", mountPath: "/data" }]);
+    await manager.setupPod(p);
+    expect(statSync(volDir("kubernetes.io~empty-dir", "scratch")).mode & 0o777).toBe(0o777);
+    const [m] = await manager.mountsFor(p, p.spec.containers[0]!);
+    expect(m).toMatchObject({ containerPath: "/data", hostPath: volDir("kubernetes.io~empty-dir", "scratch"), readonly: false, propagation: MountPropagation.PROPAGATION_PRIVATE });
+  });
+
+  test("emptyDir Memory is one tmpfs sized by sizeLimit, mounted once across syncs (an adopted pod keeps it)", async () => {
+    const { manager, mounter } = setup();
+    const p = pod([{ name: "m", emptyDir: { medium: "Memory", sizeLimit: "16Mi" } }]);
+    await manager.setupPod(p);
+    await manager.setupPod(p);
+    expect(mounter.calls.filter((c) => c.startsWith("tmpfs"))).toHaveLength(1);
+    expect(mounter.mounts.get(volDir("kubernetes.io~empty-dir", "m"))).toEqual({ kind: "tmpfs", sizeBytes: 16 * 2 ** 20 });
+  });
+
+  test("memory volume size: node allocatable, lowered by the pod's memory limit, then by sizeLimit", () => {
+    const limited = pod([], [], { containers: [{ name: "c", image: "i", resources: { limits: { memory: "1Gi" } } }] });
+    expect(memoryVolumeSize(pod([]), undefined, 4 * GiB)).toBe(4 * GiB);
+    expect(memoryVolumeSize(limited, undefined, 4 * GiB)).toBe(GiB);
+    expect(memoryVolumeSize(limited, "2Gi", 4 * GiB)).toBe(GiB);
+    expect(memoryVolumeSize(limited, "100Mi", 4 * GiB)).toBe(100 * 2 ** 20);
+  });
+
+  test("configMap: atomic files, read-only mount, updates on the next setup, upstream's not-found message, optional is empty", async () => {
+    const { manager, objects } = setup();
+    objects.configMaps.set("ns/app", { data: { a: "1" }, binaryData: {} });
+    const p = pod([{ name: "cfg", configMap: { name: "app" } }], [{ name: "cfg", mountPath: "/cfg" }]);
+    await manager.setupPod(p);
+    const dir = volDir("kubernetes.io~configmap", "cfg");
+    expect(readFileSync(join(dir, "a"), "utf8")).toBe("1");
+    expect(readlinkSync(join(dir, "a"))).toBe("..data/a");
+    objects.configMaps.set("ns/app", { data: { a: "2" }, binaryData: {} });
+    await manager.setupPod(p);
+    expect(readFileSync(join(dir, "a"), "utf8")).toBe("2");
+    expect((await manager.mountsFor(p, p.spec.containers[0]!))[0]?.readonly).toBe(true);
+    objects.configMaps.clear();
+    expect(await failures(() => manager.setupPod(p))).toEqual([{ volume: "cfg", message: 'configmap "app" not found' }]);
+    expect(readFileSync(join(dir, "a"), "utf8")).toBe("2"); // a failed refresh leaves the last content
+    await manager.setupPod(pod([{ name: "opt", configMap: { name: "app", optional: true } }]));
+    expect(existsSync(join(volDir("kubernetes.io~configmap", "opt"), "..data"))).toBe(true);
+  });
+
+  test("secret: on a tmpfs, with defaultMode", async () => {
+    const { manager, objects, mounter } = setup();
+    objects.secrets.set("ns/creds", { data: { password: b64("s3cret") } });
+    await manager.setupPod(pod([{ name: "s", secret: { secretName: "creds", defaultMode: 0o400 } }]));
+    const dir = volDir("kubernetes.io~secret", "s");
+    expect(mounter.mounts.get(dir)?.kind).toBe("tmpfs");
+    expect(readFileSync(join(dir, "password"), "utf8")).toBe("s3cret");
+    expect(statSync(join(dir, "password")).mode & 0o777).toBe(0o400);
+    expect(await failures(() => manager.setupPod(pod([{ name: "t", secret: { secretName: "gone" } }])))).toEqual([{ volume: "t", message: 'secret "gone" not found' }]);
+  });
+
+  test("projected: token bound to the pod, kube-root-ca.crt and the namespace in one tmpfs volume", async () => {
+    const { manager, objects, requested, mounter } = setup();
+    objects.configMaps.set("ns/kube-root-ca.crt", { data: { "ca.crt": "CA" }, binaryData: {} });
+    const p = pod(
+      [
+        {
+          name: "kube-api-access",
+          projected: {
+            defaultMode: 0o644,
+            sources: [
+              { serviceAccountToken: { path: "token", expirationSeconds: 3607 } },
+              { configMap: { name: "kube-root-ca.crt", items: [{ key: "ca.crt", path: "ca.crt" }] } },
+              { downwardAPI: { items: [{ path: "namespace", fieldRef: { fieldPath: "metadata.namespace" } }] } },
+            ],
+          },
+        },
+      ],
+      [],
+      { serviceAccountName: "robot" } as Partial<Pod["spec"]>,
+    );
+    await manager.setupPod(p);
+    const dir = volDir("kubernetes.io~projected", "kube-api-access");
+    expect(mounter.mounts.get(dir)?.kind).toBe("tmpfs");
+    expect(["token", "ca.crt", "namespace"].map((f) => readFileSync(join(dir, f), "utf8"))).toEqual(["token-1", "CA", "ns"]);
+    expect(requested).toEqual([{ namespace: "ns", serviceAccount: "robot", audiences: [], expirationSeconds: 3607, pod: { name: "p", uid: "uid-1" } }]);
+  });
+
+  test("hostPath: the type is checked and the host path is mounted; other volumes still set up when one fails", async () => {
+    const { manager } = setup();
+    writeFileSync(join(root, "file"), "x");
+    const p = pod(
+      [
+        { name: "bad", hostPath: { path: join(root, "file"), type: "Directory" } },
+        { name: "ok", hostPath: { path: join(root, "file"), type: "File" } },
+        { name: "e", emptyDir: {} },
+      ],
+      [{ name: "ok", mountPath: "/f", readOnly: true }],
+    );
+    expect(await failures(() => manager.setupPod(p))).toEqual([{ volume: "bad", message: `hostPath type check failed: ${join(root, "file")} is not a directory` }]);
+    expect(existsSync(volDir("kubernetes.io~empty-dir", "e"))).toBe(true);
+    expect(await manager.mountsFor(p, p.spec.containers[0]!)).toMatchObject([{ containerPath: "/f", hostPath: join(root, "file"), readonly: true }]);
+  });
+
+  test("an unsupported volume type fails with its name", async () => {
+    const { manager } = setup();
+    const p = pod([{ name: "claim", persistentVolumeClaim: { claimName: "x" } } as never]);
+    expect(await failures(() => manager.setupPod(p))).toEqual([{ volume: "claim", message: 'volume type "persistentVolumeClaim" is not supported by this node' }]);
+  });
+
+  test("mounts: a missing volume and Bidirectional without privilege are config errors; HostToContainer maps to the CRI", async () => {
+    const { manager } = setup();
+    const p = pod([{ name: "e", emptyDir: {} }]);
+    await manager.setupPod(p);
+    const c = (mounts: NonNullable<Pod["spec"]["containers"][number]["volumeMounts"]>, securityContext = {}) => ({ name: "c", image: "i", volumeMounts: mounts, securityContext });
+    let error: unknown;
+    await manager.mountsFor(p, c([{ name: "nope", mountPath: "/x" }])).catch((e) => (error = e));
+    expect(error).toEqual(new VolumeMountError('cannot find volume "nope" to mount into container "c"'));
+    error = undefined;
+    await manager.mountsFor(p, c([{ name: "e", mountPath: "/x", mountPropagation: "Bidirectional" }])).catch((e) => (error = e));
+    expect(String(error)).toContain("Bidirectional mount propagation is available only to privileged containers");
+    expect((await manager.mountsFor(p, c([{ name: "e", mountPath: "/x", mountPropagation: "Bidirectional" }], { privileged: true })))[0]?.propagation).toBe(MountPropagation.PROPAGATION_BIDIRECTIONAL);
+    expect((await manager.mountsFor(p, c([{ name: "e", mountPath: "/x", mountPropagation: "HostToContainer" }])))[0]?.propagation).toBe(MountPropagation.PROPAGATION_HOST_TO_CONTAINER);
+  });
+
+  test("subPath and subPathExpr bind below volume-subpaths/<volume>/<container>/<index>; an escaping subPath is a config error without detail", async () => {
+    const { manager, mounter } = setup();
+    const p = pod([{ name: "e", emptyDir: {} }], [], {});
+    await manager.setupPod(p);
+    const container = {
+      name: "c",
+      image: "i",
+      env: [{ name: "POD", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } }],
+      volumeMounts: [
+        { name: "e", mountPath: "/all" },
+        { name: "e", mountPath: "/one", subPath: "one" },
+        { name: "e", mountPath: "/mine", subPathExpr: "logs/$(POD)" },
+      ],
+    };
+    const mounts = await manager.mountsFor(p, container);
+    expect(mounts.map((m) => m.hostPath)).toEqual([
+      volDir("kubernetes.io~empty-dir", "e"),
+      join(root, "pods/uid-1/volume-subpaths/e/c/1"),
+      join(root, "pods/uid-1/volume-subpaths/e/c/2"),
+    ]);
+    expect(statSync(join(volDir("kubernetes.io~empty-dir", "e"), "logs/p")).isDirectory()).toBe(true);
+    expect(mounter.mounts.size).toBe(2);
+    rmSync(join(volDir("kubernetes.io~empty-dir", "e"), "one"), { recursive: true });
+    symlinkSync("/", join(volDir("kubernetes.io~empty-dir", "e"), "one"));
+    let error: unknown;
+    await manager.mountsFor(p, container).catch((e) => (error = e));
+    expect(error).toEqual(new VolumeMountError('failed to prepare subPath for volumeMount "e" of container "c"'));
+  });
+
+  test("fsGroup: emptyDir and projected files get the group and group permissions", async () => {
+    const { manager, objects } = setup();
+    objects.configMaps.set("ns/app", { data: { a: "1" }, binaryData: {} });
+    const p = pod([{ name: "e", emptyDir: {} }, { name: "cfg", configMap: { name: "app", defaultMode: 0o600 } }], [], { securityContext: { fsGroup: 1234 } });
+    await manager.setupPod(p);
+    const e = statSync(volDir("kubernetes.io~empty-dir", "e"));
+    expect([e.gid, e.mode & 0o7777]).toEqual([1234, 0o2777]);
+    const f = statSync(join(volDir("kubernetes.io~configmap", "cfg"), "a"));
+    expect([f.gid, f.mode & 0o777]).toEqual([1234, 0o640]);
+  });
+
+  test("teardown unmounts first, removes the pod directory without following symlinks, forgets tokens; orphans likewise", async () => {
+    const { manager, mounter, forgotten } = setup();
+    const outside = join(root, "precious");
+    writeFileSync(outside, "keep");
+    const p = pod([{ name: "m", emptyDir: { medium: "Memory" } }]);
+    await manager.setupPod(p);
+    symlinkSync(outside, join(volDir("kubernetes.io~empty-dir", "m"), "link"));
+    await manager.setupPod({ ...p, metadata: { ...p.metadata, uid: "orphan" } });
+    await manager.teardownPod("uid-1");
+    expect(existsSync(join(root, "pods/uid-1"))).toBe(false);
+    expect(readFileSync(outside, "utf8")).toBe("keep");
+    expect(forgotten).toEqual(["uid-1"]);
+    await manager.cleanupOrphans((uid) => uid !== "orphan");
+    expect(existsSync(join(root, "pods/orphan"))).toBe(false);
+    expect(mounter.mounts.size).toBe(0);
+  });
+
+  test("teardown refuses to delete while something stays mounted", async () => {
+    const { manager, mounter } = setup();
+    await manager.setupPod(pod([{ name: "m", emptyDir: { medium: "Memory" } }]));
+    mounter.failNext = new Error("device busy");
+    let error: unknown;
+    await manager.teardownPod("uid-1").catch((e) => (error = e));
+    expect(String(error)).toContain("device busy");
+    expect(lstatSync(volDir("kubernetes.io~empty-dir", "m")).isDirectory()).toBe(true);
+  });
+});

@@ -1,0 +1,20 @@
+import { describe, expect, test } from "bun:test";
+import { FakeMounter, parseMountInfo } from "./mount.ts";
+
+describe("mount points", () => {
+  test("parseMountInfo reads the mount point field and unescapes octal", () => {
+    const text = [
+      "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw",
+      "90 22 0:50 / /var/lib/kubelet/pods/u/volumes/kubernetes.io~secret/my\\040secret rw,relatime - tmpfs tmpfs rw,size=1024k",
+    ].join("\n");
+    expect(parseMountInfo(text)).toEqual(["/", "/var/lib/kubelet/pods/u/volumes/kubernetes.io~secret/my secret"]);
+  });
+
+  test("mountsUnder lists deepest first and does not match a sibling prefix", async () => {
+    const m = new FakeMounter();
+    await m.mountTmpfs("/r/pods/u", undefined);
+    await m.bind("/src", "/r/pods/u/volume-subpaths/v/c/0");
+    await m.mountTmpfs("/r/pods/u2", 1);
+    expect(await m.mountsUnder("/r/pods/u")).toEqual(["/r/pods/u/volume-subpaths/v/c/0", "/r/pods/u"]);
+  });
+});

@@ -1,0 +1,99 @@
+/**
+ * Mounting, behind a small interface so the volume logic is tested with a
+ * fake: tmpfs for memory-backed volumes (emptyDir Memory, secrets,
+ * projected) and bind mounts for subPaths. The real one runs mount(8) and
+ * umount(8) (the agent runs as root, as the kubelet does) and reads
+ * /proc/self/mountinfo.
+ */
+import { execFile } from "node:child_process";
+import { readFile } from "node:fs/promises";
+import { posix } from "node:path";
+
+export interface Mounter {
+  /** Mounts a tmpfs on the directory `target`; `sizeBytes` caps it (undefined: the kernel's default). */
+  mountTmpfs(target: string, sizeBytes: number | undefined): Promise<void>;
+  /** Bind-mounts `source` (a file, a directory or a /proc/<pid>/fd/<n> link) on `target`. */
+  bind(source: string, target: string): Promise<void>;
+  /** Unmounts `target`; a path that is not a mount point is an error. */
+  unmount(target: string): Promise<void>;
+  /** Mount points at or below `prefix`, deepest first (the order to unmount them in). */
+  mountsUnder(prefix: string): Promise<string[]>;
+}
+
+export class MountError extends Error {
+  override readonly name = "MountError";
+  constructor(
+    readonly operation: string,
+    readonly target: string,
+    detail: string,
+  ) {
+    super(`${operation} ${target}: ${detail}`);
+  }
+}
+
+const run = (file: string, args: string[]): Promise<void> =>
+  new Promise((resolve, reject) => {
+    execFile(file, args, { timeout: 30_000 }, (err, _stdout, stderr) => (err ? reject(new Error(String(stderr).trim() || err.message)) : resolve()));
+  });
+
+/** /proc/self/mountinfo escapes space, tab, newline and backslash as octal. */
+const unescape = (s: string) => s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
+
+export function parseMountInfo(text: string): string[] {
+  return text
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => unescape(line.split(" ")[4] ?? ""))
+    .filter(Boolean);
+}
+
+const under = (path: string, prefix: string) => path === prefix || path.startsWith(prefix.endsWith("/") ? prefix : `${prefix}/`);
+const deepestFirst = (paths: string[]) => [...new Set(paths)].sort((a, b) => b.split("/").length - a.split("/").length || b.localeCompare(a));
+
+export function createMounter(): Mounter {
+  return {
+    async mountTmpfs(target, sizeBytes) {
+      const options = sizeBytes !== undefined && sizeBytes > 0 ? ["-o", `size=${Math.floor(sizeBytes)}`] : [];
+      await run("mount", ["-t", "tmpfs", ...options, "tmpfs", target]).catch((err) => Promise.reject(new MountError("mount tmpfs", target, String(err.message))));
+    },
+    async bind(source, target) {
+      await run("mount", ["--no-canonicalize", "--bind", source, target]).catch((err) => Promise.reject(new MountError("bind mount", target, String(err.message))));
+    },
+    async unmount(target) {
+      await run("umount", [target]).catch((err) => Promise.reject(new MountError("unmount", target, String(err.message))));
+    },
+    async mountsUnder(prefix) {
+      const clean = posix.normalize(prefix);
+      return deepestFirst(parseMountInfo(await readFile("/proc/self/mountinfo", "utf8")).filter((m) => under(m, clean)));
+    },
+  };
+}
+
+/** Mount points kept in memory; records tmpfs sizes and bind sources for assertions. */
+export class FakeMounter implements Mounter {
+  readonly mounts = new Map<string, { kind: "tmpfs"; sizeBytes: number | undefined } | { kind: "bind"; source: string }>();
+  readonly calls: string[] = [];
+  failNext: Error | undefined;
+
+  private enter(call: string) {
+    this.calls.push(call);
+    const err = this.failNext;
+    this.failNext = undefined;
+    if (err) throw err;
+  }
+  async mountTmpfs(target: string, sizeBytes: number | undefined) {
+    this.enter(`tmpfs ${target}`);
+    this.mounts.set(target, { kind: "tmpfs", sizeBytes });
+  }
+  async bind(source: string, target: string) {
+    this.enter(`bind ${source} ${target}`);
+    this.mounts.set(target, { kind: "bind", source });
+  }
+  async unmount(target: string) {
+    this.enter(`unmount ${target}`);
+    if (!this.mounts.delete(target)) throw new MountError("unmount", target, "not mounted");
+  }
+  async mountsUnder(prefix: string) {
+    return deepestFirst([...this.mounts.keys()].filter((m) => under(m, posix.normalize(prefix))));
+  }
+}

@@ -1,0 +1,77 @@
+/**
+ * Service account tokens for projected volumes, after upstream's token
+ * manager (pkg/kubelet/token/token_manager.go): one TokenRequest per
+ * (service account, audiences, lifetime, bound pod), cached, and asked
+ * again once 80% of its lifetime has passed (or 24 hours since it was
+ * issued), with up to 10 s of jitter so a node's pods do not refresh at once.
+ */
+import type { Clock } from "../util/clock.ts";
+
+export interface TokenRequestSpec {
+  namespace: string;
+  serviceAccount: string;
+  /** Empty: the API server's own audiences. */
+  audiences: string[];
+  expirationSeconds: number;
+  pod: { name: string; uid: string };
+}
+
+export interface IssuedToken {
+  token: string;
+  /** Milliseconds since the epoch. */
+  expiresAt: number;
+}
+
+/** The TokenRequest API (serviceaccounts/<name>/token), as the KubeApi offers it. */
+export type RequestToken = (spec: TokenRequestSpec) => Promise<IssuedToken>;
+
+export interface TokenSource {
+  /** A valid token for `spec`: the cached one unless it needs a refresh. Throws when the API refuses. */
+  token(spec: TokenRequestSpec): Promise<string>;
+  /** Drops the tokens bound to a pod that is gone. */
+  forgetPod(uid: string): void;
+}
+
+const MAX_TTL_MS = 24 * 60 * 60 * 1000;
+const MAX_JITTER_MS = 10_000;
+
+const keyOf = (s: TokenRequestSpec) => JSON.stringify([s.namespace, s.serviceAccount, s.audiences, s.expirationSeconds, s.pod.name, s.pod.uid]);
+
+/** Upstream requiresRefresh: older than 24h, or within 20% of its requested lifetime (minus jitter) of expiring. */
+export function requiresRefresh(now: number, issued: IssuedToken, expirationSeconds: number, jitterMs: number): boolean {
+  const issuedAt = issued.expiresAt - expirationSeconds * 1000;
+  if (now > issuedAt + MAX_TTL_MS - jitterMs) return true;
+  return now > issued.expiresAt - expirationSeconds * 200 - jitterMs;
+}
+
+export class TokenManager implements TokenSource {
+  private readonly cache = new Map<string, { issued: IssuedToken; spec: TokenRequestSpec }>();
+
+  constructor(private readonly opts: { request: RequestToken; clock: Clock; random?: () => number }) {}
+
+  async token(spec: TokenRequestSpec): Promise<string> {
+    const key = keyOf(spec);
+    const cached = this.cache.get(key);
+    const jitter = Math.floor((this.opts.random ?? Math.random)() * MAX_JITTER_MS);
+    if (cached && !requiresRefresh(this.opts.clock.now(), cached.issued, spec.expirationSeconds, jitter)) return cached.issued.token;
+    try {
+      const issued = await this.opts.request(spec);
+      this.cache.set(key, { issued, spec });
+      return issued.token;
+    } catch (err) {
+      // Upstream keeps serving a cached token that has not expired yet when the refresh fails.
+      if (cached && cached.issued.expiresAt > this.opts.clock.now()) return cached.issued.token;
+      throw err;
+    }
+  }
+
+  forgetPod(uid: string): void {
+    for (const [key, entry] of this.cache) if (entry.spec.pod.uid === uid) this.cache.delete(key);
+  }
+
+  /** Also drops expired tokens, so the cache holds only what live pods use. */
+  cleanup(): void {
+    const now = this.opts.clock.now();
+    for (const [key, entry] of this.cache) if (entry.issued.expiresAt < now) this.cache.delete(key);
+  }
+}

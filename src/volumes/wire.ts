@@ -1,0 +1,73 @@
+/**
+ * Builds the volume manager for the agent: in cluster mode with the watched
+ * configMap/secret cache and the token manager over the API, standalone
+ * with neither (those volumes then fail with a clear reason).
+ */
+import type { KubeApi } from "../api/index.ts";
+import { ObjectCache } from "../api/object-cache.ts";
+import { noPodObjects, type PodObjects } from "../api/objects.ts";
+import type { Pod } from "../pods/schema.ts";
+import type { Clock } from "../util/clock.ts";
+import type { Logger } from "../util/log.ts";
+import type { VolumeManager } from "./index.ts";
+import { PodVolumeManager } from "./manager.ts";
+import { createMounter, type Mounter } from "./mount.ts";
+import { TokenManager } from "./token.ts";
+
+export interface VolumeWiring {
+  rootDir: string;
+  api?: KubeApi;
+  /** The node's allocatable amounts (cpu in millicores, bytes otherwise). */
+  allocatable: { cpu: number; memory: number; "ephemeral-storage": number };
+  clock: Clock;
+  logger: Logger;
+  mounter?: Mounter;
+}
+
+/** The volume manager and the PodObjects it reads (env references should read the same); disposing stops the watches. */
+export interface VolumeSubsystem extends AsyncDisposable {
+  podObjects: PodObjects;
+  volumes: VolumeManager;
+}
+
+export function createVolumeManager(w: VolumeWiring): VolumeSubsystem {
+  const cache = w.api ? new ObjectCache({ api: w.api, clock: w.clock, logger: w.logger }) : undefined;
+  const api = w.api;
+  const tokens = api
+    ? new TokenManager({
+        clock: w.clock,
+        request: async (spec) => {
+          const tr = await api.createToken(spec.namespace, spec.serviceAccount, {
+            audiences: spec.audiences,
+            expirationSeconds: spec.expirationSeconds,
+            boundObjectRef: { apiVersion: "v1", kind: "Pod", name: spec.pod.name, uid: spec.pod.uid },
+          });
+          return { token: tr.token, expiresAt: Date.parse(tr.expirationTimestamp) };
+        },
+      })
+    : undefined;
+  const manager = new PodVolumeManager({
+    rootDir: w.rootDir,
+    mounter: w.mounter ?? createMounter(),
+    objects: cache ?? noPodObjects,
+    ...(tokens ? { tokens } : {}),
+    node: { cpuMilli: w.allocatable.cpu, memoryBytes: w.allocatable.memory, ephemeralStorageBytes: w.allocatable["ephemeral-storage"] },
+    clock: w.clock,
+    logger: w.logger,
+  });
+  if (!cache) return { podObjects: noPodObjects, volumes: manager, [Symbol.asyncDispose]: async () => {} };
+  // A pod's referenced objects are watched from its first setup until its volumes are torn down.
+  const volumes: VolumeManager = {
+    setupPod: async (pod: Pod) => {
+      cache.registerPod(pod);
+      await manager.setupPod(pod);
+    },
+    mountsFor: (pod, container) => manager.mountsFor(pod, container),
+    teardownPod: async (uid) => {
+      cache.unregisterPod(uid);
+      await manager.teardownPod(uid);
+    },
+    cleanupOrphans: (isKnown) => manager.cleanupOrphans(isKnown),
+  };
+  return { podObjects: cache, volumes, [Symbol.asyncDispose]: () => cache[Symbol.asyncDispose]() };
+}
