@@ -48,7 +48,6 @@ export {
   type ReadLogsOptions,
   type ResolvedLogs,
 } from "./logs.ts";
-export { HttpError as KubeletHttpError } from "./errors.ts";
 export {
   streamingResolver,
   parseStreamingPath,
