@@ -85,6 +85,7 @@ export const OID = {
   keyUsage: "2.5.29.15",
   extKeyUsage: "2.5.29.37",
   basicConstraints: "2.5.29.19",
+  subjectKeyIdentifier: "2.5.29.14",
   subjectAltName: "2.5.29.17",
   serverAuth: "1.3.6.1.5.5.7.3.1",
   clientAuth: "1.3.6.1.5.5.7.3.2",

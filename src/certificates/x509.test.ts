@@ -21,6 +21,16 @@ describe("DER", () => {
     expect(new TextDecoder().decode(der.time(Date.parse("2051-01-01T00:00:00Z")).subarray(2))).toBe("20510101000000Z");
   });
 
+  test("invalid OIDs are refused; PEM is 64-column base64 between its labels", () => {
+    expect(() => der.oid("1")).toThrow("invalid OID 1");
+    expect(() => der.oid("1.2.x")).toThrow("invalid OID");
+    const pem = der.toPem("CERTIFICATE", new Uint8Array(100));
+    const lines = pem.trim().split("\n");
+    expect(lines[0]).toBe("-----BEGIN CERTIFICATE-----");
+    expect(lines.slice(1, -1).map((l) => l.length)).toEqual([64, 72 - 64]);
+    expect([...der.fromPem(pem, "CERTIFICATE")]).toEqual([...new Uint8Array(100)]);
+  });
+
   test("the reader refuses truncated input instead of reading past it", () => {
     expect(() => der.children(new Uint8Array([0x30, 0x05, 0x01]))).toThrow("truncated DER");
     expect(der.children(der.sequence(der.integer(1), der.integer(2))).map((e) => e.tag)).toEqual([0x30]);
