@@ -4,7 +4,7 @@
 // from a local registry (serialized; with pull secrets). Each check
 // reads the API object (what users see) or the container itself.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { FakePodObjects } from "../../src/api/objects.ts";
@@ -14,7 +14,7 @@ import type { Pod } from "../../src/pods/schema.ts";
 import { refOf } from "../../src/runtime/index.ts";
 import { CriPodRuntime } from "../../src/runtime/manager.ts";
 import { realClock } from "../../src/util/clock.ts";
-import { createLogger } from "../../src/util/log.ts";
+import { createLogger, memoryLogger } from "../../src/util/log.ts";
 import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
@@ -140,10 +140,20 @@ describe("pod semantics on a real control plane and containerd", () => {
     expect(hosts).toContain(`${podIP}\tmyhost.sub.default.svc.cluster.local\tmyhost\n`);
     expect(hosts).toEndWith("\n# Entries added by HostAliases.\n10.9.8.7\tfoo.local\tbar.local\n");
     expect((await execIn("hosts", ["hostname"])).out.trim()).toBe("myhost");
+    // A host-network pod sees the node's hosts file under the host-network header, its aliases appended.
+    await apply(podOf("hosts-hostnet", { command: ["sleep", "3600"] }, { hostNetwork: true, hostAliases: [{ ip: "10.9.8.6", hostnames: ["baz.local"] }] }));
+    await running("hosts-hostnet");
+    const nodeHosts = readFileSync("/etc/hosts", "utf8");
+    expect((await execIn("hosts-hostnet", ["cat", "/etc/hosts"])).out).toBe(
+      `# Kubernetes-managed hosts file (host network).\n${nodeHosts}\n# Entries added by HostAliases.\n10.9.8.6\tbaz.local\n`,
+    );
   }, 90_000);
 
   test("pod DNS: ClusterFirst gets the cluster server and searches; dnsPolicy None uses only dnsConfig; too many servers are cut with an event", async () => {
-    await apply(podOf("dns-cluster", { command: ["sleep", "3600"] }, { dnsConfig: { options: [{ name: "ndots", value: "2" }, { name: "edns0" }] } }));
+    // The cluster server plus three of the pod's make four: upstream keeps the first three and says so in an event.
+    await apply(
+      podOf("dns-cluster", { command: ["sleep", "3600"] }, { dnsConfig: { nameservers: ["1.1.1.1", "2.2.2.2", "3.3.3.3"], options: [{ name: "ndots", value: "2" }, { name: "edns0" }] } }),
+    );
     await apply(
       podOf(
         "dns-none",
@@ -153,13 +163,17 @@ describe("pod semantics on a real control plane and containerd", () => {
     );
     await Promise.all([running("dns-cluster"), running("dns-none")]);
     const cluster = (await execIn("dns-cluster", ["cat", "/etc/resolv.conf"])).out;
-    expect(cluster).toContain("nameserver 10.96.0.10");
+    expect(cluster.split("\n").filter((l) => l.startsWith("nameserver"))).toEqual(["nameserver 10.96.0.10", "nameserver 1.1.1.1", "nameserver 2.2.2.2"]);
     expect(cluster).toMatch(/^search default\.svc\.cluster\.local svc\.cluster\.local cluster\.local/m);
     expect(cluster).toMatch(/^options ndots:2 edns0$/m);
     const none = (await execIn("dns-none", ["cat", "/etc/resolv.conf"])).out;
     expect(none.split("\n").filter((l) => l.startsWith("nameserver"))).toEqual(["nameserver 1.1.1.1", "nameserver 2.2.2.2", "nameserver 3.3.3.3"]);
     expect(none).toMatch(/^search one\.example two\.example$/m);
     expect(none).toMatch(/^options timeout:1$/m);
+    const events = JSON.parse(await kubectl("get", "events", "--field-selector", "involvedObject.name=dns-cluster", "-o", "json")).items as { reason: string; message: string }[];
+    expect(events.find((e) => e.reason === "DNSConfigForming")?.message).toBe(
+      "Nameserver limits were exceeded, some nameservers have been omitted, the applied nameserver line is: 10.96.0.10 1.1.1.1 2.2.2.2",
+    );
   }, 90_000);
 
   test("sysctls: safe and allowed unsafe ones are set in the pod; others are rejected at admission with SysctlForbidden", async () => {
@@ -210,7 +224,7 @@ describe("pod semantics on a real control plane and containerd", () => {
       const runtime = new CriPodRuntime({
         cri: ownCri,
         clock: realClock,
-        logger: createLogger({ verbosity: 0 }),
+        logger: memoryLogger().logger,
         node: { podLogsDir: logs, podsCgroupParent: own.cgroupParent, hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "cluster.local" },
         podObjects: objects,
       });
