@@ -4,7 +4,7 @@
 // from a local registry (serialized; with pull secrets). Each check
 // reads the API object (what users see) or the container itself.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { FakePodObjects } from "../../src/api/objects.ts";
@@ -90,6 +90,13 @@ describe("pod semantics on a real control plane and containerd", () => {
     expect(await terminated("msg-custom")).toMatchObject({ exitCode: 4, reason: "Error", message: "custom\n" });
     expect(await terminated("msg-logs")).toMatchObject({ exitCode: 3, reason: "Error", message: "first\nsecond\n" });
     expect((await statusOf("msg-logs")).phase).toBe("Failed");
+    // The file lives under <rootDir>/pods/<uid>/containers/<name>/ (8 hex digits) and goes with the pod.
+    const uid = (await tryJson("pod", "msg-file")).metadata.uid as string;
+    const podDir = join(agent.dir, "root", "pods", uid);
+    expect(readdirSync(join(podDir, "containers", "main"))).toEqual([expect.stringMatching(/^[0-9a-f]{8}$/)]);
+    expect(readdirSync(podDir)).toEqual(expect.arrayContaining(["containers", "etc-hosts"]));
+    await kubectl("delete", "pod", "msg-file", "--wait=false");
+    await eventually("the pod's files removed", () => !existsSync(podDir), 60_000);
   }, 90_000);
 
   test("reasons: OOMKilled from the kernel, a failed start (RunContainerError, then StartError with the runtime's message), CreateContainerConfigError", async () => {
@@ -143,6 +150,7 @@ describe("pod semantics on a real control plane and containerd", () => {
     // A host-network pod sees the node's hosts file under the host-network header, its aliases appended.
     await apply(podOf("hosts-hostnet", { command: ["sleep", "3600"] }, { hostNetwork: true, hostAliases: [{ ip: "10.9.8.6", hostnames: ["baz.local"] }] }));
     await running("hosts-hostnet");
+    expect((await statusOf("hosts-hostnet")).podIP).toBe("127.0.0.1"); // the node's IP, as upstream reports host-network pods
     const nodeHosts = readFileSync("/etc/hosts", "utf8");
     expect((await execIn("hosts-hostnet", ["cat", "/etc/hosts"])).out).toBe(
       `# Kubernetes-managed hosts file (host network).\n${nodeHosts}\n# Entries added by HostAliases.\n10.9.8.6\tbaz.local\n`,
