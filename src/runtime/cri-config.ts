@@ -21,6 +21,8 @@ export interface NodeSettings {
   hostDns: DnsSettings;
   clusterDns: string[];
   clusterDomain: string;
+  /** resolvConf is "": pods do not inherit the node's resolver. */
+  resolvConfDisabled?: boolean;
   /** Where Localhost seccomp profiles live (<rootDir>/seccomp). */
   seccompProfileRoot?: string;
   /** seccompDefault: RuntimeDefault for containers that set no profile. */
