@@ -36,7 +36,7 @@ import { backoffKey, containerSpecOf, isSidecar, planPod, restartPolicyOf, type 
 import { PodFiles } from "./pod-files.ts";
 import { podDnsConfig } from "./dns.ts";
 import { PullQueue } from "./pull-queue.ts";
-import { podKeyring } from "./pull-secrets.ts";
+import { pullWithSecrets } from "./pull-secrets.ts";
 import { terminationMessage } from "./termination.ts";
 import type { PodDirs } from "../pods/dirs.ts";
 import type { ContainerState, ObservedContainer, ObservedPod, ObservedSandbox, PodSyncOutcome, RuntimePodRecord, SyncResult } from "./types.ts";
@@ -298,25 +298,16 @@ export class CriPodRuntime implements PodRuntime {
     }
   }
 
-  /** One pull through the node-wide queue, with each matching pull secret in turn until one works (upstream), or anonymously. */
+  /** One pull through the node-wide queue with the pod's pull secrets; a secret that cannot be read is an event, as upstream. */
   private async pull(pod: Pod, image: string, sandbox: PodSandboxConfig): Promise<string> {
-    const { keyring, missing } = await podKeyring(pod, this.opts.podObjects ?? noPodObjects);
-    if (missing.length) {
-      this.recorder.event(podRef(pod), "Warning", "FailedToRetrieveImagePullSecret", `Unable to retrieve some image pull secrets (${missing.join(", ")}); attempting to pull the image may not succeed.`);
-    }
-    const spec = { image, annotations: {}, userSpecifiedImage: image, runtimeHandler: "" };
-    const auths = keyring.lookup(image);
-    return this.pullQueue.run(async () => {
-      if (!auths.length) return this.opts.cri.pullImage(spec, undefined, sandbox);
-      const errors: string[] = [];
-      for (const auth of auths) {
-        try {
-          return await this.opts.cri.pullImage(spec, { username: auth.username, password: auth.password }, sandbox);
-        } catch (err) {
-          errors.push(errorMessage(err));
-        }
-      }
-      throw new Error(errors.length === 1 ? errors[0] : `[${errors.join(", ")}]`);
+    return pullWithSecrets({
+      cri: this.opts.cri,
+      queue: this.pullQueue,
+      objects: this.opts.podObjects ?? noPodObjects,
+      pod,
+      image,
+      sandbox,
+      warn: (reason, message) => this.recorder.event(podRef(pod), "Warning", reason, message),
     });
   }
 
