@@ -188,3 +188,15 @@ describe("image pulls", () => {
     ]);
   });
 });
+
+describe("hostname", () => {
+  test("setHostnameAsFQDN makes the sandbox hostname the FQDN; one longer than 64 characters fails the sandbox with upstream's message", async () => {
+    const { cri, runtime, events } = setup();
+    await sync(runtime, pod({}, { hostname: "h", subdomain: "sub", setHostnameAsFQDN: true } as Partial<Pod["spec"]>));
+    expect((cri.callsOf("runPodSandbox")[0] as [{ hostname: string }])[0].hostname).toBe("h.sub.default.svc.cluster.local");
+    const long = { ...pod({}, { hostname: "a".repeat(40), subdomain: "sub", setHostnameAsFQDN: true } as Partial<Pod["spec"]>), metadata: { name: "long", namespace: "default", uid: "uid-long" } };
+    const outcome = await sync(runtime, long);
+    expect(outcome.results.find((r) => r.error)).toMatchObject({ action: "CreatePodSandbox", error: { reason: "CreatePodSandboxError" } });
+    expect(events.find((e) => e.includes("FailedCreatePodSandBox"))).toContain(`FQDN ${"a".repeat(40)}.sub.default.svc.cluster.local is too long (64 characters is the max, 70 characters requested)`);
+  });
+});

@@ -23,7 +23,7 @@ import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import { Backoff } from "./backoff.ts";
-import { containerConfig, podLogDirectory, pullPolicyOf, sandboxConfig, type NodeSettings } from "./cri-config.ts";
+import { containerConfig, podLogDirectory, pullPolicyOf, sandboxConfig, sandboxHostnameProblem, type NodeSettings } from "./cri-config.ts";
 import { LogEventRecorder, podRef, type EventRecorder } from "../events/recorder.ts";
 import { containerEnv, EnvError } from "./env.ts";
 import { noPodObjects, PodObjectError, type PodObjects } from "../api/objects.ts";
@@ -226,6 +226,8 @@ export class CriPodRuntime implements PodRuntime {
     if (actions.createSandbox) {
       for (const w of podDnsConfig(pod, this.opts.node).warnings) this.recorder.event(podRef(pod), "Warning", w.reason, w.message);
       try {
+        const hostnameProblem = sandboxHostnameProblem(pod, this.opts.node.clusterDomain);
+        if (hostnameProblem) throw new Error(hostnameProblem);
         mkdirSync(config.logDirectory, { recursive: true, mode: 0o755 });
         sandboxId = await this.opts.cri.runPodSandbox(config);
         results.push({ action: "CreatePodSandbox", target: pod.metadata.uid ?? "" });

@@ -136,7 +136,7 @@ describe("pod semantics on a real control plane and containerd", () => {
     expect(config).toEqual({ reason: "CreateContainerConfigError", message: 'secret "missing" not found' });
   }, 120_000);
 
-  test("/etc/hosts is kubelet-managed: pod IP with hostname and FQDN, host aliases", async () => {
+  test("/etc/hosts is kubelet-managed: pod IP with hostname and FQDN, host aliases; host-network pods get the node's; setHostnameAsFQDN", async () => {
     await apply(
       podOf("hosts", { command: ["sleep", "3600"] }, { hostname: "myhost", subdomain: "sub", hostAliases: [{ ip: "10.9.8.7", hostnames: ["foo.local", "bar.local"] }] }),
     );
@@ -147,6 +147,9 @@ describe("pod semantics on a real control plane and containerd", () => {
     expect(hosts).toContain(`${podIP}\tmyhost.sub.default.svc.cluster.local\tmyhost\n`);
     expect(hosts).toEndWith("\n# Entries added by HostAliases.\n10.9.8.7\tfoo.local\tbar.local\n");
     expect((await execIn("hosts", ["hostname"])).out.trim()).toBe("myhost");
+    await apply(podOf("fqdn", { command: ["sleep", "3600"] }, { hostname: "fq", subdomain: "sub", setHostnameAsFQDN: true }));
+    await running("fqdn");
+    expect((await execIn("fqdn", ["hostname"])).out.trim()).toBe("fq.sub.default.svc.cluster.local");
     // A host-network pod sees the node's hosts file under the host-network header, its aliases appended.
     await apply(podOf("hosts-hostnet", { command: ["sleep", "3600"] }, { hostNetwork: true, hostAliases: [{ ip: "10.9.8.6", hostnames: ["baz.local"] }] }));
     await running("hosts-hostnet");
