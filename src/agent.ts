@@ -17,6 +17,8 @@ import { defaultRouteIPv4, goArch, readMachineInfo } from "./node/machine.ts";
 import { ApiEventRecorder, LogEventRecorder } from "./events/recorder.ts";
 import { createEvictionManager, type EvictionManager } from "./eviction/index.ts";
 import { createImageGC, statfsBytes } from "./images/index.ts";
+import { containerdImageStore } from "./images/containerd/client.ts";
+import { preloadImages } from "./images/preload.ts";
 import { bootstrapClientCertificate, ClientCertificateRotation, csrApi, CURRENT_CLIENT_PEM, readUsableCertificate } from "./certificates/client.ts";
 import { certificateValidity } from "./certificates/x509.ts";
 import { createLogRotation } from "./logs/index.ts";
@@ -84,6 +86,15 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   const cri = instrumentCri(rawCri, metrics, () => clock.now());
   await waitForRuntime(cri, { clock, logger, signal });
   if (signal.aborted) return;
+  // Air-gapped nodes: image tarballs go into the runtime before any pod can ask for them.
+  if (k.imagePreloadDir) {
+    const store = containerdImageStore(k.imageServiceEndpoint || k.containerRuntimeEndpoint);
+    try {
+      await preloadImages(k.imagePreloadDir, store, logger);
+    } finally {
+      store.close();
+    }
+  }
 
   // Cluster mode: the API server is a pod source and the status sink, and the node registers.
   const cluster = config.kubeconfig ? await connectCluster(config, { clock, logger, version: deps.version, signal }) : undefined;

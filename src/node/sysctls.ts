@@ -49,7 +49,7 @@ const PATTERN = /^(\*|[a-z0-9]([-_./a-z0-9]*[a-z0-9])?\*?|[a-z0-9][-_./a-z0-9]*[
 
 /** Why an allowedUnsafeSysctls entry cannot be used (upstream NewAllowlist refuses it), or undefined. */
 export function sysctlPatternProblem(raw: string): string | undefined {
-  if (raw.length > 253 || !PATTERN.test(raw)) return `sysctl "${raw}" must have at most 253 characters and be a sysctl name or a prefix ending in "*"`;
+  if (raw.length > 253 || !PATTERN.test(raw)) return `sysctl ${JSON.stringify(raw)} must have at most 253 characters and be a sysctl name or a prefix ending in "*"`;
   const pattern = normalizeSysctlName(raw);
   const nameOrPrefix = pattern.endsWith("*") ? pattern.slice(0, -1) : pattern;
   return namespaceOf(nameOrPrefix) ? undefined : `the sysctls "${nameOrPrefix}" are not known to be namespaced`;
