@@ -185,6 +185,42 @@ describe("ApiServerSource offline autonomy (checkpoint)", () => {
     await t.source[Symbol.asyncDispose]();
   });
 
+  test("maxAge counts from the API's last confirmation of the view (bookmarks), not from the pod's last change", async () => {
+    const clock = new FakeClock();
+    const store = new FakeCheckpointStore(clock);
+    const api = new FakeKubeApi();
+    const a = api.putPod(pod("a"));
+    const online = offlineSetup({ api, clock, store });
+    online.start();
+    await writePhase(clock);
+    // The pod does not change for 20 hours; the watch's bookmarks keep confirming the view.
+    for (let h = 0; h < 20; h++) {
+      clock.advance(HOUR);
+      api.bookmark();
+      await writePhase(clock);
+    }
+    await online.source[Symbol.asyncDispose]();
+    const podWrites = store.writes.filter((w) => w.startsWith(`${POD_CHECKPOINT_KIND}/`));
+    expect(podWrites).toEqual([`${POD_CHECKPOINT_KIND}/${a.metadata!.uid}`]); // confirmations do not rewrite pods
+
+    // Offline 10 hours later: 30 hours after the pod's file, 10 after the last confirmation.
+    clock.advance(10 * HOUR);
+    api.setReachable(false);
+    const rebooted = offlineSetup({ api, clock, store });
+    rebooted.start();
+    await settle();
+    expect(rebooted.snapshots.map((s) => s.pods.map((p) => p.metadata.uid))).toEqual([[a.metadata!.uid!]]);
+    await rebooted.source[Symbol.asyncDispose]();
+
+    // 25 hours after the last confirmation: too old.
+    clock.advance(15 * HOUR);
+    const late = offlineSetup({ api, clock, store });
+    late.start();
+    await settle();
+    expect(late.snapshots).toEqual([]);
+    await late.source[Symbol.asyncDispose]();
+  });
+
   test("without a checkpoint an unreachable API server leaves the source not ready (no view at all)", async () => {
     const api = new FakeKubeApi();
     api.setReachable(false);

@@ -32,11 +32,24 @@ export interface ApiServerSourceOptions {
   /** Mirror pods are the API's copies of static pods: never run, handed here instead. */
   onMirrorPods?: (mirrors: Pod[]) => void;
   /** Offline autonomy; without it nothing is written or read. */
-  checkpoint?: { store: CheckpointStore; maxAgeMs: number; debounceMs?: number };
+  checkpoint?: { store: CheckpointStore; maxAgeMs: number; debounceMs?: number; confirmEveryMs?: number };
 }
 
 /** The checkpoint kind for the node's API pods. */
 export const POD_CHECKPOINT_KIND = "pods";
+/**
+ * When the API server last confirmed the checkpointed view (a list, an
+ * event or a bookmark). A pod unchanged for weeks has an old file, but was
+ * still wanted then: maxAge counts from the later of the two.
+ */
+const VIEW_KIND = "pod-view";
+const VIEW_KEY = "confirmed";
+
+/** Removes every pod checkpoint (offline autonomy turned off). */
+export function removePodCheckpoints(store: CheckpointStore): void {
+  for (const uid of store.keys(POD_CHECKPOINT_KIND)) store.remove(POD_CHECKPOINT_KIND, uid);
+  store.remove(VIEW_KIND, VIEW_KEY);
+}
 
 /**
  * What is kept of an API pod: its spec and metadata, and of its status only
@@ -62,6 +75,7 @@ export class ApiServerSource implements PodSource {
   private written: Map<string, string> | undefined;
   private cancelCheckpoint: (() => void) | undefined;
   private listedOnce = false;
+  private confirmedWrittenAt = -Infinity;
   private offlineViewTried = false;
   private resourceVersion = "";
   private readonly abort = new AbortController();
@@ -144,6 +158,7 @@ export class ApiServerSource implements PodSource {
     if (!this.listedOnce && this.offlineViewTried) this.opts.logger.info("API server reachable again; its pods replace the checkpoint", { pods: this.pods.size });
     this.listedOnce = true;
     this.scheduleEmit();
+    this.confirmed();
   }
 
   private onEvent(type: string, object: ApiObject): void {
@@ -157,6 +172,7 @@ export class ApiServerSource implements PodSource {
         this.raw.delete(keyOf(object));
         break;
       case "BOOKMARK":
+        this.confirmed();
         break;
       case "ERROR": {
         const status = object as { code?: number; reason?: string; message?: string };
@@ -190,8 +206,10 @@ export class ApiServerSource implements PodSource {
     const { logger, clock } = this.opts;
     const pods: Pod[] = [];
     let tooOld = 0;
+    const view = checkpoint.store.read(VIEW_KIND, VIEW_KEY);
+    const confirmedAt = view.ok ? view.writtenAt : -Infinity;
     for (const entry of checkpoint.store.list(POD_CHECKPOINT_KIND)) {
-      if (clock.now() - entry.writtenAt > checkpoint.maxAgeMs) {
+      if (clock.now() - Math.max(entry.writtenAt, confirmedAt) > checkpoint.maxAgeMs) {
         tooOld++;
         continue;
       }
@@ -206,6 +224,16 @@ export class ApiServerSource implements PodSource {
     });
     if (pods.length === 0) return;
     this.emitFn({ source: "api", pods, provisional: true });
+  }
+
+  private get confirmEveryMs(): number {
+    const checkpoint = this.opts.checkpoint;
+    return checkpoint?.confirmEveryMs ?? Math.min(5 * 60_000, (checkpoint?.maxAgeMs ?? 0) / 10);
+  }
+
+  /** The API server answered with the current view; the confirmation is written at most every confirmEveryMs. */
+  private confirmed(): void {
+    if (this.opts.checkpoint && this.opts.clock.now() - this.confirmedWrittenAt >= this.confirmEveryMs) this.scheduleCheckpoint();
   }
 
   /** Debounced: a burst of changes makes one pass over the checkpoint files. */
@@ -238,6 +266,12 @@ export class ApiServerSource implements PodSource {
         if (current.has(uid)) continue;
         store.remove(POD_CHECKPOINT_KIND, uid);
         written.delete(uid);
+      }
+      // Only after the files match the view: the confirmation vouches for them.
+      const now = this.opts.clock.now();
+      if (now - this.confirmedWrittenAt >= this.confirmEveryMs) {
+        store.write(VIEW_KIND, VIEW_KEY, { pods: current.size });
+        this.confirmedWrittenAt = now;
       }
     } catch (err) {
       this.opts.logger.warn("could not write the pod checkpoint; will retry on the next change", { err: errorMessage(err) });
