@@ -137,6 +137,14 @@ describe("ApiServerSource offline autonomy (checkpoint)", () => {
     await first.source[Symbol.asyncDispose]();
     expect(store.keys(POD_CHECKPOINT_KIND)).toHaveLength(2);
 
+    // An online restart rewrites nothing that did not change.
+    const writesBefore = store.writes.filter((w) => w.startsWith(`${POD_CHECKPOINT_KIND}/`)).length;
+    const again = offlineSetup({ api, clock, store });
+    again.start();
+    await writePhase(clock);
+    await again.source[Symbol.asyncDispose]();
+    expect(store.writes.filter((w) => w.startsWith(`${POD_CHECKPOINT_KIND}/`)).length).toBe(writesBefore);
+
     // Reboot while offline; b is deleted in the API meanwhile.
     clock.advance(2 * HOUR);
     api.setReachable(false);

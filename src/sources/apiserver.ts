@@ -251,7 +251,13 @@ export class ApiServerSource implements PodSource {
     const checkpoint = this.opts.checkpoint;
     if (!checkpoint || !this.listedOnce) return;
     const { store } = checkpoint;
-    const written = (this.written ??= new Map(store.keys(POD_CHECKPOINT_KIND).map((uid) => [uid, ""])));
+    // Seeded from the files of the previous run, so a restart rewrites (and fsyncs) only what changed.
+    const written = (this.written ??= new Map(
+      store.keys(POD_CHECKPOINT_KIND).map((uid) => {
+        const r = store.read(POD_CHECKPOINT_KIND, uid);
+        return [uid, r.ok ? canonicalJson(r.data) : ""];
+      }),
+    ));
     const current = new Map<string, ApiObject>();
     for (const object of this.raw.values()) current.set(object.metadata?.uid ?? "", object);
     try {
