@@ -4,7 +4,8 @@ import { FakeKubeApi } from "../api/fake.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { FakeCheckpointStore } from "../checkpoint/index.ts";
-import { ApiServerSource, checkpointForm, POD_CHECKPOINT_KIND } from "./apiserver.ts";
+import { ApiServerSource } from "./apiserver.ts";
+import { checkpointForm, POD_CHECKPOINT_KIND } from "./pod-checkpoint.ts";
 import type { SourceSnapshot } from "./types.ts";
 
 const pod = (name: string, nodeName = "n1", image = "busybox") => ({

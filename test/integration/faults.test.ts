@@ -176,6 +176,8 @@ describe("faults (issue #8)", () => {
     expect(offlineLog).toContain("ignoring corrupt checkpoint");
     expect(offlineLog).toContain(truncated);
     expect(await runningByName(uids["edge-c"]!)).toEqual({}); // its checkpoint was ignored
+    // Startup did not wait for the API server: the syncLoop runs and the agent reports itself healthy.
+    expect(await (await fetch(`http://127.0.0.1:${agent.healthzPort}/healthz`)).text()).toBe("ok");
     expect(await apiReachable()).toBe(false);
     // Let the offline agent settle (statuses, probes), then take the reference view.
     await eventually("the agent reports the restored pods", async () => {
