@@ -75,7 +75,7 @@ try {
           image: ctd.busyboxImage,
           imagePullPolicy: "IfNotPresent",
           command,
-          readinessProbe: { exec: { command: ["true"] }, periodSeconds: 10 },
+          readinessProbe: { exec: { command: ["true"] }, periodSeconds: 30 },
         },
       ],
     },
