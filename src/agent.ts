@@ -40,7 +40,8 @@ import { parseResolvConf, type DnsSettings } from "./runtime/dns.ts";
 import { healthzApp, syncLoopCheck } from "./server/healthz.ts";
 import { readOnlyApp } from "./server/readonly.ts";
 import { startKubeletServer } from "./server/wire.ts";
-import { ApiServerSource, POD_CHECKPOINT_KIND } from "./sources/apiserver.ts";
+import { ApiServerSource } from "./sources/apiserver.ts";
+import { removePodCheckpoints } from "./sources/pod-checkpoint.ts";
 import { FileCheckpointStore } from "./checkpoint/index.ts";
 import { FileSource } from "./sources/file.ts";
 import { UrlSource } from "./sources/url.ts";
@@ -409,7 +410,7 @@ function offlineCheckpoint(config: AgentConfig, opts: { clock: Clock; logger: Lo
   const store = new FileCheckpointStore({ dir: posix.join(config.rootDir, "checkpoints"), ...opts });
   if (enabled) return { store, maxAgeMs: maxAge };
   try {
-    for (const uid of store.keys(POD_CHECKPOINT_KIND)) store.remove(POD_CHECKPOINT_KIND, uid);
+    removePodCheckpoints(store);
   } catch (err) {
     opts.logger.warn("could not remove old pod checkpoints", { err: errorMessage(err) });
   }
