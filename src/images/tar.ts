@@ -41,7 +41,11 @@ function octal(block: Uint8Array, start: number, length: number, what: string): 
 function checksumOk(block: Uint8Array): boolean {
   let sum = 0;
   for (let i = 0; i < BLOCK; i++) sum += i >= 148 && i < 156 ? 32 : block[i]!;
-  return sum === octal(block, 148, 8, "checksum");
+  try {
+    return sum === octal(block, 148, 8, "checksum");
+  } catch {
+    return false; // not even a number where the checksum goes: not a tar header
+  }
 }
 
 /** PAX extended header records: "<len> key=value\n". */
