@@ -172,6 +172,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
       cri,
       pods: () => workers.activePods().map((p) => refOf(p)),
       podLogsDir: k.podLogsDir,
+      volumeStatsAggPeriodMs: k.volumeStatsAggPeriod,
       clock,
       logger,
     }),

@@ -80,7 +80,7 @@ beforeAll(async () => {
   writeFileSync(join(hostDir, "a-file"), "host file\n");
   const kubeconfig = await cp.nodeKubeconfig(NODE);
   // syncFrequency 3s: configMap and secret changes reach running pods within it.
-  agent = await startAgent(ctd, { nodeName: NODE, extraArgs: [`--kubeconfig=${kubeconfig}`, "--node-ip=127.0.0.1"], extraConfig: { syncFrequency: "3s" } });
+  agent = await startAgent(ctd, { nodeName: NODE, extraArgs: [`--kubeconfig=${kubeconfig}`, "--node-ip=127.0.0.1"], extraConfig: { syncFrequency: "3s", volumeStatsAggPeriod: "2s" } });
   await eventually("node registered", async () => (await cp.kubectl(["get", "node", NODE])).code === 0, 60_000);
 }, 180_000);
 
@@ -210,6 +210,23 @@ describe("volumes on a real containerd and control plane", () => {
     expect((await sh(id, "readlink /cfg/a")).trim()).toBe("..data/a");
     expect((await cri.execSync(id, ["sh", "-c", "echo x > /cfg/new"], 10)).exitCode).not.toBe(0);
   }, 120_000);
+
+  test("an emptyDir past its sizeLimit gets the pod evicted with upstream's message", async () => {
+    await apply(
+      apiPod("hog", "dd if=/dev/zero of=/data/fill bs=1M count=4 && sleep 3600", { volumes: [{ name: "data", emptyDir: { sizeLimit: "1Mi" } }], nodeName: NODE }, [{ name: "data", mountPath: "/data" }]),
+    );
+    const status = await eventually(
+      "hog evicted",
+      async () => {
+        const p = JSON.parse(await kubectl("get", "pod", "hog", "-o", "json"));
+        return p.status?.reason === "Evicted" ? p.status : undefined;
+      },
+      60_000,
+      500,
+    );
+    expect(status.phase).toBe("Failed");
+    expect(status.message).toContain('Usage of EmptyDir volume "data" exceeds the limit "1Mi".');
+  }, 70_000);
 
   test("a secret volume is a tmpfs inside the container, with defaultMode applied", async () => {
     await apply({ apiVersion: "v1", kind: "Secret", metadata: { name: "creds", namespace: "default" }, stringData: { password: "s3cret" } });
