@@ -10,7 +10,7 @@ import { memoryLogger } from "../util/log.ts";
 import { VolumeMountError, VolumeSetupError } from "./index.ts";
 import { memoryVolumeSize, PodVolumeManager } from "./manager.ts";
 import { FakeMounter } from "./mount.ts";
-import type { TokenRequestSpec, TokenSource } from "./token.ts";
+import { TokenManager, type TokenRequestSpec, type TokenSource } from "./token.ts";
 
 let root: string;
 beforeEach(() => (root = mkdtempSync(join(tmpdir(), "volmgr-"))));
@@ -131,6 +131,23 @@ describe("PodVolumeManager", () => {
     expect(mounter.mounts.get(dir)?.kind).toBe("tmpfs");
     expect(["token", "ca.crt", "namespace"].map((f) => readFileSync(join(dir, f), "utf8"))).toEqual(["token-1", "CA", "ns"]);
     expect(requested).toEqual([{ namespace: "ns", serviceAccount: "robot", audiences: [], expirationSeconds: 3607, pod: { name: "p", uid: "uid-1" } }]);
+  });
+
+  test("a projected token is rewritten in place once the token manager refreshes it (80% of its lifetime)", async () => {
+    const clock = new FakeClock();
+    let issued = 0;
+    const tokens = new TokenManager({ clock, random: () => 0, request: async (s) => ({ token: `jwt-${++issued}`, expiresAt: clock.now() + s.expirationSeconds * 1000 }) });
+    const manager = new PodVolumeManager({ rootDir: root, mounter: new FakeMounter(), objects: new FakePodObjects(), tokens, node, clock, logger: memoryLogger().logger });
+    const p = pod([{ name: "t", projected: { sources: [{ serviceAccountToken: { path: "token", expirationSeconds: 600 } }] } }]);
+    const file = join(volDir("kubernetes.io~projected", "t"), "token");
+    await manager.setupPod(p);
+    expect(readFileSync(file, "utf8")).toBe("jwt-1");
+    clock.advance(470_000);
+    await manager.setupPod(p);
+    expect(readFileSync(file, "utf8")).toBe("jwt-1");
+    clock.advance(11_000); // past 480 s
+    await manager.setupPod(p);
+    expect(readFileSync(file, "utf8")).toBe("jwt-2");
   });
 
   test("hostPath: the type is checked and the host path is mounted; other volumes still set up when one fails", async () => {
