@@ -243,10 +243,11 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     const observeMirrors = mirrors;
     sources.push(stack.use(new ApiServerSource({ api: cluster.api, nodeName: config.nodeName, clock, logger, onMirrorPods: (pods) => (observeMirrors.observe(pods), apiStatus?.mirrorsChanged()) })));
   }
+  const podConfig = new PodConfig(sources.map((s) => s.name));
   const syncLoop = stack.use(
     new SyncLoop({
       sources,
-      podConfig: new PodConfig(sources.map((s) => s.name)),
+      podConfig,
       workers,
       pleg,
       runtime,
@@ -257,10 +258,11 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
       housekeepingTasks: [
         ...(podCgroups ? [everyMs(60_000, clock, () => podCgroupHousekeeping(podCgroups, workers, pleg, logger))] : []),
         // Directories (and mounts) of pods gone from the agent and the runtime, as upstream cleanupOrphanedPodDirs.
+        // Only once every source delivered its pods: a restarted node must not lose emptyDirs of pods still loading.
         everyMs(60_000, clock, async () => {
-          if (!pleg.hasRelisted()) return;
-          const inRuntime = new Set(pleg.runtimePods().map((p) => p.uid));
-          await volumes.cleanupOrphans((uid) => workers.has(uid) || inRuntime.has(uid));
+          if (!pleg.hasRelisted() || !podConfig.allSourcesReady()) return;
+          const known = new Set([...pleg.runtimePods().map((p) => p.uid), ...podConfig.desiredPods().map((p) => p.metadata.uid ?? "")]);
+          await volumes.cleanupOrphans((uid) => workers.has(uid) || known.has(uid));
         }),
       ],
     }),
