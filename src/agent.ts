@@ -110,7 +110,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     }),
   );
   // configMaps and secrets pods reference (watched in cluster mode), and their volumes below rootDir/pods.
-  const { volumes } = stack.use(createVolumeManager({ rootDir: config.rootDir, ...(cluster ? { api: cluster.api } : {}), allocatable: nodeAllocatable, clock, logger }));
+  const { volumes } = stack.use(await createVolumeManager({ rootDir: config.rootDir, ...(cluster ? { api: cluster.api } : {}), allocatable: nodeAllocatable, clock, logger }));
   const runtime = new CriPodRuntime({
     cri,
     volumes,

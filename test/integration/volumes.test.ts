@@ -164,6 +164,35 @@ describe("volumes on a real containerd and control plane", () => {
     expect(events).toContain(`MountVolume.SetUp failed for volume "f" : hostPath type check failed: ${join(hostDir, "a-dir")} is not a file`);
   });
 
+  test("mountPropagation: a host mount below a HostToContainer volume appears in the container; a privileged container's mount in a Bidirectional one reaches the host", async () => {
+    writeFileSync(
+      join(agent.manifests, "prop.json"),
+      staticPod(
+        "prop",
+        "mkdir -p /bi/inside && mount -t tmpfs tmpfs /bi/inside && echo from-container > /bi/inside/f; sleep 3600",
+        [
+          { name: "h2c", emptyDir: {} },
+          { name: "bi", emptyDir: {} },
+        ],
+        [
+          { name: "h2c", mountPath: "/h2c", mountPropagation: "HostToContainer" },
+          { name: "bi", mountPath: "/bi", mountPropagation: "Bidirectional" },
+        ],
+        { securityContext: { privileged: true } },
+      ),
+    );
+    const id = await runningContainer(`prop-${NODE}`);
+    const uid = (await agent.pods()).items.find((p) => p.metadata.name === `prop-${NODE}`)!.metadata.uid;
+    const volumes = join(agent.dir, "root", "pods", uid, "volumes", "kubernetes.io~empty-dir");
+    const hostSide = join(volumes, "h2c", "late");
+    mkdirSync(hostSide);
+    const mount = Bun.spawnSync(["mount", "-t", "tmpfs", "tmpfs", hostSide]);
+    expect(mount.exitCode).toBe(0);
+    writeFileSync(join(hostSide, "f"), "from-host\n");
+    expect((await sh(id, "cat /h2c/late/f")).trim()).toBe("from-host");
+    expect(await eventually("the container's mount on the host", () => existsSync(join(volumes, "bi", "inside", "f")))).toBe(true);
+  });
+
   test("a subPath that the container turns into a symlink to / is refused on restart", async () => {
     // First run: replace the subPath directory by a symlink to the host's root, then crash.
     writeFileSync(
