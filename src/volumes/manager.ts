@@ -100,15 +100,15 @@ export function memoryVolumeSize(pod: Pod, sizeLimit: string | number | null | u
 /** The container's literal and pod-metadata env, what subPathExpr may reference. */
 function subPathEnv(pod: Pod, container: ContainerSpec): Map<string, string> {
   const env = new Map<string, string>();
+  const meta: Record<string, string | undefined> = {
+    "metadata.name": pod.metadata.name,
+    "metadata.namespace": pod.metadata.namespace ?? "default",
+    "metadata.uid": pod.metadata.uid,
+    "spec.nodeName": pod.spec.nodeName,
+  };
   for (const e of container.env ?? []) {
     if (e.value !== undefined) env.set(e.name, expand(e.value, (n) => env.get(n)));
     const path = (e.valueFrom as { fieldRef?: { fieldPath?: string } } | undefined)?.fieldRef?.fieldPath;
-    const meta: Record<string, string | undefined> = {
-      "metadata.name": pod.metadata.name,
-      "metadata.namespace": pod.metadata.namespace ?? "default",
-      "metadata.uid": pod.metadata.uid,
-      "spec.nodeName": pod.spec.nodeName,
-    };
     if (path && meta[path] !== undefined) env.set(e.name, meta[path]!);
   }
   return env;
