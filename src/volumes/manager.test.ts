@@ -7,7 +7,7 @@ import { MountPropagation } from "../cri/index.ts";
 import type { Pod } from "../pods/schema.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
-import { VolumeMountError, VolumeSetupError } from "./index.ts";
+import { VolumeMountError, VolumeSetupError, type VolumeFailure } from "./index.ts";
 import { memoryVolumeSize, PodVolumeManager } from "./manager.ts";
 import { FakeMounter } from "./mount.ts";
 import { TokenManager, type TokenRequestSpec, type TokenSource } from "./token.ts";
@@ -39,7 +39,7 @@ const pod = (volumes: NonNullable<Pod["spec"]["volumes"]>, mounts: NonNullable<P
 const volDir = (plugin: string, name: string) => join(root, "pods/uid-1/volumes", plugin, name);
 const b64 = (s: string) => Buffer.from(s).toString("base64");
 
-async function failures(fn: () => Promise<unknown>): Promise<{ volume: string; message: string }[]> {
+async function failures(fn: () => Promise<unknown>): Promise<VolumeFailure[]> {
   try {
     await fn();
   } catch (err) {
@@ -89,7 +89,7 @@ describe("PodVolumeManager", () => {
     expect(readFileSync(join(dir, "a"), "utf8")).toBe("2");
     expect((await manager.mountsFor(p, p.spec.containers[0]!))[0]?.readonly).toBe(true);
     objects.configMaps.clear();
-    expect(await failures(() => manager.setupPod(p))).toEqual([{ volume: "cfg", message: 'configmap "app" not found' }]);
+    expect(await failures(() => manager.setupPod(p))).toEqual([{ volume: "cfg", message: 'configmap "app" not found', mounted: true }]);
     expect(readFileSync(join(dir, "a"), "utf8")).toBe("2"); // a failed refresh leaves the last content
     await manager.setupPod(pod([{ name: "opt", configMap: { name: "app", optional: true } }]));
     expect(existsSync(join(volDir("kubernetes.io~configmap", "opt"), "..data"))).toBe(true);
@@ -103,7 +103,7 @@ describe("PodVolumeManager", () => {
     expect(mounter.mounts.get(dir)?.kind).toBe("tmpfs");
     expect(readFileSync(join(dir, "password"), "utf8")).toBe("s3cret");
     expect(statSync(join(dir, "password")).mode & 0o777).toBe(0o400);
-    expect(await failures(() => manager.setupPod(pod([{ name: "t", secret: { secretName: "gone" } }])))).toEqual([{ volume: "t", message: 'secret "gone" not found' }]);
+    expect(await failures(() => manager.setupPod(pod([{ name: "t", secret: { secretName: "gone" } }])))).toEqual([{ volume: "t", message: 'secret "gone" not found', mounted: false }]);
   });
 
   test("projected: token bound to the pod, kube-root-ca.crt and the namespace in one tmpfs volume", async () => {
@@ -161,7 +161,7 @@ describe("PodVolumeManager", () => {
       ],
       [{ name: "ok", mountPath: "/f", readOnly: true }],
     );
-    expect(await failures(() => manager.setupPod(p))).toEqual([{ volume: "bad", message: `hostPath type check failed: ${join(root, "file")} is not a directory` }]);
+    expect(await failures(() => manager.setupPod(p))).toEqual([{ volume: "bad", message: `hostPath type check failed: ${join(root, "file")} is not a directory`, mounted: false }]);
     expect(existsSync(volDir("kubernetes.io~empty-dir", "e"))).toBe(true);
     expect(await manager.mountsFor(p, p.spec.containers[0]!)).toMatchObject([{ containerPath: "/f", hostPath: join(root, "file"), readonly: true }]);
   });
@@ -169,7 +169,7 @@ describe("PodVolumeManager", () => {
   test("an unsupported volume type fails with its name", async () => {
     const { manager } = setup();
     const p = pod([{ name: "claim", persistentVolumeClaim: { claimName: "x" } } as never]);
-    expect(await failures(() => manager.setupPod(p))).toEqual([{ volume: "claim", message: 'volume type "persistentVolumeClaim" is not supported by this node' }]);
+    expect(await failures(() => manager.setupPod(p))).toEqual([{ volume: "claim", message: 'volume type "persistentVolumeClaim" is not supported by this node', mounted: false }]);
   });
 
   test("mounts: a missing volume and Bidirectional without privilege are config errors; HostToContainer maps to the CRI", async () => {

@@ -311,6 +311,18 @@ describe("volumes on a real containerd and control plane", () => {
     await eventually("v6 after the restart", async () => (await sh(before.reader, "cat /cfg/a")).trim() === "v6", 20_000, 200);
   }, 60_000);
 
+  test("a configMap deleted under a running pod: FailedMount events, the container keeps running with the last content", async () => {
+    const reader = await runningContainer("cm-reader");
+    await kubectl("delete", "configmap", "app-config");
+    const messages = await eventually("FailedMount for cm-reader", async () => {
+      const m = await eventMessages("cm-reader", "FailedMount");
+      return m.length ? m : undefined;
+    });
+    expect(messages).toContain(`MountVolume.SetUp failed for volume "cfg" : configmap "app-config" not found`);
+    expect(await runningContainer("cm-reader")).toBe(reader);
+    expect((await sh(reader, "cat /cfg/a")).trim()).toBe("v6");
+  });
+
   test("a deleted pod's volumes are unmounted and its directory removed", async () => {
     const uid = JSON.parse(await kubectl("get", "pod", "sec", "-o", "json")).metadata.uid as string;
     const podDir = join(agent.dir, "root", "pods", uid);
