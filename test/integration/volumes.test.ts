@@ -127,6 +127,43 @@ describe("volumes on a real containerd and control plane", () => {
     expect(line).toContain("size=16384k");
   });
 
+  test("fsGroup owns emptyDir and downwardAPI volumes; downwardAPI files hold the pod's metadata", async () => {
+    writeFileSync(
+      join(agent.manifests, "fsg.json"),
+      JSON.stringify({
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: "fsg", namespace: "default", labels: { tier: "db", app: "fsg" } },
+        spec: {
+          terminationGracePeriodSeconds: 1,
+          securityContext: { fsGroup: 2000, fsGroupChangePolicy: "OnRootMismatch" },
+          volumes: [
+            { name: "data", emptyDir: {} },
+            { name: "info", downwardAPI: { items: [{ path: "labels", fieldRef: { fieldPath: "metadata.labels" } }, { path: "mem", resourceFieldRef: { containerName: "main", resource: "limits.memory", divisor: "1Mi" } }] } },
+          ],
+          containers: [
+            {
+              name: "main",
+              image: ctd.busyboxImage,
+              imagePullPolicy: "IfNotPresent",
+              command: ["sleep", "3600"],
+              resources: { limits: { memory: "64Mi" } },
+              volumeMounts: [
+                { name: "data", mountPath: "/data" },
+                { name: "info", mountPath: "/info" },
+              ],
+            },
+          ],
+        },
+      }),
+    );
+    const id = await runningContainer(`fsg-${NODE}`);
+    expect((await sh(id, "stat -c '%g %a' /data")).trim()).toBe("2000 2777");
+    expect((await sh(id, "stat -L -c '%g %a' /info/labels")).trim()).toBe("2000 644");
+    expect(await sh(id, "cat /info/labels")).toBe('app="fsg"\ntier="db"');
+    expect(await sh(id, "cat /info/mem")).toBe("64");
+  });
+
   test("hostPath types are checked as upstream: mismatches fail with its message, *OrCreate create", async () => {
     const missing = join(hostDir, "missing-dir");
     writeFileSync(
