@@ -10,12 +10,15 @@ import { parseQuantity, type AgentConfig } from "./config/index.ts";
 import type { CriService } from "./cri/index.ts";
 import { createKubeApi } from "./api/index.ts";
 import { admitPod } from "./node/admission.ts";
+import { sysctlAllowlist } from "./node/sysctls.ts";
 import { NodeController } from "./node/controller.ts";
 import { allocatableAmounts, nodeFacts } from "./node/status.ts";
 import { defaultRouteIPv4, goArch, readMachineInfo } from "./node/machine.ts";
 import { ApiEventRecorder, LogEventRecorder } from "./events/recorder.ts";
 import { createEvictionManager, type EvictionManager } from "./eviction/index.ts";
 import { createImageGC, statfsBytes } from "./images/index.ts";
+import { bootstrapClientCertificate, ClientCertificateRotation, csrApi, CURRENT_CLIENT_PEM, readUsableCertificate } from "./certificates/client.ts";
+import { certificateValidity } from "./certificates/x509.ts";
 import { createLogRotation } from "./logs/index.ts";
 import { createStatsCollector } from "./stats/index.ts";
 import { containerLinuxResources, createPodCgroups, type PodCgroups } from "./cgroups/index.ts";
@@ -23,14 +26,20 @@ import type { Pod } from "./pods/schema.ts";
 import { refOf } from "./runtime/index.ts";
 import { GenericPleg } from "./pleg/generic.ts";
 import { createProbeManager } from "./prober/index.ts";
+import { instrumentCri, KubeletMetrics } from "./metrics/kubelet.ts";
+import { ProbeMetrics } from "./metrics/probes.ts";
+import { resourceMetrics } from "./metrics/resource.ts";
 import { ProbeVerdicts } from "./prober/verdicts.ts";
 import { MirrorPods } from "./pods/mirror.ts";
+import { podDirs } from "./pods/dirs.ts";
 import { CriPodRuntime } from "./runtime/manager.ts";
+import { PullQueue } from "./runtime/pull-queue.ts";
 import { parseResolvConf, type DnsSettings } from "./runtime/dns.ts";
 import { healthzApp, syncLoopCheck } from "./server/healthz.ts";
 import { readOnlyApp } from "./server/readonly.ts";
 import { startKubeletServer } from "./server/wire.ts";
-import { ApiServerSource } from "./sources/apiserver.ts";
+import { ApiServerSource, POD_CHECKPOINT_KIND } from "./sources/apiserver.ts";
+import { FileCheckpointStore } from "./checkpoint/index.ts";
 import { FileSource } from "./sources/file.ts";
 import { UrlSource } from "./sources/url.ts";
 import { PodConfig } from "./sources/podconfig.ts";
@@ -62,18 +71,23 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
 
   await using stack = new AsyncDisposableStack();
   mkdirSync(config.rootDir, { recursive: true, mode: 0o750 });
-  const cri = deps.cri ?? (await import("./cri/client.ts")).createCriClient({
+  const rawCri = deps.cri ?? (await import("./cri/client.ts")).createCriClient({
     endpoint: k.containerRuntimeEndpoint,
     ...(k.imageServiceEndpoint ? { imageEndpoint: k.imageServiceEndpoint } : {}),
     requestTimeoutMs: k.runtimeRequestTimeout,
     logger,
   });
-  stack.defer(() => cri.close());
+  stack.defer(() => rawCri.close());
+  // Metrics: upstream's kubelet, resource and prober metrics; the CRI client is wrapped to time every call.
+  const metrics: KubeletMetrics = new KubeletMetrics({ nodeName: config.nodeName, processStartMs: clock.now(), runtimeCounts: () => runtimeCounts(pleg) });
+  const probeMetrics = new ProbeMetrics();
+  const cri = instrumentCri(rawCri, metrics, () => clock.now());
   await waitForRuntime(cri, { clock, logger, signal });
   if (signal.aborted) return;
 
   // Cluster mode: the API server is a pod source and the status sink, and the node registers.
-  const cluster = config.kubeconfig ? await connectCluster(config, { clock, logger, version: deps.version }) : undefined;
+  const cluster = config.kubeconfig ? await connectCluster(config, { clock, logger, version: deps.version, signal }) : undefined;
+  if (cluster?.rotation) stack.use(cluster.rotation).start();
   const hostIP = config.nodeIPs[0] ?? cluster?.internalIP;
 
   // cgroupsPerQOS: kubepods, kubepods/burstable, kubepods/besteffort and one cgroup per pod under cgroupRoot.
@@ -107,10 +121,12 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
       recorder,
       onLivenessFailure: (uid, name, message) => verdicts.livenessFailed(uid, name, message),
       onChange: (uid) => workers.sync(uid),
+      onProbed: (run) => probeMetrics.observe(run),
+      onPodRemoved: (uid) => probeMetrics.forgetPod(uid),
     }),
   );
   // configMaps and secrets pods reference (watched in cluster mode), and their volumes below rootDir/pods.
-  const { volumes } = stack.use(await createVolumeManager({ rootDir: config.rootDir, ...(cluster ? { api: cluster.api } : {}), allocatable: nodeAllocatable, clock, logger }));
+  const { volumes, podObjects } = stack.use(await createVolumeManager({ rootDir: config.rootDir, ...(cluster ? { api: cluster.api } : {}), allocatable: nodeAllocatable, clock, logger }));
   const runtime = new CriPodRuntime({
     cri,
     volumes,
@@ -118,6 +134,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     logger,
     recorder,
     unhealthy: (uid) => verdicts.unhealthy(uid),
+    metrics,
     ...(podCgroups
       ? {
           cgroups: {
@@ -142,22 +159,30 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
       seccompDefault: k.seccompDefault,
     },
     ...(hostIP ? { hostIP } : {}),
+    podDirs: podDirs(config.rootDir),
+    podObjects, // env references and pull secrets read the same watched cache as volumes
+    pullQueue: PullQueue.fromConfig(k.serializeImagePulls, k.maxParallelImagePulls),
+    nodeAllocatable: () => ({ cpuMilli: nodeAllocatable.cpu, memoryBytes: nodeAllocatable.memory, ephemeralStorageBytes: nodeAllocatable["ephemeral-storage"] }),
   });
   const statuses = new LocalStatusStore();
   let mirrors: MirrorPods | undefined; // cluster mode: API copies of static pods, made once the node is registered
+  // Disposed after the pod workers (the stack unwinds in reverse): the last statuses they write get a short flush.
   const apiStatus = cluster
-    ? new ApiStatusManager({ api: cluster.api, hostIPs: () => (hostIP ? [hostIP] : []), clock, logger, local: statuses, mirrorOf: (pod) => mirrors?.mirrorOf(pod) })
+    ? stack.use(new ApiStatusManager({ api: cluster.api, hostIPs: () => (hostIP ? [hostIP] : []), clock, logger, local: statuses, mirrorOf: (pod) => mirrors?.mirrorOf(pod) }))
     : undefined;
   const statusSink = apiStatus ?? statuses;
   const nodeId = { nodeName: config.nodeName, nodeIPs: config.nodeIPs, nodeLabels: config.nodeLabels, kubeletVersion: cluster?.kubeletVersion ?? "" };
   const facts = nodeFacts(nodeId, machine, k);
   // Eviction refuses pods under pressure before the resource checks, as upstream.
   let eviction: EvictionManager | undefined;
+  const sysctls = sysctlAllowlist(k.allowedUnsafeSysctls); // upstream order: eviction, sysctls, then the predicates
   const admit = (pod: Pod, active: Pod[]) => {
     const underPressure = eviction?.admitPod(pod);
-    return underPressure && !underPressure.admit ? underPressure : admitPod(pod, active, facts);
+    if (underPressure && !underPressure.admit) return underPressure;
+    const sysctlResult = sysctls.admit(pod);
+    return sysctlResult.admit ? admitPod(pod, active, facts) : sysctlResult;
   };
-  const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, admit, recorder, probes: verdicts }));
+  const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, admit, recorder, probes: verdicts, metrics }));
 
   // Node resources: stats every 10s feed eviction; images and logs are collected and rotated.
   const stats = stack.use(
@@ -210,7 +235,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     }),
   );
   const pressure = eviction;
-  const pleg = stack.use(new GenericPleg({ runtime, clock, logger }));
+  const pleg = stack.use(new GenericPleg({ runtime, clock, logger, onRelist: (duration, interval) => metrics.plegRelist(duration, interval) }));
   const sources: PodSource[] = [];
   if (k.staticPodPath) {
     sources.push(stack.use(new FileSource({ path: k.staticPodPath, nodeName: config.nodeName, checkFrequencyMs: k.fileCheckFrequency, clock, logger })));
@@ -241,7 +266,19 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     node?.start();
     mirrors = new MirrorPods({ api: cluster.api, nodeName: config.nodeName, nodeUid: () => node?.nodeUid(), logger });
     const observeMirrors = mirrors;
-    sources.push(stack.use(new ApiServerSource({ api: cluster.api, nodeName: config.nodeName, clock, logger, onMirrorPods: (pods) => (observeMirrors.observe(pods), apiStatus?.mirrorsChanged()) })));
+    const checkpoint = offlineCheckpoint(config, { clock, logger });
+    sources.push(
+      stack.use(
+        new ApiServerSource({
+          api: cluster.api,
+          nodeName: config.nodeName,
+          clock,
+          logger,
+          onMirrorPods: (pods) => (observeMirrors.observe(pods), apiStatus?.mirrorsChanged()),
+          ...(checkpoint ? { checkpoint } : {}),
+        }),
+      ),
+    );
   }
   const podConfig = new PodConfig(sources.map((s) => s.name));
   const syncLoop = stack.use(
@@ -284,7 +321,11 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     ...(cluster ? { api: cluster.api } : {}),
     pods: () => statuses.list(),
     stats,
+    cri,
+    certDir: config.certDir,
+    nodeIPs: config.nodeIPs,
     health,
+    metrics: { kubelet: () => metrics.render(), resource: () => resourceMetrics(stats), probes: () => probeMetrics.render() },
     logger,
   });
   if (kubeletServer) stack.defer(() => kubeletServer.close());
@@ -304,19 +345,66 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   logger.info("stopping node agent; pods keep running");
 }
 
-/** The API client for cluster mode; client-node and the REST layer load only here. */
-async function connectCluster(config: AgentConfig, opts: { clock: Clock; logger: Logger; version: string | undefined }) {
+/**
+ * The API client for cluster mode; client-node and the REST layer load only
+ * here. TLS bootstrap first when configured; with rotateCertificates the
+ * client certificate is renewed while running and the client follows it.
+ */
+async function connectCluster(config: AgentConfig, opts: { clock: Clock; logger: Logger; version: string | undefined; signal: AbortSignal }) {
   const { createRestClient, loadCredentials } = await import("./api/rest.ts");
   const kubeletVersion = (opts.version ?? "Kubernetes v0.0.0-bunlet+dev").replace(/^Kubernetes /, "");
-  const rest = createRestClient({
-    credentials: await loadCredentials(config.kubeconfig!),
-    qps: config.kubelet.kubeAPIQPS,
-    burst: config.kubelet.kubeAPIBurst,
-    clock: opts.clock,
-    userAgent: `kubelet/${kubeletVersion} (linux/${goArch()}) bunlet`,
-  });
+  const userAgent = `kubelet/${kubeletVersion} (linux/${goArch()}) bunlet`;
+  if (config.bootstrapKubeconfig) {
+    await bootstrapClientCertificate({
+      kubeconfig: config.kubeconfig!,
+      bootstrapKubeconfig: config.bootstrapKubeconfig,
+      certDir: config.certDir,
+      nodeName: config.nodeName,
+      clock: opts.clock,
+      logger: opts.logger,
+      signal: opts.signal,
+      userAgent,
+    });
+  }
+  const credentials = await loadCredentials(config.kubeconfig!);
+  let rotation: ClientCertificateRotation | undefined;
+  if (config.kubelet.rotateCertificates && credentials.cert && credentials.key) {
+    // A certificate rotated before a restart is newer than the one the kubeconfig names.
+    const fromKubeconfig = { certificatePem: credentials.cert, privateKeyPem: credentials.key };
+    const stored = readUsableCertificate(posix.join(config.certDir, CURRENT_CLIENT_PEM), opts.clock.now());
+    const newer = stored && certificateValidity(stored.certificatePem).notAfterMs > certificateValidity(fromKubeconfig.certificatePem).notAfterMs;
+    let current = newer ? stored : fromKubeconfig;
+    credentials.clientCertificate = () => ({ cert: current.certificatePem, key: current.privateKeyPem });
+    rotation = new ClientCertificateRotation(current, {
+      api: csrApi(createRestClient({ credentials, qps: 5, burst: 10, clock: opts.clock, userAgent })),
+      nodeName: config.nodeName,
+      certDir: config.certDir,
+      clock: opts.clock,
+      logger: opts.logger,
+      random: Math.random,
+      onRotated: (next) => (current = next),
+    });
+  }
+  const rest = createRestClient({ credentials, qps: config.kubelet.kubeAPIQPS, burst: config.kubelet.kubeAPIBurst, clock: opts.clock, userAgent });
   opts.logger.info("using the API server", { server: rest.server, node: config.nodeName });
-  return { api: createKubeApi(rest), internalIP: defaultRouteIPv4(), kubeletVersion };
+  return { api: createKubeApi(rest), internalIP: defaultRouteIPv4(), kubeletVersion, rotation };
+}
+
+/**
+ * Offline autonomy (bunlet extension): the API pods' checkpoint under
+ * <rootDir>/checkpoints. Turned off, old checkpoints are removed so that a
+ * later start with it on never runs a stale set.
+ */
+function offlineCheckpoint(config: AgentConfig, opts: { clock: Clock; logger: Logger }) {
+  const { enabled, maxAge } = config.kubelet.offlineAutonomy;
+  const store = new FileCheckpointStore({ dir: posix.join(config.rootDir, "checkpoints"), ...opts });
+  if (enabled) return { store, maxAgeMs: maxAge };
+  try {
+    for (const uid of store.keys(POD_CHECKPOINT_KIND)) store.remove(POD_CHECKPOINT_KIND, uid);
+  } catch (err) {
+    opts.logger.warn("could not remove old pod checkpoints", { err: errorMessage(err) });
+  }
+  return undefined;
 }
 
 /** Waits until the runtime answers Version; the agent cannot do anything before that. */
@@ -347,6 +435,22 @@ async function podCgroupHousekeeping(podCgroups: PodCgroups, workers: PodWorkers
   } catch (err) {
     logger.warn("pod cgroup housekeeping failed", { err: errorMessage(err) });
   }
+}
+
+/** Pods with a ready sandbox and containers by state, from the last PLEG relist (kubelet_running_pods / _containers). */
+function runtimeCounts(pleg: GenericPleg | undefined): { pods: number; containers: Record<string, number> } {
+  const records = pleg?.runtimePods() ?? [];
+  const containers: Record<string, number> = { running: 0, exited: 0, created: 0, unknown: 0 };
+  let pods = 0;
+  for (const r of records) {
+    let sandboxRunning = false;
+    for (const [id, state] of r.entities) {
+      if (r.sandboxIds?.has(id)) sandboxRunning ||= state === "running";
+      else containers[state] = (containers[state] ?? 0) + 1;
+    }
+    if (sandboxRunning) pods++;
+  }
+  return { pods, containers };
 }
 
 /** Wraps `fn` so that calling it more often than every `periodMs` does nothing. */

@@ -22,12 +22,21 @@ export class FakeKubeApi implements KubeApi {
   /** Watch history older than this resourceVersion answers 410 Gone. */
   compactedBefore = 0;
 
+  private unreachable = false;
+
+  /** Test control: while unreachable, every call fails as a refused connection would, and open watches end. */
+  setReachable(reachable: boolean): void {
+    this.unreachable = !reachable;
+    if (!reachable) this.closeWatches();
+  }
+
   failNext(method: keyof KubeApi, err: ApiError): void {
     this.failures.set(method, [...(this.failures.get(method) ?? []), err]);
   }
 
   private enter(method: string, args: unknown[]): void {
     this.calls.push({ method, args });
+    if (this.unreachable) throw new ApiError("Unreachable", 0, method, "", "connect ECONNREFUSED");
     const err = this.failures.get(method)?.shift();
     if (err) throw err;
   }

@@ -40,6 +40,8 @@ export interface Credentials {
   key?: string;
   headers: Record<string, string>;
   insecureSkipVerify: boolean;
+  /** A client certificate that changes while running (rotation); wins over cert/key for each new request. */
+  clientCertificate?: () => { cert: string; key: string };
 }
 
 /** Reads a kubeconfig with client-node's loader (certificates, tokens and files, as kubectl does). */
@@ -65,12 +67,13 @@ export async function loadCredentials(kubeconfigPath: string): Promise<Credentia
 export function createRestClient(opts: { credentials: Credentials; qps: number; burst: number; clock: Clock; userAgent: string; timeoutMs?: number }): RestClient {
   const { credentials } = opts;
   const limiter = new TokenBucket({ qps: opts.qps, burst: opts.burst, clock: opts.clock });
-  const tls = {
+  const staticTls = {
     ...(credentials.ca ? { ca: credentials.ca } : {}),
     ...(credentials.cert ? { cert: credentials.cert } : {}),
     ...(credentials.key ? { key: credentials.key } : {}),
     rejectUnauthorized: !credentials.insecureSkipVerify,
   };
+  const tls = () => (credentials.clientCertificate ? { ...staticTls, ...credentials.clientCertificate() } : staticTls);
   const url = (path: string, query: RequestOptions["query"]) => {
     const u = new URL(credentials.server + path);
     for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) u.searchParams.set(k, String(v));
@@ -91,7 +94,7 @@ export function createRestClient(opts: { credentials: Credentials; qps: number; 
         },
         ...(o.body !== undefined ? { body: JSON.stringify(o.body) } : {}),
         signal,
-        tls,
+        tls: tls(),
       } as RequestInit);
     } catch (err) {
       throw new ApiError(timeout.aborted ? "Timeout" : "Unreachable", 0, verb, path, errorMessage(err));

@@ -107,6 +107,11 @@ export function applyDefaults(c: KubeletConfigurationFile) {
         c.crashLoopBackOff?.maxContainerRestartPeriod ?? (gates["KubeletCrashLoopBackOffMax"] ? 300 * SECOND : undefined),
     },
     podHousekeepingPeriod: c.podHousekeepingPeriod ?? 2 * SECOND,
+    // bunlet extension: a week of checkpoint age covers a long weekend offline
+    offlineAutonomy: {
+      enabled: c.offlineAutonomy?.enabled ?? true,
+      maxAge: c.offlineAutonomy?.maxAge ?? 168 * 60 * MINUTE,
+    },
 
     registerNode: c.registerNode ?? true,
     registerWithTaints: c.registerWithTaints ?? [],

@@ -29,7 +29,8 @@ export function issuePath(issue: v.BaseIssue<unknown>): string {
 export function formatIssues(issues: readonly v.BaseIssue<unknown>[], root: v.GenericSchema): string[] {
   return issues.map((issue) => {
     const path = issuePath(issue);
-    const field = path ? `field ${JSON.stringify(path)}: ` : "";
+    // By the path's length, not its text: an empty key ("": 1) is still a field to name.
+    const field = issue.path?.length ? `field ${JSON.stringify(path)}: ` : "";
     return field + issueMessage(issue, root);
   });
 }

@@ -43,6 +43,8 @@ export const duration = () =>
         return NEVER;
       }
     }),
+    // Read back by writers of the Go form (configz): this field is a metav1.Duration.
+    v.metadata({ goType: "duration" }),
   );
 
 /** A resource quantity ("100Mi", "500m"); kept as the string, checked here. */

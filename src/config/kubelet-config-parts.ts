@@ -79,3 +79,9 @@ export const MemorySwapConfiguration = obj({ swapBehavior: opt(str()) });
 export const CrashLoopBackOffConfig = obj({ maxContainerRestartPeriod: opt(duration()) });
 
 export const UserNamespaces = obj({ idsPerPod: opt(int64()) });
+
+/**
+ * bunlet extension: a local checkpoint of the desired pods, so an agent that
+ * starts while the API server is unreachable runs them (docs/configuration.md).
+ */
+export const OfflineAutonomyConfig = obj({ enabled: opt(bool()), maxAge: opt(duration()) });

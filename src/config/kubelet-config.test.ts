@@ -158,6 +158,8 @@ describe("bad documents name the field and the expectation", () => {
     [{ featureGates: { Foo: "on" } }, 'field "featureGates.Foo": expected true or false, got "on"'],
     [{ apiVersion: "kubelet.config.k8s.io/v1" }, 'field "apiVersion": expected "kubelet.config.k8s.io/v1beta1", got "kubelet.config.k8s.io/v1"'],
     [{ kind: "Pod" }, 'field "kind": expected "KubeletConfiguration", got "Pod"'],
+    [{ offlineAutonomy: { maxAge: "a week" } }, 'field "offlineAutonomy.maxAge": expected a duration like "1m0s" or "500ms", got "a week"'],
+    [{ offlineAutonomy: { enable: true } }, 'field "offlineAutonomy.enable": unknown field (did you mean "enabled"?)'],
   ] as [Record<string, unknown>, string][])("%j", (doc, message) => {
     expect(errorsOf(doc).join("\n")).toContain(message);
   });
@@ -176,4 +178,13 @@ test("a complete upstream config file, with every field, is accepted", () => {
   expect(k.reservedMemory).toEqual([{ numaNode: 0, limits: { memory: "612Mi" } }]);
   expect(k.shutdownGracePeriod).toBe(30_000);
   expect(k.tracing).toEqual({ endpoint: "localhost:4317", samplingRatePerMillion: 100 });
+});
+
+describe("offlineAutonomy (bunlet extension)", () => {
+  test("on by default with a maximum checkpoint age of 168h", () => {
+    expect(parse({}).offlineAutonomy).toEqual({ enabled: true, maxAge: 168 * 3_600_000 });
+  });
+  test("can be turned off and bounded", () => {
+    expect(parse({ offlineAutonomy: { enabled: false, maxAge: "36h" } }).offlineAutonomy).toEqual({ enabled: false, maxAge: 36 * 3_600_000 });
+  });
 });

@@ -26,6 +26,7 @@ import {
   LoggingConfiguration,
   MemoryReservation,
   MemorySwapConfiguration,
+  OfflineAutonomyConfig,
   ShutdownGracePeriodByPodPriority,
   Taint,
   TracingConfiguration,
@@ -203,6 +204,9 @@ export const KubeletConfigurationFileSchema = obj({
   tracing: opt(TracingConfiguration),
   showHiddenMetricsForVersion: opt(str()),
   featureGates: opt(v.record(v.string(), bool())),
+
+  // bunlet extension (not in upstream's KubeletConfiguration): keep running pods while the API server is unreachable
+  offlineAutonomy: opt(OfflineAutonomyConfig),
 });
 
 /** The config file as written (durations already in milliseconds), before defaults. */

@@ -38,6 +38,7 @@ export function validateKubeletConfiguration(k: KubeletConfiguration): string[] 
   positive(k.fileCheckFrequency, "fileCheckFrequency", "file-check-frequency");
   positive(k.httpCheckFrequency, "httpCheckFrequency", "http-check-frequency");
   positive(k.runtimeRequestTimeout, "runtimeRequestTimeout", "runtime-request-timeout");
+  positive(k.offlineAutonomy.maxAge, "offlineAutonomy.maxAge");
   positive(k.nodeStatusUpdateFrequency, "nodeStatusUpdateFrequency", "node-status-update-frequency");
   positive(k.nodeLeaseDurationSeconds, "nodeLeaseDurationSeconds");
 

@@ -16,6 +16,8 @@ export interface PlegOptions {
   logger: Logger;
   relistPeriodMs?: number;
   unhealthyAfterMs?: number;
+  /** Each relist's duration and the time since the previous one started (upstream's relist metrics). */
+  onRelist?: (durationMs: number, intervalMs: number | undefined) => void;
 }
 
 export class GenericPleg implements AsyncDisposable {
@@ -25,6 +27,7 @@ export class GenericPleg implements AsyncDisposable {
   private stopped = false;
   private relisting: Promise<void> | undefined;
   private relistedOnce = false;
+  private lastRelistStart: number | undefined;
 
   constructor(private readonly opts: PlegOptions) {}
 
@@ -56,11 +59,16 @@ export class GenericPleg implements AsyncDisposable {
 
   private async relist(onEvents: (events: PlegEvent[]) => void): Promise<void> {
     let pods: RuntimePodRecord[];
+    const started = this.opts.clock.now();
+    const interval = this.lastRelistStart === undefined ? undefined : started - this.lastRelistStart;
+    this.lastRelistStart = started;
     try {
       pods = await this.opts.runtime.relist();
     } catch (err) {
       this.opts.logger.warn("PLEG relist failed", { err: errorMessage(err) });
       return;
+    } finally {
+      this.opts.onRelist?.(this.opts.clock.now() - started, interval);
     }
     const next = new Map(pods.map((p) => [p.uid, p]));
     const events = diffRelists(this.records, next);

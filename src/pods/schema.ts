@@ -126,7 +126,8 @@ export function formatIssues(issues: readonly v.BaseIssue<unknown>[]): string {
         .replace(/^\./, "");
       // valibot words a missing key as "Invalid key: Expected ..."; say it plainly.
       const message = issue.message.startsWith("Invalid key:") ? "is required" : issue.message;
-      return path ? `field "${path}": ${message}` : message;
+      // An issue at the root (a string or a list instead of a Pod) names the document instead of a field.
+      return issue.path?.length ? `field "${path}": ${message}` : `document: ${message}`;
     })
     .join("; ");
 }

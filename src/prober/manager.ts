@@ -27,7 +27,7 @@ import { podRef, type EventRecorder } from "../events/recorder.ts";
 import { podFullName, type ContainerSpec, type Pod } from "../pods/schema.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
-import type { ProbeOutcome, ProbeTarget } from "./probes.ts";
+import { runProbe, type ProbeOutcome, type ProbeTarget } from "./probes.ts";
 import { ResultsCache } from "./results.ts";
 import { parseProbe, probeField, type ProbeSpec, type ProbeType } from "./schema.ts";
 import { ProbeWorker } from "./worker.ts";
@@ -55,6 +55,18 @@ export interface ProbeManagerOptions {
   onChange?: (podUid: string) => void;
   /** Replaces runProbe; for tests. */
   probe?: (spec: ProbeSpec, target: ProbeTarget, signal: AbortSignal) => Promise<ProbeOutcome>;
+  /** Every probe run with its outcome and duration, for `/metrics/probes`. */
+  onProbed?: (run: ProbeRun) => void;
+  /** A pod's probes are gone for good (its metric series can go too). */
+  onPodRemoved?: (uid: string) => void;
+}
+
+export interface ProbeRun {
+  type: ProbeType;
+  pod: Pod;
+  container: string;
+  result: ProbeOutcome["result"];
+  durationMs: number;
 }
 
 export interface ProbeManager {
@@ -119,6 +131,16 @@ export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
     c.workers.clear();
   }
 
+  const runOne = opts.probe ?? ((spec: ProbeSpec, target: ProbeTarget, signal: AbortSignal) => runProbe(spec, target, { cri: opts.cri, signal }));
+  function timedProbe(type: ProbeType, container: string) {
+    return async (spec: ProbeSpec, target: ProbeTarget, signal: AbortSignal): Promise<ProbeOutcome> => {
+      const started = opts.clock.now();
+      const outcome = await runOne(spec, target, signal);
+      opts.onProbed?.({ type, pod: target.pod, container, result: outcome.result, durationMs: opts.clock.now() - started });
+      return outcome;
+    };
+  }
+
   function started(c: ContainerEntry): boolean {
     if (!c.declared.has("startup")) return true;
     return caches.startup.get(c.containerId) === "success";
@@ -150,7 +172,7 @@ export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
         clock: opts.clock,
         logger: logger.with({ probe: type }),
         recorder: opts.recorder,
-        probe: opts.probe,
+        probe: timedProbe(type, spec.name),
         onFailureThreshold: () => {
           if (c.killRequested) return;
           c.killRequested = true;
@@ -193,6 +215,7 @@ export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
       if (!entry) return;
       for (const c of entry.containers.values()) stopContainer(c);
       pods.delete(uid);
+      opts.onPodRemoved?.(uid);
     },
 
     isStarted(uid, containerName) {

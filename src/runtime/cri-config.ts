@@ -6,10 +6,11 @@ import { posix } from "node:path";
 import { ContainerConfig, NamespaceMode, type Mount, PodSandboxConfig, Protocol, SecurityProfile_ProfileType } from "../cri/index.ts";
 import { criSecurityContext, effectiveSecurityContext } from "./security.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
-import type { DnsSettings } from "./dns.ts";
-import { containerEnv, expandCommand, type FieldValues } from "./env.ts";
+import { podDnsConfig, type DnsSettings } from "./dns.ts";
+import { expandCommand } from "./env.ts";
 import { containerHash } from "./hash.ts";
 import * as L from "./labels.ts";
+import { sandboxSysctls } from "../node/sysctls.ts";
 
 export interface NodeSettings {
   /** Root of pod log directories (podLogsDir, upstream /var/log/pods). */
@@ -47,18 +48,6 @@ function namespaceOptions(pod: Pod) {
   };
 }
 
-function dnsConfig(pod: Pod, node: NodeSettings) {
-  const policy = pod.spec.dnsPolicy ?? "ClusterFirst";
-  const clusterFirst = policy === "ClusterFirstWithHostNet" || (policy === "ClusterFirst" && !pod.spec.hostNetwork);
-  if (policy === "None") return { servers: [], searches: [], options: [] };
-  if (clusterFirst && node.clusterDns.length) {
-    const ns = pod.metadata.namespace ?? "default";
-    const d = node.clusterDomain;
-    return { servers: node.clusterDns, searches: [`${ns}.svc.${d}`, `svc.${d}`, d, ...node.hostDns.searches].slice(0, 32), options: ["ndots:5"] };
-  }
-  return node.hostDns;
-}
-
 function protocolOf(p: string | undefined): Protocol {
   return p === "UDP" ? Protocol.UDP : p === "SCTP" ? Protocol.SCTP : Protocol.TCP;
 }
@@ -70,13 +59,13 @@ export function sandboxConfig(pod: Pod, attempt: number, node: NodeSettings, cgr
     metadata: { ...id, attempt },
     hostname: pod.spec.hostNetwork ? "" : hostnameOf(pod),
     logDirectory: podLogDirectory(node.podLogsDir, id),
-    dnsConfig: dnsConfig(pod, node),
+    dnsConfig: podDnsConfig(pod, node).config,
     portMappings: ports.map((p) => ({ protocol: protocolOf(p.protocol), containerPort: p.containerPort, hostPort: p.hostPort!, hostIp: p.hostIP ?? "" })),
     labels: { ...pod.metadata.labels, ...L.podLabels(id) },
     annotations: { ...pod.metadata.annotations },
     linux: {
       cgroupParent,
-      sysctls: {},
+      sysctls: sandboxSysctls(pod),
       securityContext: {
         namespaceOptions: namespaceOptions(pod),
         readonlyRootfs: false,
@@ -94,7 +83,8 @@ export function containerConfig(
   container: ContainerSpec,
   restartCount: number,
   imageRef: string,
-  values: FieldValues,
+  /** The resolved environment (env.ts containerEnv). */
+  envs: { key: string; value: string }[],
   node: Pick<NodeSettings, "seccompProfileRoot" | "seccompDefault"> = {},
   /** Volumes and the pod's own files (hosts file, termination log), resolved on the host by the caller. */
   mounts: Mount[] = [],
@@ -104,7 +94,6 @@ export function containerConfig(
     seccompDefault: node.seccompDefault ?? false,
   });
   const id = { uid: pod.metadata.uid ?? "", name: pod.metadata.name ?? "", namespace: pod.metadata.namespace ?? "default" };
-  const envs = containerEnv(pod, container, values);
   return ContainerConfig.create({
     metadata: { name: container.name, attempt: restartCount },
     image: { image: imageRef, userSpecifiedImage: container.image, annotations: {}, runtimeHandler: "" },

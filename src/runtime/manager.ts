@@ -13,10 +13,12 @@ import {
   PodSandboxFilter,
   PodSandboxState,
   isNotFound,
+  type ContainerStatus as CriContainerStatus,
   type CriService,
   type Mount,
   type PodSandboxConfig,
 } from "../cri/index.ts";
+import type { KubeletMetricsSink } from "../metrics/kubelet.ts";
 import type { Pod } from "../pods/schema.ts";
 import { VolumeMountError, VolumeSetupError, type VolumeManager } from "../volumes/index.ts";
 import type { Clock } from "../util/clock.ts";
@@ -25,12 +27,20 @@ import type { Logger } from "../util/log.ts";
 import { Backoff } from "./backoff.ts";
 import { containerConfig, podLogDirectory, pullPolicyOf, sandboxConfig, type NodeSettings } from "./cri-config.ts";
 import { LogEventRecorder, podRef, type EventRecorder } from "../events/recorder.ts";
-import { EnvError } from "./env.ts";
+import { containerEnv, EnvError } from "./env.ts";
+import { noPodObjects, PodObjectError, type PodObjects } from "../api/objects.ts";
+import type { NodeAllocatable } from "./resource-env.ts";
 import { hookOf, MINIMUM_GRACE_AFTER_PRESTOP_SECONDS, runHook } from "./hooks.ts";
 import { effectiveSecurityContext, SecurityContextError, verifyRunAsNonRoot } from "./security.ts";
 import type { PodRef, PodRuntime, SyncPodOutcome } from "./index.ts";
 import * as L from "./labels.ts";
-import { backoffKey, containerSpecOf, isSidecar, planPod, type Unhealthy } from "./plan.ts";
+import { backoffKey, containerSpecOf, isSidecar, planPod, restartPolicyOf, type Unhealthy } from "./plan.ts";
+import { PodFiles } from "./pod-files.ts";
+import { podDnsConfig } from "./dns.ts";
+import { PullQueue } from "./pull-queue.ts";
+import { podKeyring } from "./pull-secrets.ts";
+import { terminationMessage } from "./termination.ts";
+import type { PodDirs } from "../pods/dirs.ts";
 import type { ContainerState, ObservedContainer, ObservedPod, ObservedSandbox, PodSyncOutcome, RuntimePodRecord, SyncResult } from "./types.ts";
 
 export interface CriPodRuntimeOptions {
@@ -50,9 +60,26 @@ export interface CriPodRuntimeOptions {
   containerResources?: ContainerResourcesFn;
   /** The prober's verdicts: running containers of a pod to restart (container ID → why). */
   unhealthy?: (podUid: string) => Unhealthy;
+  /** kubelet_started_containers_total and its errors. */
+  metrics?: Pick<KubeletMetricsSink, "containerStarted">;
+  /** Where pod files live (<rootDir>/pods); with it, containers get the managed /etc/hosts and a termination message file. */
+  podDirs?: PodDirs;
+  /** Uniform in [0, 1); names termination message files. Default Math.random. */
+  random?: () => number;
+  /** The node's hosts file, for host-network pods (default /etc/hosts). */
+  nodeHostsPath?: string;
+  /** ConfigMaps and secrets for env references (and image pull secrets); none by default. */
+  podObjects?: PodObjects;
+  /** What resourceFieldRef limits default to when a container sets none. */
+  nodeAllocatable?: () => NodeAllocatable;
+  /** Node-wide pull concurrency (serializeImagePulls / maxParallelImagePulls); one at a time by default, as upstream. */
+  pullQueue?: PullQueue;
   /** Volumes: set up (and refreshed) on every sync before anything starts, torn down with the pod. */
   volumes?: VolumeManager;
 }
+
+/** Without node facts, unset limits read as 0 (only tests build the runtime without them). */
+const NO_ALLOCATABLE: NodeAllocatable = { cpuMilli: 0, memoryBytes: 0, ephemeralStorageBytes: 0 };
 
 export interface PodCgroupHooks {
   /** Creates or updates the pod cgroup; returns the cgroup parent for the runtime. Idempotent. */
@@ -83,15 +110,35 @@ function containerStateOf(s: CriContainerState): ContainerState {
 
 type Waiting = Map<string, { reason: string; message?: string }>;
 
+/** The runtime's message, and for an exited container its termination message (file or log tail) after it. */
+function messageOf(s: CriContainerStatus): { message?: string } {
+  if (s.state !== CriContainerState.CONTAINER_EXITED) return s.message ? { message: s.message } : {};
+  const message = terminationMessage({
+    exitCode: s.exitCode,
+    runtimeMessage: s.message,
+    mounts: s.mounts,
+    terminationMessagePath: s.annotations[L.TerminationMessagePathAnnotation] ?? "",
+    terminationMessagePolicy: s.annotations[L.TerminationMessagePolicyAnnotation] ?? "File",
+    logPath: s.logPath,
+  });
+  return message ? { message } : {};
+}
+
 export class CriPodRuntime implements PodRuntime {
   readonly crashLoop: Backoff;
   private readonly imagePulls: Backoff;
   private readonly recorder: EventRecorder;
+  private readonly podFiles: PodFiles | undefined;
+  private readonly pullQueue: PullQueue;
 
   constructor(private readonly opts: CriPodRuntimeOptions) {
     this.crashLoop = opts.crashLoopBackoff ?? Backoff.crashLoop(opts.clock);
     this.imagePulls = opts.imagePullBackoff ?? Backoff.crashLoop(opts.clock);
     this.recorder = opts.recorder ?? new LogEventRecorder(opts.logger);
+    this.pullQueue = opts.pullQueue ?? new PullQueue(1);
+    this.podFiles = opts.podDirs
+      ? new PodFiles({ dirs: opts.podDirs, random: opts.random ?? Math.random, clusterDomain: opts.node.clusterDomain, nodeHostsPath: opts.nodeHostsPath ?? "/etc/hosts" })
+      : undefined;
   }
 
   async observe(ref: PodRef): Promise<ObservedPod> {
@@ -137,7 +184,7 @@ export class CriPodRuntime implements PodRuntime {
             finishedAt: nsToMs(s.finishedAt),
             ...(s.state === CriContainerState.CONTAINER_EXITED ? { exitCode: s.exitCode } : {}),
             ...(s.reason ? { reason: s.reason } : {}),
-            ...(s.message ? { message: s.message } : {}),
+            ...messageOf(s),
           };
         }),
       )
@@ -185,6 +232,7 @@ export class CriPodRuntime implements PodRuntime {
     }
     const config = sandboxConfig(pod, actions.sandboxAttempt, this.opts.node, cgroupParent);
     if (actions.createSandbox) {
+      for (const w of podDnsConfig(pod, this.opts.node).warnings) this.recorder.event(podRef(pod), "Warning", w.reason, w.message);
       try {
         mkdirSync(config.logDirectory, { recursive: true, mode: 0o755 });
         sandboxId = await this.opts.cri.runPodSandbox(config);
@@ -197,9 +245,12 @@ export class CriPodRuntime implements PodRuntime {
       }
     }
     if (!sandboxId) return { results, waiting, changed, ...(retries.length ? { retryAfterMs: Math.min(...retries) } : {}) };
-    const podIP = actions.createSandbox
-      ? (await this.opts.cri.podSandboxStatus(sandboxId).catch(() => undefined))?.status?.network?.ip
-      : observed.sandboxes[0]?.ip;
+    // A host-network pod's IP is the node's (upstream generateAPIPodStatus), for env, hooks and /etc/hosts.
+    const podIP = pod.spec.hostNetwork
+      ? this.opts.hostIP
+      : actions.createSandbox
+        ? (await this.opts.cri.podSandboxStatus(sandboxId).catch(() => undefined))?.status?.network?.ip
+        : observed.sandboxes[0]?.ip;
 
     for (const start of actions.containersToStart) {
       const spec = containerSpecOf(pod, start.name)!;
@@ -213,7 +264,7 @@ export class CriPodRuntime implements PodRuntime {
 
   /** What a container mounts: its volumes and the pod's own files (hosts file, termination log). */
   private async containerMounts(pod: Pod, spec: Pod["spec"]["containers"][number]): Promise<Mount[]> {
-    return [...((await this.opts.volumes?.mountsFor(pod, spec)) ?? [])];
+    return [...((await this.opts.volumes?.mountsFor(pod, spec)) ?? []), ...(this.podFiles?.mounts(pod, spec) ?? [])];
   }
 
   /**
@@ -258,7 +309,7 @@ export class CriPodRuntime implements PodRuntime {
     try {
       this.recorder.event(ref, "Normal", "Pulling", `Pulling image "${image}"`);
       const started = clock.now();
-      const pulled = await cri.pullImage({ image, annotations: {}, userSpecifiedImage: image, runtimeHandler: "" }, undefined, sandbox);
+      const pulled = await this.pull(pod, image, sandbox);
       this.recorder.event(ref, "Normal", "Pulled", `Successfully pulled image "${image}" in ${clock.now() - started}ms`);
       const status = await cri.imageStatus({ image: pulled, annotations: {}, userSpecifiedImage: image, runtimeHandler: "" });
       return status ? imageInfo(status) : { ref: pulled, username: "" };
@@ -272,6 +323,28 @@ export class CriPodRuntime implements PodRuntime {
       this.imagePulls.next(key, this.opts.clock.now());
       throw new ImageError("ErrImagePull", errorMessage(err), this.imagePulls.remainingSince(key, this.opts.clock.now()));
     }
+  }
+
+  /** One pull through the node-wide queue, with each matching pull secret in turn until one works (upstream), or anonymously. */
+  private async pull(pod: Pod, image: string, sandbox: PodSandboxConfig): Promise<string> {
+    const { keyring, missing } = await podKeyring(pod, this.opts.podObjects ?? noPodObjects);
+    if (missing.length) {
+      this.recorder.event(podRef(pod), "Warning", "FailedToRetrieveImagePullSecret", `Unable to retrieve some image pull secrets (${missing.join(", ")}); attempting to pull the image may not succeed.`);
+    }
+    const spec = { image, annotations: {}, userSpecifiedImage: image, runtimeHandler: "" };
+    const auths = keyring.lookup(image);
+    return this.pullQueue.run(async () => {
+      if (!auths.length) return this.opts.cri.pullImage(spec, undefined, sandbox);
+      const errors: string[] = [];
+      for (const auth of auths) {
+        try {
+          return await this.opts.cri.pullImage(spec, { username: auth.username, password: auth.password }, sandbox);
+        } catch (err) {
+          errors.push(errorMessage(err));
+        }
+      }
+      throw new Error(errors.length === 1 ? errors[0] : `[${errors.join(", ")}]`);
+    });
   }
 
   private async startContainer(
@@ -303,15 +376,22 @@ export class CriPodRuntime implements PodRuntime {
     let config;
     try {
       verifyRunAsNonRoot(effectiveSecurityContext(pod, spec), imageUser);
+      this.podFiles?.prepare(pod, podIP ? [podIP] : []);
       const mounts = await this.containerMounts(pod, spec);
-      config = containerConfig(pod, spec, restartCount, imageRef, { podIP, ...(this.opts.hostIP ? { hostIP: this.opts.hostIP } : {}) }, this.opts.node, mounts);
+      const envs = await containerEnv(pod, spec, {
+        values: { podIP, ...(this.opts.hostIP ? { hostIP: this.opts.hostIP } : {}) },
+        objects: this.opts.podObjects ?? noPodObjects,
+        allocatable: this.opts.nodeAllocatable?.() ?? NO_ALLOCATABLE,
+        warn: (reason, message) => this.recorder.event(podRef(pod), "Warning", reason, message),
+      });
+      config = containerConfig(pod, spec, restartCount, imageRef, envs, this.opts.node, mounts);
       if (this.opts.containerResources) {
         const r = this.opts.containerResources(pod, spec);
         config.linux = { ...config.linux!, resources: LinuxContainerResources.create({ ...r, cpuQuota: BigInt(r.cpuQuota), cpuPeriod: BigInt(r.cpuPeriod), cpuShares: BigInt(r.cpuShares), memoryLimitInBytes: BigInt(r.memoryLimitInBytes), oomScoreAdj: BigInt(r.oomScoreAdj) }) };
       }
       mkdirSync(posix.join(sandbox.logDirectory, spec.name), { recursive: true, mode: 0o755 });
     } catch (err) {
-      const reason = err instanceof EnvError || err instanceof SecurityContextError || err instanceof VolumeMountError ? "CreateContainerConfigError" : "CreateContainerError";
+      const reason = err instanceof EnvError || err instanceof PodObjectError || err instanceof SecurityContextError || err instanceof VolumeMountError ? "CreateContainerConfigError" : "CreateContainerError";
       waiting.set(spec.name, { reason, message: errorMessage(err) });
       this.recorder.event(podRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
       results.push({ action: "StartContainer", target: spec.name, error: { reason, message: errorMessage(err) } });
@@ -329,8 +409,10 @@ export class CriPodRuntime implements PodRuntime {
       retries.push(10_000);
       return results;
     }
+    const containerType = pod.spec.initContainers?.some((c) => c.name === spec.name) ? "init_container" : "container";
     try {
       await cri.startContainer(id);
+      this.opts.metrics?.containerStarted(containerType);
       this.opts.logger.info("started container", { pod: pod.metadata.name, container: spec.name, id, restartCount });
       this.recorder.event(podRef(pod, spec.name), "Normal", "Started", `Started container ${spec.name}`);
       // postStart runs before the container is reported running; a failure kills it (upstream).
@@ -346,8 +428,11 @@ export class CriPodRuntime implements PodRuntime {
       }
       results.push({ action: "StartContainer", target: spec.name });
     } catch (err) {
+      this.opts.metrics?.containerStarted(containerType, "RunContainerError");
       this.recorder.event(podRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
-      // The container stays, exited with ContainerCannotRun; the crash-loop backoff governs the retry.
+      // The container stays, exited as the runtime says (containerd: StartError, 128); it waits with
+      // RunContainerError until the crash-loop backoff governs the retry, when it will be restarted (upstream reasonCache).
+      if (restartPolicyOf(pod) !== "Never" || isSidecar(spec)) waiting.set(spec.name, { reason: "RunContainerError", message: errorMessage(err) });
       results.push({ action: "StartContainer", target: spec.name, error: { reason: "RunContainerError", message: errorMessage(err) } });
     }
     return results;
@@ -417,6 +502,7 @@ export class CriPodRuntime implements PodRuntime {
     if (results.every((r) => !r.error)) {
       // Upstream removes a deleted pod's log directory with its containers.
       rmSync(podLogDirectory(this.opts.node.podLogsDir, ref), { recursive: true, force: true });
+      this.podFiles?.remove(ref.uid);
       this.crashLoop.forgetPrefix(`${ref.uid}/`);
       this.imagePulls.forgetPrefix(`${ref.uid}/`);
     }
@@ -442,7 +528,12 @@ export class CriPodRuntime implements PodRuntime {
       if (!r) pods.set(id.uid, (r = { ...id, entities: new Map() }));
       return r;
     };
-    for (const s of sandboxes) record(s.labels)?.entities.set(s.id, s.state === PodSandboxState.SANDBOX_READY ? "running" : "exited");
+    for (const s of sandboxes) {
+      const r = record(s.labels);
+      if (!r) continue;
+      r.entities.set(s.id, s.state === PodSandboxState.SANDBOX_READY ? "running" : "exited");
+      (r.sandboxIds ??= new Set()).add(s.id);
+    }
     for (const c of containers) record(c.labels)?.entities.set(c.id, containerStateOf(c.state));
     return [...pods.values()];
   }

@@ -69,4 +69,6 @@ export interface RuntimePodRecord {
   namespace: string;
   /** id → state, sandboxes included with state running (ready) or exited. */
   entities: Map<string, ContainerState>;
+  /** Which of the entities are sandboxes (for the running pods count). */
+  sandboxIds?: Set<string>;
 }

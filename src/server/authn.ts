@@ -177,8 +177,12 @@ export function createAuthenticator(opts: AuthenticationOptions): Authenticate {
 
 /** Hono middleware: sets `c.var.user` or answers 401 `Unauthorized` (upstream's body). */
 export function authentication(opts: AuthenticationOptions): MiddlewareHandler<KubeletEnv> {
-  const authenticate = createAuthenticator(opts);
-  const log = opts.logger?.with({ component: "kubeletAuthn" });
+  return authenticateWith(createAuthenticator(opts), opts.logger);
+}
+
+/** The same middleware around an existing authenticator, so the streaming upgrade path shares its token cache. */
+export function authenticateWith(authenticate: Authenticate, logger?: Logger): MiddlewareHandler<KubeletEnv> {
+  const log = logger?.with({ component: "kubeletAuthn" });
   return async (c, next) => {
     let user: UserInfo | undefined;
     try {

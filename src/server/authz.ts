@@ -136,18 +136,25 @@ export function requestAttributes(
 const describe = (a: AuthzAttributes) =>
   `(user=${a.user.username}, verb=${a.verb}, resource=${a.resource}, subresource=${a.subresource})`;
 
-/** Hono middleware, after `authentication`: lets the request through when any of its attributes is allowed. */
-export function authorization(opts: {
+/** The outcome of authorizing one request: through, or the status and upstream's message to answer with. */
+export type AccessDecision = { allowed: true } | { allowed: false; status: 403 | 500; message: string };
+
+export interface AccessCheckOptions {
   nodeName: string;
   authorizer: Authorizer;
   fineGrained?: boolean;
   logger?: Logger;
-}): MiddlewareHandler<KubeletEnv> {
+}
+
+/**
+ * Authorizes `method path` for `user`: allowed when any of its attributes is.
+ * Shared by the middleware and the streaming upgrade path (exec, attach,
+ * portForward), which runs outside Hono.
+ */
+export function accessChecker(opts: AccessCheckOptions): (user: UserInfo, method: string, path: string) => Promise<AccessDecision> {
   const log = opts.logger?.with({ component: "kubeletAuthz" });
-  return async (c, next) => {
-    const user = c.get("user");
-    if (!user) return c.text("Unauthorized", 401);
-    const attrs = requestAttributes(opts.nodeName, user, c.req.method, c.req.path, opts.fineGrained ?? true);
+  return async (user, method, path) => {
+    const attrs = requestAttributes(opts.nodeName, user, method, path, opts.fineGrained ?? true);
     let last = attrs[0]!;
     for (const a of attrs) {
       last = a;
@@ -155,18 +162,31 @@ export function authorization(opts: {
       try {
         decision = await opts.authorizer.authorize(a);
       } catch (err) {
-        const msg = `Authorization error ${describe(a)}`;
-        log?.error(msg, { err: errorMessage(err) });
-        return c.text(msg, 500);
+        const message = `Authorization error ${describe(a)}`;
+        log?.error(message, { err: errorMessage(err) });
+        return { allowed: false, status: 500, message };
       }
-      if (decision.allowed) {
-        await next();
-        return;
-      }
+      if (decision.allowed) return { allowed: true };
     }
     // The message names the last attribute tried: `proxy` for the paths with a fine-grained subresource.
-    const msg = `Forbidden ${describe(last)}`;
-    log?.v(2).info(msg);
-    return c.text(msg, 403);
+    const message = `Forbidden ${describe(last)}`;
+    log?.v(2).info(message);
+    return { allowed: false, status: 403, message };
+  };
+}
+
+/** Hono middleware, after `authentication`: lets the request through when any of its attributes is allowed. */
+export function authorization(opts: AccessCheckOptions): MiddlewareHandler<KubeletEnv> {
+  return authorizeWith(accessChecker(opts));
+}
+
+/** The same middleware around an existing checker, so the streaming upgrade path shares its decision cache. */
+export function authorizeWith(check: (user: UserInfo, method: string, path: string) => Promise<AccessDecision>): MiddlewareHandler<KubeletEnv> {
+  return async (c, next) => {
+    const user = c.get("user");
+    if (!user) return c.text("Unauthorized", 401);
+    const decision = await check(user, c.req.method, c.req.path);
+    if (!decision.allowed) return c.text(decision.message, decision.status);
+    await next();
   };
 }

@@ -48,3 +48,21 @@ export {
   type ReadLogsOptions,
   type ResolvedLogs,
 } from "./logs.ts";
+export {
+  streamingResolver,
+  parseStreamingPath,
+  parseStreamOptions,
+  parsePorts,
+  type StreamingKind,
+  type StreamingResolver,
+  type StreamingRuntime,
+  type StreamingTarget,
+  type StreamOptions,
+} from "./streaming.ts";
+export { streamingUpgrade, proxyStream, backendRequestHead, type StreamingUpgradeOptions, type UpgradeHandler } from "./stream-proxy.ts";
+export { accessChecker, authorizeWith, type AccessDecision } from "./authz.ts";
+export { authenticateWith } from "./authn.ts";
+export { createSelfSignedCert, ensureSelfSignedCert, type ServingCert } from "./selfsigned.ts";
+export { configzBody } from "./configz.ts";
+export { DEFAULT_CONNECTION_LIMITS, HANDLER_TIMEOUT_MS, MAX_BODY_BYTES, handlerTimeout, type ConnectionLimits } from "./limits.ts";
+export { startKubeletServer, servingCertificate, type KubeletServerOptions } from "./wire.ts";

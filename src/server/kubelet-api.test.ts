@@ -9,7 +9,11 @@ import type { Summary } from "../stats/types.ts";
 import { authentication } from "./authn.ts";
 import { alwaysAllow, authorization } from "./authz.ts";
 import { healthzApp } from "./healthz.ts";
-import { cpuAndMemoryOnly, kubeletApi } from "./kubelet-api.ts";
+import { cpuAndMemoryOnly, kubeletApi, type KubeletApiOptions } from "./kubelet-api.ts";
+import { configzBody } from "./configz.ts";
+import { HttpError } from "./errors.ts";
+import type { StreamingResolver, StreamingTarget } from "./streaming.ts";
+import { loadConfig } from "../config/index.ts";
 import { parseCriLine, parseLogQuery, readLogs, rotatedLogPaths, type ResolvedLogs } from "./logs.ts";
 
 let dir: string;
@@ -117,8 +121,9 @@ const summary: Summary = {
   pods: [{ podRef: { name: "p", namespace: "ns", uid: "u" }, startTime: "t", containers: [{ name: "c", startTime: "t", memory: { time: "t" }, logs: { time: "t" } }], cpu: { time: "t" }, network: { time: "t" }, volume: [] }],
 };
 
-function api(logs: (ns: string, p: string, c: string, prev: boolean) => ResolvedLogs | undefined) {
+function api(logs: (ns: string, p: string, c: string, prev: boolean) => ResolvedLogs | undefined, extra: Partial<KubeletApiOptions> = {}) {
   return kubeletApi({
+    ...extra,
     nodeName: "n1",
     pods: () => [
       { pod: pod("p", ["c", "idle"]), status: status(["c"]) },
@@ -205,5 +210,57 @@ describe("kubeletApi", () => {
     running = false;
     const end = await Promise.race([reader.read(), Bun.sleep(3000).then(() => "timeout")]);
     expect(end).toEqual({ done: true, value: undefined });
+  });
+
+  test("/configz: upstream's {kubeletconfig} with camelCase fields and Go durations, flags merged", async () => {
+    const loaded = loadConfig(["--hostname-override=n1", "--streaming-connection-idle-timeout=90s", "--eviction-soft-grace-period=memory.available=1m30s"], {
+      readFile: () => "",
+      hostname: () => "n1",
+    });
+    if (loaded.kind !== "run") throw new Error(JSON.stringify(loaded));
+    const app = api(() => undefined, { configz: () => configzBody(loaded.config.kubelet) });
+    const res = await app.request("/configz");
+    expect(res.headers.get("content-type")).toContain("application/json");
+    const body = (await res.json()) as { kubeletconfig: Record<string, unknown> };
+    expect(Object.keys(body)).toEqual(["kubeletconfig"]);
+    expect(body.kubeletconfig).toMatchObject({
+      syncFrequency: "1m0s",
+      streamingConnectionIdleTimeout: "1m30s",
+      port: 10250,
+      // No config file: upstream's legacy flag defaults (anonymous on, AlwaysAllow).
+      authentication: { webhook: { cacheTTL: "2m0s" }, anonymous: { enabled: true } },
+      authorization: { mode: "AlwaysAllow", webhook: { cacheAuthorizedTTL: "5m0s", cacheUnauthorizedTTL: "30s" } },
+      evictionSoftGracePeriod: { "memory.available": "1m30s" },
+      cpuCFSQuotaPeriod: "100ms",
+      logging: { flushFrequency: "5s" },
+      evictionHard: { "memory.available": "100Mi" },
+    });
+    expect(body.kubeletconfig).not.toHaveProperty("apiVersion");
+    expect(body.kubeletconfig).not.toHaveProperty("kind");
+    expect((await api(() => undefined).request("/configz")).status).toBe(404);
+  });
+
+  test("/run (POST only) answers the output; exec/attach/portForward without an upgrade are 400", async () => {
+    const runs: [StreamingTarget, string[]][] = [];
+    const streaming: StreamingResolver = {
+      streamUrl: async () => "http://127.0.0.1:1/x",
+      run: async (t, cmd) => {
+        runs.push([t, cmd]);
+        if (cmd[0] === "fail") throw new HttpError(500, "command 'fail' exited with 1: ");
+        return new TextEncoder().encode("out\n");
+      },
+    };
+    const app = api(() => undefined, { streaming });
+    const ok = await app.request("/run/ns/p/u1/c?cmd=ls%20-l", { method: "POST" });
+    expect([ok.status, await ok.text()]).toEqual([200, "out\n"]);
+    expect(runs).toEqual([[{ kind: "run", namespace: "ns", pod: "p", uid: "u1", container: "c" }, ["ls", "-l"]]]);
+    const failed = await app.request("/run/ns/p/c?cmd=fail", { method: "POST" });
+    expect([failed.status, await failed.text()]).toEqual([500, "command 'fail' exited with 1: "]);
+    expect((await app.request("/run/ns/p/c?cmd=ls")).status).toBe(404);
+    for (const path of ["/exec/ns/p/c?command=ls&output=1", "/attach/ns/p/c?output=1", "/portForward/ns/p"]) {
+      const res = await app.request(path, { method: "POST" });
+      expect([res.status, await res.text()]).toEqual([400, "Upgrade request required"]);
+    }
+    expect((await app.request("/exec/ns/p", { method: "POST" })).status).toBe(404);
   });
 });

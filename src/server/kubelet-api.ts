@@ -2,30 +2,29 @@
  * The authenticated kubelet API (10250), after upstream's
  * pkg/kubelet/server/server.go: authentication, then authorization, then
  * `/pods`, `/runningpods/`, `/stats/summary`, `/healthz*` and
- * `/containerLogs/{namespace}/{pod}/{container}`. Serve it with serveTls
+ * `/containerLogs/{namespace}/{pod}/{container}`, `/configz`, `/run/...` (ExecSync) and,
+ * for exec/attach/portForward requests that are not upgrades, 400 (the
+ * streams themselves take serveTls's upgrade path). Serve it with serveTls
  * (tls.ts) so that client certificates reach authentication.
  *
  * Errors are mapped in one place (`app.onError`): unknown pod or container
  * 404, a bad query value 400 naming the parameter, anything else 500.
  */
 import { Hono, type MiddlewareHandler } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { realClock, type Clock } from "../util/clock.ts";
+import { handlerTimeout, HANDLER_TIMEOUT_MS, MAX_BODY_BYTES } from "./limits.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { PodStatusView } from "../status/index.ts";
 import type { ContainerStats, CpuStats, MemoryStats, StatsProvider, Summary } from "../stats/types.ts";
 import type { Logger } from "../util/log.ts";
+import { PROMETHEUS_CONTENT_TYPE } from "../metrics/registry.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { KubeletEnv } from "./authn.ts";
+import { HttpError } from "./errors.ts";
+export { HttpError } from "./errors.ts";
+import { parseStreamingPath, type StreamingResolver } from "./streaming.ts";
 import { BadLogQuery, logStream, parseLogQuery, type ContainerLogs } from "./logs.ts";
-
-/** An error with the HTTP status it answers with. */
-export class HttpError extends Error {
-  constructor(
-    readonly status: 400 | 404 | 500 | 503,
-    message: string,
-  ) {
-    super(message);
-  }
-}
 
 export interface KubeletApiOptions {
   nodeName: string;
@@ -34,14 +33,30 @@ export interface KubeletApiOptions {
   /** `/stats/*` answers 503 without it. */
   stats?: StatsProvider;
   logs: ContainerLogs;
+  /** exec/attach/portForward/run targets; those paths answer 503 without it. Streams themselves arrive on the upgrade path (stream-proxy.ts). */
+  streaming?: StreamingResolver;
+  /** The body of `/configz` (configzBody); 404 without it. */
+  configz?: () => unknown;
   /** healthzApp(...): served under `/healthz`. */
   health: Hono;
   /** authentication(...) from authn.ts */
   authn: MiddlewareHandler<KubeletEnv>;
   /** authorization(...) from authz.ts */
   authz: MiddlewareHandler<KubeletEnv>;
+  /** `/metrics`, `/metrics/resource`, `/metrics/probes` (Prometheus text); 404 without it. */
+  metrics?: MetricsEndpoints;
   now?: () => number;
+  /** For the handler timeout. */
+  clock?: Clock;
+  /** Default HANDLER_TIMEOUT_MS. */
+  handlerTimeoutMs?: number;
   logger?: Logger;
+}
+
+export interface MetricsEndpoints {
+  kubelet(): string;
+  resource(): Promise<string>;
+  probes(): string;
 }
 
 /** Upstream's GetCPUAndMemoryStats: only CPU and memory of the node, its system containers, pods and containers. */
@@ -68,8 +83,11 @@ export function kubeletApi(opts: KubeletApiOptions): Hono<KubeletEnv> {
   const now = opts.now ?? Date.now;
   const log = opts.logger?.with({ component: "kubeletApi" });
   const app = new Hono<KubeletEnv>();
+  // The timeout first, so that a stuck TokenReview or SubjectAccessReview is cut too.
+  app.use(handlerTimeout({ ms: opts.handlerTimeoutMs ?? HANDLER_TIMEOUT_MS, clock: opts.clock ?? realClock }));
   app.use(opts.authn);
   app.use(opts.authz);
+  app.use(bodyLimit({ maxSize: MAX_BODY_BYTES, onError: (c) => c.text(`request body larger than ${MAX_BODY_BYTES} bytes`, 413) }));
 
   app.onError((err, c) => {
     if (err instanceof HttpError) return c.text(err.message, err.status);
@@ -112,6 +130,19 @@ export function kubeletApi(opts: KubeletApiOptions): Hono<KubeletEnv> {
 
   app.route("/", opts.health);
 
+  if (opts.metrics) {
+    const m = opts.metrics;
+    const prometheus = { "content-type": PROMETHEUS_CONTENT_TYPE };
+    app.get("/metrics", (c) => c.body(m.kubelet(), 200, prometheus));
+    app.get("/metrics/resource", async (c) => c.body(await m.resource(), 200, prometheus));
+    app.get("/metrics/probes", (c) => c.body(m.probes(), 200, prometheus));
+  }
+
+  if (opts.configz) {
+    const configz = opts.configz;
+    app.get("/configz", (c) => c.json(configz()));
+  }
+
   app.get("/containerLogs/:namespace/:pod/:container", async (c) => {
     const { namespace, pod: podName, container } = c.req.param();
     const options = parseLogQuery(c.req.query(), now());
@@ -134,6 +165,24 @@ export function kubeletApi(opts: KubeletApiOptions): Hono<KubeletEnv> {
     const body = logStream(resolved.paths, { ...options, follow, stillRunning, signal: c.req.raw.signal });
     return c.body(body, 200, { "content-type": "text/plain; charset=utf-8" });
   });
+
+  // Upstream getRun: POST only, the command in `cmd` split at spaces (legacy), answers stdout then stderr.
+  app.post("/run/*", async (c) => {
+    const target = parseStreamingPath(c.req.path);
+    if (!target || target.kind !== "run") return c.text("404 page not found", 404);
+    if (!opts.streaming) throw new HttpError(503, "running commands is not available");
+    const cmd = (c.req.query("cmd") ?? "").split(" ");
+    const out = await opts.streaming.run(target, cmd);
+    return c.body(out as Uint8Array<ArrayBuffer>, 200, { "content-type": "application/json" });
+  });
+
+  // Streams arrive as upgrades (stream-proxy.ts); a plain request cannot carry one (upstream's UpgradeAwareHandler with upgradeRequired).
+  for (const prefix of ["/exec/*", "/attach/*", "/portForward/*"]) {
+    app.on(["GET", "POST"], prefix, (c) => {
+      if (!parseStreamingPath(c.req.path)) return c.text("404 page not found", 404);
+      return c.text("Upgrade request required", 400);
+    });
+  }
 
   return app;
 }

@@ -28,6 +28,8 @@ import { getRequestListener } from "@hono/node-server";
 import type { Hono } from "hono";
 import type { Logger } from "../util/log.ts";
 import { errorMessage } from "../util/errors.ts";
+import { realClock, type Clock } from "../util/clock.ts";
+import { DEFAULT_CONNECTION_LIMITS, enforceConnectionLimits, type ConnectionLimits } from "./limits.ts";
 
 /** What Hono handlers see as `c.env` when served by serveTls. */
 export interface TlsBindings {
@@ -46,6 +48,9 @@ export interface ServeTlsOptions {
   /** PEM bundle that client certificates must verify against (authentication.x509.clientCAFile). */
   clientCA?: string;
   logger: Logger;
+  /** Connection timers and the header size limit (limits.ts); defaults when absent. */
+  limits?: Partial<ConnectionLimits>;
+  clock?: Clock;
   /** Raw `upgrade` requests (exec/attach/portForward streaming), after the TLS handshake. */
   upgrade?: (req: IncomingMessage & { socket: TLSSocket }, socket: Duplex, head: Buffer) => void;
 }
@@ -61,7 +66,8 @@ export async function serveTls(opts: ServeTlsOptions): Promise<TlsServerHandle> 
   // overrideGlobalObjects off: by default @hono/node-server swaps the global Response for its
   // own class, which Bun.serve (healthz, the read-only port) then refuses.
   const listener = getRequestListener(opts.app.fetch as Parameters<typeof getRequestListener>[0], { overrideGlobalObjects: false });
-  const http = createHttpServer(listener);
+  const limits = { ...DEFAULT_CONNECTION_LIMITS, ...opts.limits };
+  const http = createHttpServer({ maxHeaderSize: limits.maxHeaderSize }, listener);
   http.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     if (opts.upgrade) {
       try {
@@ -73,8 +79,12 @@ export async function serveTls(opts: ServeTlsOptions): Promise<TlsServerHandle> 
     }
     socket.end("HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
   });
-  http.on("clientError", (err: Error, socket: Duplex) => {
+  // As Node answers without a listener: 431 for an oversized head, 400 for anything unparsable.
+  http.on("clientError", (err: Error & { code?: string }, socket: Duplex) => {
     log.v(4).info("http client error", { err: err.message });
+    if (socket.writable) {
+      socket.end(err.code === "HPE_HEADER_OVERFLOW" ? "HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n" : "HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n");
+    }
     socket.destroy();
   });
 
@@ -95,6 +105,7 @@ export async function serveTls(opts: ServeTlsOptions): Promise<TlsServerHandle> 
       http.emit("connection", socket);
     },
   );
+  enforceConnectionLimits({ tls, http, limits, clock: opts.clock ?? realClock });
   tls.on("tlsClientError", (err: Error) => log.v(4).info("tls handshake failed", { err: err.message }));
 
   await new Promise<void>((resolve, reject) => {

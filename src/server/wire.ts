@@ -1,9 +1,13 @@
 /**
  * Builds the authenticated kubelet API (10250) from the configuration:
- * TLS from tlsCertFile/tlsPrivateKeyFile, x509 client certificates from
+ * TLS from tlsCertFile/tlsPrivateKeyFile or a self-signed certificate in
+ * --cert-dir, x509 client certificates from
  * authentication.x509.clientCAFile, bearer tokens and authorization through
  * the API server's TokenReview and SubjectAccessReview (cluster mode), and
- * container logs resolved from the pods' statuses to their CRI log files.
+ * container logs resolved from the pods' statuses to their CRI log files,
+ * and exec/attach/portForward streams proxied to the runtime's streaming
+ * server on the upgrade path, behind the same authentication and
+ * authorization.
  */
 import { readFileSync } from "node:fs";
 import { posix } from "node:path";
@@ -14,9 +18,14 @@ import type { Pod } from "../pods/schema.ts";
 import type { StatsProvider } from "../stats/types.ts";
 import type { PodStatusView } from "../status/phase.ts";
 import type { Logger } from "../util/log.ts";
-import { authentication } from "./authn.ts";
-import { alwaysAllow, authorization, webhookAuthorizer } from "./authz.ts";
-import { kubeletApi } from "./kubelet-api.ts";
+import { realClock, type Clock } from "../util/clock.ts";
+import { ensureSelfSignedCert } from "./selfsigned.ts";
+import { authenticateWith, createAuthenticator } from "./authn.ts";
+import { accessChecker, alwaysAllow, authorizeWith, webhookAuthorizer } from "./authz.ts";
+import { configzBody } from "./configz.ts";
+import { kubeletApi, type MetricsEndpoints } from "./kubelet-api.ts";
+import { streamingUpgrade } from "./stream-proxy.ts";
+import { streamingResolver, type StreamingRuntime } from "./streaming.ts";
 import { rotatedLogPaths, type ContainerLogs } from "./logs.ts";
 import { serveTls, type TlsServerHandle } from "./tls.ts";
 
@@ -26,7 +35,15 @@ export interface KubeletServerOptions {
   api?: Pick<KubeApi, "reviewToken" | "reviewAccess">;
   pods: () => { pod: Pod; status: PodStatusView }[];
   stats: StatsProvider;
+  /** exec, attach, portForward and run go to the runtime. */
+  cri: StreamingRuntime;
   health: Hono;
+  metrics?: MetricsEndpoints;
+  /** --cert-dir: where the self-signed serving certificate lives when no certificate files are configured. */
+  certDir: string;
+  /** --node-ip: SANs of the self-signed certificate. */
+  nodeIPs: readonly string[];
+  clock?: Clock;
   logger: Logger;
 }
 
@@ -44,17 +61,34 @@ export function logsFromStatuses(podLogsDir: string, pods: KubeletServerOptions[
   };
 }
 
-/** Starts 10250 when serving certificates are configured; undefined (and a log line) otherwise. */
+/**
+ * The serving certificate: tlsCertFile + tlsPrivateKeyFile when set, else
+ * upstream's self-signed `<certDir>/kubelet.crt` / `kubelet.key` (made once,
+ * reused). Only one of the two files set is an error, as upstream fails then.
+ */
+export function servingCertificate(opts: Pick<KubeletServerOptions, "config" | "certDir" | "nodeName" | "nodeIPs" | "logger"> & { now: number }): { cert: string; key: string } {
+  const k = opts.config;
+  if (k.tlsCertFile && k.tlsPrivateKeyFile) return { cert: readFileSync(k.tlsCertFile, "utf8"), key: readFileSync(k.tlsPrivateKeyFile, "utf8") };
+  if (k.tlsCertFile || k.tlsPrivateKeyFile) {
+    throw new Error(`tlsCertFile and tlsPrivateKeyFile must be set together (got ${k.tlsCertFile ? "only tlsCertFile" : "only tlsPrivateKeyFile"})`);
+  }
+  const made = ensureSelfSignedCert({ certDir: opts.certDir, hostname: opts.nodeName, ips: opts.nodeIPs, now: opts.now });
+  opts.logger.info(made.created ? "made a self-signed serving certificate" : "using the self-signed serving certificate", { certFile: made.certFile, keyFile: made.keyFile });
+  return made;
+}
+
+/** Starts 10250 unless enableServer is false: always over TLS, with the configured or a self-signed certificate. */
 export async function startKubeletServer(opts: KubeletServerOptions): Promise<TlsServerHandle | undefined> {
   const k = opts.config;
-  if (!k.tlsCertFile || !k.tlsPrivateKeyFile) {
-    opts.logger.warn("not serving the kubelet API: set tlsCertFile and tlsPrivateKeyFile (self-signed and bootstrapped certificates are not implemented yet)");
+  if (!k.enableServer) {
+    opts.logger.info("not serving the kubelet API: enableServer is false");
     return undefined;
   }
+  const serving = servingCertificate({ ...opts, now: (opts.clock ?? realClock).now() });
   const clientCA = k.authentication.x509.clientCAFile ? readFileSync(k.authentication.x509.clientCAFile, "utf8") : undefined;
   const api = opts.api;
   const webhookAuthn = k.authentication.webhook.enabled && api;
-  const authn = authentication({
+  const authenticate = createAuthenticator({
     x509: clientCA !== undefined,
     ...(webhookAuthn ? { tokenReview: (token: string) => api.reviewToken(token), cacheTTLMs: k.authentication.webhook.cacheTTL } : {}),
     anonymous: k.authentication.anonymous.enabled,
@@ -75,24 +109,37 @@ export async function startKubeletServer(opts: KubeletServerOptions): Promise<Tl
         })
       : alwaysAllow();
   if (k.authorization.mode === "Webhook" && !api) opts.logger.warn("authorization mode Webhook needs the API server; standalone mode allows every authenticated request");
+  const checkAccess = accessChecker({ nodeName: opts.nodeName, authorizer, logger: opts.logger });
+  const streaming = streamingResolver({ pods: opts.pods, cri: opts.cri });
   const app = kubeletApi({
     nodeName: opts.nodeName,
     pods: opts.pods,
     stats: opts.stats,
     logs: logsFromStatuses(k.podLogsDir, opts.pods),
+    streaming,
+    configz: () => configzBody(k),
     health: opts.health,
-    authn,
-    authz: authorization({ nodeName: opts.nodeName, authorizer, logger: opts.logger }),
+    ...(opts.metrics ? { metrics: opts.metrics } : {}),
+    authn: authenticateWith(authenticate, opts.logger),
+    authz: authorizeWith(checkAccess),
     logger: opts.logger,
   });
   const server = await serveTls({
     app,
     host: k.address,
     port: k.port,
-    cert: readFileSync(k.tlsCertFile, "utf8"),
-    key: readFileSync(k.tlsPrivateKeyFile, "utf8"),
+    cert: serving.cert,
+    key: serving.key,
     ...(clientCA ? { clientCA } : {}),
     logger: opts.logger,
+    upgrade: streamingUpgrade({
+      authenticate,
+      checkAccess,
+      resolver: streaming,
+      idleTimeoutMs: k.streamingConnectionIdleTimeout,
+      ...(opts.clock ? { clock: opts.clock } : {}),
+      logger: opts.logger,
+    }),
   });
   opts.logger.info("serving the kubelet API", { address: `${k.address}:${server.port}` });
   return server;

@@ -3,7 +3,8 @@ import { ApiError } from "../api/errors.ts";
 import { FakeKubeApi } from "../api/fake.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
-import { ApiServerSource } from "./apiserver.ts";
+import { FakeCheckpointStore } from "../checkpoint/index.ts";
+import { ApiServerSource, checkpointForm, POD_CHECKPOINT_KIND } from "./apiserver.ts";
 import type { SourceSnapshot } from "./types.ts";
 
 const pod = (name: string, nodeName = "n1", image = "busybox") => ({
@@ -77,5 +78,145 @@ describe("ApiServerSource", () => {
     await settle();
     expect(names()).toEqual(["a", "b"]);
     await source[Symbol.asyncDispose]();
+  });
+});
+
+describe("ApiServerSource offline autonomy (checkpoint)", () => {
+  const HOUR = 3_600_000;
+  function offlineSetup(opts: { store?: FakeCheckpointStore; clock?: FakeClock; api?: FakeKubeApi } = {}) {
+    const api = opts.api ?? new FakeKubeApi();
+    const clock = opts.clock ?? new FakeClock();
+    const store = opts.store ?? new FakeCheckpointStore(clock);
+    const log = memoryLogger();
+    const snapshots: SourceSnapshot[] = [];
+    const source = new ApiServerSource({ api, nodeName: "n1", clock, logger: log.logger, checkpoint: { store, maxAgeMs: 24 * HOUR, debounceMs: 500 } });
+    return { api, clock, store, log, snapshots, source, start: () => source.start((s) => snapshots.push(s)) };
+  }
+  const writePhase = async (clock: FakeClock) => {
+    await settle();
+    clock.advance(500);
+    await settle();
+  };
+
+  test("checkpoints the node's pods (debounced, without volatile fields) and removes the files of deleted pods", async () => {
+    const t = offlineSetup();
+    const a = t.api.putPod(pod("a"));
+    t.api.putPod(pod("other", "n2"));
+    t.start();
+    await settle();
+    expect(t.store.writes).toEqual([]); // debounced
+    await writePhase(t.clock);
+    expect(t.store.keys(POD_CHECKPOINT_KIND)).toEqual([a.metadata!.uid!]);
+    const saved = t.store.read<Record<string, any>>(POD_CHECKPOINT_KIND, a.metadata!.uid!);
+    expect(saved.ok && saved.data.metadata.resourceVersion).toBe(undefined);
+    // A status update changes nothing in the checkpoint form: no write.
+    t.api.putPod({ ...a, status: { phase: "Running", podIP: "10.0.0.5", startTime: "2026-01-01T00:00:00Z" } });
+    await writePhase(t.clock);
+    const writesAfterRunning = t.store.writes.length;
+    t.api.putPod({ ...a, status: { phase: "Running", podIP: "10.0.0.5", startTime: "2026-01-01T00:00:00Z", conditions: [] } });
+    await writePhase(t.clock);
+    expect(t.store.writes.length).toBe(writesAfterRunning);
+    const b = t.api.putPod(pod("b"));
+    t.api.removePod("default", "a");
+    await writePhase(t.clock);
+    expect(t.store.keys(POD_CHECKPOINT_KIND)).toEqual([b.metadata!.uid!]);
+    await t.source[Symbol.asyncDispose]();
+  });
+
+  test("the first list failing reports the checkpoint as a provisional view; the API's list then replaces it by UID", async () => {
+    const clock = new FakeClock();
+    const store = new FakeCheckpointStore(clock);
+    const api = new FakeKubeApi();
+    const a = api.putPod(pod("a"));
+    const b = api.putPod(pod("b"));
+    // An earlier run wrote the checkpoint.
+    const first = offlineSetup({ api, clock, store });
+    first.start();
+    await settle();
+    await writePhase(clock);
+    await first.source[Symbol.asyncDispose]();
+    expect(store.keys(POD_CHECKPOINT_KIND)).toHaveLength(2);
+
+    // Reboot while offline; b is deleted in the API meanwhile.
+    clock.advance(2 * HOUR);
+    api.setReachable(false);
+    const t = offlineSetup({ api, clock, store });
+    t.start();
+    await settle();
+    expect(t.snapshots).toHaveLength(1);
+    expect(t.snapshots[0]!.provisional).toBe(true);
+    expect(t.snapshots[0]!.pods.map((p) => p.metadata.uid).sort()).toEqual([a.metadata!.uid!, b.metadata!.uid!].sort());
+    expect(t.log.lines.some((l) => l.includes("running the pods of the local checkpoint"))).toBe(true);
+    // Retries while offline do not report the checkpoint again, nor touch it.
+    clock.advance(1000);
+    await settle();
+    clock.advance(2000);
+    await settle();
+    expect(t.snapshots).toHaveLength(1);
+    api.removePod("default", "b");
+    api.setReachable(true);
+    clock.advance(4000);
+    await settle();
+    const last = t.snapshots.at(-1)!;
+    expect(last.provisional).toBeUndefined();
+    expect(last.pods.map((p) => p.metadata.uid)).toEqual([a.metadata!.uid!]);
+    await writePhase(clock);
+    expect(store.keys(POD_CHECKPOINT_KIND)).toEqual([a.metadata!.uid!]);
+    await t.source[Symbol.asyncDispose]();
+  });
+
+  test("a checkpoint older than maxAge and a corrupt file are not run", async () => {
+    const clock = new FakeClock();
+    const store = new FakeCheckpointStore(clock);
+    store.write(POD_CHECKPOINT_KIND, "old", checkpointForm({ ...pod("old"), metadata: { name: "old", namespace: "default", uid: "old" } }));
+    clock.advance(25 * HOUR);
+    store.write(POD_CHECKPOINT_KIND, "fresh", checkpointForm({ ...pod("fresh"), metadata: { name: "fresh", namespace: "default", uid: "fresh" } }));
+    store.write(POD_CHECKPOINT_KIND, "broken", {});
+    store.corrupt(POD_CHECKPOINT_KIND, "broken");
+    store.write(POD_CHECKPOINT_KIND, "mismatch", checkpointForm({ ...pod("m"), metadata: { name: "m", namespace: "default", uid: "other" } }));
+    const api = new FakeKubeApi();
+    api.setReachable(false);
+    const t = offlineSetup({ api, clock, store });
+    t.start();
+    await settle();
+    expect(t.snapshots.map((s) => s.pods.map((p) => p.metadata.uid))).toEqual([["fresh"]]);
+    expect(t.log.lines.some((l) => l.includes("olderThanMaxAge=1"))).toBe(true);
+    expect(t.log.lines.some((l) => l.includes("ignoring checkpointed pod") && l.includes("uid=mismatch"))).toBe(true);
+    await t.source[Symbol.asyncDispose]();
+  });
+
+  test("without a checkpoint an unreachable API server leaves the source not ready (no view at all)", async () => {
+    const api = new FakeKubeApi();
+    api.setReachable(false);
+    const t = offlineSetup({ api });
+    t.start();
+    await settle();
+    expect(t.snapshots).toEqual([]);
+    await t.source[Symbol.asyncDispose]();
+  });
+
+  test("a failing disk is logged and retried on the next change; dispose flushes a pending write", async () => {
+    const t = offlineSetup();
+    t.store.failWrites = new Error("ENOSPC");
+    const a = t.api.putPod(pod("a"));
+    t.start();
+    await settle();
+    await writePhase(t.clock);
+    expect(t.log.lines.some((l) => l.includes("could not write the pod checkpoint") && l.includes("ENOSPC"))).toBe(true);
+    t.store.failWrites = undefined;
+    const b = t.api.putPod(pod("b"));
+    await settle();
+    await t.source[Symbol.asyncDispose]();
+    expect(t.store.keys(POD_CHECKPOINT_KIND)).toEqual([a.metadata!.uid!, b.metadata!.uid!].sort());
+  });
+
+  test("checkpointForm keeps spec, metadata, a terminal phase and the start time only", () => {
+    expect(
+      checkpointForm({
+        metadata: { name: "p", uid: "u", resourceVersion: "9", managedFields: [{}], labels: { a: "b" } },
+        spec: { containers: [] },
+        status: { phase: "Succeeded", startTime: "t", podIP: "1.2.3.4", conditions: [] },
+      }),
+    ).toEqual({ metadata: { name: "p", uid: "u", labels: { a: "b" } }, spec: { containers: [] }, status: { phase: "Succeeded", startTime: "t" } });
   });
 });

@@ -82,6 +82,11 @@ function readManifest(file: string, nodeName: string): ReadResult {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return { ok: false }; // removed while scanning
     return { ok: false, error: errorMessage(err) };
   }
+  return parseManifest(text, { file, nodeName });
+}
+
+/** One manifest file's text to a static pod (defaults applied), or why not; pure, so it is fuzzed. */
+export function parseManifest(text: string, opts: { file: string; nodeName: string }): { ok: true; pod: Pod } | { ok: false; error: string } {
   if (text.trim() === "") return { ok: false, error: "file is empty" };
   let docs: unknown[];
   try {
@@ -92,7 +97,7 @@ function readManifest(file: string, nodeName: string): ReadResult {
   if (docs.length !== 1) return { ok: false, error: `expected one Pod document, found ${docs.length}` };
   const parsed = parsePod(docs[0]);
   if (!parsed.ok) return { ok: false, error: parsed.error };
-  return { ok: true, pod: applyStaticPodDefaults(parsed.value, { nodeName, source: "file", location: file }) };
+  return { ok: true, pod: applyStaticPodDefaults(parsed.value, { nodeName: opts.nodeName, source: "file", location: opts.file }) };
 }
 
 export class FileSource implements PodSource {

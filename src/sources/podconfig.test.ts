@@ -32,6 +32,18 @@ describe("PodConfig", () => {
     expect(config.allSourcesReady()).toBe(true);
   });
 
+  test("a provisional view (the offline checkpoint) runs its pods but is not ready; the real view replaces it by UID", () => {
+    const config = new PodConfig(["api"]);
+    expect(config.apply({ source: "api", pods: [pod("a"), pod("b")], provisional: true })).toEqual([{ op: "add", source: "api", pods: [pod("a"), pod("b")] }]);
+    expect(config.allSourcesReady()).toBe(false);
+    // The API answers: "a" is unchanged (no update, so no restart), "b" was deleted meanwhile, "c" is new.
+    expect(config.apply({ source: "api", pods: [pod("a"), pod("c")] })).toEqual([
+      { op: "remove", source: "api", pods: [pod("b")] },
+      { op: "add", source: "api", pods: [pod("c")] },
+    ]);
+    expect(config.allSourcesReady()).toBe(true);
+  });
+
   test("key order does not make an update", () => {
     const config = new PodConfig(["file"]);
     config.apply({ source: "file", pods: [pod("a")] });

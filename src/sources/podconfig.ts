@@ -32,7 +32,7 @@ export class PodConfig {
     }
     const removed = [...previous].filter(([uid]) => !next.has(uid)).map(([, e]) => e.pod);
     this.bySource.set(snapshot.source, next);
-    this.ready.add(snapshot.source);
+    if (!snapshot.provisional) this.ready.add(snapshot.source);
     const updates: PodUpdate[] = [];
     if (removed.length) updates.push({ op: "remove", source: snapshot.source, pods: removed });
     if (added.length) updates.push({ op: "add", source: snapshot.source, pods: added });

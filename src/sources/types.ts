@@ -7,6 +7,12 @@ export type SourceName = "file" | "http" | "api";
 export interface SourceSnapshot {
   source: SourceName;
   pods: Pod[];
+  /**
+   * A stand-in view (the API source's local checkpoint while the API server
+   * cannot be reached): its pods run, but the source does not count as
+   * ready, so housekeeping removes no pod it does not know.
+   */
+  provisional?: boolean;
 }
 
 /**

@@ -1,4 +1,5 @@
 import { describe, expect, test } from "bun:test";
+import { ApiError } from "../api/errors.ts";
 import { FakeKubeApi } from "../api/fake.ts";
 import type { Pod } from "../pods/schema.ts";
 import { FakeClock } from "../util/clock.ts";
@@ -114,5 +115,76 @@ describe("ApiStatusManager", () => {
     await settle();
     const patch = api.calls.find((c) => c.method === "patchPodStatus")!;
     expect(patch.args[2]).toMatchObject({ metadata: { uid: mirror.metadata.uid }, status: { phase: "Running" } });
+  });
+
+  test("while the API server is unreachable only the latest status is kept, and sent once on reconnect", async () => {
+    const api = new FakeKubeApi();
+    const stored = api.putPod(pod as never);
+    const clock = new FakeClock();
+    const log = memoryLogger();
+    const manager = new ApiStatusManager({ api, hostIPs: () => [], clock, logger: log.logger });
+    const p = { ...pod, metadata: { ...pod.metadata, uid: stored.metadata!.uid } } as Pod;
+    api.setReachable(false);
+    manager.set(p, view("Pending", false));
+    await settle();
+    // A long outage: the retries back off (500ms doubling to 10s) while the status changes.
+    for (let i = 0; i < 12; i++) {
+      if (i === 4) manager.set(p, view("Running", false));
+      clock.advance(10_000);
+      await settle();
+    }
+    manager.set(p, view("Running", true));
+    await settle();
+    expect(manager.pendingCount()).toBe(1);
+    const attempts = api.calls.filter((c) => c.method === "patchPodStatus").length;
+    expect(attempts).toBeGreaterThan(3);
+    expect(attempts).toBeLessThan(30); // backoff, not a hot loop
+    api.setReachable(true);
+    clock.advance(10_000);
+    await settle();
+    expect(manager.pendingCount()).toBe(0);
+    const sent = api.calls.filter((c) => c.method === "patchPodStatus").slice(attempts);
+    expect(sent).toHaveLength(1);
+    expect((api.pods.get("default/web")!.status as ApiPodStatus).phase).toBe("Running");
+    expect(cond(api.pods.get("default/web")!.status as ApiPodStatus, "Ready").status).toBe("True");
+    // One warning for the whole outage; the retries log at -v=4.
+    expect(log.lines.filter((l) => l.startsWith("W") && l.includes("pod status update failed; will retry"))).toHaveLength(1);
+  });
+
+  test("shutdown retries pending statuses at once and gives up after its deadline", async () => {
+    const api = new FakeKubeApi();
+    api.putPod(pod as never);
+    const clock = new FakeClock();
+    const log = memoryLogger();
+    const manager = new ApiStatusManager({ api, hostIPs: () => [], clock, logger: log.logger });
+    api.failNext("patchPodStatus", new ApiError("ServiceUnavailable", 503, "PATCH", "pods/web/status", "restarting"));
+    api.failNext("patchPodStatus", new ApiError("ServiceUnavailable", 503, "PATCH", "pods/web/status", "restarting"));
+    manager.set(pod, view("Running", true));
+    await settle();
+    clock.advance(500); // second failure: the next retry waits 1s
+    await settle();
+    expect(manager.pendingCount()).toBe(1);
+    // The flush wakes the retry without waiting for the backoff.
+    const flushed = manager.flushPending(2000);
+    await settle();
+    clock.advance(50);
+    expect(await flushed).toBe(true);
+    expect((api.pods.get("default/web")!.status as ApiPodStatus).phase).toBe("Running");
+
+    // Unreachable: dispose waits its 2s deadline, reports what is left, and stops retrying.
+    api.setReachable(false);
+    manager.set(pod, view("Failed", false));
+    await settle();
+    const disposed = manager[Symbol.asyncDispose]();
+    for (let i = 0; i < 50; i++) {
+      clock.advance(50);
+      await settle();
+    }
+    await disposed;
+    expect(log.lines.some((l) => l.includes("stopping with pod statuses the API server has not accepted") && l.includes("pods=1"))).toBe(true);
+    const attempts = api.calls.length;
+    clock.advance(60_000);
+    await settle();
+    expect(api.calls.length).toBe(attempts);
   });
 });

@@ -98,8 +98,11 @@ interface Entry {
   retryMs: number;
 }
 
-export class ApiStatusManager implements StatusSink {
+export class ApiStatusManager implements StatusSink, AsyncDisposable {
   private readonly entries = new Map<string, Entry>();
+  /** Aborted to cut the retry waits short (a flush at shutdown). */
+  private retryWake = new AbortController();
+  private stopped = false;
   /** Latest view of each static pod, re-sent when its mirror appears or is replaced. */
   private readonly staticViews = new Map<string, { pod: Pod; view: PodStatusView }>();
 
@@ -157,8 +160,30 @@ export class ApiStatusManager implements StatusSink {
     return [...this.entries.values()].filter((e) => e.pending || e.deleteWhenDone || e.flushing).length;
   }
 
+  /**
+   * Retries every pending status at once and waits until the API server has
+   * them all or `timeoutMs` passed; true when nothing is left. Called at
+   * shutdown, so that the last statuses are not lost when the API is up.
+   */
+  async flushPending(timeoutMs: number): Promise<boolean> {
+    const { clock } = this.opts;
+    const deadline = clock.now() + timeoutMs;
+    this.retryWake.abort();
+    this.retryWake = new AbortController();
+    while (this.pendingCount() > 0 && clock.now() < deadline) await clock.sleep(Math.min(50, deadline - clock.now()));
+    return this.pendingCount() === 0;
+  }
+
+  /** Shutdown: one last attempt with a short deadline (2s), then no more retries. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    const left = (await this.flushPending(2000)) ? 0 : this.pendingCount();
+    if (left > 0) this.opts.logger.warn("stopping with pod statuses the API server has not accepted; they are sent again after the restart", { pods: left });
+    this.stopped = true;
+    this.retryWake.abort();
+  }
+
   private flush(uid: string, entry: Entry): void {
-    if (entry.flushing) return;
+    if (entry.flushing || this.stopped) return;
     entry.flushing = true;
     void this.drain(uid, entry).finally(() => (entry.flushing = false));
   }
@@ -166,7 +191,7 @@ export class ApiStatusManager implements StatusSink {
   private async drain(uid: string, entry: Entry): Promise<void> {
     const { api, logger, clock } = this.opts;
     const { namespace: ns, name, uid: targetUid } = entry.target;
-    while (entry.pending || entry.deleteWhenDone) {
+    while ((entry.pending || entry.deleteWhenDone) && !this.stopped) {
       try {
         if (entry.pending) {
           const status = entry.pending;
@@ -188,8 +213,10 @@ export class ApiStatusManager implements StatusSink {
           this.entries.delete(uid);
           return;
         }
-        logger.warn("pod status update failed; will retry", { pod: `${ns}/${name}`, err: errorMessage(err), retryInMs: entry.retryMs });
-        await clock.sleep(entry.retryMs);
+        // Warned once per failure streak: an edge node offline for days must not log every pod every 10s.
+        const log = entry.retryMs === 500 ? logger.warn : logger.v(4).info;
+        log("pod status update failed; will retry", { pod: `${ns}/${name}`, err: errorMessage(err), retryInMs: entry.retryMs });
+        await clock.sleep(entry.retryMs, this.retryWake.signal).catch(() => {});
         entry.retryMs = Math.min(entry.retryMs * 2, 10_000);
       }
     }

@@ -6,6 +6,7 @@
  * into one more step.
  */
 import { transition, type LifecycleEvent, type PodLifecycle } from "../pods/lifecycle.ts";
+import type { KubeletMetricsSink } from "../metrics/kubelet.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { PodRef, PodRuntime, PodSyncOutcome } from "../runtime/index.ts";
 import { podRef, type EventRecorder } from "../events/recorder.ts";
@@ -28,6 +29,8 @@ export interface PodWorkersOptions {
   admit?: (pod: Pod, active: Pod[]) => AdmitResult;
   recorder?: EventRecorder;
   /** The prober: told about running containers after each sync, asked for readiness, dropped on termination. */
+  /** Pod worker step durations and pod start latency. */
+  metrics?: Pick<KubeletMetricsSink, "podWorkerStep" | "podStarted">;
   probes?: ProbeView & {
     addPod(pod: Pod, running: { containerName: string; containerId: string; startedAt: number }[], podIP: string): void;
     removePod(uid: string): void;
@@ -49,6 +52,8 @@ interface Worker {
   synced: boolean;
   /** When the pod became active here (activeDeadlineSeconds counts from it; the API's startTime wins). */
   activeSince: number | undefined;
+  /** When this agent first saw the pod; cleared once its start was measured (kubelet_pod_start_duration_seconds). */
+  firstSeenAt: number | undefined;
 }
 
 const refOfPod = (pod: Pod): PodRef => ({ uid: pod.metadata.uid ?? "", name: pod.metadata.name ?? "", namespace: pod.metadata.namespace ?? "default" });
@@ -208,6 +213,7 @@ export class PodWorkers implements AsyncDisposable {
       restartWith: undefined,
       synced: false,
       activeSince: undefined,
+      firstSeenAt: this.opts.clock.now(),
     };
     this.workers.set(ref.uid, worker);
     return worker;
@@ -233,8 +239,12 @@ export class PodWorkers implements AsyncDisposable {
       worker.cancelTimer?.();
       for (const event of worker.events.splice(0)) worker.lifecycle = transition(worker.lifecycle, event);
       const log = this.opts.logger.with({ pod: worker.fullName, uid: worker.ref.uid });
+      const stage = worker.lifecycle.stage;
+      const operation = stage === "syncing" ? (worker.synced ? "sync" : "create") : stage === "terminating" ? "kill" : "remove";
+      const started = this.opts.clock.now();
       try {
         await this.step(worker, log);
+        if (stage !== "finished") this.opts.metrics?.podWorkerStep(operation, this.opts.clock.now() - started);
       } catch (err) {
         log.error("pod sync failed; will retry", { stage: worker.lifecycle.stage, err: errorMessage(err) });
         this.schedule(worker, this.opts.errorRetryMs ?? 10_000);
@@ -271,6 +281,11 @@ export class PodWorkers implements AsyncDisposable {
         this.opts.probes?.addPod(pod, running.map((c) => ({ containerName: c.name, containerId: c.id, startedAt: c.startedAt ?? c.createdAt })), after.sandboxes[0]?.ip ?? "");
         const status = podStatus(pod, after, outcome.waiting, false, this.opts.probes);
         this.opts.status.set(pod, status);
+        // Adopted pods already ran before this agent saw them: their start is not this agent's to measure.
+        if (worker.firstSeenAt !== undefined && (status.phase === "Running" || isTerminalPhase(status.phase))) {
+          if (outcome.changed && status.phase === "Running") this.opts.metrics?.podStarted(worker.firstSeenAt, this.opts.clock.now());
+          worker.firstSeenAt = undefined;
+        }
         if (isTerminalPhase(status.phase)) {
           log.info("pod completed; stopping it", { phase: status.phase });
           worker.events.push({ type: "completed", gracePeriodSeconds: defaultGracePeriodSeconds(pod) });

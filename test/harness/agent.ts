@@ -2,7 +2,7 @@
 // BUNLET_BINARY is set) against a harness containerd, with its own static pod
 // directory, log directory and ports, so tests can edit manifests, read the
 // agent's log, kill -9 it and start it again.
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync, writeSync } from "node:fs";
 import { createServer } from "node:net";
 import { join, resolve } from "node:path";
 import type { Subprocess } from "bun";
@@ -51,6 +51,8 @@ export async function startAgent(
   mkdirSync(podLogsDir, { recursive: true });
   const healthzPort = await freePort();
   const readOnlyPort = await freePort();
+  // 10250 is always served (self-signed when no certificate files are given): each agent gets its own port.
+  const kubeletPort = await freePort();
   const configFile = join(dir, "kubelet.yaml");
   const config = {
     apiVersion: "kubelet.config.k8s.io/v1beta1",
@@ -63,6 +65,7 @@ export async function startAgent(
     healthzPort,
     healthzBindAddress: "127.0.0.1",
     readOnlyPort,
+    port: kubeletPort,
     address: "127.0.0.1",
     failSwapOn: false,
     ...opts.extraConfig,
@@ -84,19 +87,16 @@ export async function startAgent(
     log: () => readFileSync(logFile, "utf8"),
     pid: () => proc?.pid,
     start() {
-      const out = Bun.file(logFile).writer();
-      proc = Bun.spawn([...cmd, `--config=${configFile}`, `--root-dir=${join(dir, "root")}`, `--hostname-override=${opts.nodeName ?? "test-node"}`, "--v=2", ...(opts.extraArgs ?? [])], {
+      // Appended: Bun's file writer would overwrite the previous run's log from offset 0.
+      const fd = openSync(logFile, "a");
+      proc = Bun.spawn([...cmd, `--config=${configFile}`, `--root-dir=${join(dir, "root")}`, `--cert-dir=${join(dir, "pki")}`, `--hostname-override=${opts.nodeName ?? "test-node"}`, "--v=2", ...(opts.extraArgs ?? [])], {
         stdout: "pipe",
         stderr: "pipe",
       });
       const pump = async (stream: ReadableStream<Uint8Array>) => {
-        for await (const chunk of stream) {
-          out.write(chunk);
-          out.flush();
-        }
+        for await (const chunk of stream) writeSync(fd, chunk);
       };
-      void pump(proc.stdout as ReadableStream<Uint8Array>);
-      void pump(proc.stderr as ReadableStream<Uint8Array>);
+      void Promise.all([pump(proc.stdout as ReadableStream<Uint8Array>), pump(proc.stderr as ReadableStream<Uint8Array>)]).finally(() => closeSync(fd));
     },
     async kill(signal = "SIGTERM") {
       if (!proc) return null;

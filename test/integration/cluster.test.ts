@@ -133,6 +133,78 @@ describe("cluster mode on a real control plane", () => {
     expect(anonymous.status).toBe(401);
   }, 60_000);
 
+  test("Prometheus metrics on 10250 for a client the API server authorizes: kubelet, resource and probe metrics under upstream names", async () => {
+    await apply("probed", {
+      ...podSpec("probed", ["sleep", "3600"]),
+      spec: {
+        terminationGracePeriodSeconds: 1,
+        containers: [{ name: "c", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sleep", "3600"], readinessProbe: { exec: { command: ["true"] }, periodSeconds: 1 } }],
+      },
+    });
+    await eventually("probed ready", async () => (await tryJson("pod", "probed"))?.status?.containerStatuses?.[0]?.ready === true);
+    // As Prometheus scrapes: straight to the node, here with the admin's certificate (authorized by SubjectAccessReview).
+    const pki = join(cp.dir, "pki");
+    const tls = { ca: readFileSync(cp.caFile, "utf8"), cert: readFileSync(join(pki, "admin.crt"), "utf8"), key: readFileSync(join(pki, "admin.key"), "utf8") };
+    const raw = async (path: string) => {
+      const res = await fetch(`https://127.0.0.1:${kubeletPort}${path}`, { tls } as RequestInit);
+      expect(res.status).toBe(200);
+      expect(res.headers.get("content-type")).toStartWith("text/plain; version=0.0.4");
+      return await res.text();
+    };
+    const value = (text: string, series: string) => text.split("\n").find((l) => l.startsWith(`${series} `))?.split(" ")[1];
+    const kubelet = await raw("/metrics");
+    expect(Number(value(kubelet, "kubelet_running_pods"))).toBeGreaterThanOrEqual(1);
+    expect(Number(value(kubelet, 'kubelet_runtime_operations_total{operation_type="run_podsandbox"}'))).toBeGreaterThanOrEqual(1);
+    expect(Number(value(kubelet, "kubelet_pod_start_duration_seconds_count"))).toBeGreaterThanOrEqual(1);
+    expect(Number(value(kubelet, "kubelet_pleg_relist_duration_seconds_count"))).toBeGreaterThan(0);
+    expect(Number(value(kubelet, "process_resident_memory_bytes"))).toBeGreaterThan(10 * 1024 * 1024);
+    const resource = await eventually("the probed pod in /metrics/resource", async () => {
+      const text = await raw("/metrics/resource");
+      return text.includes('container_memory_working_set_bytes{container="c",namespace="default",pod="probed"}') ? text : undefined;
+    });
+    expect(Number(value(resource, "resource_scrape_error"))).toBe(0);
+    expect(resource).toMatch(/^node_cpu_usage_seconds_total \d+(\.\d+)? \d+$/m);
+    const probes = await raw("/metrics/probes");
+    const uid = (await tryJson("pod", "probed")).metadata.uid;
+    expect(Number(value(probes, `prober_probe_total{probe_type="Readiness",result="successful",container="c",pod="probed",namespace="default",pod_uid="${uid}"}`))).toBeGreaterThanOrEqual(1);
+  }, 60_000);
+
+  test("env from a configMap and a secret (keyRef and envFrom) through the watched cache; a missing one is CreateContainerConfigError", async () => {
+    await apply("settings", { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "settings", namespace: "default" }, data: { color: "blue", size: "xl" } });
+    await apply("creds", { apiVersion: "v1", kind: "Secret", metadata: { name: "creds", namespace: "default" }, stringData: { password: "s3cret" } });
+    await apply("envy", {
+      ...podSpec("envy", ["sh", "-c", 'echo "color=$COLOR password=$PASSWORD cfg_size=$CFG_size"; sleep 3600']),
+      spec: {
+        terminationGracePeriodSeconds: 1,
+        containers: [
+          {
+            name: "main",
+            image: ctd.busyboxImage,
+            imagePullPolicy: "IfNotPresent",
+            command: ["sh", "-c", 'echo "color=$COLOR password=$PASSWORD cfg_size=$CFG_size"; sleep 3600'],
+            env: [
+              { name: "COLOR", valueFrom: { configMapKeyRef: { name: "settings", key: "color" } } },
+              { name: "PASSWORD", valueFrom: { secretKeyRef: { name: "creds", key: "password" } } },
+            ],
+            envFrom: [{ prefix: "CFG_", configMapRef: { name: "settings" } }],
+          },
+        ],
+      },
+    });
+    await eventually("envy Running", async () => (await tryJson("pod", "envy"))?.status?.phase === "Running");
+    const out = await eventually("envy's output", async () => {
+      const o = await kubectl("logs", "envy");
+      return o.includes("color=") ? o : undefined;
+    });
+    expect(out).toBe("color=blue password=s3cret cfg_size=xl\n");
+    await apply("lost", {
+      ...podSpec("lost", ["sleep", "3600"]),
+      spec: { terminationGracePeriodSeconds: 1, containers: [{ name: "main", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sleep", "3600"], env: [{ name: "X", valueFrom: { configMapKeyRef: { name: "missing", key: "k" } } }] }] },
+    });
+    const waiting = await eventually("lost waiting", async () => (await tryJson("pod", "lost"))?.status?.containerStatuses?.[0]?.state?.waiting);
+    expect(waiting).toEqual({ reason: "CreateContainerConfigError", message: 'configmap "missing" not found' });
+  }, 60_000);
+
   test("a Deployment of 3 replicas gets 3 running pods through the scheduler", async () => {
     await apply("d3", {
       apiVersion: "apps/v1",

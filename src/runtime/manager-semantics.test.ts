@@ -1,0 +1,180 @@
+// The runtime manager's pod semantics with a FakeCri: pod files (hosts,
+// termination messages), reasons, env references, DNS, sysctls and pulls.
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { FakePodObjects } from "../api/objects.ts";
+import { FakeCri } from "../cri/fake.ts";
+import { podDirs } from "../pods/dirs.ts";
+import type { Pod } from "../pods/schema.ts";
+import { FakeClock } from "../util/clock.ts";
+import { memoryLogger } from "../util/log.ts";
+import { refOf } from "./index.ts";
+import { CriPodRuntime, type CriPodRuntimeOptions } from "./manager.ts";
+
+let dir: string;
+beforeEach(() => (dir = mkdtempSync(join(tmpdir(), "semantics-"))));
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+const pod = (container: Partial<Pod["spec"]["containers"][number]> = {}, spec: Partial<Pod["spec"]> = {}): Pod => ({
+  metadata: { name: "web", namespace: "default", uid: "uid-1" },
+  spec: { containers: [{ name: "app", image: "busybox:1.0", ...container }], ...spec },
+});
+
+function setup(over: Partial<CriPodRuntimeOptions> = {}) {
+  const clock = new FakeClock();
+  const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
+  const events: string[] = [];
+  const runtime = new CriPodRuntime({
+    cri,
+    clock,
+    logger: memoryLogger().logger,
+    node: { podLogsDir: join(dir, "logs"), podsCgroupParent: "", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "cluster.local" },
+    podDirs: podDirs(join(dir, "root")),
+    random: () => 0.5,
+    recorder: { event: (_ref, type, reason, message) => void events.push(`${type} ${reason} ${message}`) },
+    ...over,
+  });
+  return { clock, cri, runtime, events };
+}
+
+const sync = async (runtime: CriPodRuntime, p: Pod) => runtime.syncPod(p, await runtime.observe(refOf(p)));
+type Created = [string, { mounts: { containerPath: string; hostPath: string }[]; envs: { key: string; value: string }[] }];
+const created = (cri: FakeCri) => cri.callsOf("createContainer") as Created[];
+
+describe("pod files", () => {
+  test("containers mount the managed /etc/hosts and a fresh termination message file; both go with the pod", async () => {
+    const { cri, runtime } = setup();
+    const p = pod({}, { hostAliases: [{ ip: "1.2.3.4", hostnames: ["alias"] }] } as Partial<Pod["spec"]>);
+    await sync(runtime, p);
+    const [[, config]] = created(cri) as [Created];
+    const root = join(dir, "root/pods/uid-1");
+    expect(config.mounts).toEqual([
+      expect.objectContaining({ containerPath: "/etc/hosts", hostPath: join(root, "etc-hosts") }),
+      expect.objectContaining({ containerPath: "/dev/termination-log", hostPath: join(root, "containers/app/80000000") }),
+    ]);
+    const ip = (await runtime.observe(refOf(p))).sandboxes[0]!.ip!;
+    expect(readFileSync(join(root, "etc-hosts"), "utf8")).toEndWith(`${ip}\tweb\n\n# Entries added by HostAliases.\n1.2.3.4\talias\n`);
+    await runtime.killPod(refOf(p), await runtime.observe(refOf(p)), 0);
+    await runtime.removePod(refOf(p), await runtime.observe(refOf(p)));
+    expect(existsSync(root)).toBe(false);
+  });
+
+  test("a container mounting its own /etc/hosts does not get the managed one", async () => {
+    const { cri, runtime } = setup();
+    await sync(runtime, pod({ volumeMounts: [{ name: "h", mountPath: "/etc/hosts" }] }));
+    expect(created(cri)[0]![1].mounts.map((m) => m.containerPath)).toEqual(["/dev/termination-log"]);
+  });
+
+  test("the termination message written by the container is the terminated state's message, also for a restarted agent", async () => {
+    const { cri, runtime, clock } = setup();
+    const p = pod({}, { restartPolicy: "Never" });
+    await sync(runtime, p);
+    const hostPath = created(cri)[0]![1].mounts.find((m) => m.containerPath === "/dev/termination-log")!.hostPath;
+    writeFileSync(hostPath, "all done");
+    cri.exitContainer((await runtime.observe(refOf(p))).containers[0]!.id, 0);
+    expect((await runtime.observe(refOf(p))).containers[0]).toMatchObject({ reason: "Completed", message: "all done", exitCode: 0 });
+    const restarted = setup({ cri, clock } as Partial<CriPodRuntimeOptions>).runtime;
+    expect((await restarted.observe(refOf(p))).containers[0]!.message).toBe("all done");
+  });
+});
+
+describe("reasons", () => {
+  test("OOMKilled and Error come from the runtime; a failed start waits with RunContainerError and the runtime's message", async () => {
+    const { cri, runtime } = setup();
+    const p = pod();
+    await sync(runtime, p);
+    cri.exitContainer((await runtime.observe(refOf(p))).containers[0]!.id, 137, "OOMKilled");
+    expect((await runtime.observe(refOf(p))).containers[0]).toMatchObject({ state: "exited", exitCode: 137, reason: "OOMKilled" });
+    cri.failNext("startContainer", "Unknown", 'exec: "nope": executable file not found in $PATH');
+    const outcome = await sync(runtime, p);
+    expect(outcome.waiting.get("app")).toEqual({ reason: "RunContainerError", message: expect.stringContaining('exec: "nope": executable file not found') });
+  });
+
+  test("with restartPolicy Never a failed start is not reported as waiting: it will not be retried", async () => {
+    const { cri, runtime } = setup();
+    cri.failNext("startContainer", "Unknown", "no such file");
+    const outcome = await sync(runtime, pod({}, { restartPolicy: "Never" }));
+    expect(outcome.waiting.has("app")).toBe(false);
+    expect(outcome.results.find((r) => r.error)).toMatchObject({ error: { reason: "RunContainerError" } });
+  });
+});
+
+describe("env references through the runtime", () => {
+  test("configMapKeyRef from PodObjects reaches the container; a missing key waits with CreateContainerConfigError and upstream's message", async () => {
+    const objects = new FakePodObjects();
+    objects.configMaps.set("default/cfg", { data: { mode: "fast" }, binaryData: {} });
+    const { cri, runtime, events } = setup({ podObjects: objects, nodeAllocatable: () => ({ cpuMilli: 2000, memoryBytes: 1 << 30, ephemeralStorageBytes: 0 }) });
+    await sync(
+      runtime,
+      pod({
+        env: [
+          { name: "MODE", valueFrom: { configMapKeyRef: { name: "cfg", key: "mode" } } },
+          { name: "CPUS", valueFrom: { resourceFieldRef: { resource: "limits.cpu" } } },
+        ],
+      }),
+    );
+    expect(created(cri)[0]![1].envs).toEqual([
+      { key: "MODE", value: "fast" },
+      { key: "CPUS", value: "2" },
+    ]);
+    const outcome = await sync(runtime, { ...pod({ env: [{ name: "X", valueFrom: { configMapKeyRef: { name: "cfg", key: "nope" } } }] }), metadata: { name: "other", namespace: "default", uid: "uid-2" } });
+    expect(outcome.waiting.get("app")).toEqual({ reason: "CreateContainerConfigError", message: "couldn't find key nope in ConfigMap default/cfg" });
+    expect(events).toContain("Warning Failed Error: couldn't find key nope in ConfigMap default/cfg");
+  });
+});
+
+describe("sandbox settings", () => {
+  test("pod sysctls go to the sandbox; DNS cut to upstream's limits is a DNSConfigForming event on the pod", async () => {
+    const { cri, runtime, events } = setup();
+    const p = pod({}, {
+      securityContext: { sysctls: [{ name: "kernel.shm_rmid_forced", value: "1" }] },
+      dnsPolicy: "None",
+      dnsConfig: { nameservers: ["1.1.1.1", "2.2.2.2", "3.3.3.3", "4.4.4.4"], searches: ["a.example"], options: [{ name: "ndots", value: "1" }] },
+    } as Partial<Pod["spec"]>);
+    await sync(runtime, p);
+    const [sandbox] = cri.callsOf("runPodSandbox")[0] as [{ linux: { sysctls: Record<string, string> }; dnsConfig: unknown }];
+    expect(sandbox.linux.sysctls).toEqual({ "kernel.shm_rmid_forced": "1" });
+    expect(sandbox.dnsConfig).toEqual({ servers: ["1.1.1.1", "2.2.2.2", "3.3.3.3"], searches: ["a.example"], options: ["ndots:1"] });
+    expect(events).toContain("Warning DNSConfigForming Nameserver limits were exceeded, some nameservers have been omitted, the applied nameserver line is: 1.1.1.1 2.2.2.2 3.3.3.3");
+  });
+});
+
+describe("image pulls", () => {
+  test("imagePullSecrets reach the runtime as AuthConfig; a failing credential is followed by the next; a missing secret is an event", async () => {
+    const objects = new FakePodObjects();
+    const b64 = (s: string) => Buffer.from(s).toString("base64");
+    objects.secrets.set("default/regcred", {
+      type: "kubernetes.io/dockerconfigjson",
+      data: { ".dockerconfigjson": b64(JSON.stringify({ auths: { "reg.example.com": { auth: b64("first:one") }, "reg.example.com/team": { username: "team", password: "two" } } })) },
+    });
+    const { cri, runtime, events } = setup({ podObjects: objects });
+    cri.failNext("pullImage", "Unknown", "unauthorized");
+    const p = pod({ image: "reg.example.com/team/app:1.0" }, { imagePullSecrets: [{ name: "regcred" }, { name: "absent" }] } as Partial<Pod["spec"]>);
+    const outcome = await sync(runtime, p);
+    expect(outcome.results.filter((r) => r.error)).toEqual([]);
+    const auths = (cri.callsOf("pullImage") as [unknown, { username: string; password: string }][]).map(([, a]) => `${a.username}:${a.password}`);
+    expect(auths).toEqual(["team:two", "first:one"]);
+    expect(cri.pulls.map((x) => x.auth?.username)).toEqual(["first"]);
+    expect(events).toContain("Warning FailedToRetrieveImagePullSecret Unable to retrieve some image pull secrets (absent); attempting to pull the image may not succeed.");
+  });
+
+  test("without matching credentials the pull is anonymous; pulls of different pods wait for each other when serialized", async () => {
+    const { PullQueue } = await import("./pull-queue.ts");
+    const queue = new PullQueue(1);
+    const { cri, runtime } = setup({ pullQueue: queue });
+    const release = cri.holdNext("pullImage");
+    const first = sync(runtime, pod({ image: "other.io/a:1" }));
+    const second = sync(runtime, { ...pod({ image: "other.io/b:1" }), metadata: { name: "b", namespace: "default", uid: "uid-b" } });
+    await new Promise((r) => setTimeout(r, 10));
+    expect(queue.size).toEqual({ active: 1, waiting: 1 });
+    expect(cri.callsOf("pullImage")).toHaveLength(1);
+    release();
+    await Promise.all([first, second]);
+    expect(cri.pulls.map((x) => [x.image, x.auth])).toEqual([
+      ["other.io/a:1", undefined],
+      ["other.io/b:1", undefined],
+    ]);
+  });
+});

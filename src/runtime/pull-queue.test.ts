@@ -1,0 +1,63 @@
+import { expect, test } from "bun:test";
+import { PullQueue } from "./pull-queue.ts";
+
+/** Starts `n` pulls that each wait for their own release; returns the start order log and the releases. */
+function pulls(queue: PullQueue, n: number) {
+  const log: string[] = [];
+  const releases: (() => void)[] = [];
+  const done = Array.from({ length: n }, (_, i) =>
+    queue.run(async () => {
+      log.push(`start ${i}`);
+      await new Promise<void>((resolve) => (releases[i] = resolve));
+      log.push(`end ${i}`);
+      return i;
+    }),
+  );
+  return { log, releases, done };
+}
+const tick = () => new Promise((r) => setTimeout(r, 0));
+
+test("serialized: one pull at a time, in arrival order", async () => {
+  const q = PullQueue.fromConfig(true, undefined);
+  const { log, releases, done } = pulls(q, 3);
+  await tick();
+  expect(log).toEqual(["start 0"]);
+  expect(q.size).toEqual({ active: 1, waiting: 2 });
+  releases[0]!();
+  await tick();
+  expect(log).toEqual(["start 0", "end 0", "start 1"]);
+  releases[1]!();
+  await tick();
+  releases[2]!();
+  expect(await Promise.all(done)).toEqual([0, 1, 2]);
+  expect(q.size).toEqual({ active: 0, waiting: 0 });
+});
+
+test("parallel: at most maxParallelImagePulls at once; unbounded without it; a failed pull frees its slot", async () => {
+  const q = PullQueue.fromConfig(false, 2);
+  const { log, releases, done } = pulls(q, 3);
+  await tick();
+  expect(log).toEqual(["start 0", "start 1"]);
+  releases[1]!();
+  await tick();
+  expect(log).toContain("start 2");
+  releases[0]!();
+  releases[2]!();
+  await Promise.all(done);
+  const unbounded = PullQueue.fromConfig(false, undefined);
+  const all = pulls(unbounded, 5);
+  await tick();
+  expect(all.log).toHaveLength(5);
+  all.releases.forEach((r) => r());
+  await Promise.all(all.done);
+  const one = new PullQueue(1);
+  const failed = one.run(async () => Promise.reject(new Error("registry down")));
+  let caught = "";
+  try {
+    await failed;
+  } catch (err) {
+    caught = (err as Error).message;
+  }
+  expect(caught).toBe("registry down");
+  expect(await one.run(async () => "next")).toBe("next");
+});

@@ -1,0 +1,149 @@
+/**
+ * Registry credentials from a pod's imagePullSecrets, matched to an image
+ * as upstream's credential provider keyring does (pkg/credentialprovider
+ * keyring.go): kubernetes.io/dockerconfigjson and kubernetes.io/dockercfg
+ * secrets; a key matches when its host has as many dot-separated parts, each
+ * glob-matching (`*.example.com`), the same port, and its path is a prefix
+ * of the image's; more specific keys come first; Docker Hub images fall
+ * back to the `index.docker.io` entry.
+ */
+import type { PodObjects } from "../api/objects.ts";
+import { normalizeImageRef } from "../cri/image-ref.ts";
+import type { Pod } from "../pods/schema.ts";
+
+export interface RegistryAuth {
+  username: string;
+  password: string;
+}
+
+interface DockerConfigEntry {
+  username?: string;
+  password?: string;
+  auth?: string;
+}
+
+const DEFAULT_REGISTRY_HOST = "index.docker.io";
+
+/** Upstream BasicDockerKeyring.Add: the key is host plus path, without scheme and without a /v1/ or /v2/ prefix. */
+export function keyringKey(location: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(/^https?:\/\//.test(location) ? location : `https://${location}`);
+  } catch {
+    return undefined;
+  }
+  let path = url.pathname;
+  if (path.startsWith("/v2/") || path.startsWith("/v1/")) path = path.slice(3);
+  return path.length > 0 && path !== "/" ? url.host + path : url.host;
+}
+
+function entryAuth(e: DockerConfigEntry): RegistryAuth {
+  // Upstream DockerConfigEntry: "auth" (base64 user:password) wins over the separate fields.
+  if (e.auth) {
+    const decoded = Buffer.from(e.auth, "base64").toString("utf8");
+    const i = decoded.indexOf(":");
+    if (i > 0) return { username: decoded.slice(0, i), password: decoded.slice(i + 1) };
+  }
+  return { username: e.username ?? "", password: e.password ?? "" };
+}
+
+/** Registry location → entry, from one secret's data (base64 values); undefined for other secret types or bad JSON. */
+export function dockerConfigOf(secret: { type?: string; data: Record<string, string> }): Record<string, DockerConfigEntry> | undefined {
+  const decode = (k: string) => (secret.data[k] === undefined ? undefined : Buffer.from(secret.data[k]!, "base64").toString("utf8"));
+  try {
+    if (secret.type === "kubernetes.io/dockerconfigjson") {
+      const text = decode(".dockerconfigjson");
+      return text ? ((JSON.parse(text) as { auths?: Record<string, DockerConfigEntry> }).auths ?? {}) : undefined;
+    }
+    if (secret.type === "kubernetes.io/dockercfg") {
+      const text = decode(".dockercfg");
+      return text ? (JSON.parse(text) as Record<string, DockerConfigEntry>) : undefined;
+    }
+  } catch {
+    return undefined;
+  }
+  return undefined;
+}
+
+/** Go's filepath.Match for one host part, for `*` and `?`. */
+const globMatch = (glob: string, part: string): boolean =>
+  new RegExp(`^${glob.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, "[^/]*").replace(/\?/g, "[^/]")}$`).test(part);
+
+function splitHost(host: string): { parts: string[]; port: string } {
+  const i = host.lastIndexOf(":");
+  return i > 0 ? { parts: host.slice(0, i).split("."), port: host.slice(i + 1) } : { parts: host.split("."), port: "" };
+}
+
+/** Upstream URLsMatchStr for schemeless "host[:port][/path]" strings. */
+export function keyMatchesImage(key: string, image: string): boolean {
+  const split = (s: string) => {
+    const slash = s.indexOf("/");
+    return slash === -1 ? { host: s, path: "" } : { host: s.slice(0, slash), path: s.slice(slash) };
+  };
+  const k = split(key);
+  const t = split(image);
+  const kh = splitHost(k.host);
+  const th = splitHost(t.host);
+  if (kh.port !== th.port || kh.parts.length !== th.parts.length) return false;
+  if (!t.path.startsWith(k.path)) return false;
+  return kh.parts.every((p, i) => globMatch(p, th.parts[i]!));
+}
+
+/** Upstream isDefaultRegistryMatch: images that pull from Docker Hub. */
+function isDefaultRegistryMatch(repo: string): boolean {
+  const [first, rest] = [repo.split("/")[0] ?? "", repo.includes("/")];
+  if (!first) return false;
+  if (!rest) return true;
+  if (first === "docker.io" || first === "index.docker.io") return true;
+  return !/[.:]/.test(first) && first !== "localhost";
+}
+
+/** The repository of an image without tag or digest, normalized as the runtime names it (docker.io/library/busybox). */
+export function repositoryOf(image: string): string {
+  const full = normalizeImageRef(image);
+  const at = full.indexOf("@");
+  const name = at >= 0 ? full.slice(0, at) : full;
+  const colon = name.lastIndexOf(":");
+  return colon > name.lastIndexOf("/") ? name.slice(0, colon) : name;
+}
+
+export class Keyring {
+  private readonly creds = new Map<string, RegistryAuth[]>();
+
+  add(config: Record<string, DockerConfigEntry>): void {
+    for (const [location, entry] of Object.entries(config)) {
+      const key = keyringKey(location);
+      if (key === undefined) continue;
+      this.creds.set(key, [...(this.creds.get(key) ?? []), entryAuth(entry)]);
+    }
+  }
+
+  /** Every credential that applies to the image, the most specific key first; empty for an anonymous pull. */
+  lookup(image: string): RegistryAuth[] {
+    const repo = repositoryOf(image);
+    const keys = [...this.creds.keys()].sort().reverse(); // reverse-sorted: longer paths of one host first, as upstream
+    const found = keys.filter((k) => keyMatchesImage(k, repo)).flatMap((k) => this.creds.get(k)!);
+    if (found.length) return found;
+    return isDefaultRegistryMatch(repo) ? (this.creds.get(DEFAULT_REGISTRY_HOST) ?? []) : [];
+  }
+}
+
+/**
+ * The keyring of a pod's imagePullSecrets. Secrets that cannot be found or
+ * read are named in `missing` (upstream: a FailedToRetrieveImagePullSecret
+ * event, and the pull is tried anyway).
+ */
+export async function podKeyring(pod: Pod, objects: PodObjects): Promise<{ keyring: Keyring; missing: string[] }> {
+  const keyring = new Keyring();
+  const missing: string[] = [];
+  const refs = ((pod.spec as { imagePullSecrets?: { name?: string }[] }).imagePullSecrets ?? []) as { name?: string }[];
+  for (const ref of refs) {
+    const name = ref.name ?? "";
+    if (!name) continue;
+    const secret = await objects.secret(pod.metadata.namespace ?? "default", name).catch(() => undefined);
+    const config = secret && dockerConfigOf(secret);
+    if (config) keyring.add(config);
+    else missing.push(name);
+  }
+  return { keyring, missing };
+}

@@ -1,0 +1,164 @@
+// Pod and container semantics as kubectl describe reads them, on a real
+// control plane and a real containerd: termination messages, the reasons in
+// container states, the managed /etc/hosts, pod DNS, sysctls. Each check
+// reads the API object (what users see) or the container itself.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { createCriClient } from "../../src/cri/client.ts";
+import type { CriService } from "../../src/cri/index.ts";
+import { createLogger } from "../../src/util/log.ts";
+import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
+import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
+import { startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+
+const NODE = "sem-node";
+let ctd: ContainerdHandle;
+let cp: ControlPlaneHandle;
+let agent: AgentHandle;
+let cri: CriService;
+
+async function kubectl(...args: string[]): Promise<string> {
+  const r = await cp.kubectl(args);
+  if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}`);
+  return r.stdout;
+}
+const tryJson = async <T = any>(...args: string[]): Promise<T | undefined> => {
+  const r = await cp.kubectl(["get", ...args, "-o", "json"]);
+  return r.code === 0 ? (JSON.parse(r.stdout) as T) : undefined;
+};
+const apply = async (obj: { metadata: { name: string } }) => {
+  const file = join(cp.dir, `${obj.metadata.name}.json`);
+  writeFileSync(file, JSON.stringify(obj));
+  await kubectl("apply", "-f", file);
+};
+/** A pod bound to the node (no scheduler round trip) with one busybox container. */
+const podOf = (name: string, container: Record<string, unknown>, spec: Record<string, unknown> = {}) => ({
+  apiVersion: "v1",
+  kind: "Pod",
+  metadata: { name, namespace: "default" },
+  spec: { nodeName: NODE, terminationGracePeriodSeconds: 1, ...spec, containers: [{ name: "main", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", ...container }] },
+});
+const statusOf = async (name: string) => (await tryJson("pod", name))?.status;
+const mainState = async (name: string) => (await statusOf(name))?.containerStatuses?.[0];
+const execIn = async (pod: string, cmd: string[]) => {
+  const id = (await mainState(pod)).containerID.replace("containerd://", "");
+  const r = await cri.execSync(id, cmd, 10);
+  return { code: r.exitCode, out: new TextDecoder().decode(r.stdout), err: new TextDecoder().decode(r.stderr) };
+};
+const running = (name: string) => eventually(`${name} running`, async () => ((await mainState(name))?.state?.running ? true : undefined), 60_000);
+
+beforeAll(async () => {
+  requireRoot();
+  [ctd, cp] = await Promise.all([startContainerd({ name: "semantics" }), startControlPlane({ name: "semantics" })]);
+  cri = createCriClient({ endpoint: ctd.endpoint, logger: createLogger({ verbosity: 0 }) });
+  const kubeconfig = await cp.nodeKubeconfig(NODE);
+  agent = await startAgent(ctd, {
+    nodeName: NODE,
+    extraArgs: [`--kubeconfig=${kubeconfig}`, "--node-ip=127.0.0.1"],
+    extraConfig: { clusterDomain: "cluster.local", clusterDNS: ["10.96.0.10"], allowedUnsafeSysctls: ["kernel.msg*"] },
+  });
+  await eventually("node registered", async () => (await tryJson("node", NODE)) !== undefined, 60_000);
+}, 180_000);
+
+afterAll(async () => {
+  await agent?.kill("SIGKILL");
+  cri?.close();
+  await Promise.all([ctd?.stop(), cp?.stop()]);
+}, 60_000);
+
+describe("pod semantics on a real control plane and containerd", () => {
+  test("termination messages: the file's content on success, the log tail with FallbackToLogsOnError on failure", async () => {
+    await apply(podOf("msg-file", { command: ["sh", "-c", "printf 'all done' > /dev/termination-log"] }, { restartPolicy: "Never" }));
+    await apply(
+      podOf("msg-custom", { command: ["sh", "-c", "echo custom > /tmp/msg; exit 4"], terminationMessagePath: "/tmp/msg" }, { restartPolicy: "Never" }),
+    );
+    await apply(
+      podOf("msg-logs", { command: ["sh", "-c", "echo first; sleep 0.3; echo second >&2; exit 3"], terminationMessagePolicy: "FallbackToLogsOnError" }, { restartPolicy: "Never" }),
+    );
+    const terminated = async (name: string) =>
+      eventually(`${name} terminated`, async () => (await mainState(name))?.state?.terminated, 60_000);
+    expect(await terminated("msg-file")).toMatchObject({ exitCode: 0, reason: "Completed", message: "all done" });
+    expect(await terminated("msg-custom")).toMatchObject({ exitCode: 4, reason: "Error", message: "custom\n" });
+    expect(await terminated("msg-logs")).toMatchObject({ exitCode: 3, reason: "Error", message: "first\nsecond\n" });
+    expect((await statusOf("msg-logs")).phase).toBe("Failed");
+  }, 90_000);
+
+  test("reasons: OOMKilled from the kernel, a failed start (RunContainerError, then StartError with the runtime's message), CreateContainerConfigError", async () => {
+    await apply(
+      podOf(
+        "oom",
+        { command: ["dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"], resources: { limits: { memory: "16Mi" } } },
+        { restartPolicy: "Never" },
+      ),
+    );
+    await apply(podOf("cannot-run", { command: ["/no/such/binary"] }));
+    await apply(podOf("config-error", { command: ["sleep", "3600"], env: [{ name: "S", valueFrom: { secretKeyRef: { name: "missing", key: "k" } } }] }));
+    const oom = await eventually("oom terminated", async () => (await mainState("oom"))?.state?.terminated, 60_000);
+    expect(oom).toMatchObject({ exitCode: 137, reason: "OOMKilled" });
+    const seen = new Set<string>();
+    const cannot = await eventually(
+      "cannot-run: waiting with the start failure in lastState",
+      async () => {
+        const s = await mainState("cannot-run");
+        if (s?.state?.waiting) seen.add(s.state.waiting.reason);
+        return s?.lastState?.terminated && s.restartCount >= 1 && seen.has("CrashLoopBackOff") ? s : undefined;
+      },
+      60_000,
+      100,
+    );
+    expect([...seen].filter((r) => r !== "ContainerCreating")).toContain("RunContainerError");
+    expect(cannot.lastState.terminated).toMatchObject({ exitCode: 128, reason: "StartError" });
+    expect(cannot.lastState.terminated.message).toContain("/no/such/binary");
+    const config = await eventually("config-error waiting", async () => (await mainState("config-error"))?.state?.waiting, 60_000);
+    expect(config).toEqual({ reason: "CreateContainerConfigError", message: 'secret "missing" not found' });
+  }, 120_000);
+
+  test("/etc/hosts is kubelet-managed: pod IP with hostname and FQDN, host aliases", async () => {
+    await apply(
+      podOf("hosts", { command: ["sleep", "3600"] }, { hostname: "myhost", subdomain: "sub", hostAliases: [{ ip: "10.9.8.7", hostnames: ["foo.local", "bar.local"] }] }),
+    );
+    await running("hosts");
+    const podIP = (await statusOf("hosts")).podIP;
+    const hosts = (await execIn("hosts", ["cat", "/etc/hosts"])).out;
+    expect(hosts).toStartWith("# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n");
+    expect(hosts).toContain(`${podIP}\tmyhost.sub.default.svc.cluster.local\tmyhost\n`);
+    expect(hosts).toEndWith("\n# Entries added by HostAliases.\n10.9.8.7\tfoo.local\tbar.local\n");
+    expect((await execIn("hosts", ["hostname"])).out.trim()).toBe("myhost");
+  }, 90_000);
+
+  test("pod DNS: ClusterFirst gets the cluster server and searches; dnsPolicy None uses only dnsConfig; too many servers are cut with an event", async () => {
+    await apply(podOf("dns-cluster", { command: ["sleep", "3600"] }, { dnsConfig: { options: [{ name: "ndots", value: "2" }, { name: "edns0" }] } }));
+    await apply(
+      podOf(
+        "dns-none",
+        { command: ["sleep", "3600"] },
+        { dnsPolicy: "None", dnsConfig: { nameservers: ["1.1.1.1", "2.2.2.2", "3.3.3.3"], searches: ["one.example", "two.example"], options: [{ name: "timeout", value: "1" }] } },
+      ),
+    );
+    await Promise.all([running("dns-cluster"), running("dns-none")]);
+    const cluster = (await execIn("dns-cluster", ["cat", "/etc/resolv.conf"])).out;
+    expect(cluster).toContain("nameserver 10.96.0.10");
+    expect(cluster).toMatch(/^search default\.svc\.cluster\.local svc\.cluster\.local cluster\.local/m);
+    expect(cluster).toMatch(/^options ndots:2 edns0$/m);
+    const none = (await execIn("dns-none", ["cat", "/etc/resolv.conf"])).out;
+    expect(none.split("\n").filter((l) => l.startsWith("nameserver"))).toEqual(["nameserver 1.1.1.1", "nameserver 2.2.2.2", "nameserver 3.3.3.3"]);
+    expect(none).toMatch(/^search one\.example two\.example$/m);
+    expect(none).toMatch(/^options timeout:1$/m);
+  }, 90_000);
+
+  test("sysctls: safe and allowed unsafe ones are set in the pod; others are rejected at admission with SysctlForbidden", async () => {
+    await apply(
+      podOf("sysctl-ok", { command: ["sleep", "3600"] }, { securityContext: { sysctls: [{ name: "net.ipv4.ip_unprivileged_port_start", value: "80" }, { name: "kernel.msgmax", value: "12345" }] } }),
+    );
+    await apply(podOf("sysctl-bad", { command: ["sleep", "3600"] }, { securityContext: { sysctls: [{ name: "kernel.sem", value: "250 32000 32 128" }] } }));
+    await running("sysctl-ok");
+    expect((await execIn("sysctl-ok", ["cat", "/proc/sys/net/ipv4/ip_unprivileged_port_start"])).out.trim()).toBe("80");
+    expect((await execIn("sysctl-ok", ["cat", "/proc/sys/kernel/msgmax"])).out.trim()).toBe("12345");
+    const rejected = await eventually("sysctl-bad Failed", async () => {
+      const s = await statusOf("sysctl-bad");
+      return s?.phase === "Failed" ? s : undefined;
+    });
+    expect(rejected).toMatchObject({ reason: "SysctlForbidden", message: 'forbidden sysctl: "kernel.sem" not allowlisted' });
+  }, 90_000);
+});
