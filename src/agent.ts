@@ -153,6 +153,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
       podLogsDir: k.podLogsDir,
       podsCgroupParent,
       hostDns: readHostDns(k.resolvConf, logger),
+      resolvConfDisabled: k.resolvConf === "",
       clusterDns: k.clusterDNS,
       clusterDomain: k.clusterDomain,
       seccompProfileRoot: posix.join(config.rootDir, "seccomp"),
@@ -482,6 +483,7 @@ async function sandboxImageOf(cri: CriService): Promise<string | undefined> {
 }
 
 function readHostDns(path: string, logger: Logger): DnsSettings {
+  if (path === "") return { servers: [], searches: [], options: [] }; // disabled on purpose (--resolv-conf="")
   try {
     return parseResolvConf(readFileSync(path, "utf8"));
   } catch (err) {
