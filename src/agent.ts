@@ -138,7 +138,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     }),
   );
   // configMaps and secrets pods reference (watched in cluster mode), and their volumes below rootDir/pods.
-  const { volumes, podObjects } = stack.use(createVolumeManager({ rootDir: config.rootDir, ...(cluster ? { api: cluster.api } : {}), allocatable: nodeAllocatable, clock, logger }));
+  const { volumes, podObjects } = stack.use(await createVolumeManager({ rootDir: config.rootDir, ...(cluster ? { api: cluster.api } : {}), allocatable: nodeAllocatable, clock, logger }));
   const runtime = new CriPodRuntime({
     cri,
     volumes,
@@ -210,6 +210,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
       cri,
       pods: () => workers.activePods().map((p) => refOf(p)),
       podLogsDir: k.podLogsDir,
+      volumeStatsAggPeriodMs: k.volumeStatsAggPeriod,
       clock,
       logger,
     }),
@@ -292,10 +293,11 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
       ),
     );
   }
+  const podConfig = new PodConfig(sources.map((s) => s.name));
   const syncLoop = stack.use(
     new SyncLoop({
       sources,
-      podConfig: new PodConfig(sources.map((s) => s.name)),
+      podConfig,
       workers,
       pleg,
       runtime,
@@ -306,10 +308,11 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
       housekeepingTasks: [
         ...(podCgroups ? [everyMs(60_000, clock, () => podCgroupHousekeeping(podCgroups, workers, pleg, logger))] : []),
         // Directories (and mounts) of pods gone from the agent and the runtime, as upstream cleanupOrphanedPodDirs.
+        // Only once every source delivered its pods: a restarted node must not lose emptyDirs of pods still loading.
         everyMs(60_000, clock, async () => {
-          if (!pleg.hasRelisted()) return;
-          const inRuntime = new Set(pleg.runtimePods().map((p) => p.uid));
-          await volumes.cleanupOrphans((uid) => workers.has(uid) || inRuntime.has(uid));
+          if (!pleg.hasRelisted() || !podConfig.allSourcesReady()) return;
+          const known = new Set([...pleg.runtimePods().map((p) => p.uid), ...podConfig.desiredPods().map((p) => p.metadata.uid ?? "")]);
+          await volumes.cleanupOrphans((uid) => workers.has(uid) || known.has(uid));
         }),
       ],
     }),

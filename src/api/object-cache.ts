@@ -136,14 +136,15 @@ export class ObjectCache implements WatchedPodObjects {
         throw new PodObjectError(kind, namespace, name, err);
       }
     }
-    if (!entry.synced) {
+    // Wait for the first list of a new watch, not for an API that already failed to answer it.
+    if (!entry.synced && entry.lastError === undefined) {
       await new Promise<void>((resolve) => {
         const cancel = this.opts.clock.setTimer(this.opts.syncTimeoutMs ?? 10_000, () => (entry.onSynced.delete(done), resolve()));
         const done = () => (cancel(), resolve());
         entry.onSynced.add(done);
       });
-      if (!entry.synced) throw new PodObjectError(kind, namespace, name, entry.lastError ?? new Error("the watch has not synced yet"));
     }
+    if (!entry.synced) throw new PodObjectError(kind, namespace, name, entry.lastError ?? new Error("the watch has not synced yet"));
     return entry.object ? structuredClone(entry.object) : undefined;
   }
 
@@ -210,6 +211,7 @@ export class ObjectCache implements WatchedPodObjects {
       } catch (err) {
         if (signal.aborted) return;
         entry.lastError = err;
+        this.settle(entry); // lookups waiting for the first list fail now instead of at their timeout
         logger.warn("watching a referenced object failed; retrying", { object: `${entry.resource}/${entry.namespace}/${entry.name}`, err: errorMessage(err) });
         await clock.sleep(this.opts.retryMs ?? 1000, signal).catch(() => {});
       }
@@ -218,6 +220,11 @@ export class ObjectCache implements WatchedPodObjects {
 
   private markSynced(entry: Entry): void {
     entry.synced = true;
+    entry.lastError = undefined;
+    this.settle(entry);
+  }
+
+  private settle(entry: Entry): void {
     for (const done of entry.onSynced) done();
     entry.onSynced.clear();
   }

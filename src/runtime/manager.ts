@@ -279,8 +279,10 @@ export class CriPodRuntime implements PodRuntime {
       await this.opts.volumes?.setupPod(pod);
       return undefined;
     } catch (err) {
-      const failures = err instanceof VolumeSetupError ? err.failures : [{ volume: "", message: errorMessage(err) }];
+      const failures = err instanceof VolumeSetupError ? err.failures : [{ volume: "", message: errorMessage(err), mounted: false }];
       for (const f of failures) this.recorder.event(podRef(pod), "Warning", "FailedMount", `MountVolume.SetUp failed for volume ${JSON.stringify(f.volume)} : ${f.message}`);
+      // A failed refresh of a volume the containers already have does not stop the pod (upstream remounts in the background).
+      if (failures.every((f) => f.mounted)) return undefined;
       const message = `unmounted volumes=[${failures.map((f) => f.volume).join(" ")}]: ${errorMessage(err)}`;
       return { results: [{ action: "CreatePodSandbox", target: pod.metadata.uid ?? "", error: { reason: "FailedMount", message } }], waiting: new Map(), changed: false, retryAfterMs: 10_000 };
     }

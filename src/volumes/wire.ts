@@ -8,6 +8,7 @@ import { ObjectCache } from "../api/object-cache.ts";
 import { noPodObjects, type PodObjects } from "../api/objects.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { Clock } from "../util/clock.ts";
+import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import type { VolumeManager } from "./index.ts";
 import { PodVolumeManager } from "./manager.ts";
@@ -30,7 +31,15 @@ export interface VolumeSubsystem extends AsyncDisposable {
   volumes: VolumeManager;
 }
 
-export function createVolumeManager(w: VolumeWiring): VolumeSubsystem {
+export async function createVolumeManager(w: VolumeWiring): Promise<VolumeSubsystem> {
+  const mounter = w.mounter ?? createMounter();
+  // Upstream setupDataDirs: the root directory propagates mounts, so volumes mounted below it reach
+  // containers with mountPropagation HostToContainer or Bidirectional.
+  try {
+    if (await mounter.makeRShared(w.rootDir)) w.logger.info("made the root directory a shared mount", { rootDir: w.rootDir });
+  } catch (err) {
+    w.logger.warn("could not make the root directory a shared mount; mountPropagation will fail for volumes below it", { rootDir: w.rootDir, err: errorMessage(err) });
+  }
   const cache = w.api ? new ObjectCache({ api: w.api, clock: w.clock, logger: w.logger }) : undefined;
   const api = w.api;
   const tokens = api
@@ -48,7 +57,7 @@ export function createVolumeManager(w: VolumeWiring): VolumeSubsystem {
     : undefined;
   const manager = new PodVolumeManager({
     rootDir: w.rootDir,
-    mounter: w.mounter ?? createMounter(),
+    mounter,
     objects: cache ?? noPodObjects,
     ...(tokens ? { tokens } : {}),
     node: { cpuMilli: w.allocatable.cpu, memoryBytes: w.allocatable.memory, ephemeralStorageBytes: w.allocatable["ephemeral-storage"] },
