@@ -43,6 +43,7 @@ import { startKubeletServer } from "./server/wire.ts";
 import { ApiServerSource } from "./sources/apiserver.ts";
 import { removePodCheckpoints } from "./sources/pod-checkpoint.ts";
 import { FileCheckpointStore } from "./checkpoint/index.ts";
+import { CONFIGMAP_CHECKPOINT_KIND, SECRET_CHECKPOINT_KIND, TOKEN_CHECKPOINT_KIND } from "./checkpoint/objects.ts";
 import { FileSource } from "./sources/file.ts";
 import { UrlSource } from "./sources/url.ts";
 import { PodConfig } from "./sources/podconfig.ts";
@@ -138,7 +139,18 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     }),
   );
   // configMaps and secrets pods reference (watched in cluster mode), and their volumes below rootDir/pods.
-  const { volumes, podObjects } = stack.use(await createVolumeManager({ rootDir: config.rootDir, ...(cluster ? { api: cluster.api } : {}), allocatable: nodeAllocatable, clock, logger }));
+  // Offline autonomy (cluster mode): API pods, and the objects and tokens they reference, checkpointed locally.
+  const autonomy = cluster ? offlineCheckpoint(config, { clock, logger }) : undefined;
+  const { volumes, podObjects } = stack.use(
+    await createVolumeManager({
+      rootDir: config.rootDir,
+      ...(cluster ? { api: cluster.api } : {}),
+      ...(autonomy ? { checkpoint: { ...autonomy, clock, logger } } : {}),
+      allocatable: nodeAllocatable,
+      clock,
+      logger,
+    }),
+  );
   const runtime = new CriPodRuntime({
     cri,
     volumes,
@@ -279,7 +291,6 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     node?.start();
     mirrors = new MirrorPods({ api: cluster.api, nodeName: config.nodeName, nodeUid: () => node?.nodeUid(), logger });
     const observeMirrors = mirrors;
-    const checkpoint = offlineCheckpoint(config, { clock, logger });
     sources.push(
       stack.use(
         new ApiServerSource({
@@ -288,7 +299,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
           clock,
           logger,
           onMirrorPods: (pods) => (observeMirrors.observe(pods), apiStatus?.mirrorsChanged()),
-          ...(checkpoint ? { checkpoint } : {}),
+          ...(autonomy ? { checkpoint: autonomy } : {}),
         }),
       ),
     );
@@ -404,7 +415,8 @@ async function connectCluster(config: AgentConfig, opts: { clock: Clock; logger:
 }
 
 /**
- * Offline autonomy (bunlet extension): the API pods' checkpoint under
+ * Offline autonomy (bunlet extension): checkpoints of the API pods and of
+ * the configMaps, secrets and tokens they reference, under
  * <rootDir>/checkpoints. Turned off, old checkpoints are removed so that a
  * later start with it on never runs a stale set.
  */
@@ -414,6 +426,7 @@ function offlineCheckpoint(config: AgentConfig, opts: { clock: Clock; logger: Lo
   if (enabled) return { store, maxAgeMs: maxAge };
   try {
     removePodCheckpoints(store);
+    for (const kind of [CONFIGMAP_CHECKPOINT_KIND, SECRET_CHECKPOINT_KIND, TOKEN_CHECKPOINT_KIND]) for (const key of store.keys(kind)) store.remove(kind, key);
   } catch (err) {
     opts.logger.warn("could not remove old pod checkpoints", { err: errorMessage(err) });
   }

@@ -175,11 +175,13 @@ export class ObjectCache implements WatchedPodObjects {
     const { api, clock, logger } = this.opts;
     const selector = `metadata.name=${entry.name}`;
     const signal = entry.abort.signal;
+    let failures = 0;
     while (!signal.aborted) {
       try {
         const list = await api.listObjects(entry.resource, entry.namespace, selector);
         if (signal.aborted) return;
         entry.object = list.items[0];
+        failures = 0;
         this.markSynced(entry);
         let rv = list.resourceVersion;
         for (let relist = false; !relist && !signal.aborted; ) {
@@ -212,8 +214,13 @@ export class ObjectCache implements WatchedPodObjects {
         if (signal.aborted) return;
         entry.lastError = err;
         this.settle(entry); // lookups waiting for the first list fail now instead of at their timeout
-        logger.warn("watching a referenced object failed; retrying", { object: `${entry.resource}/${entry.namespace}/${entry.name}`, err: errorMessage(err) });
-        await clock.sleep(this.opts.retryMs ?? 1000, signal).catch(() => {});
+        // Offline for long: back off (doubling to 30 s) and say it once per outage, not every second.
+        const retryMs = Math.min(30_000, (this.opts.retryMs ?? 1000) * 2 ** Math.min(failures, 5));
+        const fields = { object: `${entry.resource}/${entry.namespace}/${entry.name}`, err: errorMessage(err), retryInMs: retryMs };
+        if (failures === 0) logger.warn("watching a referenced object failed; retrying", fields);
+        else logger.v(4).info("watching a referenced object failed again; retrying", fields);
+        failures++;
+        await clock.sleep(retryMs, signal).catch(() => {});
       }
     }
   }

@@ -13,7 +13,8 @@ import type { Logger } from "../util/log.ts";
 import type { VolumeManager } from "./index.ts";
 import { PodVolumeManager } from "./manager.ts";
 import { createMounter, type Mounter } from "./mount.ts";
-import { TokenManager } from "./token.ts";
+import { TokenManager, type RequestToken } from "./token.ts";
+import { checkpointedPodObjects, checkpointedTokenRequest, pruneObjectCheckpoints, type ObjectCheckpointOptions } from "../checkpoint/objects.ts";
 
 export interface VolumeWiring {
   rootDir: string;
@@ -23,6 +24,8 @@ export interface VolumeWiring {
   clock: Clock;
   logger: Logger;
   mounter?: Mounter;
+  /** Offline autonomy: the referenced objects and tokens are checkpointed and used while the API cannot answer. */
+  checkpoint?: ObjectCheckpointOptions;
 }
 
 /** The volume manager and the PodObjects it reads (env references should read the same); disposing stops the watches. */
@@ -41,24 +44,26 @@ export async function createVolumeManager(w: VolumeWiring): Promise<VolumeSubsys
     w.logger.warn("could not make the root directory a shared mount; mountPropagation will fail for volumes below it", { rootDir: w.rootDir, err: errorMessage(err) });
   }
   const cache = w.api ? new ObjectCache({ api: w.api, clock: w.clock, logger: w.logger }) : undefined;
+  if (w.checkpoint) pruneObjectCheckpoints(w.checkpoint);
+  const objects = cache && w.checkpoint ? checkpointedPodObjects(cache, w.checkpoint) : cache;
   const api = w.api;
-  const tokens = api
-    ? new TokenManager({
-        clock: w.clock,
-        request: async (spec) => {
-          const tr = await api.createToken(spec.namespace, spec.serviceAccount, {
-            audiences: spec.audiences,
-            expirationSeconds: spec.expirationSeconds,
-            boundObjectRef: { apiVersion: "v1", kind: "Pod", name: spec.pod.name, uid: spec.pod.uid },
-          });
-          return { token: tr.token, expiresAt: Date.parse(tr.expirationTimestamp) };
-        },
-      })
+  const requestToken: RequestToken | undefined = api
+    ? async (spec) => {
+        const tr = await api.createToken(spec.namespace, spec.serviceAccount, {
+          audiences: spec.audiences,
+          expirationSeconds: spec.expirationSeconds,
+          boundObjectRef: { apiVersion: "v1", kind: "Pod", name: spec.pod.name, uid: spec.pod.uid },
+        });
+        return { token: tr.token, expiresAt: Date.parse(tr.expirationTimestamp) };
+      }
+    : undefined;
+  const tokens = requestToken
+    ? new TokenManager({ clock: w.clock, request: w.checkpoint ? checkpointedTokenRequest(requestToken, w.checkpoint) : requestToken })
     : undefined;
   const manager = new PodVolumeManager({
     rootDir: w.rootDir,
     mounter,
-    objects: cache ?? noPodObjects,
+    objects: objects ?? noPodObjects,
     ...(tokens ? { tokens } : {}),
     node: { cpuMilli: w.allocatable.cpu, memoryBytes: w.allocatable.memory, ephemeralStorageBytes: w.allocatable["ephemeral-storage"] },
     clock: w.clock,
@@ -78,5 +83,5 @@ export async function createVolumeManager(w: VolumeWiring): Promise<VolumeSubsys
     },
     cleanupOrphans: (isKnown) => manager.cleanupOrphans(isKnown),
   };
-  return { podObjects: cache, volumes, [Symbol.asyncDispose]: () => cache[Symbol.asyncDispose]() };
+  return { podObjects: objects ?? cache, volumes, [Symbol.asyncDispose]: () => cache[Symbol.asyncDispose]() };
 }

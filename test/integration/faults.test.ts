@@ -13,7 +13,7 @@
 // recovers as in a long outage; nothing in the agent depends on the outage's
 // length beyond its retry caps (10 s for statuses, 30 s for the watch).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createCriClient } from "../../src/cri/client.ts";
 import { ContainerFilter, ContainerState, PodSandboxFilter, PodSandboxState, type CriService } from "../../src/cri/index.ts";
@@ -81,6 +81,17 @@ const localStatuses = async () =>
     (await agent.pods()).items.map((p) => [p.metadata.uid, Object.fromEntries(p.status.containerStatuses.map((c: any) => [c.name, { id: c.containerID as string, restartCount: c.restartCount }]))]),
   );
 
+/** What a reboot does to the pods' volumes: every mount below the pods directory is gone, and so is tmpfs content. */
+function forgetPodVolumes(podsDir: string): void {
+  const mounts = readFileSync("/proc/self/mountinfo", "utf8")
+    .split("\n")
+    .map((l) => l.split(" ")[4] ?? "")
+    .filter((m) => m.startsWith(`${podsDir}/`))
+    .sort((a, b) => b.length - a.length);
+  for (const m of mounts) Bun.spawnSync(["umount", "-l", m]);
+  rmSync(podsDir, { recursive: true, force: true });
+}
+
 const checkpointDir = () => join(agent.dir, "root", "checkpoints", "pods");
 async function apiReachable(): Promise<boolean> {
   try {
@@ -111,6 +122,7 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
+  if (process.env.BUNLET_KEEP_AGENT_LOG) Bun.write(process.env.BUNLET_KEEP_AGENT_LOG, agent?.log() ?? "");
   await agent?.kill("SIGKILL");
   cri?.close();
   await Promise.all([ctd?.stop(), cp?.stop()]);
@@ -156,9 +168,11 @@ describe("faults (issue #8)", () => {
     const uids = Object.fromEntries(await Promise.all(["edge-a", "edge-b", "edge-c", "edge-gone"].map(async (n) => [n, (await runningPod(n)).metadata.uid as string] as const)));
     await eventually("checkpoint files of the edge pods", () => Object.values(uids).every((uid) => existsSync(join(checkpointDir(), `${uid}.json`))));
 
-    // The reboot: the agent dies and every container on the node stops.
+    // The reboot: the agent dies, every container on the node stops, and every tmpfs is gone:
+    // the pods' service account token volumes must be rebuilt from the checkpoint, offline.
     await agent.kill("SIGKILL");
     for (const s of await cri.listPodSandbox()) await cri.stopPodSandbox(s.id);
+    forgetPodVolumes(join(agent.dir, "root", "pods"));
     const truncated = join(checkpointDir(), `${uids["edge-c"]}.json`);
     const text = readFileSync(truncated, "utf8");
     writeFileSync(truncated, text.slice(0, Math.floor(text.length / 2)));
@@ -174,6 +188,8 @@ describe("faults (issue #8)", () => {
     const offlineLog = agent.log().slice(logBefore);
     expect(offlineLog).toContain("running the pods of the local checkpoint");
     expect(offlineLog).toContain("ignoring corrupt checkpoint");
+    expect(offlineLog).toContain("the API cannot issue a token; using the checkpointed one until it expires");
+    expect(offlineLog).toContain("the API cannot answer; using the checkpointed copy");
     expect(offlineLog).toContain(truncated);
     expect(await runningByName(uids["edge-c"]!)).toEqual({}); // its checkpoint was ignored
     // Startup did not wait for the API server: the syncLoop runs and the agent reports itself healthy.
