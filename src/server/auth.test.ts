@@ -138,10 +138,10 @@ describe("authorization", () => {
     const app = appWith({ x509: false, anonymous: true }, deny);
     const res = await app.request("/pods");
     expect(res.status).toBe(403);
-    expect(await res.text()).toBe("Forbidden (user=system:anonymous, verb=get, resource=nodes, subresource=proxy)");
+    expect(await res.text()).toBe("Forbidden (user=system:anonymous, verb=get, resource=nodes, subresource(s)=[pods proxy])\n");
     expect(seen).toEqual(["pods", "proxy"]);
     const stats = await app.request("/stats/summary", { method: "POST" });
-    expect(await stats.text()).toBe("Forbidden (user=system:anonymous, verb=create, resource=nodes, subresource=stats)");
+    expect(await stats.text()).toBe("Forbidden (user=system:anonymous, verb=create, resource=nodes, subresource(s)=[stats])\n");
 
     const onlyProxy = webhookAuthorizer({ subjectAccessReview: async (a) => ({ allowed: a.subresource === "proxy" }) });
     expect((await appWith({ x509: false, anonymous: true }, onlyProxy).request("/healthz")).status).toBe(200);

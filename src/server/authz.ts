@@ -9,8 +9,10 @@
  * KubeletFineGrainedAuthz (on by default, as upstream 1.33+), `/pods`,
  * `/runningpods`, `/healthz` and `/configz` are tried with their own
  * subresource first and then with `proxy`; any allowed attribute lets the
- * request through. Denied: 403 `Forbidden (user=..., verb=..., resource=...,
- * subresource=...)`; an authorizer error: 500 `Authorization error (...)`.
+ * request through. Denied: 403 `Forbidden (user=..., verb=..., resource=nodes,
+ * subresource(s)=[pods proxy])` plus a newline, every subresource tried, as
+ * upstream's InstallAuthFilter writes it; an authorizer error: 500
+ * `Authorization error (...)`.
  */
 import type { MiddlewareHandler } from "hono";
 import type { Logger } from "../util/log.ts";
@@ -168,8 +170,8 @@ export function accessChecker(opts: AccessCheckOptions): (user: UserInfo, method
       }
       if (decision.allowed) return { allowed: true };
     }
-    // The message names the last attribute tried: `proxy` for the paths with a fine-grained subresource.
-    const message = `Forbidden ${describe(last)}`;
+    // Upstream's message names every subresource tried, as Go prints a []string.
+    const message = `Forbidden (user=${user.username}, verb=${last.verb}, resource=${last.resource}, subresource(s)=[${attrs.map((a) => a.subresource).join(" ")}])\n`;
     log?.v(2).info(message);
     return { allowed: false, status: 403, message };
   };

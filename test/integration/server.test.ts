@@ -114,9 +114,9 @@ describe("serveTls with client-certificate identity", () => {
     const deny = await start(echoApp({ anonymous: true, deny: true }));
     const res = await fetch(`${deny}/pods`, as());
     expect(res.status).toBe(403);
-    expect(await res.text()).toBe("Forbidden (user=system:anonymous, verb=get, resource=nodes, subresource=proxy)");
+    expect(await res.text()).toBe("Forbidden (user=system:anonymous, verb=get, resource=nodes, subresource(s)=[pods proxy])\n");
     const node = await fetch(`${deny}/stats/summary`, as("node"));
-    expect(await node.text()).toBe("Forbidden (user=system:node:n1, verb=get, resource=nodes, subresource=stats)");
+    expect(await node.text()).toBe("Forbidden (user=system:node:n1, verb=get, resource=nodes, subresource(s)=[stats])\n");
   });
 });
 

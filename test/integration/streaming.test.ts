@@ -228,7 +228,7 @@ describe("the upgrade path is authenticated and authorized before anything is pr
   test("a user without nodes/proxy: 403 with upstream's message; so is portForward", async () => {
     expect(await rawUpgrade("/exec/default/shell/main?command=id&output=1", "nobody")).toEqual({
       status: 403,
-      body: "Forbidden (user=nobody, verb=create, resource=nodes, subresource=proxy)",
+      body: "Forbidden (user=nobody, verb=create, resource=nodes, subresource(s)=[proxy])\n",
     });
     expect((await rawUpgrade("/portForward/default/web", "nobody")).status).toBe(403);
   });
@@ -255,7 +255,7 @@ describe("/configz", () => {
       authentication: { anonymous: { enabled: false }, webhook: { enabled: true, cacheTTL: "2m0s" } },
     });
     const denied = await rawGet("/configz", "nobody");
-    expect(denied).toEqual({ status: 403, body: "Forbidden (user=nobody, verb=get, resource=nodes, subresource=proxy)" });
+    expect(denied).toEqual({ status: 403, body: "Forbidden (user=nobody, verb=get, resource=nodes, subresource(s)=[configz proxy])\n" });
   });
 });
 
