@@ -9,6 +9,7 @@ import { isIP } from "node:net";
 import type { KubeletConfiguration } from "./kubelet-config.ts";
 import { parseQuantity } from "./quantity.ts";
 import { sysctlPatternProblem } from "../node/sysctls.ts";
+import { tlsOptionProblems } from "../server/tls-options.ts";
 
 /** Returns one message per problem: `field "port" (--port): must be ...`. */
 export function validateKubeletConfiguration(k: KubeletConfiguration): string[] {
@@ -32,6 +33,7 @@ export function validateKubeletConfiguration(k: KubeletConfiguration): string[] 
   ip(k.address, "address", "address");
   ip(k.healthzBindAddress, "healthzBindAddress", "healthz-bind-address");
   oneOf(k.authorization.mode, ["AlwaysAllow", "Webhook"], "authorization.mode", "authorization-mode");
+  errs.push(...tlsOptionProblems(k.tlsMinVersion, k.tlsCipherSuites));
   k.clusterDNS.forEach((s, i) => ip(s, `clusterDNS[${i}]`, "cluster-dns"));
 
   // Periods the agent's loops run on

@@ -45,6 +45,9 @@ export interface ServeTlsOptions {
   /** PEM server certificate (chain) and key. */
   cert: string;
   key: string;
+  /** node:tls's minVersion and ciphers, from tlsMinVersion and tlsCipherSuites (tls-options.ts). */
+  minVersion?: "TLSv1" | "TLSv1.1" | "TLSv1.2" | "TLSv1.3";
+  ciphers?: string;
   /** PEM bundle that client certificates must verify against (authentication.x509.clientCAFile). */
   clientCA?: string;
   logger: Logger;
@@ -94,6 +97,8 @@ export async function serveTls(opts: ServeTlsOptions): Promise<TlsServerHandle> 
       cert: opts.cert,
       key: opts.key,
       ...(opts.clientCA ? { ca: opts.clientCA } : {}),
+      ...(opts.minVersion ? { minVersion: opts.minVersion } : {}),
+      ...(opts.ciphers ? { ciphers: opts.ciphers } : {}),
       requestCert: true,
       rejectUnauthorized: false,
       ALPNProtocols: ["http/1.1"],

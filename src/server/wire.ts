@@ -28,6 +28,7 @@ import { streamingUpgrade } from "./stream-proxy.ts";
 import { streamingResolver, type StreamingRuntime } from "./streaming.ts";
 import { rotatedLogPaths, type ContainerLogs } from "./logs.ts";
 import { serveTls, type TlsServerHandle } from "./tls.ts";
+import { tlsServerOptions } from "./tls-options.ts";
 
 export interface KubeletServerOptions {
   config: KubeletConfiguration;
@@ -130,6 +131,7 @@ export async function startKubeletServer(opts: KubeletServerOptions): Promise<Tl
     port: k.port,
     cert: serving.cert,
     key: serving.key,
+    ...tlsServerOptions(k.tlsMinVersion, k.tlsCipherSuites),
     ...(clientCA ? { clientCA } : {}),
     logger: opts.logger,
     upgrade: streamingUpgrade({

@@ -4,7 +4,8 @@
 // API server), table-driven: for each endpoint, no certificate and a
 // certificate from another CA are 401, a user the cluster knows but without
 // RBAC rights is 403 with upstream's message, and the API server's kubelet
-// client identity (system:masters) gets the endpoint's real answer.
+// client identity (system:masters) gets the endpoint's real answer. The
+// agent serves TLS 1.3 only (tlsMinVersion), so a TLS 1.2 client is refused.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { connect as tlsConnect } from "node:tls";
@@ -118,6 +119,8 @@ beforeAll(async () => {
     extraArgs: [`--kubeconfig=${await cp.nodeKubeconfig(NODE)}`, "--node-ip=127.0.0.1"],
     extraConfig: {
       port: kubeletPort,
+      // Every request below is TLS 1.3; one test checks a TLS 1.2 client is refused.
+      tlsMinVersion: "VersionTLS13",
       authentication: { x509: { clientCAFile: join(pki, "ca.crt") }, webhook: { enabled: true }, anonymous: { enabled: false } },
       authorization: { mode: "Webhook" },
     },
@@ -160,12 +163,24 @@ describe("authentication and authorization on every kubelet API endpoint", () =>
     expect({ path: e.path, status: served.status }).toEqual({ path: e.path, status: e.allowed });
   }, 30_000);
 
+  test("tlsMinVersion VersionTLS13: a TLS 1.2 client is refused in the handshake", async () => {
+    const refused = await new Promise<string>((resolve) => {
+      const s = tlsConnect({ host: "127.0.0.1", port: kubeletPort, rejectUnauthorized: false, maxVersion: "TLSv1.2", ...credentials("apiserver-kubelet-client") });
+      s.once("secureConnect", () => {
+        resolve(`connected with ${s.getProtocol()}`);
+        s.destroy();
+      });
+      s.once("error", (err: Error) => resolve(err.message));
+    });
+    expect(refused).toMatch(/protocol version|PROTOCOL_VERSION/i);
+  });
+
   test("the allowed answers are the endpoints' own: pods listed, the command's output, the container's log", async () => {
     const who = "apiserver-kubelet-client";
     const pods = JSON.parse((await request("GET", "/pods", who, false)).body);
     expect(pods.items.map((p: any) => p.metadata.name)).toContain("shell");
     expect((await request("POST", "/run/default/shell/main?cmd=echo%20ran", who, false)).body).toBe("ran\n");
     expect((await request("GET", "/containerLogs/default/shell/main", who, false)).body).toBe("started\n");
-    expect((await request("GET", "/metrics/resource", who, false)).body).toContain('container_cpu_usage_seconds_total{container="main",namespace="default",pod="shell"}');
+    expect((await request("GET", "/metrics/resource", who, false)).body).toContain('pod_cpu_usage_seconds_total{namespace="default",pod="shell"}');
   }, 30_000);
 });
