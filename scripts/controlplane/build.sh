@@ -7,6 +7,10 @@
 #                                                  kube-scheduler kubectl
 #   scripts/controlplane/build.sh --with-kubelet   ... and the upstream kubelet (side-by-side
 #                                                  measurements; not needed by the tests)
+#   scripts/controlplane/build.sh --with-metrics-server
+#                                                  ... and metrics-server (sigs.k8s.io/metrics-server,
+#                                                  from gomod-metrics-server/, a module of its own);
+#                                                  built on first use by the `kubectl top` test only
 #   scripts/controlplane/build.sh --bin-dir        print the bin directory, build nothing
 #
 # Prints the bin directory on stdout (last line); progress goes to stderr.
@@ -36,12 +40,14 @@ ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 t0=$(date +%s%N)
 
 with_kubelet=0
+with_metrics_server=0
 print_only=0
 for a in "$@"; do
   case "$a" in
     --with-kubelet) with_kubelet=1 ;;
+    --with-metrics-server) with_metrics_server=1 ;;
     --bin-dir) print_only=1 ;;
-    *) die "usage: $0 [--with-kubelet] [--bin-dir]" ;;
+    *) die "usage: $0 [--with-kubelet] [--with-metrics-server] [--bin-dir]" ;;
   esac
 done
 
@@ -100,6 +106,35 @@ RECIPE=1
 go_version="$("$GO" env GOVERSION 2>/dev/null)" || die "$GO does not run"
 key="$(cat "$gomod/go.mod" "$gomod/go.sum" <(echo "$go_version recipe=$RECIPE $GOFLAGS CGO_ENABLED=$CGO_ENABLED") | sha256sum | cut -c1-32)"
 
+# metrics-server, from a module of its own (gomod-metrics-server/) with its own
+# stamp key, so adding or bumping it never rebuilds the control plane.
+ms_gomod="$here/gomod-metrics-server"
+build_metrics_server() {
+  ((with_metrics_server)) || return 0
+  local mkey mversion
+  mkey="$(cat "$ms_gomod/go.mod" "$ms_gomod/go.sum" <(echo "$go_version recipe=$RECIPE $GOFLAGS CGO_ENABLED=$CGO_ENABLED") | sha256sum | cut -c1-32)"
+  ms_fresh() { [[ -x "$bin/metrics-server" && "$(cat "$bin/.metrics-server.stamp" 2>/dev/null)" == "$mkey" ]]; }
+  if ms_fresh; then log "up to date: metrics-server"; return 0; fi
+  mkdir -p "$bin" "$GOMODCACHE" "$GOCACHE"
+  exec 8>"$cache/.build.lock"
+  flock 8
+  if ms_fresh; then log "up to date after waiting: metrics-server"; exec 8>&-; return 0; fi
+  mversion="$(awk '$1=="require" && $2=="sigs.k8s.io/metrics-server" {print $3; exit}' "$ms_gomod/go.mod")"
+  log "building metrics-server $mversion with $go_version into $bin"
+  local t mtmp
+  t=$(date +%s%N)
+  mtmp="$(mktemp -d "$cache/$k8s_version/.tmp.XXXXXX")"
+  (cd "$ms_gomod" && "$GO" build -p "${BUNLET_GO_PARALLEL:-2}" \
+    -ldflags "-s -w -X sigs.k8s.io/metrics-server/pkg/version.gitVersion=$mversion" \
+    -o "$mtmp/metrics-server" sigs.k8s.io/metrics-server/cmd/metrics-server) >&2 \
+    || { rm -rf "$mtmp"; die "go build of metrics-server failed"; }
+  mv -f "$mtmp/metrics-server" "$bin/metrics-server"
+  rm -rf "$mtmp"
+  echo "$mkey" >"$bin/.metrics-server.stamp"
+  exec 8>&-
+  log "built metrics-server in $(ms "$t") ms"
+}
+
 stale() {
   local n out=()
   for n in "${names[@]}"; do
@@ -111,6 +146,7 @@ stale() {
 todo="$(stale)"
 if [[ -z "$todo" ]]; then
   log "up to date: ${names[*]} ($k8s_version, etcd $etcd_version) in $(ms "$t0") ms"
+  build_metrics_server
   echo "$bin"; exit 0
 fi
 
@@ -122,7 +158,7 @@ if ! flock -n 9; then
 fi
 todo="$(stale)"   # the other build may have done it
 if [[ -z "$todo" ]]; then
-  log "up to date after waiting: ${names[*]}"; echo "$bin"; exit 0
+  log "up to date after waiting: ${names[*]}"; flock -u 9; build_metrics_server; echo "$bin"; exit 0
 fi
 read -r -a todo <<<"$todo"
 log "building ${todo[*]} at $k8s_version (etcd $etcd_version) with $go_version into $bin"
@@ -169,4 +205,6 @@ for n in "${todo[@]}"; do
   echo "$key" >"$bin/.$n.stamp"
 done
 log "built ${todo[*]} in $(ms "$t0") ms"
+flock -u 9
+build_metrics_server
 echo "$bin"
