@@ -342,7 +342,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   const kubeletServer = await startKubeletServer({
     config: k,
     nodeName: config.nodeName,
-    ...(cluster ? { api: cluster.api } : {}),
+    ...(cluster ? { api: cluster.api, csr: cluster.csr } : {}),
     pods: () => statuses.list(),
     stats,
     cri,
@@ -411,7 +411,7 @@ async function connectCluster(config: AgentConfig, opts: { clock: Clock; logger:
   }
   const rest = createRestClient({ credentials, qps: config.kubelet.kubeAPIQPS, burst: config.kubelet.kubeAPIBurst, clock: opts.clock, userAgent });
   opts.logger.info("using the API server", { server: rest.server, node: config.nodeName });
-  return { api: createKubeApi(rest), internalIP: defaultRouteIPv4(), kubeletVersion, rotation };
+  return { api: createKubeApi(rest), csr: csrApi(rest), internalIP: defaultRouteIPv4(), kubeletVersion, rotation };
 }
 
 /**

@@ -51,23 +51,25 @@ export class CertificateRequestError extends Error {
 }
 
 /**
- * Creates a CSR for `system:node:<nodeName>` and waits until it is signed.
- * Denied or Failed conditions end the wait with the approver's reason.
+ * Creates a CSR for `system:node:<nodeName>` (O system:nodes) with
+ * `signerName` and `usages` (and SANs for a serving certificate) and waits
+ * until it is signed. Denied or Failed conditions end the wait with the
+ * approver's reason.
  */
-export async function requestClientCertificate(
+export async function requestNodeCertificate(
   api: CsrApi,
-  opts: { nodeName: string; clock: Clock; signal?: AbortSignal; pollMs?: number; timeoutMs?: number; logger: Logger },
+  opts: { nodeName: string; signerName: string; usages: string[]; altNames?: readonly string[]; clock: Clock; signal?: AbortSignal; pollMs?: number; timeoutMs?: number; logger: Logger },
 ): Promise<ClientCertificate> {
   const { privateKey, privateKeyPem } = generateEcKey();
-  const request = createCertificateRequest(privateKey, { organizations: ["system:nodes"], commonName: `system:node:${opts.nodeName}` });
+  const request = createCertificateRequest(privateKey, { organizations: ["system:nodes"], commonName: `system:node:${opts.nodeName}` }, opts.altNames ?? []);
   const created = await api.create({
     apiVersion: "certificates.k8s.io/v1",
     kind: "CertificateSigningRequest",
     metadata: { generateName: "csr-" },
-    spec: { request: Buffer.from(request).toString("base64"), signerName: KUBELET_CLIENT_SIGNER, usages: ["digital signature", "client auth"] },
+    spec: { request: Buffer.from(request).toString("base64"), signerName: opts.signerName, usages: opts.usages },
   });
   const name = created.metadata?.name ?? "";
-  opts.logger.info("waiting for the client certificate request to be approved and signed", { csr: name });
+  opts.logger.info("waiting for the certificate request to be approved and signed", { csr: name, signer: opts.signerName });
   const deadline = opts.clock.now() + (opts.timeoutMs ?? 15 * 60_000);
   for (;;) {
     const csr = await api.get(name);
@@ -81,6 +83,14 @@ export async function requestClientCertificate(
     if (opts.clock.now() >= deadline) throw new CertificateRequestError(`certificate signing request ${name} was not signed in time`);
     await opts.clock.sleep(opts.pollMs ?? 1000, opts.signal);
   }
+}
+
+/** The node's client certificate: signer kubernetes.io/kube-apiserver-client-kubelet, digital signature + client auth. */
+export function requestClientCertificate(
+  api: CsrApi,
+  opts: { nodeName: string; clock: Clock; signal?: AbortSignal; pollMs?: number; timeoutMs?: number; logger: Logger },
+): Promise<ClientCertificate> {
+  return requestNodeCertificate(api, { ...opts, signerName: KUBELET_CLIENT_SIGNER, usages: ["digital signature", "client auth"] });
 }
 
 /** Reads a combined cert+key PEM; undefined when missing, unreadable or expired. */
@@ -99,18 +109,19 @@ export function readUsableCertificate(path: string, now: number): ClientCertific
 
 /**
  * Stores a certificate as upstream's file store does: a new dated file
- * (cert then key, 0600, fsync'd) and kubelet-client-current.pem switched
+ * (cert then key, 0600, fsync'd) and <pairName>-current.pem switched
  * to it by rename, so a crash leaves the old or the new pair, never half.
+ * `pairName` is kubelet-client, or kubelet-server for the serving certificate.
  */
-export function storeClientCertificate(certDir: string, cert: ClientCertificate, now: number): string {
+export function storeClientCertificate(certDir: string, cert: ClientCertificate, now: number, pairName = "kubelet-client"): string {
   mkdirSync(certDir, { recursive: true, mode: 0o755 });
   const stamp = new Date(now).toISOString().slice(0, 19).replace(/[T:]/g, "-");
-  const file = posix.join(certDir, `kubelet-client-${stamp}.pem`);
+  const file = posix.join(certDir, `${pairName}-${stamp}.pem`);
   writeFileSync(file, cert.certificatePem + cert.privateKeyPem, { mode: 0o600 });
   const fd = openSync(file, "r");
   fsyncSync(fd);
   closeSync(fd);
-  const current = posix.join(certDir, CURRENT_CLIENT_PEM);
+  const current = posix.join(certDir, `${pairName}-current.pem`);
   const tmp = `${current}.tmp`;
   rmSync(tmp, { force: true });
   symlinkSync(posix.basename(file), tmp);
@@ -193,7 +204,8 @@ export async function bootstrapClientCertificate(opts: {
 }
 
 /**
- * Holds the node's current client certificate and renews it at a random
+ * Holds one of the node's certificates (the client one by default; the
+ * serving one with `request` and `pairName`, see serving.ts) and renews it at a random
  * point in 70–90% of its lifetime (upstream's jitter); failures retry with
  * a capped exponential backoff. `current()` is what the API client uses
  * for each new connection.
@@ -215,6 +227,10 @@ export class ClientCertificateRotation implements Disposable {
       /** In [0, 1); injected so tests pick the point in the window. */
       random: () => number;
       onRotated?: (cert: ClientCertificate) => void;
+      /** How a new certificate is obtained; default requestClientCertificate. */
+      request?: () => Promise<ClientCertificate>;
+      /** The files' name in certDir (storeClientCertificate); default kubelet-client. */
+      pairName?: string;
     },
   ) {
     this.cert = initial;
@@ -222,6 +238,10 @@ export class ClientCertificateRotation implements Disposable {
 
   current(): ClientCertificate {
     return this.cert;
+  }
+
+  private what(): string {
+    return this.opts.pairName === "kubelet-server" ? "serving" : "client";
   }
 
   /** When the current certificate should be renewed (ms since the epoch). */
@@ -250,19 +270,19 @@ export class ClientCertificateRotation implements Disposable {
   private async rotate(): Promise<void> {
     const { logger, clock } = this.opts;
     try {
-      const next = await requestClientCertificate(this.opts.api, { nodeName: this.opts.nodeName, clock, logger, timeoutMs: 5 * 60_000 });
+      const next = await (this.opts.request?.() ?? requestClientCertificate(this.opts.api, { nodeName: this.opts.nodeName, clock, logger, timeoutMs: 5 * 60_000 }));
       if (this.stopped) return;
-      storeClientCertificate(this.opts.certDir, next, clock.now());
+      storeClientCertificate(this.opts.certDir, next, clock.now(), this.opts.pairName);
       this.cert = next;
       this.failures = 0;
       const v = certificateValidity(next.certificatePem);
-      logger.info("rotated the client certificate", { serial: v.serial, notAfter: new Date(v.notAfterMs).toISOString() });
+      logger.info(`rotated the ${this.what()} certificate`, { serial: v.serial, notAfter: new Date(v.notAfterMs).toISOString() });
       this.opts.onRotated?.(next);
       this.start();
     } catch (err) {
       this.failures++;
       const retryMs = Math.min(5 * 60_000, 1000 * 2 ** Math.min(this.failures, 9));
-      logger.warn("rotating the client certificate failed; retrying", { err: errorMessage(err), retryInMs: retryMs });
+      logger.warn(`rotating the ${this.what()} certificate failed; retrying`, { err: errorMessage(err), retryInMs: retryMs });
       this.schedule(retryMs, () => void this.rotate());
     }
   }

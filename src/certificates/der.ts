@@ -87,6 +87,7 @@ export const OID = {
   basicConstraints: "2.5.29.19",
   subjectKeyIdentifier: "2.5.29.14",
   subjectAltName: "2.5.29.17",
+  extensionRequest: "1.2.840.113549.1.9.14",
   serverAuth: "1.3.6.1.5.5.7.3.1",
   clientAuth: "1.3.6.1.5.5.7.3.2",
 } as const;

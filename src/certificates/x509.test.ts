@@ -46,6 +46,15 @@ describe("requests and certificates", () => {
     expect(out).toContain("subject=O = system:nodes, CN = system:node:n1");
   });
 
+  test("a request with SANs (a serving certificate's) carries them in an extensionRequest that openssl reads", () => {
+    const dir = mkdtempSync(join(tmpdir(), "csr-san-"));
+    const { privateKey } = generateEcKey();
+    writeFileSync(join(dir, "r.csr"), createCertificateRequest(privateKey, { organizations: ["system:nodes"], commonName: "system:node:n1" }, ["n1", "10.0.0.7", "fd00::1"]));
+    const out = openssl(["req", "-in", "r.csr", "-noout", "-verify", "-text"], dir);
+    expect(out).toContain("Requested Extensions:");
+    expect(out).toContain("DNS:n1, IP Address:10.0.0.7, IP Address:FD00:0:0:0:0:0:0:1");
+  });
+
   test("a self-signed serving certificate with SANs that verifies against itself", () => {
     const dir = mkdtempSync(join(tmpdir(), "crt-"));
     const { privateKey } = generateEcKey();

@@ -32,9 +32,22 @@ function spki(key: KeyObject): Uint8Array {
   return new Uint8Array(pub.export({ type: "spki", format: "der" }));
 }
 
-/** A PKCS#10 certificate request signed by `key`, in PEM ("CERTIFICATE REQUEST"). */
-export function createCertificateRequest(key: KeyObject, subject: Subject): string {
-  const info = der.sequence(der.integer(0), der.name(subject), spki(key), der.contextConstructed(0));
+/** The subjectAltName extension: IP addresses as such, anything else as a DNS name. */
+function subjectAltNameExtension(altNames: readonly string[]): der.Der {
+  const general = altNames.map((n) => (isIP(n) ? der.contextPrimitive(7, ipBytes(n)) : der.contextPrimitive(2, new TextEncoder().encode(n))));
+  return der.sequence(der.oid(der.OID.subjectAltName), der.octetString(der.sequence(...general)));
+}
+
+/**
+ * A PKCS#10 certificate request signed by `key`, in PEM ("CERTIFICATE
+ * REQUEST"); `altNames` (DNS names and IPs, as a serving certificate's
+ * request carries them) go in an extensionRequest attribute.
+ */
+export function createCertificateRequest(key: KeyObject, subject: Subject, altNames: readonly string[] = []): string {
+  const attributes = altNames.length
+    ? der.contextConstructed(0, der.sequence(der.oid(der.OID.extensionRequest), der.set(der.sequence(subjectAltNameExtension(altNames)))))
+    : der.contextConstructed(0);
+  const info = der.sequence(der.integer(0), der.name(subject), spki(key), attributes);
   const signature = new Uint8Array(sign("sha256", info, key));
   return der.toPem("CERTIFICATE REQUEST", der.sequence(info, signatureAlgorithm(key), der.bitString(signature)));
 }
@@ -74,10 +87,7 @@ export function createCertificate(t: CertificateTemplate, signingKey: KeyObject,
     const subjectPublicKey = der.children(der.children(key)[0]!.content)[1]!.content.subarray(1);
     extensions.push(der.sequence(der.oid(der.OID.subjectKeyIdentifier), der.octetString(der.octetString(new Uint8Array(createHash("sha1").update(subjectPublicKey).digest())))));
   }
-  if (t.altNames?.length) {
-    const general = t.altNames.map((n) => (isIP(n) ? der.contextPrimitive(7, ipBytes(n)) : der.contextPrimitive(2, new TextEncoder().encode(n))));
-    extensions.push(der.sequence(der.oid(der.OID.subjectAltName), der.octetString(der.sequence(...general))));
-  }
+  if (t.altNames?.length) extensions.push(subjectAltNameExtension(t.altNames));
   const tbs = der.sequence(
     der.contextConstructed(0, der.integer(2)),
     der.integer(t.serial),

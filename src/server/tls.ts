@@ -61,6 +61,8 @@ export interface ServeTlsOptions {
 export interface TlsServerHandle extends AsyncDisposable {
   readonly port: number;
   readonly host: string;
+  /** Serves new connections with another certificate (a rotated serving certificate); open ones keep theirs. */
+  setCertificate(cert: string, key: string): void;
   close(): Promise<void>;
 }
 
@@ -92,13 +94,17 @@ export async function serveTls(opts: ServeTlsOptions): Promise<TlsServerHandle> 
   });
 
   const sockets = new Set<TLSSocket>();
+  // Everything of the secure context but the certificate, which setCertificate replaces.
+  const context = {
+    ...(opts.clientCA ? { ca: opts.clientCA } : {}),
+    ...(opts.minVersion ? { minVersion: opts.minVersion } : {}),
+    ...(opts.ciphers ? { ciphers: opts.ciphers } : {}),
+  };
   const tls = createTlsServer(
     {
       cert: opts.cert,
       key: opts.key,
-      ...(opts.clientCA ? { ca: opts.clientCA } : {}),
-      ...(opts.minVersion ? { minVersion: opts.minVersion } : {}),
-      ...(opts.ciphers ? { ciphers: opts.ciphers } : {}),
+      ...context,
       requestCert: true,
       rejectUnauthorized: false,
       ALPNProtocols: ["http/1.1"],
@@ -131,5 +137,9 @@ export async function serveTls(opts: ServeTlsOptions): Promise<TlsServerHandle> 
       sockets.clear();
       http.close();
     }));
-  return { port, host: opts.host, close, [Symbol.asyncDispose]: close };
+  const setCertificate = (cert: string, key: string) => {
+    tls.setSecureContext({ cert, key, ...context });
+    log.info("serving with a new certificate");
+  };
+  return { port, host: opts.host, setCertificate, close, [Symbol.asyncDispose]: close };
 }

@@ -29,11 +29,15 @@ import { streamingResolver, type StreamingRuntime } from "./streaming.ts";
 import { rotatedLogPaths, type ContainerLogs } from "./logs.ts";
 import { serveTls, type TlsServerHandle } from "./tls.ts";
 import { tlsServerOptions } from "./tls-options.ts";
+import type { CsrApi } from "../certificates/client.ts";
+import { manageServingCertificate } from "../certificates/serving.ts";
 
 export interface KubeletServerOptions {
   config: KubeletConfiguration;
   nodeName: string;
   api?: Pick<KubeApi, "reviewToken" | "reviewAccess">;
+  /** The certificates API as the node: serverTLSBootstrap requests the serving certificate through it. */
+  csr?: CsrApi;
   pods: () => { pod: Pod; status: PodStatusView }[];
   stats: StatsProvider;
   /** exec, attach, portForward and run go to the runtime. */
@@ -85,7 +89,6 @@ export async function startKubeletServer(opts: KubeletServerOptions): Promise<Tl
     opts.logger.info("not serving the kubelet API: enableServer is false");
     return undefined;
   }
-  const serving = servingCertificate({ ...opts, now: (opts.clock ?? realClock).now() });
   const clientCA = k.authentication.x509.clientCAFile ? readFileSync(k.authentication.x509.clientCAFile, "utf8") : undefined;
   const api = opts.api;
   const webhookAuthn = k.authentication.webhook.enabled && api;
@@ -125,12 +128,12 @@ export async function startKubeletServer(opts: KubeletServerOptions): Promise<Tl
     authz: authorizeWith(checkAccess),
     logger: opts.logger,
   });
-  const server = await serveTls({
+  const serve = (cert: string, key: string) => serveTls({
     app,
     host: k.address,
     port: k.port,
-    cert: serving.cert,
-    key: serving.key,
+    cert,
+    key,
     ...tlsServerOptions(k.tlsMinVersion, k.tlsCipherSuites),
     ...(clientCA ? { clientCA } : {}),
     logger: opts.logger,
@@ -143,6 +146,63 @@ export async function startKubeletServer(opts: KubeletServerOptions): Promise<Tl
       logger: opts.logger,
     }),
   });
+  if (k.serverTLSBootstrap && opts.csr) return serveOnceIssued(opts, opts.csr, serve);
+  if (k.serverTLSBootstrap) opts.logger.warn("serverTLSBootstrap needs the API server; serving a certificate from the files or a self-signed one");
+  const serving = servingCertificate({ ...opts, now: (opts.clock ?? realClock).now() });
+  const server = await serve(serving.cert, serving.key);
   opts.logger.info("serving the kubelet API", { address: `${k.address}:${server.port}` });
   return server;
+}
+
+/**
+ * serverTLSBootstrap: the serving certificate comes from the certificates
+ * API (certificates/serving.ts) and wins over tlsCertFile, as upstream's
+ * certificate manager does. Until the request is approved and signed there
+ * is nothing to serve with: the port opens once it is (upstream listens but
+ * fails every handshake until then). Renewals are served to new connections.
+ */
+function serveOnceIssued(opts: KubeletServerOptions, csr: CsrApi, serve: (cert: string, key: string) => Promise<TlsServerHandle>): TlsServerHandle {
+  const k = opts.config;
+  const stop = new AbortController();
+  let server: TlsServerHandle | undefined;
+  let starting: Promise<void> | undefined;
+  let latest: { certificatePem: string; privateKeyPem: string } | undefined;
+  const manager = manageServingCertificate({
+    api: csr,
+    nodeName: opts.nodeName,
+    altNames: [opts.nodeName, ...opts.nodeIPs],
+    certDir: opts.certDir,
+    clock: opts.clock ?? realClock,
+    logger: opts.logger,
+    random: Math.random,
+    signal: stop.signal,
+    onCertificate: (cert) => {
+      latest = cert;
+      if (server) return server.setCertificate(cert.certificatePem, cert.privateKeyPem);
+      starting ??= serve(cert.certificatePem, cert.privateKeyPem).then(
+        (s) => {
+          if (stop.signal.aborted) return void s.close();
+          server = s;
+          if (latest !== cert) s.setCertificate(latest!.certificatePem, latest!.privateKeyPem);
+          opts.logger.info("serving the kubelet API with the issued serving certificate", { address: `${k.address}:${s.port}` });
+        },
+        (err) => opts.logger.error("cannot serve the kubelet API", { err: String(err) }),
+      );
+    },
+  });
+  const close = async () => {
+    stop.abort();
+    manager[Symbol.dispose]();
+    await starting;
+    await server?.close();
+  };
+  return {
+    get port() {
+      return server?.port ?? k.port;
+    },
+    host: k.address,
+    setCertificate: (cert, key) => server?.setCertificate(cert, key),
+    close,
+    [Symbol.asyncDispose]: close,
+  };
 }
