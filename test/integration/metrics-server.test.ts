@@ -154,6 +154,7 @@ describe("kubectl top through metrics-server", () => {
     ).catch((e) => {
       throw new Error(`${(e as Error).message}\nmetrics-server log:\n${logTail()}`);
     });
+    console.log(`kubectl top node: ${out.trim()}`);
     // NAME CPU(cores) CPU(%) MEMORY(bytes) MEMORY(%)
     const [name, cpu, cpuPct, memory, memoryPct] = out.trim().split(/\s+/);
     expect(name).toBe(NODE);
@@ -198,6 +199,7 @@ describe("kubectl top through metrics-server", () => {
     ).catch((e) => {
       throw new Error(`${(e as Error).message}\nmetrics-server log:\n${logTail()}`);
     });
+    console.log(`kubectl top pod: ${out.trim()}`);
     const [name, cpu, memory] = out.trim().split(/\s+/);
     expect(name).toBe("spinner");
     // A loop capped at 200m: well above zero, not above its limit (with some slack for the rate's window).

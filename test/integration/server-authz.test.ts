@@ -181,6 +181,11 @@ describe("authentication and authorization on every kubelet API endpoint", () =>
     expect(pods.items.map((p: any) => p.metadata.name)).toContain("shell");
     expect((await request("POST", "/run/default/shell/main?cmd=echo%20ran", who, false)).body).toBe("ran\n");
     expect((await request("GET", "/containerLogs/default/shell/main", who, false)).body).toBe("started\n");
-    expect((await request("GET", "/metrics/resource", who, false)).body).toContain('pod_cpu_usage_seconds_total{namespace="default",pod="shell"}');
-  }, 30_000);
+    // Stats are collected every 10 s: the pod appears in the resource metrics within one period.
+    const resource = await eventually("shell in /metrics/resource", async () => {
+      const body = (await request("GET", "/metrics/resource", who, false)).body;
+      return body.includes('container_cpu_usage_seconds_total{container="main",namespace="default",pod="shell"}') ? body : undefined;
+    }, 30_000, 1000);
+    expect(resource).toContain('pod_memory_working_set_bytes{namespace="default",pod="shell"}');
+  }, 60_000);
 });
