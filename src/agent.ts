@@ -348,6 +348,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     cri,
     certDir: config.certDir,
     nodeIPs: config.nodeIPs,
+    nodeAddresses: config.nodeIPs.length ? config.nodeIPs : hostIP ? [hostIP] : [],
     health,
     metrics: { kubelet: () => metrics.render(), resource: () => resourceMetrics(stats), probes: () => probeMetrics.render() },
     logger,

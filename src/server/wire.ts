@@ -48,6 +48,8 @@ export interface KubeletServerOptions {
   certDir: string;
   /** --node-ip: SANs of the self-signed certificate. */
   nodeIPs: readonly string[];
+  /** The node's InternalIP addresses as its status lists them: the IP SANs of a serving certificate from a CSR (default nodeIPs). */
+  nodeAddresses?: readonly string[];
   clock?: Clock;
   logger: Logger;
 }
@@ -170,7 +172,7 @@ function serveOnceIssued(opts: KubeletServerOptions, csr: CsrApi, serve: (cert: 
   const manager = manageServingCertificate({
     api: csr,
     nodeName: opts.nodeName,
-    altNames: [opts.nodeName, ...opts.nodeIPs],
+    altNames: [opts.nodeName, ...(opts.nodeAddresses ?? opts.nodeIPs)],
     certDir: opts.certDir,
     clock: opts.clock ?? realClock,
     logger: opts.logger,
