@@ -67,3 +67,27 @@ describe("serveTls with the options", () => {
     expect(await handshake(server.port, { maxVersion: "TLSv1.2" })).toEqual({ protocol: "TLSv1.2", cipher: "ECDHE-RSA-AES128-GCM-SHA256" });
   });
 });
+
+describe("serveTls holdUntilCertificate", () => {
+  const dir = mkdtempSync(join(tmpdir(), "tls-hold-"));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  for (const n of ["a", "b"]) execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", `${n}.key`, "-out", `${n}.crt`, "-days", "1", "-subj", `/CN=${n}`], { cwd: dir, stdio: "ignore" });
+  const pem = (f: string) => readFileSync(join(dir, f), "utf8");
+  const peer = (port: number) =>
+    new Promise<string>((resolve) => {
+      const s: TLSSocket = connect({ host: "127.0.0.1", port, rejectUnauthorized: false });
+      s.once("secureConnect", () => {
+        resolve(`CN=${s.getPeerCertificate().subject.CN}`);
+        s.destroy();
+      });
+      s.once("error", (err) => resolve(`error: ${err.message}`));
+    });
+
+  test("listens but drops connections before the handshake until setCertificate, then serves that certificate", async () => {
+    const app = new Hono().get("/", (c) => c.text("ok"));
+    await using server = await serveTls({ app, host: "127.0.0.1", port: 0, cert: pem("a.crt"), key: pem("a.key"), holdUntilCertificate: true, logger: memoryLogger().logger });
+    expect(await peer(server.port)).toStartWith("error: ");
+    server.setCertificate(pem("b.crt"), pem("b.key"));
+    expect(await peer(server.port)).toBe("CN=b");
+  });
+});

@@ -54,6 +54,13 @@ export interface ServeTlsOptions {
   /** Connection timers and the header size limit (limits.ts); defaults when absent. */
   limits?: Partial<ConnectionLimits>;
   clock?: Clock;
+  /**
+   * No certificate to serve with yet (serverTLSBootstrap before the CSR is
+   * issued): listen, but drop every connection before its handshake until
+   * setCertificate is called, as upstream fails handshakes then. `cert` and
+   * `key` are a placeholder never presented.
+   */
+  holdUntilCertificate?: boolean;
   /** Raw `upgrade` requests (exec/attach/portForward streaming), after the TLS handshake. */
   upgrade?: (req: IncomingMessage & { socket: TLSSocket }, socket: Duplex, head: Buffer) => void;
 }
@@ -116,6 +123,11 @@ export async function serveTls(opts: ServeTlsOptions): Promise<TlsServerHandle> 
       http.emit("connection", socket);
     },
   );
+  let holding = opts.holdUntilCertificate ?? false;
+  // First of the connection listeners: before the handshake and the limit timers.
+  tls.prependListener("connection", (raw: Duplex) => {
+    if (holding) raw.destroy();
+  });
   enforceConnectionLimits({ tls, http, limits, clock: opts.clock ?? realClock });
   tls.on("tlsClientError", (err: Error) => log.v(4).info("tls handshake failed", { err: err.message }));
 
@@ -139,6 +151,7 @@ export async function serveTls(opts: ServeTlsOptions): Promise<TlsServerHandle> 
     }));
   const setCertificate = (cert: string, key: string) => {
     tls.setSecureContext({ cert, key, ...context });
+    holding = false;
     log.info("serving with a new certificate");
   };
   return { port, host: opts.host, setCertificate, close, [Symbol.asyncDispose]: close };

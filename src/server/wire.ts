@@ -19,7 +19,7 @@ import type { StatsProvider } from "../stats/types.ts";
 import type { PodStatusView } from "../status/phase.ts";
 import type { Logger } from "../util/log.ts";
 import { realClock, type Clock } from "../util/clock.ts";
-import { ensureSelfSignedCert } from "./selfsigned.ts";
+import { createSelfSignedCert, ensureSelfSignedCert } from "./selfsigned.ts";
 import { authenticateWith, createAuthenticator } from "./authn.ts";
 import { accessChecker, alwaysAllow, authorizeWith, webhookAuthorizer } from "./authz.ts";
 import { configzBody } from "./configz.ts";
@@ -130,12 +130,13 @@ export async function startKubeletServer(opts: KubeletServerOptions): Promise<Tl
     authz: authorizeWith(checkAccess),
     logger: opts.logger,
   });
-  const serve = (cert: string, key: string) => serveTls({
+  const serve = (cert: string, key: string, holdUntilCertificate = false) => serveTls({
     app,
     host: k.address,
     port: k.port,
     cert,
     key,
+    holdUntilCertificate,
     ...tlsServerOptions(k.tlsMinVersion, k.tlsCipherSuites),
     ...(clientCA ? { clientCA } : {}),
     logger: opts.logger,
@@ -160,51 +161,31 @@ export async function startKubeletServer(opts: KubeletServerOptions): Promise<Tl
  * serverTLSBootstrap: the serving certificate comes from the certificates
  * API (certificates/serving.ts) and wins over tlsCertFile, as upstream's
  * certificate manager does. Until the request is approved and signed there
- * is nothing to serve with: the port opens once it is (upstream listens but
- * fails every handshake until then). Renewals are served to new connections.
+ * is nothing to serve with: the port is open but every connection is
+ * dropped before its handshake, as upstream fails handshakes then.
+ * Renewals are served to new connections.
  */
-function serveOnceIssued(opts: KubeletServerOptions, csr: CsrApi, serve: (cert: string, key: string) => Promise<TlsServerHandle>): TlsServerHandle {
-  const k = opts.config;
+async function serveOnceIssued(opts: KubeletServerOptions, csr: CsrApi, serve: (cert: string, key: string, hold?: boolean) => Promise<TlsServerHandle>): Promise<TlsServerHandle> {
+  const clock = opts.clock ?? realClock;
+  const placeholder = createSelfSignedCert({ hostname: opts.nodeName, ips: [], now: clock.now() });
+  const server = await serve(placeholder.cert, placeholder.key, true);
+  opts.logger.info("listening for the kubelet API; connections are refused until the serving certificate is issued", { address: `${opts.config.address}:${server.port}` });
   const stop = new AbortController();
-  let server: TlsServerHandle | undefined;
-  let starting: Promise<void> | undefined;
-  let latest: { certificatePem: string; privateKeyPem: string } | undefined;
   const manager = manageServingCertificate({
     api: csr,
     nodeName: opts.nodeName,
     altNames: [opts.nodeName, ...(opts.nodeAddresses ?? opts.nodeIPs)],
     certDir: opts.certDir,
-    clock: opts.clock ?? realClock,
+    clock,
     logger: opts.logger,
     random: Math.random,
     signal: stop.signal,
-    onCertificate: (cert) => {
-      latest = cert;
-      if (server) return server.setCertificate(cert.certificatePem, cert.privateKeyPem);
-      starting ??= serve(cert.certificatePem, cert.privateKeyPem).then(
-        (s) => {
-          if (stop.signal.aborted) return void s.close();
-          server = s;
-          if (latest !== cert) s.setCertificate(latest!.certificatePem, latest!.privateKeyPem);
-          opts.logger.info("serving the kubelet API with the issued serving certificate", { address: `${k.address}:${s.port}` });
-        },
-        (err) => opts.logger.error("cannot serve the kubelet API", { err: String(err) }),
-      );
-    },
+    onCertificate: (cert) => server.setCertificate(cert.certificatePem, cert.privateKeyPem),
   });
   const close = async () => {
     stop.abort();
     manager[Symbol.dispose]();
-    await starting;
-    await server?.close();
+    await server.close();
   };
-  return {
-    get port() {
-      return server?.port ?? k.port;
-    },
-    host: k.address,
-    setCertificate: (cert, key) => server?.setCertificate(cert, key),
-    close,
-    [Symbol.asyncDispose]: close,
-  };
+  return { port: server.port, host: server.host, setCertificate: server.setCertificate, close, [Symbol.asyncDispose]: close };
 }
