@@ -20,7 +20,7 @@ import { ContainerFilter, ContainerState, PodSandboxFilter, PodSandboxState, typ
 import { createLogger } from "../../src/util/log.ts";
 import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
-import { startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
 
 const NODE = "fault-node";
 let ctd: ContainerdHandle;
@@ -28,19 +28,7 @@ let cp: ControlPlaneHandle;
 let agent: AgentHandle;
 let cri: CriService;
 
-async function kubectl(...args: string[]): Promise<string> {
-  const r = await cp.kubectl(args);
-  if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}`);
-  return r.stdout;
-}
-const tryJson = async <T = any>(...args: string[]): Promise<T | undefined> => {
-  const r = await cp.kubectl(["get", ...args, "-o", "json"]);
-  return r.code === 0 ? (JSON.parse(r.stdout) as T) : undefined;
-};
-const apply = async (...objects: unknown[]) => {
-  const r = await cp.kubectl(["apply", "-f", "-"], { stdin: JSON.stringify({ apiVersion: "v1", kind: "List", items: objects }) });
-  if (r.code !== 0) throw new Error(`kubectl apply: ${r.stderr}`);
-};
+const { kubectl, tryJson, apply } = adminKubectl(() => cp);
 const sleeper = (name: string, extra: Record<string, unknown> = {}) => ({
   name,
   image: ctd.busyboxImage,
