@@ -36,6 +36,7 @@ import type { PodRef, PodRuntime, SyncPodOutcome } from "./index.ts";
 import * as L from "./labels.ts";
 import { backoffKey, containerSpecOf, isSidecar, planPod, restartPolicyOf, type Unhealthy } from "./plan.ts";
 import { PodFiles } from "./pod-files.ts";
+import { joinPidNamespace, pidTargetOf, TargetContainerError } from "./ephemeral.ts";
 import { podDnsConfig } from "./dns.ts";
 import { PullQueue } from "./pull-queue.ts";
 import { podKeyring } from "./pull-secrets.ts";
@@ -254,7 +255,7 @@ export class CriPodRuntime implements PodRuntime {
 
     for (const start of actions.containersToStart) {
       const spec = containerSpecOf(pod, start.name)!;
-      const result = await this.startContainer(pod, spec, start.restartCount, sandboxId, config, podIP ?? "", waiting, retries);
+      const result = await this.startContainer(pod, spec, start.restartCount, sandboxId, config, podIP ?? "", waiting, retries, observed);
       results.push(...result);
       // Counted from the previous death, as upstream: the next crash waits longer.
       if (start.previousFinishedAt !== undefined) this.crashLoop.next(backoffKey(pod, spec), start.previousFinishedAt);
@@ -354,6 +355,8 @@ export class CriPodRuntime implements PodRuntime {
     podIP: string,
     waiting: Waiting,
     retries: number[],
+    /** What the runtime held before this sync (an ephemeral container's target is found there). */
+    observed?: ObservedPod,
   ): Promise<SyncResult[]> {
     const { cri } = this.opts;
     const results: SyncResult[] = [];
@@ -383,13 +386,15 @@ export class CriPodRuntime implements PodRuntime {
         warn: (reason, message) => this.recorder.event(podRef(pod), "Warning", reason, message),
       });
       config = containerConfig(pod, spec, restartCount, imageRef, envs, this.opts.node, mounts);
+      const pidTarget = observed ? pidTargetOf(pod, spec.name, observed) : undefined;
+      if (pidTarget) joinPidNamespace(config, pidTarget);
       if (this.opts.containerResources) {
         const r = this.opts.containerResources(pod, spec);
         config.linux = { ...config.linux!, resources: LinuxContainerResources.create({ ...r, cpuQuota: BigInt(r.cpuQuota), cpuPeriod: BigInt(r.cpuPeriod), cpuShares: BigInt(r.cpuShares), memoryLimitInBytes: BigInt(r.memoryLimitInBytes), oomScoreAdj: BigInt(r.oomScoreAdj) }) };
       }
       mkdirSync(posix.join(sandbox.logDirectory, spec.name), { recursive: true, mode: 0o755 });
     } catch (err) {
-      const reason = err instanceof EnvError || err instanceof PodObjectError || err instanceof SecurityContextError || err instanceof VolumeMountError ? "CreateContainerConfigError" : "CreateContainerError";
+      const reason = err instanceof EnvError || err instanceof PodObjectError || err instanceof SecurityContextError || err instanceof VolumeMountError || err instanceof TargetContainerError ? "CreateContainerConfigError" : "CreateContainerError";
       waiting.set(spec.name, { reason, message: errorMessage(err) });
       this.recorder.event(podRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
       results.push({ action: "StartContainer", target: spec.name, error: { reason, message: errorMessage(err) } });
@@ -407,7 +412,11 @@ export class CriPodRuntime implements PodRuntime {
       retries.push(10_000);
       return results;
     }
-    const containerType = pod.spec.initContainers?.some((c) => c.name === spec.name) ? "init_container" : "container";
+    const containerType = pod.spec.initContainers?.some((c) => c.name === spec.name)
+      ? "init_container"
+      : pod.spec.ephemeralContainers?.some((c) => c.name === spec.name)
+        ? "ephemeral_container"
+        : "container";
     try {
       await cri.startContainer(id);
       this.opts.metrics?.containerStarted(containerType);

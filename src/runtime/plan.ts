@@ -3,7 +3,7 @@
  * says what must happen next, after upstream's computePodActions. The
  * executor (manager.ts) carries it out; tests check plans case by case.
  */
-import type { ContainerSpec, Pod } from "../pods/schema.ts";
+import type { ContainerSpec, EphemeralContainerSpec, Pod } from "../pods/schema.ts";
 import { containerHash } from "./hash.ts";
 import type { ObservedContainer, ObservedPod } from "./types.ts";
 
@@ -84,9 +84,11 @@ const policyFor = (pod: Pod, container: ContainerSpec, kind: "init" | "app"): "A
   return restartPolicyOf(pod) === "Never" ? "Never" : "OnFailure";
 };
 
-/** An init or app container's spec by name. */
+/** An init, app or ephemeral container's spec by name. */
 export const containerSpecOf = (pod: Pod, name: string): ContainerSpec | undefined =>
-  [...(pod.spec.initContainers ?? []), ...pod.spec.containers].find((c) => c.name === name);
+  [...(pod.spec.initContainers ?? []), ...pod.spec.containers, ...(pod.spec.ephemeralContainers ?? [])].find((c) => c.name === name);
+
+export const ephemeralSpecOf = (pod: Pod, name: string): EphemeralContainerSpec | undefined => pod.spec.ephemeralContainers?.find((c) => c.name === name);
 
 /**
  * What ran in the pod's newest sandbox, and whether an app container ran
@@ -188,10 +190,18 @@ export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView, u
   }
 
   actions.sandboxId = newest!.id;
-  const wanted = new Set([...initContainers, ...pod.spec.containers].map((c) => c.name));
+  const ephemeral = pod.spec.ephemeralContainers ?? [];
+  const wanted = new Set([...initContainers, ...pod.spec.containers, ...ephemeral].map((c) => c.name));
   for (const c of observed.containers) {
     if (c.state === "running" && !wanted.has(c.name)) {
       actions.containersToKill.push({ id: c.id, name: c.name, reason: "container is not in the pod spec" });
+    }
+  }
+  // Upstream: ephemeral containers start even before initialization is complete, once, and are
+  // never restarted (any container of that name, in any sandbox, counts as having run).
+  for (const container of ephemeral) {
+    if (!latestByName(observed, container.name)) {
+      actions.containersToStart.push({ name: container.name, restartCount: 0, reason: "ephemeral container is not created" });
     }
   }
   // Init containers, in order, judged by what ran in this sandbox: a regular one must succeed,

@@ -66,6 +66,7 @@ export function apiPodStatus(pod: Pod, view: PodStatusView, ctx: { hostIPs: stri
     startTime: (previous?.startTime as string | undefined) ?? view.startTime ?? rfc3339(ctx.now),
     ...(view.initContainerStatuses ? { initContainerStatuses: view.initContainerStatuses } : {}),
     containerStatuses: view.containerStatuses,
+    ...(view.ephemeralContainerStatuses ? { ephemeralContainerStatuses: view.ephemeralContainerStatuses } : {}),
     qosClass: podQosClass(pod),
   };
 }

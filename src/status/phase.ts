@@ -37,6 +37,8 @@ export interface PodStatusView {
   podIPs: { ip: string }[];
   startTime?: string;
   containerStatuses: ContainerStatusView[];
+  /** Ephemeral containers (kubectl debug); never ready (upstream probes only regular containers). */
+  ephemeralContainerStatuses?: ContainerStatusView[];
   reason?: string;
   message?: string;
 }
@@ -156,6 +158,8 @@ export function podPhase(pod: Pod, observed: ObservedPod, podIsTerminal = false)
   }
 }
 
+const NEVER_READY: ProbeView = { isReady: () => false, isStarted: () => true };
+
 export const isTerminalPhase = (phase: PodPhase): boolean => phase === "Succeeded" || phase === "Failed";
 
 export function podStatus(pod: Pod, observed: ObservedPod, waiting: WaitingReasons, podIsTerminal = false, probes?: ProbeView): PodStatusView {
@@ -176,6 +180,9 @@ export function podStatus(pod: Pod, observed: ObservedPod, waiting: WaitingReaso
     podIPs: ips.map((ip) => ({ ip })),
     ...(sandbox ? { startTime: iso(sandbox.createdAt) } : {}),
     containerStatuses: containerStatuses(pod, observed, appWaiting, pod.spec.containers, probes),
+    ...(pod.spec.ephemeralContainers?.length
+      ? { ephemeralContainerStatuses: containerStatuses(pod, observed, waiting, pod.spec.ephemeralContainers, NEVER_READY) }
+      : {}),
   };
 }
 
