@@ -40,6 +40,7 @@ import { readOnlyApp } from "./server/readonly.ts";
 import { startKubeletServer } from "./server/wire.ts";
 import { ApiServerSource, POD_CHECKPOINT_KIND } from "./sources/apiserver.ts";
 import { FileCheckpointStore } from "./checkpoint/index.ts";
+import { AllocationManager } from "./allocation/index.ts";
 import { FileSource } from "./sources/file.ts";
 import { UrlSource } from "./sources/url.ts";
 import { PodConfig } from "./sources/podconfig.ts";
@@ -127,9 +128,20 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   );
   // configMaps and secrets pods reference (watched in cluster mode), and their volumes below rootDir/pods.
   const { volumes, podObjects } = stack.use(createVolumeManager({ rootDir: config.rootDir, ...(cluster ? { api: cluster.api } : {}), allocatable: nodeAllocatable, clock, logger }));
+  // In-place resize (InPlacePodVerticalScaling, on by default since 1.33): allocations checkpointed under rootDir/checkpoints.
+  const allocation =
+    k.featureGates["InPlacePodVerticalScaling"] === false
+      ? undefined
+      : new AllocationManager({
+          store: new FileCheckpointStore({ dir: posix.join(config.rootDir, "checkpoints"), clock, logger }),
+          logger,
+          allocatable: () => ({ cpu: nodeAllocatable.cpu, memory: nodeAllocatable.memory }),
+          admit: (pod, others) => admitPod(pod, others, facts),
+        });
   const runtime = new CriPodRuntime({
     cri,
     volumes,
+    ...(allocation ? { resize: allocation } : {}),
     clock,
     logger,
     recorder,
@@ -180,9 +192,10 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     const underPressure = eviction?.admitPod(pod);
     if (underPressure && !underPressure.admit) return underPressure;
     const sysctlResult = sysctls.admit(pod);
-    return sysctlResult.admit ? admitPod(pod, active, facts) : sysctlResult;
+    // Other pods count with what they were allocated, not with a resize they asked for.
+    return sysctlResult.admit ? admitPod(pod, allocation ? active.map((p) => allocation.allocatedPod(p)) : active, facts) : sysctlResult;
   };
-  const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, admit, recorder, probes: verdicts, metrics }));
+  const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, admit, recorder, probes: verdicts, metrics, ...(allocation ? { allocation } : {}) }));
 
   // Node resources: stats every 10s feed eviction; images and logs are collected and rotated.
   const stats = stack.use(

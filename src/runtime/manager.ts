@@ -37,6 +37,8 @@ import * as L from "./labels.ts";
 import { backoffKey, containerSpecOf, isSidecar, planPod, restartPolicyOf, type Unhealthy } from "./plan.ts";
 import { PodFiles } from "./pod-files.ts";
 import { joinPidNamespace, pidTargetOf, TargetContainerError } from "./ephemeral.ts";
+import { resourcesOf, type ContainerResources } from "../allocation/resources.ts";
+import { podResizeSteps } from "../allocation/steps.ts";
 import { podDnsConfig } from "./dns.ts";
 import { PullQueue } from "./pull-queue.ts";
 import { podKeyring } from "./pull-secrets.ts";
@@ -77,6 +79,14 @@ export interface CriPodRuntimeOptions {
   pullQueue?: PullQueue;
   /** Volumes: set up (and refreshed) on every sync before anything starts, torn down with the pod. */
   volumes?: VolumeManager;
+  /** In-place resize: what was applied to each container (allocation/); without it, running containers are never resized. */
+  resize?: ActuatedResources;
+}
+
+/** The allocation manager's record of what the runtime applied, per pod UID and container name. */
+export interface ActuatedResources {
+  actuated(uid: string, container: string): ContainerResources | undefined;
+  setActuated(uid: string, container: string, resources: ContainerResources): void;
 }
 
 /** Without node facts, unset limits read as 0 (only tests build the runtime without them). */
@@ -198,7 +208,9 @@ export class CriPodRuntime implements PodRuntime {
   async syncPod(pod: Pod, observed: ObservedPod): Promise<SyncPodOutcome> {
     const unmounted = await this.setupVolumes(pod);
     if (unmounted) return unmounted;
-    const actions = planPod(pod, observed, this.crashLoop, this.opts.unhealthy?.(pod.metadata.uid ?? "") ?? new Map());
+    const uid = pod.metadata.uid ?? "";
+    const resize = this.opts.resize;
+    const actions = planPod(pod, observed, this.crashLoop, this.opts.unhealthy?.(uid) ?? new Map(), resize ? { actuated: (name) => resize.actuated(uid, name) } : undefined);
     const results: SyncResult[] = [];
     const waiting: Waiting = new Map(
       actions.waiting.map((w) => [w.name, { reason: w.reason, message: `back-off ${Math.ceil(w.remainingMs / 1000)}s restarting failed container=${w.name} pod=${pod.metadata.name}` }]),
@@ -210,7 +222,7 @@ export class CriPodRuntime implements PodRuntime {
     if (actions.killPod && actions.createSandbox && observed.sandboxes.length) {
       this.recorder.event(podRef(pod), "Normal", "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.");
     }
-    const changed = actions.killPod || actions.createSandbox || actions.containersToStart.length > 0 || actions.containersToKill.length > 0;
+    const changed = actions.killPod || actions.createSandbox || actions.containersToStart.length > 0 || actions.containersToKill.length > 0 || actions.containersToResize.length > 0;
     const grace = pod.spec.terminationGracePeriodSeconds ?? 30;
 
     if (actions.killPod) {
@@ -219,6 +231,7 @@ export class CriPodRuntime implements PodRuntime {
       if (killed.results.some((r) => r.error)) return { results, waiting, changed, retryAfterMs: 1000 };
     }
     for (const k of actions.containersToKill) results.push(await this.stopContainer(pod, k.id, k.name, grace, k.reason, observed.sandboxes[0]?.ip ?? ""));
+    if (actions.containersToResize.length) results.push(...(await this.resizeInPlace(pod, actions.containersToResize)));
 
     let sandboxId = actions.sandboxId;
     let cgroupParent = this.cgroupParent(pod);
@@ -261,6 +274,53 @@ export class CriPodRuntime implements PodRuntime {
       if (start.previousFinishedAt !== undefined) this.crashLoop.next(backoffKey(pod, spec), start.previousFinishedAt);
     }
     return { results, waiting, changed, ...(retries.length ? { retryAfterMs: Math.min(...retries) } : {}) };
+  }
+
+  /**
+   * Upstream doPodResizeAction: what grows in the pod cgroup grows before
+   * the containers, what shrinks shrinks after them, so the pod limit never
+   * falls below the sum of its containers'; containers whose memory limit
+   * shrinks go first. Each container is updated through the CRI
+   * (UpdateContainerResources) and recorded as applied once the runtime took it.
+   */
+  private async resizeInPlace(pod: Pod, targets: { id: string; name: string }[]): Promise<SyncResult[]> {
+    const uid = pod.metadata.uid ?? "";
+    const applied = (name: string) => this.opts.resize?.actuated(uid, name);
+    const plan = podResizeSteps(pod, applied);
+    const results: SyncResult[] = [];
+    const fail = (target: string, err: unknown): SyncResult[] => {
+      const message = errorMessage(err);
+      this.opts.logger.warn("pod resize failed", { pod: pod.metadata.name, target, err: message });
+      return [...results, { action: "ResizePodInPlace", target, error: { reason: "ResizePodInPlaceError", message } }];
+    };
+    try {
+      if (this.opts.cgroups) await this.opts.cgroups.ensurePod(plan.podFirst);
+    } catch (err) {
+      return fail(uid, err);
+    }
+    const ordered = [...targets].sort((a, b) => Number(plan.memoryShrinks(b.name)) - Number(plan.memoryShrinks(a.name)));
+    for (const t of ordered) {
+      const spec = pod.spec.containers.find((c) => c.name === t.name)!;
+      try {
+        const r = this.opts.containerResources?.(pod, spec);
+        if (!r) throw new Error("no container resource values configured");
+        await this.opts.cri.updateContainerResources(
+          t.id,
+          LinuxContainerResources.create({ ...r, cpuQuota: BigInt(r.cpuQuota), cpuPeriod: BigInt(r.cpuPeriod), cpuShares: BigInt(r.cpuShares), memoryLimitInBytes: BigInt(r.memoryLimitInBytes), oomScoreAdj: BigInt(r.oomScoreAdj) }),
+        );
+        this.opts.resize?.setActuated(uid, t.name, resourcesOf(spec));
+        this.opts.logger.info("container resized in place", { pod: pod.metadata.name, container: t.name, ...r });
+        results.push({ action: "ResizePodInPlace", target: t.name });
+      } catch (err) {
+        return fail(t.name, err);
+      }
+    }
+    try {
+      if (this.opts.cgroups) await this.opts.cgroups.ensurePod(pod);
+    } catch (err) {
+      return fail(uid, err);
+    }
+    return results;
   }
 
   /** What a container mounts: its volumes and the pod's own files (hosts file, termination log). */
@@ -404,6 +464,7 @@ export class CriPodRuntime implements PodRuntime {
     let id: string;
     try {
       id = await cri.createContainer(sandboxId, config, sandbox);
+      if (pod.spec.containers.includes(spec)) this.opts.resize?.setActuated(pod.metadata.uid ?? "", spec.name, resourcesOf(spec));
       this.recorder.event(podRef(pod, spec.name), "Normal", "Created", `Created container: ${spec.name}`);
     } catch (err) {
       waiting.set(spec.name, { reason: "CreateContainerError", message: errorMessage(err) });

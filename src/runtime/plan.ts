@@ -4,6 +4,7 @@
  * executor (manager.ts) carries it out; tests check plans case by case.
  */
 import type { ContainerSpec, EphemeralContainerSpec, Pod } from "../pods/schema.ts";
+import { resizeAction, type ContainerResources } from "../allocation/resources.ts";
 import { containerHash } from "./hash.ts";
 import type { ObservedContainer, ObservedPod } from "./types.ts";
 
@@ -19,6 +20,12 @@ export interface ContainerKill {
   id: string;
   name: string;
   reason: string;
+}
+
+/** A running container whose cpu or memory is changed in place (CRI UpdateContainerResources). */
+export interface ContainerResize {
+  id: string;
+  name: string;
 }
 
 export interface ContainerWaiting {
@@ -37,6 +44,8 @@ export interface PodActions {
   sandboxAttempt: number;
   containersToStart: ContainerStart[];
   containersToKill: ContainerKill[];
+  /** In-place resizes, applied with the pod cgroup in upstream's order (manager.ts). */
+  containersToResize: ContainerResize[];
   waiting: ContainerWaiting[];
   /** A regular init container failed and will not be restarted (restartPolicy Never): the pod fails. */
   initFailed: boolean;
@@ -45,6 +54,11 @@ export interface PodActions {
 /** The read side of the crash-loop backoff the planner needs. */
 export interface BackoffView {
   remainingSince(key: string, eventTime: number): number;
+}
+
+/** What the runtime last applied to each container (allocation/); a running container whose spec differs is resized. */
+export interface ResizeView {
+  actuated(containerName: string): ContainerResources | undefined;
 }
 
 /** Running containers the prober found unhealthy (liveness or startup failed): container ID → message. */
@@ -151,7 +165,7 @@ function decide(
   return "starting";
 }
 
-export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView, unhealthy: Unhealthy = new Map()): PodActions {
+export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView, unhealthy: Unhealthy = new Map(), resize?: ResizeView): PodActions {
   const newest = observed.sandboxes[0];
   const initContainers = pod.spec.initContainers ?? [];
   const actions: PodActions = {
@@ -160,6 +174,7 @@ export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView, u
     sandboxAttempt: newest ? newest.attempt + 1 : 0,
     containersToStart: [],
     containersToKill: [],
+    containersToResize: [],
     waiting: [],
     initFailed: false,
   };
@@ -215,11 +230,30 @@ export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView, u
     return actions;
   }
   for (const container of pod.spec.containers) {
-    decide(pod, container, latestByName(observed, container.name), policyFor(pod, container, "app"), backoff, actions, unhealthy);
+    const latest = latestByName(observed, container.name);
+    const decision = decide(pod, container, latest, policyFor(pod, container, "app"), backoff, actions, unhealthy);
+    if (decision === "running" && latest && resize) planResize(container, latest, resize.actuated(container.name), actions);
   }
   return actions;
 }
 
+/**
+ * Upstream computePodResizeAction: a running container whose allocated cpu
+ * or memory differs from what was applied is resized in place, or restarted
+ * when its resizePolicy says RestartContainer for a resource that changed.
+ * Unknown applied resources (nothing recorded) are taken as in the spec.
+ */
+function planResize(container: ContainerSpec, latest: ObservedContainer, actuated: ContainerResources | undefined, actions: PodActions): void {
+  if (!actuated) return;
+  const action = resizeAction(container, actuated);
+  if (action === "inPlace") actions.containersToResize.push({ id: latest.id, name: container.name });
+  if (action === "restart") {
+    const reason = `Container ${container.name} resize requires restart`;
+    actions.containersToKill.push({ id: latest.id, name: container.name, reason });
+    actions.containersToStart.push({ name: container.name, restartCount: latest.restartCount + 1, reason });
+  }
+}
+
 /** True when the plan changes nothing: the pod is converged. */
 export const isNoop = (a: PodActions): boolean =>
-  !a.killPod && !a.createSandbox && a.containersToStart.length === 0 && a.containersToKill.length === 0;
+  !a.killPod && !a.createSandbox && a.containersToStart.length === 0 && a.containersToKill.length === 0 && a.containersToResize.length === 0;

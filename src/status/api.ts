@@ -55,6 +55,9 @@ export function apiPodStatus(pod: Pod, view: PodStatusView, ctx: { hostIPs: stri
     condition("Ready", ready, ...(ready ? [] : (notReady as [string, string | undefined]))),
     condition("ContainersReady", ready, ...(ready ? [] : (notReady as [string, string | undefined]))),
     condition("PodScheduled", true),
+    // Upstream (1.33+): present only while a resize waits or is being applied.
+    ...(view.resize?.pending ? [condition("PodResizePending", true, view.resize.pending.reason, view.resize.pending.message)] : []),
+    ...(view.resize?.inProgress ? [condition("PodResizeInProgress", true, ...(view.resize.inProgress.error ? (["Error", view.resize.inProgress.error] as const) : []))] : []),
   ];
   return {
     phase,

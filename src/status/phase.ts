@@ -24,6 +24,10 @@ export interface ContainerStatusView {
   image: string;
   imageID: string;
   containerID?: string;
+  /** In-place resize: the requests allocated to the container (cpu, memory). */
+  allocatedResources?: Record<string, string | number>;
+  /** In-place resize: the cpu and memory the runtime applied to the running container. */
+  resources?: { requests?: Record<string, string | number>; limits?: Record<string, string | number> };
 }
 
 export interface PodStatusView {
@@ -39,6 +43,8 @@ export interface PodStatusView {
   containerStatuses: ContainerStatusView[];
   /** Ephemeral containers (kubectl debug); never ready (upstream probes only regular containers). */
   ephemeralContainerStatuses?: ContainerStatusView[];
+  /** In-place resize: a resize waiting (PodResizePending) or being applied (PodResizeInProgress; `error` when the last attempt failed). */
+  resize?: { pending?: { reason: "Infeasible" | "Deferred"; message: string }; inProgress?: { error?: string } };
   reason?: string;
   message?: string;
 }
