@@ -5,11 +5,12 @@
 // the container cgroup (cgroup v1 hybrid host: cpu.cfs_quota_us,
 // memory.limit_in_bytes).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { detectCgroupLayout, nodeCgroupFs } from "../../src/cgroups/index.ts";
 
 const NODE = "debug-node";
 let ctd: ContainerdHandle;
@@ -138,3 +139,158 @@ async function listCriContainers(): Promise<{ containers: { labels: Record<strin
     cri.close();
   }
 }
+
+/** v1 hierarchy mount points on this host, by controller. */
+function cgroupMounts(): Map<string, string> {
+  const layout = detectCgroupLayout("/", nodeCgroupFs);
+  if (layout.version !== "v1") throw new Error("this test reads cgroup v1 files (the hybrid host the notes describe)");
+  const mounts = new Map<string, string>();
+  for (const h of layout.hierarchies) for (const c of h.controllers) mounts.set(c, h.mountPoint);
+  return mounts;
+}
+
+describe("in-place pod resize (kubectl patch --subresource resize)", () => {
+  const MI = 2 ** 20;
+  let mounts: Map<string, string>;
+  const podCgroup = (uid: string, qos: "burstable" | "guaranteed") => join(ctd.cgroupParent, "kubepods", ...(qos === "burstable" ? ["burstable"] : []), `pod${uid}`);
+  const readCg = (controller: string, path: string, file: string) => readFileSync(join(mounts.get(controller)!, path, file), "utf8").trim();
+  /** The pod's cgroup and the cgroup of its container `name` (containerd's cgroupfs layout: <pod cgroup>/<container ID>). */
+  async function cgroupsOf(podName: string, name: string, qos: "burstable" | "guaranteed" = "burstable") {
+    const p = (await getJson("pod", podName))!;
+    const id = (p.status.containerStatuses.find((c: { name: string }) => c.name === name).containerID as string).replace("containerd://", "");
+    const pod = podCgroup(p.metadata.uid, qos);
+    return {
+      pod: { quota: Number(readCg("cpu", pod, "cpu.cfs_quota_us")), memory: Number(readCg("memory", pod, "memory.limit_in_bytes")), shares: Number(readCg("cpu", pod, "cpu.shares")) },
+      container: {
+        quota: Number(readCg("cpu", join(pod, id), "cpu.cfs_quota_us")),
+        memory: Number(readCg("memory", join(pod, id), "memory.limit_in_bytes")),
+        shares: Number(readCg("cpu", join(pod, id), "cpu.shares")),
+      },
+      containerID: id,
+    };
+  }
+  const resize = (podName: string, containers: unknown[]) =>
+    kubectl("patch", "pod", podName, "--subresource", "resize", "--type", "strategic", "--patch", JSON.stringify({ spec: { containers } }));
+  const conditionsOf = async (podName: string) => ((await getJson("pod", podName))!.status.conditions as { type: string; status: string; reason?: string; message?: string }[]);
+  const app = (name: string, resources: unknown, extra: Record<string, unknown> = {}) => ({
+    name,
+    image: ctd.busyboxImage,
+    imagePullPolicy: "IfNotPresent",
+    command: ["sleep", "3600"],
+    resources,
+    ...extra,
+  });
+
+  beforeAll(async () => {
+    mounts = cgroupMounts();
+    await Promise.all([
+      apply("resizable", {
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: "resizable", namespace: "default" },
+        spec: { terminationGracePeriodSeconds: 1, containers: [app("app", { requests: { cpu: "100m", memory: "32Mi" }, limits: { cpu: "200m", memory: "64Mi" } })] },
+      }),
+      apply("restarter", {
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: "restarter", namespace: "default" },
+        spec: {
+          terminationGracePeriodSeconds: 1,
+          containers: [
+            app("strict", { requests: { cpu: "50m", memory: "32Mi" }, limits: { cpu: "100m", memory: "64Mi" } }, { resizePolicy: [{ resourceName: "memory", restartPolicy: "RestartContainer" }] }),
+            app("easy", { requests: { cpu: "50m", memory: "32Mi" }, limits: { cpu: "100m", memory: "64Mi" } }),
+          ],
+        },
+      }),
+    ]);
+    await Promise.all([running("resizable"), running("restarter")]);
+  }, 90_000);
+
+  test("raising the CPU limit and the memory limit of a running container changes the pod and container cgroups without a restart", async () => {
+    const before = await cgroupsOf("resizable", "app");
+    expect(before.pod).toMatchObject({ quota: 20_000, memory: 64 * MI });
+    expect(before.container).toMatchObject({ quota: 20_000, memory: 64 * MI });
+    await resize("resizable", [{ name: "app", resources: { requests: { cpu: "150m", memory: "32Mi" }, limits: { cpu: "300m", memory: "96Mi" } } }]);
+    const after = await eventually(
+      "cgroups resized",
+      async () => {
+        const c = await cgroupsOf("resizable", "app");
+        return c.container.quota === 30_000 && c.container.memory === 96 * MI ? c : undefined;
+      },
+      60_000,
+    );
+    expect(after.pod).toMatchObject({ quota: 30_000, memory: 96 * MI, shares: 153 });
+    expect(after.container.shares).toBe(153);
+    expect(after.containerID).toBe(before.containerID);
+    const status = await eventually(
+      "resize reported",
+      async () => {
+        const p = (await getJson("pod", "resizable"))!;
+        const cs = p.status.containerStatuses[0];
+        return cs.resources?.limits?.cpu === "300m" && !p.status.conditions.some((c: { type: string }) => c.type.startsWith("PodResize")) ? p.status : undefined;
+      },
+      30_000,
+    );
+    expect(status.containerStatuses[0].restartCount).toBe(0);
+    expect(status.containerStatuses[0].resources).toEqual({ requests: { cpu: "150m", memory: "32Mi" }, limits: { cpu: "300m", memory: "96Mi" } });
+    // allocatedResources as the agent reports it (the API server keeps it only with its alpha gate on).
+    const local = (await agent.pods()).items.find((p) => p.metadata.name === "resizable") as unknown as { status: { containerStatuses: { allocatedResources: unknown }[] } };
+    expect(local.status.containerStatuses[0]!.allocatedResources).toEqual({ cpu: "150m", memory: "32Mi" });
+  }, 120_000);
+
+  test("lowering the limits again shrinks the pod and container cgroups, still without a restart", async () => {
+    await resize("resizable", [{ name: "app", resources: { requests: { cpu: "100m", memory: "32Mi" }, limits: { cpu: "200m", memory: "48Mi" } } }]);
+    const after = await eventually(
+      "cgroups shrunk",
+      async () => {
+        const c = await cgroupsOf("resizable", "app");
+        return c.pod.memory === 48 * MI && c.pod.quota === 20_000 ? c : undefined;
+      },
+      60_000,
+    );
+    expect(after.container).toMatchObject({ quota: 20_000, memory: 48 * MI });
+    expect((await getJson("pod", "resizable"))!.status.containerStatuses[0].restartCount).toBe(0);
+  }, 120_000);
+
+  test("a resize with resizePolicy RestartContainer restarts exactly that container", async () => {
+    const before = await cgroupsOf("restarter", "strict");
+    await resize("restarter", [
+      { name: "strict", resources: { requests: { cpu: "50m", memory: "32Mi" }, limits: { cpu: "100m", memory: "80Mi" } } },
+      { name: "easy", resources: { requests: { cpu: "50m", memory: "32Mi" }, limits: { cpu: "150m", memory: "64Mi" } } },
+    ]);
+    const p = await eventually(
+      "strict restarted",
+      async () => {
+        const p = (await getJson("pod", "restarter"))!;
+        const strict = p.status.containerStatuses.find((c: { name: string }) => c.name === "strict");
+        return strict.restartCount === 1 && strict.state.running ? p : undefined;
+      },
+      60_000,
+    );
+    const easy = p.status.containerStatuses.find((c: { name: string }) => c.name === "easy");
+    expect(easy.restartCount).toBe(0);
+    const strict = await cgroupsOf("restarter", "strict");
+    expect(strict.containerID).not.toBe(before.containerID);
+    expect(strict.container.memory).toBe(80 * MI);
+    await eventually("easy resized in place", async () => (await cgroupsOf("restarter", "easy")).container.quota === 15_000, 30_000);
+    expect((await getJson("pod", "restarter"))!.status.containerStatuses.find((c: { name: string }) => c.name === "easy").restartCount).toBe(0);
+  }, 120_000);
+
+  test("a resize larger than the node is Infeasible and changes nothing", async () => {
+    const before = await cgroupsOf("resizable", "app");
+    await resize("resizable", [{ name: "app", resources: { requests: { cpu: "500", memory: "32Mi" }, limits: { cpu: "500", memory: "48Mi" } } }]);
+    const pending = await eventually(
+      "PodResizePending Infeasible",
+      async () => (await conditionsOf("resizable")).find((c) => c.type === "PodResizePending"),
+      60_000,
+    );
+    expect(pending).toMatchObject({ status: "True", reason: "Infeasible" });
+    expect(pending.message).toStartWith("Node didn't have enough capacity: cpu, requested: 500000, capacity: ");
+    await Bun.sleep(2000);
+    const after = await cgroupsOf("resizable", "app");
+    expect(after).toEqual(before);
+    const status = (await getJson("pod", "resizable"))!.status;
+    expect(status.containerStatuses[0].resources.limits).toEqual({ cpu: "200m", memory: "48Mi" });
+    expect(status.containerStatuses[0].restartCount).toBe(0);
+  }, 120_000);
+});
