@@ -5,7 +5,7 @@
 // the container cgroup (cgroup v1 hybrid host: cpu.cfs_quota_us,
 // memory.limit_in_bytes).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
@@ -292,5 +292,22 @@ describe("in-place pod resize (kubectl patch --subresource resize)", () => {
     const status = (await getJson("pod", "resizable"))!.status;
     expect(status.containerStatuses[0].resources.limits).toEqual({ cpu: "200m", memory: "48Mi" });
     expect(status.containerStatuses[0].restartCount).toBe(0);
+  }, 120_000);
+
+  test("allocations are checkpointed: after kill -9 and a restart the agent keeps the pending resize pending and applies nothing", async () => {
+    const before = await cgroupsOf("resizable", "app");
+    const uid = (await getJson("pod", "resizable"))!.metadata.uid;
+    expect(existsSync(join(agent.dir, "root", "checkpoints", "allocated-resources", `${uid}.json`))).toBe(true);
+    const decisions = () => agent.log().split("pod resize not accepted").length - 1;
+    const seen = decisions();
+    await agent.kill("SIGKILL");
+    agent.start();
+    await eventually("the restarted agent looked at the pod", () => decisions() > seen, 60_000);
+    expect(agent.log().split("starting node agent")[2]).not.toContain("pod rejected by node admission");
+    await Bun.sleep(2000);
+    expect(await cgroupsOf("resizable", "app")).toEqual(before);
+    const status = (await getJson("pod", "resizable"))!.status;
+    expect(status.containerStatuses[0].restartCount).toBe(0);
+    expect(status.conditions.find((c: { type: string }) => c.type === "PodResizePending")).toMatchObject({ status: "True", reason: "Infeasible" });
   }, 120_000);
 });
