@@ -192,10 +192,10 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     const underPressure = eviction?.admitPod(pod);
     if (underPressure && !underPressure.admit) return underPressure;
     const sysctlResult = sysctls.admit(pod);
-    // Pods count with what they were allocated (checkpointed), not with a resize they asked for: after a
-    // restart, a pod whose resize is pending is admitted again with the resources it runs with (upstream).
+    // A pod counts with what it was allocated (checkpointed; active pods come allocated), not with a resize it
+    // asked for: after a restart, a pod whose resize is pending is admitted again as it runs (upstream).
     const allocated = (p: Pod) => (allocation ? allocation.allocatedPod(p) : p);
-    return sysctlResult.admit ? admitPod(allocated(pod), active.map(allocated), facts) : sysctlResult;
+    return sysctlResult.admit ? admitPod(allocated(pod), active, facts) : sysctlResult;
   };
   const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, admit, recorder, probes: verdicts, metrics, ...(allocation ? { allocation } : {}) }));
 

@@ -17,6 +17,10 @@ export * from "./resources.ts";
 export interface PodAllocation {
   /** Before each sync: decides a pending resize; returns the pod with its allocated resources. */
   allocate(pod: Pod, others: Pod[]): Pod;
+  /** The pod with its allocated resources, deciding nothing: how other subsystems must weigh it. */
+  allocatedPod(pod: Pod): Pod;
+  /** A resize of this pod waits (Infeasible or Deferred). */
+  pendingResize(uid: string): unknown;
   resizeStatus(view: PodStatusView, pod: Pod, observed: ObservedPod, results: SyncResult[]): PodStatusView;
   /** The pod's worker finished: its records go. */
   removePod(uid: string): void;

@@ -167,9 +167,11 @@ export class PodWorkers implements AsyncDisposable {
     return worker?.lifecycle.stage === "syncing" ? worker.pod : undefined;
   }
 
-  /** Pods admitted and not terminating: what admission and eviction weigh. */
+  /** Pods admitted and not terminating, with their allocated resources: what admission, QoS cgroups and eviction weigh. */
   activePods(): Pod[] {
-    return [...this.workers.values()].filter((w) => w.lifecycle.stage === "syncing" && w.pod).map((w) => w.pod!);
+    const pods = [...this.workers.values()].filter((w) => w.lifecycle.stage === "syncing" && w.pod).map((w) => w.pod!);
+    const allocation = this.opts.allocation;
+    return allocation ? pods.map((p) => allocation.allocatedPod(p)) : pods;
   }
 
   /** A pod the runtime has but no source wants: kill and remove it. */
@@ -337,6 +339,8 @@ export class PodWorkers implements AsyncDisposable {
         this.workers.delete(worker.ref.uid);
         this.opts.status.delete(worker.ref.uid, worker.pod);
         this.opts.allocation?.removePod(worker.ref.uid);
+        // Resources were freed: resizes waiting for room (Deferred) are decided again (upstream retries them on pod removal).
+        for (const other of this.workers.values()) if (this.opts.allocation?.pendingResize(other.ref.uid)) this.kick(other);
         log.info("pod removed from the runtime");
         if (worker.restartWith) this.upsert(worker.restartWith);
         // Wake a successor of the same full name waiting for this one.
