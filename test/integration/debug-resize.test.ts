@@ -227,7 +227,9 @@ describe("in-place pod resize (kubectl patch --subresource resize)", () => {
       async () => {
         const p = (await getJson("pod", "resizable"))!;
         const cs = p.status.containerStatuses[0];
-        return cs.resources?.limits?.cpu === "300m" && !p.status.conditions.some((c: { type: string }) => c.type.startsWith("PodResize")) ? p.status : undefined;
+        const settled = cs.resources?.limits?.cpu === "300m" && !p.status.conditions.some((c: { type: string }) => c.type.startsWith("PodResize"));
+        // observedGeneration: the status reflects the resized spec (a resize bumps metadata.generation).
+        return settled && p.status.observedGeneration === p.metadata.generation ? p.status : undefined;
       },
       30_000,
     );
