@@ -312,6 +312,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
           if (!pleg.hasRelisted()) return;
           const inRuntime = new Set(pleg.runtimePods().map((p) => p.uid));
           await volumes.cleanupOrphans((uid) => workers.has(uid) || inRuntime.has(uid));
+          allocation?.removeOrphans((uid) => workers.has(uid) || inRuntime.has(uid));
         }),
       ],
     }),

@@ -91,6 +91,16 @@ describe("AllocationManager", () => {
     expect(restarted.allocatedResources("a", "app")?.limits?.cpu).toBe("900m");
   });
 
+  test("removeOrphans drops the records of pods nobody knows, also those only on disk", () => {
+    const { store, manager } = setup();
+    manager.allocate(pod("a", "500m"), []);
+    manager.allocate(pod("b", "500m"), []);
+    const restarted = setup(store).manager;
+    expect(restarted.removeOrphans((uid) => uid === "a")).toBe(1);
+    expect(store.keys(ALLOCATED_KIND)).toEqual(["a"]);
+    expect(store.keys(ACTUATED_KIND)).toEqual(["a"]);
+  });
+
   test("removePod deletes both records", () => {
     const { store, manager } = setup();
     manager.allocate(pod("a", "500m"), []);

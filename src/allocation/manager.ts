@@ -135,6 +135,22 @@ export class AllocationManager {
     }
   }
 
+  /**
+   * Housekeeping (upstream RemoveOrphanedPods): records of pods that neither
+   * the agent nor the runtime knows any more (deleted while the agent was
+   * down) are removed. Returns how many pods' records went.
+   */
+  removeOrphans(known: (uid: string) => boolean): number {
+    const uids = new Set([...this.allocated.keys(), ...this.actuatedByPod.keys(), ...(this.opts.store?.keys(ALLOCATED_KIND) ?? []), ...(this.opts.store?.keys(ACTUATED_KIND) ?? [])]);
+    let removed = 0;
+    for (const uid of uids) {
+      if (known(uid)) continue;
+      this.removePod(uid);
+      removed++;
+    }
+    return removed;
+  }
+
   /** Upstream canResizePod: beyond the node's allocatable is Infeasible; beyond what is left of it is Deferred. */
   private fits(pod: Pod, others: Pod[]): ResizePending | undefined {
     const wanted = podRequests(pod);
