@@ -17,6 +17,8 @@ import { defaultRouteIPv4, goArch, readMachineInfo } from "./node/machine.ts";
 import { ApiEventRecorder, LogEventRecorder } from "./events/recorder.ts";
 import { createEvictionManager, type EvictionManager } from "./eviction/index.ts";
 import { createImageGC, statfsBytes } from "./images/index.ts";
+import { containerdImageStore } from "./images/containerd/client.ts";
+import { preloadImages } from "./images/preload.ts";
 import { bootstrapClientCertificate, ClientCertificateRotation, csrApi, CURRENT_CLIENT_PEM, readUsableCertificate } from "./certificates/client.ts";
 import { certificateValidity } from "./certificates/x509.ts";
 import { createLogRotation } from "./logs/index.ts";
@@ -38,7 +40,8 @@ import { parseResolvConf, type DnsSettings } from "./runtime/dns.ts";
 import { healthzApp, syncLoopCheck } from "./server/healthz.ts";
 import { readOnlyApp } from "./server/readonly.ts";
 import { startKubeletServer } from "./server/wire.ts";
-import { ApiServerSource, POD_CHECKPOINT_KIND } from "./sources/apiserver.ts";
+import { ApiServerSource } from "./sources/apiserver.ts";
+import { removePodCheckpoints } from "./sources/pod-checkpoint.ts";
 import { FileCheckpointStore } from "./checkpoint/index.ts";
 import { AllocationManager } from "./allocation/index.ts";
 import { FileSource } from "./sources/file.ts";
@@ -85,6 +88,15 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   const cri = instrumentCri(rawCri, metrics, () => clock.now());
   await waitForRuntime(cri, { clock, logger, signal });
   if (signal.aborted) return;
+  // Air-gapped nodes: image tarballs go into the runtime before any pod can ask for them.
+  if (k.imagePreloadDir) {
+    const store = containerdImageStore(k.imageServiceEndpoint || k.containerRuntimeEndpoint);
+    try {
+      await preloadImages(k.imagePreloadDir, store, logger);
+    } finally {
+      store.close();
+    }
+  }
 
   // Cluster mode: the API server is a pod source and the status sink, and the node registers.
   const cluster = config.kubeconfig ? await connectCluster(config, { clock, logger, version: deps.version, signal }) : undefined;
@@ -165,6 +177,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
       podLogsDir: k.podLogsDir,
       podsCgroupParent,
       hostDns: readHostDns(k.resolvConf, logger),
+      resolvConfDisabled: k.resolvConf === "",
       clusterDns: k.clusterDNS,
       clusterDomain: k.clusterDomain,
       seccompProfileRoot: posix.join(config.rootDir, "seccomp"),
@@ -413,7 +426,7 @@ function offlineCheckpoint(config: AgentConfig, opts: { clock: Clock; logger: Lo
   const store = new FileCheckpointStore({ dir: posix.join(config.rootDir, "checkpoints"), ...opts });
   if (enabled) return { store, maxAgeMs: maxAge };
   try {
-    for (const uid of store.keys(POD_CHECKPOINT_KIND)) store.remove(POD_CHECKPOINT_KIND, uid);
+    removePodCheckpoints(store);
   } catch (err) {
     opts.logger.warn("could not remove old pod checkpoints", { err: errorMessage(err) });
   }
@@ -495,6 +508,7 @@ async function sandboxImageOf(cri: CriService): Promise<string | undefined> {
 }
 
 function readHostDns(path: string, logger: Logger): DnsSettings {
+  if (path === "") return { servers: [], searches: [], options: [] }; // disabled on purpose (--resolv-conf="")
   try {
     return parseResolvConf(readFileSync(path, "utf8"));
   } catch (err) {

@@ -25,7 +25,7 @@ import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import { Backoff } from "./backoff.ts";
-import { containerConfig, podLogDirectory, pullPolicyOf, sandboxConfig, type NodeSettings } from "./cri-config.ts";
+import { containerConfig, podLogDirectory, pullPolicyOf, sandboxConfig, sandboxHostnameProblem, type NodeSettings } from "./cri-config.ts";
 import { LogEventRecorder, podRef, type EventRecorder } from "../events/recorder.ts";
 import { containerEnv, EnvError } from "./env.ts";
 import { noPodObjects, PodObjectError, type PodObjects } from "../api/objects.ts";
@@ -41,7 +41,7 @@ import { resourcesOf, type ContainerResources } from "../allocation/resources.ts
 import { podResizeSteps } from "../allocation/steps.ts";
 import { podDnsConfig } from "./dns.ts";
 import { PullQueue } from "./pull-queue.ts";
-import { podKeyring } from "./pull-secrets.ts";
+import { pullWithSecrets } from "./pull-secrets.ts";
 import { terminationMessage } from "./termination.ts";
 import type { PodDirs } from "../pods/dirs.ts";
 import type { ContainerState, ObservedContainer, ObservedPod, ObservedSandbox, PodSyncOutcome, RuntimePodRecord, SyncResult } from "./types.ts";
@@ -248,6 +248,8 @@ export class CriPodRuntime implements PodRuntime {
     if (actions.createSandbox) {
       for (const w of podDnsConfig(pod, this.opts.node).warnings) this.recorder.event(podRef(pod), "Warning", w.reason, w.message);
       try {
+        const hostnameProblem = sandboxHostnameProblem(pod, this.opts.node.clusterDomain);
+        if (hostnameProblem) throw new Error(hostnameProblem);
         mkdirSync(config.logDirectory, { recursive: true, mode: 0o755 });
         sandboxId = await this.opts.cri.runPodSandbox(config);
         results.push({ action: "CreatePodSandbox", target: pod.metadata.uid ?? "" });
@@ -384,25 +386,16 @@ export class CriPodRuntime implements PodRuntime {
     }
   }
 
-  /** One pull through the node-wide queue, with each matching pull secret in turn until one works (upstream), or anonymously. */
+  /** One pull through the node-wide queue with the pod's pull secrets; a secret that cannot be read is an event, as upstream. */
   private async pull(pod: Pod, image: string, sandbox: PodSandboxConfig): Promise<string> {
-    const { keyring, missing } = await podKeyring(pod, this.opts.podObjects ?? noPodObjects);
-    if (missing.length) {
-      this.recorder.event(podRef(pod), "Warning", "FailedToRetrieveImagePullSecret", `Unable to retrieve some image pull secrets (${missing.join(", ")}); attempting to pull the image may not succeed.`);
-    }
-    const spec = { image, annotations: {}, userSpecifiedImage: image, runtimeHandler: "" };
-    const auths = keyring.lookup(image);
-    return this.pullQueue.run(async () => {
-      if (!auths.length) return this.opts.cri.pullImage(spec, undefined, sandbox);
-      const errors: string[] = [];
-      for (const auth of auths) {
-        try {
-          return await this.opts.cri.pullImage(spec, { username: auth.username, password: auth.password }, sandbox);
-        } catch (err) {
-          errors.push(errorMessage(err));
-        }
-      }
-      throw new Error(errors.length === 1 ? errors[0] : `[${errors.join(", ")}]`);
+    return pullWithSecrets({
+      cri: this.opts.cri,
+      queue: this.pullQueue,
+      objects: this.opts.podObjects ?? noPodObjects,
+      pod,
+      image,
+      sandbox,
+      warn: (reason, message) => this.recorder.event(podRef(pod), "Warning", reason, message),
     });
   }
 

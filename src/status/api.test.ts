@@ -36,6 +36,12 @@ describe("apiPodStatus", () => {
     ]);
   });
 
+  test("a host-network pod's IPs are the node's", () => {
+    const hostNet: Pod = { ...pod, spec: { ...pod.spec, hostNetwork: true } };
+    const s = apiPodStatus(hostNet, { ...view("Running", true), podIP: undefined, podIPs: [] } as PodStatusView, { hostIPs: ["192.0.2.1"], previous: undefined, now: 0 });
+    expect(s).toMatchObject({ podIP: "192.0.2.1", podIPs: [{ ip: "192.0.2.1" }], hostIP: "192.0.2.1" });
+  });
+
   test("unready containers are named; transition times move only on change", () => {
     const first = apiPodStatus(pod, view("Pending", false), { hostIPs: [], previous: undefined, now: 1000 });
     expect(cond(first, "Ready")).toMatchObject({ status: "False", reason: "ContainersNotReady", message: "containers with unready status: [app]" });

@@ -71,7 +71,14 @@ export function apiPodStatus(pod: Pod, view: PodStatusView, ctx: { hostIPs: stri
     ...(view.reason ? { reason: view.reason, message: view.message ?? "" } : terminal && previous?.reason ? { reason: previous.reason, message: previous.message } : {}),
     hostIP: ctx.hostIPs[0] ?? "",
     hostIPs: ctx.hostIPs.map((ip) => ({ ip })),
-    ...(view.podIP ? { podIP: view.podIP, podIPs: view.podIPs } : previous?.podIP ? { podIP: previous.podIP, podIPs: previous.podIPs } : {}),
+    // A host-network pod's IPs are the node's (upstream generateAPIPodStatus); the runtime reports none for it.
+    ...(pod.spec.hostNetwork && ctx.hostIPs.length
+      ? { podIP: ctx.hostIPs[0], podIPs: ctx.hostIPs.map((ip) => ({ ip })) }
+      : view.podIP
+        ? { podIP: view.podIP, podIPs: view.podIPs }
+        : previous?.podIP
+          ? { podIP: previous.podIP, podIPs: previous.podIPs }
+          : {}),
     startTime: (previous?.startTime as string | undefined) ?? view.startTime ?? rfc3339(ctx.now),
     ...(view.initContainerStatuses ? { initContainerStatuses: view.initContainerStatuses } : {}),
     containerStatuses: view.containerStatuses,
