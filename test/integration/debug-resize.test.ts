@@ -296,6 +296,30 @@ describe("in-place pod resize (kubectl patch --subresource resize)", () => {
     expect(status.containerStatuses[0].restartCount).toBe(0);
   }, 120_000);
 
+  test("a resize that needs room other pods hold is Deferred, and applied once one of them is deleted", async () => {
+    // nodeName set: only the agent's own admission decides (the scheduler would weigh the pending resize above).
+    const bound = (name: string, resources: unknown) => ({
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name, namespace: "default" },
+      spec: { nodeName: NODE, terminationGracePeriodSeconds: 0, containers: [app("app", resources)] },
+    });
+    await apply("hog", bound("hog", { requests: { cpu: "1500m", memory: "16Mi" } }));
+    await apply("grower", bound("grower", { requests: { cpu: "100m", memory: "16Mi" }, limits: { cpu: "200m", memory: "64Mi" } }));
+    await Promise.all([running("hog"), running("grower")]);
+    await resize("grower", [{ name: "app", resources: { requests: { cpu: "600m", memory: "16Mi" }, limits: { cpu: "800m", memory: "64Mi" } } }]);
+    const pending = await eventually("PodResizePending Deferred", async () => (await conditionsOf("grower")).find((c) => c.type === "PodResizePending"), 60_000);
+    expect(pending).toMatchObject({ status: "True", reason: "Deferred" });
+    expect(pending.message).toMatch(/^Node didn't have enough resource: cpu, requested: 600, used: \d+, capacity: \d+$/);
+    expect((await cgroupsOf("grower", "app")).container.quota).toBe(20_000);
+    await kubectl("delete", "pod", "hog", "--wait=false");
+    await eventually("grower resized", async () => (await cgroupsOf("grower", "app")).container.quota === 80_000, 60_000);
+    await eventually("PodResizePending cleared", async () => !(await conditionsOf("grower")).some((c) => c.type.startsWith("PodResize")), 30_000);
+    expect((await cgroupsOf("grower", "app")).pod.quota).toBe(80_000);
+    expect((await getJson("pod", "grower"))!.status.containerStatuses[0].restartCount).toBe(0);
+    await kubectl("delete", "pod", "grower", "--wait=false");
+  }, 150_000);
+
   test("allocations are checkpointed: after kill -9 and a restart the agent keeps the pending resize pending and applies nothing", async () => {
     const before = await cgroupsOf("resizable", "app");
     const uid = (await getJson("pod", "resizable"))!.metadata.uid;
