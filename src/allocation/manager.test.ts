@@ -132,6 +132,15 @@ describe("resize in the pod status", () => {
     expect(api.conditions.map((c) => c.type)).not.toContain("PodResizePending");
   });
 
+  test("a container without cpu or memory settings reports neither allocatedResources nor resources", () => {
+    const { manager } = setup();
+    const bestEffort: Pod = { metadata: { name: "p-a", namespace: "default", uid: "a" }, spec: { containers: [{ name: "app", image: "busybox" }] } };
+    const view = statusOf(manager, manager.allocate(bestEffort, []));
+    expect(view.containerStatuses[0]!.allocatedResources).toBeUndefined();
+    expect(view.containerStatuses[0]!.resources).toBeUndefined();
+    expect(view.containerStatuses[0]!.state).toHaveProperty("running");
+  });
+
   test("an Infeasible resize is PodResizePending with its reason and message; a failed one is PodResizeInProgress with Error", () => {
     const { manager } = setup();
     manager.allocate(pod("a", "500m"), []);

@@ -33,10 +33,12 @@ export function withResizeStatus(view: PodStatusView, pod: Pod, observed: Observ
     const applied = records.actuated(uid, status.name);
     if (running && applied && !sameResources(applied, allocated)) inProgress = true;
     const requests = allocated.requests ?? allocated.limits;
+    const resources = applied ?? allocated;
     return {
       ...status,
       ...(requests ? { allocatedResources: requests } : {}),
-      ...(running ? { resources: applied ?? allocated } : {}),
+      // A container without cpu or memory settings (BestEffort) reports none.
+      ...(running && (resources.requests || resources.limits) ? { resources } : {}),
     };
   });
   const failure = results.find((r) => r.action === "ResizePodInPlace" && r.error);
