@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
-import { changedResources, mixResources, resizeAction, resourcesOf, samePodResources, withPodResources } from "./resources.ts";
+import { changedResources, mixResources, podResourcesOf, resizeAction, resourcesOf, samePodResources, withPodResources } from "./resources.ts";
 import { podResizeSteps } from "./steps.ts";
 
 const container = (resources: ContainerSpec["resources"], extra: Partial<ContainerSpec> = {}): ContainerSpec => ({ name: "app", image: "busybox", resources, ...extra });
@@ -21,6 +21,16 @@ describe("resize resources", () => {
     expect(resizeAction(container({ ...from, limits: { cpu: "300m", memory: "64Mi" } }), from)).toBe("inPlace");
     expect(resizeAction(container({ ...from, limits: { cpu: "300m", memory: "64Mi" } }, memoryRestarts), from)).toBe("inPlace");
     expect(resizeAction(container({ ...from, limits: { cpu: "200m", memory: "96Mi" } }, memoryRestarts), from)).toBe("restart");
+  });
+
+  test("sidecars are part of a pod's resizable resources; regular init containers are not", () => {
+    const p: Pod = {
+      metadata: { uid: "u" },
+      spec: { initContainers: [{ ...container({ limits: { cpu: "1" } }), name: "setup" }, { ...container({ limits: { cpu: "2" } }), name: "proxy", restartPolicy: "Always" }], containers: [container({ limits: { cpu: "3" } })] },
+    };
+    expect(Object.keys(podResourcesOf(p)).sort()).toEqual(["app", "proxy"]);
+    const out = withPodResources(p, () => ({ limits: { cpu: "5" } }));
+    expect(out.spec.initContainers!.map((c) => c.resources?.limits?.cpu)).toEqual(["1", "5"]);
   });
 
   test("withPodResources replaces cpu and memory and keeps other resources", () => {

@@ -33,8 +33,13 @@ export function resourcesOf(container: ContainerSpec): ContainerResources {
   return { ...(requests ? { requests } : {}), ...(limits ? { limits } : {}) };
 }
 
+/** The containers a resize may change: regular ones and sidecars (restartable init containers), as upstream. */
+export const resizableContainers = (pod: Pod): ContainerSpec[] => [...(pod.spec.initContainers ?? []).filter((c) => c.restartPolicy === "Always"), ...pod.spec.containers];
+
+export const isResizable = (pod: Pod, container: ContainerSpec): boolean => resizableContainers(pod).includes(container);
+
 export function podResourcesOf(pod: Pod): PodResources {
-  return Object.fromEntries(pod.spec.containers.map((c) => [c.name, resourcesOf(c)]));
+  return Object.fromEntries(resizableContainers(pod).map((c) => [c.name, resourcesOf(c)]));
 }
 
 const value = (name: ResizableResource, q: string | number | undefined): number => (name === "cpu" ? milliValue(q) : intValue(q));
@@ -79,18 +84,14 @@ function withContainerResources(container: ContainerSpec, r: ContainerResources)
   return { ...container, resources: { ...others, ...(requests ? { requests } : {}), ...(limits ? { limits } : {}) } };
 }
 
-/** The pod with its regular containers' cpu and memory replaced by `byName` (containers it does not name are kept). */
+/** The pod with its resizable containers' cpu and memory replaced by `byName` (containers it does not name are kept). */
 export function withPodResources(pod: Pod, byName: (name: string) => ContainerResources | undefined): Pod {
-  return {
-    ...pod,
-    spec: {
-      ...pod.spec,
-      containers: pod.spec.containers.map((c) => {
-        const r = byName(c.name);
-        return r ? withContainerResources(c, r) : c;
-      }),
-    },
+  const replace = (c: ContainerSpec) => {
+    const r = byName(c.name);
+    return r ? withContainerResources(c, r) : c;
   };
+  const init = pod.spec.initContainers?.map((c) => (c.restartPolicy === "Always" ? replace(c) : c));
+  return { ...pod, spec: { ...pod.spec, containers: pod.spec.containers.map(replace), ...(init ? { initContainers: init } : {}) } };
 }
 
 /**

@@ -6,9 +6,9 @@
  */
 import type { Pod } from "../pods/schema.ts";
 import type { ObservedPod, SyncResult } from "../runtime/types.ts";
-import type { PodStatusView } from "../status/phase.ts";
+import type { ContainerStatusView, PodStatusView } from "../status/phase.ts";
 import type { ResizePending } from "./manager.ts";
-import { resourcesOf, sameResources, type ContainerResources } from "./resources.ts";
+import { resizableContainers, resourcesOf, sameResources, type ContainerResources } from "./resources.ts";
 
 export interface ResizeRecords {
   actuated(uid: string, container: string): ContainerResources | undefined;
@@ -24,8 +24,8 @@ export function withResizeStatus(view: PodStatusView, pod: Pod, observed: Observ
   const uid = pod.metadata.uid ?? "";
   const sandboxId = observed.sandboxes[0]?.id;
   let inProgress = false;
-  const containerStatuses = view.containerStatuses.map((status) => {
-    const spec = pod.spec.containers.find((c) => c.name === status.name);
+  const withResources = (status: ContainerStatusView): ContainerStatusView => {
+    const spec = resizableContainers(pod).find((c) => c.name === status.name);
     if (!spec) return status;
     const allocated = resourcesOf(spec);
     const latest = observed.containers.find((c) => c.name === status.name);
@@ -40,12 +40,14 @@ export function withResizeStatus(view: PodStatusView, pod: Pod, observed: Observ
       // A container without cpu or memory settings (BestEffort) reports none.
       ...(running && (resources.requests || resources.limits) ? { resources } : {}),
     };
-  });
+  };
+  const containerStatuses = view.containerStatuses.map(withResources);
+  const initContainerStatuses = view.initContainerStatuses?.map(withResources);
   const failure = results.find((r) => r.action === "ResizePodInPlace" && r.error);
   const pending = records.pendingResize(uid);
   const resize = {
     ...(pending ? { pending } : {}),
     ...(inProgress || failure ? { inProgress: failure ? { error: failure.error!.message } : {} } : {}),
   };
-  return { ...view, containerStatuses, ...(Object.keys(resize).length ? { resize } : {}) };
+  return { ...view, containerStatuses, ...(initContainerStatuses ? { initContainerStatuses } : {}), ...(Object.keys(resize).length ? { resize } : {}) };
 }

@@ -8,7 +8,7 @@ import { podLimits, podRequests } from "../cgroups/resources.ts";
 import { podQosClass } from "../cgroups/qos.ts";
 import { intValue } from "../cgroups/values.ts";
 import type { Pod } from "../pods/schema.ts";
-import { mixResources, resourcesOf, withPodResources, type ContainerResources } from "./resources.ts";
+import { mixResources, resizableContainers, resourcesOf, withPodResources, type ContainerResources } from "./resources.ts";
 
 export interface PodResizeSteps {
   /** The pod to write to the pod cgroup before the containers: grown resources new, shrinking ones still old. */
@@ -26,8 +26,8 @@ const podLimit = (pod: Pod, name: "cpu" | "memory"): number => {
 
 /** `pod` holds the allocated (target) resources; `applied` what each container runs with now (undefined: as in the spec). */
 export function podResizeSteps(pod: Pod, applied: (container: string) => ContainerResources | undefined): PodResizeSteps {
-  const target = new Map(pod.spec.containers.map((c) => [c.name, resourcesOf(c)]));
-  const before = new Map(pod.spec.containers.map((c) => [c.name, applied(c.name) ?? resourcesOf(c)]));
+  const target = new Map(resizableContainers(pod).map((c) => [c.name, resourcesOf(c)]));
+  const before = new Map(resizableContainers(pod).map((c) => [c.name, applied(c.name) ?? resourcesOf(c)]));
   const old = withPodResources(pod, (name) => before.get(name));
   const grows = {
     memory: podLimit(pod, "memory") >= podLimit(old, "memory"),

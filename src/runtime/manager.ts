@@ -37,7 +37,7 @@ import * as L from "./labels.ts";
 import { backoffKey, containerSpecOf, isSidecar, planPod, restartPolicyOf, type Unhealthy } from "./plan.ts";
 import { PodFiles } from "./pod-files.ts";
 import { joinPidNamespace, pidTargetOf, TargetContainerError } from "./ephemeral.ts";
-import { resourcesOf, type ContainerResources } from "../allocation/resources.ts";
+import { isResizable, resourcesOf, type ContainerResources } from "../allocation/resources.ts";
 import { podResizeSteps } from "../allocation/steps.ts";
 import { podDnsConfig } from "./dns.ts";
 import { PullQueue } from "./pull-queue.ts";
@@ -302,7 +302,7 @@ export class CriPodRuntime implements PodRuntime {
     }
     const ordered = [...targets].sort((a, b) => Number(plan.memoryShrinks(b.name)) - Number(plan.memoryShrinks(a.name)));
     for (const t of ordered) {
-      const spec = pod.spec.containers.find((c) => c.name === t.name)!;
+      const spec = containerSpecOf(pod, t.name)!;
       try {
         const r = this.opts.containerResources?.(pod, spec);
         if (!r) throw new Error("no container resource values configured");
@@ -457,7 +457,7 @@ export class CriPodRuntime implements PodRuntime {
     let id: string;
     try {
       id = await cri.createContainer(sandboxId, config, sandbox);
-      if (pod.spec.containers.includes(spec)) this.opts.resize?.setActuated(pod.metadata.uid ?? "", spec.name, resourcesOf(spec));
+      if (isResizable(pod, spec)) this.opts.resize?.setActuated(pod.metadata.uid ?? "", spec.name, resourcesOf(spec));
       this.recorder.event(podRef(pod, spec.name), "Normal", "Created", `Created container: ${spec.name}`);
     } catch (err) {
       waiting.set(spec.name, { reason: "CreateContainerError", message: errorMessage(err) });

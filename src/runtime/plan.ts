@@ -224,7 +224,10 @@ export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView, u
   const { here: inSandbox, appStarted } = currentSandbox(pod, observed);
   for (const container of initContainers) {
     if (!isSidecar(container) && appStarted) continue;
-    const decision = decide(pod, container, latestByName(inSandbox, container.name), policyFor(pod, container, "init"), backoff, actions, unhealthy);
+    const latest = latestByName(inSandbox, container.name);
+    const decision = decide(pod, container, latest, policyFor(pod, container, "init"), backoff, actions, unhealthy);
+    // Sidecars are resized like regular containers (upstream, 1.33+).
+    if (isSidecar(container) && decision === "running" && latest && resize) planResize(container, latest, resize.actuated(container.name), actions);
     if (isSidecar(container) ? decision === "running" : decision === "succeeded") continue;
     if (decision === "failed") actions.initFailed = true;
     return actions;

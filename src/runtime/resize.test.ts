@@ -60,6 +60,37 @@ describe("planPod with in-place resize", () => {
   });
 });
 
+describe("sidecars are resized like regular containers", () => {
+  test("a running sidecar whose allocation changed is resized in place; a regular init container is never", () => {
+    const sidecar: ContainerSpec = { ...app({ cpu: "300m", memory: "64Mi" }), name: "proxy", restartPolicy: "Always" };
+    const init: ContainerSpec = { ...app({ cpu: "300m", memory: "64Mi" }), name: "setup" };
+    const main = app({ cpu: "200m", memory: "64Mi" });
+    const p: Pod = { ...pod(main), spec: { containers: [main], initContainers: [init, sidecar] } };
+    const running = (c: ContainerSpec, i: number, state: "running" | "exited") => ({
+      id: `c${i}`,
+      name: c.name,
+      sandboxId: "s1",
+      state,
+      hash: containerHash(c),
+      restartCount: 0,
+      image: "busybox",
+      imageRef: "x",
+      createdAt: 1,
+      ...(state === "exited" ? { exitCode: 0, finishedAt: 2 } : {}),
+    });
+    const observed: ObservedPod = {
+      uid: "uid-1",
+      name: "web",
+      namespace: "default",
+      sandboxes: [{ id: "s1", ready: true, attempt: 0, createdAt: 1, ip: "10.0.0.2", additionalIps: [] }],
+      containers: [running(init, 0, "exited"), running(sidecar, 1, "running"), running(main, 2, "running")],
+    };
+    const a = planPod(p, observed, { remainingSince: () => 0 }, new Map(), { actuated: () => applied });
+    expect(a.containersToResize).toEqual([{ id: "c1", name: "proxy" }]);
+    expect(a.containersToKill).toEqual([]);
+  });
+});
+
 describe("CriPodRuntime applies a resize in upstream's order", () => {
   let logs: string;
   beforeEach(() => (logs = mkdtempSync(join(tmpdir(), "podlogs-"))));
