@@ -296,6 +296,42 @@ describe("in-place pod resize (kubectl patch --subresource resize)", () => {
     expect(status.containerStatuses[0].restartCount).toBe(0);
   }, 120_000);
 
+  test("a sidecar (restartable init container) is resized in place too", async () => {
+    await apply("with-sidecar", {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "with-sidecar", namespace: "default" },
+      spec: {
+        terminationGracePeriodSeconds: 0,
+        initContainers: [app("proxy", { requests: { cpu: "50m", memory: "16Mi" }, limits: { cpu: "100m", memory: "32Mi" } }, { restartPolicy: "Always" })],
+        containers: [app("app", { requests: { cpu: "50m", memory: "16Mi" }, limits: { cpu: "100m", memory: "32Mi" } })],
+      },
+    });
+    await running("with-sidecar");
+    const sidecarCgroup = async () => {
+      const p = (await getJson("pod", "with-sidecar"))!;
+      const s = p.status.initContainerStatuses[0];
+      const id = (s.containerID as string).replace("containerd://", "");
+      return { id, restartCount: s.restartCount as number, quota: Number(readCg("cpu", join(podCgroup(p.metadata.uid, "burstable"), id), "cpu.cfs_quota_us")) };
+    };
+    const before = await sidecarCgroup();
+    expect(before.quota).toBe(10_000);
+    const patch = { spec: { initContainers: [{ name: "proxy", resources: { requests: { cpu: "50m", memory: "16Mi" }, limits: { cpu: "250m", memory: "32Mi" } } }] } };
+    await kubectl("patch", "pod", "with-sidecar", "--subresource", "resize", "--type", "strategic", "--patch", JSON.stringify(patch));
+    const after = await eventually(
+      "sidecar resized",
+      async () => {
+        const c = await sidecarCgroup();
+        return c.quota === 25_000 ? c : undefined;
+      },
+      60_000,
+    );
+    expect(after.id).toBe(before.id);
+    expect(after.restartCount).toBe(0);
+    expect(Number(readCg("cpu", podCgroup((await getJson("pod", "with-sidecar"))!.metadata.uid, "burstable"), "cpu.cfs_quota_us"))).toBe(35_000);
+    await kubectl("delete", "pod", "with-sidecar", "--wait=false");
+  }, 120_000);
+
   test("a resize that needs room other pods hold is Deferred, and applied once one of them is deleted", async () => {
     // nodeName set: only the agent's own admission decides (the scheduler would weigh the pending resize above).
     const bound = (name: string, resources: unknown) => ({
