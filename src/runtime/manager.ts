@@ -104,6 +104,10 @@ export type ContainerResourcesFn = (
   container: Pod["spec"]["containers"][number],
 ) => { cpuShares: number; cpuQuota: number; cpuPeriod: number; memoryLimitInBytes: number; oomScoreAdj: number };
 
+/** The CRI message for container resource values (created with the container, or updated in place). */
+const criResources = (r: ReturnType<ContainerResourcesFn>) =>
+  LinuxContainerResources.create({ ...r, cpuQuota: BigInt(r.cpuQuota), cpuPeriod: BigInt(r.cpuPeriod), cpuShares: BigInt(r.cpuShares), memoryLimitInBytes: BigInt(r.memoryLimitInBytes), oomScoreAdj: BigInt(r.oomScoreAdj) });
+
 const nsToMs = (ns: bigint): number | undefined => (ns > 0n ? Number(ns / 1_000_000n) : undefined);
 
 function containerStateOf(s: CriContainerState): ContainerState {
@@ -306,10 +310,7 @@ export class CriPodRuntime implements PodRuntime {
       try {
         const r = this.opts.containerResources?.(pod, spec);
         if (!r) throw new Error("no container resource values configured");
-        await this.opts.cri.updateContainerResources(
-          t.id,
-          LinuxContainerResources.create({ ...r, cpuQuota: BigInt(r.cpuQuota), cpuPeriod: BigInt(r.cpuPeriod), cpuShares: BigInt(r.cpuShares), memoryLimitInBytes: BigInt(r.memoryLimitInBytes), oomScoreAdj: BigInt(r.oomScoreAdj) }),
-        );
+        await this.opts.cri.updateContainerResources(t.id, criResources(r));
         this.opts.resize?.setActuated(uid, t.name, resourcesOf(spec));
         this.opts.logger.info("container resized in place", { pod: pod.metadata.name, container: t.name, ...r });
         results.push({ action: "ResizePodInPlace", target: t.name });
@@ -443,7 +444,7 @@ export class CriPodRuntime implements PodRuntime {
       if (pidTarget) joinPidNamespace(config, pidTarget);
       if (this.opts.containerResources) {
         const r = this.opts.containerResources(pod, spec);
-        config.linux = { ...config.linux!, resources: LinuxContainerResources.create({ ...r, cpuQuota: BigInt(r.cpuQuota), cpuPeriod: BigInt(r.cpuPeriod), cpuShares: BigInt(r.cpuShares), memoryLimitInBytes: BigInt(r.memoryLimitInBytes), oomScoreAdj: BigInt(r.oomScoreAdj) }) };
+        config.linux = { ...config.linux!, resources: criResources(r) };
       }
       mkdirSync(posix.join(sandbox.logDirectory, spec.name), { recursive: true, mode: 0o755 });
     } catch (err) {
