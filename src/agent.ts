@@ -44,6 +44,7 @@ import { ApiServerSource } from "./sources/apiserver.ts";
 import { removePodCheckpoints } from "./sources/pod-checkpoint.ts";
 import { FileCheckpointStore } from "./checkpoint/index.ts";
 import { CONFIGMAP_CHECKPOINT_KIND, SECRET_CHECKPOINT_KIND, TOKEN_CHECKPOINT_KIND } from "./checkpoint/objects.ts";
+import { AllocationManager } from "./allocation/index.ts";
 import { FileSource } from "./sources/file.ts";
 import { UrlSource } from "./sources/url.ts";
 import { PodConfig } from "./sources/podconfig.ts";
@@ -151,9 +152,20 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
       logger,
     }),
   );
+  // In-place resize (InPlacePodVerticalScaling, on by default since 1.33): allocations checkpointed under rootDir/checkpoints.
+  const allocation =
+    k.featureGates["InPlacePodVerticalScaling"] === false
+      ? undefined
+      : new AllocationManager({
+          store: new FileCheckpointStore({ dir: posix.join(config.rootDir, "checkpoints"), clock, logger }),
+          logger,
+          allocatable: () => ({ cpu: nodeAllocatable.cpu, memory: nodeAllocatable.memory }),
+          admit: (pod, others) => admitPod(pod, others, facts),
+        });
   const runtime = new CriPodRuntime({
     cri,
     volumes,
+    ...(allocation ? { resize: allocation } : {}),
     clock,
     logger,
     recorder,
@@ -205,9 +217,12 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     const underPressure = eviction?.admitPod(pod);
     if (underPressure && !underPressure.admit) return underPressure;
     const sysctlResult = sysctls.admit(pod);
-    return sysctlResult.admit ? admitPod(pod, active, facts) : sysctlResult;
+    // A pod counts with what it was allocated (checkpointed; active pods come allocated), not with a resize it
+    // asked for: after a restart, a pod whose resize is pending is admitted again as it runs (upstream).
+    const allocated = (p: Pod) => (allocation ? allocation.allocatedPod(p) : p);
+    return sysctlResult.admit ? admitPod(allocated(pod), active, facts) : sysctlResult;
   };
-  const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, admit, recorder, probes: verdicts, metrics }));
+  const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, admit, recorder, probes: verdicts, metrics, ...(allocation ? { allocation } : {}) }));
 
   // Node resources: stats every 10s feed eviction; images and logs are collected and rotated.
   const stats = stack.use(
@@ -324,6 +339,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
           if (!pleg.hasRelisted() || !podConfig.allSourcesReady()) return;
           const known = new Set([...pleg.runtimePods().map((p) => p.uid), ...podConfig.desiredPods().map((p) => p.metadata.uid ?? "")]);
           await volumes.cleanupOrphans((uid) => workers.has(uid) || known.has(uid));
+          allocation?.removeOrphans((uid) => workers.has(uid) || known.has(uid));
         }),
       ],
     }),
