@@ -40,6 +40,13 @@ const rfc3339 = (ms: number): string => new Date(ms).toISOString().replace(/\.\d
 export class NodeController implements AsyncDisposable {
   private registered: ApiObject | undefined;
   private lastSent: { key: string; at: number; conditions: NodeCondition[] } | undefined;
+  /**
+   * The API server could not be reached since the status was last sent: the
+   * node lifecycle controller has likely marked the node Unknown meanwhile,
+   * so the next status goes out even if this agent's view did not change
+   * (upstream compares with the API's copy of the node to the same effect).
+   */
+  private apiMissedUs = false;
   private readonly timers = new Map<string, () => void>();
   private inFlight = new Set<Promise<unknown>>();
   private stopped = false;
@@ -78,6 +85,7 @@ export class NodeController implements AsyncDisposable {
         const run = fn()
           .then((again) => again && this.loop(name, periodMs, fn, periodMs))
           .catch((err) => {
+            this.apiMissedUs = true;
             this.opts.logger.warn(`node ${name} failed; will retry`, { err: errorMessage(err) });
             this.loop(name, periodMs, fn, periodMs);
           })
@@ -143,9 +151,10 @@ export class NodeController implements AsyncDisposable {
       ...(this.opts.pressure ? { pressure: this.opts.pressure() } : {}),
     });
     const key = withoutHeartbeats(status);
-    const due = !this.lastSent || this.lastSent.key !== key || now - this.lastSent.at >= config.nodeStatusReportFrequency;
+    const due = this.apiMissedUs || !this.lastSent || this.lastSent.key !== key || now - this.lastSent.at >= config.nodeStatusReportFrequency;
     if (!due) return false;
     await api.patchNodeStatus(this.opts.id.nodeName, { status });
+    this.apiMissedUs = false;
     if (!this.lastSent || this.lastSent.key !== key) {
       const ready = (status.conditions as NodeCondition[]).find((c) => c.type === "Ready")!;
       this.opts.logger.info("node status updated", { ready: ready.status, reason: ready.reason, message: ready.message });
