@@ -143,6 +143,8 @@ export class CriPodRuntime implements PodRuntime {
   readonly crashLoop: Backoff;
   private readonly imagePulls: Backoff;
   private readonly recorder: EventRecorder;
+  /** Consecutive volume setup failures per pod UID: the retry comes sooner for the first ones. */
+  private readonly mountFailures = new Map<string, number>();
   private readonly podFiles: PodFiles | undefined;
   private readonly pullQueue: PullQueue;
 
@@ -337,8 +339,10 @@ export class CriPodRuntime implements PodRuntime {
    * event, and the sync is retried.
    */
   private async setupVolumes(pod: Pod): Promise<SyncPodOutcome | undefined> {
+    const uid = pod.metadata.uid ?? "";
     try {
       await this.opts.volumes?.setupPod(pod);
+      this.mountFailures.delete(uid);
       return undefined;
     } catch (err) {
       const failures = err instanceof VolumeSetupError ? err.failures : [{ volume: "", message: errorMessage(err), mounted: false }];
@@ -346,7 +350,12 @@ export class CriPodRuntime implements PodRuntime {
       // A failed refresh of a volume the containers already have does not stop the pod (upstream remounts in the background).
       if (failures.every((f) => f.mounted)) return undefined;
       const message = `unmounted volumes=[${failures.map((f) => f.volume).join(" ")}]: ${errorMessage(err)}`;
-      return { results: [{ action: "CreatePodSandbox", target: pod.metadata.uid ?? "", error: { reason: "FailedMount", message } }], waiting: new Map(), changed: false, retryAfterMs: 10_000 };
+      // Soon at first, as upstream's volume manager retries within a second: a fresh pod's token or
+      // configMap is often refused only until the API server's node authorizer has seen the binding.
+      const attempt = this.mountFailures.get(uid) ?? 0;
+      this.mountFailures.set(uid, attempt + 1);
+      const retryAfterMs = Math.min(10_000, 500 * 2 ** attempt);
+      return { results: [{ action: "CreatePodSandbox", target: uid, error: { reason: "FailedMount", message } }], waiting: new Map(), changed: false, retryAfterMs };
     }
   }
 
@@ -569,6 +578,7 @@ export class CriPodRuntime implements PodRuntime {
       this.podFiles?.remove(ref.uid);
       this.crashLoop.forgetPrefix(`${ref.uid}/`);
       this.imagePulls.forgetPrefix(`${ref.uid}/`);
+      this.mountFailures.delete(ref.uid);
     }
     return { results };
   }
