@@ -48,6 +48,8 @@ interface AgentResult {
   idle: Usage;
   busy: Usage;
   latencies: Map<number, number[]>;
+  /** CPU seconds the agent used from the first create until every pod was Running. */
+  startupCpuSeconds: Map<number, number>;
 }
 
 interface RunningAgent {
@@ -363,10 +365,13 @@ async function benchAgent(kind: AgentKind, ctd: ContainerdHandle, cp: ControlPla
     console.error(`bench: ${kind}: node Ready after ${readyMs.toFixed(0)} ms; measuring idle`);
     const idle = await measureUsage(agent.pid);
     const latencies = new Map<number, number[]>();
+    const startupCpuSeconds = new Map<number, number>();
     let busy: Usage = { rssMiB: NaN, cpuPercent: NaN };
     for (const count of SIZES) {
       const runId = `${kind}-${count}`;
+      const c0 = cpuTicks(agent.pid);
       const l = await podStartup(rest, ctd, node, runId, count);
+      startupCpuSeconds.set(count, (cpuTicks(agent.pid) - c0) / CLK_TCK);
       latencies.set(count, l);
       console.error(`bench: ${kind}: ${count} pods Running, p50 ${percentile(l, 50).toFixed(0)} ms, p99 ${percentile(l, 99).toFixed(0)} ms`);
       if (count === Math.max(...SIZES)) {
@@ -377,7 +382,7 @@ async function benchAgent(kind: AgentKind, ctd: ContainerdHandle, cp: ControlPla
       await deletePods(rest, ctd, runId);
       console.error(`bench: ${kind}: ${count} pods deleted and the runtime empty after ${(performance.now() - d0).toFixed(0)} ms`);
     }
-    return { kind, binary: agent.binary, binaryBytes: statSync(agent.binary).size, readyMs, idle, busy, latencies };
+    return { kind, binary: agent.binary, binaryBytes: statSync(agent.binary).size, readyMs, idle, busy, latencies, startupCpuSeconds };
   } finally {
     await agent.stop();
     // Kept after the run (the bench directory is removed with containerd).
@@ -402,6 +407,9 @@ function table(floors: Map<number, number[]>, results: AgentResult[]): string {
       const pick = (r?: AgentResult) => (r?.latencies.get(count) ? percentile(r.latencies.get(count)!, p) : undefined);
       row(`${count} pods at once, create → Running p${p}`, f ? percentile(f, p) : undefined, pick(ours), pick(theirs), "ms");
     }
+  }
+  for (const count of SIZES) {
+    row(`CPU time to start the ${count} pods`, undefined, ours?.startupCpuSeconds.get(count), theirs?.startupCpuSeconds.get(count), "s", 1);
   }
   row("process start → node Ready", undefined, ours?.readyMs, theirs?.readyMs, "ms");
   row("RSS idle", undefined, ours?.idle.rssMiB, theirs?.idle.rssMiB, "MiB", 1);
