@@ -47,6 +47,8 @@ interface AgentResult {
   readyMs: number;
   idle: Usage;
   busy: Usage;
+  /** After the largest batch was deleted: does the memory come back? */
+  after: Usage;
   latencies: Map<number, number[]>;
   /** CPU seconds the agent used from the first create until every pod was Running. */
   startupCpuSeconds: Map<number, number>;
@@ -382,7 +384,9 @@ async function benchAgent(kind: AgentKind, ctd: ContainerdHandle, cp: ControlPla
       await deletePods(rest, ctd, runId);
       console.error(`bench: ${kind}: ${count} pods deleted and the runtime empty after ${(performance.now() - d0).toFixed(0)} ms`);
     }
-    return { kind, binary: agent.binary, binaryBytes: statSync(agent.binary).size, readyMs, idle, busy, latencies, startupCpuSeconds };
+    await Bun.sleep(5000);
+    const after = await measureUsage(agent.pid);
+    return { kind, binary: agent.binary, binaryBytes: statSync(agent.binary).size, readyMs, idle, busy, after, latencies, startupCpuSeconds };
   } finally {
     await agent.stop();
     // Kept after the run (the bench directory is removed with containerd).
@@ -414,6 +418,7 @@ function table(floors: Map<number, number[]>, results: AgentResult[]): string {
   row("process start → node Ready", undefined, ours?.readyMs, theirs?.readyMs, "ms");
   row("RSS idle", undefined, ours?.idle.rssMiB, theirs?.idle.rssMiB, "MiB", 1);
   row(`RSS with ${Math.max(...SIZES)} pods`, undefined, ours?.busy.rssMiB, theirs?.busy.rssMiB, "MiB", 1);
+  row(`RSS idle again, after deleting the ${Math.max(...SIZES)} pods`, undefined, ours?.after.rssMiB, theirs?.after.rssMiB, "MiB", 1);
   row("CPU idle (one core = 100%)", undefined, ours?.idle.cpuPercent, theirs?.idle.cpuPercent, "%", 1);
   row(`CPU with ${Math.max(...SIZES)} pods`, undefined, ours?.busy.cpuPercent, theirs?.busy.cpuPercent, "%", 1);
   row("binary size", undefined, ours && ours.binaryBytes / 2 ** 20, theirs && theirs.binaryBytes / 2 ** 20, "MiB", 1);
