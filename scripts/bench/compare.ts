@@ -183,24 +183,44 @@ async function waitNodeReady(rest: RestClient, node: string, since: number): Pro
 /** N pods bound to `node`, created at once; for each, API create → first watch event with phase Running (sorted, ms). */
 async function podStartup(rest: RestClient, ctd: ContainerdHandle, node: string, runId: string, count: number): Promise<number[]> {
   const selector = `bench-run=${runId}`;
-  const list = await rest.request<any>("GET", `/api/v1/namespaces/${NAMESPACE}/pods`, { query: { labelSelector: selector } });
+  const path = `/api/v1/namespaces/${NAMESPACE}/pods`;
+  const list = await rest.request<any>("GET", path, { query: { labelSelector: selector } });
   const created = new Map<string, number>();
   const running = new Map<string, number>();
   const abort = new AbortController();
   const allRunning = Promise.withResolvers<void>();
-  const watching = rest
-    .watch(`/api/v1/namespaces/${NAMESPACE}/pods`, { labelSelector: selector, resourceVersion: list.metadata.resourceVersion }, (e: WatchEvent) => {
-      const pod = e.object as any;
-      if (pod?.status?.phase === "Running" && !running.has(pod.metadata.name)) {
-        running.set(pod.metadata.name, performance.now());
-        if (running.size === count) allRunning.resolve();
+  const observe = (pod: any) => {
+    if (pod?.status?.phase === "Running" && !running.has(pod.metadata.name)) {
+      running.set(pod.metadata.name, performance.now());
+      if (running.size === count) allRunning.resolve();
+    }
+  };
+  // A watch the server ends (or an ERROR event, e.g. an expired resource version) is followed by a list and a
+  // new watch; pods the list first shows Running are timed at that list, later than they were: counted and reported.
+  let rewatches = 0;
+  const watching = (async () => {
+    let resourceVersion = list.metadata.resourceVersion;
+    while (!abort.signal.aborted) {
+      await rest
+        .watch(path, { labelSelector: selector, resourceVersion }, (e: WatchEvent) => {
+          if (e.type === "ERROR") console.error(`bench: ${runId}: watch ERROR event: ${JSON.stringify(e.object)}`);
+          else observe(e.object);
+        }, abort.signal)
+        .then(() => "ended by the server", (err) => String(err))
+        .then((why) => {
+          if (!abort.signal.aborted) console.error(`bench: ${runId}: the pod watch ${why}; listing and watching again`);
+        });
+      if (abort.signal.aborted) return;
+      rewatches++;
+      const again = await rest.request<any>("GET", path, { query: { labelSelector: selector } }).catch(() => undefined);
+      if (!again) {
+        await Bun.sleep(200);
+        continue;
       }
-    }, abort.signal)
-    .then(() => {
-      if (!abort.signal.aborted) allRunning.reject(new Error("the pod watch ended early"));
-    }, (err) => {
-      if (!abort.signal.aborted) allRunning.reject(err);
-    });
+      for (const pod of again.items) observe(pod);
+      resourceVersion = again.metadata.resourceVersion;
+    }
+  })();
   try {
     await Promise.all(
       Array.from({ length: count }, async (_, i) => {
@@ -225,6 +245,7 @@ async function podStartup(rest: RestClient, ctd: ContainerdHandle, node: string,
     abort.abort();
     await watching;
   }
+  if (rewatches > 0) console.error(`bench: ${runId}: the pod watch was restarted ${rewatches} time(s)`);
   return [...created].map(([name, t]) => running.get(name)! - t).sort((a, b) => a - b);
 }
 
