@@ -1,15 +1,17 @@
 // A small hand-written SVG chart for the benchmark: one panel per pod count,
 // in each the sorted latencies of every series as a step curve (x: share of
-// the pods, y: latency), so medians, tails and spread read at a glance.
+// the pods, y: latency), so medians, tails and spread read at a glance;
+// dashed series (the runtime floors) take the colour of the solid one they go with.
 
 export interface Series {
   panel: string;
   label: string;
   /** Latencies in ms, sorted ascending. */
   values: number[];
+  dashed?: boolean;
 }
 
-const COLORS = ["#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"];
+const COLORS = ["#1f77b4", "#ff7f0e", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"];
 const esc = (s: string) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 
 /** A round step for an axis that reaches `max` in about five ticks. */
@@ -22,7 +24,7 @@ function tickStep(max: number): number {
 export function renderChart(series: Series[], title: string): string {
   const panels = [...new Set(series.map((s) => s.panel))];
   const labels = [...new Set(series.map((s) => s.label))];
-  const pw = 420, ph = 300, left = 70, top = 50, gap = 60, bottom = 90;
+  const pw = 420, ph = 300, left = 70, top = 50, gap = 60, bottom = 100;
   const width = left + panels.length * pw + (panels.length - 1) * gap + 30;
   const height = top + ph + bottom;
   const out: string[] = [];
@@ -55,12 +57,13 @@ export function renderChart(series: Series[], title: string): string {
       s.values.forEach((v, i) => {
         pts.push(`${x(i / n).toFixed(1)},${y(v).toFixed(1)}`, `${x((i + 1) / n).toFixed(1)},${y(v).toFixed(1)}`);
       });
-      out.push(`<polyline fill="none" stroke="${color}" stroke-width="2" points="${pts.join(" ")}"/>`);
+      out.push(`<polyline fill="none" stroke="${color}" stroke-width="2"${s.dashed ? ` stroke-dasharray="6 4" opacity="0.7"` : ""} points="${pts.join(" ")}"/>`);
     }
   });
   labels.forEach((label, i) => {
-    const lx = left + i * 230, ly = top + ph + 62;
-    out.push(`<line x1="${lx}" x2="${lx + 24}" y1="${ly - 4}" y2="${ly - 4}" stroke="${COLORS[i % COLORS.length]}" stroke-width="3"/>`);
+    const lx = left + (i % 2) * 300, ly = top + ph + 56 + Math.floor(i / 2) * 18;
+    const dashed = series.find((s) => s.label === label)?.dashed;
+    out.push(`<line x1="${lx}" x2="${lx + 24}" y1="${ly - 4}" y2="${ly - 4}" stroke="${COLORS[i % COLORS.length]}" stroke-width="3"${dashed ? ` stroke-dasharray="6 4" opacity="0.7"` : ""}/>`);
     out.push(`<text x="${lx + 30}" y="${ly}">${esc(label)}</text>`);
   });
   out.push(`</svg>`);

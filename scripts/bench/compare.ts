@@ -5,8 +5,9 @@
 // Ready, RSS and CPU idle, pod startup latency (API create → Running seen by
 // a watch) for 30 and 110 pods created at once, RSS and CPU with 110 pods;
 // plus the runtime's own floor for the same pods (sandbox + create + start
-// straight through the CRI). Prints a table and writes an SVG chart of the
-// latency distributions.
+// straight through the CRI), measured again just before each agent, since on
+// a shared machine the load changes from one minute to the next. Prints a
+// table and writes an SVG chart of the latency distributions.
 //
 // Run: bun run bench   (root; builds dist/kubelet first; several minutes)
 // Environment: BENCH_AGENTS=bunlet,upstream (which to run, in order),
@@ -50,6 +51,8 @@ interface AgentResult {
   /** After the largest batch was deleted: does the memory come back? */
   after: Usage;
   latencies: Map<number, number[]>;
+  /** The runtime floor measured just before this agent started (the machine's load changes over minutes). */
+  floors: Map<number, number[]>;
   /** CPU seconds the agent used from the first create until every pod was Running. */
   startupCpuSeconds: Map<number, number>;
 }
@@ -376,6 +379,14 @@ async function startUpstream(ctd: ContainerdHandle, cp: ControlPlaneHandle, node
 }
 
 async function benchAgent(kind: AgentKind, ctd: ContainerdHandle, cp: ControlPlaneHandle, rest: RestClient): Promise<AgentResult> {
+  // The floor first, with no agent running (a kubelet kills sandboxes it does not know).
+  const floors = new Map<number, number[]>();
+  for (const count of SIZES) {
+    const f = await runtimeFloor(ctd, count);
+    floors.set(count, f);
+    console.error(`bench: floor before ${kind}: ${count} pods, p50 ${percentile(f, 50).toFixed(0)} ms, p99 ${percentile(f, 99).toFixed(0)} ms`);
+    await emptyRuntime(ctd, 0);
+  }
   const node = `${kind}-node`;
   const kubeconfig = await cp.nodeKubeconfig(node);
   console.error(`bench: ${kind}: starting`);
@@ -407,7 +418,7 @@ async function benchAgent(kind: AgentKind, ctd: ContainerdHandle, cp: ControlPla
     }
     await Bun.sleep(5000);
     const after = await measureUsage(agent.pid);
-    return { kind, binary: agent.binary, binaryBytes: statSync(agent.binary).size, readyMs, idle, busy, after, latencies, startupCpuSeconds };
+    return { kind, binary: agent.binary, binaryBytes: statSync(agent.binary).size, readyMs, idle, busy, after, latencies, floors, startupCpuSeconds };
   } finally {
     await agent.stop();
     // Kept after the run (the bench directory is removed with containerd).
@@ -416,33 +427,32 @@ async function benchAgent(kind: AgentKind, ctd: ContainerdHandle, cp: ControlPla
   }
 }
 
-function table(floors: Map<number, number[]>, results: AgentResult[]): string {
+function table(results: AgentResult[]): string {
   const ours = results.find((r) => r.kind === "bunlet");
   const theirs = results.find((r) => r.kind === "upstream");
   const lines: string[] = [];
-  const header = ["figure", "runtime floor", "bunlet", "upstream kubelet", "bunlet / upstream", "bunlet / floor"];
-  lines.push(`| ${header.join(" | ")} |`, `| ${header.map((h, i) => (i === 0 ? "---" : "---:")).join(" | ")} |`);
+  const header = ["figure", "bunlet", "upstream kubelet", "bunlet / upstream", "floor before bunlet", "bunlet / floor", "floor before upstream", "upstream / floor"];
+  lines.push(`| ${header.join(" | ")} |`, `| ${header.map((_, i) => (i === 0 ? "---" : "---:")).join(" | ")} |`);
   const fmt = (v: number | undefined, unit: string, digits = 0) => (v === undefined || Number.isNaN(v) ? "–" : `${v.toFixed(digits)} ${unit}`);
   const ratio = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined || Number.isNaN(a) || Number.isNaN(b) || b === 0 ? "–" : `${(a / b).toFixed(2)}x`);
-  const row = (name: string, floor: number | undefined, a: number | undefined, b: number | undefined, unit: string, digits = 0) =>
-    lines.push(`| ${name} | ${fmt(floor, unit, digits)} | ${fmt(a, unit, digits)} | ${fmt(b, unit, digits)} | ${ratio(a, b)} | ${ratio(a, floor)} |`);
+  const row = (name: string, a: number | undefined, b: number | undefined, unit: string, digits = 0, fa?: number, fb?: number) =>
+    lines.push(`| ${name} | ${fmt(a, unit, digits)} | ${fmt(b, unit, digits)} | ${ratio(a, b)} | ${fmt(fa, unit, digits)} | ${ratio(a, fa)} | ${fmt(fb, unit, digits)} | ${ratio(b, fb)} |`);
   for (const count of SIZES) {
     for (const p of [50, 99]) {
-      const f = floors.get(count);
-      const pick = (r?: AgentResult) => (r?.latencies.get(count) ? percentile(r.latencies.get(count)!, p) : undefined);
-      row(`${count} pods at once, create → Running p${p}`, f ? percentile(f, p) : undefined, pick(ours), pick(theirs), "ms");
+      const pick = (m?: Map<number, number[]>) => (m?.get(count) ? percentile(m.get(count)!, p) : undefined);
+      row(`${count} pods at once, create → Running p${p}`, pick(ours?.latencies), pick(theirs?.latencies), "ms", 0, pick(ours?.floors), pick(theirs?.floors));
     }
   }
   for (const count of SIZES) {
-    row(`CPU time to start the ${count} pods`, undefined, ours?.startupCpuSeconds.get(count), theirs?.startupCpuSeconds.get(count), "s", 1);
+    row(`agent CPU time to start the ${count} pods`, ours?.startupCpuSeconds.get(count), theirs?.startupCpuSeconds.get(count), "s", 1);
   }
-  row("process start → node Ready", undefined, ours?.readyMs, theirs?.readyMs, "ms");
-  row("RSS idle", undefined, ours?.idle.rssMiB, theirs?.idle.rssMiB, "MiB", 1);
-  row(`RSS with ${Math.max(...SIZES)} pods`, undefined, ours?.busy.rssMiB, theirs?.busy.rssMiB, "MiB", 1);
-  row(`RSS idle again, after deleting the ${Math.max(...SIZES)} pods`, undefined, ours?.after.rssMiB, theirs?.after.rssMiB, "MiB", 1);
-  row("CPU idle (one core = 100%)", undefined, ours?.idle.cpuPercent, theirs?.idle.cpuPercent, "%", 1);
-  row(`CPU with ${Math.max(...SIZES)} pods`, undefined, ours?.busy.cpuPercent, theirs?.busy.cpuPercent, "%", 1);
-  row("binary size", undefined, ours && ours.binaryBytes / 2 ** 20, theirs && theirs.binaryBytes / 2 ** 20, "MiB", 1);
+  row("process start → node Ready", ours?.readyMs, theirs?.readyMs, "ms");
+  row("RSS idle", ours?.idle.rssMiB, theirs?.idle.rssMiB, "MiB", 1);
+  row(`RSS with ${Math.max(...SIZES)} pods`, ours?.busy.rssMiB, theirs?.busy.rssMiB, "MiB", 1);
+  row(`RSS idle again, after deleting the ${Math.max(...SIZES)} pods`, ours?.after.rssMiB, theirs?.after.rssMiB, "MiB", 1);
+  row("CPU idle (one core = 100%)", ours?.idle.cpuPercent, theirs?.idle.cpuPercent, "%", 1);
+  row(`CPU with ${Math.max(...SIZES)} pods`, ours?.busy.cpuPercent, theirs?.busy.cpuPercent, "%", 1);
+  row("binary size", ours && ours.binaryBytes / 2 ** 20, theirs && theirs.binaryBytes / 2 ** 20, "MiB", 1);
   return lines.join("\n");
 }
 
@@ -461,13 +471,6 @@ try {
   // A warm-up round: the first sandboxes after containerd starts pay for one-time work (snapshots, CNI setup).
   await runtimeFloor(ctd, 5);
   await emptyRuntime(ctd, 0);
-  const floors = new Map<number, number[]>();
-  for (const count of SIZES) {
-    const f = await runtimeFloor(ctd, count);
-    floors.set(count, f);
-    console.error(`bench: floor: ${count} pods, p50 ${percentile(f, 50).toFixed(0)} ms, p99 ${percentile(f, 99).toFixed(0)} ms`);
-    await emptyRuntime(ctd, 0);
-  }
 
   const results: AgentResult[] = [];
   for (const kind of AGENTS) results.push(await benchAgent(kind, ctd, cp, rest));
@@ -478,13 +481,14 @@ try {
   const machine = `${navigator.hardwareConcurrency} CPUs, ${memGiB.toFixed(1)} GiB, Linux ${kernel}, containerd ${ctdVersion}, Kubernetes ${cp.kubernetesVersion} (control plane and upstream kubelet)`;
   const date = new Date().toISOString().slice(0, 16).replace("T", " ") + " UTC";
   console.log(`\n${date}; ${machine}\n`);
-  console.log(table(floors, results));
+  console.log(table(results));
   for (const r of results) console.log(`\n${r.kind}: ${r.binary} (${r.binaryBytes} bytes)`);
 
   const series: Series[] = [];
   for (const count of SIZES) {
-    series.push({ panel: `${count} pods created at once`, label: "runtime floor (CRI)", values: floors.get(count)! });
-    for (const r of results) series.push({ panel: `${count} pods created at once`, label: r.kind === "bunlet" ? "bunlet (dist/kubelet)" : `upstream kubelet ${cp.kubernetesVersion}`, values: r.latencies.get(count)! });
+    const panel = `${count} pods created at once`;
+    for (const r of results) series.push({ panel, label: r.kind === "bunlet" ? "bunlet (dist/kubelet)" : `upstream kubelet ${cp.kubernetesVersion}`, values: r.latencies.get(count)! });
+    for (const r of results) series.push({ panel, label: `runtime floor before ${r.kind}`, values: r.floors.get(count)!, dashed: true });
   }
   mkdirSync(resolve(CHART, ".."), { recursive: true });
   writeFileSync(CHART, renderChart(series, `Pod startup latency, API create → Running (${date}; ${navigator.hardwareConcurrency} CPUs)`));
