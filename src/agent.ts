@@ -48,6 +48,7 @@ import { ApiStatusManager } from "./status/api.ts";
 import { LocalStatusStore } from "./status/index.ts";
 import { PodWorkers } from "./sync/podworkers.ts";
 import { createVolumeManager } from "./volumes/wire.ts";
+import { serviceEnvFrom, WatchedServices } from "./services/index.ts";
 import { SyncLoop } from "./sync/syncloop.ts";
 import { realClock, type Clock } from "./util/clock.ts";
 import { errorMessage } from "./util/errors.ts";
@@ -127,9 +128,12 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   );
   // configMaps and secrets pods reference (watched in cluster mode), and their volumes below rootDir/pods.
   const { volumes, podObjects } = stack.use(createVolumeManager({ rootDir: config.rootDir, ...(cluster ? { api: cluster.api } : {}), allocatable: nodeAllocatable, clock, logger }));
+  // Service environment variables come from one watch of every Service (cluster mode only, as upstream).
+  const services = cluster ? stack.use(new WatchedServices({ api: cluster.api, clock, logger })).start() : undefined;
   const runtime = new CriPodRuntime({
     cri,
     volumes,
+    ...(services ? { serviceEnv: serviceEnvFrom(services) } : {}),
     clock,
     logger,
     recorder,

@@ -41,6 +41,7 @@ import { PullQueue } from "./pull-queue.ts";
 import { podKeyring } from "./pull-secrets.ts";
 import { terminationMessage } from "./termination.ts";
 import type { PodDirs } from "../pods/dirs.ts";
+import type { ServiceEnv } from "../services/index.ts";
 import type { ContainerState, ObservedContainer, ObservedPod, ObservedSandbox, PodSyncOutcome, RuntimePodRecord, SyncResult } from "./types.ts";
 
 export interface CriPodRuntimeOptions {
@@ -76,6 +77,8 @@ export interface CriPodRuntimeOptions {
   pullQueue?: PullQueue;
   /** Volumes: set up (and refreshed) on every sync before anything starts, torn down with the pod. */
   volumes?: VolumeManager;
+  /** Service environment variables (cluster mode); none without it. */
+  serviceEnv?: ServiceEnv;
 }
 
 /** Without node facts, unset limits read as 0 (only tests build the runtime without them). */
@@ -381,6 +384,7 @@ export class CriPodRuntime implements PodRuntime {
         objects: this.opts.podObjects ?? noPodObjects,
         allocatable: this.opts.nodeAllocatable?.() ?? NO_ALLOCATABLE,
         warn: (reason, message) => this.recorder.event(podRef(pod), "Warning", reason, message),
+        ...(this.opts.serviceEnv ? { services: this.opts.serviceEnv } : {}),
       });
       config = containerConfig(pod, spec, restartCount, imageRef, envs, this.opts.node, mounts);
       if (this.opts.containerResources) {
