@@ -49,6 +49,7 @@ import { LocalStatusStore } from "./status/index.ts";
 import { PodWorkers } from "./sync/podworkers.ts";
 import { createVolumeManager } from "./volumes/wire.ts";
 import { serviceEnvFrom, WatchedServices } from "./services/index.ts";
+import { ApiRuntimeClasses } from "./runtimeclass/index.ts";
 import { SyncLoop } from "./sync/syncloop.ts";
 import { realClock, type Clock } from "./util/clock.ts";
 import { errorMessage } from "./util/errors.ts";
@@ -134,6 +135,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     cri,
     volumes,
     ...(services ? { serviceEnv: serviceEnvFrom(services) } : {}),
+    ...(cluster ? { runtimeClasses: new ApiRuntimeClasses({ api: cluster.api, clock }) } : {}),
     clock,
     logger,
     recorder,

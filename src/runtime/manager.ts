@@ -42,6 +42,7 @@ import { podKeyring } from "./pull-secrets.ts";
 import { terminationMessage } from "./termination.ts";
 import type { PodDirs } from "../pods/dirs.ts";
 import type { ServiceEnv } from "../services/index.ts";
+import type { RuntimeClasses } from "../runtimeclass/index.ts";
 import type { ContainerState, ObservedContainer, ObservedPod, ObservedSandbox, PodSyncOutcome, RuntimePodRecord, SyncResult } from "./types.ts";
 
 export interface CriPodRuntimeOptions {
@@ -79,6 +80,8 @@ export interface CriPodRuntimeOptions {
   volumes?: VolumeManager;
   /** Service environment variables (cluster mode); none without it. */
   serviceEnv?: ServiceEnv;
+  /** spec.runtimeClassName → the CRI runtime handler; the default handler for every pod without it. */
+  runtimeClasses?: RuntimeClasses;
 }
 
 /** Without node facts, unset limits read as 0 (only tests build the runtime without them). */
@@ -238,7 +241,8 @@ export class CriPodRuntime implements PodRuntime {
       for (const w of podDnsConfig(pod, this.opts.node).warnings) this.recorder.event(podRef(pod), "Warning", w.reason, w.message);
       try {
         mkdirSync(config.logDirectory, { recursive: true, mode: 0o755 });
-        sandboxId = await this.opts.cri.runPodSandbox(config);
+        const runtimeHandler = (await this.opts.runtimeClasses?.handlerFor(pod.spec.runtimeClassName)) ?? "";
+        sandboxId = await this.opts.cri.runPodSandbox(config, runtimeHandler);
         results.push({ action: "CreatePodSandbox", target: pod.metadata.uid ?? "" });
         this.opts.logger.info("created pod sandbox", { pod: pod.metadata.name, sandbox: sandboxId, attempt: actions.sandboxAttempt });
       } catch (err) {
