@@ -14,6 +14,7 @@ import { sysctlAllowlist } from "./node/sysctls.ts";
 import { NodeController } from "./node/controller.ts";
 import { allocatableAmounts, nodeFacts } from "./node/status.ts";
 import { defaultRouteIPv4, goArch, readMachineInfo } from "./node/machine.ts";
+import { readMachineSpec } from "./node/machine-spec.ts";
 import { ApiEventRecorder, LogEventRecorder } from "./events/recorder.ts";
 import { createEvictionManager, type EvictionManager } from "./eviction/index.ts";
 import { createImageGC, statfsBytes } from "./images/index.ts";
@@ -318,6 +319,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     stack.defer(() => server.stop(true));
     logger.info("serving healthz", { address: `${k.healthzBindAddress}:${k.healthzPort}` });
   }
+  const machineSpec = () => readMachineSpec(machine, { now: clock.now() });
   const kubeletServer = await startKubeletServer({
     config: k,
     nodeName: config.nodeName,
@@ -329,11 +331,12 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     nodeIPs: config.nodeIPs,
     health,
     metrics: { kubelet: () => metrics.render(), resource: () => resourceMetrics(stats), probes: () => probeMetrics.render() },
+    spec: machineSpec,
     logger,
   });
   if (kubeletServer) stack.defer(() => kubeletServer.close());
   if (k.readOnlyPort > 0) {
-    const server = Bun.serve({ hostname: k.address, port: k.readOnlyPort, fetch: readOnlyApp({ statuses, health }).fetch });
+    const server = Bun.serve({ hostname: k.address, port: k.readOnlyPort, fetch: readOnlyApp({ statuses, health, spec: machineSpec }).fetch });
     stack.defer(() => server.stop(true));
     logger.info("serving read-only port", { address: `${k.address}:${k.readOnlyPort}` });
   }

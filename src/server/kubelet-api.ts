@@ -37,6 +37,8 @@ export interface KubeletApiOptions {
   streaming?: StreamingResolver;
   /** The body of `/configz` (configzBody); 404 without it. */
   configz?: () => unknown;
+  /** The body of `/spec/` (cAdvisor MachineInfo, node/machine-spec.ts); 404 without it. */
+  spec?: () => unknown;
   /** healthzApp(...): served under `/healthz`. */
   health: Hono;
   /** authentication(...) from authn.ts */
@@ -141,6 +143,11 @@ export function kubeletApi(opts: KubeletApiOptions): Hono<KubeletEnv> {
   if (opts.configz) {
     const configz = opts.configz;
     app.get("/configz", (c) => c.json(configz()));
+  }
+
+  if (opts.spec) {
+    const spec = opts.spec;
+    for (const path of ["/spec", "/spec/"]) app.get(path, (c) => c.json(spec()));
   }
 
   app.get("/containerLogs/:namespace/:pod/:container", async (c) => {

@@ -39,6 +39,8 @@ export interface KubeletServerOptions {
   cri: StreamingRuntime;
   health: Hono;
   metrics?: MetricsEndpoints;
+  /** `/spec/`: the machine as cAdvisor's MachineInfo. */
+  spec?: () => unknown;
   /** --cert-dir: where the self-signed serving certificate lives when no certificate files are configured. */
   certDir: string;
   /** --node-ip: SANs of the self-signed certificate. */
@@ -118,6 +120,7 @@ export async function startKubeletServer(opts: KubeletServerOptions): Promise<Tl
     logs: logsFromStatuses(k.podLogsDir, opts.pods),
     streaming,
     configz: () => configzBody(k),
+    ...(opts.spec ? { spec: opts.spec } : {}),
     health: opts.health,
     ...(opts.metrics ? { metrics: opts.metrics } : {}),
     authn: authenticateWith(authenticate, opts.logger),
