@@ -1,0 +1,175 @@
+// Parity with the rest of the upstream kubelet (issue #10) against a real
+// control plane and a real containerd: service environment variables,
+// RuntimeClass, /spec, OOM kills, the debugging handlers.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { createCriClient } from "../../src/cri/client.ts";
+import { PodSandboxFilter, type CriService } from "../../src/cri/index.ts";
+import { createLogger } from "../../src/util/log.ts";
+import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
+import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
+import { startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+
+const NODE = "parity-node";
+let ctd: ContainerdHandle;
+let cp: ControlPlaneHandle;
+let agent: AgentHandle;
+let cri: CriService;
+let kubeletPort: number;
+
+async function kubectl(...args: string[]): Promise<string> {
+  const r = await cp.kubectl(args);
+  if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}`);
+  return r.stdout;
+}
+const getJson = async <T = any>(...args: string[]): Promise<T> => JSON.parse(await kubectl("get", ...args, "-o", "json")) as T;
+const tryJson = async <T = any>(...args: string[]): Promise<T | undefined> => {
+  const r = await cp.kubectl(["get", ...args, "-o", "json"]);
+  return r.code === 0 ? (JSON.parse(r.stdout) as T) : undefined;
+};
+const apply = async (name: string, obj: unknown) => {
+  const file = join(cp.dir, `${name}.json`);
+  writeFileSync(file, JSON.stringify(obj));
+  return cp.kubectl(["apply", "-f", file]);
+};
+const podSpec = (name: string, command: string[], extra: Record<string, unknown> = {}, container: Record<string, unknown> = {}) => ({
+  apiVersion: "v1",
+  kind: "Pod",
+  metadata: { name, namespace: "default" },
+  spec: { terminationGracePeriodSeconds: 1, containers: [{ name: "main", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command, ...container }], ...extra },
+});
+const envOfLogs = (text: string) => new Map(text.split("\n").filter((l) => l.includes("=")).map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]));
+/** A client the API server authorizes (the admin's certificate), straight to the node's 10250. */
+const adminTls = () => {
+  const pki = join(cp.dir, "pki");
+  return { ca: readFileSync(cp.caFile, "utf8"), cert: readFileSync(join(pki, "admin.crt"), "utf8"), key: readFileSync(join(pki, "admin.key"), "utf8") };
+};
+
+beforeAll(async () => {
+  requireRoot();
+  [ctd, cp] = await Promise.all([startContainerd({ name: "parity" }), startControlPlane({ name: "parity" })]);
+  cri = createCriClient({ endpoint: ctd.endpoint, logger: createLogger({ verbosity: 0 }) });
+  const kubeconfig = await cp.nodeKubeconfig(NODE);
+  const pki = join(cp.dir, "pki");
+  const ssl = (...args: string[]) => {
+    const r = Bun.spawnSync(["openssl", ...args], { stderr: "pipe" });
+    if (r.exitCode !== 0) throw new Error(`openssl ${args[0]}: ${r.stderr}`);
+  };
+  ssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", join(pki, "node-serving.key"), "-subj", `/CN=${NODE}`, "-out", join(pki, "node-serving.csr"));
+  writeFileSync(join(pki, "node-serving.ext"), "subjectAltName=IP:127.0.0.1,DNS:" + NODE + "\nextendedKeyUsage=serverAuth\n");
+  ssl("x509", "-req", "-in", join(pki, "node-serving.csr"), "-CA", join(pki, "ca.crt"), "-CAkey", join(pki, "ca.key"), "-CAcreateserial", "-days", "2", "-extfile", join(pki, "node-serving.ext"), "-out", join(pki, "node-serving.crt"));
+  kubeletPort = await freePort();
+  agent = await startAgent(ctd, {
+    nodeName: NODE,
+    extraArgs: [`--kubeconfig=${kubeconfig}`, "--node-ip=127.0.0.1"],
+    extraConfig: {
+      port: kubeletPort,
+      tlsCertFile: join(pki, "node-serving.crt"),
+      tlsPrivateKeyFile: join(pki, "node-serving.key"),
+      authentication: { x509: { clientCAFile: join(pki, "ca.crt") }, webhook: { enabled: true }, anonymous: { enabled: false } },
+      authorization: { mode: "Webhook" },
+    },
+  });
+  await eventually("node registered", async () => (await tryJson("node", NODE)) !== undefined, 60_000);
+}, 180_000);
+
+afterAll(async () => {
+  await agent?.kill("SIGKILL");
+  cri?.close();
+  await Promise.all([ctd?.stop(), cp?.stop()]);
+}, 60_000);
+
+describe("parity with the upstream kubelet", () => {
+  test("service environment: KUBERNETES_SERVICE_HOST always, a Service's variables with service links, none of them with enableServiceLinks false", async () => {
+    const kubernetes = await getJson("service", "kubernetes", "-n", "default");
+    expect(kubernetes.spec.clusterIP).toBeTruthy();
+    const created = await apply("redis-svc", {
+      apiVersion: "v1",
+      kind: "Service",
+      metadata: { name: "redis-primary", namespace: "default" },
+      spec: { ports: [{ name: "redis", port: 6379, protocol: "TCP" }, { name: "metrics", port: 9121, protocol: "UDP" }] },
+    });
+    expect(created.code).toBe(0);
+    const redis = await getJson("service", "redis-primary");
+    const ip = redis.spec.clusterIP as string;
+    const command = ["sh", "-c", "env; sleep 3600"];
+    await apply("linked", podSpec("linked", command, {}, { env: [{ name: "REDIS_URL", value: "redis://$(REDIS_PRIMARY_SERVICE_HOST):$(REDIS_PRIMARY_SERVICE_PORT)" }] }));
+    await apply("unlinked", podSpec("unlinked", command, { enableServiceLinks: false }));
+    const envOf = async (pod: string) =>
+      eventually(`${pod} env`, async () => {
+        const r = await cp.kubectl(["logs", pod]);
+        return r.code === 0 && r.stdout.includes("KUBERNETES_SERVICE_HOST") ? envOfLogs(r.stdout) : undefined;
+      }, 60_000);
+    const linked = await envOf("linked");
+    expect(linked.get("KUBERNETES_SERVICE_HOST")).toBe(kubernetes.spec.clusterIP);
+    expect(linked.get("KUBERNETES_SERVICE_PORT")).toBe(String(kubernetes.spec.ports[0].port));
+    expect(linked.get("KUBERNETES_SERVICE_PORT_HTTPS")).toBe(String(kubernetes.spec.ports[0].port));
+    expect(linked.get("REDIS_PRIMARY_SERVICE_HOST")).toBe(ip);
+    expect(linked.get("REDIS_PRIMARY_SERVICE_PORT")).toBe("6379");
+    expect(linked.get("REDIS_PRIMARY_SERVICE_PORT_METRICS")).toBe("9121");
+    expect(linked.get("REDIS_PRIMARY_PORT")).toBe(`tcp://${ip}:6379`);
+    expect(linked.get("REDIS_PRIMARY_PORT_9121_UDP_ADDR")).toBe(ip);
+    expect(linked.get("REDIS_PRIMARY_PORT_9121_UDP_PROTO")).toBe("udp");
+    expect(linked.get("REDIS_URL")).toBe(`redis://${ip}:6379`);
+    const unlinked = await envOf("unlinked");
+    expect(unlinked.get("KUBERNETES_SERVICE_HOST")).toBe(kubernetes.spec.clusterIP);
+    expect([...unlinked.keys()].filter((k) => k.startsWith("REDIS_"))).toEqual([]);
+  }, 120_000);
+
+  test("RuntimeClass: a class naming containerd's runc handler runs the pod with that handler; an unknown class is refused (API server) or fails the sandbox (static pod)", async () => {
+    expect((await apply("rc", { apiVersion: "node.k8s.io/v1", kind: "RuntimeClass", metadata: { name: "runc-class" }, handler: "runc" })).code).toBe(0);
+    await apply("classy", podSpec("classy", ["sleep", "3600"], { runtimeClassName: "runc-class" }));
+    const pod = await eventually("classy Running", async () => {
+      const p = await tryJson("pod", "classy");
+      return p?.status?.phase === "Running" ? p : undefined;
+    }, 60_000);
+    const [sandbox] = await cri.listPodSandbox(PodSandboxFilter.create({ labelSelector: { "io.kubernetes.pod.uid": pod.metadata.uid } }));
+    expect(sandbox?.runtimeHandler).toBe("runc");
+
+    // The API server's RuntimeClass admission refuses unknown classes before the node sees them.
+    const refused = await apply("nope", podSpec("nope", ["sleep", "3600"], { runtimeClassName: "no-such-class" }));
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('pod rejected: RuntimeClass "no-such-class" not found');
+
+    // A static pod reaches the node unchecked: no sandbox, upstream's lookup error as a FailedCreatePodSandBox event.
+    writeFileSync(join(agent.manifests, "classless.json"), JSON.stringify(podSpec("classless", ["sleep", "3600"], { runtimeClassName: "no-such-class" })));
+    const event = await eventually("FailedCreatePodSandBox", async () => {
+      const list = await getJson("events", "--field-selector", `involvedObject.name=classless-${NODE},reason=FailedCreatePodSandBox`);
+      return list.items[0];
+    }, 60_000);
+    expect(event.type).toBe("Warning");
+    expect(event.message).toBe('Failed to create pod sandbox: runtimeclass.node.k8s.io "no-such-class" not found');
+    const sandboxes = await cri.listPodSandbox(PodSandboxFilter.create({ labelSelector: { "io.kubernetes.pod.name": `classless-${NODE}` } }));
+    expect(sandboxes).toEqual([]);
+    const local = (await agent.pods()).items.find((p) => p.metadata.name === `classless-${NODE}`);
+    expect(local?.status.phase).toBe("Pending");
+  }, 120_000);
+
+  test("/spec/ on 10250 for an authorized client and on the read-only port: cAdvisor's MachineInfo for this machine", async () => {
+    const res = await fetch(`https://127.0.0.1:${kubeletPort}/spec/`, { tls: adminTls() } as RequestInit);
+    expect(res.status).toBe(200);
+    const spec = (await res.json()) as Record<string, unknown>;
+    expect(spec.num_cores).toBe(navigator.hardwareConcurrency);
+    expect(spec.memory_capacity).toBe(Number(/^MemTotal:\s+(\d+)/m.exec(readFileSync("/proc/meminfo", "utf8"))![1]) * 1024);
+    expect(spec.boot_id).toBe(readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim());
+    expect(Number(spec.num_physical_cores)).toBeGreaterThan(0);
+    const node = await getJson("node", NODE);
+    expect(spec.machine_id).toBe(node.status.nodeInfo.machineID);
+    // (The API server's node proxy refuses loopback node addresses, so kubectl get --raw .../proxy/spec/ cannot be tried here.)
+    const readOnly = await fetch(`http://127.0.0.1:${agent.readOnlyPort}/spec/`);
+    expect(((await readOnly.json()) as { num_cores: number }).num_cores).toBe(spec.num_cores as number);
+  }, 60_000);
+
+  test("a memory hog over its limit is OOM-killed: reason OOMKilled in the API status", async () => {
+    await apply(
+      "hog",
+      podSpec("hog", ["dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"], { restartPolicy: "Never" }, { resources: { limits: { memory: "16Mi" } } }),
+    );
+    const pod = await eventually("hog Failed", async () => {
+      const p = await tryJson("pod", "hog");
+      return p?.status?.phase === "Failed" ? p : undefined;
+    }, 60_000);
+    expect(pod.status.containerStatuses[0].state.terminated).toMatchObject({ reason: "OOMKilled", exitCode: 137 });
+  }, 90_000);
+});
