@@ -51,6 +51,7 @@ import { PodWorkers } from "./sync/podworkers.ts";
 import { createVolumeManager } from "./volumes/wire.ts";
 import { serviceEnvFrom, WatchedServices } from "./services/index.ts";
 import { ApiRuntimeClasses } from "./runtimeclass/index.ts";
+import { recordFirstSnapshots, runOnce, type RunOnceReport } from "./runonce/index.ts";
 import { SyncLoop } from "./sync/syncloop.ts";
 import { realClock, type Clock } from "./util/clock.ts";
 import { errorMessage } from "./util/errors.ts";
@@ -66,7 +67,8 @@ export interface AgentDeps {
   cri?: CriService;
 }
 
-export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<void> {
+/** Runs until `signal` aborts; with runOnce, until the static pods run or fail, and returns their report. */
+export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<RunOnceReport | undefined> {
   const { logger, signal } = deps;
   const clock = deps.clock ?? realClock;
   const k = config.kubelet;
@@ -86,10 +88,10 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   const probeMetrics = new ProbeMetrics();
   const cri = instrumentCri(rawCri, metrics, () => clock.now());
   await waitForRuntime(cri, { clock, logger, signal });
-  if (signal.aborted) return;
+  if (signal.aborted) return undefined;
 
-  // Cluster mode: the API server is a pod source and the status sink, and the node registers.
-  const cluster = config.kubeconfig ? await connectCluster(config, { clock, logger, version: deps.version, signal }) : undefined;
+  // Cluster mode: the API server is a pod source and the status sink, and the node registers. Run-once never talks to it (upstream).
+  const cluster = config.kubeconfig && !config.runOnce ? await connectCluster(config, { clock, logger, version: deps.version, signal }) : undefined;
   if (cluster?.rotation) stack.use(cluster.rotation).start();
   const hostIP = config.nodeIPs[0] ?? cluster?.internalIP;
 
@@ -286,9 +288,11 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
       ),
     );
   }
+  const once = config.runOnce ? recordFirstSnapshots(sources, { clock }) : undefined;
   const syncLoop = stack.use(
     new SyncLoop({
-      sources,
+      sources: once?.sources ?? sources,
+      removeOrphans: !once,
       podConfig: new PodConfig(sources.map((s) => s.name)),
       workers,
       pleg,
@@ -314,6 +318,14 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     { name: "log", check: () => ({ ok: true }) },
     syncLoopCheck({ lastIteration: () => syncLoop.lastIteration(), pleg: () => pleg.healthy(), now: () => clock.now(), thresholdMs: 2 * k.syncFrequency + 60_000 }),
   ]);
+  if (once) {
+    syncLoop.start();
+    const pods = await once.firstPods().catch((err: unknown) => errorMessage(err));
+    if (typeof pods === "string") return { results: [], error: pods };
+    const report = await runOnce({ pods, status: (uid) => statuses.get(uid), clock, logger, signal });
+    logger.info("run-once finished; pods keep running", { pods: report.results.length, failed: report.results.filter((r) => !r.ok).length });
+    return report;
+  }
   if (k.healthzPort > 0) {
     const server = Bun.serve({ hostname: k.healthzBindAddress, port: k.healthzPort, fetch: health.fetch });
     stack.defer(() => server.stop(true));
@@ -349,6 +361,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   logger.info("syncLoop started", { staticPodPath: k.staticPodPath || "(none)" });
   await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
   logger.info("stopping node agent; pods keep running");
+  return undefined;
 }
 
 /**

@@ -2,8 +2,10 @@
  * The kubelet command: reads flags and the config file, then runs the agent
  * until SIGTERM or SIGINT. The only place that exits the process.
  *
- * Exit codes: 0 after --help, --version or a clean stop; 2 for a bad flag or
- * config file (`kubelet: <message>` on stderr); 1 for an unexpected error;
+ * Exit codes: 0 after --help, --version or a clean stop (with --runonce:
+ * every static pod came up); 2 for a bad flag or config file
+ * (`kubelet: <message>` on stderr); 1 for an unexpected error or a
+ * --runonce pod that failed;
  * 128+signal when a second signal cuts a graceful stop short.
  */
 import { readFileSync } from "node:fs";
@@ -59,8 +61,13 @@ async function main(): Promise<number> {
 
   // Loaded only now, so that --help and --version do not load the agent.
   const { runAgent } = await import("./agent.ts");
-  await runAgent(result.config, { logger: log, signal: controller.signal, version: kubeletVersion(typeof BUILD_VERSION !== "undefined" ? BUILD_VERSION : undefined) });
-  return 0;
+  const report = await runAgent(result.config, { logger: log, signal: controller.signal, version: kubeletVersion(typeof BUILD_VERSION !== "undefined" ? BUILD_VERSION : undefined) });
+  if (!report) return 0;
+  // --runonce: one line per pod, and a failure status when any pod did not come up (upstream: "runonce failed: ...", exit 1).
+  for (const r of report.results) process.stdout.write(`${r.ok ? "started" : "failed"} pod ${r.pod}: ${r.detail}\n`);
+  if (!report.error) return 0;
+  process.stderr.write(`kubelet: runonce failed: ${report.error}\n`);
+  return 1;
 }
 
 /** Exits once stdout and stderr have taken what was written, so no output is lost on a pipe. */

@@ -25,6 +25,8 @@ export interface AgentHandle {
   start(): void;
   /** Sends a signal and waits for the process to exit. */
   kill(signal?: NodeJS.Signals): Promise<number | null>;
+  /** Waits for the running process to exit on its own (--runonce); its exit code. */
+  exited(): Promise<number | null>;
   /** GET on the read-only port; the parsed JSON. */
   pods(): Promise<{ items: { metadata: { name: string; uid: string }; status: { phase: string; podIP?: string; containerStatuses: { name: string; restartCount: number; ready: boolean; state: Record<string, unknown> }[] } }[] }>;
 }
@@ -101,6 +103,12 @@ export async function startAgent(
     async kill(signal = "SIGTERM") {
       if (!proc) return null;
       proc.kill(signal);
+      const code = await proc.exited;
+      proc = undefined;
+      return code;
+    },
+    async exited() {
+      if (!proc) return null;
       const code = await proc.exited;
       proc = undefined;
       return code;
