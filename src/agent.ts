@@ -15,7 +15,7 @@ import { NodeController } from "./node/controller.ts";
 import { allocatableAmounts, nodeFacts } from "./node/status.ts";
 import { defaultRouteIPv4, goArch, readMachineInfo } from "./node/machine.ts";
 import { readMachineSpec } from "./node/machine-spec.ts";
-import { ApiEventRecorder, LogEventRecorder } from "./events/recorder.ts";
+import { ApiEventRecorder, LogEventRecorder, podRef } from "./events/recorder.ts";
 import { createEvictionManager, type EvictionManager } from "./eviction/index.ts";
 import { createImageGC, statfsBytes } from "./images/index.ts";
 import { bootstrapClientCertificate, ClientCertificateRotation, csrApi, CURRENT_CLIENT_PEM, readUsableCertificate } from "./certificates/client.ts";
@@ -52,6 +52,7 @@ import { createVolumeManager } from "./volumes/wire.ts";
 import { serviceEnvFrom, WatchedServices } from "./services/index.ts";
 import { ApiRuntimeClasses } from "./runtimeclass/index.ts";
 import { recordFirstSnapshots, runOnce, type RunOnceReport } from "./runonce/index.ts";
+import { OomWatcher, tryOpenKmsg } from "./oom/index.ts";
 import { SyncLoop } from "./sync/syncloop.ts";
 import { realClock, type Clock } from "./util/clock.ts";
 import { errorMessage } from "./util/errors.ts";
@@ -243,6 +244,15 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     }),
   );
   const pressure = eviction;
+  // Kernel OOM kills as events (upstream's OOM watcher): SystemOOM on the node, OOMKilling on this node's pods.
+  const kernelLog = config.runOnce ? undefined : tryOpenKmsg(logger);
+  if (kernelLog) {
+    const activeRef = (uid: string) => {
+      const pod = workers.activePod(uid);
+      return pod ? podRef(pod) : undefined;
+    };
+    stack.use(new OomWatcher({ kernelLog, recorder, nodeName: config.nodeName, podRef: activeRef, clock, logger })).start();
+  }
   const pleg = stack.use(new GenericPleg({ runtime, clock, logger, onRelist: (duration, interval) => metrics.plegRelist(duration, interval) }));
   const sources: PodSource[] = [];
   if (k.staticPodPath) {

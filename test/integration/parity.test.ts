@@ -161,7 +161,7 @@ describe("parity with the upstream kubelet", () => {
     expect(((await readOnly.json()) as { num_cores: number }).num_cores).toBe(spec.num_cores as number);
   }, 60_000);
 
-  test("a memory hog over its limit is OOM-killed: reason OOMKilled in the API status", async () => {
+  test("a memory hog over its limit is OOM-killed: reason OOMKilled in the API status and an OOMKilling event from the kernel log", async () => {
     await apply(
       "hog",
       podSpec("hog", ["dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"], { restartPolicy: "Never" }, { resources: { limits: { memory: "16Mi" } } }),
@@ -171,5 +171,31 @@ describe("parity with the upstream kubelet", () => {
       return p?.status?.phase === "Failed" ? p : undefined;
     }, 60_000);
     expect(pod.status.containerStatuses[0].state.terminated).toMatchObject({ reason: "OOMKilled", exitCode: 137 });
+    // The kernel's report of the kill, read from /dev/kmsg, as a Warning on the pod.
+    const event = await eventually("OOMKilling event", async () => (await getJson("events", "--field-selector", "involvedObject.name=hog,reason=OOMKilling")).items[0], 30_000);
+    expect(event.type).toBe("Warning");
+    expect(event.message).toMatch(/^Memory cgroup out of memory: Killed process \d+ \(dd\)$/);
   }, 90_000);
+
+  test("a system-wide OOM report in the kernel log is a SystemOOM Warning on the Node (the report is written to /dev/kmsg: a real global OOM would hurt the machine)", async () => {
+    const pid = 4_000_000 + Math.floor(Math.random() * 100_000); // no real process has it (pid_max is at most 4194304)
+    // One write is one record; as a real global OOM reports it: no oom_memcg (global_oom), then the kill.
+    const report = [
+      `<4>bunlet-oom-test invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0, oom_score_adj=0`,
+      `<6>oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,task_memcg=/,task=bunlet-oom-test,pid=${pid},uid=0`,
+      `<3>Out of memory: Killed process ${pid} (bunlet-oom-test) total-vm:1000kB, anon-rss:900kB`,
+    ];
+    const systemOom = async () => {
+      const list = await getJson("events", "--field-selector", `involvedObject.kind=Node,involvedObject.name=${NODE},reason=SystemOOM`);
+      return list.items.find((e: any) => e.message.includes(String(pid)));
+    };
+    // The kernel rate-limits what user space writes to /dev/kmsg (shared with everything else on the machine): write the report again until it is taken whole.
+    const event = await eventually("SystemOOM event", async () => {
+      for (const line of report) writeFileSync("/dev/kmsg", line);
+      return eventually("event", systemOom, 6_000).catch(() => undefined);
+    }, 40_000, 100);
+    expect(event.type).toBe("Warning");
+    expect(event.message).toBe(`System OOM encountered, victim process: bunlet-oom-test, pid: ${pid}`);
+    expect(event.source.component).toBe("kubelet");
+  }, 60_000);
 });
