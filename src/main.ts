@@ -46,6 +46,8 @@ async function main(): Promise<number> {
   for (const stream of [process.stdout, process.stderr]) stream.on("error", () => {});
   const log = (logger = createLogger({ verbosity: result.config.verbosity }));
   for (const warning of result.warnings) log.warn(warning);
+  // Bun's inspector (BUN_INSPECT, or `bun --inspect` from source) lets whoever reaches it run code in the agent: say so.
+  if (process.env["BUN_INSPECT"]) log.warn("the runtime's inspector is listening; anyone who can connect to it can run code in the agent", { address: process.env["BUN_INSPECT"] });
 
   const controller = new AbortController();
   const onSignal = (name: keyof typeof SIGNAL_NUMBERS) => {

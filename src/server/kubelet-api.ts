@@ -25,6 +25,7 @@ import { HttpError } from "./errors.ts";
 export { HttpError } from "./errors.ts";
 import { parseStreamingPath, type StreamingResolver } from "./streaming.ts";
 import { BadLogQuery, logStream, parseLogQuery, type ContainerLogs } from "./logs.ts";
+import { debugApp, type Profiler } from "./debug.ts";
 
 export interface KubeletApiOptions {
   nodeName: string;
@@ -39,6 +40,8 @@ export interface KubeletApiOptions {
   configz?: () => unknown;
   /** The body of `/spec/` (cAdvisor MachineInfo, node/machine-spec.ts); 404 without it. */
   spec?: () => unknown;
+  /** `/debug/heap` and `/debug/profile` (debug.ts); 404 without it. */
+  profiler?: Profiler;
   /** healthzApp(...): served under `/healthz`. */
   health: Hono;
   /** authentication(...) from authn.ts */
@@ -149,6 +152,8 @@ export function kubeletApi(opts: KubeletApiOptions): Hono<KubeletEnv> {
     const spec = opts.spec;
     for (const path of ["/spec", "/spec/"]) app.get(path, (c) => c.json(spec()));
   }
+
+  if (opts.profiler) app.route("/", debugApp(opts.profiler));
 
   app.get("/containerLogs/:namespace/:pod/:container", async (c) => {
     const { namespace, pod: podName, container } = c.req.param();

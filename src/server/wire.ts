@@ -24,6 +24,7 @@ import { authenticateWith, createAuthenticator } from "./authn.ts";
 import { accessChecker, alwaysAllow, authorizeWith, webhookAuthorizer } from "./authz.ts";
 import { configzBody } from "./configz.ts";
 import { kubeletApi, type MetricsEndpoints } from "./kubelet-api.ts";
+import { bunProfiler, type Profiler } from "./debug.ts";
 import { streamingUpgrade } from "./stream-proxy.ts";
 import { streamingResolver, type StreamingRuntime } from "./streaming.ts";
 import { rotatedLogPaths, type ContainerLogs } from "./logs.ts";
@@ -41,6 +42,8 @@ export interface KubeletServerOptions {
   metrics?: MetricsEndpoints;
   /** `/spec/`: the machine as cAdvisor's MachineInfo. */
   spec?: () => unknown;
+  /** For /debug/heap and /debug/profile; Bun's own by default. */
+  profiler?: Profiler;
   /** --cert-dir: where the self-signed serving certificate lives when no certificate files are configured. */
   certDir: string;
   /** --node-ip: SANs of the self-signed certificate. */
@@ -121,6 +124,8 @@ export async function startKubeletServer(opts: KubeletServerOptions): Promise<Tl
     streaming,
     configz: () => configzBody(k),
     ...(opts.spec ? { spec: opts.spec } : {}),
+    // Upstream serves its profiling handler only with the debugging handlers too.
+    ...(k.enableDebuggingHandlers && k.enableProfilingHandler ? { profiler: opts.profiler ?? bunProfiler } : {}),
     health: opts.health,
     ...(opts.metrics ? { metrics: opts.metrics } : {}),
     authn: authenticateWith(authenticate, opts.logger),

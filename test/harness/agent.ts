@@ -44,7 +44,7 @@ export async function freePort(): Promise<number> {
 
 export async function startAgent(
   ctd: ContainerdHandle,
-  opts: { name?: string; nodeName?: string; extraConfig?: Record<string, unknown>; extraArgs?: string[] } = {},
+  opts: { name?: string; nodeName?: string; extraConfig?: Record<string, unknown>; extraArgs?: string[]; env?: Record<string, string> } = {},
 ): Promise<AgentHandle> {
   const dir = join(ctd.dir, `agent-${opts.name ?? "a"}`);
   const manifests = join(dir, "manifests");
@@ -94,6 +94,7 @@ export async function startAgent(
       proc = Bun.spawn([...cmd, `--config=${configFile}`, `--root-dir=${join(dir, "root")}`, `--cert-dir=${join(dir, "pki")}`, `--hostname-override=${opts.nodeName ?? "test-node"}`, "--v=2", ...(opts.extraArgs ?? [])], {
         stdout: "pipe",
         stderr: "pipe",
+        ...(opts.env ? { env: { ...process.env, ...opts.env } } : {}),
       });
       const pump = async (stream: ReadableStream<Uint8Array>) => {
         for await (const chunk of stream) writeSync(fd, chunk);

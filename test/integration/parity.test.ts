@@ -17,6 +17,7 @@ let cp: ControlPlaneHandle;
 let agent: AgentHandle;
 let cri: CriService;
 let kubeletPort: number;
+let inspectorPort: number;
 
 async function kubectl(...args: string[]): Promise<string> {
   const r = await cp.kubectl(args);
@@ -60,8 +61,10 @@ beforeAll(async () => {
   writeFileSync(join(pki, "node-serving.ext"), "subjectAltName=IP:127.0.0.1,DNS:" + NODE + "\nextendedKeyUsage=serverAuth\n");
   ssl("x509", "-req", "-in", join(pki, "node-serving.csr"), "-CA", join(pki, "ca.crt"), "-CAkey", join(pki, "ca.key"), "-CAcreateserial", "-days", "2", "-extfile", join(pki, "node-serving.ext"), "-out", join(pki, "node-serving.crt"));
   kubeletPort = await freePort();
+  inspectorPort = await freePort();
   agent = await startAgent(ctd, {
     nodeName: NODE,
+    env: { BUN_INSPECT: `ws://127.0.0.1:${inspectorPort}/bunlet` },
     extraArgs: [`--kubeconfig=${kubeconfig}`, "--node-ip=127.0.0.1"],
     extraConfig: {
       port: kubeletPort,
@@ -69,6 +72,7 @@ beforeAll(async () => {
       tlsPrivateKeyFile: join(pki, "node-serving.key"),
       authentication: { x509: { clientCAFile: join(pki, "ca.crt") }, webhook: { enabled: true }, anonymous: { enabled: false } },
       authorization: { mode: "Webhook" },
+      enableProfilingHandler: true, // off by default in bunlet
     },
   });
   await eventually("node registered", async () => (await tryJson("node", NODE)) !== undefined, 60_000);
@@ -197,5 +201,37 @@ describe("parity with the upstream kubelet", () => {
     expect(event.type).toBe("Warning");
     expect(event.message).toBe(`System OOM encountered, victim process: bunlet-oom-test, pid: ${pid}`);
     expect(event.source.component).toBe("kubelet");
+  }, 60_000);
+
+  test("debugging: a heap snapshot for an authorized client, refused (401, 403) without one; a short CPU profile; the inspector on a loopback port", async () => {
+    const heap = await fetch(`https://127.0.0.1:${kubeletPort}/debug/heap`, { tls: adminTls() } as RequestInit);
+    expect(heap.status).toBe(200);
+    const snapshot = (await heap.json()) as { snapshot: { meta: { node_fields: string[] }; node_count: number } };
+    expect(snapshot.snapshot.meta.node_fields).toContain("self_size");
+    expect(snapshot.snapshot.node_count).toBeGreaterThan(1000);
+
+    const ca = readFileSync(cp.caFile, "utf8");
+    expect((await fetch(`https://127.0.0.1:${kubeletPort}/debug/heap`, { tls: { ca } } as RequestInit)).status).toBe(401);
+    // A service account the API server authenticates but RBAC gives nothing: SubjectAccessReview says no to nodes/proxy.
+    await kubectl("create", "serviceaccount", "nobody");
+    const token = (await kubectl("create", "token", "nobody")).trim();
+    const denied = await fetch(`https://127.0.0.1:${kubeletPort}/debug/heap`, { tls: { ca }, headers: { authorization: `Bearer ${token}` } } as RequestInit);
+    expect(denied.status).toBe(403);
+    expect(await denied.text()).toBe("Forbidden (user=system:serviceaccount:default:nobody, verb=get, resource=nodes, subresource=proxy)");
+
+    const profile = await fetch(`https://127.0.0.1:${kubeletPort}/debug/profile?seconds=1`, { tls: adminTls() } as RequestInit);
+    expect(profile.status).toBe(200);
+    expect(await profile.text()).toContain("Sampling rate");
+
+    // BUN_INSPECT: the runtime's inspector (WebKit protocol) answers on loopback, in the agent's own process.
+    const ws = new WebSocket(`ws://127.0.0.1:${inspectorPort}/bunlet`);
+    const answer = await new Promise<{ result: { result: { value: number } } }>((resolve, reject) => {
+      ws.onopen = () => ws.send(JSON.stringify({ id: 1, method: "Runtime.evaluate", params: { expression: "process.pid" } }));
+      ws.onmessage = (m) => resolve(JSON.parse(String(m.data)));
+      ws.onerror = () => reject(new Error("inspector connection failed"));
+    });
+    ws.close();
+    expect(answer.result.result.value).toBe(agent.pid()!);
+    expect(agent.log()).toContain("the runtime's inspector is listening");
   }, 60_000);
 });
