@@ -53,6 +53,7 @@ import { serviceEnvFrom, WatchedServices } from "./services/index.ts";
 import { ApiRuntimeClasses } from "./runtimeclass/index.ts";
 import { recordFirstSnapshots, runOnce, type RunOnceReport } from "./runonce/index.ts";
 import { OomWatcher, tryOpenKmsg } from "./oom/index.ts";
+import { NodeShutdownManager, shutdownGroups } from "./shutdown/index.ts";
 import { SyncLoop } from "./sync/syncloop.ts";
 import { realClock, type Clock } from "./util/clock.ts";
 import { errorMessage } from "./util/errors.ts";
@@ -66,6 +67,8 @@ export interface AgentDeps {
   clock?: Clock;
   /** Injected for tests; by default a gRPC client to the configured endpoint. */
   cri?: CriService;
+  /** What says the node is shutting down (main.ts: SIGTERM without systemd); the listener resolves when pods are stopped. */
+  nodeShutdown?: { onShutdown(listener: () => Promise<void>): void };
 }
 
 /** Runs until `signal` aborts; with runOnce, until the static pods run or fail, and returns their report. */
@@ -186,7 +189,10 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   // Eviction refuses pods under pressure before the resource checks, as upstream.
   let eviction: EvictionManager | undefined;
   const sysctls = sysctlAllowlist(k.allowedUnsafeSysctls); // upstream order: eviction, sysctls, then the predicates
+  let nodeShutdown: NodeShutdownManager | undefined;
   const admit = (pod: Pod, active: Pod[]) => {
+    const shuttingDown = nodeShutdown?.admit();
+    if (shuttingDown && !shuttingDown.admit) return shuttingDown;
     const underPressure = eviction?.admitPod(pod);
     if (underPressure && !underPressure.admit) return underPressure;
     const sysctlResult = sysctls.admit(pod);
@@ -244,6 +250,23 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     }),
   );
   const pressure = eviction;
+  let nodeStatusChanged = () => {};
+  // Graceful node shutdown: pods stop by priority group within their budgets when deps.nodeShutdown says so.
+  const groups = shutdownGroups(k);
+  if (groups.length && deps.nodeShutdown) {
+    const manager = (nodeShutdown = new NodeShutdownManager({
+      groups,
+      activePods: () => workers.activePods(),
+      stopPod: (uid, grace) => void workers.shutdownPod(uid, grace),
+      stopped: (uid) => !["syncing", "terminating"].includes(workers.stageOf(uid) ?? "finished"),
+      clock,
+      logger,
+      recorder,
+      nodeName: config.nodeName,
+      nodeStatusChanged: () => nodeStatusChanged(),
+    }));
+    deps.nodeShutdown.onShutdown(() => manager.shutdown());
+  }
   // Kernel OOM kills as events (upstream's OOM watcher): SystemOOM on the node, OOMKilling on this node's pods.
   const kernelLog = config.runOnce ? undefined : tryOpenKmsg(logger);
   if (kernelLog) {
@@ -278,10 +301,12 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
             clock,
             logger,
             recorder,
+            shutdownStatus: () => nodeShutdown?.status(),
           }),
         )
       : undefined;
     node?.start();
+    nodeStatusChanged = () => void node?.updateStatus().catch(() => {});
     mirrors = new MirrorPods({ api: cluster.api, nodeName: config.nodeName, nodeUid: () => node?.nodeUid(), logger });
     const observeMirrors = mirrors;
     const checkpoint = offlineCheckpoint(config, { clock, logger });

@@ -8,9 +8,9 @@
  * --runonce pod that failed;
  * 128+signal when a second signal cuts a graceful stop short.
  */
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { hostname } from "node:os";
-import { kubeletVersion, loadConfig } from "./config/index.ts";
+import { kubeletVersion, loadConfig, type KubeletConfiguration } from "./config/index.ts";
 import { errorMessage } from "./util/errors.ts";
 import { createLogger, type Logger } from "./util/log.ts";
 
@@ -58,18 +58,50 @@ async function main(): Promise<number> {
     log.info("shutting down", { signal: name });
     controller.abort(new Error(`received ${name}`));
   };
-  process.on("SIGTERM", () => onSignal("SIGTERM"));
+  // Graceful node shutdown without systemd (shutdown/index.ts): SIGTERM means the node is going down, so pods
+  // are stopped by priority before the agent exits; SIGINT still stops only the agent.
+  const nodeShutdown = nodeShutdownBySignal(result.config.kubelet, existsSync("/run/systemd/system"), log);
+  let shuttingDownNode = false;
+  process.on("SIGTERM", () => {
+    if (!nodeShutdown || shuttingDownNode || controller.signal.aborted) return onSignal("SIGTERM");
+    shuttingDownNode = true;
+    log.info("SIGTERM: the node is shutting down; stopping pods before exiting");
+    void nodeShutdown.fire().finally(() => onSignal("SIGTERM"));
+  });
   process.on("SIGINT", () => onSignal("SIGINT"));
 
   // Loaded only now, so that --help and --version do not load the agent.
   const { runAgent } = await import("./agent.ts");
-  const report = await runAgent(result.config, { logger: log, signal: controller.signal, version: kubeletVersion(typeof BUILD_VERSION !== "undefined" ? BUILD_VERSION : undefined) });
+  const report = await runAgent(result.config, {
+    logger: log,
+    signal: controller.signal,
+    version: kubeletVersion(typeof BUILD_VERSION !== "undefined" ? BUILD_VERSION : undefined),
+    ...(nodeShutdown ? { nodeShutdown } : {}),
+  });
   if (!report) return 0;
   // --runonce: one line per pod, and a failure status when any pod did not come up (upstream: "runonce failed: ...", exit 1).
   for (const r of report.results) process.stdout.write(`${r.ok ? "started" : "failed"} pod ${r.pod}: ${r.detail}\n`);
   if (!report.error) return 0;
   process.stderr.write(`kubelet: runonce failed: ${report.error}\n`);
   return 1;
+}
+
+/**
+ * The SIGTERM-driven node shutdown, when a shutdown grace period is
+ * configured and systemd is absent; with systemd, upstream uses logind,
+ * which this agent does not implement yet: it says so.
+ */
+function nodeShutdownBySignal(k: KubeletConfiguration, systemd: boolean, log: Logger) {
+  if (k.shutdownGracePeriod <= 0 && k.shutdownGracePeriodByPodPriority.length === 0) return undefined;
+  if (systemd) {
+    log.warn("graceful node shutdown through systemd-logind is not implemented; shutdownGracePeriod has no effect on this node");
+    return undefined;
+  }
+  const listeners: (() => Promise<void>)[] = [];
+  return {
+    onShutdown: (listener: () => Promise<void>) => void listeners.push(listener),
+    fire: async () => void (await Promise.allSettled(listeners.map((l) => l()))),
+  };
 }
 
 /** Exits once stdout and stderr have taken what was written, so no output is lost on a pipe. */
