@@ -2,7 +2,7 @@
 // control plane and a real containerd: service environment variables,
 // RuntimeClass, /spec, OOM kills, the debugging handlers.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createCriClient } from "../../src/cri/client.ts";
 import { PodSandboxFilter, type CriService } from "../../src/cri/index.ts";
@@ -73,6 +73,8 @@ beforeAll(async () => {
       authentication: { x509: { clientCAFile: join(pki, "ca.crt") }, webhook: { enabled: true }, anonymous: { enabled: false } },
       authorization: { mode: "Webhook" },
       enableProfilingHandler: true, // off by default in bunlet
+      shutdownGracePeriod: "6s",
+      shutdownGracePeriodCriticalPods: "2s",
     },
   });
   await eventually("node registered", async () => (await tryJson("node", NODE)) !== undefined, 60_000);
@@ -234,4 +236,50 @@ describe("parity with the upstream kubelet", () => {
     expect(answer.result.result.value).toBe(agent.pid()!);
     expect(agent.log()).toContain("the runtime's inspector is listening");
   }, 60_000);
+
+  // Last: it stops the agent. No systemd here, so the tested path is the documented fallback: SIGTERM with a shutdown grace period.
+  test("graceful node shutdown on SIGTERM (no systemd): regular pods stop first within 4 s, then critical ones within 2 s; Failed with reason Terminated; Ready False", async () => {
+    expect(existsSync("/run/systemd/system")).toBe(false);
+    const sleeper = (name: string, extra: Record<string, unknown>) => {
+      const p = podSpec(name, ["sleep", "3600"], { terminationGracePeriodSeconds: 30, ...extra }); // sleep as PID 1 ignores SIGTERM: it runs until its grace period is over
+      return p;
+    };
+    await apply("regular", sleeper("regular", {}));
+    const critical = sleeper("critical", { priorityClassName: "system-node-critical" });
+    critical.metadata.namespace = "kube-system";
+    await apply("critical", critical);
+    for (const [ns, name] of [["default", "regular"], ["kube-system", "critical"]] as const) {
+      await eventually(`${name} Running`, async () => (await tryJson("pod", name, "-n", ns))?.status?.phase === "Running", 60_000);
+    }
+    expect((await getJson("pod", "critical", "-n", "kube-system")).spec.priority).toBe(2000001000);
+
+    const t0 = Date.now();
+    const code = await agent.kill("SIGTERM");
+    const elapsed = Date.now() - t0;
+    expect(code).toBe(0);
+    expect(elapsed).toBeGreaterThan(5_500); // both budgets were used: 4 s, then 2 s
+    expect(elapsed).toBeLessThan(15_000);
+
+    const finishedAt = async (ns: string, name: string) => {
+      const pod = await eventually(`${name} Failed`, async () => {
+        const p = await tryJson("pod", name, "-n", ns);
+        return p?.status?.phase === "Failed" ? p : undefined;
+      }, 20_000);
+      expect(pod.status).toMatchObject({ phase: "Failed", reason: "Terminated", message: "Pod was terminated in response to imminent node shutdown." });
+      return Date.parse(pod.status.containerStatuses[0].state.terminated.finishedAt);
+    };
+    const regularDone = await finishedAt("default", "regular");
+    const criticalDone = await finishedAt("kube-system", "critical");
+    // Times in the API have whole seconds: the regular pod ends 4 s in, the critical one 2 s after it.
+    expect(regularDone - t0).toBeGreaterThan(2_500);
+    expect(regularDone - t0).toBeLessThan(6_500);
+    expect(criticalDone - regularDone).toBeGreaterThanOrEqual(1_000);
+    expect(criticalDone - regularDone).toBeLessThan(4_000);
+
+    const ready = (await getJson("node", NODE)).status.conditions.find((c: any) => c.type === "Ready");
+    expect(ready).toMatchObject({ status: "False", reason: "KubeletNotReady", message: "node is shutting down" });
+    const events = await getJson("events", "--field-selector", `involvedObject.kind=Node,involvedObject.name=${NODE},reason=Shutdown`);
+    expect(events.items[0]?.message).toBe("Shutdown manager detected shutdown event");
+    expect(agent.log()).toContain("SIGTERM: the node is shutting down");
+  }, 120_000);
 });
