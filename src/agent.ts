@@ -270,11 +270,12 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   // Kernel OOM kills as events (upstream's OOM watcher): SystemOOM on the node, OOMKilling on this node's pods.
   const kernelLog = config.runOnce ? undefined : tryOpenKmsg(logger);
   if (kernelLog) {
-    const activeRef = (uid: string) => {
-      const pod = workers.activePod(uid);
-      return pod ? podRef(pod) : undefined;
+    // Any pod with a status here, not only active ones: a pod whose only container was killed may be terminal by the next poll.
+    const knownRef = (uid: string) => {
+      const entry = statuses.list().find(({ pod }) => pod.metadata.uid === uid);
+      return entry ? podRef(entry.pod) : undefined;
     };
-    stack.use(new OomWatcher({ kernelLog, recorder, nodeName: config.nodeName, podRef: activeRef, clock, logger })).start();
+    stack.use(new OomWatcher({ kernelLog, recorder, nodeName: config.nodeName, podRef: knownRef, clock, logger })).start();
   }
   const pleg = stack.use(new GenericPleg({ runtime, clock, logger, onRelist: (duration, interval) => metrics.plegRelist(duration, interval) }));
   const sources: PodSource[] = [];
