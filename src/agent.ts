@@ -53,7 +53,7 @@ import { serviceEnvFrom, WatchedServices } from "./services/index.ts";
 import { ApiRuntimeClasses } from "./runtimeclass/index.ts";
 import { recordFirstSnapshots, runOnce, type RunOnceReport } from "./runonce/index.ts";
 import { OomWatcher, tryOpenKmsg } from "./oom/index.ts";
-import { NodeShutdownManager, shutdownGroups } from "./shutdown/index.ts";
+import { NodeShutdownManager, shutdownGroups, type ShutdownTrigger } from "./shutdown/index.ts";
 import { SyncLoop } from "./sync/syncloop.ts";
 import { realClock, type Clock } from "./util/clock.ts";
 import { errorMessage } from "./util/errors.ts";
@@ -67,8 +67,8 @@ export interface AgentDeps {
   clock?: Clock;
   /** Injected for tests; by default a gRPC client to the configured endpoint. */
   cri?: CriService;
-  /** What says the node is shutting down (main.ts: SIGTERM without systemd); the listener resolves when pods are stopped. */
-  nodeShutdown?: { onShutdown(listener: () => Promise<void>): void };
+  /** What says the node is shutting down (main.ts: logind, or SIGTERM without systemd). */
+  nodeShutdown?: ShutdownTrigger;
 }
 
 /** Runs until `signal` aborts; with runOnce, until the static pods run or fail, and returns their report. */
@@ -265,7 +265,10 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
       nodeName: config.nodeName,
       nodeStatusChanged: () => nodeStatusChanged(),
     }));
-    deps.nodeShutdown.onShutdown(() => manager.shutdown());
+    deps.nodeShutdown.onShutdown(
+      () => manager.shutdown(),
+      () => manager.cancel(),
+    );
   }
   // Kernel OOM kills as events (upstream's OOM watcher): SystemOOM on the node, OOMKilling on this node's pods.
   const kernelLog = config.runOnce ? undefined : tryOpenKmsg(logger);

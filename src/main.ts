@@ -58,9 +58,11 @@ async function main(): Promise<number> {
     log.info("shutting down", { signal: name });
     controller.abort(new Error(`received ${name}`));
   };
-  // Graceful node shutdown without systemd (shutdown/index.ts): SIGTERM means the node is going down, so pods
-  // are stopped by priority before the agent exits; SIGINT still stops only the agent.
-  const nodeShutdown = nodeShutdownBySignal(result.config.kubelet, existsSync("/run/systemd/system"), log);
+  // Graceful node shutdown (shutdown/index.ts): logind with systemd, as upstream; without it, SIGTERM means the node
+  // is going down, so pods are stopped by priority before the agent exits; SIGINT still stops only the agent.
+  const systemBus = existsSync("/run/systemd/system") || !!process.env["DBUS_SYSTEM_BUS_ADDRESS"];
+  const logind = shutdownConfigured(result.config.kubelet) && systemBus ? await logindTrigger(result.config.kubelet, log) : undefined;
+  const nodeShutdown = shutdownConfigured(result.config.kubelet) && !systemBus ? nodeShutdownBySignal() : undefined;
   let shuttingDownNode = false;
   process.on("SIGTERM", () => {
     if (!nodeShutdown || shuttingDownNode || controller.signal.aborted) return onSignal("SIGTERM");
@@ -72,12 +74,13 @@ async function main(): Promise<number> {
 
   // Loaded only now, so that --help and --version do not load the agent.
   const { runAgent } = await import("./agent.ts");
+  const trigger = logind ?? nodeShutdown;
   const report = await runAgent(result.config, {
     logger: log,
     signal: controller.signal,
     version: kubeletVersion(typeof BUILD_VERSION !== "undefined" ? BUILD_VERSION : undefined),
-    ...(nodeShutdown ? { nodeShutdown } : {}),
-  });
+    ...(trigger ? { nodeShutdown: trigger } : {}),
+  }).finally(() => logind?.close()); // the lock's holder and the monitor are child processes: never leave them behind
   if (!report) return 0;
   // --runonce: one line per pod, and a failure status when any pod did not come up (upstream: "runonce failed: ...", exit 1).
   for (const r of report.results) process.stdout.write(`${r.ok ? "started" : "failed"} pod ${r.pod}: ${r.detail}\n`);
@@ -86,17 +89,17 @@ async function main(): Promise<number> {
   return 1;
 }
 
-/**
- * The SIGTERM-driven node shutdown, when a shutdown grace period is
- * configured and systemd is absent; with systemd, upstream uses logind,
- * which this agent does not implement yet: it says so.
- */
-function nodeShutdownBySignal(k: KubeletConfiguration, systemd: boolean, log: Logger) {
-  if (k.shutdownGracePeriod <= 0 && k.shutdownGracePeriodByPodPriority.length === 0) return undefined;
-  if (systemd) {
-    log.warn("graceful node shutdown through systemd-logind is not implemented; shutdownGracePeriod has no effect on this node");
-    return undefined;
-  }
+const shutdownConfigured = (k: KubeletConfiguration): boolean => k.shutdownGracePeriod > 0 || k.shutdownGracePeriodByPodPriority.length > 0;
+
+async function logindTrigger(k: KubeletConfiguration, log: Logger) {
+  const { LogindShutdownTrigger, logindTools } = await import("./shutdown/logind.ts");
+  // Groups stop one after the other: the whole shutdown needs their sum (upstream shutdownGracePeriodRequested).
+  const byPriority = k.shutdownGracePeriodByPodPriority.reduce((sum, g) => sum + g.shutdownGracePeriodSeconds * 1000, 0);
+  return new LogindShutdownTrigger({ inhibitor: logindTools({ logger: log }), gracePeriodMs: byPriority || k.shutdownGracePeriod, logger: log });
+}
+
+/** The SIGTERM-driven node shutdown, when a shutdown grace period is configured and there is no systemd. */
+function nodeShutdownBySignal() {
   const listeners: (() => Promise<void>)[] = [];
   return {
     onShutdown: (listener: () => Promise<void>) => void listeners.push(listener),

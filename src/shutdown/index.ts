@@ -12,13 +12,13 @@
  * says "node is shutting down" and admission refuses new pods
  * (`NodeShutdown`).
  *
- * What tells the agent the node is shutting down: upstream holds a systemd
- * logind "delay" inhibitor lock and waits for logind's PrepareForShutdown
- * signal. This agent does not implement the logind path yet. Without
- * systemd (no /run/systemd/system), SIGTERM is the shutdown signal when a
- * shutdown grace period is configured (main.ts): the agent stops the pods
- * as above, then exits; SIGINT still stops only the agent. Bun does not
- * deliver SIGPWR to JavaScript, so that signal cannot be used.
+ * What tells the agent the node is shutting down (main.ts chooses): with
+ * systemd (or DBUS_SYSTEM_BUS_ADDRESS set), as upstream, logind: a "delay"
+ * inhibitor lock held while running and the PrepareForShutdown signal
+ * (logind.ts). Without systemd, SIGTERM is the shutdown signal when a
+ * shutdown grace period is configured: the agent stops the pods as above,
+ * then exits; SIGINT still stops only the agent. Bun does not deliver
+ * SIGPWR to JavaScript, so that signal cannot be used.
  */
 import type { KubeletConfiguration } from "../config/index.ts";
 import { nodeRef, type EventRecorder } from "../events/recorder.ts";
@@ -32,6 +32,11 @@ export const NODE_SHUTDOWN_NOT_ADMITTED_REASON = "NodeShutdown";
 export const NODE_SHUTDOWN_NOT_ADMITTED_MESSAGE = "Pod was rejected as the node is shutting down.";
 /** What the Ready condition's message says while shutting down (upstream ShutdownStatus error). */
 export const NODE_SHUTTING_DOWN = "node is shutting down";
+
+/** What says the node is shutting down; `listener` resolves once pods are stopped; `onCancel` when the shutdown was called off. */
+export interface ShutdownTrigger {
+  onShutdown(listener: () => Promise<void>, onCancel?: () => void): void;
+}
 
 export interface ShutdownGroup {
   /** Pods with at least this priority (and less than the next group's) are in the group. */
@@ -96,6 +101,13 @@ export class NodeShutdownManager {
   /** Upstream's admit handler: nothing new starts once the shutdown began. */
   admit(): { admit: true } | { admit: false; reason: string; message: string } {
     return this.shuttingDown ? { admit: false, reason: NODE_SHUTDOWN_NOT_ADMITTED_REASON, message: NODE_SHUTDOWN_NOT_ADMITTED_MESSAGE } : { admit: true };
+  }
+
+  /** The shutdown was cancelled (logind): admit pods and report Ready again; the next shutdown runs anew. */
+  cancel(): void {
+    this.shuttingDown = false;
+    this.running = undefined;
+    this.opts.nodeStatusChanged?.();
   }
 
   /** Stops every active pod, group by group; resolves when all stopped or every budget ran out. Idempotent. */

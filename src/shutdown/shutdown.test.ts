@@ -4,6 +4,7 @@ import type { Pod } from "../pods/schema.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { groupPods, NodeShutdownManager, shutdownGroups, SYSTEM_CRITICAL_PRIORITY } from "./index.ts";
+import { LogindShutdownTrigger, type LogindInhibitor } from "./logind.ts";
 
 const pod = (name: string, priority?: number, terminationGracePeriodSeconds?: number): Pod => ({
   metadata: { name, namespace: "default", uid: name },
@@ -113,5 +114,79 @@ describe("graceful node shutdown", () => {
   test("lifecycle: a node shutdown takes a syncing pod to terminating for good", () => {
     expect(transition({ stage: "syncing" }, { type: "nodeShutdown", gracePeriodSeconds: 4 })).toEqual({ stage: "terminating", gracePeriodSeconds: 4, reason: "nodeShutdown", deleted: false });
     expect(transition({ stage: "terminated", deleted: false }, { type: "nodeShutdown", gracePeriodSeconds: 4 })).toEqual({ stage: "terminated", deleted: false });
+  });
+});
+
+describe("logind trigger", () => {
+  class FakeInhibitor implements LogindInhibitor {
+    calls: string[] = [];
+    onPrepare: (active: boolean) => void = () => {};
+    constructor(private readonly delayMs: number) {}
+    async inhibitDelayMaxMs() {
+      return this.delayMs;
+    }
+    async acquire() {
+      this.calls.push("acquire");
+    }
+    async release() {
+      this.calls.push("release");
+    }
+    watch(onPrepare: (active: boolean) => void) {
+      this.calls.push("watch");
+      this.onPrepare = onPrepare;
+    }
+    async close() {
+      this.calls.push("close");
+    }
+  }
+
+  test("takes the delay lock at start; PrepareForShutdown(true) stops the pods, then releases it; (false) takes it again and cancels", async () => {
+    const inhibitor = new FakeInhibitor(5_000);
+    const { logger, lines } = memoryLogger();
+    const trigger = new LogindShutdownTrigger({ inhibitor, gracePeriodMs: 30_000, logger });
+    let finish: () => void = () => {};
+    const stopped: string[] = [];
+    trigger.onShutdown(
+      () => new Promise<void>((resolve) => (stopped.push("stopping"), (finish = resolve))),
+      () => void stopped.push("cancelled"),
+    );
+    await flush();
+    expect(inhibitor.calls).toEqual(["watch", "acquire"]);
+    expect(lines.some((l) => l.includes("InhibitDelayMaxSec is less than the shutdown grace period"))).toBe(true);
+    inhibitor.onPrepare(true);
+    inhibitor.onPrepare(true); // a repeat while stopping changes nothing
+    await flush();
+    expect(stopped).toEqual(["stopping"]);
+    expect(inhibitor.calls).toEqual(["watch", "acquire"]); // held until the pods are stopped
+    finish();
+    await flush();
+    expect(inhibitor.calls).toEqual(["watch", "acquire", "release"]);
+    inhibitor.onPrepare(false);
+    await flush();
+    expect(stopped).toEqual(["stopping", "cancelled"]);
+    expect(inhibitor.calls).toEqual(["watch", "acquire", "release", "acquire"]);
+    await trigger.close();
+    expect(inhibitor.calls.at(-1)).toBe("close");
+  });
+
+  test("cancel admits pods again and lets a later shutdown run anew", async () => {
+    const clock = new FakeClock();
+    const stops: string[] = [];
+    const manager = new NodeShutdownManager({
+      groups: [{ priority: 0, gracePeriodSeconds: 1 }],
+      activePods: () => [pod("web")],
+      stopPod: (uid) => void stops.push(uid),
+      stopped: () => true,
+      clock,
+      logger: memoryLogger().logger,
+      nodeName: "n1",
+    });
+    await manager.shutdown();
+    expect(manager.admit().admit).toBe(false);
+    manager.cancel();
+    expect(manager.admit()).toEqual({ admit: true });
+    expect(manager.status()).toBeUndefined();
+    await manager.shutdown();
+    expect(stops).toEqual(["web", "web"]);
   });
 });
