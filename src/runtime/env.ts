@@ -12,6 +12,7 @@
 import type { PodObjects } from "../api/objects.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import type { ServiceEnv } from "../services/index.ts";
+import { ConfigSourceAnnotation } from "../sources/types.ts";
 import { resourceFieldValue, type NodeAllocatable } from "./resource-env.ts";
 
 export class EnvError extends Error {
@@ -138,7 +139,8 @@ export async function containerEnv(pod: Pod, container: ContainerSpec, ctx: EnvC
   const enableServiceLinks = (pod.spec as { enableServiceLinks?: boolean | null }).enableServiceLinks !== false;
   let serviceVars: Map<string, string>;
   try {
-    serviceVars = ctx.services?.(namespace, enableServiceLinks) ?? new Map<string, string>();
+    const source = pod.metadata.annotations?.[ConfigSourceAnnotation];
+    serviceVars = ctx.services?.(namespace, enableServiceLinks, source !== undefined && source !== "api") ?? new Map<string, string>();
   } catch (err) {
     throw new EnvError(err instanceof Error ? err.message : String(err));
   }

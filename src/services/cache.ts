@@ -5,7 +5,7 @@
  * environment never asks the API server.
  */
 import * as v from "valibot";
-import type { KubeApi } from "../api/index.ts";
+import { isApiReason, type KubeApi } from "../api/index.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
@@ -23,6 +23,7 @@ export interface WatchedServicesOptions {
 export class WatchedServices implements ServiceLister, AsyncDisposable {
   private readonly services = new Map<string, Service>();
   private synced = false;
+  private unreachable = false;
   private readonly abort = new AbortController();
   private running: Promise<void> | undefined;
 
@@ -36,6 +37,10 @@ export class WatchedServices implements ServiceLister, AsyncDisposable {
 
   hasSynced(): boolean {
     return this.synced;
+  }
+
+  apiUnreachable(): boolean {
+    return this.unreachable;
   }
 
   list(): Service[] {
@@ -66,7 +71,14 @@ export class WatchedServices implements ServiceLister, AsyncDisposable {
     const signal = this.abort.signal;
     while (!signal.aborted) {
       try {
-        const list = await api.listServices();
+        let list;
+        try {
+          list = await api.listServices();
+          this.unreachable = false;
+        } catch (err) {
+          this.unreachable = isApiReason(err, "Unreachable") || isApiReason(err, "Timeout");
+          throw err;
+        }
         if (signal.aborted) return;
         this.services.clear();
         for (const item of list.items) this.put(item);

@@ -88,6 +88,11 @@ describe("service environment variables", () => {
     }
     expect(error).toBeInstanceOf(EnvError);
     expect((error as Error).message).toBe("services have not yet been read at least once, cannot construct envvars");
+    // A static pod does not wait (upstream), nor does any pod while the API server cannot be reached (offline autonomy).
+    const staticPod = { ...pod(), metadata: { ...pod().metadata, annotations: { "kubernetes.io/config.source": "file" } } };
+    expect((await containerEnv(staticPod, staticPod.spec.containers[0]!, ctx)).some((e) => e.key === "KUBERNETES_SERVICE_HOST")).toBe(true);
+    services.unreachable = true;
+    expect((await containerEnv(pod(), pod().spec.containers[0]!, ctx)).some((e) => e.key === "URL")).toBe(true);
   });
 });
 
@@ -100,9 +105,11 @@ describe("WatchedServices", () => {
     await using cache = new WatchedServices({ api, clock, logger: memoryLogger().logger, retryMs: 1000 }).start();
     await tick();
     expect(cache.hasSynced()).toBe(false);
+    expect(cache.apiUnreachable()).toBe(true);
     clock.advance(1000);
     await tick();
     expect(cache.hasSynced()).toBe(true);
+    expect(cache.apiUnreachable()).toBe(false);
     expect(cache.list().map((s) => s.metadata.name)).toEqual(["kubernetes"]);
 
     api.putService({ metadata: { namespace: "shop", name: "redis" }, spec: { clusterIP: "10.0.0.11", ports: [{ port: 6379 }] } });
