@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Regenerates the CRI TypeScript in src/cri/gen from proto/api.proto.
+# Regenerates the CRI TypeScript in src/cri/gen from proto/api.proto, and
+# the containerd API subset (image import) in src/images/containerd/gen from
+# proto/containerd/*.proto.
 #
 #   scripts/gen-cri.sh                 regenerate (idempotent; same input, same bytes)
 #   scripts/gen-cri.sh --check         fail if src/cri/gen is stale
@@ -30,10 +32,18 @@ command -v "$PROTOC" >/dev/null 2>&1 ||
   die "protoc not found (install it: apt-get install -y protobuf-compiler, or set PROTOC=/path/to/protoc)"
 [ -x "$PLUGIN" ] || die "$PLUGIN missing: run npm ci first"
 
+CONTAINERD_OUT="src/images/containerd/gen"
+
 # generate <proto dir> <proto file> <out dir>
 generate() {
   mkdir -p "$3"
   "$PROTOC" --plugin=protoc-gen-ts="$PLUGIN" --ts_out="$3" --ts_opt="$TS_OPT" -I "$1" "$2"
+}
+
+# The containerd subset imports google/protobuf well-known types from protoc's include dir.
+generate_containerd() {
+  mkdir -p "$1"
+  "$PROTOC" --plugin=protoc-gen-ts="$PLUGIN" --ts_out="$1" --ts_opt="$TS_OPT" -I proto/containerd -I /usr/include proto/containerd/*.proto
 }
 
 tmp="$(mktemp -d)"
@@ -45,12 +55,17 @@ case "${1:-}" in
   rm -rf "$OUT"
   mkdir -p "$(dirname "$OUT")"
   cp -r "$tmp/gen" "$OUT"
-  echo "gen-cri: wrote $(ls "$OUT" | tr '\n' ' ')($("$PROTOC" --version))"
+  generate_containerd "$tmp/containerd"
+  rm -rf "$CONTAINERD_OUT"
+  cp -r "$tmp/containerd" "$CONTAINERD_OUT"
+  echo "gen-cri: wrote $(ls "$OUT" | tr '\n' ' ')and $CONTAINERD_OUT ($("$PROTOC" --version))"
   ;;
 --check)
   generate proto proto/api.proto "$tmp/gen"
   diff -r "$tmp/gen" "$OUT" >/dev/null || die "$OUT is stale: run scripts/gen-cri.sh"
-  echo "gen-cri: $OUT is up to date"
+  generate_containerd "$tmp/containerd"
+  diff -r "$tmp/containerd" "$CONTAINERD_OUT" >/dev/null || die "$CONTAINERD_OUT is stale: run scripts/gen-cri.sh"
+  echo "gen-cri: $OUT and $CONTAINERD_OUT are up to date"
   ;;
 --verify)
   version="${2:?usage: scripts/gen-cri.sh --verify <cri-api version, e.g. v0.33.13>}"

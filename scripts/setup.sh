@@ -23,7 +23,8 @@ ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 #   gcc, libc6-dev         the static pause program of the pause image
 #   protobuf-compiler      protoc for the generated CRI client
 #   util-linux             flock and setsid used by the scripts (essential, normally present)
-packages=(containerd runc containernetworking-plugins iptables iproute2 busybox-static gcc libc6-dev protobuf-compiler util-linux qemu-system-x86 linux-image-cloud-amd64)
+#   qemu-user-static, libc6-arm64-cross, binutils  the arm64 release binary run under qemu; readelf
+packages=(containerd runc containernetworking-plugins iptables iproute2 busybox-static gcc libc6-dev protobuf-compiler util-linux qemu-user-static libc6-arm64-cross binutils qemu-system-x86 linux-image-cloud-amd64)
 # Node's npm is only needed to run `npm ci` (Bun itself comes from the npm registry).
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 

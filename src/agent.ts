@@ -18,6 +18,8 @@ import { readMachineSpec } from "./node/machine-spec.ts";
 import { ApiEventRecorder, LogEventRecorder, podRef } from "./events/recorder.ts";
 import { createEvictionManager, type EvictionManager } from "./eviction/index.ts";
 import { createImageGC, statfsBytes } from "./images/index.ts";
+import { containerdImageStore } from "./images/containerd/client.ts";
+import { preloadImages } from "./images/preload.ts";
 import { bootstrapClientCertificate, ClientCertificateRotation, csrApi, CURRENT_CLIENT_PEM, readUsableCertificate } from "./certificates/client.ts";
 import { certificateValidity } from "./certificates/x509.ts";
 import { createLogRotation } from "./logs/index.ts";
@@ -39,8 +41,11 @@ import { parseResolvConf, type DnsSettings } from "./runtime/dns.ts";
 import { healthzApp, syncLoopCheck } from "./server/healthz.ts";
 import { readOnlyApp } from "./server/readonly.ts";
 import { startKubeletServer } from "./server/wire.ts";
-import { ApiServerSource, POD_CHECKPOINT_KIND } from "./sources/apiserver.ts";
+import { ApiServerSource } from "./sources/apiserver.ts";
+import { removePodCheckpoints } from "./sources/pod-checkpoint.ts";
 import { FileCheckpointStore } from "./checkpoint/index.ts";
+import { CONFIGMAP_CHECKPOINT_KIND, SECRET_CHECKPOINT_KIND, TOKEN_CHECKPOINT_KIND } from "./checkpoint/objects.ts";
+import { AllocationManager } from "./allocation/index.ts";
 import { FileSource } from "./sources/file.ts";
 import { UrlSource } from "./sources/url.ts";
 import { PodConfig } from "./sources/podconfig.ts";
@@ -93,6 +98,15 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   const cri = instrumentCri(rawCri, metrics, () => clock.now());
   await waitForRuntime(cri, { clock, logger, signal });
   if (signal.aborted) return undefined;
+  // Air-gapped nodes: image tarballs go into the runtime before any pod can ask for them.
+  if (k.imagePreloadDir) {
+    const store = containerdImageStore(k.imageServiceEndpoint || k.containerRuntimeEndpoint);
+    try {
+      await preloadImages(k.imagePreloadDir, store, logger);
+    } finally {
+      store.close();
+    }
+  }
 
   // Cluster mode: the API server is a pod source and the status sink, and the node registers. Run-once never talks to it (upstream).
   const cluster = config.kubeconfig && !config.runOnce ? await connectCluster(config, { clock, logger, version: deps.version, signal }) : undefined;
@@ -135,12 +149,34 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     }),
   );
   // configMaps and secrets pods reference (watched in cluster mode), and their volumes below rootDir/pods.
-  const { volumes, podObjects } = stack.use(createVolumeManager({ rootDir: config.rootDir, ...(cluster ? { api: cluster.api } : {}), allocatable: nodeAllocatable, clock, logger }));
+  // Offline autonomy (cluster mode): API pods, and the objects and tokens they reference, checkpointed locally.
+  const autonomy = cluster ? offlineCheckpoint(config, { clock, logger }) : undefined;
+  const { volumes, podObjects } = stack.use(
+    await createVolumeManager({
+      rootDir: config.rootDir,
+      ...(cluster ? { api: cluster.api } : {}),
+      ...(autonomy ? { checkpoint: { ...autonomy, clock, logger } } : {}),
+      allocatable: nodeAllocatable,
+      clock,
+      logger,
+    }),
+  );
+  // In-place resize (InPlacePodVerticalScaling, on by default since 1.33): allocations checkpointed under rootDir/checkpoints.
+  const allocation =
+    k.featureGates["InPlacePodVerticalScaling"] === false
+      ? undefined
+      : new AllocationManager({
+          store: new FileCheckpointStore({ dir: posix.join(config.rootDir, "checkpoints"), clock, logger }),
+          logger,
+          allocatable: () => ({ cpu: nodeAllocatable.cpu, memory: nodeAllocatable.memory }),
+          admit: (pod, others) => admitPod(pod, others, facts),
+        });
   // Service environment variables come from one watch of every Service (cluster mode only, as upstream).
   const services = cluster ? stack.use(new WatchedServices({ api: cluster.api, clock, logger })).start() : undefined;
   const runtime = new CriPodRuntime({
     cri,
     volumes,
+    ...(allocation ? { resize: allocation } : {}),
     ...(services ? { serviceEnv: serviceEnvFrom(services) } : {}),
     ...(cluster ? { runtimeClasses: new ApiRuntimeClasses({ api: cluster.api, clock }) } : {}),
     clock,
@@ -166,6 +202,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
       podLogsDir: k.podLogsDir,
       podsCgroupParent,
       hostDns: readHostDns(k.resolvConf, logger),
+      resolvConfDisabled: k.resolvConf === "",
       clusterDns: k.clusterDNS,
       clusterDomain: k.clusterDomain,
       seccompProfileRoot: posix.join(config.rootDir, "seccomp"),
@@ -196,9 +233,12 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     const underPressure = eviction?.admitPod(pod);
     if (underPressure && !underPressure.admit) return underPressure;
     const sysctlResult = sysctls.admit(pod);
-    return sysctlResult.admit ? admitPod(pod, active, facts) : sysctlResult;
+    // A pod counts with what it was allocated (checkpointed; active pods come allocated), not with a resize it
+    // asked for: after a restart, a pod whose resize is pending is admitted again as it runs (upstream).
+    const allocated = (p: Pod) => (allocation ? allocation.allocatedPod(p) : p);
+    return sysctlResult.admit ? admitPod(allocated(pod), active, facts) : sysctlResult;
   };
-  const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, admit, recorder, probes: verdicts, metrics }));
+  const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, admit, recorder, probes: verdicts, metrics, ...(allocation ? { allocation } : {}) }));
 
   // Node resources: stats every 10s feed eviction; images and logs are collected and rotated.
   const stats = stack.use(
@@ -213,6 +253,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
       cri,
       pods: () => workers.activePods().map((p) => refOf(p)),
       podLogsDir: k.podLogsDir,
+      volumeStatsAggPeriodMs: k.volumeStatsAggPeriod,
       clock,
       logger,
     }),
@@ -313,7 +354,6 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     nodeStatusChanged = () => void node?.updateStatus().catch(() => {});
     mirrors = new MirrorPods({ api: cluster.api, nodeName: config.nodeName, nodeUid: () => node?.nodeUid(), logger });
     const observeMirrors = mirrors;
-    const checkpoint = offlineCheckpoint(config, { clock, logger });
     sources.push(
       stack.use(
         new ApiServerSource({
@@ -322,17 +362,18 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
           clock,
           logger,
           onMirrorPods: (pods) => (observeMirrors.observe(pods), apiStatus?.mirrorsChanged()),
-          ...(checkpoint ? { checkpoint } : {}),
+          ...(autonomy ? { checkpoint: autonomy } : {}),
         }),
       ),
     );
   }
+  const podConfig = new PodConfig(sources.map((s) => s.name));
   const once = config.runOnce ? recordFirstSnapshots(sources, { clock }) : undefined;
   const syncLoop = stack.use(
     new SyncLoop({
       sources: once?.sources ?? sources,
       removeOrphans: !once,
-      podConfig: new PodConfig(sources.map((s) => s.name)),
+      podConfig,
       workers,
       pleg,
       runtime,
@@ -343,10 +384,12 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
       housekeepingTasks: [
         ...(podCgroups ? [everyMs(60_000, clock, () => podCgroupHousekeeping(podCgroups, workers, pleg, logger))] : []),
         // Directories (and mounts) of pods gone from the agent and the runtime, as upstream cleanupOrphanedPodDirs.
+        // Only once every source delivered its pods: a restarted node must not lose emptyDirs of pods still loading.
         everyMs(60_000, clock, async () => {
-          if (!pleg.hasRelisted()) return;
-          const inRuntime = new Set(pleg.runtimePods().map((p) => p.uid));
-          await volumes.cleanupOrphans((uid) => workers.has(uid) || inRuntime.has(uid));
+          if (!pleg.hasRelisted() || !podConfig.allSourcesReady()) return;
+          const known = new Set([...pleg.runtimePods().map((p) => p.uid), ...podConfig.desiredPods().map((p) => p.metadata.uid ?? "")]);
+          await volumes.cleanupOrphans((uid) => workers.has(uid) || known.has(uid));
+          allocation?.removeOrphans((uid) => workers.has(uid) || known.has(uid));
         }),
       ],
     }),
@@ -449,7 +492,8 @@ async function connectCluster(config: AgentConfig, opts: { clock: Clock; logger:
 }
 
 /**
- * Offline autonomy (bunlet extension): the API pods' checkpoint under
+ * Offline autonomy (bunlet extension): checkpoints of the API pods and of
+ * the configMaps, secrets and tokens they reference, under
  * <rootDir>/checkpoints. Turned off, old checkpoints are removed so that a
  * later start with it on never runs a stale set.
  */
@@ -458,7 +502,8 @@ function offlineCheckpoint(config: AgentConfig, opts: { clock: Clock; logger: Lo
   const store = new FileCheckpointStore({ dir: posix.join(config.rootDir, "checkpoints"), ...opts });
   if (enabled) return { store, maxAgeMs: maxAge };
   try {
-    for (const uid of store.keys(POD_CHECKPOINT_KIND)) store.remove(POD_CHECKPOINT_KIND, uid);
+    removePodCheckpoints(store);
+    for (const kind of [CONFIGMAP_CHECKPOINT_KIND, SECRET_CHECKPOINT_KIND, TOKEN_CHECKPOINT_KIND]) for (const key of store.keys(kind)) store.remove(kind, key);
   } catch (err) {
     opts.logger.warn("could not remove old pod checkpoints", { err: errorMessage(err) });
   }
@@ -540,6 +585,7 @@ async function sandboxImageOf(cri: CriService): Promise<string | undefined> {
 }
 
 function readHostDns(path: string, logger: Logger): DnsSettings {
+  if (path === "") return { servers: [], searches: [], options: [] }; // disabled on purpose (--resolv-conf="")
   try {
     return parseResolvConf(readFileSync(path, "utf8"));
   } catch (err) {

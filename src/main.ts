@@ -2,6 +2,9 @@
  * The kubelet command: reads flags and the config file, then runs the agent
  * until SIGTERM or SIGINT. The only place that exits the process.
  *
+ * `kubelet install` / `kubelet uninstall` (install/) set a node up around
+ * the binary and exit.
+ *
  * Exit codes: 0 after --help, --version or a clean stop (with --runonce:
  * every static pod came up); 2 for a bad flag or config file
  * (`kubelet: <message>` on stderr); 1 for an unexpected error or a
@@ -22,6 +25,11 @@ const SIGNAL_NUMBERS = { SIGINT: 2, SIGTERM: 15 } as const;
 let logger: Logger | undefined;
 
 async function main(): Promise<number> {
+  const [command, ...rest] = process.argv.slice(2);
+  if (command === "install" || command === "uninstall") {
+    const { realInstallDeps, runInstallCommand } = await import("./install/index.ts");
+    return runInstallCommand(command, rest, realInstallDeps((line) => process.stdout.write(`${line}\n`)));
+  }
   const result = loadConfig(process.argv.slice(2), {
     readFile: (path) => readFileSync(path),
     hostname,

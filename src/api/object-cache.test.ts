@@ -99,6 +99,20 @@ describe("ObjectCache", () => {
     await cache[Symbol.asyncDispose]();
   });
 
+  test("while the API cannot answer a new watch's list, lookups fail at once with the API's error, and succeed once it answers", async () => {
+    const { api, cache, clock } = setup();
+    api.putObject("configmaps", cm("app", { a: "1" }));
+    api.failNext("listObjects", new ApiError("Unreachable", 0, "GET", "/api/v1/namespaces/ns/configmaps", "connection refused"));
+    cache.registerPod(pod("u1", [{ name: "v", configMap: { name: "app" } }]));
+    let error: unknown;
+    await cache.configMap("ns", "app").catch((e) => (error = e));
+    expect(String(error)).toContain("connection refused");
+    clock.advance(1000);
+    await tick();
+    expect((await cache.configMap("ns", "app"))?.data).toEqual({ a: "1" });
+    await cache[Symbol.asyncDispose]();
+  });
+
   test("an unregistered object is one GET; an API failure is a PodObjectError, not 'absent'", async () => {
     const { api, cache } = setup();
     api.putObject("configmaps", cm("loose", { a: "1" }));

@@ -136,14 +136,15 @@ export class ObjectCache implements WatchedPodObjects {
         throw new PodObjectError(kind, namespace, name, err);
       }
     }
-    if (!entry.synced) {
+    // Wait for the first list of a new watch, not for an API that already failed to answer it.
+    if (!entry.synced && entry.lastError === undefined) {
       await new Promise<void>((resolve) => {
         const cancel = this.opts.clock.setTimer(this.opts.syncTimeoutMs ?? 10_000, () => (entry.onSynced.delete(done), resolve()));
         const done = () => (cancel(), resolve());
         entry.onSynced.add(done);
       });
-      if (!entry.synced) throw new PodObjectError(kind, namespace, name, entry.lastError ?? new Error("the watch has not synced yet"));
     }
+    if (!entry.synced) throw new PodObjectError(kind, namespace, name, entry.lastError ?? new Error("the watch has not synced yet"));
     return entry.object ? structuredClone(entry.object) : undefined;
   }
 
@@ -174,11 +175,13 @@ export class ObjectCache implements WatchedPodObjects {
     const { api, clock, logger } = this.opts;
     const selector = `metadata.name=${entry.name}`;
     const signal = entry.abort.signal;
+    let failures = 0;
     while (!signal.aborted) {
       try {
         const list = await api.listObjects(entry.resource, entry.namespace, selector);
         if (signal.aborted) return;
         entry.object = list.items[0];
+        failures = 0;
         this.markSynced(entry);
         let rv = list.resourceVersion;
         for (let relist = false; !relist && !signal.aborted; ) {
@@ -210,14 +213,25 @@ export class ObjectCache implements WatchedPodObjects {
       } catch (err) {
         if (signal.aborted) return;
         entry.lastError = err;
-        logger.warn("watching a referenced object failed; retrying", { object: `${entry.resource}/${entry.namespace}/${entry.name}`, err: errorMessage(err) });
-        await clock.sleep(this.opts.retryMs ?? 1000, signal).catch(() => {});
+        this.settle(entry); // lookups waiting for the first list fail now instead of at their timeout
+        // Offline for long: back off (doubling to 30 s) and say it once per outage, not every second.
+        const retryMs = Math.min(30_000, (this.opts.retryMs ?? 1000) * 2 ** Math.min(failures, 5));
+        const fields = { object: `${entry.resource}/${entry.namespace}/${entry.name}`, err: errorMessage(err), retryInMs: retryMs };
+        if (failures === 0) logger.warn("watching a referenced object failed; retrying", fields);
+        else logger.v(4).info("watching a referenced object failed again; retrying", fields);
+        failures++;
+        await clock.sleep(retryMs, signal).catch(() => {});
       }
     }
   }
 
   private markSynced(entry: Entry): void {
     entry.synced = true;
+    entry.lastError = undefined;
+    this.settle(entry);
+  }
+
+  private settle(entry: Entry): void {
     for (const done of entry.onSynced) done();
     entry.onSynced.clear();
   }

@@ -44,6 +44,12 @@ export class FakeCheckpointStore implements CheckpointStore {
     return [...this.docs.keys()].filter((k) => k.startsWith(prefix)).map((k) => k.slice(prefix.length)).sort();
   }
 
+  /** Whether the document was written as sensitive (the file store encrypts those). */
+  isSensitive(kind: string, key: string): boolean {
+    const doc = this.docs.get(`${kind}/${key}`);
+    return doc !== undefined && doc !== "corrupt" && doc.sensitive;
+  }
+
   /** Test hook: the document's file no longer verifies. */
   corrupt(kind: string, key: string): void {
     this.docs.set(`${kind}/${key}`, "corrupt");

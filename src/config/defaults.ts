@@ -113,6 +113,7 @@ export function applyDefaults(c: KubeletConfigurationFile) {
       enabled: c.offlineAutonomy?.enabled ?? true,
       maxAge: c.offlineAutonomy?.maxAge ?? 168 * 60 * MINUTE,
     },
+    imagePreloadDir: c.imagePreloadDir ?? "",
 
     registerNode: c.registerNode ?? true,
     registerWithTaints: c.registerWithTaints ?? [],

@@ -63,6 +63,7 @@ export const FLAGS: readonly FlagDef[] = [
 
   // Pods and the container runtime
   str("pod-manifest-path", "staticPodPath", "pods", "Directory of static pod files, or a single static pod file."),
+  str("image-preload-dir", "imagePreloadDir", "pods", "bunlet: directory of image tarballs (OCI layout or docker save) imported into the runtime at start."),
   str("manifest-url", "staticPodURL", "pods", "URL of additional static pod specifications."),
   {
     name: "manifest-url-header", type: "<key:value pairs>", group: "pods", field: "staticPodURLHeader",

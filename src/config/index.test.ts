@@ -136,6 +136,7 @@ describe("errors", () => {
     [["--config=/k.yaml"], { "/k.yaml": `${HEAD}clusterDNS: [dns.local]\n` }, 'field "clusterDNS[0]" (--cluster-dns): expected an IP address, got "dns.local"'],
     [["--config=/k.yaml"], { "/k.yaml": `${HEAD}cgroupsPerQOS: false\n` }, 'field "enforceNodeAllocatable" (--enforce-node-allocatable): must be empty unless cgroupsPerQOS'],
     [["--config=/k.yaml"], { "/k.yaml": `${HEAD}offlineAutonomy: {maxAge: 0s}\n` }, 'invalid configuration: field "offlineAutonomy.maxAge": must be greater than 0, got 0'],
+    [["--allowed-unsafe-sysctls=kernel.msg*,vm.swappiness"], {}, 'field "allowedUnsafeSysctls[1]" (--allowed-unsafe-sysctls): the sysctls "vm.swappiness" are not known to be namespaced'],
     [["--bootstrap-kubeconfig=/b.conf"], {}, "flag --bootstrap-kubeconfig needs --kubeconfig"],
     [["--hostname-override=node_1"], {}, 'node name from --hostname-override: "node_1" must be a lowercase RFC 1123 subdomain'],
   ] as [string[], Record<string, string>, string][])("%p", (argv, files, message) => {

@@ -207,6 +207,8 @@ export const KubeletConfigurationFileSchema = obj({
 
   // bunlet extension (not in upstream's KubeletConfiguration): keep running pods while the API server is unreachable
   offlineAutonomy: opt(OfflineAutonomyConfig),
+  // bunlet extension: image tarballs imported into the runtime at start (air-gapped nodes)
+  imagePreloadDir: opt(str()),
 });
 
 /** The config file as written (durations already in milliseconds), before defaults. */

@@ -8,6 +8,7 @@
 import { isIP } from "node:net";
 import type { KubeletConfiguration } from "./kubelet-config.ts";
 import { parseQuantity } from "./quantity.ts";
+import { sysctlPatternProblem } from "../node/sysctls.ts";
 
 /** Returns one message per problem: `field "port" (--port): must be ...`. */
 export function validateKubeletConfiguration(k: KubeletConfiguration): string[] {
@@ -64,6 +65,10 @@ export function validateKubeletConfiguration(k: KubeletConfiguration): string[] 
     check(k.maxParallelImagePulls >= 1, "maxParallelImagePulls", undefined, `must be at least 1, got ${k.maxParallelImagePulls}`);
     check(!k.serializeImagePulls || k.maxParallelImagePulls <= 1, "maxParallelImagePulls", undefined, "must be 1 or unset when serializeImagePulls is true");
   }
+  k.allowedUnsafeSysctls.forEach((s, i) => {
+    const problem = sysctlPatternProblem(s);
+    check(problem === undefined, `allowedUnsafeSysctls[${i}]`, "allowed-unsafe-sysctls", problem ?? "");
+  });
   oneOf(
     k.imagePullCredentialsVerificationPolicy,
     ["", "NeverVerify", "NeverVerifyPreloadedImages", "NeverVerifyAllowlistedImages", "AlwaysVerify"],

@@ -47,6 +47,14 @@ export function normalizeSysctlName(name: string): string {
 /** A sysctl name or a prefix ending in `*` (`kernel.msg*`, `net.*`), dots or slashes between parts. */
 const PATTERN = /^(\*|[a-z0-9]([-_./a-z0-9]*[a-z0-9])?\*?|[a-z0-9][-_./a-z0-9]*[./]\*)$/;
 
+/** Why an allowedUnsafeSysctls entry cannot be used (upstream NewAllowlist refuses it), or undefined. */
+export function sysctlPatternProblem(raw: string): string | undefined {
+  if (raw.length > 253 || !PATTERN.test(raw)) return `sysctl ${JSON.stringify(raw)} must have at most 253 characters and be a sysctl name or a prefix ending in "*"`;
+  const pattern = normalizeSysctlName(raw);
+  const nameOrPrefix = pattern.endsWith("*") ? pattern.slice(0, -1) : pattern;
+  return namespaceOf(nameOrPrefix) ? undefined : `the sysctls "${nameOrPrefix}" are not known to be namespaced`;
+}
+
 export class SysctlConfigError extends Error {
   override readonly name = "SysctlConfigError";
 }
@@ -61,13 +69,12 @@ export function sysctlAllowlist(allowedUnsafe: readonly string[]): SysctlAllowli
   const exact = new Map<string, Namespace>();
   const prefixes = new Map<string, Namespace>();
   for (const raw of [...SAFE_SYSCTLS, ...allowedUnsafe]) {
-    if (raw.length > 253 || !PATTERN.test(raw)) throw new SysctlConfigError(`allowedUnsafeSysctls: sysctl "${raw}" must have at most 253 characters and be a sysctl name or a prefix ending in "*"`);
+    const problem = sysctlPatternProblem(raw);
+    if (problem) throw new SysctlConfigError(`allowedUnsafeSysctls: ${problem}`);
     const pattern = normalizeSysctlName(raw);
     const prefixed = pattern.endsWith("*");
     const nameOrPrefix = prefixed ? pattern.slice(0, -1) : pattern;
-    const ns = namespaceOf(nameOrPrefix);
-    if (!ns) throw new SysctlConfigError(`allowedUnsafeSysctls: the sysctls "${nameOrPrefix}" are not known to be namespaced`);
-    (prefixed ? prefixes : exact).set(nameOrPrefix, ns);
+    (prefixed ? prefixes : exact).set(nameOrPrefix, namespaceOf(nameOrPrefix)!);
   }
 
   const validate = (rawName: string, hostNet: boolean, hostIPC: boolean): string | undefined => {

@@ -79,7 +79,11 @@ export const EmptyDirVolumeSource = v.looseObject({
 
 export const HostPathTypes = ["", "DirectoryOrCreate", "Directory", "FileOrCreate", "File", "Socket", "CharDevice", "BlockDevice"] as const;
 export const HostPathVolumeSource = v.looseObject({
-  path: v.pipe(v.string(), v.minLength(1, "must not be empty")),
+  path: v.pipe(
+    v.string(),
+    v.minLength(1, "must not be empty"),
+    v.check((p) => !p.split("/").includes(".."), "must not contain '..'"),
+  ),
   type: v.optional(v.nullable(v.picklist(HostPathTypes, `must be one of ${HostPathTypes.map((t) => JSON.stringify(t)).join(", ")}`))),
 });
 

@@ -10,6 +10,7 @@ import { podDnsConfig, type DnsSettings } from "./dns.ts";
 import { expandCommand } from "./env.ts";
 import { containerHash } from "./hash.ts";
 import * as L from "./labels.ts";
+import { podHostnameAndDomain } from "./hosts.ts";
 import { sandboxSysctls } from "../node/sysctls.ts";
 
 export interface NodeSettings {
@@ -21,6 +22,8 @@ export interface NodeSettings {
   hostDns: DnsSettings;
   clusterDns: string[];
   clusterDomain: string;
+  /** resolvConf is "": pods do not inherit the node's resolver. */
+  resolvConfDisabled?: boolean;
   /** Where Localhost seccomp profiles live (<rootDir>/seccomp). */
   seccompProfileRoot?: string;
   /** seccompDefault: RuntimeDefault for containers that set no profile. */
@@ -34,9 +37,20 @@ export const podLogDirectory = (podLogsDir: string, pod: L.PodIdentity): string 
 /** Relative to the pod log directory: <container>/<restartCount>.log. */
 export const containerLogPath = (name: string, restartCount: number): string => `${name}/${restartCount}.log`;
 
-function hostnameOf(pod: Pod): string {
-  // Hostnames are limited to 63 characters; upstream truncates and trims.
-  return (pod.spec.hostname ?? pod.metadata.name ?? "").slice(0, 63).replace(/[-.]+$/, "");
+/**
+ * The sandbox's hostname: the pod's hostname, or with setHostnameAsFQDN and
+ * a subdomain its FQDN (upstream; sandboxHostnameProblem refuses one longer
+ * than 64 characters before the sandbox is created).
+ */
+export function sandboxHostname(pod: Pod, clusterDomain: string): string {
+  const { hostname, domain } = podHostnameAndDomain(pod, clusterDomain);
+  return (pod.spec as { setHostnameAsFQDN?: boolean }).setHostnameAsFQDN && domain ? `${hostname}.${domain}` : hostname;
+}
+
+/** Upstream's check of a setHostnameAsFQDN hostname; undefined when it fits. */
+export function sandboxHostnameProblem(pod: Pod, clusterDomain: string): string | undefined {
+  const name = sandboxHostname(pod, clusterDomain);
+  return name.length > 64 ? `failed to construct FQDN from pod hostname and cluster domain, FQDN ${name} is too long (64 characters is the max, ${name.length} characters requested)` : undefined;
 }
 
 function namespaceOptions(pod: Pod) {
@@ -57,7 +71,7 @@ export function sandboxConfig(pod: Pod, attempt: number, node: NodeSettings, cgr
   const ports = pod.spec.containers.flatMap((c) => c.ports ?? []).filter((p) => p.hostPort);
   return PodSandboxConfig.create({
     metadata: { ...id, attempt },
-    hostname: pod.spec.hostNetwork ? "" : hostnameOf(pod),
+    hostname: pod.spec.hostNetwork ? "" : sandboxHostname(pod, node.clusterDomain),
     logDirectory: podLogDirectory(node.podLogsDir, id),
     dnsConfig: podDnsConfig(pod, node).config,
     portMappings: ports.map((p) => ({ protocol: protocolOf(p.protocol), containerPort: p.containerPort, hostPort: p.hostPort!, hostIp: p.hostIP ?? "" })),

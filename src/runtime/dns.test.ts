@@ -20,6 +20,12 @@ describe("podDnsConfig", () => {
     expect(podDnsConfig(pod({ hostNetwork: true, dnsPolicy: "ClusterFirstWithHostNet" }), node).config.servers).toEqual(["10.96.0.10"]);
   });
 
+  test('resolvConf "": Default pods get 127.0.0.1 and search "."; ClusterFirst gets no node searches', () => {
+    const disabled = { ...node, hostDns: { servers: [], searches: [], options: [] }, resolvConfDisabled: true };
+    expect(podDnsConfig(pod({ dnsPolicy: "Default" }), disabled).config).toEqual({ servers: ["127.0.0.1"], searches: ["."], options: [] });
+    expect(podDnsConfig(pod(), disabled).config.searches).toEqual(["ns.svc.cluster.local", "svc.cluster.local", "cluster.local"]);
+  });
+
   test("ClusterFirst without cluster DNS falls back to Default with a MissingClusterDNS warning", () => {
     const { config, warnings } = podDnsConfig(pod(), { ...node, clusterDns: [] });
     expect(config).toEqual(node.hostDns);

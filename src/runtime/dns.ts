@@ -39,6 +39,8 @@ export interface PodDnsNode {
   hostDns: DnsSettings;
   clusterDns: string[];
   clusterDomain: string;
+  /** resolvConf is "": the node's resolver is not inherited (upstream: Default pods get 127.0.0.1 and search "."). */
+  resolvConfDisabled?: boolean;
 }
 
 export interface DnsWarning {
@@ -104,7 +106,9 @@ export function podDnsConfig(pod: Pod, node: PodDnsNode): { config: DnsSettings;
         message: `pod: "${pod.metadata.name}_${pod.metadata.namespace ?? "default"}(${pod.metadata.uid})". kubelet does not have ClusterDNS IP configured and cannot create Pod using "ClusterFirst" policy. Falling back to "Default" policy.`,
       });
     }
-    config = { servers: [...node.hostDns.servers], searches: [...node.hostDns.searches], options: [...node.hostDns.options] };
+    config = node.resolvConfDisabled
+      ? { servers: ["127.0.0.1"], searches: ["."], options: [] }
+      : { servers: [...node.hostDns.servers], searches: [...node.hostDns.searches], options: [...node.hostDns.options] };
   }
   const extra = (pod.spec as { dnsConfig?: PodDnsConfig }).dnsConfig;
   if (extra) {

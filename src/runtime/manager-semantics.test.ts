@@ -61,6 +61,16 @@ describe("pod files", () => {
     expect(existsSync(root)).toBe(false);
   });
 
+  test("a host-network pod mounts the node's hosts file under the host-network header; its IP is the node's", async () => {
+    writeFileSync(join(dir, "node-hosts"), "127.0.0.1 localhost thisnode\n");
+    const { cri, runtime } = setup({ nodeHostsPath: join(dir, "node-hosts"), hostIP: "192.0.2.7" });
+    await sync(runtime, pod({ env: [{ name: "IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } }] }, { hostNetwork: true }));
+    const [[, config]] = created(cri) as [Created];
+    expect(config.mounts.map((m) => m.containerPath)).toEqual(["/etc/hosts", "/dev/termination-log"]);
+    expect(readFileSync(join(dir, "root/pods/uid-1/etc-hosts"), "utf8")).toBe("# Kubernetes-managed hosts file (host network).\n127.0.0.1 localhost thisnode\n");
+    expect(config.envs).toEqual([{ key: "IP", value: "192.0.2.7" }]);
+  });
+
   test("a container mounting its own /etc/hosts does not get the managed one", async () => {
     const { cri, runtime } = setup();
     await sync(runtime, pod({ volumeMounts: [{ name: "h", mountPath: "/etc/hosts" }] }));
@@ -176,5 +186,17 @@ describe("image pulls", () => {
       ["other.io/a:1", undefined],
       ["other.io/b:1", undefined],
     ]);
+  });
+});
+
+describe("hostname", () => {
+  test("setHostnameAsFQDN makes the sandbox hostname the FQDN; one longer than 64 characters fails the sandbox with upstream's message", async () => {
+    const { cri, runtime, events } = setup();
+    await sync(runtime, pod({}, { hostname: "h", subdomain: "sub", setHostnameAsFQDN: true } as Partial<Pod["spec"]>));
+    expect((cri.callsOf("runPodSandbox")[0] as [{ hostname: string }])[0].hostname).toBe("h.sub.default.svc.cluster.local");
+    const long = { ...pod({}, { hostname: "a".repeat(40), subdomain: "sub", setHostnameAsFQDN: true } as Partial<Pod["spec"]>), metadata: { name: "long", namespace: "default", uid: "uid-long" } };
+    const outcome = await sync(runtime, long);
+    expect(outcome.results.find((r) => r.error)).toMatchObject({ action: "CreatePodSandbox", error: { reason: "CreatePodSandboxError" } });
+    expect(events.find((e) => e.includes("FailedCreatePodSandBox"))).toContain(`FQDN ${"a".repeat(40)}.sub.default.svc.cluster.local is too long (64 characters is the max, 70 characters requested)`);
   });
 });

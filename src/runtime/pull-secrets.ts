@@ -9,7 +9,10 @@
  */
 import type { PodObjects } from "../api/objects.ts";
 import { normalizeImageRef } from "../cri/image-ref.ts";
+import type { CriService, PodSandboxConfig } from "../cri/index.ts";
 import type { Pod } from "../pods/schema.ts";
+import { errorMessage } from "../util/errors.ts";
+import type { PullQueue } from "./pull-queue.ts";
 
 export interface RegistryAuth {
   username: string;
@@ -146,4 +149,39 @@ export async function podKeyring(pod: Pod, objects: PodObjects): Promise<{ keyri
     else missing.push(name);
   }
   return { keyring, missing };
+}
+
+export interface PullRequest {
+  cri: Pick<CriService, "pullImage">;
+  queue: PullQueue;
+  objects: PodObjects;
+  pod: Pod;
+  image: string;
+  sandbox: PodSandboxConfig;
+  /** A warning for the pod (FailedToRetrieveImagePullSecret). */
+  warn: (reason: string, message: string) => void;
+}
+
+/**
+ * Upstream kuberuntime PullImage: without matching credentials one
+ * anonymous pull; otherwise each matching credential in turn until one
+ * pull succeeds, failing with all their errors. Runs in the node-wide queue.
+ */
+export async function pullWithSecrets(r: PullRequest): Promise<string> {
+  const { keyring, missing } = await podKeyring(r.pod, r.objects);
+  if (missing.length) r.warn("FailedToRetrieveImagePullSecret", `Unable to retrieve some image pull secrets (${missing.join(", ")}); attempting to pull the image may not succeed.`);
+  const spec = { image: r.image, annotations: {}, userSpecifiedImage: r.image, runtimeHandler: "" };
+  const auths = keyring.lookup(r.image);
+  return r.queue.run(async () => {
+    if (!auths.length) return r.cri.pullImage(spec, undefined, r.sandbox);
+    const errors: string[] = [];
+    for (const auth of auths) {
+      try {
+        return await r.cri.pullImage(spec, { username: auth.username, password: auth.password }, r.sandbox);
+      } catch (err) {
+        errors.push(errorMessage(err));
+      }
+    }
+    throw new Error(errors.length === 1 ? errors[0] : `[${errors.join(", ")}]`);
+  });
 }

@@ -63,7 +63,7 @@ describe("CriPodRuntime with volumes", () => {
   test("a volume that cannot be set up: FailedMount per volume with upstream's wording, nothing created, a retry", async () => {
     const { cri, runtime, events } = setup({
       setupPod: async () => {
-        throw new VolumeSetupError([{ volume: "cfg", message: 'configmap "app" not found' }]);
+        throw new VolumeSetupError([{ volume: "cfg", message: 'configmap "app" not found', mounted: false }]);
       },
     });
     const outcome = await runtime.syncPod(pod, await runtime.observe(refOf(pod)));
@@ -71,6 +71,17 @@ describe("CriPodRuntime with volumes", () => {
     expect(cri.callsOf("runPodSandbox")).toEqual([]);
     expect(outcome.retryAfterMs).toBe(10_000);
     expect(outcome.results[0]?.error?.reason).toBe("FailedMount");
+  });
+
+  test("a failed refresh of a volume set up before is a FailedMount event, and the pod still syncs", async () => {
+    const { cri, runtime, events } = setup({
+      setupPod: async () => {
+        throw new VolumeSetupError([{ volume: "cfg", message: 'configmap "app" not found', mounted: true }]);
+      },
+    });
+    await runtime.syncPod(pod, await runtime.observe(refOf(pod)));
+    expect(events).toContain('Warning FailedMount MountVolume.SetUp failed for volume "cfg" : configmap "app" not found');
+    expect(cri.callsOf("createContainer")).toHaveLength(1);
   });
 
   test("a mount that cannot be made is CreateContainerConfigError with the message", async () => {

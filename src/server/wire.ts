@@ -57,7 +57,7 @@ export function logsFromStatuses(podLogsDir: string, pods: KubeletServerOptions[
   return async (namespace, name, container, previous) => {
     const entry = pods().find(({ pod }) => pod.metadata.namespace === namespace && pod.metadata.name === name);
     if (!entry) return undefined;
-    const status = [...(entry.status.initContainerStatuses ?? []), ...entry.status.containerStatuses].find((c) => c.name === container);
+    const status = [...(entry.status.initContainerStatuses ?? []), ...entry.status.containerStatuses, ...(entry.status.ephemeralContainerStatuses ?? [])].find((c) => c.name === container);
     if (!status) return undefined;
     const restart = previous ? status.restartCount - 1 : status.restartCount;
     if (restart < 0) return undefined;

@@ -4,7 +4,8 @@ import { FakeKubeApi } from "../api/fake.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { FakeCheckpointStore } from "../checkpoint/index.ts";
-import { ApiServerSource, checkpointForm, POD_CHECKPOINT_KIND } from "./apiserver.ts";
+import { ApiServerSource } from "./apiserver.ts";
+import { checkpointForm, POD_CHECKPOINT_KIND } from "./pod-checkpoint.ts";
 import type { SourceSnapshot } from "./types.ts";
 
 const pod = (name: string, nodeName = "n1", image = "busybox") => ({
@@ -137,6 +138,14 @@ describe("ApiServerSource offline autonomy (checkpoint)", () => {
     await first.source[Symbol.asyncDispose]();
     expect(store.keys(POD_CHECKPOINT_KIND)).toHaveLength(2);
 
+    // An online restart rewrites nothing that did not change.
+    const writesBefore = store.writes.filter((w) => w.startsWith(`${POD_CHECKPOINT_KIND}/`)).length;
+    const again = offlineSetup({ api, clock, store });
+    again.start();
+    await writePhase(clock);
+    await again.source[Symbol.asyncDispose]();
+    expect(store.writes.filter((w) => w.startsWith(`${POD_CHECKPOINT_KIND}/`)).length).toBe(writesBefore);
+
     // Reboot while offline; b is deleted in the API meanwhile.
     clock.advance(2 * HOUR);
     api.setReachable(false);
@@ -183,6 +192,42 @@ describe("ApiServerSource offline autonomy (checkpoint)", () => {
     expect(t.log.lines.some((l) => l.includes("olderThanMaxAge=1"))).toBe(true);
     expect(t.log.lines.some((l) => l.includes("ignoring checkpointed pod") && l.includes("uid=mismatch"))).toBe(true);
     await t.source[Symbol.asyncDispose]();
+  });
+
+  test("maxAge counts from the API's last confirmation of the view (bookmarks), not from the pod's last change", async () => {
+    const clock = new FakeClock();
+    const store = new FakeCheckpointStore(clock);
+    const api = new FakeKubeApi();
+    const a = api.putPod(pod("a"));
+    const online = offlineSetup({ api, clock, store });
+    online.start();
+    await writePhase(clock);
+    // The pod does not change for 20 hours; the watch's bookmarks keep confirming the view.
+    for (let h = 0; h < 20; h++) {
+      clock.advance(HOUR);
+      api.bookmark();
+      await writePhase(clock);
+    }
+    await online.source[Symbol.asyncDispose]();
+    const podWrites = store.writes.filter((w) => w.startsWith(`${POD_CHECKPOINT_KIND}/`));
+    expect(podWrites).toEqual([`${POD_CHECKPOINT_KIND}/${a.metadata!.uid}`]); // confirmations do not rewrite pods
+
+    // Offline 10 hours later: 30 hours after the pod's file, 10 after the last confirmation.
+    clock.advance(10 * HOUR);
+    api.setReachable(false);
+    const rebooted = offlineSetup({ api, clock, store });
+    rebooted.start();
+    await settle();
+    expect(rebooted.snapshots.map((s) => s.pods.map((p) => p.metadata.uid))).toEqual([[a.metadata!.uid!]]);
+    await rebooted.source[Symbol.asyncDispose]();
+
+    // 25 hours after the last confirmation: too old.
+    clock.advance(15 * HOUR);
+    const late = offlineSetup({ api, clock, store });
+    late.start();
+    await settle();
+    expect(late.snapshots).toEqual([]);
+    await late.source[Symbol.asyncDispose]();
   });
 
   test("without a checkpoint an unreachable API server leaves the source not ready (no view at all)", async () => {

@@ -6,19 +6,16 @@
  * with backoff from 1s to 30s. The source reports its whole view, so a
  * relist after an outage reconciles adds, updates and deletes it missed.
  *
- * Offline autonomy (bunlet): with a checkpoint store, every real view is
- * written to `checkpoints/pods/<uid>` (debounced; status, managedFields and
- * resourceVersion left out, so status updates cause no writes). If the
- * first list fails, the checkpointed pods not older than `maxAgeMs` are
- * reported as a provisional view, so they run while the API server is
- * unreachable; its first list then replaces them by UID (unchanged pods are
- * not restarted).
+ * Offline autonomy (bunlet): with a checkpoint, every real view is kept on
+ * disk (pod-checkpoint.ts). If the first list fails, the checkpointed pods
+ * are reported as a provisional view, so they run while the API server is
+ * unreachable; its first list then replaces them by UID, so unchanged pods
+ * are not restarted.
  */
 import { isApiReason, type ApiObject, type KubeApi } from "../api/index.ts";
-import type { CheckpointStore } from "../checkpoint/index.ts";
 import { isMirrorPod } from "../pods/mirror.ts";
 import { parsePod, type Pod } from "../pods/schema.ts";
-import { canonicalJson } from "./defaults.ts";
+import { PodCheckpoint, type PodCheckpointOptions } from "./pod-checkpoint.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
@@ -32,23 +29,7 @@ export interface ApiServerSourceOptions {
   /** Mirror pods are the API's copies of static pods: never run, handed here instead. */
   onMirrorPods?: (mirrors: Pod[]) => void;
   /** Offline autonomy; without it nothing is written or read. */
-  checkpoint?: { store: CheckpointStore; maxAgeMs: number; debounceMs?: number };
-}
-
-/** The checkpoint kind for the node's API pods. */
-export const POD_CHECKPOINT_KIND = "pods";
-
-/**
- * What is kept of an API pod: its spec and metadata, and of its status only
- * what decides whether it runs again (a terminal phase) and its start time
- * (activeDeadlineSeconds). Volatile fields are left out so that status
- * updates do not rewrite the file.
- */
-export function checkpointForm(object: ApiObject): ApiObject {
-  const { status, ...rest } = object as ApiObject & { status?: { phase?: string; startTime?: string } };
-  const { managedFields: _m, resourceVersion: _r, ...metadata } = object.metadata ?? {};
-  const kept = { ...(status?.phase ? { phase: status.phase } : {}), ...(status?.startTime ? { startTime: status.startTime } : {}) };
-  return { ...rest, metadata, ...(Object.keys(kept).length ? { status: kept } : {}) };
+  checkpoint?: Omit<PodCheckpointOptions, "clock" | "logger">;
 }
 
 const keyOf = (o: ApiObject) => `${o.metadata?.namespace}/${o.metadata?.name}`;
@@ -56,11 +37,9 @@ const keyOf = (o: ApiObject) => `${o.metadata?.namespace}/${o.metadata?.name}`;
 export class ApiServerSource implements PodSource {
   readonly name = "api" as const;
   private readonly pods = new Map<string, Pod>();
-  /** The API objects behind `pods`, in checkpoint form, by the same key. */
+  /** The API objects behind `pods` (mirror pods excluded), kept for the checkpoint. */
   private readonly raw = new Map<string, ApiObject>();
-  /** Checkpoint file contents last written, by UID; seeded with the files found at start. */
-  private written: Map<string, string> | undefined;
-  private cancelCheckpoint: (() => void) | undefined;
+  private readonly checkpoint: PodCheckpoint | undefined;
   private listedOnce = false;
   private offlineViewTried = false;
   private resourceVersion = "";
@@ -69,7 +48,9 @@ export class ApiServerSource implements PodSource {
   private emitScheduled = false;
   private emitFn: (s: SourceSnapshot) => void = () => {};
 
-  constructor(private readonly opts: ApiServerSourceOptions) {}
+  constructor(private readonly opts: ApiServerSourceOptions) {
+    this.checkpoint = opts.checkpoint && new PodCheckpoint({ ...opts.checkpoint, clock: opts.clock, logger: opts.logger }, () => this.raw.values());
+  }
 
   start(emit: (snapshot: SourceSnapshot) => void): void {
     this.emitFn = emit;
@@ -144,6 +125,7 @@ export class ApiServerSource implements PodSource {
     if (!this.listedOnce && this.offlineViewTried) this.opts.logger.info("API server reachable again; its pods replace the checkpoint", { pods: this.pods.size });
     this.listedOnce = true;
     this.scheduleEmit();
+    this.checkpoint?.confirmed();
   }
 
   private onEvent(type: string, object: ApiObject): void {
@@ -157,6 +139,7 @@ export class ApiServerSource implements PodSource {
         this.raw.delete(keyOf(object));
         break;
       case "BOOKMARK":
+        this.checkpoint?.confirmed();
         break;
       case "ERROR": {
         const status = object as { code?: number; reason?: string; message?: string };
@@ -176,72 +159,20 @@ export class ApiServerSource implements PodSource {
       return;
     }
     this.pods.set(keyOf(object), parsed.value);
-    if (this.opts.checkpoint && !isMirrorPod(parsed.value)) this.raw.set(keyOf(object), checkpointForm(object));
+    if (this.checkpoint && !isMirrorPod(parsed.value)) this.raw.set(keyOf(object), object);
   }
 
-  /**
-   * The first list failed: report the checkpointed pods (once) as a
-   * provisional view, so they run until the API server answers.
-   */
+  /** The first list failed: report the checkpointed pods (once) as a provisional view, so they run until the API server answers. */
   private startFromCheckpoint(err: unknown): void {
-    const checkpoint = this.opts.checkpoint;
-    if (!checkpoint || this.offlineViewTried) return;
+    if (!this.checkpoint || this.offlineViewTried) return;
     this.offlineViewTried = true;
-    const { logger, clock } = this.opts;
-    const pods: Pod[] = [];
-    let tooOld = 0;
-    for (const entry of checkpoint.store.list(POD_CHECKPOINT_KIND)) {
-      if (clock.now() - entry.writtenAt > checkpoint.maxAgeMs) {
-        tooOld++;
-        continue;
-      }
-      const parsed = parsePod(entry.data);
-      if (parsed.ok && parsed.value.metadata.uid === entry.key) pods.push(parsed.value);
-      else logger.warn("ignoring checkpointed pod: it does not parse", { uid: entry.key, reason: parsed.ok ? "UID differs from its key" : parsed.error });
-    }
-    logger.warn("API server unreachable at start; running the pods of the local checkpoint until it answers", {
+    const { pods, tooOld } = this.checkpoint.restore();
+    this.opts.logger.warn("API server unreachable at start; running the pods of the local checkpoint until it answers", {
       err: errorMessage(err),
       pods: pods.length,
       ...(tooOld ? { olderThanMaxAge: tooOld } : {}),
     });
-    if (pods.length === 0) return;
-    this.emitFn({ source: "api", pods, provisional: true });
-  }
-
-  /** Debounced: a burst of changes makes one pass over the checkpoint files. */
-  private scheduleCheckpoint(): void {
-    const checkpoint = this.opts.checkpoint;
-    if (!checkpoint || this.cancelCheckpoint) return;
-    this.cancelCheckpoint = this.opts.clock.setTimer(checkpoint.debounceMs ?? 500, () => {
-      this.cancelCheckpoint = undefined;
-      this.writeCheckpoint();
-    });
-  }
-
-  /** Writes changed pods and removes the files of pods gone; a failed write is retried on the next change. */
-  private writeCheckpoint(): void {
-    const checkpoint = this.opts.checkpoint;
-    if (!checkpoint || !this.listedOnce) return;
-    const { store } = checkpoint;
-    const written = (this.written ??= new Map(store.keys(POD_CHECKPOINT_KIND).map((uid) => [uid, ""])));
-    const current = new Map<string, ApiObject>();
-    for (const object of this.raw.values()) current.set(object.metadata?.uid ?? "", object);
-    try {
-      for (const [uid, object] of current) {
-        if (!uid) continue;
-        const json = canonicalJson(object);
-        if (written.get(uid) === json) continue;
-        store.write(POD_CHECKPOINT_KIND, uid, object);
-        written.set(uid, json);
-      }
-      for (const uid of [...written.keys()]) {
-        if (current.has(uid)) continue;
-        store.remove(POD_CHECKPOINT_KIND, uid);
-        written.delete(uid);
-      }
-    } catch (err) {
-      this.opts.logger.warn("could not write the pod checkpoint; will retry on the next change", { err: errorMessage(err) });
-    }
+    if (pods.length > 0) this.emitFn({ source: "api", pods, provisional: true });
   }
 
   /** Coalesces a burst of watch events into one snapshot. */
@@ -254,19 +185,15 @@ export class ApiServerSource implements PodSource {
       const all = [...this.pods.values()];
       this.opts.onMirrorPods?.(all.filter(isMirrorPod));
       this.emitFn({ source: "api", pods: all.filter((p) => !isMirrorPod(p)) });
-      this.scheduleCheckpoint();
+      this.checkpoint?.changed();
     });
   }
 
-  /** Stops watching; a checkpoint write still pending is made now, so a restart finds the latest view. */
+  /** Stops watching; a checkpoint pass still pending is made now. */
   async [Symbol.asyncDispose](): Promise<void> {
     this.abort.abort();
     await this.running?.catch(() => {});
-    if (this.cancelCheckpoint) {
-      this.cancelCheckpoint();
-      this.cancelCheckpoint = undefined;
-      this.writeCheckpoint();
-    }
+    this.checkpoint?.flush();
   }
 }
 

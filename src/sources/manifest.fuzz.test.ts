@@ -6,6 +6,7 @@
 import { expect, test } from "bun:test";
 import { arbitraryJson, forAll, keysOf, mutateText, mutateValue, type Rng } from "../util/fuzz.ts";
 import { parseManifest } from "./file.ts";
+import { podsFromBody } from "./url.ts";
 
 const SEEDS: unknown[] = [
   {
@@ -49,7 +50,7 @@ const toYaml = (value: unknown, indent = ""): string => {
 };
 
 /** Document-level problems (not a single field): decoding, size, count, emptiness. */
-const DOCUMENT_ERROR = /^(document: |file is empty|expected one Pod document|invalid JSON|invalid YAML|YAML anchors|document is \d+ bytes)/;
+const DOCUMENT_ERROR = /^(document: |file is empty|expected one Pod( or PodList)? document|invalid JSON|invalid YAML|YAML anchors|document is \d+ bytes)/;
 
 const outcomes = { accepted: 0, rejected: 0 };
 
@@ -93,4 +94,27 @@ test("4000 generated and mutated manifests: no throw, every rejection names a fi
   // Both sides were exercised: mutations that still parse, and rejections.
   expect(outcomes.accepted).toBeGreaterThan(200);
   expect(outcomes.rejected).toBeGreaterThan(2000);
+});
+
+test("2000 generated and mutated staticPodURL bodies (Pods and PodLists): no throw, every rejection names the item and field", () => {
+  let accepted = 0;
+  forAll(
+    { seed: 0x5eed_0002, count: 2000 },
+    (rng, i) => {
+      if (i % 2 === 0) return generate(rng, i);
+      const list = { apiVersion: "v1", kind: "PodList", items: SEEDS.map((seed, n) => ({ ...(seed as object), metadata: { name: `p${n}` } })) };
+      return i % 4 === 1 ? JSON.stringify(mutateValue(rng, list, [...KEYS, "items"])) : mutateText(rng, JSON.stringify(list));
+    },
+    (body) => {
+      const result = podsFromBody(body, { url: "http://config.local/pods", nodeName: "n1" });
+      if (result.ok) {
+        accepted++;
+        return;
+      }
+      for (const part of result.error.replace(/^items\[\d+\]: /, "").split("; ")) {
+        if (!DOCUMENT_ERROR.test(part) && !part.startsWith('field "') && !part.startsWith("duplicate pod")) throw new Error(`rejection without a field: ${JSON.stringify(part)}`);
+      }
+    },
+  );
+  expect(accepted).toBeGreaterThan(100);
 });

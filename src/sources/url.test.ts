@@ -20,6 +20,12 @@ describe("podsFromBody", () => {
     expect(podsFromBody(JSON.stringify(bad), opts)).toEqual({ ok: false, error: 'items[1]: field "spec.containers[0].image": is required' });
     expect(podsFromBody("{nope", opts)).toMatchObject({ ok: false, error: expect.stringContaining("invalid JSON") });
   });
+
+  test("a PodList whose items are not a list is an error, not an empty set", () => {
+    expect(podsFromBody(JSON.stringify({ kind: "PodList", items: "x" }), opts)).toEqual({ ok: false, error: 'field "items": expected a list of Pods' });
+    expect(podsFromBody(JSON.stringify({ kind: "PodList", items: null }), opts)).toEqual({ ok: true, pods: [] });
+    expect(podsFromBody(JSON.stringify({ kind: "PodList" }), opts)).toEqual({ ok: true, pods: [] });
+  });
 });
 
 describe("UrlSource", () => {

@@ -33,7 +33,10 @@ export function podsFromBody(body: string, opts: { url: string; nodeName: string
   }
   if (docs.length !== 1) return { ok: false, error: `expected one Pod or PodList document, found ${docs.length}` };
   const doc = docs[0] as { kind?: string; items?: unknown[] };
-  const items = doc?.kind === "PodList" ? (Array.isArray(doc.items) ? doc.items : []) : [doc];
+  // A PodList without items (or null, as Go writes an empty one) is empty; anything else that is not a list
+  // is an error, never an empty list: that would remove every pod of the URL.
+  if (doc?.kind === "PodList" && doc.items != null && !Array.isArray(doc.items)) return { ok: false, error: 'field "items": expected a list of Pods' };
+  const items = doc?.kind === "PodList" ? (doc.items ?? []) : [doc];
   const pods: Pod[] = [];
   const names = new Set<string>();
   for (const [i, item] of items.entries()) {

@@ -22,6 +22,7 @@ import { statFs, toFsStats, type FsInfo } from "./fs.ts";
 import { readNodeStats } from "./node.ts";
 import { buildPodStats, PodIndex, type PodRef } from "./pods.ts";
 import { CpuRates } from "./rate.ts";
+import { VolumeUsageCache } from "./volumes.ts";
 import type { FsStats, PodStats, StatsProvider, Summary } from "./types.ts";
 
 export type StatsCri = Pick<CriService, "listContainerStats" | "listPodSandboxStats" | "listContainers" | "listPodSandbox" | "imageFsInfo">;
@@ -47,6 +48,8 @@ export interface StatsCollectorOptions {
   pods: () => PodRef[];
   /** Root of the pod log directories (upstream /var/log/pods). */
   podLogsDir: string;
+  /** How long a volume's measured usage is reused (volumeStatsAggPeriod, default 1m). */
+  volumeStatsAggPeriodMs?: number;
   clock: Clock;
   logger: Logger;
 }
@@ -74,6 +77,7 @@ export function createStatsCollector(opts: StatsCollectorOptions): StatsCollecto
   const fsRoot = opts.fsRoot ?? "/";
   const cgroups = createCgroupReader({ fsRoot, version: opts.cgroupVersion });
   const rates = new CpuRates();
+  const volumeUsage = new VolumeUsageCache(`${opts.rootDir}/pods`, opts.volumeStatsAggPeriodMs ?? 60_000);
   const log = opts.logger.with({ component: "stats" });
   const failing = new Set<string>();
   let last: { summary: Summary; atMs: number } | undefined;
@@ -199,6 +203,7 @@ export function createStatsCollector(opts: StatsCollectorOptions): StatsCollecto
       nodeFs: statFsCached(opts.rootDir),
       statFs: statFsCached,
       imageFs: image.info,
+      volumes: (uid: string) => volumeUsage.volumesOf(uid, nowMs),
     };
     const podStats: PodStats[] = [];
     for (const pod of pods) {

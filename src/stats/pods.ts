@@ -14,7 +14,9 @@
  *   it through cAdvisor), falling back to ListPodSandboxStats when the pod
  *   has no readable cgroup; network from ListPodSandboxStats;
  * - ephemeral-storage: containers' rootfs + logs, plus the files directly
- *   in the pod log directory (calcEphemeralStorage; volumes to come).
+ *   in the pod log directory and the emptyDir (on disk) and configMap
+ *   volumes (calcEphemeralStorage);
+ * - volumes: what each volume directory uses (stats/volumes.ts).
  */
 import { join } from "node:path";
 import {
@@ -30,6 +32,7 @@ import type { CgroupReader } from "./cgroup-reader.ts";
 import { filesUsage, toFsStats, type FsInfo } from "./fs.ts";
 import { attempt, cpuStats, memoryStats, type PartError } from "./convert.ts";
 import type { CpuRates } from "./rate.ts";
+import type { VolumeUsage } from "./volumes.ts";
 import type { ContainerStats, FsStats, MemoryStats, NetworkStats, PodStats } from "./types.ts";
 
 export interface PodRef {
@@ -58,6 +61,8 @@ export interface PodReadContext {
   statFs: (path: string) => FsInfo | undefined;
   /** Fallback capacity for rootfs when the writable layer names no mountpoint. */
   imageFs: FsInfo | undefined;
+  /** The pod's volumes, measured (cached for volumeStatsAggPeriod). */
+  volumes?: (uid: string) => VolumeUsage[];
 }
 
 /** Upstream BuildPodLogsDirectory (same as runtime/cri-config.ts podLogDirectory). */
@@ -144,7 +149,10 @@ export function buildPodStats(ctx: PodReadContext, pod: PodRef, index: PodIndex,
   if (network) out.network = criNetwork(ctx.time, network);
 
   const podFiles = attempt(`pod ${pod.uid} logs`, errors, () => filesUsage(logDir));
-  out["ephemeral-storage"] = ephemeralStorage(ctx, out.containers, podFiles);
+  const volumes = (ctx.volumes && attempt(`pod ${pod.uid} volumes`, errors, () => ctx.volumes!(pod.uid))) || [];
+  if (volumes.length) out.volume = volumes.map((v) => ({ ...toFsStats(ctx.time, ctx.statFs(v.path), v.usage), name: v.name }));
+  const ephemeralVolumes = volumes.filter((v) => v.ephemeral).reduce((a, v) => ({ bytes: a.bytes + v.usage.bytes, inodes: a.inodes + v.usage.inodes }), { bytes: 0, inodes: 0 });
+  out["ephemeral-storage"] = ephemeralStorage(ctx, out.containers, { bytes: (podFiles?.bytes ?? 0) + ephemeralVolumes.bytes, inodes: (podFiles?.inodes ?? 0) + ephemeralVolumes.inodes });
   return out;
 }
 

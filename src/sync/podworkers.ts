@@ -11,6 +11,7 @@ import type { Pod } from "../pods/schema.ts";
 import type { PodRef, PodRuntime, PodSyncOutcome } from "../runtime/index.ts";
 import { podRef, type EventRecorder } from "../events/recorder.ts";
 import type { AdmitResult } from "../node/admission.ts";
+import type { PodAllocation } from "../allocation/index.ts";
 import { isTerminalPhase, podStatus, rejectedStatus, type ProbeView, type StatusSink } from "../status/index.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
@@ -31,6 +32,8 @@ export interface PodWorkersOptions {
   /** The prober: told about running containers after each sync, asked for readiness, dropped on termination. */
   /** Pod worker step durations and pod start latency. */
   metrics?: Pick<KubeletMetricsSink, "podWorkerStep" | "podStarted">;
+  /** In-place resize: runs each pod with its allocated resources and reports resizes in its status. */
+  allocation?: PodAllocation;
   probes?: ProbeView & {
     addPod(pod: Pod, running: { containerName: string; containerId: string; startedAt: number }[], podIP: string): void;
     removePod(uid: string): void;
@@ -179,9 +182,11 @@ export class PodWorkers implements AsyncDisposable {
     return worker?.lifecycle.stage === "syncing" ? worker.pod : undefined;
   }
 
-  /** Pods admitted and not terminating: what admission and eviction weigh. */
+  /** Pods admitted and not terminating, with their allocated resources: what admission, QoS cgroups and eviction weigh. */
   activePods(): Pod[] {
-    return [...this.workers.values()].filter((w) => w.lifecycle.stage === "syncing" && w.pod).map((w) => w.pod!);
+    const pods = [...this.workers.values()].filter((w) => w.lifecycle.stage === "syncing" && w.pod).map((w) => w.pod!);
+    const allocation = this.opts.allocation;
+    return allocation ? pods.map((p) => allocation.allocatedPod(p)) : pods;
   }
 
   /** A pod the runtime has but no source wants: kill and remove it. */
@@ -272,7 +277,8 @@ export class PodWorkers implements AsyncDisposable {
     const state = worker.lifecycle;
     switch (state.stage) {
       case "syncing": {
-        const pod = worker.pod!;
+        const desired = worker.pod!;
+        const pod = this.opts.allocation?.allocate(desired, this.activePods()) ?? desired;
         // Upstream allowStaticPodStart: a replaced static pod starts only
         // after its predecessor of the same full name is gone (host ports, names).
         if (this.predecessorTerminating(worker)) return;
@@ -294,8 +300,9 @@ export class PodWorkers implements AsyncDisposable {
         const after = outcome.changed ? await runtime.observe(worker.ref) : observed;
         const running = after.containers.filter((c) => c.state === "running" && c.sandboxId === after.sandboxes[0]?.id);
         this.opts.probes?.addPod(pod, running.map((c) => ({ containerName: c.name, containerId: c.id, startedAt: c.startedAt ?? c.createdAt })), after.sandboxes[0]?.ip ?? "");
-        const status = podStatus(pod, after, outcome.waiting, false, this.opts.probes);
-        this.opts.status.set(pod, status);
+        const computed = podStatus(pod, after, outcome.waiting, false, this.opts.probes);
+        const status = this.opts.allocation?.resizeStatus(computed, pod, after, outcome.results) ?? computed;
+        this.opts.status.set(desired, status);
         // Adopted pods already ran before this agent saw them: their start is not this agent's to measure.
         if (worker.firstSeenAt !== undefined && (status.phase === "Running" || isTerminalPhase(status.phase))) {
           if (outcome.changed && status.phase === "Running") this.opts.metrics?.podStarted(worker.firstSeenAt, this.opts.clock.now());
@@ -354,6 +361,9 @@ export class PodWorkers implements AsyncDisposable {
       case "finished": {
         this.workers.delete(worker.ref.uid);
         this.opts.status.delete(worker.ref.uid, worker.pod);
+        this.opts.allocation?.removePod(worker.ref.uid);
+        // Resources were freed: resizes waiting for room (Deferred) are decided again (upstream retries them on pod removal).
+        for (const other of this.workers.values()) if (this.opts.allocation?.pendingResize(other.ref.uid)) this.kick(other);
         log.info("pod removed from the runtime");
         if (worker.restartWith) this.upsert(worker.restartWith);
         // Wake a successor of the same full name waiting for this one.

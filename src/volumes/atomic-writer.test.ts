@@ -37,6 +37,13 @@ describe("writeAtomically", () => {
     expect(readdirSync(dir).sort()).toEqual(["..data", second, "a"].sort());
   });
 
+  test("a timestamped directory left by an interrupted write is removed by the next write", () => {
+    writeAtomically(dir, payload({ a: "1" }), opts());
+    mkdirSync(join(dir, "..2026_01_01_00_00_00.7"));
+    writeAtomically(dir, payload({ a: "1" }), opts());
+    expect(readdirSync(dir).filter((e) => e.startsWith("..2026")).length).toBe(1);
+  });
+
   test("a mode change alone is a change", () => {
     writeAtomically(dir, payload({ a: "1" }, 0o644), opts());
     expect(writeAtomically(dir, payload({ a: "1" }, 0o400), opts())).toBe(true);

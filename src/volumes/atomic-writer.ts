@@ -7,7 +7,7 @@
  * whole new set, never a mix. Nothing is written when the content and modes
  * are unchanged, so a periodic resync costs only reads.
  */
-import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
 import { posix } from "node:path";
 import type { Clock } from "../util/clock.ts";
 
@@ -22,6 +22,8 @@ export type Payload = Map<string, FileProjection>;
 
 export const DATA_DIR = "..data";
 const DATA_TMP = "..data_tmp";
+/** Our timestamped directories; nothing else is ever followed or removed. */
+const TS_DIR = /^\.\.\d{4}_\d{2}_\d{2}_\d{2}_\d{2}_\d{2}\.\d+$/;
 
 export class AtomicWriteError extends Error {
   override readonly name = "AtomicWriteError";
@@ -90,7 +92,7 @@ export function writeAtomically(targetDir: string, payload: Payload, opts: Atomi
   try {
     oldTsName = readlinkSync(dataLink);
     // Only a timestamped directory of ours; anything else is treated as absent, never followed or removed.
-    if (!/^\.\.\d{4}_\d{2}_\d{2}_\d{2}_\d{2}_\d{2}\.\d+$/.test(oldTsName)) oldTsName = undefined;
+    if (!TS_DIR.test(oldTsName)) oldTsName = undefined;
   } catch {
     oldTsName = undefined;
   }
@@ -141,8 +143,10 @@ export function writeAtomically(targetDir: string, payload: Payload, opts: Atomi
       // already gone
     }
   }
-  if (changed && oldTsDir && oldTsName !== readlinkSync(dataLink) && existsSync(oldTsDir) && statSync(oldTsDir).isDirectory()) {
-    rmSync(oldTsDir, { recursive: true, force: true });
+  // The previous directory, and any left by a write that was interrupted before its swap.
+  const current = readlinkSync(dataLink);
+  for (const entry of readdirSync(targetDir)) {
+    if (entry !== current && TS_DIR.test(entry) && lstatSync(posix.join(targetDir, entry)).isDirectory()) rmSync(posix.join(targetDir, entry), { recursive: true, force: true });
   }
   return changed;
 }

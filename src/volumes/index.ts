@@ -14,7 +14,7 @@ export interface VolumeManager {
    * downwardAPI and projected content, tokens near expiry). Called on every
    * sync of a running pod; idempotent, and reuses what an earlier run (or an
    * earlier agent process) set up. Throws VolumeSetupError listing the
-   * volumes that could not be set up; the others are ready.
+   * volumes that could not be set up or refreshed; the others are ready.
    */
   setupPod(pod: Pod): Promise<void>;
   /**
@@ -33,6 +33,12 @@ export interface VolumeManager {
 export interface VolumeFailure {
   volume: string;
   message: string;
+  /**
+   * The volume was set up before (a refresh failed: the configMap is gone,
+   * the API is down): containers keep its last content and the pod goes on
+   * syncing. False when it never was: nothing of the pod may start.
+   */
+  mounted: boolean;
 }
 
 export class VolumeSetupError extends Error {

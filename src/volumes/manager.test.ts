@@ -7,10 +7,10 @@ import { MountPropagation } from "../cri/index.ts";
 import type { Pod } from "../pods/schema.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
-import { VolumeMountError, VolumeSetupError } from "./index.ts";
+import { VolumeMountError, VolumeSetupError, type VolumeFailure } from "./index.ts";
 import { memoryVolumeSize, PodVolumeManager } from "./manager.ts";
 import { FakeMounter } from "./mount.ts";
-import type { TokenRequestSpec, TokenSource } from "./token.ts";
+import { TokenManager, type TokenRequestSpec, type TokenSource } from "./token.ts";
 
 let root: string;
 beforeEach(() => (root = mkdtempSync(join(tmpdir(), "volmgr-"))));
@@ -39,7 +39,7 @@ const pod = (volumes: NonNullable<Pod["spec"]["volumes"]>, mounts: NonNullable<P
 const volDir = (plugin: string, name: string) => join(root, "pods/uid-1/volumes", plugin, name);
 const b64 = (s: string) => Buffer.from(s).toString("base64");
 
-async function failures(fn: () => Promise<unknown>): Promise<{ volume: string; message: string }[]> {
+async function failures(fn: () => Promise<unknown>): Promise<VolumeFailure[]> {
   try {
     await fn();
   } catch (err) {
@@ -89,7 +89,7 @@ describe("PodVolumeManager", () => {
     expect(readFileSync(join(dir, "a"), "utf8")).toBe("2");
     expect((await manager.mountsFor(p, p.spec.containers[0]!))[0]?.readonly).toBe(true);
     objects.configMaps.clear();
-    expect(await failures(() => manager.setupPod(p))).toEqual([{ volume: "cfg", message: 'configmap "app" not found' }]);
+    expect(await failures(() => manager.setupPod(p))).toEqual([{ volume: "cfg", message: 'configmap "app" not found', mounted: true }]);
     expect(readFileSync(join(dir, "a"), "utf8")).toBe("2"); // a failed refresh leaves the last content
     await manager.setupPod(pod([{ name: "opt", configMap: { name: "app", optional: true } }]));
     expect(existsSync(join(volDir("kubernetes.io~configmap", "opt"), "..data"))).toBe(true);
@@ -103,7 +103,7 @@ describe("PodVolumeManager", () => {
     expect(mounter.mounts.get(dir)?.kind).toBe("tmpfs");
     expect(readFileSync(join(dir, "password"), "utf8")).toBe("s3cret");
     expect(statSync(join(dir, "password")).mode & 0o777).toBe(0o400);
-    expect(await failures(() => manager.setupPod(pod([{ name: "t", secret: { secretName: "gone" } }])))).toEqual([{ volume: "t", message: 'secret "gone" not found' }]);
+    expect(await failures(() => manager.setupPod(pod([{ name: "t", secret: { secretName: "gone" } }])))).toEqual([{ volume: "t", message: 'secret "gone" not found', mounted: false }]);
   });
 
   test("projected: token bound to the pod, kube-root-ca.crt and the namespace in one tmpfs volume", async () => {
@@ -133,6 +133,23 @@ describe("PodVolumeManager", () => {
     expect(requested).toEqual([{ namespace: "ns", serviceAccount: "robot", audiences: [], expirationSeconds: 3607, pod: { name: "p", uid: "uid-1" } }]);
   });
 
+  test("a projected token is rewritten in place once the token manager refreshes it (80% of its lifetime)", async () => {
+    const clock = new FakeClock();
+    let issued = 0;
+    const tokens = new TokenManager({ clock, random: () => 0, request: async (s) => ({ token: `jwt-${++issued}`, expiresAt: clock.now() + s.expirationSeconds * 1000 }) });
+    const manager = new PodVolumeManager({ rootDir: root, mounter: new FakeMounter(), objects: new FakePodObjects(), tokens, node, clock, logger: memoryLogger().logger });
+    const p = pod([{ name: "t", projected: { sources: [{ serviceAccountToken: { path: "token", expirationSeconds: 600 } }] } }]);
+    const file = join(volDir("kubernetes.io~projected", "t"), "token");
+    await manager.setupPod(p);
+    expect(readFileSync(file, "utf8")).toBe("jwt-1");
+    clock.advance(470_000);
+    await manager.setupPod(p);
+    expect(readFileSync(file, "utf8")).toBe("jwt-1");
+    clock.advance(11_000); // past 480 s
+    await manager.setupPod(p);
+    expect(readFileSync(file, "utf8")).toBe("jwt-2");
+  });
+
   test("hostPath: the type is checked and the host path is mounted; other volumes still set up when one fails", async () => {
     const { manager } = setup();
     writeFileSync(join(root, "file"), "x");
@@ -144,7 +161,7 @@ describe("PodVolumeManager", () => {
       ],
       [{ name: "ok", mountPath: "/f", readOnly: true }],
     );
-    expect(await failures(() => manager.setupPod(p))).toEqual([{ volume: "bad", message: `hostPath type check failed: ${join(root, "file")} is not a directory` }]);
+    expect(await failures(() => manager.setupPod(p))).toEqual([{ volume: "bad", message: `hostPath type check failed: ${join(root, "file")} is not a directory`, mounted: false }]);
     expect(existsSync(volDir("kubernetes.io~empty-dir", "e"))).toBe(true);
     expect(await manager.mountsFor(p, p.spec.containers[0]!)).toMatchObject([{ containerPath: "/f", hostPath: join(root, "file"), readonly: true }]);
   });
@@ -152,7 +169,7 @@ describe("PodVolumeManager", () => {
   test("an unsupported volume type fails with its name", async () => {
     const { manager } = setup();
     const p = pod([{ name: "claim", persistentVolumeClaim: { claimName: "x" } } as never]);
-    expect(await failures(() => manager.setupPod(p))).toEqual([{ volume: "claim", message: 'volume type "persistentVolumeClaim" is not supported by this node' }]);
+    expect(await failures(() => manager.setupPod(p))).toEqual([{ volume: "claim", message: 'volume type "persistentVolumeClaim" is not supported by this node', mounted: false }]);
   });
 
   test("mounts: a missing volume and Bidirectional without privilege are config errors; HostToContainer maps to the CRI", async () => {

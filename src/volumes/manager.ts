@@ -100,15 +100,15 @@ export function memoryVolumeSize(pod: Pod, sizeLimit: string | number | null | u
 /** The container's literal and pod-metadata env, what subPathExpr may reference. */
 function subPathEnv(pod: Pod, container: ContainerSpec): Map<string, string> {
   const env = new Map<string, string>();
+  const meta: Record<string, string | undefined> = {
+    "metadata.name": pod.metadata.name,
+    "metadata.namespace": pod.metadata.namespace ?? "default",
+    "metadata.uid": pod.metadata.uid,
+    "spec.nodeName": pod.spec.nodeName,
+  };
   for (const e of container.env ?? []) {
     if (e.value !== undefined) env.set(e.name, expand(e.value, (n) => env.get(n)));
     const path = (e.valueFrom as { fieldRef?: { fieldPath?: string } } | undefined)?.fieldRef?.fieldPath;
-    const meta: Record<string, string | undefined> = {
-      "metadata.name": pod.metadata.name,
-      "metadata.namespace": pod.metadata.namespace ?? "default",
-      "metadata.uid": pod.metadata.uid,
-      "spec.nodeName": pod.spec.nodeName,
-    };
     if (path && meta[path] !== undefined) env.set(e.name, meta[path]!);
   }
   return env;
@@ -116,6 +116,8 @@ function subPathEnv(pod: Pod, container: ContainerSpec): Map<string, string> {
 
 export class PodVolumeManager implements VolumeManager {
   private readonly dirs: PodDirs;
+  /** Volumes set up at least once in this process, by pod UID. */
+  private readonly setUp = new Map<string, Set<string>>();
 
   constructor(private readonly opts: VolumeManagerOptions) {
     this.dirs = podDirs(opts.rootDir);
@@ -140,11 +142,30 @@ export class PodVolumeManager implements VolumeManager {
     for (const vol of pod.spec.volumes ?? []) {
       try {
         await this.setupVolume(pod, vol);
+        this.ready(pod).add(vol.name);
       } catch (err) {
-        failures.push({ volume: vol.name, message: errorMessage(err) });
+        failures.push({ volume: vol.name, message: errorMessage(err), mounted: this.wasSetUp(pod, vol) });
       }
     }
     if (failures.length) throw new VolumeSetupError(failures);
+  }
+
+  private ready(pod: Pod): Set<string> {
+    const uid = pod.metadata.uid ?? "";
+    let set = this.setUp.get(uid);
+    if (!set) this.setUp.set(uid, (set = new Set()));
+    return set;
+  }
+
+  /** Set up earlier by this process, or (after a restart) its content is on disk. */
+  private wasSetUp(pod: Pod, vol: VolumeSpec): boolean {
+    if (this.ready(pod).has(vol.name)) return true;
+    try {
+      const loc = this.locate(pod, vol);
+      return loc.kind !== "hostPath" && loc.kind !== "emptyDir" && existsSync(`${loc.hostPath}/..data`);
+    } catch {
+      return false;
+    }
   }
 
   private async setupVolume(pod: Pod, vol: VolumeSpec): Promise<void> {
@@ -333,6 +354,7 @@ export class PodVolumeManager implements VolumeManager {
   async teardownPod(uid: string): Promise<void> {
     if (!uid || uid.includes("/") || uid === "." || uid === "..") return;
     this.opts.tokens?.forgetPod(uid);
+    this.setUp.delete(uid);
     const dir = this.dirs.pod(uid);
     if (!existsSync(dir)) return;
     for (const m of await this.opts.mounter.mountsUnder(dir)) await this.opts.mounter.unmount(m);

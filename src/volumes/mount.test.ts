@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { FakeMounter, parseMountInfo } from "./mount.ts";
+import { FakeMounter, mountOf, parseMountInfo, parseMountInfoLines } from "./mount.ts";
 
 describe("mount points", () => {
   test("parseMountInfo reads the mount point field and unescapes octal", () => {
@@ -8,6 +8,14 @@ describe("mount points", () => {
       "90 22 0:50 / /var/lib/kubelet/pods/u/volumes/kubernetes.io~secret/my\\040secret rw,relatime - tmpfs tmpfs rw,size=1024k",
     ].join("\n");
     expect(parseMountInfo(text)).toEqual(["/", "/var/lib/kubelet/pods/u/volumes/kubernetes.io~secret/my secret"]);
+  });
+
+  test("mountOf finds the topmost mount holding a path and its propagation", () => {
+    const mounts = parseMountInfoLines(
+      ["27 1 254:0 / / rw,relatime - ext4 /dev/vda rw", "40 27 254:0 /var/lib/kubelet /var/lib/kubelet rw shared:5 - ext4 /dev/vda rw"].join("\n"),
+    );
+    expect(mountOf(mounts, "/var/lib/kubelet/pods/u")).toEqual({ mountPoint: "/var/lib/kubelet", propagation: ["shared:5"] });
+    expect(mountOf(mounts, "/var/lib/kubeletx")).toEqual({ mountPoint: "/", propagation: [] });
   });
 
   test("mountsUnder lists deepest first and does not match a sibling prefix", async () => {

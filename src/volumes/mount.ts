@@ -18,6 +18,13 @@ export interface Mounter {
   unmount(target: string): Promise<void>;
   /** Mount points at or below `prefix`, deepest first (the order to unmount them in). */
   mountsUnder(prefix: string): Promise<string[]>;
+  /**
+   * Upstream MakeRShared: unless the mount holding `path` already propagates
+   * (shared), bind-mounts `path` on itself and makes it rshared, so mounts
+   * made below it reach containers (HostToContainer, Bidirectional).
+   * Returns whether it changed anything.
+   */
+  makeRShared(path: string): Promise<boolean>;
 }
 
 export class MountError extends Error {
@@ -39,15 +46,38 @@ const run = (file: string, args: string[]): Promise<void> =>
 /** /proc/self/mountinfo escapes space, tab, newline and backslash as octal. */
 const unescape = (s: string) => s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
 
-export function parseMountInfo(text: string): string[] {
+export interface MountInfo {
+  mountPoint: string;
+  /** Optional fields: "shared:N", "master:N", ... */
+  propagation: string[];
+}
+
+export function parseMountInfoLines(text: string): MountInfo[] {
   return text
     .split("\n")
     .filter(Boolean)
-    .map((line) => unescape(line.split(" ")[4] ?? ""))
-    .filter(Boolean);
+    .map((line) => {
+      const fields = line.split(" ");
+      const dash = fields.indexOf("-");
+      return { mountPoint: unescape(fields[4] ?? ""), propagation: fields.slice(6, dash < 0 ? undefined : dash) };
+    })
+    .filter((m) => m.mountPoint);
 }
 
-const under = (path: string, prefix: string) => path === prefix || path.startsWith(prefix.endsWith("/") ? prefix : `${prefix}/`);
+export function parseMountInfo(text: string): string[] {
+  return parseMountInfoLines(text).map((m) => m.mountPoint);
+}
+
+/** The mount that holds `path` (the last, i.e. topmost, of the longest mount point prefix). */
+export function mountOf(mounts: MountInfo[], path: string): MountInfo | undefined {
+  let best: MountInfo | undefined;
+  for (const m of mounts) if (under(path, m.mountPoint) && (!best || m.mountPoint.length >= best.mountPoint.length)) best = m;
+  return best;
+}
+
+function under(path: string, prefix: string): boolean {
+  return path === prefix || path.startsWith(prefix.endsWith("/") ? prefix : `${prefix}/`);
+}
 const deepestFirst = (paths: string[]) => [...new Set(paths)].sort((a, b) => b.split("/").length - a.split("/").length || b.localeCompare(a));
 
 export function createMounter(): Mounter {
@@ -65,6 +95,16 @@ export function createMounter(): Mounter {
     async mountsUnder(prefix) {
       const clean = posix.normalize(prefix);
       return deepestFirst(parseMountInfo(await readFile("/proc/self/mountinfo", "utf8")).filter((m) => under(m, clean)));
+    },
+    async makeRShared(path) {
+      const clean = posix.normalize(path);
+      const mounts = parseMountInfoLines(await readFile("/proc/self/mountinfo", "utf8"));
+      if (mountOf(mounts, clean)?.propagation.some((p) => p.startsWith("shared:"))) return false;
+      if (!mounts.some((m) => m.mountPoint === clean)) {
+        await run("mount", ["--bind", clean, clean]).catch((err) => Promise.reject(new MountError("bind mount", clean, String(err.message))));
+      }
+      await run("mount", ["--make-rshared", clean]).catch((err) => Promise.reject(new MountError("make rshared", clean, String(err.message))));
+      return true;
     },
   };
 }
@@ -95,5 +135,12 @@ export class FakeMounter implements Mounter {
   }
   async mountsUnder(prefix: string) {
     return deepestFirst([...this.mounts.keys()].filter((m) => under(m, posix.normalize(prefix))));
+  }
+  readonly shared = new Set<string>();
+  async makeRShared(path: string) {
+    this.enter(`rshared ${path}`);
+    if (this.shared.has(path)) return false;
+    this.shared.add(path);
+    return true;
   }
 }

@@ -68,10 +68,4 @@ export class TokenManager implements TokenSource {
   forgetPod(uid: string): void {
     for (const [key, entry] of this.cache) if (entry.spec.pod.uid === uid) this.cache.delete(key);
   }
-
-  /** Also drops expired tokens, so the cache holds only what live pods use. */
-  cleanup(): void {
-    const now = this.opts.clock.now();
-    for (const [key, entry] of this.cache) if (entry.issued.expiresAt < now) this.cache.delete(key);
-  }
 }

@@ -8,11 +8,13 @@ import { ObjectCache } from "../api/object-cache.ts";
 import { noPodObjects, type PodObjects } from "../api/objects.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { Clock } from "../util/clock.ts";
+import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import type { VolumeManager } from "./index.ts";
 import { PodVolumeManager } from "./manager.ts";
 import { createMounter, type Mounter } from "./mount.ts";
-import { TokenManager } from "./token.ts";
+import { TokenManager, type RequestToken } from "./token.ts";
+import { checkpointedPodObjects, checkpointedTokenRequest, pruneObjectCheckpoints, type ObjectCheckpointOptions } from "../checkpoint/objects.ts";
 
 export interface VolumeWiring {
   rootDir: string;
@@ -22,6 +24,8 @@ export interface VolumeWiring {
   clock: Clock;
   logger: Logger;
   mounter?: Mounter;
+  /** Offline autonomy: the referenced objects and tokens are checkpointed and used while the API cannot answer. */
+  checkpoint?: ObjectCheckpointOptions;
 }
 
 /** The volume manager and the PodObjects it reads (env references should read the same); disposing stops the watches. */
@@ -30,26 +34,36 @@ export interface VolumeSubsystem extends AsyncDisposable {
   volumes: VolumeManager;
 }
 
-export function createVolumeManager(w: VolumeWiring): VolumeSubsystem {
+export async function createVolumeManager(w: VolumeWiring): Promise<VolumeSubsystem> {
+  const mounter = w.mounter ?? createMounter();
+  // Upstream setupDataDirs: the root directory propagates mounts, so volumes mounted below it reach
+  // containers with mountPropagation HostToContainer or Bidirectional.
+  try {
+    if (await mounter.makeRShared(w.rootDir)) w.logger.info("made the root directory a shared mount", { rootDir: w.rootDir });
+  } catch (err) {
+    w.logger.warn("could not make the root directory a shared mount; mountPropagation will fail for volumes below it", { rootDir: w.rootDir, err: errorMessage(err) });
+  }
   const cache = w.api ? new ObjectCache({ api: w.api, clock: w.clock, logger: w.logger }) : undefined;
+  if (w.checkpoint) pruneObjectCheckpoints(w.checkpoint);
+  const objects = cache && w.checkpoint ? checkpointedPodObjects(cache, w.checkpoint) : cache;
   const api = w.api;
-  const tokens = api
-    ? new TokenManager({
-        clock: w.clock,
-        request: async (spec) => {
-          const tr = await api.createToken(spec.namespace, spec.serviceAccount, {
-            audiences: spec.audiences,
-            expirationSeconds: spec.expirationSeconds,
-            boundObjectRef: { apiVersion: "v1", kind: "Pod", name: spec.pod.name, uid: spec.pod.uid },
-          });
-          return { token: tr.token, expiresAt: Date.parse(tr.expirationTimestamp) };
-        },
-      })
+  const requestToken: RequestToken | undefined = api
+    ? async (spec) => {
+        const tr = await api.createToken(spec.namespace, spec.serviceAccount, {
+          audiences: spec.audiences,
+          expirationSeconds: spec.expirationSeconds,
+          boundObjectRef: { apiVersion: "v1", kind: "Pod", name: spec.pod.name, uid: spec.pod.uid },
+        });
+        return { token: tr.token, expiresAt: Date.parse(tr.expirationTimestamp) };
+      }
+    : undefined;
+  const tokens = requestToken
+    ? new TokenManager({ clock: w.clock, request: w.checkpoint ? checkpointedTokenRequest(requestToken, w.checkpoint) : requestToken })
     : undefined;
   const manager = new PodVolumeManager({
     rootDir: w.rootDir,
-    mounter: w.mounter ?? createMounter(),
-    objects: cache ?? noPodObjects,
+    mounter,
+    objects: objects ?? noPodObjects,
     ...(tokens ? { tokens } : {}),
     node: { cpuMilli: w.allocatable.cpu, memoryBytes: w.allocatable.memory, ephemeralStorageBytes: w.allocatable["ephemeral-storage"] },
     clock: w.clock,
@@ -69,5 +83,5 @@ export function createVolumeManager(w: VolumeWiring): VolumeSubsystem {
     },
     cleanupOrphans: (isKnown) => manager.cleanupOrphans(isKnown),
   };
-  return { podObjects: cache, volumes, [Symbol.asyncDispose]: () => cache[Symbol.asyncDispose]() };
+  return { podObjects: objects ?? cache, volumes, [Symbol.asyncDispose]: () => cache[Symbol.asyncDispose]() };
 }

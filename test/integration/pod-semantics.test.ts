@@ -1,16 +1,24 @@
 // Pod and container semantics as kubectl describe reads them, on a real
 // control plane and a real containerd: termination messages, the reasons in
-// container states, the managed /etc/hosts, pod DNS, sysctls. Each check
+// container states, the managed /etc/hosts, pod DNS, sysctls, image pulls
+// from a local registry (serialized; with pull secrets). Each check
 // reads the API object (what users see) or the container itself.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { FakePodObjects } from "../../src/api/objects.ts";
 import { createCriClient } from "../../src/cri/client.ts";
 import type { CriService } from "../../src/cri/index.ts";
-import { createLogger } from "../../src/util/log.ts";
+import type { Pod } from "../../src/pods/schema.ts";
+import { refOf } from "../../src/runtime/index.ts";
+import { CriPodRuntime } from "../../src/runtime/manager.ts";
+import { realClock } from "../../src/util/clock.ts";
+import { createLogger, memoryLogger } from "../../src/util/log.ts";
 import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
-import { startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { startRegistry } from "../harness/registry.ts";
 
 const NODE = "sem-node";
 let ctd: ContainerdHandle;
@@ -18,20 +26,7 @@ let cp: ControlPlaneHandle;
 let agent: AgentHandle;
 let cri: CriService;
 
-async function kubectl(...args: string[]): Promise<string> {
-  const r = await cp.kubectl(args);
-  if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}`);
-  return r.stdout;
-}
-const tryJson = async <T = any>(...args: string[]): Promise<T | undefined> => {
-  const r = await cp.kubectl(["get", ...args, "-o", "json"]);
-  return r.code === 0 ? (JSON.parse(r.stdout) as T) : undefined;
-};
-const apply = async (obj: { metadata: { name: string } }) => {
-  const file = join(cp.dir, `${obj.metadata.name}.json`);
-  writeFileSync(file, JSON.stringify(obj));
-  await kubectl("apply", "-f", file);
-};
+const { kubectl, tryJson, apply } = adminKubectl(() => cp);
 /** A pod bound to the node (no scheduler round trip) with one busybox container. */
 const podOf = (name: string, container: Record<string, unknown>, spec: Record<string, unknown> = {}) => ({
   apiVersion: "v1",
@@ -82,6 +77,13 @@ describe("pod semantics on a real control plane and containerd", () => {
     expect(await terminated("msg-custom")).toMatchObject({ exitCode: 4, reason: "Error", message: "custom\n" });
     expect(await terminated("msg-logs")).toMatchObject({ exitCode: 3, reason: "Error", message: "first\nsecond\n" });
     expect((await statusOf("msg-logs")).phase).toBe("Failed");
+    // The file lives under <rootDir>/pods/<uid>/containers/<name>/ (8 hex digits) and goes with the pod.
+    const uid = (await tryJson("pod", "msg-file")).metadata.uid as string;
+    const podDir = join(agent.dir, "root", "pods", uid);
+    expect(readdirSync(join(podDir, "containers", "main"))).toEqual([expect.stringMatching(/^[0-9a-f]{8}$/)]);
+    expect(readdirSync(podDir)).toEqual(expect.arrayContaining(["containers", "etc-hosts"]));
+    await kubectl("delete", "pod", "msg-file", "--wait=false");
+    await eventually("the pod's files removed", () => !existsSync(podDir), 60_000);
   }, 90_000);
 
   test("reasons: OOMKilled from the kernel, a failed start (RunContainerError, then StartError with the runtime's message), CreateContainerConfigError", async () => {
@@ -92,29 +94,36 @@ describe("pod semantics on a real control plane and containerd", () => {
         { restartPolicy: "Never" },
       ),
     );
+    // Every status the API server stores for cannot-run: RunContainerError lasts only until the next sync.
+    const watch = Bun.spawn(
+      [join(cp.binDir, "kubectl"), `--kubeconfig=${cp.adminKubeconfig}`, "get", "pods", "--watch", "--output-watch-events", "-o", "json", "--field-selector=metadata.name=cannot-run"],
+      { stdout: "pipe", stderr: "pipe" },
+    );
+    const watched = new Response(watch.stdout).text();
+    await Bun.sleep(500);
     await apply(podOf("cannot-run", { command: ["/no/such/binary"] }));
     await apply(podOf("config-error", { command: ["sleep", "3600"], env: [{ name: "S", valueFrom: { secretKeyRef: { name: "missing", key: "k" } } }] }));
     const oom = await eventually("oom terminated", async () => (await mainState("oom"))?.state?.terminated, 60_000);
     expect(oom).toMatchObject({ exitCode: 137, reason: "OOMKilled" });
-    const seen = new Set<string>();
     const cannot = await eventually(
-      "cannot-run: waiting with the start failure in lastState",
+      "cannot-run: CrashLoopBackOff with the start failure in lastState",
       async () => {
         const s = await mainState("cannot-run");
-        if (s?.state?.waiting) seen.add(s.state.waiting.reason);
-        return s?.lastState?.terminated && s.restartCount >= 1 && seen.has("CrashLoopBackOff") ? s : undefined;
+        return s?.lastState?.terminated && s.state?.waiting?.reason === "CrashLoopBackOff" ? s : undefined;
       },
       60_000,
-      100,
     );
-    expect([...seen].filter((r) => r !== "ContainerCreating")).toContain("RunContainerError");
+    watch.kill();
+    const waitingReasons = [...(await watched).matchAll(/"waiting":\s*\{[^}]*"reason":\s*"(\w+)"/g)].map((m) => m[1]);
+    expect(waitingReasons).toContain("RunContainerError");
+    expect(waitingReasons.indexOf("RunContainerError")).toBeLessThan(waitingReasons.indexOf("CrashLoopBackOff"));
     expect(cannot.lastState.terminated).toMatchObject({ exitCode: 128, reason: "StartError" });
     expect(cannot.lastState.terminated.message).toContain("/no/such/binary");
     const config = await eventually("config-error waiting", async () => (await mainState("config-error"))?.state?.waiting, 60_000);
     expect(config).toEqual({ reason: "CreateContainerConfigError", message: 'secret "missing" not found' });
   }, 120_000);
 
-  test("/etc/hosts is kubelet-managed: pod IP with hostname and FQDN, host aliases", async () => {
+  test("/etc/hosts is kubelet-managed: pod IP with hostname and FQDN, host aliases; host-network pods get the node's; setHostnameAsFQDN", async () => {
     await apply(
       podOf("hosts", { command: ["sleep", "3600"] }, { hostname: "myhost", subdomain: "sub", hostAliases: [{ ip: "10.9.8.7", hostnames: ["foo.local", "bar.local"] }] }),
     );
@@ -125,10 +134,24 @@ describe("pod semantics on a real control plane and containerd", () => {
     expect(hosts).toContain(`${podIP}\tmyhost.sub.default.svc.cluster.local\tmyhost\n`);
     expect(hosts).toEndWith("\n# Entries added by HostAliases.\n10.9.8.7\tfoo.local\tbar.local\n");
     expect((await execIn("hosts", ["hostname"])).out.trim()).toBe("myhost");
+    await apply(podOf("fqdn", { command: ["sleep", "3600"] }, { hostname: "fq", subdomain: "sub", setHostnameAsFQDN: true }));
+    await running("fqdn");
+    expect((await execIn("fqdn", ["hostname"])).out.trim()).toBe("fq.sub.default.svc.cluster.local");
+    // A host-network pod sees the node's hosts file under the host-network header, its aliases appended.
+    await apply(podOf("hosts-hostnet", { command: ["sleep", "3600"] }, { hostNetwork: true, hostAliases: [{ ip: "10.9.8.6", hostnames: ["baz.local"] }] }));
+    await running("hosts-hostnet");
+    expect((await statusOf("hosts-hostnet")).podIP).toBe("127.0.0.1"); // the node's IP, as upstream reports host-network pods
+    const nodeHosts = readFileSync("/etc/hosts", "utf8");
+    expect((await execIn("hosts-hostnet", ["cat", "/etc/hosts"])).out).toBe(
+      `# Kubernetes-managed hosts file (host network).\n${nodeHosts}\n# Entries added by HostAliases.\n10.9.8.6\tbaz.local\n`,
+    );
   }, 90_000);
 
   test("pod DNS: ClusterFirst gets the cluster server and searches; dnsPolicy None uses only dnsConfig; too many servers are cut with an event", async () => {
-    await apply(podOf("dns-cluster", { command: ["sleep", "3600"] }, { dnsConfig: { options: [{ name: "ndots", value: "2" }, { name: "edns0" }] } }));
+    // The cluster server plus three of the pod's make four: upstream keeps the first three and says so in an event.
+    await apply(
+      podOf("dns-cluster", { command: ["sleep", "3600"] }, { dnsConfig: { nameservers: ["1.1.1.1", "2.2.2.2", "3.3.3.3"], options: [{ name: "ndots", value: "2" }, { name: "edns0" }] } }),
+    );
     await apply(
       podOf(
         "dns-none",
@@ -138,13 +161,17 @@ describe("pod semantics on a real control plane and containerd", () => {
     );
     await Promise.all([running("dns-cluster"), running("dns-none")]);
     const cluster = (await execIn("dns-cluster", ["cat", "/etc/resolv.conf"])).out;
-    expect(cluster).toContain("nameserver 10.96.0.10");
+    expect(cluster.split("\n").filter((l) => l.startsWith("nameserver"))).toEqual(["nameserver 10.96.0.10", "nameserver 1.1.1.1", "nameserver 2.2.2.2"]);
     expect(cluster).toMatch(/^search default\.svc\.cluster\.local svc\.cluster\.local cluster\.local/m);
     expect(cluster).toMatch(/^options ndots:2 edns0$/m);
     const none = (await execIn("dns-none", ["cat", "/etc/resolv.conf"])).out;
     expect(none.split("\n").filter((l) => l.startsWith("nameserver"))).toEqual(["nameserver 1.1.1.1", "nameserver 2.2.2.2", "nameserver 3.3.3.3"]);
     expect(none).toMatch(/^search one\.example two\.example$/m);
     expect(none).toMatch(/^options timeout:1$/m);
+    const events = JSON.parse(await kubectl("get", "events", "--field-selector", "involvedObject.name=dns-cluster", "-o", "json")).items as { reason: string; message: string }[];
+    expect(events.find((e) => e.reason === "DNSConfigForming")?.message).toBe(
+      "Nameserver limits were exceeded, some nameservers have been omitted, the applied nameserver line is: 10.96.0.10 1.1.1.1 2.2.2.2",
+    );
   }, 90_000);
 
   test("sysctls: safe and allowed unsafe ones are set in the pod; others are rejected at admission with SysctlForbidden", async () => {
@@ -160,5 +187,60 @@ describe("pod semantics on a real control plane and containerd", () => {
       return s?.phase === "Failed" ? s : undefined;
     });
     expect(rejected).toMatchObject({ reason: "SysctlForbidden", message: 'forbidden sysctl: "kernel.sem" not allowlisted' });
+  }, 90_000);
+
+  test("serializeImagePulls (the default): two pods' pulls from a registry never overlap", async () => {
+    const registry = startRegistry({ delayMs: 700 });
+    try {
+      await apply(podOf("pull-a", { command: ["sleep", "3600"], image: `${registry.host}/serial/a:1`, imagePullPolicy: "Always" }));
+      await apply(podOf("pull-b", { command: ["sleep", "3600"], image: `${registry.host}/serial/b:1`, imagePullPolicy: "Always" }));
+      await Promise.all([running("pull-a"), running("pull-b")]);
+      const span = (repo: string) => {
+        const rs = registry.requests.filter((r) => r.repository === repo);
+        return { from: Math.min(...rs.map((r) => r.startedAt)), to: Math.max(...rs.map((r) => r.answeredAt)), count: rs.length };
+      };
+      const [a, b] = [span("serial/a"), span("serial/b")];
+      expect(a.count).toBeGreaterThan(0);
+      expect(b.count).toBeGreaterThan(0);
+      const [first, second] = a.from < b.from ? [a, b] : [b, a];
+      expect(second.from).toBeGreaterThanOrEqual(first.to);
+    } finally {
+      registry.stop();
+    }
+  }, 90_000);
+
+  test("imagePullSecrets: the credentials of a dockerconfigjson secret reach the registry through containerd", async () => {
+    // In-process runtime on its own containerd: the agent's PodObjects is not wired to the API yet (the watched cache is).
+    const registry = startRegistry({ credentials: { username: "puller", password: "s3cret" } });
+    const own = await startContainerd({ name: "pullauth" });
+    const ownCri = createCriClient({ endpoint: own.endpoint, logger: createLogger({ verbosity: 0 }) });
+    const logs = mkdtempSync(join(tmpdir(), "pullauth-logs-"));
+    try {
+      const objects = new FakePodObjects();
+      const auths = { [registry.host]: { auth: Buffer.from("puller:s3cret").toString("base64") } };
+      objects.secrets.set("default/regcred", { type: "kubernetes.io/dockerconfigjson", data: { ".dockerconfigjson": Buffer.from(JSON.stringify({ auths })).toString("base64") } });
+      const runtime = new CriPodRuntime({
+        cri: ownCri,
+        clock: realClock,
+        logger: memoryLogger().logger,
+        node: { podLogsDir: logs, podsCgroupParent: own.cgroupParent, hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "cluster.local" },
+        podObjects: objects,
+      });
+      const pod = {
+        metadata: { name: "private", namespace: "default", uid: "pull-auth-uid" },
+        spec: { imagePullSecrets: [{ name: "regcred" }], containers: [{ name: "main", image: `${registry.host}/private/app:1`, command: ["sleep", "3600"] }] },
+      } as unknown as Pod;
+      const outcome = await runtime.syncPod(pod, await runtime.observe(refOf(pod)));
+      expect(outcome.results.filter((r) => r.error)).toEqual([]);
+      expect(registry.requests.some((r) => r.status === 401 && !r.basicAuth)).toBe(true); // the challenge
+      expect(registry.requests.filter((r) => r.status === 200 && r.kind === "manifests").map((r) => r.basicAuth)).toContain("puller:s3cret");
+      await runtime.killPod(refOf(pod), await runtime.observe(refOf(pod)), 0);
+      await runtime.removePod(refOf(pod), await runtime.observe(refOf(pod)));
+    } finally {
+      ownCri.close();
+      await own.stop();
+      registry.stop();
+      rmSync(logs, { recursive: true, force: true });
+    }
   }, 90_000);
 });

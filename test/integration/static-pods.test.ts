@@ -358,6 +358,58 @@ describe("static pods on a real containerd", () => {
     await eventually("slow pod removed", async () => (await containersOf(pod.metadata.uid)).length === 0);
   }, 60_000);
 
+  test("the order as the containers themselves saw it (an emptyDir they share): init one, then init two, then the sidecar, then the app", async () => {
+    // busybox's date has no %N: the kernel's uptime (to the hundredth) is the clock all containers share.
+    const now = "$(cut -d' ' -f1 /proc/uptime)";
+    const note = (name: string, then = "") => ["sh", "-c", `echo "${now} ${name} start" >> /shared/order; ${then}`];
+    writeFileSync(
+      join(agent.manifests, "order.json"),
+      JSON.stringify({
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: "order" },
+        spec: {
+          terminationGracePeriodSeconds: 1,
+          volumes: [{ name: "shared", emptyDir: {} }],
+          initContainers: [
+            { name: "one", image: ctd.busyboxImage, command: note("one", `sleep 1; echo "${now} one end" >> /shared/order`), volumeMounts: [{ name: "shared", mountPath: "/shared" }] },
+            { name: "two", image: ctd.busyboxImage, command: note("two", `echo "${now} two end" >> /shared/order`), volumeMounts: [{ name: "shared", mountPath: "/shared" }] },
+            { name: "sidecar", image: ctd.busyboxImage, restartPolicy: "Always", command: note("sidecar", "exec sleep 3600"), volumeMounts: [{ name: "shared", mountPath: "/shared" }] },
+          ],
+          containers: [{ name: "app", image: ctd.busyboxImage, command: note("app", "cat /shared/order; exec sleep 3600"), volumeMounts: [{ name: "shared", mountPath: "/shared" }] }],
+        },
+      }),
+    );
+    const pod = await eventually("order Running", async () => {
+      const p = await podNamed("order");
+      return p?.status.phase === "Running" ? p : undefined;
+    }, 30_000);
+    const log = await eventually("the app's copy of the order", () => {
+      const file = join(agent.podLogsDir, `default_order-test-node_${pod.metadata.uid}`, "app", "0.log");
+      const text = existsSync(file) ? readFileSync(file, "utf8") : "";
+      return text.includes("app start") ? text : undefined;
+    });
+    // CRI log lines: "<time> stdout F <content>"; the content is "<uptime> <name> <event>".
+    const events = log.trim().split("\n").map((l) => l.split(" ").slice(3));
+    expect(events.map(([, name, what]) => `${name} ${what}`)).toEqual(["one start", "one end", "two start", "two end", "sidecar start", "app start"]);
+    const times = events.map(([uptime]) => Number(uptime));
+    for (let i = 1; i < times.length; i++) expect(times[i]!).toBeGreaterThanOrEqual(times[i - 1]!);
+    expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(0.9); // "one" slept before "two" began
+    rmSync(join(agent.manifests, "order.json"));
+  }, 60_000);
+
+  test("an image that cannot be pulled waits with ErrImagePull, then ImagePullBackOff", async () => {
+    writeFileSync(join(agent.manifests, "nopull.json"), manifest("nopull", { image: "127.0.0.1:1/nothing/here:1.0", imagePullPolicy: "Always", command: ["true"] }));
+    const reasons = new Set<string>();
+    await eventually("ImagePullBackOff", async () => {
+      const waiting = (await podNamed("nopull"))?.status.containerStatuses[0]?.state["waiting"] as { reason?: string } | undefined;
+      if (waiting?.reason) reasons.add(waiting.reason);
+      return reasons.has("ImagePullBackOff");
+    }, 40_000, 100);
+    expect([...reasons]).toContain("ErrImagePull");
+    rmSync(join(agent.manifests, "nopull.json"));
+  }, 60_000);
+
   test("deleting the manifest removes the sandbox, the containers and the pod's logs", async () => {
     const pod = (await podNamed("web"))!;
     rmSync(join(agent.manifests, "web.yaml"));

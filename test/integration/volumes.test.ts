@@ -10,7 +10,7 @@ import { ContainerFilter, ContainerState, type CriService } from "../../src/cri/
 import { createLogger } from "../../src/util/log.ts";
 import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
-import { startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
 
 const NODE = "vol-node";
 let ctd: ContainerdHandle;
@@ -19,11 +19,7 @@ let agent: AgentHandle;
 let cri: CriService;
 let hostDir: string;
 
-async function kubectl(...args: string[]): Promise<string> {
-  const r = await cp.kubectl(args);
-  if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}`);
-  return r.stdout;
-}
+const { kubectl } = adminKubectl(() => cp);
 const apply = async (obj: unknown) => kubectl("apply", "-f", writeJson(obj));
 let files = 0;
 const writeJson = (obj: unknown) => {
@@ -80,7 +76,7 @@ beforeAll(async () => {
   writeFileSync(join(hostDir, "a-file"), "host file\n");
   const kubeconfig = await cp.nodeKubeconfig(NODE);
   // syncFrequency 3s: configMap and secret changes reach running pods within it.
-  agent = await startAgent(ctd, { nodeName: NODE, extraArgs: [`--kubeconfig=${kubeconfig}`, "--node-ip=127.0.0.1"], extraConfig: { syncFrequency: "3s" } });
+  agent = await startAgent(ctd, { nodeName: NODE, extraArgs: [`--kubeconfig=${kubeconfig}`, "--node-ip=127.0.0.1"], extraConfig: { syncFrequency: "3s", volumeStatsAggPeriod: "2s" } });
   await eventually("node registered", async () => (await cp.kubectl(["get", "node", NODE])).code === 0, 60_000);
 }, 180_000);
 
@@ -127,6 +123,43 @@ describe("volumes on a real containerd and control plane", () => {
     expect(line).toContain("size=16384k");
   });
 
+  test("fsGroup owns emptyDir and downwardAPI volumes; downwardAPI files hold the pod's metadata", async () => {
+    writeFileSync(
+      join(agent.manifests, "fsg.json"),
+      JSON.stringify({
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: "fsg", namespace: "default", labels: { tier: "db", app: "fsg" } },
+        spec: {
+          terminationGracePeriodSeconds: 1,
+          securityContext: { fsGroup: 2000, fsGroupChangePolicy: "OnRootMismatch" },
+          volumes: [
+            { name: "data", emptyDir: {} },
+            { name: "info", downwardAPI: { items: [{ path: "labels", fieldRef: { fieldPath: "metadata.labels" } }, { path: "mem", resourceFieldRef: { containerName: "main", resource: "limits.memory", divisor: "1Mi" } }] } },
+          ],
+          containers: [
+            {
+              name: "main",
+              image: ctd.busyboxImage,
+              imagePullPolicy: "IfNotPresent",
+              command: ["sleep", "3600"],
+              resources: { limits: { memory: "64Mi" } },
+              volumeMounts: [
+                { name: "data", mountPath: "/data" },
+                { name: "info", mountPath: "/info" },
+              ],
+            },
+          ],
+        },
+      }),
+    );
+    const id = await runningContainer(`fsg-${NODE}`);
+    expect((await sh(id, "stat -c '%g %a' /data")).trim()).toBe("2000 2777");
+    expect((await sh(id, "stat -L -c '%g %a' /info/labels")).trim()).toBe("2000 644");
+    expect(await sh(id, "cat /info/labels")).toBe('app="fsg"\ntier="db"');
+    expect(await sh(id, "cat /info/mem")).toBe("64");
+  });
+
   test("hostPath types are checked as upstream: mismatches fail with its message, *OrCreate create", async () => {
     const missing = join(hostDir, "missing-dir");
     writeFileSync(
@@ -162,6 +195,35 @@ describe("volumes on a real containerd and control plane", () => {
     });
     expect(events).toContain(`MountVolume.SetUp failed for volume "d" : hostPath type check failed: ${missing} is not a directory`);
     expect(events).toContain(`MountVolume.SetUp failed for volume "f" : hostPath type check failed: ${join(hostDir, "a-dir")} is not a file`);
+  });
+
+  test("mountPropagation: a host mount below a HostToContainer volume appears in the container; a privileged container's mount in a Bidirectional one reaches the host", async () => {
+    writeFileSync(
+      join(agent.manifests, "prop.json"),
+      staticPod(
+        "prop",
+        "mkdir -p /bi/inside && mount -t tmpfs tmpfs /bi/inside && echo from-container > /bi/inside/f; sleep 3600",
+        [
+          { name: "h2c", emptyDir: {} },
+          { name: "bi", emptyDir: {} },
+        ],
+        [
+          { name: "h2c", mountPath: "/h2c", mountPropagation: "HostToContainer" },
+          { name: "bi", mountPath: "/bi", mountPropagation: "Bidirectional" },
+        ],
+        { securityContext: { privileged: true } },
+      ),
+    );
+    const id = await runningContainer(`prop-${NODE}`);
+    const uid = (await agent.pods()).items.find((p) => p.metadata.name === `prop-${NODE}`)!.metadata.uid;
+    const volumes = join(agent.dir, "root", "pods", uid, "volumes", "kubernetes.io~empty-dir");
+    const hostSide = join(volumes, "h2c", "late");
+    mkdirSync(hostSide);
+    const mount = Bun.spawnSync(["mount", "-t", "tmpfs", "tmpfs", hostSide]);
+    expect(mount.exitCode).toBe(0);
+    writeFileSync(join(hostSide, "f"), "from-host\n");
+    expect((await sh(id, "cat /h2c/late/f")).trim()).toBe("from-host");
+    expect(await eventually("the container's mount on the host", () => existsSync(join(volumes, "bi", "inside", "f")))).toBe(true);
   });
 
   test("a subPath that the container turns into a symlink to / is refused on restart", async () => {
@@ -210,6 +272,23 @@ describe("volumes on a real containerd and control plane", () => {
     expect((await sh(id, "readlink /cfg/a")).trim()).toBe("..data/a");
     expect((await cri.execSync(id, ["sh", "-c", "echo x > /cfg/new"], 10)).exitCode).not.toBe(0);
   }, 120_000);
+
+  test("an emptyDir past its sizeLimit gets the pod evicted with upstream's message", async () => {
+    await apply(
+      apiPod("hog", "dd if=/dev/zero of=/data/fill bs=1M count=4 && sleep 3600", { volumes: [{ name: "data", emptyDir: { sizeLimit: "1Mi" } }], nodeName: NODE }, [{ name: "data", mountPath: "/data" }]),
+    );
+    const status = await eventually(
+      "hog evicted",
+      async () => {
+        const p = JSON.parse(await kubectl("get", "pod", "hog", "-o", "json"));
+        return p.status?.reason === "Evicted" ? p.status : undefined;
+      },
+      60_000,
+      500,
+    );
+    expect(status.phase).toBe("Failed");
+    expect(status.message).toContain('Usage of EmptyDir volume "data" exceeds the limit "1Mi".');
+  }, 70_000);
 
   test("a secret volume is a tmpfs inside the container, with defaultMode applied", async () => {
     await apply({ apiVersion: "v1", kind: "Secret", metadata: { name: "creds", namespace: "default" }, stringData: { password: "s3cret" } });
@@ -264,6 +343,18 @@ describe("volumes on a real containerd and control plane", () => {
     await apply({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "app-config", namespace: "default" }, data: { a: "v6", b: "v6", c: "v6" } });
     await eventually("v6 after the restart", async () => (await sh(before.reader, "cat /cfg/a")).trim() === "v6", 20_000, 200);
   }, 60_000);
+
+  test("a configMap deleted under a running pod: FailedMount events, the container keeps running with the last content", async () => {
+    const reader = await runningContainer("cm-reader");
+    await kubectl("delete", "configmap", "app-config");
+    const messages = await eventually("FailedMount for cm-reader", async () => {
+      const m = await eventMessages("cm-reader", "FailedMount");
+      return m.length ? m : undefined;
+    });
+    expect(messages).toContain(`MountVolume.SetUp failed for volume "cfg" : configmap "app-config" not found`);
+    expect(await runningContainer("cm-reader")).toBe(reader);
+    expect((await sh(reader, "cat /cfg/a")).trim()).toBe("v6");
+  });
 
   test("a deleted pod's volumes are unmounted and its directory removed", async () => {
     const uid = JSON.parse(await kubectl("get", "pod", "sec", "-o", "json")).metadata.uid as string;

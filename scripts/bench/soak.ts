@@ -1,0 +1,136 @@
+// Soak: the agent under a full node for a long time, with churn, in cluster
+// mode on a real containerd and control plane. Prints the agent's RSS over
+// time, the slope of a least-squares line through it after warm-up (a leak
+// shows as a steady positive slope), and its CPU use.
+//
+//   bun scripts/bench/soak.ts                          # 110 pods, 30 minutes
+//   SOAK_PODS=20 SOAK_MINUTES=2 bun scripts/bench/soak.ts   # a quick check
+//   BUNLET_BINARY=dist/kubelet bun scripts/bench/soak.ts    # the shipped binary
+//
+// Churn: every SOAK_CHURN_SECONDS (default 30) a few pods are deleted and as
+// many created, and one pod crash-loops all along (restarts, backoff, GC).
+// Not part of the test command: it takes half an hour and a whole node.
+import { readFileSync } from "node:fs";
+import { createRestClient, loadCredentials } from "../../src/api/rest.ts";
+import { realClock } from "../../src/util/clock.ts";
+import { eventually, startAgent } from "../../test/harness/agent.ts";
+import { requireRoot, startContainerd } from "../../test/harness/containerd.ts";
+import { startControlPlane } from "../../test/harness/controlplane.ts";
+
+const PODS = Number(process.env.SOAK_PODS ?? 110);
+const MINUTES = Number(process.env.SOAK_MINUTES ?? 30);
+const CHURN_SECONDS = Number(process.env.SOAK_CHURN_SECONDS ?? 30);
+const CHURN_PODS = Math.max(1, Math.round(PODS / 20));
+const SAMPLE_SECONDS = 10;
+const NODE = "soak-node";
+const CLK_TCK = 100; // Linux USER_HZ
+
+interface Sample {
+  s: number;
+  rssMiB: number;
+  cpuSeconds: number;
+}
+
+function sample(pid: number, t0: number): Sample {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const rss = Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? NaN) / 1024;
+  // Fields after the command name: state is field 3; utime and stime are 14 and 15.
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const cpu = (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+  return { s: (performance.now() - t0) / 1000, rssMiB: rss, cpuSeconds: cpu };
+}
+
+/** Least-squares slope of y over x. */
+function slope(points: { x: number; y: number }[]): number {
+  const n = points.length;
+  if (n < 2) return NaN;
+  const mx = points.reduce((a, p) => a + p.x, 0) / n;
+  const my = points.reduce((a, p) => a + p.y, 0) / n;
+  const num = points.reduce((a, p) => a + (p.x - mx) * (p.y - my), 0);
+  const den = points.reduce((a, p) => a + (p.x - mx) ** 2, 0);
+  return den === 0 ? NaN : num / den;
+}
+
+requireRoot();
+const [ctd, cp] = await Promise.all([startContainerd({ name: "soak" }), startControlPlane({ name: "soak" })]);
+try {
+  const agent = await startAgent(ctd, { nodeName: NODE, extraArgs: [`--kubeconfig=${await cp.nodeKubeconfig(NODE)}`, "--node-ip=127.0.0.1"] });
+  const rest = createRestClient({ credentials: await loadCredentials(cp.adminKubeconfig), qps: 0, burst: 0, clock: realClock, userAgent: "soak" });
+  await eventually("node Ready", async () => {
+    const node = await rest.request<any>("GET", `/api/v1/nodes/${NODE}`).catch(() => undefined);
+    return node?.status?.conditions?.find((c: any) => c.type === "Ready")?.status === "True";
+  }, 60_000, 500);
+  await rest.request("POST", "/api/v1/namespaces", { body: { apiVersion: "v1", kind: "Namespace", metadata: { name: "soak" } } });
+  const pod = (name: string, command: string[]) => ({
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name },
+    spec: {
+      nodeName: NODE,
+      terminationGracePeriodSeconds: 1,
+      containers: [
+        {
+          name: "c",
+          image: ctd.busyboxImage,
+          imagePullPolicy: "IfNotPresent",
+          command,
+          readinessProbe: { exec: { command: ["true"] }, periodSeconds: 30 },
+        },
+      ],
+    },
+  });
+  const create = (name: string, command = ["sleep", "1000000"]) => rest.request("POST", "/api/v1/namespaces/soak/pods", { body: pod(name, command) });
+  const remove = (name: string) => rest.request("DELETE", `/api/v1/namespaces/soak/pods/${name}`).catch(() => undefined);
+  const runningCount = async () => {
+    const list = await rest.request<any>("GET", "/api/v1/namespaces/soak/pods");
+    return list.items.filter((p: any) => p.status?.phase === "Running").length;
+  };
+
+  // PODS in all: one crash-looping, the churn slots, the rest stable.
+  await create("crashloop", ["sh", "-c", "sleep 5; exit 1"]);
+  let generation = 0;
+  const churn = Array.from({ length: CHURN_PODS }, (_, i) => `churn-${i}-g0`);
+  const stable = Array.from({ length: PODS - 1 - CHURN_PODS }, (_, i) => `stable-${i}`);
+  for (const name of [...stable, ...churn]) await create(name);
+  const t0 = performance.now();
+  await eventually(`${PODS - 1} pods Running`, async () => (await runningCount()) >= PODS - 1, 600_000, 2000);
+  console.log(`${PODS} pods up in ${((performance.now() - t0) / 1000).toFixed(1)} s; soaking for ${MINUTES} min`);
+
+  const pid = agent.pid()!;
+  const samples: Sample[] = [sample(pid, t0)];
+  const end = performance.now() + MINUTES * 60_000;
+  let nextChurn = performance.now() + CHURN_SECONDS * 1000;
+  while (performance.now() < end) {
+    await Bun.sleep(SAMPLE_SECONDS * 1000);
+    samples.push(sample(pid, t0));
+    if (performance.now() >= nextChurn) {
+      generation++;
+      for (let i = 0; i < churn.length; i++) {
+        await remove(churn[i]!);
+        churn[i] = `churn-${i}-g${generation}`;
+        await create(churn[i]!);
+      }
+      nextChurn += CHURN_SECONDS * 1000;
+    }
+    const last = samples.at(-1)!;
+    process.stdout.write(`t=${last.s.toFixed(0)}s rss=${last.rssMiB.toFixed(1)}MiB cpu=${last.cpuSeconds.toFixed(1)}s churned=${generation * churn.length}\n`);
+  }
+
+  // Warm-up: the first third (pods starting, caches filling) is left out of the slope.
+  const steady = samples.filter((s) => s.s >= samples.at(-1)!.s / 3);
+  const rssSlopePerHour = slope(steady.map((s) => ({ x: s.s / 3600, y: s.rssMiB })));
+  const first = steady[0]!;
+  const last = samples.at(-1)!;
+  const cpuPercent = ((last.cpuSeconds - first.cpuSeconds) / (last.s - first.s)) * 100;
+  const restarts = ((await rest.request<any>("GET", "/api/v1/namespaces/soak/pods/crashloop")).status?.containerStatuses?.[0]?.restartCount ?? 0) as number;
+  console.log("\nsoak result");
+  console.log(`  pods                 ${PODS} (${churn.length} replaced every ${CHURN_SECONDS}s, ${generation * churn.length} in all; 1 crash-looping, ${restarts} restarts)`);
+  console.log(`  duration             ${(last.s / 60).toFixed(1)} min, ${samples.length} samples every ${SAMPLE_SECONDS}s`);
+  console.log(`  RSS                  start ${samples[0]!.rssMiB.toFixed(1)} MiB, min ${Math.min(...samples.map((s) => s.rssMiB)).toFixed(1)}, max ${Math.max(...samples.map((s) => s.rssMiB)).toFixed(1)}, end ${last.rssMiB.toFixed(1)} MiB`);
+  console.log(`  RSS slope            ${rssSlopePerHour.toFixed(2)} MiB/hour (least squares after the first third)`);
+  console.log(`  agent CPU            ${cpuPercent.toFixed(1)}% of one core on average after warm-up`);
+  await agent.kill("SIGTERM");
+} finally {
+  await Promise.all([ctd.stop(), cp.stop()]);
+}
