@@ -31,6 +31,8 @@ export interface NodeControllerOptions {
   recorder?: EventRecorder;
   /** Memory, disk and PID pressure, from the eviction manager. */
   pressure?: () => Pressure;
+  /** "node is shutting down" during a graceful node shutdown: Ready turns False with it (upstream ShutdownStatus). */
+  shutdownStatus?: () => string | undefined;
 }
 
 /** RFC 3339 with microseconds, the MicroTime format of Lease.renewTime. */
@@ -131,6 +133,8 @@ export class NodeController implements AsyncDisposable {
     }
     const pleg = this.opts.plegHealth();
     if (!pleg.ok) errors.push(`PLEG is not healthy: ${pleg.message}`);
+    const shutdown = this.opts.shutdownStatus?.();
+    if (shutdown) errors.push(shutdown);
     return { errors, runtimeVersion };
   }
 

@@ -44,6 +44,8 @@ import { PullQueue } from "./pull-queue.ts";
 import { pullWithSecrets } from "./pull-secrets.ts";
 import { terminationMessage } from "./termination.ts";
 import type { PodDirs } from "../pods/dirs.ts";
+import type { ServiceEnv } from "../services/index.ts";
+import type { RuntimeClasses } from "../runtimeclass/index.ts";
 import type { ContainerState, ObservedContainer, ObservedPod, ObservedSandbox, PodSyncOutcome, RuntimePodRecord, SyncResult } from "./types.ts";
 
 export interface CriPodRuntimeOptions {
@@ -79,6 +81,10 @@ export interface CriPodRuntimeOptions {
   pullQueue?: PullQueue;
   /** Volumes: set up (and refreshed) on every sync before anything starts, torn down with the pod. */
   volumes?: VolumeManager;
+  /** Service environment variables (cluster mode); none without it. */
+  serviceEnv?: ServiceEnv;
+  /** spec.runtimeClassName → the CRI runtime handler; the default handler for every pod without it. */
+  runtimeClasses?: RuntimeClasses;
   /** In-place resize: what was applied to each container (allocation/); without it, running containers are never resized. */
   resize?: ActuatedResources;
 }
@@ -257,7 +263,8 @@ export class CriPodRuntime implements PodRuntime {
         const hostnameProblem = sandboxHostnameProblem(pod, this.opts.node.clusterDomain);
         if (hostnameProblem) throw new Error(hostnameProblem);
         mkdirSync(config.logDirectory, { recursive: true, mode: 0o755 });
-        sandboxId = await this.opts.cri.runPodSandbox(config);
+        const runtimeHandler = (await this.opts.runtimeClasses?.handlerFor(pod.spec.runtimeClassName)) ?? "";
+        sandboxId = await this.opts.cri.runPodSandbox(config, runtimeHandler);
         results.push({ action: "CreatePodSandbox", target: pod.metadata.uid ?? "" });
         this.opts.logger.info("created pod sandbox", { pod: pod.metadata.name, sandbox: sandboxId, attempt: actions.sandboxAttempt });
       } catch (err) {
@@ -449,6 +456,7 @@ export class CriPodRuntime implements PodRuntime {
         objects: this.opts.podObjects ?? noPodObjects,
         allocatable: this.opts.nodeAllocatable?.() ?? NO_ALLOCATABLE,
         warn: (reason, message) => this.recorder.event(podRef(pod), "Warning", reason, message),
+        ...(this.opts.serviceEnv ? { services: this.opts.serviceEnv } : {}),
       });
       config = containerConfig(pod, spec, restartCount, imageRef, envs, this.opts.node, mounts);
       const pidTarget = observed ? pidTargetOf(pod, spec.name, observed) : undefined;

@@ -24,6 +24,7 @@ import { authenticateWith, createAuthenticator } from "./authn.ts";
 import { accessChecker, alwaysAllow, authorizeWith, webhookAuthorizer } from "./authz.ts";
 import { configzBody } from "./configz.ts";
 import { kubeletApi, type MetricsEndpoints } from "./kubelet-api.ts";
+import { bunProfiler, type Profiler } from "./debug.ts";
 import { streamingUpgrade } from "./stream-proxy.ts";
 import { streamingResolver, type StreamingRuntime } from "./streaming.ts";
 import { rotatedLogPaths, type ContainerLogs } from "./logs.ts";
@@ -39,6 +40,10 @@ export interface KubeletServerOptions {
   cri: StreamingRuntime;
   health: Hono;
   metrics?: MetricsEndpoints;
+  /** `/spec/`: the machine as cAdvisor's MachineInfo. */
+  spec?: () => unknown;
+  /** For /debug/heap and /debug/profile; Bun's own by default. */
+  profiler?: Profiler;
   /** --cert-dir: where the self-signed serving certificate lives when no certificate files are configured. */
   certDir: string;
   /** --node-ip: SANs of the self-signed certificate. */
@@ -118,6 +123,9 @@ export async function startKubeletServer(opts: KubeletServerOptions): Promise<Tl
     logs: logsFromStatuses(k.podLogsDir, opts.pods),
     streaming,
     configz: () => configzBody(k),
+    ...(opts.spec ? { spec: opts.spec } : {}),
+    // Upstream serves its profiling handler only with the debugging handlers too.
+    ...(k.enableDebuggingHandlers && k.enableProfilingHandler ? { profiler: opts.profiler ?? bunProfiler } : {}),
     health: opts.health,
     ...(opts.metrics ? { metrics: opts.metrics } : {}),
     authn: authenticateWith(authenticate, opts.logger),

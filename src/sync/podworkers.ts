@@ -63,6 +63,9 @@ const refOfPod = (pod: Pod): PodRef => ({ uid: pod.metadata.uid ?? "", name: pod
 
 /** Upstream's status message for a pod past its activeDeadlineSeconds. */
 export const DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline";
+/** Upstream nodeshutdown: the reason and message of a pod stopped because the node shuts down. */
+export const NODE_SHUTDOWN_REASON = "Terminated";
+export const NODE_SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown.";
 
 /** Kill and remove must complete before the lifecycle moves on; a failed action retries the step. */
 function throwOnFailedActions(what: string, outcome: PodSyncOutcome): void {
@@ -157,6 +160,18 @@ export class PodWorkers implements AsyncDisposable {
     const worker = this.workers.get(uid);
     if (!worker || worker.lifecycle.stage !== "syncing") return false;
     worker.events.push({ type: "evicted", gracePeriodSeconds, message });
+    this.kick(worker);
+    return true;
+  }
+
+  /**
+   * The node is shutting down: stop the pod within `gracePeriodSeconds` and
+   * report it Failed with reason Terminated. False when it is not running here.
+   */
+  shutdownPod(uid: string, gracePeriodSeconds: number): boolean {
+    const worker = this.workers.get(uid);
+    if (!worker || worker.lifecycle.stage !== "syncing") return false;
+    worker.events.push({ type: "nodeShutdown", gracePeriodSeconds });
     this.kick(worker);
     return true;
   }
@@ -314,8 +329,16 @@ export class PodWorkers implements AsyncDisposable {
         if (worker.pod && worker.synced) {
           const final = podStatus(worker.pod, await runtime.observe(worker.ref), new Map(), true);
           const failedFor =
-            state.reason === "evicted" ? { reason: "Evicted", message: state.message ?? "" } : state.reason === "deadlineExceeded" ? { reason: "DeadlineExceeded", message: DEADLINE_MESSAGE } : undefined;
-          this.opts.status.set(worker.pod, failedFor ? { ...final, phase: "Failed", ...failedFor } : final);
+            state.reason === "evicted"
+              ? { reason: "Evicted", message: state.message ?? "" }
+              : state.reason === "deadlineExceeded"
+                ? { reason: "DeadlineExceeded", message: DEADLINE_MESSAGE }
+                : state.reason === "nodeShutdown"
+                  ? { reason: NODE_SHUTDOWN_REASON, message: NODE_SHUTDOWN_MESSAGE }
+                  : undefined;
+          // Upstream keeps Succeeded for a pod that had already completed when the node shut down.
+          const phase = state.reason === "nodeShutdown" && final.phase === "Succeeded" ? "Succeeded" : "Failed";
+          this.opts.status.set(worker.pod, failedFor ? { ...final, phase, ...failedFor } : final);
         }
         // An evicted pod's containers and logs go at once (upstream: its content is removable), or the
         // pressure that evicted it would stay. Its status stays until the pod is deleted.
