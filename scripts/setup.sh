@@ -24,7 +24,9 @@ ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 #   protobuf-compiler      protoc for the generated CRI client
 #   util-linux             flock and setsid used by the scripts (essential, normally present)
 #   qemu-user-static, libc6-arm64-cross, binutils  the arm64 release binary run under qemu; readelf
-packages=(containerd runc containernetworking-plugins iptables iproute2 busybox-static gcc libc6-dev protobuf-compiler util-linux qemu-user-static libc6-arm64-cross binutils qemu-system-x86 linux-image-cloud-amd64)
+#   dbus-daemon, systemd, python3-dbus, python3-gi  graceful shutdown through logind, tested on a
+#                          private bus with a stand-in logind (systemd-inhibit and busctl are systemd's)
+packages=(containerd runc containernetworking-plugins iptables iproute2 busybox-static gcc libc6-dev protobuf-compiler util-linux qemu-user-static libc6-arm64-cross binutils dbus-daemon systemd python3-dbus python3-gi qemu-system-x86 linux-image-cloud-amd64)
 # Node's npm is only needed to run `npm ci` (Bun itself comes from the npm registry).
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 

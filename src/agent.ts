@@ -14,7 +14,8 @@ import { sysctlAllowlist } from "./node/sysctls.ts";
 import { NodeController } from "./node/controller.ts";
 import { allocatableAmounts, nodeFacts } from "./node/status.ts";
 import { defaultRouteIPv4, goArch, readMachineInfo } from "./node/machine.ts";
-import { ApiEventRecorder, LogEventRecorder } from "./events/recorder.ts";
+import { readMachineSpec } from "./node/machine-spec.ts";
+import { ApiEventRecorder, LogEventRecorder, podRef } from "./events/recorder.ts";
 import { createEvictionManager, type EvictionManager } from "./eviction/index.ts";
 import { createImageGC, statfsBytes } from "./images/index.ts";
 import { containerdImageStore } from "./images/containerd/client.ts";
@@ -44,6 +45,7 @@ import { ApiServerSource } from "./sources/apiserver.ts";
 import { removePodCheckpoints } from "./sources/pod-checkpoint.ts";
 import { FileCheckpointStore } from "./checkpoint/index.ts";
 import { CONFIGMAP_CHECKPOINT_KIND, SECRET_CHECKPOINT_KIND, TOKEN_CHECKPOINT_KIND } from "./checkpoint/objects.ts";
+import { AllocationManager } from "./allocation/index.ts";
 import { FileSource } from "./sources/file.ts";
 import { UrlSource } from "./sources/url.ts";
 import { PodConfig } from "./sources/podconfig.ts";
@@ -52,6 +54,11 @@ import { ApiStatusManager } from "./status/api.ts";
 import { LocalStatusStore } from "./status/index.ts";
 import { PodWorkers } from "./sync/podworkers.ts";
 import { createVolumeManager } from "./volumes/wire.ts";
+import { serviceEnvFrom, WatchedServices } from "./services/index.ts";
+import { ApiRuntimeClasses } from "./runtimeclass/index.ts";
+import { recordFirstSnapshots, runOnce, type RunOnceReport } from "./runonce/index.ts";
+import { OomWatcher, tryOpenKmsg } from "./oom/index.ts";
+import { NodeShutdownManager, shutdownGroups, type ShutdownTrigger } from "./shutdown/index.ts";
 import { SyncLoop } from "./sync/syncloop.ts";
 import { realClock, type Clock } from "./util/clock.ts";
 import { errorMessage } from "./util/errors.ts";
@@ -65,9 +72,12 @@ export interface AgentDeps {
   clock?: Clock;
   /** Injected for tests; by default a gRPC client to the configured endpoint. */
   cri?: CriService;
+  /** What says the node is shutting down (main.ts: logind, or SIGTERM without systemd). */
+  nodeShutdown?: ShutdownTrigger;
 }
 
-export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<void> {
+/** Runs until `signal` aborts; with runOnce, until the static pods run or fail, and returns their report. */
+export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<RunOnceReport | undefined> {
   const { logger, signal } = deps;
   const clock = deps.clock ?? realClock;
   const k = config.kubelet;
@@ -87,7 +97,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   const probeMetrics = new ProbeMetrics();
   const cri = instrumentCri(rawCri, metrics, () => clock.now());
   await waitForRuntime(cri, { clock, logger, signal });
-  if (signal.aborted) return;
+  if (signal.aborted) return undefined;
   // Air-gapped nodes: image tarballs go into the runtime before any pod can ask for them.
   if (k.imagePreloadDir) {
     const store = containerdImageStore(k.imageServiceEndpoint || k.containerRuntimeEndpoint);
@@ -98,8 +108,8 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     }
   }
 
-  // Cluster mode: the API server is a pod source and the status sink, and the node registers.
-  const cluster = config.kubeconfig ? await connectCluster(config, { clock, logger, version: deps.version, signal }) : undefined;
+  // Cluster mode: the API server is a pod source and the status sink, and the node registers. Run-once never talks to it (upstream).
+  const cluster = config.kubeconfig && !config.runOnce ? await connectCluster(config, { clock, logger, version: deps.version, signal }) : undefined;
   if (cluster?.rotation) stack.use(cluster.rotation).start();
   const hostIP = config.nodeIPs[0] ?? cluster?.internalIP;
 
@@ -151,9 +161,24 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
       logger,
     }),
   );
+  // In-place resize (InPlacePodVerticalScaling, on by default since 1.33): allocations checkpointed under rootDir/checkpoints.
+  const allocation =
+    k.featureGates["InPlacePodVerticalScaling"] === false
+      ? undefined
+      : new AllocationManager({
+          store: new FileCheckpointStore({ dir: posix.join(config.rootDir, "checkpoints"), clock, logger }),
+          logger,
+          allocatable: () => ({ cpu: nodeAllocatable.cpu, memory: nodeAllocatable.memory }),
+          admit: (pod, others) => admitPod(pod, others, facts),
+        });
+  // Service environment variables come from one watch of every Service (cluster mode only, as upstream).
+  const services = cluster ? stack.use(new WatchedServices({ api: cluster.api, clock, logger })).start() : undefined;
   const runtime = new CriPodRuntime({
     cri,
     volumes,
+    ...(allocation ? { resize: allocation } : {}),
+    ...(services ? { serviceEnv: serviceEnvFrom(services) } : {}),
+    ...(cluster ? { runtimeClasses: new ApiRuntimeClasses({ api: cluster.api, clock }) } : {}),
     clock,
     logger,
     recorder,
@@ -201,13 +226,19 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   // Eviction refuses pods under pressure before the resource checks, as upstream.
   let eviction: EvictionManager | undefined;
   const sysctls = sysctlAllowlist(k.allowedUnsafeSysctls); // upstream order: eviction, sysctls, then the predicates
+  let nodeShutdown: NodeShutdownManager | undefined;
   const admit = (pod: Pod, active: Pod[]) => {
+    const shuttingDown = nodeShutdown?.admit();
+    if (shuttingDown && !shuttingDown.admit) return shuttingDown;
     const underPressure = eviction?.admitPod(pod);
     if (underPressure && !underPressure.admit) return underPressure;
     const sysctlResult = sysctls.admit(pod);
-    return sysctlResult.admit ? admitPod(pod, active, facts) : sysctlResult;
+    // A pod counts with what it was allocated (checkpointed; active pods come allocated), not with a resize it
+    // asked for: after a restart, a pod whose resize is pending is admitted again as it runs (upstream).
+    const allocated = (p: Pod) => (allocation ? allocation.allocatedPod(p) : p);
+    return sysctlResult.admit ? admitPod(allocated(pod), active, facts) : sysctlResult;
   };
-  const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, admit, recorder, probes: verdicts, metrics }));
+  const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, admit, recorder, probes: verdicts, metrics, ...(allocation ? { allocation } : {}) }));
 
   // Node resources: stats every 10s feed eviction; images and logs are collected and rotated.
   const stats = stack.use(
@@ -260,6 +291,36 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     }),
   );
   const pressure = eviction;
+  let nodeStatusChanged = () => {};
+  // Graceful node shutdown: pods stop by priority group within their budgets when deps.nodeShutdown says so.
+  const groups = shutdownGroups(k);
+  if (groups.length && deps.nodeShutdown) {
+    const manager = (nodeShutdown = new NodeShutdownManager({
+      groups,
+      activePods: () => workers.activePods(),
+      stopPod: (uid, grace) => void workers.shutdownPod(uid, grace),
+      stopped: (uid) => !["syncing", "terminating"].includes(workers.stageOf(uid) ?? "finished"),
+      clock,
+      logger,
+      recorder,
+      nodeName: config.nodeName,
+      nodeStatusChanged: () => nodeStatusChanged(),
+    }));
+    deps.nodeShutdown.onShutdown(
+      () => manager.shutdown(),
+      () => manager.cancel(),
+    );
+  }
+  // Kernel OOM kills as events (upstream's OOM watcher): SystemOOM on the node, OOMKilling on this node's pods.
+  const kernelLog = config.runOnce ? undefined : tryOpenKmsg(logger);
+  if (kernelLog) {
+    // Any pod with a status here, not only active ones: a pod whose only container was killed may be terminal by the next poll.
+    const knownRef = (uid: string) => {
+      const entry = statuses.list().find(({ pod }) => pod.metadata.uid === uid);
+      return entry ? podRef(entry.pod) : undefined;
+    };
+    stack.use(new OomWatcher({ kernelLog, recorder, nodeName: config.nodeName, podRef: knownRef, clock, logger })).start();
+  }
   const pleg = stack.use(new GenericPleg({ runtime, clock, logger, onRelist: (duration, interval) => metrics.plegRelist(duration, interval) }));
   const sources: PodSource[] = [];
   if (k.staticPodPath) {
@@ -285,10 +346,12 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
             clock,
             logger,
             recorder,
+            shutdownStatus: () => nodeShutdown?.status(),
           }),
         )
       : undefined;
     node?.start();
+    nodeStatusChanged = () => void node?.updateStatus().catch(() => {});
     mirrors = new MirrorPods({ api: cluster.api, nodeName: config.nodeName, nodeUid: () => node?.nodeUid(), logger });
     const observeMirrors = mirrors;
     sources.push(
@@ -305,9 +368,11 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     );
   }
   const podConfig = new PodConfig(sources.map((s) => s.name));
+  const once = config.runOnce ? recordFirstSnapshots(sources, { clock }) : undefined;
   const syncLoop = stack.use(
     new SyncLoop({
-      sources,
+      sources: once?.sources ?? sources,
+      removeOrphans: !once,
       podConfig,
       workers,
       pleg,
@@ -324,6 +389,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
           if (!pleg.hasRelisted() || !podConfig.allSourcesReady()) return;
           const known = new Set([...pleg.runtimePods().map((p) => p.uid), ...podConfig.desiredPods().map((p) => p.metadata.uid ?? "")]);
           await volumes.cleanupOrphans((uid) => workers.has(uid) || known.has(uid));
+          allocation?.removeOrphans((uid) => workers.has(uid) || known.has(uid));
         }),
       ],
     }),
@@ -334,11 +400,20 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     { name: "log", check: () => ({ ok: true }) },
     syncLoopCheck({ lastIteration: () => syncLoop.lastIteration(), pleg: () => pleg.healthy(), now: () => clock.now(), thresholdMs: 2 * k.syncFrequency + 60_000 }),
   ]);
+  if (once) {
+    syncLoop.start();
+    const pods = await once.firstPods().catch((err: unknown) => errorMessage(err));
+    if (typeof pods === "string") return { results: [], error: pods };
+    const report = await runOnce({ pods, status: (uid) => statuses.get(uid), clock, logger, signal });
+    logger.info("run-once finished; pods keep running", { pods: report.results.length, failed: report.results.filter((r) => !r.ok).length });
+    return report;
+  }
   if (k.healthzPort > 0) {
     const server = Bun.serve({ hostname: k.healthzBindAddress, port: k.healthzPort, fetch: health.fetch });
     stack.defer(() => server.stop(true));
     logger.info("serving healthz", { address: `${k.healthzBindAddress}:${k.healthzPort}` });
   }
+  const machineSpec = () => readMachineSpec(machine, { now: clock.now() });
   const kubeletServer = await startKubeletServer({
     config: k,
     nodeName: config.nodeName,
@@ -351,11 +426,12 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
     nodeAddresses: config.nodeIPs.length ? config.nodeIPs : hostIP ? [hostIP] : [],
     health,
     metrics: { kubelet: () => metrics.render(), resource: () => resourceMetrics(stats), probes: () => probeMetrics.render() },
+    spec: machineSpec,
     logger,
   });
   if (kubeletServer) stack.defer(() => kubeletServer.close());
   if (k.readOnlyPort > 0) {
-    const server = Bun.serve({ hostname: k.address, port: k.readOnlyPort, fetch: readOnlyApp({ statuses, health }).fetch });
+    const server = Bun.serve({ hostname: k.address, port: k.readOnlyPort, fetch: readOnlyApp({ statuses, health, spec: machineSpec }).fetch });
     stack.defer(() => server.stop(true));
     logger.info("serving read-only port", { address: `${k.address}:${k.readOnlyPort}` });
   }
@@ -368,6 +444,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<vo
   logger.info("syncLoop started", { staticPodPath: k.staticPodPath || "(none)" });
   await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
   logger.info("stopping node agent; pods keep running");
+  return undefined;
 }
 
 /**

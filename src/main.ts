@@ -5,13 +5,15 @@
  * `kubelet install` / `kubelet uninstall` (install/) set a node up around
  * the binary and exit.
  *
- * Exit codes: 0 after --help, --version or a clean stop; 2 for a bad flag or
- * config file (`kubelet: <message>` on stderr); 1 for an unexpected error;
+ * Exit codes: 0 after --help, --version or a clean stop (with --runonce:
+ * every static pod came up); 2 for a bad flag or config file
+ * (`kubelet: <message>` on stderr); 1 for an unexpected error or a
+ * --runonce pod that failed;
  * 128+signal when a second signal cuts a graceful stop short.
  */
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { hostname } from "node:os";
-import { kubeletVersion, loadConfig } from "./config/index.ts";
+import { kubeletVersion, loadConfig, type KubeletConfiguration } from "./config/index.ts";
 import { errorMessage } from "./util/errors.ts";
 import { createLogger, type Logger } from "./util/log.ts";
 
@@ -52,6 +54,8 @@ async function main(): Promise<number> {
   for (const stream of [process.stdout, process.stderr]) stream.on("error", () => {});
   const log = (logger = createLogger({ verbosity: result.config.verbosity }));
   for (const warning of result.warnings) log.warn(warning);
+  // Bun's inspector (BUN_INSPECT, or `bun --inspect` from source) lets whoever reaches it run code in the agent: say so.
+  if (process.env["BUN_INSPECT"]) log.warn("the runtime's inspector is listening; anyone who can connect to it can run code in the agent", { address: process.env["BUN_INSPECT"] });
 
   const controller = new AbortController();
   const onSignal = (name: keyof typeof SIGNAL_NUMBERS) => {
@@ -62,13 +66,53 @@ async function main(): Promise<number> {
     log.info("shutting down", { signal: name });
     controller.abort(new Error(`received ${name}`));
   };
-  process.on("SIGTERM", () => onSignal("SIGTERM"));
+  // Graceful node shutdown (shutdown/index.ts): logind with systemd, as upstream; without it, SIGTERM means the node
+  // is going down, so pods are stopped by priority before the agent exits; SIGINT still stops only the agent.
+  const systemBus = existsSync("/run/systemd/system") || !!process.env["DBUS_SYSTEM_BUS_ADDRESS"];
+  const logind = shutdownConfigured(result.config.kubelet) && systemBus ? await logindTrigger(result.config.kubelet, log) : undefined;
+  const nodeShutdown = shutdownConfigured(result.config.kubelet) && !systemBus ? nodeShutdownBySignal() : undefined;
+  let shuttingDownNode = false;
+  process.on("SIGTERM", () => {
+    if (!nodeShutdown || shuttingDownNode || controller.signal.aborted) return onSignal("SIGTERM");
+    shuttingDownNode = true;
+    log.info("SIGTERM: the node is shutting down; stopping pods before exiting");
+    void nodeShutdown.fire().finally(() => onSignal("SIGTERM"));
+  });
   process.on("SIGINT", () => onSignal("SIGINT"));
 
   // Loaded only now, so that --help and --version do not load the agent.
   const { runAgent } = await import("./agent.ts");
-  await runAgent(result.config, { logger: log, signal: controller.signal, version: kubeletVersion(typeof BUILD_VERSION !== "undefined" ? BUILD_VERSION : undefined) });
-  return 0;
+  const trigger = logind ?? nodeShutdown;
+  const report = await runAgent(result.config, {
+    logger: log,
+    signal: controller.signal,
+    version: kubeletVersion(typeof BUILD_VERSION !== "undefined" ? BUILD_VERSION : undefined),
+    ...(trigger ? { nodeShutdown: trigger } : {}),
+  }).finally(() => logind?.close()); // the lock's holder and the monitor are child processes: never leave them behind
+  if (!report) return 0;
+  // --runonce: one line per pod, and a failure status when any pod did not come up (upstream: "runonce failed: ...", exit 1).
+  for (const r of report.results) process.stdout.write(`${r.ok ? "started" : "failed"} pod ${r.pod}: ${r.detail}\n`);
+  if (!report.error) return 0;
+  process.stderr.write(`kubelet: runonce failed: ${report.error}\n`);
+  return 1;
+}
+
+const shutdownConfigured = (k: KubeletConfiguration): boolean => k.shutdownGracePeriod > 0 || k.shutdownGracePeriodByPodPriority.length > 0;
+
+async function logindTrigger(k: KubeletConfiguration, log: Logger) {
+  const { LogindShutdownTrigger, logindTools } = await import("./shutdown/logind.ts");
+  // Groups stop one after the other: the whole shutdown needs their sum (upstream shutdownGracePeriodRequested).
+  const byPriority = k.shutdownGracePeriodByPodPriority.reduce((sum, g) => sum + g.shutdownGracePeriodSeconds * 1000, 0);
+  return new LogindShutdownTrigger({ inhibitor: logindTools({ logger: log }), gracePeriodMs: byPriority || k.shutdownGracePeriod, logger: log });
+}
+
+/** The SIGTERM-driven node shutdown, when a shutdown grace period is configured and there is no systemd. */
+function nodeShutdownBySignal() {
+  const listeners: (() => Promise<void>)[] = [];
+  return {
+    onShutdown: (listener: () => Promise<void>) => void listeners.push(listener),
+    fire: async () => void (await Promise.allSettled(listeners.map((l) => l()))),
+  };
 }
 
 /** Exits once stdout and stderr have taken what was written, so no output is lost on a pipe. */

@@ -2,7 +2,8 @@
 // API, time from each create to Running as a watch sees it; plus the
 // runtime's own floor for the same work (sandbox + create + start through
 // the CRI directly) and the agent's RSS idle and with the pods.
-// Run: bun run bench  (root; real containerd and control plane, as the integration tests).
+// Run: bun run bench:agent  (root; real containerd and control plane, as the integration tests).
+// bun run bench (scripts/bench/compare.ts) runs this agent and the upstream kubelet side by side.
 import { readFileSync } from "node:fs";
 import { createRestClient, loadCredentials, type WatchEvent } from "../../src/api/rest.ts";
 import { createCriClient } from "../../src/cri/client.ts";

@@ -257,4 +257,48 @@ export class FakeKubeApi implements KubeApi {
     this.issuedTokens.push({ namespace, serviceAccount, spec: structuredClone(spec), token });
     return { token, expirationTimestamp: new Date(this.tokenNow() + spec.expirationSeconds * 1000).toISOString() };
   }
+
+  /** Services, keyed `namespace/name`. */
+  readonly services = new Map<string, ApiObject>();
+  private serviceWatchers = new Set<{ listener: Listener; end: () => void }>();
+  /** Test control: creates or replaces a service, notifying watchers. */
+  putService(svc: ApiObject): ApiObject {
+    const key = `${svc.metadata!.namespace}/${svc.metadata!.name}`;
+    const type = this.services.has(key) ? "MODIFIED" : "ADDED";
+    const stored = this.stamp(svc);
+    this.services.set(key, stored);
+    for (const w of this.serviceWatchers) w.listener(structuredClone({ type, object: stored }));
+    return stored;
+  }
+  deleteService(namespace: string, name: string): void {
+    const svc = this.services.get(`${namespace}/${name}`);
+    if (!svc) return;
+    this.services.delete(`${namespace}/${name}`);
+    const gone = this.stamp(svc);
+    for (const w of this.serviceWatchers) w.listener(structuredClone({ type: "DELETED", object: gone }));
+  }
+  /** Test control: ends every service watch as a server timeout would (the watcher relists). */
+  closeServiceWatches(): void {
+    for (const w of [...this.serviceWatchers]) w.end();
+  }
+  async listServices(): Promise<PodList> {
+    this.enter("listServices", []);
+    return { items: [...this.services.values()].map((s) => structuredClone(s)), resourceVersion: String(this.rv) };
+  }
+  async watchServices(resourceVersion: string, onEvent: Listener, signal: AbortSignal): Promise<void> {
+    this.enter("watchServices", [resourceVersion]);
+    await new Promise<void>((resolve) => {
+      const watcher = { listener: onEvent, end: () => (this.serviceWatchers.delete(watcher), resolve()) };
+      this.serviceWatchers.add(watcher);
+      if (signal.aborted) watcher.end();
+      signal.addEventListener("abort", watcher.end, { once: true });
+    });
+  }
+
+  /** RuntimeClasses by name. */
+  readonly runtimeClasses = new Map<string, ApiObject>();
+  async getRuntimeClass(name: string) {
+    this.enter("getRuntimeClass", [name]);
+    return structuredClone(this.runtimeClasses.get(name));
+  }
 }

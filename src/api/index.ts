@@ -47,6 +47,11 @@ export interface KubeApi {
   watchObjects(resource: ObjectResource, namespace: string, fieldSelector: string, resourceVersion: string, onEvent: (e: WatchEvent<ApiObject>) => void, signal: AbortSignal): Promise<void>;
   /** TokenRequest for a service account, bound to a pod (serviceaccounts/<name>/token). */
   createToken(namespace: string, serviceAccount: string, spec: TokenRequestSpec): Promise<{ token: string; expirationTimestamp: string }>;
+  /** Every Service of the cluster (service environment variables); the Node authorizer lets nodes list and watch them. */
+  listServices(): Promise<PodList>;
+  watchServices(resourceVersion: string, onEvent: (e: WatchEvent<ApiObject>) => void, signal: AbortSignal): Promise<void>;
+  /** node.k8s.io/v1 RuntimeClass by name; undefined when it does not exist. */
+  getRuntimeClass(name: string): Promise<ApiObject | undefined>;
 }
 
 export type ObjectResource = "configmaps" | "secrets";
@@ -133,6 +138,13 @@ export function createKubeApi(rest: RestClient): KubeApi {
       if (!tr.status?.token || !tr.status.expirationTimestamp) throw new Error(`TokenRequest for ${ns}/${serviceAccount}: the answer has no token`);
       return { token: tr.status.token, expirationTimestamp: tr.status.expirationTimestamp };
     },
+    async listServices() {
+      const list = await rest.request<{ items: ApiObject[]; metadata: { resourceVersion: string } }>("GET", "/api/v1/services");
+      return { items: list.items ?? [], resourceVersion: list.metadata.resourceVersion };
+    },
+    watchServices: (resourceVersion, onEvent, signal) =>
+      rest.watch("/api/v1/services", { resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 300 + Math.floor(Math.random() * 300) }, onEvent as (e: WatchEvent) => void, signal),
+    getRuntimeClass: (name) => orUndefined(rest.request("GET", `/apis/node.k8s.io/v1/runtimeclasses/${encodeURIComponent(name)}`)),
     async patchEvent(ns, name, patch) {
       await rest.request("PATCH", `/api/v1/namespaces/${encodeURIComponent(ns)}/events/${name}`, { body: patch, contentType: STRATEGIC });
     },

@@ -79,7 +79,8 @@ export function applyDefaults(c: KubeletConfigurationFile) {
     enableContentionProfiling: c.enableContentionProfiling ?? false,
     enableSystemLogHandler: c.enableSystemLogHandler ?? true,
     enableSystemLogQuery: c.enableSystemLogQuery ?? false,
-    enableProfilingHandler: c.enableProfilingHandler ?? true,
+    // Upstream: true. A JS heap snapshot holds the agent's secrets, unlike Go's pprof: off unless asked for (server/debug.ts).
+    enableProfilingHandler: c.enableProfilingHandler ?? false,
     enableDebugFlagsHandler: c.enableDebugFlagsHandler ?? true,
     streamingConnectionIdleTimeout: c.streamingConnectionIdleTimeout || 4 * 60 * MINUTE,
 

@@ -116,7 +116,7 @@ describe("gRPC client", () => {
     release();
     expect(e.kind).toBe("DeadlineExceeded");
     expect(ms).toBeGreaterThanOrEqual(280);
-    expect(ms).toBeLessThan(1000);
+    expect(ms).toBeLessThan(2000); // grpc-js's deadline, not the local watchdog 2 s later (loose: the machine is shared)
   });
 
   test("StopContainer's deadline is the grace period plus requestTimeoutMs, as upstream", async () => {
@@ -128,7 +128,7 @@ describe("gRPC client", () => {
     release();
     expect(e.kind).toBe("DeadlineExceeded");
     expect(ms).toBeGreaterThanOrEqual(1280);
-    expect(ms).toBeLessThan(2000);
+    expect(ms).toBeLessThan(3000); // before the watchdog (3.28 s)
   });
 
   test("PullImage has no deadline; its signal cancels it", async () => {

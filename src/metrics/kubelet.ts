@@ -15,7 +15,7 @@ export interface KubeletMetricsSink {
   podStarted(firstSeenMs: number, runningMs: number): void;
   plegRelist(durationMs: number, intervalMs: number | undefined): void;
   podWorkerStep(operation: "create" | "update" | "sync" | "kill" | "remove", durationMs: number): void;
-  containerStarted(containerType: "container" | "init_container", error?: string): void;
+  containerStarted(containerType: "container" | "init_container" | "ephemeral_container", error?: string): void;
 }
 
 export const noMetrics: KubeletMetricsSink = {
@@ -84,7 +84,7 @@ export class KubeletMetrics implements KubeletMetricsSink {
     this.podWorkerDuration.observe({ operation_type: operation }, durationMs / 1000);
   }
 
-  containerStarted(containerType: "container" | "init_container", error?: string): void {
+  containerStarted(containerType: "container" | "init_container" | "ephemeral_container", error?: string): void {
     if (error === undefined) this.startedContainers.inc({ container_type: containerType });
     else this.startedContainersErrors.inc({ container_type: containerType, code: error });
   }

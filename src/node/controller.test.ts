@@ -106,6 +106,31 @@ describe("NodeController", () => {
     await controller[Symbol.asyncDispose]();
   });
 
+  test("after the API server was unreachable, the unchanged status is sent at once (the controller marked the node Unknown meanwhile)", async () => {
+    const { api, controller, clock } = setup();
+    controller.start();
+    await startUp(clock);
+    const patches = () => api.calls.filter((c) => c.method === "patchNodeStatus").length;
+    const before = patches();
+    api.setReachable(false);
+    for (let i = 0; i < 12; i++) {
+      clock.advance(10_000);
+      await settle();
+    }
+    // What the node lifecycle controller does to a node that stops renewing its lease (a copy: the agent's own view is not touched).
+    const stale = structuredClone(api.nodes.get("n1")!);
+    (stale.status as { conditions: NodeCondition[] }).conditions.find((c) => c.type === "Ready")!.status = "Unknown";
+    api.nodes.set("n1", stale);
+    api.setReachable(true);
+    for (let i = 0; i < 2; i++) {
+      clock.advance(10_000);
+      await settle();
+    }
+    expect(patches()).toBeGreaterThan(before);
+    expect(ready(api).status).toBe("True");
+    await controller[Symbol.asyncDispose]();
+  });
+
   test("a stalled PLEG or a runtime network problem makes the node NotReady at once, with upstream's message", async () => {
     const { api, cri, controller, clock, setPleg } = setup();
     controller.start();

@@ -31,6 +31,8 @@ export interface NodeControllerOptions {
   recorder?: EventRecorder;
   /** Memory, disk and PID pressure, from the eviction manager. */
   pressure?: () => Pressure;
+  /** "node is shutting down" during a graceful node shutdown: Ready turns False with it (upstream ShutdownStatus). */
+  shutdownStatus?: () => string | undefined;
 }
 
 /** RFC 3339 with microseconds, the MicroTime format of Lease.renewTime. */
@@ -40,6 +42,13 @@ const rfc3339 = (ms: number): string => new Date(ms).toISOString().replace(/\.\d
 export class NodeController implements AsyncDisposable {
   private registered: ApiObject | undefined;
   private lastSent: { key: string; at: number; conditions: NodeCondition[] } | undefined;
+  /**
+   * The API server could not be reached since the status was last sent: the
+   * node lifecycle controller has likely marked the node Unknown meanwhile,
+   * so the next status goes out even if this agent's view did not change
+   * (upstream compares with the API's copy of the node to the same effect).
+   */
+  private apiMissedUs = false;
   private readonly timers = new Map<string, () => void>();
   private inFlight = new Set<Promise<unknown>>();
   private stopped = false;
@@ -78,6 +87,7 @@ export class NodeController implements AsyncDisposable {
         const run = fn()
           .then((again) => again && this.loop(name, periodMs, fn, periodMs))
           .catch((err) => {
+            this.apiMissedUs = true;
             this.opts.logger.warn(`node ${name} failed; will retry`, { err: errorMessage(err) });
             this.loop(name, periodMs, fn, periodMs);
           })
@@ -123,6 +133,8 @@ export class NodeController implements AsyncDisposable {
     }
     const pleg = this.opts.plegHealth();
     if (!pleg.ok) errors.push(`PLEG is not healthy: ${pleg.message}`);
+    const shutdown = this.opts.shutdownStatus?.();
+    if (shutdown) errors.push(shutdown);
     return { errors, runtimeVersion };
   }
 
@@ -143,9 +155,10 @@ export class NodeController implements AsyncDisposable {
       ...(this.opts.pressure ? { pressure: this.opts.pressure() } : {}),
     });
     const key = withoutHeartbeats(status);
-    const due = !this.lastSent || this.lastSent.key !== key || now - this.lastSent.at >= config.nodeStatusReportFrequency;
+    const due = this.apiMissedUs || !this.lastSent || this.lastSent.key !== key || now - this.lastSent.at >= config.nodeStatusReportFrequency;
     if (!due) return false;
     await api.patchNodeStatus(this.opts.id.nodeName, { status });
+    this.apiMissedUs = false;
     if (!this.lastSent || this.lastSent.key !== key) {
       const ready = (status.conditions as NodeCondition[]).find((c) => c.type === "Ready")!;
       this.opts.logger.info("node status updated", { ready: ready.status, reason: ready.reason, message: ready.message });

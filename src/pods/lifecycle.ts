@@ -2,7 +2,7 @@
  * The lifecycle of one pod as its worker sees it (upstream pod_workers.go
  * keeps the same stages as flags; here they are one typed value).
  *
- *   syncing ──(deleted | completed | evicted | deadlineExceeded)──► terminating
+ *   syncing ──(deleted | completed | evicted | deadlineExceeded | nodeShutdown)──► terminating
  *   terminating ──(killed)──► terminated
  *   terminated ──(deleted, then resources removed)──► finished
  *
@@ -20,7 +20,7 @@ export type PodLifecycle =
   | { stage: "terminated"; deleted: boolean }
   | { stage: "finished" };
 
-export type TerminationReason = "deleted" | "completed" | "evicted" | "deadlineExceeded";
+export type TerminationReason = "deleted" | "completed" | "evicted" | "deadlineExceeded" | "nodeShutdown";
 
 export type LifecycleEvent =
   | { type: "deleted"; gracePeriodSeconds: number }
@@ -29,6 +29,8 @@ export type LifecycleEvent =
   | { type: "evicted"; gracePeriodSeconds: number; message: string }
   /** activeDeadlineSeconds passed: the pod stops for good, Failed with reason DeadlineExceeded. */
   | { type: "deadlineExceeded"; gracePeriodSeconds: number }
+  /** The node is shutting down (graceful node shutdown): the pod stops for good, Failed with reason Terminated. */
+  | { type: "nodeShutdown"; gracePeriodSeconds: number }
   | { type: "killed" }
   | { type: "cleanedUp" };
 
@@ -47,6 +49,8 @@ export function transition(state: PodLifecycle, event: LifecycleEvent): PodLifec
           return { stage: "terminating", gracePeriodSeconds: event.gracePeriodSeconds, reason: "evicted", deleted: false, message: event.message };
         case "deadlineExceeded":
           return { stage: "terminating", gracePeriodSeconds: event.gracePeriodSeconds, reason: "deadlineExceeded", deleted: false };
+        case "nodeShutdown":
+          return { stage: "terminating", gracePeriodSeconds: event.gracePeriodSeconds, reason: "nodeShutdown", deleted: false };
         case "killed":
         case "cleanedUp":
           return state;
@@ -66,6 +70,7 @@ export function transition(state: PodLifecycle, event: LifecycleEvent): PodLifec
         case "completed":
         case "evicted":
         case "deadlineExceeded":
+        case "nodeShutdown":
         case "cleanedUp":
           return state;
         default:
@@ -81,6 +86,7 @@ export function transition(state: PodLifecycle, event: LifecycleEvent): PodLifec
         case "completed":
         case "evicted":
         case "deadlineExceeded":
+        case "nodeShutdown":
           return state;
         default:
           return assertNever(event);

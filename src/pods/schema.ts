@@ -81,11 +81,25 @@ export const Container = v.looseObject({
   terminationMessagePath: v.optional(v.string()),
   terminationMessagePolicy: v.optional(v.picklist(["File", "FallbackToLogsOnError"])),
   restartPolicy: v.optional(v.literal("Always")),
+  /** In-place resize: whether a change of cpu or memory restarts the container (default NotRequired). */
+  resizePolicy: v.optional(v.array(v.looseObject({ resourceName: v.string(), restartPolicy: v.picklist(["NotRequired", "RestartContainer"]) }))),
+});
+
+/**
+ * A debugging container added to a running pod through the
+ * `ephemeralcontainers` subresource (kubectl debug): started once in the
+ * pod's sandbox, never restarted; with `targetContainerName` it shares that
+ * container's process namespace.
+ */
+export const EphemeralContainer = v.looseObject({
+  ...Container.entries,
+  targetContainerName: v.optional(v.string()),
 });
 
 export const PodSpec = v.looseObject({
   containers: v.pipe(v.array(Container), v.minLength(1, "must have at least one container")),
   initContainers: v.optional(v.array(Container)),
+  ephemeralContainers: v.optional(v.array(EphemeralContainer)),
   restartPolicy: v.optional(v.picklist(["Always", "OnFailure", "Never"])),
   terminationGracePeriodSeconds: v.optional(v.nullable(v.pipe(Int, v.minValue(0)))),
   activeDeadlineSeconds: v.optional(v.nullable(v.pipe(Int, v.minValue(1)))),
@@ -115,6 +129,7 @@ export const PodManifest = v.looseObject({
 export type Pod = v.InferOutput<typeof PodManifest>;
 export type PodSpecT = v.InferOutput<typeof PodSpec>;
 export type ContainerSpec = v.InferOutput<typeof Container>;
+export type EphemeralContainerSpec = v.InferOutput<typeof EphemeralContainer>;
 
 /** Renders valibot issues as `field "a.b[0].c": message` lines. */
 export function formatIssues(issues: readonly v.BaseIssue<unknown>[]): string {
@@ -141,7 +156,7 @@ export function parsePod(input: unknown): ParseResult<Pod> {
   const pod = result.output;
   const problems: string[] = [];
   const names = new Set<string>();
-  const all = [...(pod.spec.initContainers ?? []), ...pod.spec.containers];
+  const all = [...(pod.spec.initContainers ?? []), ...pod.spec.containers, ...(pod.spec.ephemeralContainers ?? [])];
   all.forEach((c) => {
     if (names.has(c.name)) problems.push(`field "spec.containers": duplicate container name "${c.name}"`);
     names.add(c.name);

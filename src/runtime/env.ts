@@ -1,5 +1,7 @@
 /**
- * Container environment, after upstream makeEnvironmentVariables: envFrom
+ * Container environment, after upstream makeEnvironmentVariables: service
+ * variables (services/: the `kubernetes` service always, the namespace's
+ * services unless enableServiceLinks is false) under everything else, then envFrom
  * (configMaps and secrets, with prefix; invalid names skipped with an
  * event), then env in order: `value`s with $(VAR) references expanded
  * against what is defined so far (upstream third_party/forked/golang/expansion),
@@ -9,6 +11,8 @@
  */
 import type { PodObjects } from "../api/objects.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
+import type { ServiceEnv } from "../services/index.ts";
+import { ConfigSourceAnnotation } from "../sources/types.ts";
 import { resourceFieldValue, type NodeAllocatable } from "./resource-env.ts";
 
 export class EnvError extends Error {
@@ -89,6 +93,8 @@ export interface EnvContext {
   allocatable: NodeAllocatable;
   /** A warning for the pod (upstream event reason InvalidEnvironmentVariableNames). */
   warn?: (reason: string, message: string) => void;
+  /** Service variables (cluster mode); none without it. Throws before the services are first listed. */
+  services?: ServiceEnv;
 }
 
 type KeyRef = { name?: string; key?: string; optional?: boolean };
@@ -130,6 +136,16 @@ export async function containerEnv(pod: Pod, container: ContainerSpec, ctx: EnvC
   const namespace = pod.metadata.namespace ?? "default";
   const objects = new Objects(ctx.objects, namespace);
   const vars = new Map<string, string>();
+  const enableServiceLinks = (pod.spec as { enableServiceLinks?: boolean | null }).enableServiceLinks !== false;
+  let serviceVars: Map<string, string>;
+  try {
+    const source = pod.metadata.annotations?.[ConfigSourceAnnotation];
+    serviceVars = ctx.services?.(namespace, enableServiceLinks, source !== undefined && source !== "api") ?? new Map<string, string>();
+  } catch (err) {
+    throw new EnvError(err instanceof Error ? err.message : String(err));
+  }
+  // $(VAR) sees the container's own variables first, then the services' (upstream MappingFuncFor(tmpEnv, serviceEnv)).
+  const lookup = (name: string) => vars.get(name) ?? serviceVars.get(name);
 
   for (const from of (container.envFrom ?? []) as EnvFromSource[]) {
     const ref = from.configMapRef ?? from.secretRef;
@@ -159,7 +175,7 @@ export async function containerEnv(pod: Pod, container: ContainerSpec, ctx: EnvC
     const from = e.valueFrom as ValueFrom | undefined;
     let value: string;
     if (e.value || !from) {
-      value = expand(e.value ?? "", (name) => vars.get(name));
+      value = expand(e.value ?? "", lookup);
     } else if (from.fieldRef) {
       if (!from.fieldRef.fieldPath) throw new EnvError(`env "${e.name}": fieldRef.fieldPath is required`);
       value = fieldRef(pod, from.fieldRef.fieldPath, ctx.values);
@@ -185,7 +201,10 @@ export async function containerEnv(pod: Pod, container: ContainerSpec, ctx: EnvC
     }
     vars.set(e.name, value);
   }
-  return [...vars].map(([key, value]) => ({ key, value }));
+  // Service variables first; the container's env and envFrom win on a shared name.
+  const merged = new Map([...serviceVars].filter(([key]) => !vars.has(key)));
+  for (const [key, value] of vars) merged.set(key, value);
+  return [...merged].map(([key, value]) => ({ key, value }));
 }
 
 export function expandCommand(args: readonly string[] | undefined, env: { key: string; value: string }[]): string[] {

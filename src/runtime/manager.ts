@@ -36,11 +36,16 @@ import type { PodRef, PodRuntime, SyncPodOutcome } from "./index.ts";
 import * as L from "./labels.ts";
 import { backoffKey, containerSpecOf, isSidecar, planPod, restartPolicyOf, type Unhealthy } from "./plan.ts";
 import { PodFiles } from "./pod-files.ts";
+import { joinPidNamespace, pidTargetOf, TargetContainerError } from "./ephemeral.ts";
+import { isResizable, resourcesOf, type ContainerResources } from "../allocation/resources.ts";
+import { podResizeSteps } from "../allocation/steps.ts";
 import { podDnsConfig } from "./dns.ts";
 import { PullQueue } from "./pull-queue.ts";
 import { pullWithSecrets } from "./pull-secrets.ts";
 import { terminationMessage } from "./termination.ts";
 import type { PodDirs } from "../pods/dirs.ts";
+import type { ServiceEnv } from "../services/index.ts";
+import type { RuntimeClasses } from "../runtimeclass/index.ts";
 import type { ContainerState, ObservedContainer, ObservedPod, ObservedSandbox, PodSyncOutcome, RuntimePodRecord, SyncResult } from "./types.ts";
 
 export interface CriPodRuntimeOptions {
@@ -76,6 +81,18 @@ export interface CriPodRuntimeOptions {
   pullQueue?: PullQueue;
   /** Volumes: set up (and refreshed) on every sync before anything starts, torn down with the pod. */
   volumes?: VolumeManager;
+  /** Service environment variables (cluster mode); none without it. */
+  serviceEnv?: ServiceEnv;
+  /** spec.runtimeClassName → the CRI runtime handler; the default handler for every pod without it. */
+  runtimeClasses?: RuntimeClasses;
+  /** In-place resize: what was applied to each container (allocation/); without it, running containers are never resized. */
+  resize?: ActuatedResources;
+}
+
+/** The allocation manager's record of what the runtime applied, per pod UID and container name. */
+export interface ActuatedResources {
+  actuated(uid: string, container: string): ContainerResources | undefined;
+  setActuated(uid: string, container: string, resources: ContainerResources): void;
 }
 
 /** Without node facts, unset limits read as 0 (only tests build the runtime without them). */
@@ -92,6 +109,10 @@ export type ContainerResourcesFn = (
   pod: Pod,
   container: Pod["spec"]["containers"][number],
 ) => { cpuShares: number; cpuQuota: number; cpuPeriod: number; memoryLimitInBytes: number; oomScoreAdj: number };
+
+/** The CRI message for container resource values (created with the container, or updated in place). */
+const criResources = (r: ReturnType<ContainerResourcesFn>) =>
+  LinuxContainerResources.create({ ...r, cpuQuota: BigInt(r.cpuQuota), cpuPeriod: BigInt(r.cpuPeriod), cpuShares: BigInt(r.cpuShares), memoryLimitInBytes: BigInt(r.memoryLimitInBytes), oomScoreAdj: BigInt(r.oomScoreAdj) });
 
 const nsToMs = (ns: bigint): number | undefined => (ns > 0n ? Number(ns / 1_000_000n) : undefined);
 
@@ -128,6 +149,8 @@ export class CriPodRuntime implements PodRuntime {
   readonly crashLoop: Backoff;
   private readonly imagePulls: Backoff;
   private readonly recorder: EventRecorder;
+  /** Consecutive volume setup failures per pod UID: the retry comes sooner for the first ones. */
+  private readonly mountFailures = new Map<string, number>();
   private readonly podFiles: PodFiles | undefined;
   private readonly pullQueue: PullQueue;
 
@@ -197,7 +220,9 @@ export class CriPodRuntime implements PodRuntime {
   async syncPod(pod: Pod, observed: ObservedPod): Promise<SyncPodOutcome> {
     const unmounted = await this.setupVolumes(pod);
     if (unmounted) return unmounted;
-    const actions = planPod(pod, observed, this.crashLoop, this.opts.unhealthy?.(pod.metadata.uid ?? "") ?? new Map());
+    const uid = pod.metadata.uid ?? "";
+    const resize = this.opts.resize;
+    const actions = planPod(pod, observed, this.crashLoop, this.opts.unhealthy?.(uid) ?? new Map(), resize ? { actuated: (name) => resize.actuated(uid, name) } : undefined);
     const results: SyncResult[] = [];
     const waiting: Waiting = new Map(
       actions.waiting.map((w) => [w.name, { reason: w.reason, message: `back-off ${Math.ceil(w.remainingMs / 1000)}s restarting failed container=${w.name} pod=${pod.metadata.name}` }]),
@@ -209,7 +234,7 @@ export class CriPodRuntime implements PodRuntime {
     if (actions.killPod && actions.createSandbox && observed.sandboxes.length) {
       this.recorder.event(podRef(pod), "Normal", "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.");
     }
-    const changed = actions.killPod || actions.createSandbox || actions.containersToStart.length > 0 || actions.containersToKill.length > 0;
+    const changed = actions.killPod || actions.createSandbox || actions.containersToStart.length > 0 || actions.containersToKill.length > 0 || actions.containersToResize.length > 0;
     const grace = pod.spec.terminationGracePeriodSeconds ?? 30;
 
     if (actions.killPod) {
@@ -218,6 +243,7 @@ export class CriPodRuntime implements PodRuntime {
       if (killed.results.some((r) => r.error)) return { results, waiting, changed, retryAfterMs: 1000 };
     }
     for (const k of actions.containersToKill) results.push(await this.stopContainer(pod, k.id, k.name, grace, k.reason, observed.sandboxes[0]?.ip ?? ""));
+    if (actions.containersToResize.length) results.push(...(await this.resizeInPlace(pod, actions.containersToResize)));
 
     let sandboxId = actions.sandboxId;
     let cgroupParent = this.cgroupParent(pod);
@@ -237,7 +263,8 @@ export class CriPodRuntime implements PodRuntime {
         const hostnameProblem = sandboxHostnameProblem(pod, this.opts.node.clusterDomain);
         if (hostnameProblem) throw new Error(hostnameProblem);
         mkdirSync(config.logDirectory, { recursive: true, mode: 0o755 });
-        sandboxId = await this.opts.cri.runPodSandbox(config);
+        const runtimeHandler = (await this.opts.runtimeClasses?.handlerFor(pod.spec.runtimeClassName)) ?? "";
+        sandboxId = await this.opts.cri.runPodSandbox(config, runtimeHandler);
         results.push({ action: "CreatePodSandbox", target: pod.metadata.uid ?? "" });
         this.opts.logger.info("created pod sandbox", { pod: pod.metadata.name, sandbox: sandboxId, attempt: actions.sandboxAttempt });
       } catch (err) {
@@ -256,12 +283,56 @@ export class CriPodRuntime implements PodRuntime {
 
     for (const start of actions.containersToStart) {
       const spec = containerSpecOf(pod, start.name)!;
-      const result = await this.startContainer(pod, spec, start.restartCount, sandboxId, config, podIP ?? "", waiting, retries);
+      const result = await this.startContainer(pod, spec, start.restartCount, sandboxId, config, podIP ?? "", waiting, retries, observed);
       results.push(...result);
       // Counted from the previous death, as upstream: the next crash waits longer.
       if (start.previousFinishedAt !== undefined) this.crashLoop.next(backoffKey(pod, spec), start.previousFinishedAt);
     }
     return { results, waiting, changed, ...(retries.length ? { retryAfterMs: Math.min(...retries) } : {}) };
+  }
+
+  /**
+   * Upstream doPodResizeAction: what grows in the pod cgroup grows before
+   * the containers, what shrinks shrinks after them, so the pod limit never
+   * falls below the sum of its containers'; containers whose memory limit
+   * shrinks go first. Each container is updated through the CRI
+   * (UpdateContainerResources) and recorded as applied once the runtime took it.
+   */
+  private async resizeInPlace(pod: Pod, targets: { id: string; name: string }[]): Promise<SyncResult[]> {
+    const uid = pod.metadata.uid ?? "";
+    const applied = (name: string) => this.opts.resize?.actuated(uid, name);
+    const plan = podResizeSteps(pod, applied);
+    const results: SyncResult[] = [];
+    const fail = (target: string, err: unknown): SyncResult[] => {
+      const message = errorMessage(err);
+      this.opts.logger.warn("pod resize failed", { pod: pod.metadata.name, target, err: message });
+      return [...results, { action: "ResizePodInPlace", target, error: { reason: "ResizePodInPlaceError", message } }];
+    };
+    try {
+      if (this.opts.cgroups) await this.opts.cgroups.ensurePod(plan.podFirst);
+    } catch (err) {
+      return fail(uid, err);
+    }
+    const ordered = [...targets].sort((a, b) => Number(plan.memoryShrinks(b.name)) - Number(plan.memoryShrinks(a.name)));
+    for (const t of ordered) {
+      const spec = containerSpecOf(pod, t.name)!;
+      try {
+        const r = this.opts.containerResources?.(pod, spec);
+        if (!r) throw new Error("no container resource values configured");
+        await this.opts.cri.updateContainerResources(t.id, criResources(r));
+        this.opts.resize?.setActuated(uid, t.name, resourcesOf(spec));
+        this.opts.logger.info("container resized in place", { pod: pod.metadata.name, container: t.name, ...r });
+        results.push({ action: "ResizePodInPlace", target: t.name });
+      } catch (err) {
+        return fail(t.name, err);
+      }
+    }
+    try {
+      if (this.opts.cgroups) await this.opts.cgroups.ensurePod(pod);
+    } catch (err) {
+      return fail(uid, err);
+    }
+    return results;
   }
 
   /** What a container mounts: its volumes and the pod's own files (hosts file, termination log). */
@@ -275,8 +346,10 @@ export class CriPodRuntime implements PodRuntime {
    * event, and the sync is retried.
    */
   private async setupVolumes(pod: Pod): Promise<SyncPodOutcome | undefined> {
+    const uid = pod.metadata.uid ?? "";
     try {
       await this.opts.volumes?.setupPod(pod);
+      this.mountFailures.delete(uid);
       return undefined;
     } catch (err) {
       const failures = err instanceof VolumeSetupError ? err.failures : [{ volume: "", message: errorMessage(err), mounted: false }];
@@ -284,7 +357,12 @@ export class CriPodRuntime implements PodRuntime {
       // A failed refresh of a volume the containers already have does not stop the pod (upstream remounts in the background).
       if (failures.every((f) => f.mounted)) return undefined;
       const message = `unmounted volumes=[${failures.map((f) => f.volume).join(" ")}]: ${errorMessage(err)}`;
-      return { results: [{ action: "CreatePodSandbox", target: pod.metadata.uid ?? "", error: { reason: "FailedMount", message } }], waiting: new Map(), changed: false, retryAfterMs: 10_000 };
+      // Soon at first, as upstream's volume manager retries within a second: a fresh pod's token or
+      // configMap is often refused only until the API server's node authorizer has seen the binding.
+      const attempt = this.mountFailures.get(uid) ?? 0;
+      this.mountFailures.set(uid, attempt + 1);
+      const retryAfterMs = Math.min(10_000, 500 * 2 ** attempt);
+      return { results: [{ action: "CreatePodSandbox", target: uid, error: { reason: "FailedMount", message } }], waiting: new Map(), changed: false, retryAfterMs };
     }
   }
 
@@ -349,6 +427,8 @@ export class CriPodRuntime implements PodRuntime {
     podIP: string,
     waiting: Waiting,
     retries: number[],
+    /** What the runtime held before this sync (an ephemeral container's target is found there). */
+    observed?: ObservedPod,
   ): Promise<SyncResult[]> {
     const { cri } = this.opts;
     const results: SyncResult[] = [];
@@ -376,15 +456,18 @@ export class CriPodRuntime implements PodRuntime {
         objects: this.opts.podObjects ?? noPodObjects,
         allocatable: this.opts.nodeAllocatable?.() ?? NO_ALLOCATABLE,
         warn: (reason, message) => this.recorder.event(podRef(pod), "Warning", reason, message),
+        ...(this.opts.serviceEnv ? { services: this.opts.serviceEnv } : {}),
       });
       config = containerConfig(pod, spec, restartCount, imageRef, envs, this.opts.node, mounts);
+      const pidTarget = observed ? pidTargetOf(pod, spec.name, observed) : undefined;
+      if (pidTarget) joinPidNamespace(config, pidTarget);
       if (this.opts.containerResources) {
         const r = this.opts.containerResources(pod, spec);
-        config.linux = { ...config.linux!, resources: LinuxContainerResources.create({ ...r, cpuQuota: BigInt(r.cpuQuota), cpuPeriod: BigInt(r.cpuPeriod), cpuShares: BigInt(r.cpuShares), memoryLimitInBytes: BigInt(r.memoryLimitInBytes), oomScoreAdj: BigInt(r.oomScoreAdj) }) };
+        config.linux = { ...config.linux!, resources: criResources(r) };
       }
       mkdirSync(posix.join(sandbox.logDirectory, spec.name), { recursive: true, mode: 0o755 });
     } catch (err) {
-      const reason = err instanceof EnvError || err instanceof PodObjectError || err instanceof SecurityContextError || err instanceof VolumeMountError ? "CreateContainerConfigError" : "CreateContainerError";
+      const reason = err instanceof EnvError || err instanceof PodObjectError || err instanceof SecurityContextError || err instanceof VolumeMountError || err instanceof TargetContainerError ? "CreateContainerConfigError" : "CreateContainerError";
       waiting.set(spec.name, { reason, message: errorMessage(err) });
       this.recorder.event(podRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
       results.push({ action: "StartContainer", target: spec.name, error: { reason, message: errorMessage(err) } });
@@ -394,6 +477,7 @@ export class CriPodRuntime implements PodRuntime {
     let id: string;
     try {
       id = await cri.createContainer(sandboxId, config, sandbox);
+      if (isResizable(pod, spec)) this.opts.resize?.setActuated(pod.metadata.uid ?? "", spec.name, resourcesOf(spec));
       this.recorder.event(podRef(pod, spec.name), "Normal", "Created", `Created container: ${spec.name}`);
     } catch (err) {
       waiting.set(spec.name, { reason: "CreateContainerError", message: errorMessage(err) });
@@ -402,7 +486,11 @@ export class CriPodRuntime implements PodRuntime {
       retries.push(10_000);
       return results;
     }
-    const containerType = pod.spec.initContainers?.some((c) => c.name === spec.name) ? "init_container" : "container";
+    const containerType = pod.spec.initContainers?.some((c) => c.name === spec.name)
+      ? "init_container"
+      : pod.spec.ephemeralContainers?.some((c) => c.name === spec.name)
+        ? "ephemeral_container"
+        : "container";
     try {
       await cri.startContainer(id);
       this.opts.metrics?.containerStarted(containerType);
@@ -498,6 +586,7 @@ export class CriPodRuntime implements PodRuntime {
       this.podFiles?.remove(ref.uid);
       this.crashLoop.forgetPrefix(`${ref.uid}/`);
       this.imagePulls.forgetPrefix(`${ref.uid}/`);
+      this.mountFailures.delete(ref.uid);
     }
     return { results };
   }

@@ -3,7 +3,8 @@
  * says what must happen next, after upstream's computePodActions. The
  * executor (manager.ts) carries it out; tests check plans case by case.
  */
-import type { ContainerSpec, Pod } from "../pods/schema.ts";
+import type { ContainerSpec, EphemeralContainerSpec, Pod } from "../pods/schema.ts";
+import { resizeAction, type ContainerResources } from "../allocation/resources.ts";
 import { containerHash } from "./hash.ts";
 import type { ObservedContainer, ObservedPod } from "./types.ts";
 
@@ -19,6 +20,12 @@ export interface ContainerKill {
   id: string;
   name: string;
   reason: string;
+}
+
+/** A running container whose cpu or memory is changed in place (CRI UpdateContainerResources). */
+export interface ContainerResize {
+  id: string;
+  name: string;
 }
 
 export interface ContainerWaiting {
@@ -37,6 +44,8 @@ export interface PodActions {
   sandboxAttempt: number;
   containersToStart: ContainerStart[];
   containersToKill: ContainerKill[];
+  /** In-place resizes, applied with the pod cgroup in upstream's order (manager.ts). */
+  containersToResize: ContainerResize[];
   waiting: ContainerWaiting[];
   /** A regular init container failed and will not be restarted (restartPolicy Never): the pod fails. */
   initFailed: boolean;
@@ -45,6 +54,11 @@ export interface PodActions {
 /** The read side of the crash-loop backoff the planner needs. */
 export interface BackoffView {
   remainingSince(key: string, eventTime: number): number;
+}
+
+/** What the runtime last applied to each container (allocation/); a running container whose spec differs is resized. */
+export interface ResizeView {
+  actuated(containerName: string): ContainerResources | undefined;
 }
 
 /** Running containers the prober found unhealthy (liveness or startup failed): container ID → message. */
@@ -84,9 +98,11 @@ const policyFor = (pod: Pod, container: ContainerSpec, kind: "init" | "app"): "A
   return restartPolicyOf(pod) === "Never" ? "Never" : "OnFailure";
 };
 
-/** An init or app container's spec by name. */
+/** An init, app or ephemeral container's spec by name. */
 export const containerSpecOf = (pod: Pod, name: string): ContainerSpec | undefined =>
-  [...(pod.spec.initContainers ?? []), ...pod.spec.containers].find((c) => c.name === name);
+  [...(pod.spec.initContainers ?? []), ...pod.spec.containers, ...(pod.spec.ephemeralContainers ?? [])].find((c) => c.name === name);
+
+export const ephemeralSpecOf = (pod: Pod, name: string): EphemeralContainerSpec | undefined => pod.spec.ephemeralContainers?.find((c) => c.name === name);
 
 /**
  * What ran in the pod's newest sandbox, and whether an app container ran
@@ -149,7 +165,7 @@ function decide(
   return "starting";
 }
 
-export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView, unhealthy: Unhealthy = new Map()): PodActions {
+export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView, unhealthy: Unhealthy = new Map(), resize?: ResizeView): PodActions {
   const newest = observed.sandboxes[0];
   const initContainers = pod.spec.initContainers ?? [];
   const actions: PodActions = {
@@ -158,6 +174,7 @@ export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView, u
     sandboxAttempt: newest ? newest.attempt + 1 : 0,
     containersToStart: [],
     containersToKill: [],
+    containersToResize: [],
     waiting: [],
     initFailed: false,
   };
@@ -188,10 +205,18 @@ export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView, u
   }
 
   actions.sandboxId = newest!.id;
-  const wanted = new Set([...initContainers, ...pod.spec.containers].map((c) => c.name));
+  const ephemeral = pod.spec.ephemeralContainers ?? [];
+  const wanted = new Set([...initContainers, ...pod.spec.containers, ...ephemeral].map((c) => c.name));
   for (const c of observed.containers) {
     if (c.state === "running" && !wanted.has(c.name)) {
       actions.containersToKill.push({ id: c.id, name: c.name, reason: "container is not in the pod spec" });
+    }
+  }
+  // Upstream: ephemeral containers start even before initialization is complete, once, and are
+  // never restarted (any container of that name, in any sandbox, counts as having run).
+  for (const container of ephemeral) {
+    if (!latestByName(observed, container.name)) {
+      actions.containersToStart.push({ name: container.name, restartCount: 0, reason: "ephemeral container is not created" });
     }
   }
   // Init containers, in order, judged by what ran in this sandbox: a regular one must succeed,
@@ -199,17 +224,39 @@ export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView, u
   const { here: inSandbox, appStarted } = currentSandbox(pod, observed);
   for (const container of initContainers) {
     if (!isSidecar(container) && appStarted) continue;
-    const decision = decide(pod, container, latestByName(inSandbox, container.name), policyFor(pod, container, "init"), backoff, actions, unhealthy);
+    const latest = latestByName(inSandbox, container.name);
+    const decision = decide(pod, container, latest, policyFor(pod, container, "init"), backoff, actions, unhealthy);
+    // Sidecars are resized like regular containers (upstream, 1.33+).
+    if (isSidecar(container) && decision === "running" && latest && resize) planResize(container, latest, resize.actuated(container.name), actions);
     if (isSidecar(container) ? decision === "running" : decision === "succeeded") continue;
     if (decision === "failed") actions.initFailed = true;
     return actions;
   }
   for (const container of pod.spec.containers) {
-    decide(pod, container, latestByName(observed, container.name), policyFor(pod, container, "app"), backoff, actions, unhealthy);
+    const latest = latestByName(observed, container.name);
+    const decision = decide(pod, container, latest, policyFor(pod, container, "app"), backoff, actions, unhealthy);
+    if (decision === "running" && latest && resize) planResize(container, latest, resize.actuated(container.name), actions);
   }
   return actions;
 }
 
+/**
+ * Upstream computePodResizeAction: a running container whose allocated cpu
+ * or memory differs from what was applied is resized in place, or restarted
+ * when its resizePolicy says RestartContainer for a resource that changed.
+ * Unknown applied resources (nothing recorded) are taken as in the spec.
+ */
+function planResize(container: ContainerSpec, latest: ObservedContainer, actuated: ContainerResources | undefined, actions: PodActions): void {
+  if (!actuated) return;
+  const action = resizeAction(container, actuated);
+  if (action === "inPlace") actions.containersToResize.push({ id: latest.id, name: container.name });
+  if (action === "restart") {
+    const reason = `Container ${container.name} resize requires restart`;
+    actions.containersToKill.push({ id: latest.id, name: container.name, reason });
+    actions.containersToStart.push({ name: container.name, restartCount: latest.restartCount + 1, reason });
+  }
+}
+
 /** True when the plan changes nothing: the pod is converged. */
 export const isNoop = (a: PodActions): boolean =>
-  !a.killPod && !a.createSandbox && a.containersToStart.length === 0 && a.containersToKill.length === 0;
+  !a.killPod && !a.createSandbox && a.containersToStart.length === 0 && a.containersToKill.length === 0 && a.containersToResize.length === 0;

@@ -50,7 +50,7 @@ export const emptyObservedPod = (uid: string, name = "", namespace = ""): Observ
 
 /** The result of one action; a sync collects one per action instead of stopping at the first error. */
 export interface SyncResult {
-  action: "CreatePodSandbox" | "KillPodSandbox" | "RemovePodSandbox" | "PullImage" | "StartContainer" | "KillContainer" | "RemoveContainer";
+  action: "CreatePodSandbox" | "KillPodSandbox" | "RemovePodSandbox" | "PullImage" | "StartContainer" | "KillContainer" | "RemoveContainer" | "ResizePodInPlace";
   target: string;
   error?: { reason: string; message: string };
 }

@@ -60,7 +60,7 @@ describe("CriPodRuntime with volumes", () => {
     expect(calls).toEqual(["setup uid-1", "setup uid-1", "teardown uid-1"]);
   });
 
-  test("a volume that cannot be set up: FailedMount per volume with upstream's wording, nothing created, a retry", async () => {
+  test("a volume that cannot be set up: FailedMount per volume with upstream's wording, nothing created, a retry soon, then less often", async () => {
     const { cri, runtime, events } = setup({
       setupPod: async () => {
         throw new VolumeSetupError([{ volume: "cfg", message: 'configmap "app" not found', mounted: false }]);
@@ -69,8 +69,11 @@ describe("CriPodRuntime with volumes", () => {
     const outcome = await runtime.syncPod(pod, await runtime.observe(refOf(pod)));
     expect(events).toEqual(['Warning FailedMount MountVolume.SetUp failed for volume "cfg" : configmap "app" not found']);
     expect(cri.callsOf("runPodSandbox")).toEqual([]);
-    expect(outcome.retryAfterMs).toBe(10_000);
+    expect(outcome.retryAfterMs).toBe(500);
     expect(outcome.results[0]?.error?.reason).toBe("FailedMount");
+    const retries: (number | undefined)[] = [];
+    for (let i = 0; i < 6; i++) retries.push((await runtime.syncPod(pod, await runtime.observe(refOf(pod)))).retryAfterMs);
+    expect(retries).toEqual([1000, 2000, 4000, 8000, 10_000, 10_000]);
   });
 
   test("a failed refresh of a volume set up before is a FailedMount event, and the pod still syncs", async () => {

@@ -25,6 +25,7 @@ import { HttpError } from "./errors.ts";
 export { HttpError } from "./errors.ts";
 import { parseStreamingPath, type StreamingResolver } from "./streaming.ts";
 import { BadLogQuery, logStream, parseLogQuery, type ContainerLogs } from "./logs.ts";
+import { debugApp, type Profiler } from "./debug.ts";
 
 export interface KubeletApiOptions {
   nodeName: string;
@@ -37,6 +38,10 @@ export interface KubeletApiOptions {
   streaming?: StreamingResolver;
   /** The body of `/configz` (configzBody); 404 without it. */
   configz?: () => unknown;
+  /** The body of `/spec/` (cAdvisor MachineInfo, node/machine-spec.ts); 404 without it. */
+  spec?: () => unknown;
+  /** `/debug/heap` and `/debug/profile` (debug.ts); 404 without it. */
+  profiler?: Profiler;
   /** healthzApp(...): served under `/healthz`. */
   health: Hono;
   /** authentication(...) from authn.ts */
@@ -142,6 +147,13 @@ export function kubeletApi(opts: KubeletApiOptions): Hono<KubeletEnv> {
     const configz = opts.configz;
     app.get("/configz", (c) => c.json(configz()));
   }
+
+  if (opts.spec) {
+    const spec = opts.spec;
+    for (const path of ["/spec", "/spec/"]) app.get(path, (c) => c.json(spec()));
+  }
+
+  if (opts.profiler) app.route("/", debugApp(opts.profiler));
 
   app.get("/containerLogs/:namespace/:pod/:container", async (c) => {
     const { namespace, pod: podName, container } = c.req.param();

@@ -1,12 +1,13 @@
 /**
  * The read-only port (10255, off unless `readOnlyPort` is set): `/pods`
- * lists the pods this node runs as a v1 PodList, with their statuses; in
- * standalone mode it is how operators and scripts find pod IPs.
+ * lists the pods this node runs as a v1 PodList, with their statuses (in
+ * standalone mode it is how operators and scripts find pod IPs), `/spec/`
+ * the machine, and the health checks.
  */
 import { Hono } from "hono";
 import type { LocalStatusStore } from "../status/index.ts";
 
-export function readOnlyApp(opts: { statuses: LocalStatusStore; health: Hono }): Hono {
+export function readOnlyApp(opts: { statuses: LocalStatusStore; health: Hono; spec?: () => unknown }): Hono {
   const app = new Hono();
   app.get("/pods", (c) =>
     c.json({
@@ -16,6 +17,9 @@ export function readOnlyApp(opts: { statuses: LocalStatusStore; health: Hono }):
       items: opts.statuses.list().map(({ pod, status }) => ({ ...pod, apiVersion: "v1", kind: "Pod", status })),
     }),
   );
+  const spec = opts.spec;
+  // Upstream's read-only server has the default handlers, /spec/ among them.
+  if (spec) for (const path of ["/spec", "/spec/"]) app.get(path, (c) => c.json(spec()));
   app.route("/", opts.health);
   return app;
 }

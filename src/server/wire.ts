@@ -24,6 +24,7 @@ import { authenticateWith, createAuthenticator } from "./authn.ts";
 import { accessChecker, alwaysAllow, authorizeWith, webhookAuthorizer } from "./authz.ts";
 import { configzBody } from "./configz.ts";
 import { kubeletApi, type MetricsEndpoints } from "./kubelet-api.ts";
+import { bunProfiler, type Profiler } from "./debug.ts";
 import { streamingUpgrade } from "./stream-proxy.ts";
 import { streamingResolver, type StreamingRuntime } from "./streaming.ts";
 import { rotatedLogPaths, type ContainerLogs } from "./logs.ts";
@@ -44,6 +45,10 @@ export interface KubeletServerOptions {
   cri: StreamingRuntime;
   health: Hono;
   metrics?: MetricsEndpoints;
+  /** `/spec/`: the machine as cAdvisor's MachineInfo. */
+  spec?: () => unknown;
+  /** For /debug/heap and /debug/profile; Bun's own by default. */
+  profiler?: Profiler;
   /** --cert-dir: where the self-signed serving certificate lives when no certificate files are configured. */
   certDir: string;
   /** --node-ip: SANs of the self-signed certificate. */
@@ -59,7 +64,7 @@ export function logsFromStatuses(podLogsDir: string, pods: KubeletServerOptions[
   return async (namespace, name, container, previous) => {
     const entry = pods().find(({ pod }) => pod.metadata.namespace === namespace && pod.metadata.name === name);
     if (!entry) return undefined;
-    const status = [...(entry.status.initContainerStatuses ?? []), ...entry.status.containerStatuses].find((c) => c.name === container);
+    const status = [...(entry.status.initContainerStatuses ?? []), ...entry.status.containerStatuses, ...(entry.status.ephemeralContainerStatuses ?? [])].find((c) => c.name === container);
     if (!status) return undefined;
     const restart = previous ? status.restartCount - 1 : status.restartCount;
     if (restart < 0) return undefined;
@@ -124,6 +129,9 @@ export async function startKubeletServer(opts: KubeletServerOptions): Promise<Tl
     logs: logsFromStatuses(k.podLogsDir, opts.pods),
     streaming,
     configz: () => configzBody(k),
+    ...(opts.spec ? { spec: opts.spec } : {}),
+    // Upstream serves its profiling handler only with the debugging handlers too.
+    ...(k.enableDebuggingHandlers && k.enableProfilingHandler ? { profiler: opts.profiler ?? bunProfiler } : {}),
     health: opts.health,
     ...(opts.metrics ? { metrics: opts.metrics } : {}),
     authn: authenticateWith(authenticate, opts.logger),

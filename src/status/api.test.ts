@@ -5,7 +5,7 @@ import type { Pod } from "../pods/schema.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { ApiStatusManager, apiPodStatus, type ApiPodStatus } from "./api.ts";
-import type { PodStatusView } from "./phase.ts";
+import { podStatus, type PodStatusView } from "./phase.ts";
 
 const pod: Pod = {
   metadata: { name: "web", namespace: "default", uid: "u1" },
@@ -192,5 +192,18 @@ describe("ApiStatusManager", () => {
     clock.advance(60_000);
     await settle();
     expect(api.calls.length).toBe(attempts);
+  });
+});
+describe("observedGeneration (PodObservedGenerationTracking)", () => {
+  test("the pod's generation is reported on the status and on each condition; none without one", () => {
+    const [build, view] = [apiPodStatus, podStatus];
+    const p = { metadata: { name: "p", namespace: "default", uid: "u", generation: 3 }, spec: { containers: [{ name: "app", image: "busybox" }] } };
+    const observed = { uid: "u", name: "p", namespace: "default", sandboxes: [], containers: [] };
+    const status = build(p, view(p, observed, new Map()), { hostIPs: [], previous: undefined, now: 0 });
+    expect(status["observedGeneration"]).toBe(3);
+    expect(status.conditions.every((c) => c.observedGeneration === 3)).toBe(true);
+    const { generation: _g, ...meta } = p.metadata;
+    const without = build({ ...p, metadata: meta }, view(p, observed, new Map()), { hostIPs: [], previous: undefined, now: 0 });
+    expect("observedGeneration" in without).toBe(false);
   });
 });

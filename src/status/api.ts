@@ -18,6 +18,7 @@ import { isTerminalPhase, type PodStatusView } from "./phase.ts";
 
 export interface PodCondition {
   type: string;
+  observedGeneration?: number;
   status: "True" | "False";
   reason?: string;
   message?: string;
@@ -35,11 +36,15 @@ export function apiPodStatus(pod: Pod, view: PodStatusView, ctx: { hostIPs: stri
   const phase = previous && isTerminalPhase(previous.phase as PodStatusView["phase"]) ? previous.phase : view.phase;
   const terminal = phase === "Succeeded" || phase === "Failed";
   const unready = view.containerStatuses.filter((c) => !c.ready).map((c) => c.name);
+  // Upstream PodObservedGenerationTracking (beta, on in 1.34): which spec generation (a resize bumps it) this status reflects.
+  const generation = (pod.metadata as { generation?: number }).generation;
+  const observed = typeof generation === "number" ? { observedGeneration: generation } : {};
   const condition = (type: string, ok: boolean, reason?: string, message?: string): PodCondition => {
     const status = ok ? "True" : "False";
     const before = previous?.conditions?.find((c) => c.type === type);
     return {
       type,
+      ...observed,
       status,
       ...(reason ? { reason } : {}),
       ...(message ? { message } : {}),
@@ -55,8 +60,12 @@ export function apiPodStatus(pod: Pod, view: PodStatusView, ctx: { hostIPs: stri
     condition("Ready", ready, ...(ready ? [] : (notReady as [string, string | undefined]))),
     condition("ContainersReady", ready, ...(ready ? [] : (notReady as [string, string | undefined]))),
     condition("PodScheduled", true),
+    // Upstream (1.33+): present only while a resize waits or is being applied.
+    ...(view.resize?.pending ? [condition("PodResizePending", true, view.resize.pending.reason, view.resize.pending.message)] : []),
+    ...(view.resize?.inProgress ? [condition("PodResizeInProgress", true, ...(view.resize.inProgress.error ? (["Error", view.resize.inProgress.error] as const) : []))] : []),
   ];
   return {
+    ...observed,
     phase,
     conditions,
     ...(view.reason ? { reason: view.reason, message: view.message ?? "" } : terminal && previous?.reason ? { reason: previous.reason, message: previous.message } : {}),
@@ -73,6 +82,7 @@ export function apiPodStatus(pod: Pod, view: PodStatusView, ctx: { hostIPs: stri
     startTime: (previous?.startTime as string | undefined) ?? view.startTime ?? rfc3339(ctx.now),
     ...(view.initContainerStatuses ? { initContainerStatuses: view.initContainerStatuses } : {}),
     containerStatuses: view.containerStatuses,
+    ...(view.ephemeralContainerStatuses ? { ephemeralContainerStatuses: view.ephemeralContainerStatuses } : {}),
     qosClass: podQosClass(pod),
   };
 }

@@ -24,6 +24,10 @@ export interface ContainerStatusView {
   image: string;
   imageID: string;
   containerID?: string;
+  /** In-place resize: the requests allocated to the container (cpu, memory). */
+  allocatedResources?: Record<string, string | number>;
+  /** In-place resize: the cpu and memory the runtime applied to the running container. */
+  resources?: { requests?: Record<string, string | number>; limits?: Record<string, string | number> };
 }
 
 export interface PodStatusView {
@@ -37,6 +41,10 @@ export interface PodStatusView {
   podIPs: { ip: string }[];
   startTime?: string;
   containerStatuses: ContainerStatusView[];
+  /** Ephemeral containers (kubectl debug); never ready (upstream probes only regular containers). */
+  ephemeralContainerStatuses?: ContainerStatusView[];
+  /** In-place resize: a resize waiting (PodResizePending) or being applied (PodResizeInProgress; `error` when the last attempt failed). */
+  resize?: { pending?: { reason: "Infeasible" | "Deferred"; message: string }; inProgress?: { error?: string } };
   reason?: string;
   message?: string;
 }
@@ -156,6 +164,8 @@ export function podPhase(pod: Pod, observed: ObservedPod, podIsTerminal = false)
   }
 }
 
+const NEVER_READY: ProbeView = { isReady: () => false, isStarted: () => true };
+
 export const isTerminalPhase = (phase: PodPhase): boolean => phase === "Succeeded" || phase === "Failed";
 
 export function podStatus(pod: Pod, observed: ObservedPod, waiting: WaitingReasons, podIsTerminal = false, probes?: ProbeView): PodStatusView {
@@ -176,6 +186,9 @@ export function podStatus(pod: Pod, observed: ObservedPod, waiting: WaitingReaso
     podIPs: ips.map((ip) => ({ ip })),
     ...(sandbox ? { startTime: iso(sandbox.createdAt) } : {}),
     containerStatuses: containerStatuses(pod, observed, appWaiting, pod.spec.containers, probes),
+    ...(pod.spec.ephemeralContainers?.length
+      ? { ephemeralContainerStatuses: containerStatuses(pod, observed, waiting, pod.spec.ephemeralContainers, NEVER_READY) }
+      : {}),
   };
 }
 

@@ -5,6 +5,8 @@ import { LocalStatusStore } from "../status/index.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { PodWorkers } from "./podworkers.ts";
+import { AllocationManager } from "../allocation/index.ts";
+import { admitPod } from "../node/admission.ts";
 
 const pod = (uid: string, restartPolicy: "Always" | "Never" = "Always", name = "web"): Pod => ({
   metadata: { name, namespace: "default", uid },
@@ -204,5 +206,38 @@ describe("PodWorkers", () => {
     workers.remove("u1");
     expect(workers.activePod("u1")).toBeUndefined();
     expect(workers.activePod("absent")).toBeUndefined();
+  });
+});
+
+describe("PodWorkers with in-place resize", () => {
+  const sized = (uid: string, cpu: string): Pod => ({
+    metadata: { name: `p-${uid}`, namespace: "default", uid },
+    spec: { terminationGracePeriodSeconds: 0, containers: [{ name: "app", image: "busybox", resources: { requests: { cpu }, limits: { cpu } } }] },
+  });
+
+  test("a Deferred resize waits with the allocated resources, and is accepted once another pod is gone", async () => {
+    const clock = new FakeClock();
+    const runtime = new FakePodRuntime(clock);
+    const status = new LocalStatusStore();
+    const allocation = new AllocationManager({
+      logger: memoryLogger().logger,
+      allocatable: () => ({ cpu: 2000, memory: 2 ** 30 }),
+      admit: (p, others) => admitPod(p, others, { name: "n", labels: {}, taints: [], allocatable: { cpu: 2000, memory: 2 ** 30, "ephemeral-storage": 2 ** 30, pods: 10 } }),
+    });
+    const workers = new PodWorkers({ runtime, status, clock, logger: memoryLogger().logger, resyncIntervalMs: 600_000, allocation });
+    workers.upsert(sized("a", "500m"));
+    workers.upsert(sized("b", "1000m"));
+    await workers.idle();
+    workers.upsert(sized("a", "1500m"));
+    await workers.idle();
+    expect(status.get("a")!.resize).toEqual({ pending: { reason: "Deferred", message: "Node didn't have enough resource: cpu, requested: 1500, used: 1000, capacity: 2000" } });
+    expect(status.get("a")!.containerStatuses[0]!.allocatedResources).toEqual({ cpu: "500m" });
+    expect(workers.activePods().find((p) => p.metadata.uid === "a")!.spec.containers[0]!.resources?.limits?.cpu).toBe("500m");
+    workers.remove("b");
+    await workers.idle();
+    await workers.idle();
+    // Accepted: no longer pending; in progress, since this fake runtime never applies resources (the CRI runtime's tests do).
+    expect(status.get("a")!.resize).toEqual({ inProgress: {} });
+    expect(status.get("a")!.containerStatuses[0]!.allocatedResources).toEqual({ cpu: "1500m" });
   });
 });

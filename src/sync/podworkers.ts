@@ -11,6 +11,7 @@ import type { Pod } from "../pods/schema.ts";
 import type { PodRef, PodRuntime, PodSyncOutcome } from "../runtime/index.ts";
 import { podRef, type EventRecorder } from "../events/recorder.ts";
 import type { AdmitResult } from "../node/admission.ts";
+import type { PodAllocation } from "../allocation/index.ts";
 import { isTerminalPhase, podStatus, rejectedStatus, type ProbeView, type StatusSink } from "../status/index.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
@@ -31,6 +32,8 @@ export interface PodWorkersOptions {
   /** The prober: told about running containers after each sync, asked for readiness, dropped on termination. */
   /** Pod worker step durations and pod start latency. */
   metrics?: Pick<KubeletMetricsSink, "podWorkerStep" | "podStarted">;
+  /** In-place resize: runs each pod with its allocated resources and reports resizes in its status. */
+  allocation?: PodAllocation;
   probes?: ProbeView & {
     addPod(pod: Pod, running: { containerName: string; containerId: string; startedAt: number }[], podIP: string): void;
     removePod(uid: string): void;
@@ -60,6 +63,9 @@ const refOfPod = (pod: Pod): PodRef => ({ uid: pod.metadata.uid ?? "", name: pod
 
 /** Upstream's status message for a pod past its activeDeadlineSeconds. */
 export const DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline";
+/** Upstream nodeshutdown: the reason and message of a pod stopped because the node shuts down. */
+export const NODE_SHUTDOWN_REASON = "Terminated";
+export const NODE_SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown.";
 
 /** Kill and remove must complete before the lifecycle moves on; a failed action retries the step. */
 function throwOnFailedActions(what: string, outcome: PodSyncOutcome): void {
@@ -158,15 +164,29 @@ export class PodWorkers implements AsyncDisposable {
     return true;
   }
 
+  /**
+   * The node is shutting down: stop the pod within `gracePeriodSeconds` and
+   * report it Failed with reason Terminated. False when it is not running here.
+   */
+  shutdownPod(uid: string, gracePeriodSeconds: number): boolean {
+    const worker = this.workers.get(uid);
+    if (!worker || worker.lifecycle.stage !== "syncing") return false;
+    worker.events.push({ type: "nodeShutdown", gracePeriodSeconds });
+    this.kick(worker);
+    return true;
+  }
+
   /** The pod a worker runs, when it is active (admitted and not terminating). */
   activePod(uid: string): Pod | undefined {
     const worker = this.workers.get(uid);
     return worker?.lifecycle.stage === "syncing" ? worker.pod : undefined;
   }
 
-  /** Pods admitted and not terminating: what admission and eviction weigh. */
+  /** Pods admitted and not terminating, with their allocated resources: what admission, QoS cgroups and eviction weigh. */
   activePods(): Pod[] {
-    return [...this.workers.values()].filter((w) => w.lifecycle.stage === "syncing" && w.pod).map((w) => w.pod!);
+    const pods = [...this.workers.values()].filter((w) => w.lifecycle.stage === "syncing" && w.pod).map((w) => w.pod!);
+    const allocation = this.opts.allocation;
+    return allocation ? pods.map((p) => allocation.allocatedPod(p)) : pods;
   }
 
   /** A pod the runtime has but no source wants: kill and remove it. */
@@ -257,7 +277,8 @@ export class PodWorkers implements AsyncDisposable {
     const state = worker.lifecycle;
     switch (state.stage) {
       case "syncing": {
-        const pod = worker.pod!;
+        const desired = worker.pod!;
+        const pod = this.opts.allocation?.allocate(desired, this.activePods()) ?? desired;
         // Upstream allowStaticPodStart: a replaced static pod starts only
         // after its predecessor of the same full name is gone (host ports, names).
         if (this.predecessorTerminating(worker)) return;
@@ -279,8 +300,9 @@ export class PodWorkers implements AsyncDisposable {
         const after = outcome.changed ? await runtime.observe(worker.ref) : observed;
         const running = after.containers.filter((c) => c.state === "running" && c.sandboxId === after.sandboxes[0]?.id);
         this.opts.probes?.addPod(pod, running.map((c) => ({ containerName: c.name, containerId: c.id, startedAt: c.startedAt ?? c.createdAt })), after.sandboxes[0]?.ip ?? "");
-        const status = podStatus(pod, after, outcome.waiting, false, this.opts.probes);
-        this.opts.status.set(pod, status);
+        const computed = podStatus(pod, after, outcome.waiting, false, this.opts.probes);
+        const status = this.opts.allocation?.resizeStatus(computed, pod, after, outcome.results) ?? computed;
+        this.opts.status.set(desired, status);
         // Adopted pods already ran before this agent saw them: their start is not this agent's to measure.
         if (worker.firstSeenAt !== undefined && (status.phase === "Running" || isTerminalPhase(status.phase))) {
           if (outcome.changed && status.phase === "Running") this.opts.metrics?.podStarted(worker.firstSeenAt, this.opts.clock.now());
@@ -307,8 +329,16 @@ export class PodWorkers implements AsyncDisposable {
         if (worker.pod && worker.synced) {
           const final = podStatus(worker.pod, await runtime.observe(worker.ref), new Map(), true);
           const failedFor =
-            state.reason === "evicted" ? { reason: "Evicted", message: state.message ?? "" } : state.reason === "deadlineExceeded" ? { reason: "DeadlineExceeded", message: DEADLINE_MESSAGE } : undefined;
-          this.opts.status.set(worker.pod, failedFor ? { ...final, phase: "Failed", ...failedFor } : final);
+            state.reason === "evicted"
+              ? { reason: "Evicted", message: state.message ?? "" }
+              : state.reason === "deadlineExceeded"
+                ? { reason: "DeadlineExceeded", message: DEADLINE_MESSAGE }
+                : state.reason === "nodeShutdown"
+                  ? { reason: NODE_SHUTDOWN_REASON, message: NODE_SHUTDOWN_MESSAGE }
+                  : undefined;
+          // Upstream keeps Succeeded for a pod that had already completed when the node shut down.
+          const phase = state.reason === "nodeShutdown" && final.phase === "Succeeded" ? "Succeeded" : "Failed";
+          this.opts.status.set(worker.pod, failedFor ? { ...final, phase, ...failedFor } : final);
         }
         // An evicted pod's containers and logs go at once (upstream: its content is removable), or the
         // pressure that evicted it would stay. Its status stays until the pod is deleted.
@@ -331,6 +361,9 @@ export class PodWorkers implements AsyncDisposable {
       case "finished": {
         this.workers.delete(worker.ref.uid);
         this.opts.status.delete(worker.ref.uid, worker.pod);
+        this.opts.allocation?.removePod(worker.ref.uid);
+        // Resources were freed: resizes waiting for room (Deferred) are decided again (upstream retries them on pod removal).
+        for (const other of this.workers.values()) if (this.opts.allocation?.pendingResize(other.ref.uid)) this.kick(other);
         log.info("pod removed from the runtime");
         if (worker.restartWith) this.upsert(worker.restartWith);
         // Wake a successor of the same full name waiting for this one.

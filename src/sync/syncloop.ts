@@ -32,6 +32,8 @@ export interface SyncLoopOptions {
   mirrors?: Pick<MirrorPods, "sync">;
   /** More work for each housekeeping pass (QoS cgroup totals, ...); must not block. */
   housekeepingTasks?: (() => void)[];
+  /** Kill pods no source wants (default true); run-once leaves other pods alone, as upstream's runonce has no housekeeping. */
+  removeOrphans?: boolean;
 }
 
 export class SyncLoop implements AsyncDisposable {
@@ -112,7 +114,7 @@ export class SyncLoop implements AsyncDisposable {
     this.lastIterationAt = this.opts.clock.now();
     this.opts.backoff.gc();
     for (const task of this.opts.housekeepingTasks ?? []) task();
-    if (!this.opts.podConfig.allSourcesReady() || !this.opts.pleg.hasRelisted()) return;
+    if (this.opts.removeOrphans === false || !this.opts.podConfig.allSourcesReady() || !this.opts.pleg.hasRelisted()) return;
     const desiredPods = this.opts.podConfig.desiredPods();
     void this.opts.mirrors?.sync(desiredPods.filter((p) => !isApiPod(p)));
     const desired = new Set(desiredPods.map((p) => p.metadata.uid));

@@ -25,6 +25,8 @@ export interface AgentHandle {
   start(): void;
   /** Sends a signal and waits for the process to exit. */
   kill(signal?: NodeJS.Signals): Promise<number | null>;
+  /** Waits for the running process to exit on its own (--runonce); its exit code. */
+  exited(): Promise<number | null>;
   /** GET on the read-only port; the parsed JSON. */
   pods(): Promise<{ items: { metadata: { name: string; uid: string }; status: { phase: string; podIP?: string; containerStatuses: { name: string; restartCount: number; ready: boolean; state: Record<string, unknown> }[] } }[] }>;
 }
@@ -42,7 +44,7 @@ export async function freePort(): Promise<number> {
 
 export async function startAgent(
   ctd: ContainerdHandle,
-  opts: { name?: string; nodeName?: string; extraConfig?: Record<string, unknown>; extraArgs?: string[] } = {},
+  opts: { name?: string; nodeName?: string; extraConfig?: Record<string, unknown>; extraArgs?: string[]; env?: Record<string, string> } = {},
 ): Promise<AgentHandle> {
   const dir = join(ctd.dir, `agent-${opts.name ?? "a"}`);
   const manifests = join(dir, "manifests");
@@ -92,6 +94,7 @@ export async function startAgent(
       proc = Bun.spawn([...cmd, `--config=${configFile}`, `--root-dir=${join(dir, "root")}`, `--cert-dir=${join(dir, "pki")}`, `--hostname-override=${opts.nodeName ?? "test-node"}`, "--v=2", ...(opts.extraArgs ?? [])], {
         stdout: "pipe",
         stderr: "pipe",
+        ...(opts.env ? { env: { ...process.env, ...opts.env } } : {}),
       });
       const pump = async (stream: ReadableStream<Uint8Array>) => {
         for await (const chunk of stream) writeSync(fd, chunk);
@@ -101,6 +104,12 @@ export async function startAgent(
     async kill(signal = "SIGTERM") {
       if (!proc) return null;
       proc.kill(signal);
+      const code = await proc.exited;
+      proc = undefined;
+      return code;
+    },
+    async exited() {
+      if (!proc) return null;
       const code = await proc.exited;
       proc = undefined;
       return code;

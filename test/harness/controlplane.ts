@@ -163,3 +163,28 @@ export async function startControlPlane(
     [Symbol.asyncDispose]: stop,
   };
 }
+
+/**
+ * kubectl as the cluster admin for tests, resolved lazily (the handle is made
+ * in beforeAll): `kubectl` throws with kubectl's stderr on failure, `tryJson`
+ * is undefined for an object that does not exist, `apply` takes objects.
+ */
+export function adminKubectl(cp: () => ControlPlaneHandle) {
+  async function kubectl(...args: string[]): Promise<string> {
+    const r = await cp().kubectl(args);
+    if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}`);
+    return r.stdout;
+  }
+  return {
+    kubectl,
+    getJson: async <T = any>(...args: string[]): Promise<T> => JSON.parse(await kubectl("get", ...args, "-o", "json")) as T,
+    tryJson: async <T = any>(...args: string[]): Promise<T | undefined> => {
+      const r = await cp().kubectl(["get", ...args, "-o", "json"]);
+      return r.code === 0 ? (JSON.parse(r.stdout) as T) : undefined;
+    },
+    apply: async (...objects: unknown[]): Promise<void> => {
+      const r = await cp().kubectl(["apply", "-f", "-"], { stdin: JSON.stringify({ apiVersion: "v1", kind: "List", items: objects }) });
+      if (r.code !== 0) throw new Error(`kubectl apply: ${r.stderr}`);
+    },
+  };
+}

@@ -10,7 +10,7 @@ import { ContainerFilter, ContainerState, type CriService } from "../../src/cri/
 import { createLogger } from "../../src/util/log.ts";
 import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
-import { startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
 
 const NODE = "it-node";
 let ctd: ContainerdHandle;
@@ -19,22 +19,9 @@ let agent: AgentHandle;
 let cri: CriService;
 let kubeletPort: number;
 
-async function kubectl(...args: string[]): Promise<string> {
-  const r = await cp.kubectl(args);
-  if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}`);
-  return r.stdout;
-}
-const getJson = async <T = any>(...args: string[]): Promise<T> => JSON.parse(await kubectl("get", ...args, "-o", "json")) as T;
-const tryJson = async <T = any>(...args: string[]): Promise<T | undefined> => {
-  const r = await cp.kubectl(["get", ...args, "-o", "json"]);
-  return r.code === 0 ? (JSON.parse(r.stdout) as T) : undefined;
-};
+const { kubectl, getJson, tryJson, apply: applyObjects } = adminKubectl(() => cp);
 const readyOf = (node: any) => node.status.conditions.find((c: any) => c.type === "Ready");
-const apply = async (name: string, obj: unknown) => {
-  const file = join(cp.dir, `${name}.json`);
-  writeFileSync(file, JSON.stringify(obj));
-  await kubectl("apply", "-f", file);
-};
+const apply = (_name: string, obj: unknown) => applyObjects(obj);
 const podSpec = (name: string, command: string[], extra: Record<string, unknown> = {}) => ({
   apiVersion: "v1",
   kind: "Pod",

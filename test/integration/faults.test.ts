@@ -7,11 +7,11 @@
 // nothing was lost or duplicated: container and sandbox IDs and restart
 // counts before and after.
 //
-// Outages are 40 s, not the issue's 2 minutes, to keep this file under
-// about 4 minutes: longer than the control plane's node monitor grace period
-// here (20 s) and as long as the node Lease, so the node goes stale and
-// recovers as in a long outage; nothing in the agent depends on the outage's
-// length beyond its retry caps (10 s for statuses, 30 s for the watch).
+// The crash-while-offline outage lasts the issue's 2 minutes; the one around
+// the reboot, 40 s: both longer than the control plane's node monitor grace
+// period here (20 s) and the node Lease, so the node goes stale and recovers
+// as in a long outage; nothing in the agent depends on the outage's length
+// beyond its retry caps (10 s for statuses, 30 s for watches).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -20,7 +20,7 @@ import { ContainerFilter, ContainerState, PodSandboxFilter, PodSandboxState, typ
 import { createLogger } from "../../src/util/log.ts";
 import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
-import { startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
 
 const NODE = "fault-node";
 let ctd: ContainerdHandle;
@@ -28,19 +28,7 @@ let cp: ControlPlaneHandle;
 let agent: AgentHandle;
 let cri: CriService;
 
-async function kubectl(...args: string[]): Promise<string> {
-  const r = await cp.kubectl(args);
-  if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}`);
-  return r.stdout;
-}
-const tryJson = async <T = any>(...args: string[]): Promise<T | undefined> => {
-  const r = await cp.kubectl(["get", ...args, "-o", "json"]);
-  return r.code === 0 ? (JSON.parse(r.stdout) as T) : undefined;
-};
-const apply = async (...objects: unknown[]) => {
-  const r = await cp.kubectl(["apply", "-f", "-"], { stdin: JSON.stringify({ apiVersion: "v1", kind: "List", items: objects }) });
-  if (r.code !== 0) throw new Error(`kubectl apply: ${r.stderr}`);
-};
+const { kubectl, tryJson, apply } = adminKubectl(() => cp);
 const sleeper = (name: string, extra: Record<string, unknown> = {}) => ({
   name,
   image: ctd.busyboxImage,
@@ -232,13 +220,13 @@ describe("faults (issue #8)", () => {
     for (const uid of restored) expect(local[uid]).toEqual(offlineLocal[uid]!);
   }, 150_000);
 
-  test("kube-apiserver down 40 s: a crashed container is restarted, probes run, a static pod file starts; the reconnect reconciles statuses and recreates nothing", async () => {
+  test("kube-apiserver down 2 minutes: a crashed container is restarted, probes run, a static pod file starts; the reconnect reconciles statuses and recreates nothing", async () => {
     const readiness = { exec: { command: ["true"] }, periodSeconds: 1 };
     await apply(apiPod("crashy", [sleeper("main", { readinessProbe: readiness })]));
     const uid = (await runningPod("crashy")).metadata.uid as string;
     const first = (await runningByName(uid))["main"]![0]!;
 
-    const outage = await apiServerOutage(40);
+    const outage = await apiServerOutage(120);
     await cri.stopContainer(first, 0); // the crash
     const restarted = await eventually("crashy restarted while offline, and ready again", async () => {
       const p = (await agent.pods()).items.find((i) => i.metadata.uid === uid);
@@ -264,7 +252,7 @@ describe("faults (issue #8)", () => {
     await eventually("node Ready again", nodeReady, 45_000);
     expect(await runtimeView(everyUid)).toEqual(offline);
     expect(await localStatuses()).toEqual(offlineLocal);
-  }, 150_000);
+  }, 240_000);
 
   test("containerd restart with 20 pods running: the agent reconnects and recreates nothing", async () => {
     const names = Array.from({ length: 20 }, (_, i) => `many-${i}`);

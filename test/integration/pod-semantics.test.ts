@@ -4,7 +4,7 @@
 // from a local registry (serialized; with pull secrets). Each check
 // reads the API object (what users see) or the container itself.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { FakePodObjects } from "../../src/api/objects.ts";
@@ -17,7 +17,7 @@ import { realClock } from "../../src/util/clock.ts";
 import { createLogger, memoryLogger } from "../../src/util/log.ts";
 import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
-import { startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
 import { startRegistry } from "../harness/registry.ts";
 
 const NODE = "sem-node";
@@ -26,20 +26,7 @@ let cp: ControlPlaneHandle;
 let agent: AgentHandle;
 let cri: CriService;
 
-async function kubectl(...args: string[]): Promise<string> {
-  const r = await cp.kubectl(args);
-  if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}`);
-  return r.stdout;
-}
-const tryJson = async <T = any>(...args: string[]): Promise<T | undefined> => {
-  const r = await cp.kubectl(["get", ...args, "-o", "json"]);
-  return r.code === 0 ? (JSON.parse(r.stdout) as T) : undefined;
-};
-const apply = async (obj: { metadata: { name: string } }) => {
-  const file = join(cp.dir, `${obj.metadata.name}.json`);
-  writeFileSync(file, JSON.stringify(obj));
-  await kubectl("apply", "-f", file);
-};
+const { kubectl, tryJson, apply } = adminKubectl(() => cp);
 /** A pod bound to the node (no scheduler round trip) with one busybox container. */
 const podOf = (name: string, container: Record<string, unknown>, spec: Record<string, unknown> = {}) => ({
   apiVersion: "v1",

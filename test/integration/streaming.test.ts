@@ -11,7 +11,7 @@ import { connect as tlsConnect } from "node:tls";
 import { join } from "node:path";
 import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
-import { startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
 
 const NODE = "stream-node";
 let ctd: ContainerdHandle;
@@ -20,20 +20,8 @@ let agent: AgentHandle;
 let kubeletPort: number;
 let pki: string;
 
-async function kubectl(...args: string[]): Promise<string> {
-  const r = await cp.kubectl(args);
-  if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}`);
-  return r.stdout;
-}
-const tryJson = async <T = any>(...args: string[]): Promise<T | undefined> => {
-  const r = await cp.kubectl(["get", ...args, "-o", "json"]);
-  return r.code === 0 ? (JSON.parse(r.stdout) as T) : undefined;
-};
-const apply = async (name: string, obj: unknown) => {
-  const file = join(cp.dir, `${name}.json`);
-  writeFileSync(file, JSON.stringify(obj));
-  await kubectl("apply", "-f", file);
-};
+const { kubectl, tryJson, apply: applyObjects } = adminKubectl(() => cp);
+const apply = (_name: string, obj: unknown) => applyObjects(obj);
 const pod = (name: string, container: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
   apiVersion: "v1",
   kind: "Pod",

@@ -10,7 +10,7 @@ import { ContainerFilter, ContainerState, type CriService } from "../../src/cri/
 import { createLogger } from "../../src/util/log.ts";
 import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
-import { startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
 
 const NODE = "vol-node";
 let ctd: ContainerdHandle;
@@ -19,11 +19,7 @@ let agent: AgentHandle;
 let cri: CriService;
 let hostDir: string;
 
-async function kubectl(...args: string[]): Promise<string> {
-  const r = await cp.kubectl(args);
-  if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}`);
-  return r.stdout;
-}
+const { kubectl } = adminKubectl(() => cp);
 const apply = async (obj: unknown) => kubectl("apply", "-f", writeJson(obj));
 let files = 0;
 const writeJson = (obj: unknown) => {

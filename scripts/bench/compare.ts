@@ -1,0 +1,498 @@
+// Side-by-side benchmark: this agent (dist/kubelet, as the integration
+// harness runs it) and the upstream kubelet (built from the same Kubernetes
+// release as the control plane), one after the other, on one private
+// containerd and one private control plane. For each: process start → node
+// Ready, RSS and CPU idle, pod startup latency (API create → Running seen by
+// a watch) for 30 and 110 pods created at once, RSS and CPU with 110 pods;
+// plus the runtime's own floor for the same pods (sandbox + create + start
+// straight through the CRI), measured again just before each agent, since on
+// a shared machine the load changes from one minute to the next. Prints a
+// table and writes an SVG chart of the latency distributions.
+//
+// Run: bun run bench   (root; builds dist/kubelet first; several minutes)
+// Environment: BENCH_AGENTS=bunlet,upstream (which to run, in order),
+// BENCH_SIZES=30,110, BENCH_CHART=docs/benchmarks/startup-latency.svg.
+import { tmpdir } from "node:os";
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { createRestClient, loadCredentials, type RestClient, type WatchEvent } from "../../src/api/rest.ts";
+import { createCriClient } from "../../src/cri/client.ts";
+import { ContainerConfig, PodSandboxConfig } from "../../src/cri/index.ts";
+import { realClock } from "../../src/util/clock.ts";
+import { createLogger } from "../../src/util/log.ts";
+import { freePort, startAgent } from "../../test/harness/agent.ts";
+import { type ContainerdHandle, requireRoot, startContainerd } from "../../test/harness/containerd.ts";
+import { type ControlPlaneHandle, startControlPlane } from "../../test/harness/controlplane.ts";
+import { renderChart, type Series } from "./chart.ts";
+
+const repoRoot = resolve(import.meta.dir, "../..");
+const AGENTS = (process.env.BENCH_AGENTS ?? "bunlet,upstream").split(",").filter(Boolean) as AgentKind[];
+const SIZES = (process.env.BENCH_SIZES ?? "30,110").split(",").map(Number);
+const CHART = resolve(repoRoot, process.env.BENCH_CHART ?? "docs/benchmarks/startup-latency.svg");
+const NAMESPACE = "bench";
+const WINDOW_MS = 10_000;
+const LOGS = join(tmpdir(), `bunlet-bench-logs-${new Date().toISOString().replace(/[:.]/g, "-")}`);
+const CLK_TCK = 100; // sysconf(_SC_CLK_TCK) on Linux x86_64 and arm64
+
+type AgentKind = "bunlet" | "upstream";
+
+interface Usage {
+  rssMiB: number;
+  cpuPercent: number;
+}
+
+interface AgentResult {
+  kind: AgentKind;
+  binary: string;
+  binaryBytes: number;
+  readyMs: number;
+  idle: Usage;
+  busy: Usage;
+  /** After the largest batch was deleted: does the memory come back? */
+  after: Usage;
+  latencies: Map<number, number[]>;
+  /** The runtime floor measured just before this agent started (the machine's load changes over minutes). */
+  floors: Map<number, number[]>;
+  /** CPU seconds the agent used from the first create until every pod was Running. */
+  startupCpuSeconds: Map<number, number>;
+}
+
+interface RunningAgent {
+  kind: AgentKind;
+  pid: number;
+  binary: string;
+  logFile: string;
+  stop(): Promise<void>;
+}
+
+const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+
+/** utime + stime of `pid` in clock ticks (its own, not its children's). */
+function cpuTicks(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  // After the comm field: state is field 3, utime 14 and stime 15 (1-based over the whole line).
+  return Number(fields[11]) + Number(fields[12]);
+}
+
+function rssMiB(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+/** CPU use over a window of `ms` and RSS (mean of one sample a second). */
+async function measureUsage(pid: number, ms = WINDOW_MS): Promise<Usage> {
+  const t0 = performance.now();
+  const c0 = cpuTicks(pid);
+  const rss: number[] = [];
+  while (performance.now() - t0 < ms) {
+    await Bun.sleep(1000);
+    rss.push(rssMiB(pid));
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  return { rssMiB: rss.reduce((a, b) => a + b, 0) / rss.length, cpuPercent: ((cpuTicks(pid) - c0) / CLK_TCK / seconds) * 100 };
+}
+
+async function withTimeout<T>(what: string, p: Promise<T>, ms: number): Promise<T> {
+  let timer: Timer | undefined;
+  const timeout = new Promise<never>((_, rej) => {
+    timer = setTimeout(() => rej(new Error(`${what}: timed out after ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([p, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The runtime's floor: N pods' sandbox + create + start straight through the CRI, all at once. */
+async function runtimeFloor(ctd: ContainerdHandle, count: number): Promise<number[]> {
+  const cri = createCriClient({ endpoint: ctd.endpoint, logger: createLogger({ verbosity: 0 }) });
+  try {
+    const results = await Promise.all(
+      Array.from({ length: count }, async (_, i) => {
+        const t0 = performance.now();
+        const sandbox = PodSandboxConfig.create({
+          metadata: { name: `floor-${count}-${i}`, namespace: "bench-floor", uid: `floor-${count}-${i}`, attempt: 0 },
+          linux: { cgroupParent: `${ctd.cgroupParent}/floor` },
+          logDirectory: `${ctd.dir}/floor-logs/${count}-${i}`,
+        });
+        const id = await cri.runPodSandbox(sandbox);
+        const c = await cri.createContainer(
+          id,
+          ContainerConfig.create({ metadata: { name: "c", attempt: 0 }, image: { image: ctd.busyboxImage }, command: ["sleep", "3600"], logPath: "c.log" }),
+          sandbox,
+        );
+        await cri.startContainer(c);
+        return performance.now() - t0;
+      }),
+    );
+    return results.sort((a, b) => a - b);
+  } finally {
+    cri.close();
+  }
+  // (The floor's sandboxes are removed by emptyRuntime before the next step.)
+}
+
+/**
+ * Waits until no sandbox is ready and no container runs (the agent has
+ * stopped its pods), then removes what is left, so every step starts from an
+ * empty runtime. `timeoutMs` 0: stop and remove everything now (the floor's pods).
+ */
+async function emptyRuntime(ctd: ContainerdHandle, timeoutMs = 180_000): Promise<void> {
+  const cri = createCriClient({ endpoint: ctd.endpoint, logger: createLogger({ verbosity: 0 }) });
+  try {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const sandboxes = await cri.listPodSandbox(undefined);
+      const containers = await cri.listContainers(undefined);
+      const busy = sandboxes.filter((s) => s.state === 0).length + containers.filter((c) => c.state === 1).length;
+      if (busy === 0 || Date.now() >= deadline) {
+        // Stopped leftovers (the agent's garbage collector removes them later) and, after a timeout, anything else.
+        await Promise.all(sandboxes.map((s) => cri.stopPodSandbox(s.id).then(() => cri.removePodSandbox(s.id)).catch(() => {})));
+        if (busy !== 0 && timeoutMs > 0) console.error(`bench: runtime not empty after ${timeoutMs} ms (${busy} ready sandboxes/running containers); removed them`);
+        return;
+      }
+      await Bun.sleep(250);
+    }
+  } finally {
+    cri.close();
+  }
+}
+
+/** Process start → the node's Ready condition True, seen through a watch on the Node. */
+async function waitNodeReady(rest: RestClient, node: string, since: number): Promise<number> {
+  const abort = new AbortController();
+  const ready = Promise.withResolvers<number>();
+  const isReady = (n: any) => n?.status?.conditions?.find((c: any) => c.type === "Ready")?.status === "True";
+  // The watch ends when the server closes it (about every few minutes) or on errors: start it again.
+  void (async () => {
+    while (!abort.signal.aborted) {
+      await rest
+        .watch("/api/v1/nodes", { fieldSelector: `metadata.name=${node}`, allowWatchBookmarks: false }, (e: WatchEvent) => {
+          if ((e.type === "ADDED" || e.type === "MODIFIED") && isReady(e.object)) ready.resolve(performance.now() - since);
+        }, abort.signal)
+        .catch(() => {});
+      if (!abort.signal.aborted) await Bun.sleep(50);
+    }
+  })();
+  try {
+    return await withTimeout(`node ${node} Ready`, ready.promise, 120_000);
+  } finally {
+    abort.abort();
+  }
+}
+
+/** N pods bound to `node`, created at once; for each, API create → first watch event with phase Running (sorted, ms). */
+async function podStartup(rest: RestClient, ctd: ContainerdHandle, node: string, runId: string, count: number): Promise<number[]> {
+  const selector = `bench-run=${runId}`;
+  const path = `/api/v1/namespaces/${NAMESPACE}/pods`;
+  const list = await rest.request<any>("GET", path, { query: { labelSelector: selector } });
+  const created = new Map<string, number>();
+  const running = new Map<string, number>();
+  const abort = new AbortController();
+  const allRunning = Promise.withResolvers<void>();
+  const observe = (pod: any) => {
+    if (pod?.status?.phase === "Running" && !running.has(pod.metadata.name)) {
+      running.set(pod.metadata.name, performance.now());
+      if (running.size === count) allRunning.resolve();
+    }
+  };
+  // A watch the server ends (or an ERROR event, e.g. an expired resource version) is followed by a list and a
+  // new watch; pods the list first shows Running are timed at that list, later than they were: counted and reported.
+  let rewatches = 0;
+  const watching = (async () => {
+    let resourceVersion = list.metadata.resourceVersion;
+    while (!abort.signal.aborted) {
+      await rest
+        .watch(path, { labelSelector: selector, resourceVersion }, (e: WatchEvent) => {
+          if (e.type === "ERROR") console.error(`bench: ${runId}: watch ERROR event: ${JSON.stringify(e.object)}`);
+          else observe(e.object);
+        }, abort.signal)
+        .then(() => "ended by the server", (err) => String(err))
+        .then((why) => {
+          if (!abort.signal.aborted) console.error(`bench: ${runId}: the pod watch ${why}; listing and watching again`);
+        });
+      if (abort.signal.aborted) return;
+      rewatches++;
+      const again = await rest.request<any>("GET", path, { query: { labelSelector: selector } }).catch(() => undefined);
+      if (!again) {
+        await Bun.sleep(200);
+        continue;
+      }
+      for (const pod of again.items) observe(pod);
+      resourceVersion = again.metadata.resourceVersion;
+    }
+  })();
+  try {
+    await Promise.all(
+      Array.from({ length: count }, async (_, i) => {
+        const name = `${runId}-${i}`;
+        created.set(name, performance.now());
+        await rest.request("POST", `/api/v1/namespaces/${NAMESPACE}/pods`, {
+          body: {
+            apiVersion: "v1",
+            kind: "Pod",
+            metadata: { name, labels: { "bench-run": runId } },
+            spec: {
+              nodeName: node,
+              terminationGracePeriodSeconds: 1,
+              containers: [{ name: "c", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sleep", "3600"] }],
+            },
+          },
+        });
+      }),
+    );
+    await withTimeout(`${count} pods Running on ${node} (${running.size} were)`, allRunning.promise, 300_000);
+  } finally {
+    abort.abort();
+    await watching;
+  }
+  if (rewatches > 0) console.error(`bench: ${runId}: the pod watch was restarted ${rewatches} time(s)`);
+  return [...created].map(([name, t]) => running.get(name)! - t).sort((a, b) => a - b);
+}
+
+/** Deletes the run's pods, waits until the API has none and the runtime is empty. */
+async function deletePods(rest: RestClient, ctd: ContainerdHandle, runId: string): Promise<void> {
+  const selector = `bench-run=${runId}`;
+  await rest.request("DELETE", `/api/v1/namespaces/${NAMESPACE}/pods`, { query: { labelSelector: selector } });
+  const deadline = Date.now() + 180_000;
+  for (;;) {
+    const list = await rest.request<any>("GET", `/api/v1/namespaces/${NAMESPACE}/pods`, { query: { labelSelector: selector } });
+    if (list.items.length === 0) break;
+    if (Date.now() > deadline) throw new Error(`${list.items.length} pods of ${runId} still in the API after 180 s`);
+    await Bun.sleep(500);
+  }
+  await emptyRuntime(ctd);
+}
+
+function startBunlet(ctd: ContainerdHandle, cp: ControlPlaneHandle, node: string, kubeconfig: string): Promise<RunningAgent> {
+  const binary = resolve(repoRoot, process.env.BUNLET_BINARY ?? "dist/kubelet");
+  if (!existsSync(binary)) throw new Error(`${binary} not found: run \`bun run build\` (bun run bench does)`);
+  process.env.BUNLET_BINARY = binary;
+  return startAgent(ctd, {
+    name: "bunlet",
+    nodeName: node,
+    extraArgs: [`--kubeconfig=${kubeconfig}`, "--node-ip=127.0.0.1"],
+    extraConfig: { authentication: { x509: { clientCAFile: cp.caFile }, webhook: { enabled: true }, anonymous: { enabled: false } }, authorization: { mode: "Webhook" } },
+  }).then((agent) => ({
+    kind: "bunlet" as const,
+    pid: agent.pid()!,
+    binary,
+    logFile: agent.logFile,
+    stop: async () => {
+      await agent.kill("SIGTERM");
+    },
+  }));
+}
+
+/**
+ * Kernel settings the upstream kubelet insists on (setupKernelTunables: it
+ * writes them when they differ, and fails when it cannot). This machine is
+ * shared, so instead of changing the host's panic and overcommit behaviour
+ * the kubelet runs in its own mount namespace with these files bind-mounted
+ * over /proc/sys: it reads the values it wants and writes nothing.
+ */
+const KERNEL_TUNABLES: Record<string, string> = {
+  "vm/overcommit_memory": "1",
+  "vm/panic_on_oom": "0",
+  "kernel/panic": "10",
+  "kernel/panic_on_oops": "1",
+  "kernel/keys/root_maxkeys": "1000000",
+  "kernel/keys/root_maxbytes": "25000000",
+};
+
+async function startUpstream(ctd: ContainerdHandle, cp: ControlPlaneHandle, node: string, kubeconfig: string): Promise<RunningAgent> {
+  const binary = join(cp.binDir, "kubelet");
+  if (!existsSync(binary)) throw new Error(`${binary} not found: run \`bash scripts/controlplane/build.sh --with-kubelet\``);
+  const dir = join(ctd.dir, "agent-upstream");
+  const rootDir = join(dir, "root");
+  const podLogsDir = join(dir, "pod-logs");
+  const varLog = join(dir, "var-log");
+  const fakes = join(dir, "sysctl");
+  for (const d of [rootDir, podLogsDir, varLog, fakes]) mkdirSync(d, { recursive: true });
+  // The cgroup root must exist in every hierarchy (the kubelet checks; runc would create it for the pods).
+  for (const h of readdirSync("/sys/fs/cgroup")) {
+    const base = join("/sys/fs/cgroup", h);
+    if (statSync(base).isDirectory() && existsSync(join(base, "cgroup.procs"))) mkdirSync(join(base, ctd.cgroupParent), { recursive: true });
+  }
+  const config = {
+    apiVersion: "kubelet.config.k8s.io/v1beta1",
+    kind: "KubeletConfiguration",
+    cgroupDriver: "cgroupfs",
+    cgroupRoot: ctd.cgroupParent,
+    failSwapOn: false,
+    failCgroupV1: false,
+    containerRuntimeEndpoint: ctd.endpoint,
+    podLogsDir,
+    readOnlyPort: 0,
+    healthzPort: await freePort(),
+    healthzBindAddress: "127.0.0.1",
+    port: await freePort(),
+    address: "127.0.0.1",
+    authentication: { x509: { clientCAFile: cp.caFile }, webhook: { enabled: true }, anonymous: { enabled: false } },
+    authorization: { mode: "Webhook" },
+    // No iptables chains in the shared host's tables (the kubelet's own canary chains).
+    makeIPTablesUtilChains: false,
+  };
+  const configFile = join(dir, "kubelet.yaml");
+  writeFileSync(configFile, JSON.stringify(config, null, 2));
+  const logFile = join(dir, "kubelet.log");
+  const binds: string[] = [];
+  for (const [key, want] of Object.entries(KERNEL_TUNABLES)) {
+    const path = `/proc/sys/${key}`;
+    if (readFileSync(path, "utf8").trim() === want) continue;
+    const fake = join(fakes, key.replaceAll("/", "."));
+    writeFileSync(fake, `${want}\n`);
+    binds.push(`mount --bind ${fake} ${path}`);
+  }
+  // The kubelet makes its root directory rshared and mounts volumes (tmpfs) below it, which containerd,
+  // in the host's mount namespace, must see: a shared bind mount made here is a peer of the namespace's copy.
+  const host = Bun.spawnSync(["bash", "-c", `mount --bind ${rootDir} ${rootDir} && mount --make-shared ${rootDir}`], { stderr: "pipe" });
+  if (host.exitCode !== 0) throw new Error(`shared mount of ${rootDir}: ${host.stderr.toString()}`);
+  const args = [
+    binary,
+    `--config=${configFile}`,
+    `--kubeconfig=${kubeconfig}`,
+    `--root-dir=${rootDir}`,
+    `--cert-dir=${join(dir, "pki")}`,
+    `--hostname-override=${node}`,
+    "--node-ip=127.0.0.1",
+    "--v=2",
+  ];
+  // /var/log too: the kubelet links every container's log into /var/log/containers.
+  const script = [...binds, `mount --bind ${varLog} /var/log`, `exec ${args.join(" ")} >>${logFile} 2>&1`].join(" && ");
+  const proc = Bun.spawn(["unshare", "--mount", "--propagation", "unchanged", "--", "bash", "-c", script], { stdin: "ignore", stdout: "ignore", stderr: "ignore" });
+  process.once("exit", () => proc.kill("SIGKILL"));
+  return {
+    kind: "upstream",
+    pid: proc.pid,
+    binary,
+    logFile,
+    stop: async () => {
+      proc.kill("SIGTERM");
+      const killer = setTimeout(() => proc.kill("SIGKILL"), 15_000);
+      await proc.exited;
+      clearTimeout(killer);
+    },
+  };
+}
+
+async function benchAgent(kind: AgentKind, ctd: ContainerdHandle, cp: ControlPlaneHandle, rest: RestClient): Promise<AgentResult> {
+  // The floor first, with no agent running (a kubelet kills sandboxes it does not know).
+  const floors = new Map<number, number[]>();
+  for (const count of SIZES) {
+    const f = await runtimeFloor(ctd, count);
+    floors.set(count, f);
+    console.error(`bench: floor before ${kind}: ${count} pods, p50 ${percentile(f, 50).toFixed(0)} ms, p99 ${percentile(f, 99).toFixed(0)} ms`);
+    await emptyRuntime(ctd, 0);
+  }
+  const node = `${kind}-node`;
+  const kubeconfig = await cp.nodeKubeconfig(node);
+  console.error(`bench: ${kind}: starting`);
+  const t0 = performance.now();
+  const agent = kind === "bunlet" ? await startBunlet(ctd, cp, node, kubeconfig) : await startUpstream(ctd, cp, node, kubeconfig);
+  try {
+    const readyMs = await waitNodeReady(rest, node, t0).catch((err) => {
+      throw new Error(`${err.message}; the agent's log: ${agent.logFile}\n${readFileSync(agent.logFile, "utf8").split("\n").slice(-30).join("\n")}`);
+    });
+    console.error(`bench: ${kind}: node Ready after ${readyMs.toFixed(0)} ms; measuring idle`);
+    const idle = await measureUsage(agent.pid);
+    const latencies = new Map<number, number[]>();
+    const startupCpuSeconds = new Map<number, number>();
+    let busy: Usage = { rssMiB: NaN, cpuPercent: NaN };
+    for (const count of SIZES) {
+      const runId = `${kind}-${count}`;
+      const c0 = cpuTicks(agent.pid);
+      const l = await podStartup(rest, ctd, node, runId, count);
+      startupCpuSeconds.set(count, (cpuTicks(agent.pid) - c0) / CLK_TCK);
+      latencies.set(count, l);
+      console.error(`bench: ${kind}: ${count} pods Running, p50 ${percentile(l, 50).toFixed(0)} ms, p99 ${percentile(l, 99).toFixed(0)} ms`);
+      if (count === Math.max(...SIZES)) {
+        await Bun.sleep(5000);
+        busy = await measureUsage(agent.pid);
+      }
+      const d0 = performance.now();
+      await deletePods(rest, ctd, runId);
+      console.error(`bench: ${kind}: ${count} pods deleted and the runtime empty after ${(performance.now() - d0).toFixed(0)} ms`);
+    }
+    await Bun.sleep(5000);
+    const after = await measureUsage(agent.pid);
+    return { kind, binary: agent.binary, binaryBytes: statSync(agent.binary).size, readyMs, idle, busy, after, latencies, floors, startupCpuSeconds };
+  } finally {
+    await agent.stop();
+    // Kept after the run (the bench directory is removed with containerd).
+    mkdirSync(LOGS, { recursive: true });
+    copyFileSync(agent.logFile, join(LOGS, `${kind}.log`));
+  }
+}
+
+function table(results: AgentResult[]): string {
+  const ours = results.find((r) => r.kind === "bunlet");
+  const theirs = results.find((r) => r.kind === "upstream");
+  const lines: string[] = [];
+  const header = ["figure", "bunlet", "upstream kubelet", "bunlet / upstream", "floor before bunlet", "bunlet / floor", "floor before upstream", "upstream / floor"];
+  lines.push(`| ${header.join(" | ")} |`, `| ${header.map((_, i) => (i === 0 ? "---" : "---:")).join(" | ")} |`);
+  const fmt = (v: number | undefined, unit: string, digits = 0) => (v === undefined || Number.isNaN(v) ? "–" : `${v.toFixed(digits)} ${unit}`);
+  const ratio = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined || Number.isNaN(a) || Number.isNaN(b) || b === 0 ? "–" : `${(a / b).toFixed(2)}x`);
+  const row = (name: string, a: number | undefined, b: number | undefined, unit: string, digits = 0, fa?: number, fb?: number) =>
+    lines.push(`| ${name} | ${fmt(a, unit, digits)} | ${fmt(b, unit, digits)} | ${ratio(a, b)} | ${fmt(fa, unit, digits)} | ${ratio(a, fa)} | ${fmt(fb, unit, digits)} | ${ratio(b, fb)} |`);
+  for (const count of SIZES) {
+    for (const p of [50, 99]) {
+      const pick = (m?: Map<number, number[]>) => (m?.get(count) ? percentile(m.get(count)!, p) : undefined);
+      row(`${count} pods at once, create → Running p${p}`, pick(ours?.latencies), pick(theirs?.latencies), "ms", 0, pick(ours?.floors), pick(theirs?.floors));
+    }
+  }
+  for (const count of SIZES) {
+    row(`agent CPU time to start the ${count} pods`, ours?.startupCpuSeconds.get(count), theirs?.startupCpuSeconds.get(count), "s", 1);
+  }
+  row("process start → node Ready", ours?.readyMs, theirs?.readyMs, "ms");
+  row("RSS idle", ours?.idle.rssMiB, theirs?.idle.rssMiB, "MiB", 1);
+  row(`RSS with ${Math.max(...SIZES)} pods`, ours?.busy.rssMiB, theirs?.busy.rssMiB, "MiB", 1);
+  row(`RSS idle again, after deleting the ${Math.max(...SIZES)} pods`, ours?.after.rssMiB, theirs?.after.rssMiB, "MiB", 1);
+  row("CPU idle (one core = 100%)", ours?.idle.cpuPercent, theirs?.idle.cpuPercent, "%", 1);
+  row(`CPU with ${Math.max(...SIZES)} pods`, ours?.busy.cpuPercent, theirs?.busy.cpuPercent, "%", 1);
+  row("binary size", ours && ours.binaryBytes / 2 ** 20, theirs && theirs.binaryBytes / 2 ** 20, "MiB", 1);
+  return lines.join("\n");
+}
+
+requireRoot();
+const [ctd, cp] = await Promise.all([startContainerd({ name: "bench" }), startControlPlane({ name: "bench" })]);
+try {
+  const rest = createRestClient({ credentials: await loadCredentials(cp.adminKubeconfig), qps: 0, burst: 0, clock: realClock, userAgent: "bench" });
+  await rest.request("POST", "/api/v1/namespaces", { body: { apiVersion: "v1", kind: "Namespace", metadata: { name: NAMESPACE } } });
+  // The pods use the namespace's default ServiceAccount (a projected token volume), as pods usually do.
+  const deadline = Date.now() + 60_000;
+  while (!(await rest.request("GET", `/api/v1/namespaces/${NAMESPACE}/serviceaccounts/default`).then(() => true, () => false))) {
+    if (Date.now() > deadline) throw new Error("no default ServiceAccount in the bench namespace after 60 s");
+    await Bun.sleep(200);
+  }
+
+  // A warm-up round: the first sandboxes after containerd starts pay for one-time work (snapshots, CNI setup).
+  await runtimeFloor(ctd, 5);
+  await emptyRuntime(ctd, 0);
+
+  const results: AgentResult[] = [];
+  for (const kind of AGENTS) results.push(await benchAgent(kind, ctd, cp, rest));
+
+  const ctdVersion = Bun.spawnSync(["containerd", "--version"]).stdout.toString().trim().split(" ").slice(2, 3).join("");
+  const memGiB = Number(/MemTotal:\s+(\d+)/.exec(readFileSync("/proc/meminfo", "utf8"))?.[1] ?? 0) / 2 ** 20;
+  const kernel = readFileSync("/proc/sys/kernel/osrelease", "utf8").trim();
+  const machine = `${navigator.hardwareConcurrency} CPUs, ${memGiB.toFixed(1)} GiB, Linux ${kernel}, containerd ${ctdVersion}, Kubernetes ${cp.kubernetesVersion} (control plane and upstream kubelet)`;
+  const date = new Date().toISOString().slice(0, 16).replace("T", " ") + " UTC";
+  console.log(`\n${date}; ${machine}\n`);
+  console.log(table(results));
+  for (const r of results) console.log(`\n${r.kind}: ${r.binary} (${r.binaryBytes} bytes)`);
+
+  const series: Series[] = [];
+  for (const count of SIZES) {
+    const panel = `${count} pods created at once`;
+    for (const r of results) series.push({ panel, label: r.kind === "bunlet" ? "bunlet (dist/kubelet)" : `upstream kubelet ${cp.kubernetesVersion}`, values: r.latencies.get(count)! });
+    for (const r of results) series.push({ panel, label: `runtime floor before ${r.kind}`, values: r.floors.get(count)!, dashed: true });
+  }
+  mkdirSync(resolve(CHART, ".."), { recursive: true });
+  writeFileSync(CHART, renderChart(series, `Pod startup latency, API create → Running (${date}; ${navigator.hardwareConcurrency} CPUs)`));
+  console.log(`\nchart: ${CHART}\nthe agents' logs: ${LOGS}`);
+} finally {
+  await Promise.all([ctd.stop(), cp.stop()]);
+}

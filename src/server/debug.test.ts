@@ -1,0 +1,89 @@
+import { describe, expect, test } from "bun:test";
+import { Hono } from "hono";
+import { authentication } from "./authn.ts";
+import { authorization, requestAttributes, type AuthzAttributes } from "./authz.ts";
+import { bunProfiler, debugApp, type Profiler } from "./debug.ts";
+import { kubeletApi } from "./kubelet-api.ts";
+
+class FakeProfiler implements Profiler {
+  profiles: number[] = [];
+  release: () => void = () => {};
+  heapSnapshot() {
+    return JSON.stringify({ snapshot: { meta: {} }, nodes: [] });
+  }
+  async cpuProfile(ms: number) {
+    this.profiles.push(ms);
+    await new Promise<void>((resolve) => (this.release = resolve));
+    return "Top functions as <numSamples 'functionName#hash:sourceID'>";
+  }
+}
+
+describe("/debug handlers", () => {
+  test("heap snapshot; profile for the seconds asked (default 30), one at a time; bad seconds name the parameter", async () => {
+    const profiler = new FakeProfiler();
+    const app = debugApp(profiler);
+    const heap = await app.request("/debug/heap");
+    expect(heap.status).toBe(200);
+    expect(heap.headers.get("content-disposition")).toBe('attachment; filename="kubelet.heapsnapshot"');
+    expect(await heap.json()).toEqual({ snapshot: { meta: {} }, nodes: [] });
+
+    const first = app.request("/debug/profile?seconds=2");
+    await Bun.sleep(1);
+    expect((await app.request("/debug/profile")).status).toBe(409);
+    profiler.release();
+    const done = await first;
+    expect(done.status).toBe(200);
+    expect(await done.text()).toContain("Top functions");
+    const def = app.request("/debug/profile");
+    await Bun.sleep(1);
+    profiler.release();
+    await def;
+    expect(profiler.profiles).toEqual([2000, 30_000]);
+
+    const withErrors = new Hono();
+    withErrors.onError((err, c) => c.text(err.message, (err as { status?: 400 }).status ?? 500));
+    withErrors.route("/", app);
+    for (const bad of ["0", "61", "1.5", "x"]) {
+      const res = await withErrors.request(`/debug/profile?seconds=${bad}`);
+      expect(res.status).toBe(400);
+      expect(await res.text()).toBe(`invalid value for seconds: "${bad}" (an integer from 1 to 60)`);
+    }
+  });
+
+  test("served on the kubelet API only with a profiler, behind authentication and nodes/proxy authorization", async () => {
+    const decisions: AuthzAttributes[] = [];
+    const make = (profiler?: Profiler) =>
+      kubeletApi({
+        nodeName: "n1",
+        pods: () => [],
+        logs: async () => undefined,
+        health: new Hono(),
+        authn: authentication({ x509: false, anonymous: false, tokenReview: async (t) => (t === "good" ? { authenticated: true, user: { username: "alice", groups: [] } } : { authenticated: false }) }),
+        authz: authorization({ nodeName: "n1", authorizer: { authorize: async (a) => (decisions.push(a), { allowed: a.user.username === "alice" && a.subresource === "proxy" }) } }),
+        ...(profiler ? { profiler } : {}),
+      });
+    const app = make(new FakeProfiler());
+    expect((await app.request("/debug/heap")).status).toBe(401);
+    expect((await app.request("/debug/heap", { headers: { authorization: "Bearer good" } })).status).toBe(200);
+    expect(decisions.at(-1)).toMatchObject({ verb: "get", resource: "nodes", subresource: "proxy", name: "n1" });
+    expect(requestAttributes("n1", { username: "u", groups: [] }, "GET", "/debug/profile").map((a) => a.subresource)).toEqual(["proxy"]);
+    expect((await make().request("/debug/heap", { headers: { authorization: "Bearer good" } })).status).toBe(404);
+  });
+
+  test("Bun's profiler: a V8 heap snapshot and a sampling report that names a busy function", async () => {
+    const snapshot = JSON.parse(bunProfiler.heapSnapshot()) as { snapshot: { meta: { node_fields: string[] } } };
+    expect(snapshot.snapshot.meta.node_fields).toContain("self_size");
+    function busyForTheProfiler() {
+      let x = 0;
+      for (let i = 0; i < 1e6; i++) x += Math.sqrt(i);
+      return x;
+    }
+    const timer = setInterval(busyForTheProfiler, 5);
+    try {
+      const report = await bunProfiler.cpuProfile(300);
+      expect(report).toContain("busyForTheProfiler");
+    } finally {
+      clearInterval(timer);
+    }
+  });
+});
