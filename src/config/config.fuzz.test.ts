@@ -82,4 +82,4 @@ test("3000 generated and mutated config files and command lines: no throw, every
   // Both sides were exercised: inputs that still load, and rejections.
   expect(outcomes.run).toBeGreaterThan(150);
   expect(outcomes.error).toBeGreaterThan(1500);
-});
+}, 60_000); // thousands of cases: a loaded machine must not time them out

@@ -94,7 +94,7 @@ test("4000 generated and mutated manifests: no throw, every rejection names a fi
   // Both sides were exercised: mutations that still parse, and rejections.
   expect(outcomes.accepted).toBeGreaterThan(200);
   expect(outcomes.rejected).toBeGreaterThan(2000);
-});
+}, 60_000); // thousands of cases: a loaded machine must not time them out
 
 test("2000 generated and mutated staticPodURL bodies (Pods and PodLists): no throw, every rejection names the item and field", () => {
   let accepted = 0;
@@ -117,4 +117,4 @@ test("2000 generated and mutated staticPodURL bodies (Pods and PodLists): no thr
     },
   );
   expect(accepted).toBeGreaterThan(100);
-});
+}, 60_000); // thousands of cases: a loaded machine must not time them out
