@@ -150,7 +150,9 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   );
   // configMaps and secrets pods reference (watched in cluster mode), and their volumes below rootDir/pods.
   // Offline autonomy (cluster mode): API pods, and the objects and tokens they reference, checkpointed locally.
-  const autonomy = cluster ? offlineCheckpoint(config, { clock, logger }) : undefined;
+  // One store for every local checkpoint (one node key for what is encrypted): <rootDir>/checkpoints.
+  const checkpoints = new FileCheckpointStore({ dir: posix.join(config.rootDir, "checkpoints"), clock, logger });
+  const autonomy = cluster ? offlineCheckpoint(config, checkpoints, logger) : undefined;
   const { volumes, podObjects } = stack.use(
     await createVolumeManager({
       rootDir: config.rootDir,
@@ -166,7 +168,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     k.featureGates["InPlacePodVerticalScaling"] === false
       ? undefined
       : new AllocationManager({
-          store: new FileCheckpointStore({ dir: posix.join(config.rootDir, "checkpoints"), clock, logger }),
+          store: checkpoints,
           logger,
           allocatable: () => ({ cpu: nodeAllocatable.cpu, memory: nodeAllocatable.memory }),
           admit: (pod, others) => admitPod(pod, others, facts),
@@ -498,15 +500,14 @@ async function connectCluster(config: AgentConfig, opts: { clock: Clock; logger:
  * <rootDir>/checkpoints. Turned off, old checkpoints are removed so that a
  * later start with it on never runs a stale set.
  */
-function offlineCheckpoint(config: AgentConfig, opts: { clock: Clock; logger: Logger }) {
+function offlineCheckpoint(config: AgentConfig, store: FileCheckpointStore, logger: Logger) {
   const { enabled, maxAge } = config.kubelet.offlineAutonomy;
-  const store = new FileCheckpointStore({ dir: posix.join(config.rootDir, "checkpoints"), ...opts });
   if (enabled) return { store, maxAgeMs: maxAge };
   try {
     removePodCheckpoints(store);
     for (const kind of [CONFIGMAP_CHECKPOINT_KIND, SECRET_CHECKPOINT_KIND, TOKEN_CHECKPOINT_KIND]) for (const key of store.keys(kind)) store.remove(kind, key);
   } catch (err) {
-    opts.logger.warn("could not remove old pod checkpoints", { err: errorMessage(err) });
+    logger.warn("could not remove old checkpoints", { err: errorMessage(err) });
   }
   return undefined;
 }
