@@ -26,6 +26,7 @@ export { HttpError } from "./errors.ts";
 import { parseStreamingPath, type StreamingResolver } from "./streaming.ts";
 import { BadLogQuery, logStream, parseLogQuery, type ContainerLogs } from "./logs.ts";
 import { debugApp, type Profiler } from "./debug.ts";
+import { nodeLogsApp } from "./node-logs.ts";
 
 export interface KubeletApiOptions {
   nodeName: string;
@@ -42,6 +43,8 @@ export interface KubeletApiOptions {
   spec?: () => unknown;
   /** `/debug/heap` and `/debug/profile` (debug.ts); 404 without it. */
   profiler?: Profiler;
+  /** `/logs/`: the node's log directory (node-logs.ts); 404 without it. */
+  nodeLogDir?: string;
   /** healthzApp(...): served under `/healthz`. */
   health: Hono;
   /** authentication(...) from authn.ts */
@@ -154,6 +157,7 @@ export function kubeletApi(opts: KubeletApiOptions): Hono<KubeletEnv> {
   }
 
   if (opts.profiler) app.route("/", debugApp(opts.profiler));
+  if (opts.nodeLogDir) app.route("/", nodeLogsApp(opts.nodeLogDir));
 
   app.get("/containerLogs/:namespace/:pod/:container", async (c) => {
     const { namespace, pod: podName, container } = c.req.param();

@@ -45,6 +45,8 @@ export interface KubeletServerOptions {
   cri: StreamingRuntime;
   health: Hono;
   metrics?: MetricsEndpoints;
+  /** Where `/logs/` reads (default /var/log); tests point it elsewhere. */
+  nodeLogDir?: string;
   /** `/spec/`: the machine as cAdvisor's MachineInfo. */
   spec?: () => unknown;
   /** For /debug/heap and /debug/profile; Bun's own by default. */
@@ -132,6 +134,8 @@ export async function startKubeletServer(opts: KubeletServerOptions): Promise<Tl
     ...(opts.spec ? { spec: opts.spec } : {}),
     // Upstream serves its profiling handler only with the debugging handlers too.
     ...(k.enableDebuggingHandlers && k.enableProfilingHandler ? { profiler: opts.profiler ?? bunProfiler } : {}),
+    // Upstream: the node's /var/log under /logs/, with the debugging handlers and the system log handler on.
+    ...(k.enableDebuggingHandlers && k.enableSystemLogHandler ? { nodeLogDir: opts.nodeLogDir ?? "/var/log" } : {}),
     health: opts.health,
     ...(opts.metrics ? { metrics: opts.metrics } : {}),
     authn: authenticateWith(authenticate, opts.logger),

@@ -94,6 +94,7 @@ const ENDPOINTS: Endpoint[] = [
   { method: "GET", path: "/metrics/resource", verb: "get", subresources: ["metrics"], allowed: 200 },
   { method: "GET", path: "/metrics/probes", verb: "get", subresources: ["metrics"], allowed: 200 },
   { method: "GET", path: "/spec/", verb: "get", subresources: ["spec"], allowed: 200 },
+  { method: "GET", path: "/logs/", verb: "get", subresources: ["log"], allowed: 200 },
   { method: "GET", path: "/configz", verb: "get", subresources: ["configz", "proxy"], allowed: 200 },
   { method: "GET", path: "/healthz", verb: "get", subresources: ["healthz", "proxy"], allowed: 200 },
   { method: "GET", path: "/containerLogs/default/shell/main", verb: "get", subresources: ["proxy"], allowed: 200 },
