@@ -9,6 +9,7 @@
  * object or key that is not optional is an EnvError with upstream's
  * message; the pod reports it as CreateContainerConfigError.
  */
+import { podMetadataField } from "../pods/fields.ts";
 import type { PodObjects } from "../api/objects.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import type { ServiceEnv } from "../services/index.ts";
@@ -55,13 +56,9 @@ export interface FieldValues {
 }
 
 function fieldRef(pod: Pod, path: string, values: FieldValues): string {
+  const metadata = podMetadataField(pod, path);
+  if (metadata !== undefined) return metadata;
   switch (path) {
-    case "metadata.name":
-      return pod.metadata.name ?? "";
-    case "metadata.namespace":
-      return pod.metadata.namespace ?? "default";
-    case "metadata.uid":
-      return pod.metadata.uid ?? "";
     case "spec.nodeName":
       return pod.spec.nodeName ?? "";
     case "spec.serviceAccountName":
@@ -74,8 +71,6 @@ function fieldRef(pod: Pod, path: string, values: FieldValues): string {
     case "status.hostIPs":
       return values.hostIP ?? "";
   }
-  const m = /^metadata\.(labels|annotations)\['(.+)'\]$/.exec(path);
-  if (m) return (m[1] === "labels" ? pod.metadata.labels : pod.metadata.annotations)?.[m[2]!] ?? "";
   throw new EnvError(`unsupported fieldRef.fieldPath "${path}"`);
 }
 

@@ -7,6 +7,7 @@
 import type { ConfigMapData, SecretData } from "../api/objects.ts";
 import { containerLimits, containerRequests } from "../cgroups/resources.ts";
 import { milliValue, intValue } from "../cgroups/values.ts";
+import { podMetadataField } from "../pods/fields.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { DownwardAPIFileSpec, KeyToPathSpec } from "../pods/volume-schema.ts";
 import type { Payload } from "./atomic-writer.ts";
@@ -73,21 +74,11 @@ export interface NodeAllocatable {
 }
 
 function fieldValue(pod: Pod, path: string): string {
-  switch (path) {
-    case "metadata.name":
-      return pod.metadata.name ?? "";
-    case "metadata.namespace":
-      return pod.metadata.namespace ?? "default";
-    case "metadata.uid":
-      return pod.metadata.uid ?? "";
-    case "metadata.labels":
-      return formatMap(pod.metadata.labels);
-    case "metadata.annotations":
-      return formatMap(pod.metadata.annotations);
-  }
-  const m = /^metadata\.(labels|annotations)\['(.+)'\]$/.exec(path);
-  if (m) return (m[1] === "labels" ? pod.metadata.labels : pod.metadata.annotations)?.[m[2]!] ?? "";
-  throw new ProjectionError(`unsupported fieldPath: ${path}`);
+  if (path === "metadata.labels") return formatMap(pod.metadata.labels);
+  if (path === "metadata.annotations") return formatMap(pod.metadata.annotations);
+  const value = podMetadataField(pod, path);
+  if (value === undefined) throw new ProjectionError(`unsupported fieldPath: ${path}`);
+  return value;
 }
 
 function resourceValue(pod: Pod, ref: NonNullable<DownwardAPIFileSpec["resourceFieldRef"]>, node: NodeAllocatable): string {
