@@ -13,6 +13,7 @@ import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import type { ApiObject, KubeApi, ObjectResource } from "./index.ts";
+import { reflect } from "./reflector.ts";
 import { PodObjectError, type ConfigMapData, type PodObjects, type SecretData } from "./objects.ts";
 
 export interface WatchedPodObjects extends PodObjects, AsyncDisposable {
@@ -170,48 +171,22 @@ export class ObjectCache implements WatchedPodObjects {
     this.opts.logger.v(4).info("stopped watching an object no pod references", { object: key });
   }
 
-  /** List, then watch from the list's version; relist after an error, a 410 or the end of the watch stream's budget. */
-  private async run(entry: Entry): Promise<void> {
+  /** One reflector per object, narrowed to its name. */
+  private run(entry: Entry): Promise<void> {
     const { api, clock, logger } = this.opts;
     const selector = `metadata.name=${entry.name}`;
-    const signal = entry.abort.signal;
-    let failures = 0;
-    while (!signal.aborted) {
-      try {
-        const list = await api.listObjects(entry.resource, entry.namespace, selector);
-        if (signal.aborted) return;
-        entry.object = list.items[0];
-        failures = 0;
+    return reflect({
+      list: () => api.listObjects(entry.resource, entry.namespace, selector),
+      watch: (rv, onEvent, signal) => api.watchObjects(entry.resource, entry.namespace, selector, rv, onEvent, signal),
+      onList: (items) => {
+        entry.object = items[0];
         this.markSynced(entry);
-        let rv = list.resourceVersion;
-        for (let relist = false; !relist && !signal.aborted; ) {
-          const watch = new AbortController();
-          const stop = () => watch.abort();
-          signal.addEventListener("abort", stop, { once: true });
-          try {
-            await api.watchObjects(
-              entry.resource,
-              entry.namespace,
-              selector,
-              rv,
-              (e) => {
-                if (e.type === "ERROR") {
-                  relist = true; // 410 Gone and friends: our version is too old
-                  watch.abort();
-                  return;
-                }
-                rv = e.object.metadata?.resourceVersion ?? rv;
-                if (e.type === "ADDED" || e.type === "MODIFIED") entry.object = e.object;
-                else if (e.type === "DELETED") entry.object = undefined;
-              },
-              watch.signal,
-            );
-          } finally {
-            signal.removeEventListener("abort", stop);
-          }
-        }
-      } catch (err) {
-        if (signal.aborted) return;
+      },
+      onEvent: (e) => {
+        if (e.type === "ADDED" || e.type === "MODIFIED") entry.object = e.object;
+        else if (e.type === "DELETED") entry.object = undefined;
+      },
+      onFailure: (err, failures) => {
         entry.lastError = err;
         this.settle(entry); // lookups waiting for the first list fail now instead of at their timeout
         // Offline for long: back off (doubling to 30 s) and say it once per outage, not every second.
@@ -219,10 +194,11 @@ export class ObjectCache implements WatchedPodObjects {
         const fields = { object: `${entry.resource}/${entry.namespace}/${entry.name}`, err: errorMessage(err), retryInMs: retryMs };
         if (failures === 0) logger.warn("watching a referenced object failed; retrying", fields);
         else logger.v(4).info("watching a referenced object failed again; retrying", fields);
-        failures++;
-        await clock.sleep(retryMs, signal).catch(() => {});
-      }
-    }
+        return retryMs;
+      },
+      clock,
+      signal: entry.abort.signal,
+    });
   }
 
   private markSynced(entry: Entry): void {

@@ -6,6 +6,7 @@
  */
 import * as v from "valibot";
 import { isApiReason, type KubeApi } from "../api/index.ts";
+import { reflect } from "../api/reflector.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
@@ -65,53 +66,36 @@ export class WatchedServices implements ServiceLister, AsyncDisposable {
     if (s) this.services.set(`${s.metadata.namespace}/${s.metadata.name}`, s);
   }
 
-  /** List, then watch from the list's version; relist after an error, a 410 or the end of the watch. */
-  private async run(): Promise<void> {
+  /** The reflector over every Service; `unreachable` follows the last list's outcome. */
+  private run(): Promise<void> {
     const { api, clock, logger } = this.opts;
-    const signal = this.abort.signal;
-    while (!signal.aborted) {
-      try {
-        let list;
+    return reflect({
+      list: async () => {
         try {
-          list = await api.listServices();
+          const list = await api.listServices();
           this.unreachable = false;
+          return list;
         } catch (err) {
           this.unreachable = isApiReason(err, "Unreachable") || isApiReason(err, "Timeout");
           throw err;
         }
-        if (signal.aborted) return;
+      },
+      watch: (rv, onEvent, signal) => api.watchServices(rv, onEvent, signal),
+      onList: (items) => {
         this.services.clear();
-        for (const item of list.items) this.put(item);
+        for (const item of items) this.put(item);
         this.synced = true;
-        let rv = list.resourceVersion;
-        for (let relist = false; !relist && !signal.aborted; ) {
-          const watch = new AbortController();
-          const stop = () => watch.abort();
-          signal.addEventListener("abort", stop, { once: true });
-          try {
-            await api.watchServices(
-              rv,
-              (e) => {
-                if (e.type === "ERROR") {
-                  relist = true; // 410 Gone: our version is too old
-                  watch.abort();
-                  return;
-                }
-                rv = e.object.metadata?.resourceVersion ?? rv;
-                if (e.type === "ADDED" || e.type === "MODIFIED") this.put(e.object);
-                else if (e.type === "DELETED") this.services.delete(`${e.object.metadata?.namespace}/${e.object.metadata?.name}`);
-              },
-              watch.signal,
-            );
-          } finally {
-            signal.removeEventListener("abort", stop);
-          }
-        }
-      } catch (err) {
-        if (signal.aborted) return;
+      },
+      onEvent: (e) => {
+        if (e.type === "ADDED" || e.type === "MODIFIED") this.put(e.object);
+        else if (e.type === "DELETED") this.services.delete(`${e.object.metadata?.namespace}/${e.object.metadata?.name}`);
+      },
+      onFailure: (err) => {
         logger.warn("watching services failed; retrying", { err: errorMessage(err) });
-        await clock.sleep(this.opts.retryMs ?? 1000, signal).catch(() => {});
-      }
-    }
+        return this.opts.retryMs ?? 1000;
+      },
+      clock,
+      signal: this.abort.signal,
+    });
   }
 }
