@@ -8,6 +8,7 @@ import { createCriClient } from "../../src/cri/client.ts";
 import { PodSandboxFilter, type CriService } from "../../src/cri/index.ts";
 import { createLogger } from "../../src/util/log.ts";
 import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
+import { issueCertificate } from "../harness/pki.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
 
@@ -53,13 +54,7 @@ beforeAll(async () => {
   cri = createCriClient({ endpoint: ctd.endpoint, logger: createLogger({ verbosity: 0 }) });
   const kubeconfig = await cp.nodeKubeconfig(NODE);
   const pki = join(cp.dir, "pki");
-  const ssl = (...args: string[]) => {
-    const r = Bun.spawnSync(["openssl", ...args], { stderr: "pipe" });
-    if (r.exitCode !== 0) throw new Error(`openssl ${args[0]}: ${r.stderr}`);
-  };
-  ssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", join(pki, "node-serving.key"), "-subj", `/CN=${NODE}`, "-out", join(pki, "node-serving.csr"));
-  writeFileSync(join(pki, "node-serving.ext"), "subjectAltName=IP:127.0.0.1,DNS:" + NODE + "\nextendedKeyUsage=serverAuth\n");
-  ssl("x509", "-req", "-in", join(pki, "node-serving.csr"), "-CA", join(pki, "ca.crt"), "-CAkey", join(pki, "ca.key"), "-CAcreateserial", "-days", "2", "-extfile", join(pki, "node-serving.ext"), "-out", join(pki, "node-serving.crt"));
+  issueCertificate({ caDir: pki, outDir: pki, name: "node-serving", subject: `/CN=${NODE}`, usage: "serverAuth", altNames: `IP:127.0.0.1,DNS:${NODE}` });
   kubeletPort = await freePort();
   inspectorPort = await freePort();
   agent = await startAgent(ctd, {

@@ -7,10 +7,11 @@
 // client identity (system:masters) gets the endpoint's real answer. The
 // agent serves TLS 1.3 only (tlsMinVersion), so a TLS 1.2 client is refused.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { connect as tlsConnect } from "node:tls";
 import { join } from "node:path";
 import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
+import { issueCertificate, openssl } from "../harness/pki.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
 
@@ -22,18 +23,6 @@ let kubeletPort: number;
 let pki: string;
 
 type Who = "none" | "foreign" | "nobody" | "apiserver-kubelet-client";
-
-function ssl(...args: string[]) {
-  const r = Bun.spawnSync(["openssl", ...args], { stderr: "pipe" });
-  if (r.exitCode !== 0) throw new Error(`openssl ${args[0]}: ${r.stderr}`);
-}
-
-/** A client certificate for CN=`cn` signed by the CA in `caDir` (ca.crt, ca.key) into `outDir`. */
-function clientCert(caDir: string, outDir: string, name: string, cn: string) {
-  ssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", join(outDir, `${name}.key`), "-subj", `/CN=${cn}`, "-out", join(outDir, `${name}.csr`));
-  writeFileSync(join(outDir, `${name}.ext`), "extendedKeyUsage=clientAuth\n");
-  ssl("x509", "-req", "-in", join(outDir, `${name}.csr`), "-CA", join(caDir, "ca.crt"), "-CAkey", join(caDir, "ca.key"), "-CAcreateserial", "-days", "2", "-extfile", join(outDir, `${name}.ext`), "-out", join(outDir, `${name}.crt`));
-}
 
 const credentials = (who: Who) => (who === "none" ? {} : { cert: readFileSync(join(pki, `${who}.crt`)), key: readFileSync(join(pki, `${who}.key`)) });
 
@@ -109,12 +98,12 @@ beforeAll(async () => {
   [ctd, cp] = await Promise.all([startContainerd({ name: "authz" }), startControlPlane({ name: "authz" })]);
   pki = join(cp.dir, "pki");
   // A user the cluster knows but who has no RBAC rights.
-  clientCert(pki, pki, "nobody", "nobody");
+  issueCertificate({ caDir: pki, outDir: pki, name: "nobody", subject: "/CN=nobody", usage: "clientAuth" });
   // The same name as a real identity, from a CA the agent does not trust.
   const foreignCA = join(cp.dir, "foreign-ca");
   mkdirSync(foreignCA, { recursive: true });
-  ssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", join(foreignCA, "ca.key"), "-subj", "/CN=foreign-ca", "-days", "2", "-out", join(foreignCA, "ca.crt"));
-  clientCert(foreignCA, pki, "foreign", "kube-apiserver-kubelet-client");
+  openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", join(foreignCA, "ca.key"), "-subj", "/CN=foreign-ca", "-days", "2", "-out", join(foreignCA, "ca.crt"));
+  issueCertificate({ caDir: foreignCA, outDir: pki, name: "foreign", subject: "/CN=kube-apiserver-kubelet-client", usage: "clientAuth" });
   kubeletPort = await freePort();
   agent = await startAgent(ctd, {
     nodeName: NODE,

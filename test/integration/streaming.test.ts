@@ -6,10 +6,11 @@
 // that nothing is proxied without authentication and authorization.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { X509Certificate } from "node:crypto";
-import { readFileSync, statSync, writeFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { connect as tlsConnect } from "node:tls";
 import { join } from "node:path";
 import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
+import { issueCertificate } from "../harness/pki.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
 
@@ -68,14 +69,8 @@ beforeAll(async () => {
   [ctd, cp] = await Promise.all([startContainerd({ name: "streaming" }), startControlPlane({ name: "streaming" })]);
   const kubeconfig = await cp.nodeKubeconfig(NODE);
   pki = join(cp.dir, "pki");
-  const ssl = (...args: string[]) => {
-    const r = Bun.spawnSync(["openssl", ...args], { stderr: "pipe" });
-    if (r.exitCode !== 0) throw new Error(`openssl ${args[0]}: ${r.stderr}`);
-  };
   // A user the cluster knows but who has no RBAC rights (so no nodes/proxy).
-  ssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", join(pki, "nobody.key"), "-subj", "/CN=nobody", "-out", join(pki, "nobody.csr"));
-  writeFileSync(join(pki, "nobody.ext"), "extendedKeyUsage=clientAuth\n");
-  ssl("x509", "-req", "-in", join(pki, "nobody.csr"), "-CA", join(pki, "ca.crt"), "-CAkey", join(pki, "ca.key"), "-CAcreateserial", "-days", "2", "-extfile", join(pki, "nobody.ext"), "-out", join(pki, "nobody.crt"));
+  issueCertificate({ caDir: pki, outDir: pki, name: "nobody", subject: "/CN=nobody", usage: "clientAuth" });
   kubeletPort = await freePort();
   agent = await startAgent(ctd, {
     nodeName: NODE,
