@@ -1,15 +1,15 @@
 /**
  * A small REST and watch client for the API server over Bun's fetch.
- * Credentials come from the kubeconfig through @kubernetes/client-node's
- * KubeConfig (certificates, tokens, files); requests go through Bun's fetch
- * with its `tls` options because client-node's own transport is node-fetch
- * agents, and raw JSON keeps API objects as the API server wrote them.
+ * Credentials come from the kubeconfig (kubeconfig.ts, on client-node's
+ * kubeconfig entry parsers); requests go through Bun's fetch with its `tls`
+ * options because client-node's own transport is node-fetch agents, and raw
+ * JSON keeps API objects as the API server wrote them.
  * Every call takes a token from the client-side rate limit first.
  */
-import { readFileSync } from "node:fs";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import { ApiError, apiErrorFrom } from "./errors.ts";
+import type { Credentials } from "./kubeconfig.ts";
 import { TokenBucket } from "./ratelimit.ts";
 
 export interface WatchEvent<T = Record<string, unknown>> {
@@ -33,36 +33,7 @@ export interface RestClient {
   watch(path: string, query: RequestOptions["query"], onEvent: (event: WatchEvent) => void, signal: AbortSignal): Promise<void>;
 }
 
-export interface Credentials {
-  server: string;
-  ca?: string;
-  cert?: string;
-  key?: string;
-  headers: Record<string, string>;
-  insecureSkipVerify: boolean;
-  /** A client certificate that changes while running (rotation); wins over cert/key for each new request. */
-  clientCertificate?: () => { cert: string; key: string };
-}
-
-/** Reads a kubeconfig with client-node's loader (certificates, tokens and files, as kubectl does). */
-export async function loadCredentials(kubeconfigPath: string): Promise<Credentials> {
-  const { KubeConfig } = await import("@kubernetes/client-node/dist/config.js");
-  const kc = new KubeConfig();
-  kc.loadFromFile(kubeconfigPath);
-  const cluster = kc.getCurrentCluster();
-  if (!cluster) throw new Error(`kubeconfig ${kubeconfigPath}: no current cluster`);
-  const opts: { ca?: Buffer | string; cert?: Buffer | string; key?: Buffer | string; headers?: Record<string, string> } = {};
-  await kc.applyToHTTPSOptions(opts as never);
-  const text = (v: Buffer | string | undefined) => (v === undefined ? undefined : v.toString());
-  return {
-    server: cluster.server.replace(/\/$/, ""),
-    ...(opts.ca ? { ca: text(opts.ca) } : cluster.caFile ? { ca: readFileSync(cluster.caFile, "utf8") } : {}),
-    ...(opts.cert ? { cert: text(opts.cert) } : {}),
-    ...(opts.key ? { key: text(opts.key) } : {}),
-    headers: { ...(opts.headers ?? {}) },
-    insecureSkipVerify: cluster.skipTLSVerify ?? false,
-  };
-}
+export { type Credentials, KubeconfigError, loadCredentials } from "./kubeconfig.ts";
 
 export function createRestClient(opts: { credentials: Credentials; qps: number; burst: number; clock: Clock; userAgent: string; timeoutMs?: number }): RestClient {
   const { credentials } = opts;
