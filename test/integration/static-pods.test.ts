@@ -292,19 +292,21 @@ describe("static pods on a real containerd", () => {
   });
 
   test("a container that exits is restarted with growing backoff (0s, 10s, 20s)", async () => {
-    await eventually("three restarts", () => crashHistory.size >= 4 || undefined, 60_000, 500);
+    await eventually("three restarts", () => crashHistory.size >= 4 || undefined, 80_000, 500);
     const runs = [...crashHistory.values()].sort((a, b) => a.attempt - b.attempt);
     expect(runs.map((r) => r.attempt).slice(0, 4)).toEqual([0, 1, 2, 3]);
-    // Wait between a container's death and the next start, in seconds.
+    // Wait between a container's death and the next start, in seconds. The upper
+    // bounds only tell one step from the next (10 s from 20 s, 20 s from 40 s): on a
+    // loaded machine (load average 25 seen) a restart comes seconds after its backoff.
     const gaps = runs.slice(1, 4).map((r, i) => Number(r.startedAt - runs[i]!.finishedAt) / 1e9);
-    expect(gaps[0]!).toBeLessThan(3);
+    expect(gaps[0]!).toBeLessThan(5);
     expect(gaps[1]!).toBeGreaterThanOrEqual(9.5);
-    expect(gaps[1]!).toBeLessThan(13);
+    expect(gaps[1]!).toBeLessThan(19.5);
     expect(gaps[2]!).toBeGreaterThanOrEqual(19.5);
-    expect(gaps[2]!).toBeLessThan(23);
+    expect(gaps[2]!).toBeLessThan(39.5);
     const pod = await podNamed("crash");
     expect(pod!.status.containerStatuses[0]!.restartCount).toBeGreaterThanOrEqual(3);
-  }, 90_000);
+  }, 120_000);
 
   test("kill -9 and restart of the agent adopts running pods: same container IDs, no restarts", async () => {
     const pod = (await podNamed("web"))!;
