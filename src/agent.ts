@@ -60,6 +60,7 @@ import { recordFirstSnapshots, runOnce, type RunOnceReport } from "./runonce/ind
 import { OomWatcher, tryOpenKmsg } from "./oom/index.ts";
 import { NodeShutdownManager, shutdownGroups, type ShutdownTrigger } from "./shutdown/index.ts";
 import { SyncLoop } from "./sync/syncloop.ts";
+import { bunHeap, GcPacer, type Heap } from "./memory/gc-pacer.ts";
 import { realClock, type Clock } from "./util/clock.ts";
 import { errorMessage } from "./util/errors.ts";
 import type { Logger } from "./util/log.ts";
@@ -74,6 +75,8 @@ export interface AgentDeps {
   cri?: CriService;
   /** What says the node is shutting down (main.ts: logind, or SIGTERM without systemd). */
   nodeShutdown?: ShutdownTrigger;
+  /** The JavaScript heap the GC pacer watches; Bun's by default. */
+  heap?: Heap;
 }
 
 /** Runs until `signal` aborts; with runOnce, until the static pods run or fail, and returns their report. */
@@ -370,6 +373,8 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     );
   }
   const podConfig = new PodConfig(sources.map((s) => s.name));
+  // Garbage is collected by heap growth, as Go's GOGC does, not by the machine's RAM (memory/gc-pacer.ts).
+  const gcPacer = new GcPacer({ heap: deps.heap ?? bunHeap, clock, logger });
   const once = config.runOnce ? recordFirstSnapshots(sources, { clock }) : undefined;
   const syncLoop = stack.use(
     new SyncLoop({
@@ -384,6 +389,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
       logger,
       ...(mirrors ? { mirrors } : {}),
       housekeepingTasks: [
+        () => gcPacer.tick(),
         ...(podCgroups ? [everyMs(60_000, clock, () => podCgroupHousekeeping(podCgroups, workers, pleg, logger))] : []),
         // Directories (and mounts) of pods gone from the agent and the runtime, as upstream cleanupOrphanedPodDirs.
         // Only once every source delivered its pods: a restarted node must not lose emptyDirs of pods still loading.
