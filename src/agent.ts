@@ -75,6 +75,8 @@ export interface AgentDeps {
   cri?: CriService;
   /** What says the node is shutting down (main.ts: logind, or SIGTERM without systemd). */
   nodeShutdown?: ShutdownTrigger;
+  /** Numbers in [0, 1) for jitter; Math.random by default. */
+  random?: () => number;
   /** The JavaScript heap the GC pacer watches; Bun's by default. */
   heap?: Heap;
 }
@@ -243,7 +245,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     const allocated = (p: Pod) => (allocation ? allocation.allocatedPod(p) : p);
     return sysctlResult.admit ? admitPod(allocated(pod), active, facts) : sysctlResult;
   };
-  const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, admit, recorder, probes: verdicts, metrics, ...(allocation ? { allocation } : {}) }));
+  const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, random: deps.random ?? Math.random, admit, recorder, probes: verdicts, metrics, ...(allocation ? { allocation } : {}) }));
 
   // Node resources: stats every 10s feed eviction; images and logs are collected and rotated.
   const stats = stack.use(

@@ -30,6 +30,23 @@ describe("PodWorkers", () => {
     expect(status.get("u1")).toMatchObject({ phase: "Running", podIP: "10.88.0.2" });
   });
 
+  test("a converged pod is synced again after syncFrequency plus up to half of it at random (upstream's jitter)", async () => {
+    const syncsAfter = async (random: (() => number) | undefined, ms: number) => {
+      const clock = new FakeClock();
+      const runtime = new FakePodRuntime(clock);
+      const workers = new PodWorkers({ runtime, status: new LocalStatusStore(), clock, logger: memoryLogger().logger, resyncIntervalMs: 60_000, ...(random ? { random } : {}) });
+      workers.upsert(pod("u1"));
+      await workers.idle();
+      clock.advance(ms);
+      await workers.idle();
+      return runtime.calls.filter((c) => c.method === "syncPod").length;
+    };
+    expect(await syncsAfter(undefined, 60_000)).toBe(2);
+    expect(await syncsAfter(() => 0.5, 74_999)).toBe(1);
+    expect(await syncsAfter(() => 0.5, 75_000)).toBe(2);
+    expect(await syncsAfter(() => 0.999, 89_000)).toBe(1);
+  });
+
   test("requests during a step collapse into one more step", async () => {
     const { runtime, workers } = setup();
     workers.upsert(pod("u1"));

@@ -17,13 +17,23 @@ import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 
+/** upstream workerResyncIntervalJitterFactor: a resync comes after syncFrequency × [1, 1.5). */
+const RESYNC_JITTER_FACTOR = 0.5;
+
 export interface PodWorkersOptions {
   runtime: PodRuntime;
   status: StatusSink;
   clock: Clock;
   logger: Logger;
-  /** How often a converged pod is synced again (syncFrequency). */
+  /** How often a converged pod is synced again (syncFrequency), plus up to half of it at random. */
   resyncIntervalMs: number;
+  /**
+   * A number in [0, 1) for the resync jitter (Math.random in the agent; 0, no
+   * jitter, when not given). As upstream's workerResyncIntervalJitterFactor:
+   * pods started together would otherwise all resync in the same second, a
+   * burst of CRI calls and memory every syncFrequency.
+   */
+  random?: () => number;
   /** Retry delay after a failed step (upstream backOffPeriod, 10s). */
   errorRetryMs?: number;
   /** Node admission for new pods, against the pods already running (upstream canAdmitPod). */
@@ -248,6 +258,10 @@ export class PodWorkers implements AsyncDisposable {
     });
   }
 
+  private resyncDelayMs(): number {
+    return Math.round(this.opts.resyncIntervalMs * (1 + RESYNC_JITTER_FACTOR * (this.opts.random?.() ?? 0)));
+  }
+
   private schedule(worker: Worker, delayMs: number): void {
     worker.cancelTimer?.();
     worker.cancelTimer = this.opts.clock.setTimer(delayMs, () => this.kick(worker));
@@ -315,7 +329,7 @@ export class PodWorkers implements AsyncDisposable {
           return;
         }
         const failed = outcome.results.some((r) => r.error);
-        const next = outcome.retryAfterMs ?? (failed ? (this.opts.errorRetryMs ?? 10_000) : this.opts.resyncIntervalMs);
+        const next = outcome.retryAfterMs ?? (failed ? (this.opts.errorRetryMs ?? 10_000) : this.resyncDelayMs());
         this.schedule(worker, deadlineMs === undefined ? next : Math.min(next, deadlineMs));
         return;
       }
