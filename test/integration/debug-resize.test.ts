@@ -5,11 +5,11 @@
 // the container cgroup (cgroup v1 hybrid host: cpu.cfs_quota_us,
 // memory.limit_in_bytes).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
-import { startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
 import { detectCgroupLayout, nodeCgroupFs } from "../../src/cgroups/index.ts";
 
 const NODE = "debug-node";
@@ -17,20 +17,8 @@ let ctd: ContainerdHandle;
 let cp: ControlPlaneHandle;
 let agent: AgentHandle;
 
-async function kubectl(...args: string[]): Promise<string> {
-  const r = await cp.kubectl(args);
-  if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}`);
-  return r.stdout;
-}
-const getJson = async <T = any>(...args: string[]): Promise<T | undefined> => {
-  const r = await cp.kubectl(["get", ...args, "-o", "json"]);
-  return r.code === 0 ? (JSON.parse(r.stdout) as T) : undefined;
-};
-const apply = async (name: string, obj: unknown) => {
-  const file = join(cp.dir, `${name}.json`);
-  writeFileSync(file, JSON.stringify(obj));
-  await kubectl("apply", "-f", file);
-};
+const { kubectl, tryJson: getJson, apply: applyObjects } = adminKubectl(() => cp);
+const apply = (_name: string, obj: unknown) => applyObjects(obj);
 const running = (name: string) => eventually(`${name} Running`, async () => (await getJson("pod", name))?.status?.phase === "Running", 60_000);
 
 const kubectlArgv = (...args: string[]) => [join(cp.binDir, "kubectl"), "--kubeconfig", cp.adminKubeconfig, ...args];

@@ -10,7 +10,7 @@ import { createLogger } from "../../src/util/log.ts";
 import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { issueCertificate } from "../harness/pki.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
-import { startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
 
 const NODE = "parity-node";
 let ctd: ContainerdHandle;
@@ -20,16 +20,8 @@ let cri: CriService;
 let kubeletPort: number;
 let inspectorPort: number;
 
-async function kubectl(...args: string[]): Promise<string> {
-  const r = await cp.kubectl(args);
-  if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}`);
-  return r.stdout;
-}
-const getJson = async <T = any>(...args: string[]): Promise<T> => JSON.parse(await kubectl("get", ...args, "-o", "json")) as T;
-const tryJson = async <T = any>(...args: string[]): Promise<T | undefined> => {
-  const r = await cp.kubectl(["get", ...args, "-o", "json"]);
-  return r.code === 0 ? (JSON.parse(r.stdout) as T) : undefined;
-};
+const { kubectl, getJson, tryJson } = adminKubectl(() => cp);
+/** Not the harness's apply: some tests expect kubectl to refuse, and read its result. */
 const apply = async (name: string, obj: unknown) => {
   const file = join(cp.dir, `${name}.json`);
   writeFileSync(file, JSON.stringify(obj));
