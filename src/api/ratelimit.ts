@@ -37,35 +37,3 @@ export class TokenBucket {
     this.last = this.opts.clock.now();
   }
 }
-
-/**
- * At most `limit` calls in flight; the rest wait in order. Bun's fetch speaks
- * HTTP/1.1, one connection per concurrent request, and keeps every
- * connection it opened alive in its pool: a burst of 100 API calls (110 pods
- * starting) left ~60 idle TLS connections and ~16 MiB of memory behind.
- * client-go multiplexes everything on one HTTP/2 connection.
- */
-export class InFlightLimit {
-  private active = 0;
-  private readonly waiting: (() => void)[] = [];
-
-  constructor(private readonly limit: number) {}
-
-  /** Resolves with the function that gives the slot back (idempotent). */
-  async acquire(): Promise<() => void> {
-    if (this.active >= this.limit) await new Promise<void>((resolve) => this.waiting.push(resolve));
-    else this.active++;
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      const next = this.waiting.shift();
-      if (next) next();
-      else this.active--;
-    };
-  }
-
-  inFlight(): number {
-    return this.active;
-  }
-}

@@ -10,7 +10,7 @@ import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import { ApiError, apiErrorFrom } from "./errors.ts";
 import type { Credentials } from "./kubeconfig.ts";
-import { InFlightLimit, TokenBucket } from "./ratelimit.ts";
+import { TokenBucket } from "./ratelimit.ts";
 
 export interface WatchEvent<T = Record<string, unknown>> {
   type: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
@@ -35,13 +35,9 @@ export interface RestClient {
 
 export { type Credentials, KubeconfigError, loadCredentials } from "./kubeconfig.ts";
 
-/** Requests (not watches) in flight at once: see InFlightLimit. Enough for kubeAPIQPS 50 at a few ms each. */
-export const DEFAULT_MAX_IN_FLIGHT = 8;
-
-export function createRestClient(opts: { credentials: Credentials; qps: number; burst: number; clock: Clock; userAgent: string; timeoutMs?: number; maxInFlight?: number }): RestClient {
+export function createRestClient(opts: { credentials: Credentials; qps: number; burst: number; clock: Clock; userAgent: string; timeoutMs?: number }): RestClient {
   const { credentials } = opts;
   const limiter = new TokenBucket({ qps: opts.qps, burst: opts.burst, clock: opts.clock });
-  const inFlight = new InFlightLimit(opts.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT);
   const staticTls = {
     ...(credentials.ca ? { ca: credentials.ca } : {}),
     ...(credentials.cert ? { cert: credentials.cert } : {}),
@@ -78,16 +74,8 @@ export function createRestClient(opts: { credentials: Credentials; qps: number; 
   return {
     server: credentials.server,
     async request<T>(verb: "GET" | "POST" | "PUT" | "PATCH" | "DELETE", path: string, o: RequestOptions = {}): Promise<T> {
-      // The slot is held until the body is read: only then is the connection free for the next request.
-      const release = await inFlight.acquire();
-      let res: Response;
-      let text: string;
-      try {
-        res = await send(verb, path, o, "application/json");
-        text = await res.text();
-      } finally {
-        release();
-      }
+      const res = await send(verb, path, o, "application/json");
+      const text = await res.text();
       let body: unknown;
       try {
         body = text ? JSON.parse(text) : undefined;
