@@ -18,15 +18,34 @@ trap 'rm -f "$results"' EXIT
 echo "== typecheck"
 tsc --noEmit
 
+# bun prints a failing test's error above its "(fail)" line, far from the end of a long run;
+# on failure this repeats each failed test's block at the very end, where a log's tail shows it.
+failures() {
+  # (bun's closing list of failures repeats the "(fail)" lines without their output: skipped.)
+  awk '/^bun test v/ { summary = 0 } / tests? failed:$/ { summary = 1 } summary { next }
+       /^\(pass\)|^\(fail\)|^\(skip\)|^[^ ]*\.test\.ts:$/ { if ($0 ~ /^\(fail\)/) { print "---"; for (i = 0; i < n; i++) print buf[i]; print } n = 0; next }
+       { if (n < 80) buf[n++] = $0 }' "$results"
+}
+run_tests() {
+  local status=0
+  "$@" 2>&1 | tee -a "$results" || status=$?
+  if [[ $status -ne 0 ]]; then
+    echo "== failed tests, with what they printed"
+    failures
+    exit "$status"
+  fi
+}
+
 echo "== unit tests"
-bun test src 2>&1 | tee -a "$results"
+run_tests bun test src
 
 echo "== build"
 bun scripts/build.ts
 (cd / && "$repo/dist/kubelet" --version)
 
 echo "== integration tests (real containerd)"
-BUNLET_BINARY="$repo/dist/kubelet" bun test --timeout 120000 test/integration 2>&1 | tee -a "$results"
+export BUNLET_BINARY="$repo/dist/kubelet"
+run_tests bun test --timeout 120000 test/integration
 
 passed=$(awk '$2=="pass"{s+=$1} END{print s+0}' "$results")
 failed=$(awk '$2=="fail"{s+=$1} END{print s+0}' "$results")

@@ -258,7 +258,8 @@ describe("volumes on a real containerd and control plane", () => {
     const cm = (v: number) => ({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "app-config", namespace: "default" }, data: { a: `v${v}`, b: `v${v}`, c: `v${v}` } });
     await apply(cm(1));
     // Each pass reads the three files through one resolution of ..data (what a consistent reader does) and records a mix.
-    const loop = "n=0; while true; do if cd /cfg/..data 2>/dev/null; then a=$(cat a 2>/dev/null); b=$(cat b 2>/dev/null); c=$(cat c 2>/dev/null); cd /; if [ -n \"$a\" ] && [ -n \"$b\" ] && [ -n \"$c\" ]; then n=$((n+1)); echo $n > /tmp/reads; if [ \"$a\" != \"$b\" ] || [ \"$b\" != \"$c\" ]; then echo \"$a $b $c\" >> /tmp/mix; fi; fi; fi; done";
+    // The count is renamed into place: a plain `>` truncates first, and a read in that instant sees an empty file (the likely cause of one CI failure whose message was not kept).
+    const loop = "n=0; while true; do if cd /cfg/..data 2>/dev/null; then a=$(cat a 2>/dev/null); b=$(cat b 2>/dev/null); c=$(cat c 2>/dev/null); cd /; if [ -n \"$a\" ] && [ -n \"$b\" ] && [ -n \"$c\" ]; then n=$((n+1)); echo $n > /tmp/reads.new; mv /tmp/reads.new /tmp/reads; if [ \"$a\" != \"$b\" ] || [ \"$b\" != \"$c\" ]; then echo \"$a $b $c\" >> /tmp/mix; fi; fi; fi; done";
     await apply(apiPod("cm-reader", loop, { volumes: [{ name: "cfg", configMap: { name: "app-config" } }], nodeName: NODE }, [{ name: "cfg", mountPath: "/cfg" }]));
     const id = await runningContainer("cm-reader");
     expect((await sh(id, "cat /cfg/a")).trim()).toBe("v1");
