@@ -2,7 +2,9 @@
 // the harness's containerd and control plane, idle, with N pods, and after
 // they are deleted. Every 10 s it prints VmRSS split into anonymous and
 // file-backed pages (the file-backed part is mostly Bun's own code, about
-// 45-50 MiB, the same in every run), the open sockets and the threads.
+// 45-50 MiB, the same in every run), the open sockets and the threads, and
+// the agent's /debug/memory: the JS heap's live size and capacity, and the
+// native allocator's bytes in use and committed.
 // With SNAPSHOTS=1 it also saves heap snapshots (idle, with the pods, after)
 // into OUT and prints the largest kinds of objects in them; PROFILE=1 saves
 // a 30 s CPU profile taken with the pods running.
@@ -10,6 +12,7 @@
 // A diagnostic for issue #9's memory figures; `bun run bench` gives the figures.
 import { mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from "node:fs";
 import { createRestClient, loadCredentials } from "../../src/api/rest.ts";
+import type { MemoryFigures } from "../../src/server/debug.ts";
 import { realClock } from "../../src/util/clock.ts";
 import { eventually, startAgent } from "../../test/harness/agent.ts";
 import { requireRoot, startContainerd } from "../../test/harness/containerd.ts";
@@ -67,7 +70,13 @@ try {
   const { port } = JSON.parse(readFileSync(`${agent.dir}/kubelet.yaml`, "utf8")) as { port: number };
   const debug = (path: string) => fetch(`https://127.0.0.1:${port}${path}`, { tls: { rejectUnauthorized: false } } as RequestInit);
   const rest = createRestClient({ credentials: await loadCredentials(cp.adminKubeconfig), qps: 0, burst: 0, clock: realClock, userAgent: "bench-memory" });
-  const report = (label: string) => console.log(`${label.padEnd(16)} ${processFigures(agent.pid())}`);
+  const mib = (bytes: number) => (bytes / 1048576).toFixed(1);
+  const report = async (label: string) => {
+    console.log(`${label.padEnd(16)} ${processFigures(agent.pid())}`);
+    const m = (await (await debug("/debug/memory")).json()) as MemoryFigures;
+    const native = m.nativeAllocator ? `, native in use ${mib(m.nativeAllocator.inUse)} of ${mib(m.nativeAllocator.committed)} committed (peak ${mib(m.nativeAllocator.peakCommitted)})` : "";
+    console.log(`${"".padEnd(16)} JS heap ${mib(m.jsHeap.size)} of ${mib(m.jsHeap.capacity)}, external ${mib(m.external)}${native}`);
+  };
   const snapshot = async (name: string) => {
     if (process.env.SNAPSHOTS !== "1") return;
     const body = await (await debug("/debug/heap")).text();
@@ -77,7 +86,7 @@ try {
   const watchFor = async (label: string, seconds: number) => {
     for (let s = 10; s <= seconds; s += 10) {
       await Bun.sleep(10_000);
-      report(`${label} +${s}s`);
+      await report(`${label} +${s}s`);
     }
   };
 
@@ -86,7 +95,7 @@ try {
     return node?.status?.conditions?.find((c) => c.type === "Ready")?.status === "True";
   }, 60_000, 100);
   await Bun.sleep(5000);
-  report("idle");
+  await report("idle");
   await snapshot("idle");
 
   await rest.request("POST", "/api/v1/namespaces", { body: { apiVersion: "v1", kind: "Namespace", metadata: { name: "bench" } } });
@@ -101,7 +110,7 @@ try {
     const list = await rest.request<{ items: { status?: { phase?: string } }[] }>("GET", "/api/v1/namespaces/bench/pods");
     return list.items.filter((p) => p.status?.phase === "Running").length === COUNT;
   }, 300_000, 1000);
-  report(`${COUNT} pods`);
+  await report(`${COUNT} pods`);
   if (process.env.PROFILE === "1") {
     writeFileSync(`${OUT}/profile.txt`, await (await debug("/debug/profile?seconds=30")).text());
     console.log(`${OUT}/profile.txt written`);

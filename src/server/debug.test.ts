@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { Hono } from "hono";
 import { authentication } from "./authn.ts";
 import { authorization, requestAttributes, type AuthzAttributes } from "./authz.ts";
-import { bunProfiler, debugApp, type Profiler } from "./debug.ts";
+import { bunProfiler, debugApp, type MemoryFigures, type Profiler } from "./debug.ts";
 import { kubeletApi } from "./kubelet-api.ts";
 
 class FakeProfiler implements Profiler {
@@ -15,6 +15,9 @@ class FakeProfiler implements Profiler {
     this.profiles.push(ms);
     await new Promise<void>((resolve) => (this.release = resolve));
     return "Top functions as <numSamples 'functionName#hash:sourceID'>";
+  }
+  async memory(): Promise<MemoryFigures> {
+    return { rss: 100, jsHeap: { size: 10, capacity: 20, objects: 3 }, external: 4, arrayBuffers: 5 };
   }
 }
 
@@ -39,6 +42,10 @@ describe("/debug handlers", () => {
     profiler.release();
     await def;
     expect(profiler.profiles).toEqual([2000, 30_000]);
+
+    const memory = await app.request("/debug/memory");
+    expect(memory.headers.get("content-type")).toContain("application/json");
+    expect(await memory.json()).toEqual({ rss: 100, jsHeap: { size: 10, capacity: 20, objects: 3 }, external: 4, arrayBuffers: 5 });
 
     const withErrors = new Hono();
     withErrors.onError((err, c) => c.text(err.message, (err as { status?: 400 }).status ?? 500));
@@ -85,5 +92,20 @@ describe("/debug handlers", () => {
     } finally {
       clearInterval(timer);
     }
+  });
+
+  test("Bun's memory figures: objects show in the JS heap, a buffer's bytes in the native allocator", async () => {
+    const before = await bunProfiler.memory();
+    expect(before.rss).toBeGreaterThan(before.jsHeap.size);
+    expect(before.jsHeap.capacity).toBeGreaterThanOrEqual(before.jsHeap.size);
+    expect(before.nativeAllocator!.committed).toBeGreaterThanOrEqual(before.nativeAllocator!.inUse);
+    const objects = Array.from({ length: 1 << 20 }, (_, i) => ({ i }));
+    const buffer = Buffer.alloc(32 << 20, 1);
+    Bun.gc(true);
+    const after = await bunProfiler.memory();
+    expect(after.jsHeap.size - before.jsHeap.size).toBeGreaterThan(16 << 20);
+    expect(after.jsHeap.objects - before.jsHeap.objects).toBeGreaterThan(1_000_000);
+    expect(after.nativeAllocator!.inUse - before.nativeAllocator!.inUse).toBeGreaterThanOrEqual(32 << 20);
+    expect(objects.length + buffer.length).toBe((1 << 20) + (32 << 20));
   });
 });

@@ -8,7 +8,11 @@
  * - `GET /debug/profile?seconds=N` (default 30, 1 to 60): JavaScriptCore's
  *   sampling profiler over the agent for N seconds, as its text report (top
  *   functions and bytecodes by samples). One profile at a time; a second
- *   request meanwhile is 409.
+ *   request meanwhile is 409;
+ * - `GET /debug/memory`: where the process's memory is, as JSON (the
+ *   counterpart of Go's runtime.MemStats): the JavaScript heap's live size
+ *   and capacity, memory held outside it for its objects, and the native
+ *   allocator's (mimalloc's) committed and in-use bytes.
  * Unlike Go's pprof heap profile, a heap snapshot holds every string the
  * agent holds (secret data, tokens): enableProfilingHandler is false by
  * default here (upstream: true).
@@ -22,6 +26,27 @@ export interface Profiler {
   heapSnapshot(): string;
   /** Samples the whole agent (every task on the event loop) for `ms`; the profiler's text report. */
   cpuProfile(ms: number): Promise<string>;
+  /** Where the process's memory is now. */
+  memory(): Promise<MemoryFigures>;
+}
+
+/** Bytes, except `objects`. */
+export interface MemoryFigures {
+  rss: number;
+  /** JavaScriptCore's heap: live objects after the last collection, and what it has allocated for them. */
+  jsHeap: { size: number; capacity: number; objects: number };
+  /** Memory outside the JS heap owned by its objects: strings and buffers allocated natively. */
+  external: number;
+  arrayBuffers: number;
+  /** The native allocator under Bun's own code (sockets, TLS, HTTP/2, buffers); absent if the runtime does not say. */
+  nativeAllocator?: { committed: number; peakCommitted: number; inUse: number; peakInUse: number; threads: number };
+}
+
+interface MimallocStats {
+  committed?: { current: number; peak: number };
+  malloc_normal?: { current: number; peak: number };
+  malloc_huge?: { current: number; peak: number };
+  threads?: { current: number };
 }
 
 /** Bun's own: generateHeapSnapshot("v8") and bun:jsc's profile(), which samples while its callback's promise is pending. */
@@ -31,6 +56,29 @@ export const bunProfiler: Profiler = {
     const { profile } = await import("bun:jsc");
     const result = await profile(() => Bun.sleep(ms), 1000);
     return `${result.functions}\n${result.bytecodes}`;
+  },
+  async memory() {
+    const { heapStats } = await import("bun:jsc");
+    const heap = heapStats() as ReturnType<typeof heapStats> & { mimalloc?: MimallocStats };
+    const usage = process.memoryUsage();
+    const m = heap.mimalloc;
+    return {
+      rss: usage.rss,
+      jsHeap: { size: heap.heapSize, capacity: heap.heapCapacity, objects: heap.objectCount },
+      external: usage.external,
+      arrayBuffers: usage.arrayBuffers,
+      ...(m?.committed && m.malloc_normal
+        ? {
+            nativeAllocator: {
+              committed: m.committed.current,
+              peakCommitted: m.committed.peak,
+              inUse: m.malloc_normal.current + (m.malloc_huge?.current ?? 0),
+              peakInUse: m.malloc_normal.peak + (m.malloc_huge?.peak ?? 0),
+              threads: m.threads?.current ?? 0,
+            },
+          }
+        : {}),
+    };
   },
 };
 
@@ -57,5 +105,6 @@ export function debugApp(profiler: Profiler): Hono<KubeletEnv> {
       profiling = false;
     }
   });
+  app.get("/debug/memory", async (c) => c.json(await profiler.memory()));
   return app;
 }
