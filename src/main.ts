@@ -14,6 +14,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { kubeletVersion, loadConfig, type KubeletConfiguration } from "./config/index.ts";
+import { planJit } from "./memory/jit.ts";
 import { errorMessage } from "./util/errors.ts";
 import { createLogger, type Logger } from "./util/log.ts";
 
@@ -48,12 +49,31 @@ async function main(): Promise<number> {
     case "run":
       break;
   }
+  // JavaScriptCore's interpreter only (memory/jit.ts): returns only if the execve failed.
+  const jit = planJit({
+    env: process.env,
+    execPath: process.execPath,
+    argv: process.argv,
+    argv0: process.argv0,
+    execArgv: process.execArgv,
+    compiled: import.meta.path.startsWith("/$bunfs/"),
+  });
+  let jitError: string | undefined;
+  if (jit.kind === "reexec") {
+    try {
+      if (!process.execve) throw new Error("this runtime has no process.execve");
+      process.execve(jit.file, jit.args, jit.env);
+    } catch (err) {
+      jitError = errorMessage(err);
+    }
+  }
 
   // A closed log pipe (a restarted log collector, a reader that went away)
   // must not stop the agent: pods keep being managed, logs are lost.
   for (const stream of [process.stdout, process.stderr]) stream.on("error", () => {});
   const log = (logger = createLogger({ verbosity: result.config.verbosity }));
   for (const warning of result.warnings) log.warn(warning);
+  if (jitError) log.warn("could not restart without the JIT; running with it", { err: jitError });
   // Bun's inspector (BUN_INSPECT, or `bun --inspect` from source) lets whoever reaches it run code in the agent: say so.
   if (process.env["BUN_INSPECT"]) log.warn("the runtime's inspector is listening; anyone who can connect to it can run code in the agent", { address: process.env["BUN_INSPECT"] });
 

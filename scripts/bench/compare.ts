@@ -11,7 +11,10 @@
 //
 // Run: bun run bench   (root; builds dist/kubelet first; several minutes)
 // Environment: BENCH_AGENTS=bunlet,upstream (which to run, in order),
-// BENCH_SIZES=30,110, BENCH_CHART=docs/benchmarks/startup-latency.svg.
+// BENCH_SIZES=30,110, BENCH_CHART=docs/benchmarks/startup-latency.svg,
+// BENCH_BUNLET_ENV="BUN_JSC_useJIT=0 ..." (variables for this agent only, e.g.
+// JavaScriptCore options; not for the benchmark's own process, whose watch
+// times the pods).
 import { tmpdir } from "node:os";
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -29,6 +32,13 @@ const repoRoot = resolve(import.meta.dir, "../..");
 const AGENTS = (process.env.BENCH_AGENTS ?? "bunlet,upstream").split(",").filter(Boolean) as AgentKind[];
 const SIZES = (process.env.BENCH_SIZES ?? "30,110").split(",").map(Number);
 const CHART = resolve(repoRoot, process.env.BENCH_CHART ?? "docs/benchmarks/startup-latency.svg");
+const BUNLET_ENV = Object.fromEntries(
+  (process.env.BENCH_BUNLET_ENV ?? "").split(/\s+/).filter(Boolean).map((kv) => {
+    const eq = kv.indexOf("=");
+    if (eq < 1) throw new Error(`BENCH_BUNLET_ENV: ${JSON.stringify(kv)} is not NAME=VALUE`);
+    return [kv.slice(0, eq), kv.slice(eq + 1)];
+  }),
+);
 const NAMESPACE = "bench";
 const WINDOW_MS = 10_000;
 const LOGS = join(tmpdir(), `bunlet-bench-logs-${new Date().toISOString().replace(/[:.]/g, "-")}`);
@@ -275,6 +285,7 @@ function startBunlet(ctd: ContainerdHandle, cp: ControlPlaneHandle, node: string
     nodeName: node,
     extraArgs: [`--kubeconfig=${kubeconfig}`, "--node-ip=127.0.0.1"],
     extraConfig: { authentication: { x509: { clientCAFile: cp.caFile }, webhook: { enabled: true }, anonymous: { enabled: false } }, authorization: { mode: "Webhook" } },
+    ...(Object.keys(BUNLET_ENV).length ? { env: BUNLET_ENV } : {}),
   }).then((agent) => ({
     kind: "bunlet" as const,
     pid: agent.pid()!,

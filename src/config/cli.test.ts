@@ -57,6 +57,28 @@ describe("bun src/main.ts", () => {
     expect(await proc.exited).toBe(0);
   }, 20_000);
 
+  test("run: the agent replaces itself once (same PID) with JavaScriptCore's JIT off; an operator's setting is kept", async () => {
+    const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^BUN_JSC_use\w*JIT$/.test(k)));
+    const startAndReadEnv = async (env: Record<string, string>) => {
+      const proc = Bun.spawn(
+        [process.execPath, MAIN, "--container-runtime-endpoint=unix:///nonexistent/cri.sock", "--healthz-port=0", "--read-only-port=0", "--hostname-override=cli-test"],
+        { stdout: "pipe", stderr: "pipe", env: { ...inherited, ...env } },
+      );
+      const decoder = new TextDecoder();
+      let stderr = "";
+      for await (const chunk of proc.stderr) {
+        stderr += decoder.decode(chunk);
+        if (stderr.includes("starting node agent")) break;
+      }
+      const environ = (await Bun.file(`/proc/${proc.pid}/environ`).text()).split("\0");
+      proc.kill("SIGTERM");
+      expect(await proc.exited).toBe(0);
+      return environ.filter((e) => e.startsWith("BUN_JSC_use"));
+    };
+    expect(await startAndReadEnv({})).toEqual(["BUN_JSC_useJIT=0"]);
+    expect(await startAndReadEnv({ BUN_JSC_useJIT: "1" })).toEqual(["BUN_JSC_useJIT=1"]);
+  }, 20_000);
+
   test("run: a closed log pipe does not stop the agent", async () => {
     // The agent keeps logging (the runtime is unreachable) after its reader went away.
     const proc = Bun.spawn(
