@@ -100,12 +100,13 @@ describe("/debug handlers", () => {
     expect(before.jsHeap.capacity).toBeGreaterThanOrEqual(before.jsHeap.size);
     expect(before.nativeAllocator!.committed).toBeGreaterThanOrEqual(before.nativeAllocator!.inUse);
     const objects = Array.from({ length: 1 << 20 }, (_, i) => ({ i }));
-    const buffer = Buffer.alloc(32 << 20, 1);
+    const buffer = Buffer.alloc(64 << 20, 1);
     Bun.gc(true);
     const after = await bunProfiler.memory();
     expect(after.jsHeap.size - before.jsHeap.size).toBeGreaterThan(16 << 20);
     expect(after.jsHeap.objects - before.jsHeap.objects).toBeGreaterThan(1_000_000);
-    expect(after.nativeAllocator!.inUse - before.nativeAllocator!.inUse).toBeGreaterThanOrEqual(32 << 20);
-    expect(objects.length + buffer.length).toBe((1 << 20) + (32 << 20));
+    // Less than the whole buffer: the collection in between may free other native memory (a few MiB in the full suite).
+    expect(after.nativeAllocator!.inUse - before.nativeAllocator!.inUse).toBeGreaterThan(48 << 20);
+    expect(objects.length + buffer.length).toBe((1 << 20) + (64 << 20));
   });
 });
