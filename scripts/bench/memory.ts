@@ -2,9 +2,9 @@
 // the harness's containerd and control plane, idle, with N pods, and after
 // they are deleted. Every 10 s it prints VmRSS split into anonymous and
 // file-backed pages (the file-backed part is mostly Bun's own code, about
-// 45-50 MiB, the same in every run), the open sockets and the threads, and
-// the agent's /debug/memory: the JS heap's live size and capacity, and the
-// native allocator's bytes in use and committed.
+// 45-50 MiB, the same in every run), the open sockets, the threads, the CPU
+// time used so far, and the agent's /debug/memory: the JS heap's live size
+// and capacity, and the native allocator's bytes in use and committed.
 // With SNAPSHOTS=1 it also saves heap snapshots (idle, with the pods, after)
 // into OUT and prints the largest kinds of objects in them; PROFILE=1 saves
 // a 30 s CPU profile taken with the pods running.
@@ -34,7 +34,10 @@ function processFigures(pid: number | undefined): string {
       // closed while listing
     }
   }
-  return `RSS ${mib("VmRSS")} MiB (anon ${mib("RssAnon")}, file ${mib("RssFile")}), sockets ${sockets}, threads ${/Threads:\s+(\d+)/.exec(status)?.[1]}`;
+  // utime + stime, in clock ticks (100 a second on Linux x86_64 and arm64); the command name may hold spaces, so after its ')'.
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  const cpuSeconds = (Number(stat[11]) + Number(stat[12])) / 100;
+  return `RSS ${mib("VmRSS")} MiB (anon ${mib("RssAnon")}, file ${mib("RssFile")}), sockets ${sockets}, threads ${/Threads:\s+(\d+)/.exec(status)?.[1]}, CPU ${cpuSeconds.toFixed(1)} s so far`;
 }
 
 /** The largest kinds of objects in a V8-format heap snapshot, by their own size. */
