@@ -2,11 +2,12 @@
  * The agent runs JavaScriptCore's interpreter only, without its JIT
  * compilers. Measured with 110 pods (`bun run bench`, docs/benchmarks.md):
  * RSS 81 instead of 128 MiB (the compilers' code and allocations, and the
- * profiling data kept for them), pod startup latency unchanged (the agent
- * waits on containerd and the API server, it does not compute), for about
- * twice the CPU in steady state (5.8% of a core with 110 pods, still below
- * the upstream kubelet's 6.9% in the same run). Memory is what edge nodes
- * run out of first.
+ * profiling data kept for them). On a quiet machine pod startup latency is
+ * the same (the agent mostly waits on containerd and the API server); the
+ * cost is CPU: 1.4 to 1.8 times the upstream kubelet's CPU time to start
+ * pods (1.0 to 1.6 with the JIT), and 5.8 to 8.1% of a core with 110 pods
+ * running (upstream 6.9 to 8.1%), so under heavy CPU contention large
+ * batches start later. Memory is what edge nodes run out of first.
  *
  * JavaScriptCore reads its options from `BUN_JSC_*` environment variables
  * once, when the VM is created, before any of our code runs. So the agent

@@ -12,7 +12,7 @@
  * - `GET /debug/memory`: where the process's memory is, as JSON (the
  *   counterpart of Go's runtime.MemStats): the JavaScript heap's live size
  *   and capacity, memory held outside it for its objects, and the native
- *   allocator's (mimalloc's) committed and in-use bytes.
+ *   allocator's (mimalloc's) bytes in use.
  * Unlike Go's pprof heap profile, a heap snapshot holds every string the
  * agent holds (secret data, tokens): enableProfilingHandler is false by
  * default here (upstream: true).
@@ -38,7 +38,11 @@ export interface MemoryFigures {
   /** Memory outside the JS heap owned by its objects: strings and buffers allocated natively. */
   external: number;
   arrayBuffers: number;
-  /** The native allocator under Bun's own code (sockets, TLS, HTTP/2, buffers); absent if the runtime does not say. */
+  /**
+   * Bun's native allocator (mimalloc): `inUse` is what it handed out and was not freed (buffer and string contents,
+   * sockets, TLS, HTTP/2, compilers, and part of the JS heap's own storage: measured, not documented). `committed`
+   * is mimalloc's own counter, which in Bun 1.4 grows past the RSS: a trend, not a size. Absent if the runtime does not say.
+   */
   nativeAllocator?: { committed: number; peakCommitted: number; inUse: number; peakInUse: number; threads: number };
 }
 
