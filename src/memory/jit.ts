@@ -5,7 +5,7 @@
  * profiling data kept for them). On a quiet machine pod startup latency is
  * the same (the agent mostly waits on containerd and the API server); the
  * cost is CPU: 1.4 to 1.8 times the upstream kubelet's CPU time to start
- * pods (1.0 to 1.6 with the JIT), and 5.8 to 8.1% of a core with 110 pods
+ * pods (0.9 to 1.6 with it), and 5.8 to 8.1% of a core with 110 pods
  * running (upstream 6.9 to 8.1%), so under heavy CPU contention large
  * batches start later. Memory is what edge nodes run out of first.
  *
