@@ -7,7 +7,8 @@
 // and capacity, and the native allocator's bytes in use and committed.
 // With SNAPSHOTS=1 it also saves heap snapshots (idle, with the pods, after)
 // into OUT and prints the largest kinds of objects in them; PROFILE=1 saves
-// a 30 s CPU profile taken with the pods running.
+// a 30 s CPU profile taken with the pods running, PROFILE=start one of the
+// 30 s from the pods' creation (the start burst).
 // Run (root): bun run bench:memory   [BENCH_PODS=110] [OUT=/tmp/bunlet-memory]
 // A diagnostic for issue #9's memory figures; `bun run bench` gives the figures.
 import { mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from "node:fs";
@@ -102,6 +103,7 @@ try {
   await snapshot("idle");
 
   await rest.request("POST", "/api/v1/namespaces", { body: { apiVersion: "v1", kind: "Namespace", metadata: { name: "bench" } } });
+  const startProfile = process.env.PROFILE === "start" ? debug("/debug/profile?seconds=30").then((r) => r.text()) : undefined;
   await Promise.all(
     Array.from({ length: COUNT }, (_, i) =>
       rest.request("POST", "/api/v1/namespaces/bench/pods", {
@@ -114,6 +116,10 @@ try {
     return list.items.filter((p) => p.status?.phase === "Running").length === COUNT;
   }, 300_000, 1000);
   await report(`${COUNT} pods`);
+  if (startProfile) {
+    writeFileSync(`${OUT}/profile-start.txt`, await startProfile);
+    console.log(`${OUT}/profile-start.txt written`);
+  }
   if (process.env.PROFILE === "1") {
     writeFileSync(`${OUT}/profile.txt`, await (await debug("/debug/profile?seconds=30")).text());
     console.log(`${OUT}/profile.txt written`);
