@@ -27,6 +27,7 @@ import { freePort, startAgent } from "../../test/harness/agent.ts";
 import { type ContainerdHandle, requireRoot, startContainerd } from "../../test/harness/containerd.ts";
 import { type ControlPlaneHandle, startControlPlane } from "../../test/harness/controlplane.ts";
 import { renderChart, type Series } from "./chart.ts";
+import { CLK_TCK, cpuTicks, rssMiB } from "./proc.ts";
 
 const repoRoot = resolve(import.meta.dir, "../..");
 const AGENTS = (process.env.BENCH_AGENTS ?? "bunlet,upstream").split(",").filter(Boolean) as AgentKind[];
@@ -42,7 +43,6 @@ const BUNLET_ENV = Object.fromEntries(
 const NAMESPACE = "bench";
 const WINDOW_MS = 10_000;
 const LOGS = join(tmpdir(), `bunlet-bench-logs-${new Date().toISOString().replace(/[:.]/g, "-")}`);
-const CLK_TCK = 100; // sysconf(_SC_CLK_TCK) on Linux x86_64 and arm64
 
 type AgentKind = "bunlet" | "upstream";
 
@@ -76,19 +76,6 @@ interface RunningAgent {
 }
 
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
-
-/** utime + stime of `pid` in clock ticks (its own, not its children's). */
-function cpuTicks(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  // After the comm field: state is field 3, utime 14 and stime 15 (1-based over the whole line).
-  return Number(fields[11]) + Number(fields[12]);
-}
-
-function rssMiB(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-  return m ? Number(m[1]) / 1024 : NaN;
-}
 
 /** CPU use over a window of `ms` and RSS (mean of one sample a second). */
 async function measureUsage(pid: number, ms = WINDOW_MS): Promise<Usage> {

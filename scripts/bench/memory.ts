@@ -18,6 +18,7 @@ import { realClock } from "../../src/util/clock.ts";
 import { eventually, startAgent } from "../../test/harness/agent.ts";
 import { requireRoot, startContainerd } from "../../test/harness/containerd.ts";
 import { startControlPlane } from "../../test/harness/controlplane.ts";
+import { CLK_TCK, cpuTicks, statusMiB } from "./proc.ts";
 
 const COUNT = Number(process.env.BENCH_PODS ?? 110);
 const NODE = "memory-node";
@@ -26,7 +27,7 @@ const OUT = process.env.OUT ?? "/tmp/bunlet-memory";
 function processFigures(pid: number | undefined): string {
   if (!pid) return "agent not running";
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  const mib = (field: string) => (Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1]) / 1024).toFixed(1);
+  const mib = (field: string) => statusMiB(status, field).toFixed(1);
   let sockets = 0;
   for (const fd of readdirSync(`/proc/${pid}/fd`)) {
     try {
@@ -35,9 +36,7 @@ function processFigures(pid: number | undefined): string {
       // closed while listing
     }
   }
-  // utime + stime, in clock ticks (100 a second on Linux x86_64 and arm64); the command name may hold spaces, so after its ')'.
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  const cpuSeconds = (Number(stat[11]) + Number(stat[12])) / 100;
+  const cpuSeconds = cpuTicks(pid) / CLK_TCK;
   return `RSS ${mib("VmRSS")} MiB (anon ${mib("RssAnon")}, file ${mib("RssFile")}), sockets ${sockets}, threads ${/Threads:\s+(\d+)/.exec(status)?.[1]}, CPU ${cpuSeconds.toFixed(1)} s so far`;
 }
 

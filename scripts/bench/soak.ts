@@ -10,7 +10,7 @@
 // Churn: every SOAK_CHURN_SECONDS (default 30) a few pods are deleted and as
 // many created, and one pod crash-loops all along (restarts, backoff, GC).
 // Not part of the test command: it takes half an hour and a whole node.
-import { readFileSync } from "node:fs";
+import { CLK_TCK, cpuTicks, rssMiB } from "./proc.ts";
 import { createRestClient, loadCredentials } from "../../src/api/rest.ts";
 import { realClock } from "../../src/util/clock.ts";
 import { eventually, startAgent } from "../../test/harness/agent.ts";
@@ -23,7 +23,6 @@ const CHURN_SECONDS = Number(process.env.SOAK_CHURN_SECONDS ?? 30);
 const CHURN_PODS = Math.max(1, Math.round(PODS / 20));
 const SAMPLE_SECONDS = 10;
 const NODE = "soak-node";
-const CLK_TCK = 100; // Linux USER_HZ
 
 interface Sample {
   s: number;
@@ -32,13 +31,7 @@ interface Sample {
 }
 
 function sample(pid: number, t0: number): Sample {
-  const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  const rss = Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? NaN) / 1024;
-  // Fields after the command name: state is field 3; utime and stime are 14 and 15.
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  const cpu = (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
-  return { s: (performance.now() - t0) / 1000, rssMiB: rss, cpuSeconds: cpu };
+  return { s: (performance.now() - t0) / 1000, rssMiB: rssMiB(pid), cpuSeconds: cpuTicks(pid) / CLK_TCK };
 }
 
 /** Least-squares slope of y over x. */

@@ -1,0 +1,23 @@
+// A process's figures from /proc, for the benchmarks (compare, soak, memory).
+import { readFileSync } from "node:fs";
+
+/** sysconf(_SC_CLK_TCK) (USER_HZ) on Linux x86_64 and arm64. */
+export const CLK_TCK = 100;
+
+/** utime + stime of `pid` in clock ticks (its own, not its children's). */
+export function cpuTicks(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  // After the command name, which may hold spaces and ')': state is field 3, utime 14 and stime 15 (1-based over the whole line).
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return Number(fields[11]) + Number(fields[12]);
+}
+
+/** A `kB` field of /proc/<pid>/status text (VmRSS, RssAnon, RssFile, ...) in MiB; NaN when absent. */
+export function statusMiB(status: string, field: string): number {
+  const m = new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status);
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+export function rssMiB(pid: number): number {
+  return statusMiB(readFileSync(`/proc/${pid}/status`, "utf8"), "VmRSS");
+}
