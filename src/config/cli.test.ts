@@ -13,6 +13,22 @@ async function kubelet(...args: string[]): Promise<{ code: number; stdout: strin
   return { code, stdout, stderr };
 }
 
+/** Starts `bun src/main.ts` against an absent runtime; resolves once it logged "starting node agent" (stderr up to there). */
+async function startAgentProcess(args: string[], env?: Record<string, string | undefined>) {
+  const proc = Bun.spawn([process.execPath, MAIN, "--container-runtime-endpoint=unix:///nonexistent/cri.sock", "--healthz-port=0", "--hostname-override=cli-test", ...args], {
+    stdout: "pipe",
+    stderr: "pipe",
+    ...(env ? { env } : {}),
+  });
+  const decoder = new TextDecoder();
+  let stderr = "";
+  for await (const chunk of proc.stderr) {
+    stderr += decoder.decode(chunk);
+    if (stderr.includes("starting node agent")) break; // closes the pipe
+  }
+  return { proc, stderr };
+}
+
 describe("bun src/main.ts", () => {
   test("--version prints the version and exits 0", async () => {
     const r = await kubelet("--version");
@@ -42,16 +58,7 @@ describe("bun src/main.ts", () => {
   });
 
   test("run: SIGTERM stops the agent and exits 0", async () => {
-    const proc = Bun.spawn(
-      [process.execPath, MAIN, "--container-runtime-endpoint=unix:///nonexistent/cri.sock", "--healthz-port=0", "--read-only-port=0", "--hostname-override=cli-test"],
-      { stdout: "pipe", stderr: "pipe" },
-    );
-    const decoder = new TextDecoder();
-    let stderr = "";
-    for await (const chunk of proc.stderr) {
-      stderr += decoder.decode(chunk);
-      if (stderr.includes("starting node agent")) break;
-    }
+    const { proc, stderr } = await startAgentProcess(["--read-only-port=0"]);
     expect(stderr).toContain("node=cli-test");
     proc.kill("SIGTERM");
     expect(await proc.exited).toBe(0);
@@ -60,16 +67,7 @@ describe("bun src/main.ts", () => {
   test("run: the agent replaces itself once (same PID) with JavaScriptCore's JIT off; an operator's setting is kept", async () => {
     const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^BUN_JSC_use\w*JIT$/.test(k)));
     const startAndReadEnv = async (env: Record<string, string>) => {
-      const proc = Bun.spawn(
-        [process.execPath, MAIN, "--container-runtime-endpoint=unix:///nonexistent/cri.sock", "--healthz-port=0", "--read-only-port=0", "--hostname-override=cli-test"],
-        { stdout: "pipe", stderr: "pipe", env: { ...inherited, ...env } },
-      );
-      const decoder = new TextDecoder();
-      let stderr = "";
-      for await (const chunk of proc.stderr) {
-        stderr += decoder.decode(chunk);
-        if (stderr.includes("starting node agent")) break;
-      }
+      const { proc } = await startAgentProcess(["--read-only-port=0"], { ...inherited, ...env });
       const environ = (await Bun.file(`/proc/${proc.pid}/environ`).text()).split("\0");
       proc.kill("SIGTERM");
       expect(await proc.exited).toBe(0);
@@ -81,16 +79,7 @@ describe("bun src/main.ts", () => {
 
   test("run: a closed log pipe does not stop the agent", async () => {
     // The agent keeps logging (the runtime is unreachable) after its reader went away.
-    const proc = Bun.spawn(
-      [process.execPath, MAIN, "--container-runtime-endpoint=unix:///nonexistent/cri.sock", "--healthz-port=0", "--hostname-override=cli-test", "--v=5"],
-      { stdout: "pipe", stderr: "pipe" },
-    );
-    const decoder = new TextDecoder();
-    let stderr = "";
-    for await (const chunk of proc.stderr) {
-      stderr += decoder.decode(chunk);
-      if (stderr.includes("starting node agent")) break; // closes the pipe
-    }
+    const { proc } = await startAgentProcess(["--v=5"]);
     await Bun.sleep(2500);
     expect(proc.exitCode).toBeNull();
     proc.kill("SIGTERM");
