@@ -22,9 +22,10 @@ tsc --noEmit
 # on failure this repeats each failed test's block at the very end, where a log's tail shows it.
 failures() {
   # (bun's closing list of failures repeats the "(fail)" lines without their output: skipped.)
+  # The last 50 lines of each block: the error and what the test printed just before it.
   awk '/^bun test v/ { summary = 0 } / tests? failed:$/ { summary = 1 } summary { next }
-       /^\(pass\)|^\(fail\)|^\(skip\)|^[^ ]*\.test\.ts:$/ { if ($0 ~ /^\(fail\)/) { print "---"; for (i = 0; i < n; i++) print buf[i]; print } n = 0; next }
-       { if (n < 80) buf[n++] = $0 }' "$results"
+       /^\(pass\)|^\(fail\)|^\(skip\)|^[^ ]*\.test\.ts:$/ { if ($0 ~ /^\(fail\)/) { print "---"; for (i = (n > keep ? n - keep : 0); i < n; i++) print buf[i % keep]; print } n = 0; next }
+       { buf[n++ % keep] = $0 }' keep=50 "$results"
 }
 run_tests() {
   local status=0

@@ -27,6 +27,8 @@ export interface AgentHandle {
   kill(signal?: NodeJS.Signals): Promise<number | null>;
   /** Waits for the running process to exit on its own (--runonce); its exit code. */
   exited(): Promise<number | null>;
+  /** For a failed test's report: whether the agent runs, and its last warnings and errors. */
+  describe(lines?: number): string;
   /** GET on the read-only port; the parsed JSON. */
   pods(): Promise<{ items: { metadata: { name: string; uid: string }; status: { phase: string; podIP?: string; containerStatuses: { name: string; restartCount: number; ready: boolean; state: Record<string, unknown> }[] } }[] }>;
 }
@@ -114,6 +116,11 @@ export async function startAgent(
       proc = undefined;
       return code;
     },
+    describe(lines = 15) {
+      const state = proc === undefined ? "not running" : proc.exitCode === null && proc.signalCode === null ? `running (pid ${proc.pid})` : `exited (code ${proc.exitCode}, signal ${proc.signalCode})`;
+      const problems = handle.log().split("\n").filter((l) => /^[WE]\d{4}-/.test(l)).slice(-lines).map((l) => l.slice(0, 400));
+      return `agent ${dir}: ${state}; its last ${problems.length} warnings and errors:\n${problems.join("\n")}`;
+    },
     async pods() {
       const res = await fetch(`http://127.0.0.1:${readOnlyPort}/pods`);
       if (!res.ok) throw new Error(`/pods answered ${res.status}`);
@@ -123,6 +130,22 @@ export async function startAgent(
   handle.start();
   process.once("exit", () => proc?.kill("SIGKILL"));
   return handle;
+}
+
+/**
+ * Wraps a test body so that, when it fails, what explains the failure is
+ * printed before the error: `describe()` of each handle (a process that
+ * died, the end of its log). CI shows only the failed tests' output.
+ */
+export function explainFailure<T>(body: () => Promise<T>, ...handles: (() => { describe(): string } | undefined)[]): () => Promise<T> {
+  return async () => {
+    try {
+      return await body();
+    } catch (err) {
+      for (const h of handles) console.error(`--- ${h()?.describe() ?? "(not started)"}`);
+      throw err;
+    }
+  };
 }
 
 /** Polls `fn` until it returns a truthy value or `timeoutMs` passes; returns that value. */

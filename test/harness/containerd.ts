@@ -39,6 +39,8 @@ export interface ContainerdHandle {
   /** Kill containerd only and start it again on the same socket and state;
    *  containers and shims keep running. */
   restart(): Promise<void>;
+  /** For a failed test's report: whether containerd runs, and the last errors of its log. */
+  describe(lines?: number): string;
   /** Purge: kill containerd, every container and shim of this instance,
    *  remove its network, mounts, cgroups and `dir`. Idempotent. */
   stop(): Promise<void>;
@@ -121,6 +123,20 @@ async function run(cmd: string, dir: string, env: Record<string, string> = {}): 
   }
 }
 
+function describeContainerd(dir: string, lines: number): string {
+  const read = (path: string) => {
+    try {
+      return readFileSync(path, "utf8");
+    } catch {
+      return "";
+    }
+  };
+  const pid = read(join(dir, "containerd.pid")).trim();
+  const state = pid === "" ? "no pid file" : read(`/proc/${pid}/comm`).trim() === "containerd" ? `running (pid ${pid})` : `not running (pid ${pid} is gone)`;
+  const problems = read(join(dir, "containerd.log")).split("\n").filter((l) => /level=(error|fatal|panic)|^panic:/.test(l)).slice(-lines).map((l) => l.slice(0, 400));
+  return `containerd ${dir}: ${state}; the last ${problems.length} errors of its log:\n${problems.join("\n")}`;
+}
+
 /** Starts a private containerd with the test images imported (about 0.4 s warm). */
 export async function startContainerd(opts: { name?: string } = {}): Promise<ContainerdHandle> {
   const name = (opts.name ?? "t").toLowerCase().replace(/[^a-z0-9-]/g, "-").slice(0, 20);
@@ -150,6 +166,7 @@ export async function startContainerd(opts: { name?: string } = {}): Promise<Con
     busyboxImage: BUSYBOX_IMAGE,
     cgroupParent,
     restart: () => run("restart", dir),
+    describe: (lines = 8) => describeContainerd(dir, lines),
     stop,
     [Symbol.asyncDispose]: stop,
   };

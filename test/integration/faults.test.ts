@@ -18,7 +18,7 @@ import { join } from "node:path";
 import { createCriClient } from "../../src/cri/client.ts";
 import { ContainerFilter, ContainerState, PodSandboxFilter, PodSandboxState, type CriService } from "../../src/cri/index.ts";
 import { createLogger } from "../../src/util/log.ts";
-import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
+import { eventually, explainFailure, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
 
@@ -100,6 +100,9 @@ const nodeReady = async () => {
   return n?.status?.conditions?.find((c: any) => c.type === "Ready")?.status === "True";
 };
 
+/** A failed test also prints the agent's and containerd's state and last problems. */
+const explained = (body: () => Promise<void>) => explainFailure(body, () => agent, () => ctd);
+
 beforeAll(async () => {
   requireRoot();
   [ctd, cp] = await Promise.all([startContainerd({ name: "faults" }), startControlPlane({ name: "faults", nodeMonitorGracePeriod: "20s" })]);
@@ -117,7 +120,7 @@ afterAll(async () => {
 }, 60_000);
 
 describe("faults (issue #8)", () => {
-  test("kill -9 of the agent while it creates a pod: after the restart one sandbox and one running container per name", async () => {
+  test("kill -9 of the agent while it creates a pod: after the restart one sandbox and one running container per name", explained(async () => {
     await apply(apiPod("born", [sleeper("a"), sleeper("b"), sleeper("c")]));
     const uid = await eventually("born has a UID", async () => (await tryJson("pod", "born"))?.metadata?.uid as string | undefined);
     await eventually("born's sandbox exists", async () => (await sandboxesOf(uid)).length > 0, 30_000, 10);
@@ -130,9 +133,9 @@ describe("faults (issue #8)", () => {
     });
     expect(Object.values(running).map((ids) => ids.length)).toEqual([1, 1, 1]);
     expect(await sandboxesOf(uid)).toHaveLength(1);
-  }, 90_000);
+  }), 90_000);
 
-  test("kill -9 of the agent while it terminates a pod: the restart finishes the deletion and starts nothing again", async () => {
+  test("kill -9 of the agent while it terminates a pod: the restart finishes the deletion and starts nothing again", explained(async () => {
     // TERM makes the container linger 4 s, so the agent is killed mid-termination.
     await apply(apiPod("lingers", [sleeper("c", { command: ["sh", "-c", "trap 'sleep 4; exit 0' TERM; while true; do sleep 1; done"] })], { terminationGracePeriodSeconds: 30 }));
     const pod = await runningPod("lingers");
@@ -149,9 +152,9 @@ describe("faults (issue #8)", () => {
     for (const s of await sandboxesOf(uid)) expect(before[uid]!.sandboxes).toContain(s.id);
     for (const c of await containersOf(uid)) expect(before[uid]!.containers["c"]!).toContain(c.id);
     expect(agent.log().slice(logBefore)).not.toContain("created pod sandbox\" pod=lingers");
-  }, 90_000);
+  }), 90_000);
 
-  test("restart after a reboot while kube-apiserver is down: pods come back from the checkpoint, a truncated file is reported and ignored, the reconnect applies the API's view and recreates nothing", async () => {
+  test("restart after a reboot while kube-apiserver is down: pods come back from the checkpoint, a truncated file is reported and ignored, the reconnect applies the API's view and recreates nothing", explained(async () => {
     await apply(apiPod("edge-a", [sleeper("main")]), apiPod("edge-b", [sleeper("main"), sleeper("side")]), apiPod("edge-c", [sleeper("main")]), apiPod("edge-gone", [sleeper("main")]));
     const uids = Object.fromEntries(await Promise.all(["edge-a", "edge-b", "edge-c", "edge-gone"].map(async (n) => [n, (await runningPod(n)).metadata.uid as string] as const)));
     await eventually("checkpoint files of the edge pods", () => Object.values(uids).every((uid) => existsSync(join(checkpointDir(), `${uid}.json`))));
@@ -218,9 +221,9 @@ describe("faults (issue #8)", () => {
     expect(await runtimeView(restored)).toEqual(offline);
     const local = await localStatuses();
     for (const uid of restored) expect(local[uid]).toEqual(offlineLocal[uid]!);
-  }, 150_000);
+  }), 150_000);
 
-  test("kube-apiserver down 2 minutes: a crashed container is restarted, probes run, a static pod file starts; the reconnect reconciles statuses and recreates nothing", async () => {
+  test("kube-apiserver down 2 minutes: a crashed container is restarted, probes run, a static pod file starts; the reconnect reconciles statuses and recreates nothing", explained(async () => {
     const readiness = { exec: { command: ["true"] }, periodSeconds: 1 };
     await apply(apiPod("crashy", [sleeper("main", { readinessProbe: readiness })]));
     const uid = (await runningPod("crashy")).metadata.uid as string;
@@ -252,9 +255,9 @@ describe("faults (issue #8)", () => {
     await eventually("node Ready again", nodeReady, 45_000);
     expect(await runtimeView(everyUid)).toEqual(offline);
     expect(await localStatuses()).toEqual(offlineLocal);
-  }, 240_000);
+  }), 240_000);
 
-  test("containerd restart with 20 pods running: the agent reconnects and recreates nothing", async () => {
+  test("containerd restart with 20 pods running: the agent reconnects and recreates nothing", explained(async () => {
     const names = Array.from({ length: 20 }, (_, i) => `many-${i}`);
     await apply(...names.map((n) => apiPod(n, [sleeper("main")])));
     const uids = await Promise.all(names.map(async (n) => (await runningPod(n)).metadata.uid as string));
@@ -273,9 +276,9 @@ describe("faults (issue #8)", () => {
     expect(statuses.map((p) => p?.status?.containerStatuses?.[0]?.restartCount)).toEqual(names.map(() => 0));
     expect(agent.log().slice(logBefore)).not.toContain("created pod sandbox\" pod=many-");
     await fetch(`http://127.0.0.1:${agent.healthzPort}/healthz`).then(async (r) => expect(await r.text()).toBe("ok"));
-  }, 150_000);
+  }), 150_000);
 
-  test("SIGTERM stops the agent cleanly and leaves every pod running", async () => {
+  test("SIGTERM stops the agent cleanly and leaves every pod running", explained(async () => {
     const uids = (await agent.pods()).items.map((p) => p.metadata.uid);
     const before = await runtimeView(uids);
     expect(await agent.kill("SIGTERM")).toBe(0);
@@ -287,5 +290,5 @@ describe("faults (issue #8)", () => {
     await eventually("node Ready after the restart", nodeReady, 45_000);
     await eventually("the agent adopted the pods", async () => (await agent.pods()).items.length === uids.length);
     expect(await runtimeView(uids)).toEqual(before);
-  }, 90_000);
+  }), 90_000);
 });
