@@ -9,7 +9,7 @@
  * small reads (measured in collector.test.ts); promises would cost more
  * than the reads.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   cpuFromV1,
@@ -57,6 +57,31 @@ export interface CgroupReader {
    * cgroup does not exist). Other I/O errors are thrown.
    */
   read(path: string, opts?: CgroupReadOptions): CgroupStats | undefined;
+  /**
+   * Some processes of the cgroup at `path` or below it: those of the first
+   * non-empty `cgroup.procs`, depth first (a pod's processes live in its
+   * containers' cgroups). Empty when it has none or does not exist.
+   */
+  processes(path: string): number[];
+}
+
+/** Depth first from `dir`; [] when the directory is gone (a pod that just ended). */
+function firstProcesses(dir: string): number[] {
+  const procs = readIfExists(join(dir, "cgroup.procs"));
+  if (procs === undefined) return [];
+  const pids = procs.split("\n").filter((l) => l !== "").map(Number);
+  if (pids.length > 0) return pids;
+  let children: string[];
+  try {
+    children = readdirSync(dir, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+  } catch {
+    return [];
+  }
+  for (const child of children) {
+    const found = firstProcesses(join(dir, child));
+    if (found.length > 0) return found;
+  }
+  return [];
 }
 
 export function createCgroupReader(opts: { fsRoot?: string; version?: CgroupVersion }): CgroupReader {
@@ -86,6 +111,7 @@ function v2Reader(base: string): CgroupReader {
       }
       return cpuStat === undefined && memStat === undefined && pids === undefined ? undefined : out;
     },
+    processes: (path) => firstProcesses(join(base, path)),
   };
 }
 
@@ -126,5 +152,7 @@ function v1Reader(base: string): CgroupReader {
       }
       return usage === undefined && memUsage === undefined && pids === undefined ? undefined : out;
     },
+    // Every v1 hierarchy holds the same processes; memory is always mounted where pods are limited.
+    processes: (path) => firstProcesses(join(memory, path)),
   };
 }

@@ -1,8 +1,9 @@
 /**
  * The stats collector: the agent's StatsProvider. Upstream the kubelet gets
  * these numbers from cAdvisor and the CRI; here one pass reads procfs, the
- * root, pods-parent and pod cgroups, statfs, the log directories, and four
- * or five CRI lists, and keeps the result as the current Summary.
+ * root, pods-parent and pod cgroups, statfs, the log directories, the pods'
+ * network namespaces and four CRI calls (ListPodSandbox, ListContainers,
+ * ListContainerStats, ImageFsInfo), and keeps the result as the current Summary.
  *
  * Timeline:
  *   start(period) ── collect ── (period) ── collect ── ...   dispose: stop, await the pass in flight
@@ -13,7 +14,7 @@
  * leaves its part out and is logged (warn the first time, -v=4 while it
  * keeps failing, info when it recovers). usageNanoCores needs two passes.
  */
-import type { CriService, PodSandboxStats } from "../cri/index.ts";
+import type { CriService } from "../cri/index.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import { createCgroupReader, type CgroupVersion } from "./cgroup-reader.ts";
@@ -25,7 +26,8 @@ import { CpuRates } from "./rate.ts";
 import { VolumeUsageCache } from "./volumes.ts";
 import type { FsStats, PodStats, StatsProvider, Summary } from "./types.ts";
 
-export type StatsCri = Pick<CriService, "listContainerStats" | "listPodSandboxStats" | "listContainers" | "listPodSandbox" | "imageFsInfo">;
+/** No ListPodSandboxStats: it can crash containerd 1.6 before 1.6.22 (pod-network.ts). */
+export type StatsCri = Pick<CriService, "listContainerStats" | "listContainers" | "listPodSandbox" | "imageFsInfo">;
 
 export interface StatsCollectorOptions {
   nodeName: string;
@@ -70,9 +72,6 @@ export interface StatsCollector extends StatsProvider {
 /** summary() reuses a pass younger than this when no period was started. */
 export const DEFAULT_MAX_AGE_MS = 10_000;
 
-/** Per-sandbox ListPodSandboxStats calls in flight when the list call fails. */
-const SANDBOX_STATS_CONCURRENCY = 8;
-
 export function createStatsCollector(opts: StatsCollectorOptions): StatsCollector {
   const fsRoot = opts.fsRoot ?? "/";
   const cgroups = createCgroupReader({ fsRoot, version: opts.cgroupVersion });
@@ -105,35 +104,6 @@ export function createStatsCollector(opts: StatsCollectorOptions): StatsCollecto
       failed(part, err);
       return [];
     }
-  }
-
-  /**
-   * ListPodSandboxStats for all sandboxes at once; when that fails (one bad
-   * sandbox, e.g. a host-network one on some containerd versions, fails the
-   * whole list), one call per sandbox so only that pod loses its numbers.
-   */
-  async function sandboxStats(ids: string[]): Promise<PodSandboxStats[]> {
-    try {
-      const r = await opts.cri.listPodSandboxStats();
-      succeeded("ListPodSandboxStats");
-      return r;
-    } catch (err) {
-      failed("ListPodSandboxStats", err);
-    }
-    const out: PodSandboxStats[] = [];
-    let next = 0;
-    const worker = async () => {
-      while (next < ids.length) {
-        const id = ids[next++]!;
-        try {
-          out.push(...(await opts.cri.listPodSandboxStats({ id })));
-        } catch (err) {
-          log.v(4).info("sandbox stats failed", { sandbox: id, err });
-        }
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(SANDBOX_STATS_CONCURRENCY, ids.length) }, worker));
-    return out;
   }
 
   async function imageFs(statFsCached: (p: string) => FsInfo | undefined, time: string): Promise<{ stats?: FsStats; info?: FsInfo; containerFs?: FsStats }> {
@@ -175,16 +145,14 @@ export function createStatsCollector(opts: StatsCollectorOptions): StatsCollecto
       return fsCache.get(path);
     };
 
-    const [sandboxes, containers, containerStats] = await Promise.all([
+    const [sandboxes, containers, containerStats, image] = await Promise.all([
       criList("ListPodSandbox", () => opts.cri.listPodSandbox()),
       criList("ListContainers", () => opts.cri.listContainers()),
       criList("ListContainerStats", () => opts.cri.listContainerStats()),
+      imageFs(statFsCached, time),
     ]);
     const pods = opts.pods();
     const index = new PodIndex({ sandboxes, containers, containerStats });
-    const sandboxIds = pods.flatMap((p) => index.sandboxOf(p.uid)?.id ?? []);
-    const [sandboxStatsList, image] = await Promise.all([sandboxStats(sandboxIds), imageFs(statFsCached, time)]);
-    index.addSandboxStats(sandboxStatsList);
 
     rates.beginRound();
     const node = readNodeStats(
@@ -194,6 +162,7 @@ export function createStatsCollector(opts: StatsCollectorOptions): StatsCollecto
     if (image.stats) node.runtime = { imageFs: image.stats, ...(image.containerFs ? { containerFs: image.containerFs } : {}) };
 
     const ctx = {
+      fsRoot,
       time,
       nowMs,
       rates,

@@ -11,8 +11,10 @@
  *   usageNanoCores from two of our own samples (rate.ts);
  * - container logs: the files in `<podLogsDir>/<ns>_<name>_<uid>/<container>/`;
  * - pod cpu / memory / process count from the pod cgroup (upstream reads
- *   it through cAdvisor), falling back to ListPodSandboxStats when the pod
- *   has no readable cgroup; network from ListPodSandboxStats;
+ *   it through cAdvisor); a pod without a readable cgroup (cgroupsPerQOS
+ *   off) gets its running containers' CRI cpu and memory summed;
+ * - network from `/proc/<pid>/net/dev` of a process in the pod cgroup
+ *   (pod-network.ts says why not ListPodSandboxStats);
  * - ephemeral-storage: containers' rootfs + logs, plus the files directly
  *   in the pod log directory and the emptyDir (on disk) and configMap
  *   volumes (calcEphemeralStorage);
@@ -26,14 +28,14 @@ import {
   type ContainerStats as CriContainerStats,
   type MemoryUsage,
   type PodSandbox,
-  type PodSandboxStats,
 } from "../cri/index.ts";
 import type { CgroupReader } from "./cgroup-reader.ts";
 import { filesUsage, toFsStats, type FsInfo } from "./fs.ts";
 import { attempt, cpuStats, memoryStats, type PartError } from "./convert.ts";
+import { podNetwork } from "./pod-network.ts";
 import type { CpuRates } from "./rate.ts";
 import type { VolumeUsage } from "./volumes.ts";
-import type { ContainerStats, FsStats, MemoryStats, NetworkStats, PodStats } from "./types.ts";
+import type { ContainerStats, FsStats, MemoryStats, PodStats } from "./types.ts";
 
 export interface PodRef {
   uid: string;
@@ -49,6 +51,8 @@ export interface CriSnapshot {
 }
 
 export interface PodReadContext {
+  /** Where /proc is ("/" except in tests). */
+  fsRoot: string;
   time: string;
   nowMs: number;
   rates: CpuRates;
@@ -76,7 +80,6 @@ export class PodIndex {
   private sandboxesByUid = new Map<string, PodSandbox[]>();
   private containersByUid = new Map<string, Container[]>();
   readonly containerStats = new Map<string, CriContainerStats>();
-  readonly sandboxStats = new Map<string, PodSandboxStats>();
 
   constructor(s: CriSnapshot) {
     const uidOfSandbox = new Map<string, string>();
@@ -92,11 +95,6 @@ export class PodIndex {
       if (uid) push(this.containersByUid, uid, c);
     }
     for (const st of s.containerStats) if (st.attributes?.id) this.containerStats.set(st.attributes.id, st);
-  }
-
-  /** ListPodSandboxStats answers, which are fetched for the sandboxes `sandboxOf` picks. */
-  addSandboxStats(list: PodSandboxStats[]): void {
-    for (const st of list) if (st.attributes?.id) this.sandboxStats.set(st.attributes.id, st);
   }
 
   /** The READY sandbox (the newest if several), else the newest. */
@@ -136,17 +134,23 @@ export function buildPodStats(ctx: PodReadContext, pod: PodRef, index: PodIndex,
     containers: index.containersOf(pod.uid).map((c) => containerStats(ctx, c, index.containerStats.get(c.id), logDir, errors)),
   };
 
-  const sandboxStats = index.sandboxStats.get(sandbox.id)?.linux;
   const cgroupPath = attempt(`pod ${pod.uid} cgroup path`, errors, () => ctx.podCgroupPath(pod));
   const cg = cgroupPath !== undefined ? attempt(`pod ${pod.uid} cgroup`, errors, () => ctx.cgroups.read(cgroupPath)) : undefined;
   if (cg?.cpu) out.cpu = cpuStats(ctx, `pod/${pod.uid}`, cg.cpu.usageNanoseconds);
-  else if (sandboxStats?.cpu?.usageCoreNanoSeconds) out.cpu = cpuStats(ctx, `pod/${pod.uid}`, Number(sandboxStats.cpu.usageCoreNanoSeconds.value));
+  else {
+    const usage = sumOf(index, pod.uid, (st) => st.cpu?.usageCoreNanoSeconds);
+    if (usage !== undefined) out.cpu = cpuStats(ctx, `pod/${pod.uid}`, usage);
+  }
   if (cg?.memory) out.memory = memoryStats(ctx.time, cg.memory);
-  else if (sandboxStats?.memory) out.memory = criMemory(ctx.time, sandboxStats.memory);
-  const processes = cg?.pids ?? num(sandboxStats?.process?.processCount);
-  if (processes !== undefined) out.process_stats = { process_count: processes };
-  const network = sandboxStats?.network;
-  if (network) out.network = criNetwork(ctx.time, network);
+  else {
+    const memory = summedMemory(ctx.time, index, pod.uid);
+    if (memory) out.memory = memory;
+  }
+  if (cg?.pids !== undefined) out.process_stats = { process_count: cg.pids };
+  if (cgroupPath !== undefined) {
+    const network = attempt(`pod ${pod.uid} network`, errors, () => podNetwork(ctx.fsRoot, ctx.cgroups.processes(cgroupPath), ctx.time));
+    if (network) out.network = network;
+  }
 
   const podFiles = attempt(`pod ${pod.uid} logs`, errors, () => filesUsage(logDir));
   const volumes = (ctx.volumes && attempt(`pod ${pod.uid} volumes`, errors, () => ctx.volumes!(pod.uid))) || [];
@@ -188,19 +192,25 @@ function criMemory(time: string, m: MemoryUsage): MemoryStats {
   return out;
 }
 
-function criNetwork(time: string, n: NonNullable<NonNullable<PodSandboxStats["linux"]>["network"]>): NetworkStats {
-  const iface = (i: NonNullable<typeof n.defaultInterface>) => ({
-    name: i.name,
-    rxBytes: num(i.rxBytes),
-    rxErrors: num(i.rxErrors),
-    txBytes: num(i.txBytes),
-    txErrors: num(i.txErrors),
-  });
-  const def = n.defaultInterface ? iface(n.defaultInterface) : undefined;
-  const interfaces = n.interfaces.map(iface);
-  // containerd 1.6 puts the default interface only in defaultInterface.
-  if (def && !interfaces.some((i) => i.name === def.name)) interfaces.unshift(def);
-  return { time, ...(def ?? {}), interfaces };
+/** The pod's running containers' CRI numbers added up (a pod without a cgroup of its own); undefined when none has it. */
+function sumOf(index: PodIndex, uid: string, get: (st: CriContainerStats) => { value: bigint } | undefined): number | undefined {
+  let total: number | undefined;
+  for (const c of index.containersOf(uid)) {
+    const st = index.containerStats.get(c.id);
+    const v = st && num(get(st));
+    if (v !== undefined) total = (total ?? 0) + v;
+  }
+  return total;
+}
+
+function summedMemory(time: string, index: PodIndex, uid: string): MemoryStats | undefined {
+  const out: MemoryStats = { time };
+  const fields = { workingSetBytes: (st: CriContainerStats) => st.memory?.workingSetBytes, usageBytes: (st: CriContainerStats) => st.memory?.usageBytes, rssBytes: (st: CriContainerStats) => st.memory?.rssBytes };
+  for (const [k, get] of Object.entries(fields)) {
+    const v = sumOf(index, uid, get);
+    if (v !== undefined) out[k as keyof typeof fields] = v;
+  }
+  return Object.keys(out).length > 1 ? out : undefined;
 }
 
 function ephemeralStorage(ctx: PodReadContext, containers: ContainerStats[], podFiles: { bytes: number; inodes: number } | undefined): FsStats {

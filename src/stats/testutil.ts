@@ -3,16 +3,25 @@
  * pod cgroups added, and a CRI for stats built on FakeCri's real state
  * (sandboxes, containers, failures) with numbers the test sets.
  */
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { FakeCri } from "../cri/fake.ts";
-import { ContainerStats, PodSandboxStats } from "../cri/index.ts";
+import { ContainerStats } from "../cri/index.ts";
 import type { Clock } from "../util/clock.ts";
 import type { StatsCri } from "./collector.ts";
 import type { PodRef } from "./pods.ts";
 
 export const BUSYBOX = "docker.io/library/busybox:1.36";
+/** What /proc/self/ns/net points to in a FakeNode: the agent runs in the host's network namespace. */
+export const HOST_NETNS = "net:[4026531840]";
+
+/** /proc/<pid>/net/dev inside a pod: lo and eth0. */
+export const POD_NET_DEV = `Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:     640       8    0    0    0     0          0         0      640       8    0    0    0     0       0          0
+  eth0:    1000      12    1    0    0     0          0         0     2000      15    0    0    0     0       0          0
+`;
 const V1_CONTROLLERS = ["cpu", "cpuacct", "memory", "blkio", "pids"];
 
 /** A writable copy of testdata/<version> (an fsRoot) plus a kubelet root dir, pod logs dir and a layer dir. */
@@ -31,6 +40,32 @@ export class FakeNode {
     this.podLogsDir = join(this.dir, "pods-logs");
     this.layerDir = join(this.dir, "snapshots");
     for (const d of [this.rootDir, this.podLogsDir, this.layerDir]) mkdirSync(d, { recursive: true });
+    this.setNetns("self", HOST_NETNS);
+  }
+
+  /**
+   * A process `pid` in a child cgroup of the pod's (its sandbox), in
+   * network namespace `netns` (HOST_NETNS: the host's), whose
+   * /proc/<pid>/net/dev is `netDev`.
+   */
+  addPodProcess(uid: string, pid: number, netns: string, netDev?: string): void {
+    for (const base of this.hierarchies()) {
+      const pod = join(base, this.podCgroup({ uid }));
+      mkdirSync(join(pod, "sandbox"), { recursive: true });
+      writeFileSync(join(pod, "cgroup.procs"), ""); // a pod's processes are in its containers' cgroups
+      writeFileSync(join(pod, "sandbox", "cgroup.procs"), `${pid}\n`);
+    }
+    this.setNetns(String(pid), netns);
+    if (netDev !== undefined) {
+      mkdirSync(join(this.fsRoot, "proc", String(pid), "net"), { recursive: true });
+      writeFileSync(join(this.fsRoot, "proc", String(pid), "net/dev"), netDev);
+    }
+  }
+
+  private setNetns(pid: string, netns: string): void {
+    mkdirSync(join(this.fsRoot, "proc", pid, "ns"), { recursive: true });
+    rmSync(join(this.fsRoot, "proc", pid, "ns/net"), { force: true });
+    symlinkSync(netns, join(this.fsRoot, "proc", pid, "ns/net"));
   }
 
   podCgroup = (pod: { uid: string }): string => `/kubepods/pod${pod.uid}`;
@@ -92,13 +127,11 @@ export interface ContainerNumbers {
 
 /**
  * StatsCri over a FakeCri: lists come from the fake's state (so its
- * `failNext` applies), stats carry the numbers set here. Per-sandbox
- * ListPodSandboxStats calls fail for ids in `failingSandboxes`.
+ * `failNext` applies), stats carry the numbers set here.
  */
 export class StatsFakeCri implements StatsCri {
   readonly fake: FakeCri;
   readonly numbers = new Map<string, ContainerNumbers>();
-  readonly failingSandboxes = new Set<string>();
   imageMount: string;
 
   constructor(clock: Clock, imageMount: string) {
@@ -126,26 +159,6 @@ export class StatsFakeCri implements StatsCri {
   listContainers: StatsCri["listContainers"] = (f) => this.fake.listContainers(f);
 
   listContainerStats: StatsCri["listContainerStats"] = async (f) => (await this.fake.listContainerStats(f)).map((s) => this.withNumbers(s));
-
-  listPodSandboxStats: StatsCri["listPodSandboxStats"] = async (f) => {
-    const list = await this.fake.listPodSandboxStats(f);
-    if (f?.id && this.failingSandboxes.has(f.id)) throw new Error(`failed to get network stats of sandbox ${f.id}: netns path is empty`);
-    return list.map((s) => {
-      const containers = s.linux!.containers.map((c) => this.withNumbers(c));
-      const sum = (get: (c: ContainerStats) => bigint | undefined) => containers.reduce((a, c) => a + (get(c) ?? 0n), 0n);
-      return PodSandboxStats.create({
-        ...s,
-        linux: {
-          ...s.linux!,
-          containers,
-          cpu: { timestamp: 0n, usageCoreNanoSeconds: { value: sum((c) => c.cpu?.usageCoreNanoSeconds?.value) } },
-          memory: { timestamp: 0n, workingSetBytes: { value: sum((c) => c.memory?.workingSetBytes?.value) } },
-          network: { timestamp: 0n, defaultInterface: { name: "eth0", rxBytes: { value: 1000n }, rxErrors: { value: 1n }, txBytes: { value: 2000n }, txErrors: { value: 0n } }, interfaces: [] },
-          process: { timestamp: 0n, processCount: { value: 3n } },
-        },
-      });
-    });
-  };
 
   imageFsInfo: StatsCri["imageFsInfo"] = async () => {
     const r = await this.fake.imageFsInfo();

@@ -132,8 +132,11 @@ function describeContainerd(dir: string, lines: number): string {
     }
   };
   const pid = read(join(dir, "containerd.pid")).trim();
-  const state = pid === "" ? "no pid file" : read(`/proc/${pid}/comm`).trim() === "containerd" ? `running (pid ${pid})` : `not running (pid ${pid} is gone)`;
-  const problems = read(join(dir, "containerd.log")).split("\n").filter((l) => /level=(error|fatal|panic)|^panic:/.test(l)).slice(-lines).map((l) => l.slice(0, 400));
+  // /proc/PID/stat: "pid (comm) state ..."; a zombie (Z) has exited but was not reaped yet.
+  const stat = pid === "" ? "" : read(`/proc/${pid}/stat`);
+  const alive = /^\d+ \(containerd\) [^Z]/.test(stat);
+  const state = pid === "" ? "no pid file" : alive ? `running (pid ${pid})` : `not running (pid ${pid} exited)`;
+  const problems = read(join(dir, "containerd.log")).split("\n").filter((l) => /level=(error|fatal|panic)|^panic:|^fatal error:/.test(l)).slice(-lines).map((l) => l.slice(0, 400));
   return `containerd ${dir}: ${state}; the last ${problems.length} errors of its log:\n${problems.join("\n")}`;
 }
 

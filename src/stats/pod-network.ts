@@ -1,0 +1,52 @@
+/**
+ * A pod's network counters, read as cAdvisor reads them for the upstream
+ * kubelet: `/proc/<pid>/net/dev` of one of the pod's processes shows the
+ * interfaces of the pod's network namespace.
+ *
+ * Not from the CRI's ListPodSandboxStats: containerd 1.6 before 1.6.22
+ * (Debian 12 ships 1.6.20) stores each answer in its sandbox map while
+ * holding only a read lock, so a CRI call reading that map at the same
+ * moment (the PLEG's ListPodSandbox, every second) makes the Go runtime end
+ * containerd: "fatal error: concurrent map iteration and map write", seen
+ * here within 26 to 143 calls beside a busy reader with 20 sandboxes
+ * (scripts/containerd-sandbox-stats-crash.ts). The upstream kubelet does not
+ * call it unless PodAndContainerStatsFromCRI is on.
+ */
+import { readlinkSync } from "node:fs";
+import { join } from "node:path";
+import { readIfExists } from "./cgroup-reader.ts";
+import { isIgnoredInterface, parseNetDev } from "./procfs.ts";
+import type { NetworkStats } from "./types.ts";
+
+/** The interface reported as the pod's own (upstream network.DefaultInterfaceName). */
+export const POD_DEFAULT_INTERFACE = "eth0";
+
+function netnsOf(fsRoot: string, pid: number | "self"): string | undefined {
+  try {
+    return readlinkSync(join(fsRoot, "proc", String(pid), "ns/net"));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The counters of the network namespace of the first of `pids` that still
+ * exists. Undefined without such a process, and for a pod on the host's
+ * network: those counters are the node's, reported once, as the node's.
+ */
+export function podNetwork(fsRoot: string, pids: readonly number[], time: string): NetworkStats | undefined {
+  const host = netnsOf(fsRoot, "self");
+  for (const pid of pids) {
+    const netns = netnsOf(fsRoot, pid);
+    if (netns === undefined) continue; // exited since cgroup.procs was read
+    if (netns === host) return undefined;
+    const text = readIfExists(join(fsRoot, "proc", String(pid), "net/dev"));
+    if (text === undefined) continue;
+    const interfaces = parseNetDev(text)
+      .filter((i) => !isIgnoredInterface(i.name))
+      .map((i) => ({ name: i.name, rxBytes: i.rxBytes, rxErrors: i.rxErrors, txBytes: i.txBytes, txErrors: i.txErrors }));
+    const def = interfaces.find((i) => i.name === POD_DEFAULT_INTERFACE) ?? interfaces[0];
+    return { time, ...(def ?? {}), interfaces };
+  }
+  return undefined;
+}
