@@ -56,6 +56,8 @@ export function removePodCheckpoints(store: CheckpointStore): void {
 export class PodCheckpoint {
   /** File contents last written, by UID; seeded from the files on the first pass. */
   private written: Map<string, string> | undefined;
+  /** The API object each file was last compared with, by UID: the same object again needs no new comparison. */
+  private readonly compared = new Map<string, ApiObject>();
   private cancelTimer: (() => void) | undefined;
   private confirmedWrittenAt = -Infinity;
 
@@ -125,21 +127,25 @@ export class PodCheckpoint {
           return [uid, r.ok ? canonicalJson(r.data) : ""];
         }),
       ));
-      const current = new Map<string, ApiObject>();
+      const current = new Set<string>();
       for (const object of this.view()) {
         const uid = object.metadata?.uid;
-        if (uid) current.set(uid, checkpointForm(object));
-      }
-      for (const [uid, object] of current) {
-        const json = canonicalJson(object);
-        if (written.get(uid) === json) continue;
-        store.write(POD_CHECKPOINT_KIND, uid, object);
-        written.set(uid, json);
+        if (!uid) continue;
+        current.add(uid);
+        if (this.compared.get(uid) === object) continue;
+        const form = checkpointForm(object);
+        const json = canonicalJson(form);
+        if (written.get(uid) !== json) {
+          store.write(POD_CHECKPOINT_KIND, uid, form);
+          written.set(uid, json);
+        }
+        this.compared.set(uid, object);
       }
       for (const uid of [...written.keys()]) {
         if (current.has(uid)) continue;
         store.remove(POD_CHECKPOINT_KIND, uid);
         written.delete(uid);
+        this.compared.delete(uid);
       }
       // Only once the files match the view: the confirmation vouches for them.
       const now = clock.now();

@@ -50,4 +50,35 @@ describe("PodConfig", () => {
     const reordered: Pod = { spec: { containers: [{ image: "busybox", name: "c" }] }, metadata: { uid: "a", namespace: "default", name: "p-a" } };
     expect(config.apply({ source: "file", pods: [reordered] })).toEqual([]);
   });
+
+  test("only spec, labels, annotations and deletion make an update; a status change is a reconcile with the newer object; bookkeeping is neither", () => {
+    const config = new PodConfig(["api"]);
+    const base: Pod = { ...pod("a"), metadata: { ...pod("a").metadata, resourceVersion: "1", labels: { app: "x" } } };
+    config.apply({ source: "api", pods: [base] });
+    const statusOnly: Pod = { ...base, metadata: { ...base.metadata, resourceVersion: "2" }, status: { phase: "Running" } };
+    expect(config.apply({ source: "api", pods: [statusOnly] })).toEqual([{ op: "reconcile", source: "api", pods: [statusOnly] }]);
+    expect(config.desiredPods()).toEqual([statusOnly]);
+    const bookkeeping: Pod = { ...statusOnly, metadata: { ...statusOnly.metadata, resourceVersion: "3" } };
+    expect(config.apply({ source: "api", pods: [bookkeeping] })).toEqual([]);
+    expect(config.desiredPods()[0]).toBe(bookkeeping);
+    const changes: Pod[] = [
+      { ...statusOnly, metadata: { ...statusOnly.metadata, labels: { app: "y" } } },
+      { ...statusOnly, metadata: { ...statusOnly.metadata, labels: { app: "y" }, annotations: { note: "1" } } },
+      { ...statusOnly, metadata: { ...statusOnly.metadata, labels: { app: "y" }, annotations: { note: "1" }, deletionTimestamp: "2026-11-22T00:00:00Z", deletionGracePeriodSeconds: 30 } },
+      { ...statusOnly, metadata: { ...statusOnly.metadata, labels: { app: "y" }, annotations: { note: "1" }, deletionTimestamp: "2026-11-22T00:00:00Z", deletionGracePeriodSeconds: 0 } },
+    ];
+    for (const changed of changes) expect(config.apply({ source: "api", pods: [changed] })).toEqual([{ op: "update", source: "api", pods: [changed] }]);
+  });
+
+  test("the same object again is unchanged without being serialized again", () => {
+    const config = new PodConfig(["api"]);
+    const a = pod("a");
+    config.apply({ source: "api", pods: [a] });
+    let reads = 0;
+    const spec = a.spec;
+    // A getter counts how often the spec is read: serializing reads it.
+    Object.defineProperty(a, "spec", { get: () => (reads++, spec), enumerable: true });
+    expect(config.apply({ source: "api", pods: [a, pod("b")] })).toEqual([{ op: "add", source: "api", pods: [pod("b")] }]);
+    expect(reads).toBe(0);
+  });
 });

@@ -25,7 +25,8 @@ export interface PodSource extends AsyncDisposable {
   start(emit: (snapshot: SourceSnapshot) => void): void;
 }
 
-export type PodOp = "add" | "update" | "remove";
+/** reconcile: only the status changed (podconfig.ts): the newer object, no sync. */
+export type PodOp = "add" | "update" | "reconcile" | "remove";
 
 /** A change to the merged desired state, as the syncLoop consumes it. */
 export interface PodUpdate {

@@ -131,6 +131,16 @@ export class PodWorkers implements AsyncDisposable {
     this.kick(worker);
   }
 
+  /**
+   * Only the pod's status changed (a reconcile): a worker
+   * that runs it keeps the newer object, with no sync (upstream
+   * HandlePodReconcile). Nothing that decides how the pod runs changed.
+   */
+  refresh(pod: Pod): void {
+    const worker = this.workers.get(pod.metadata.uid ?? "");
+    if (worker?.pod && worker.lifecycle.stage === "syncing") worker.pod = pod;
+  }
+
   /** Runs admission once per pod; a rejected pod is Failed with the reason and never started. */
   private admitted(pod: Pod): boolean {
     const uid = pod.metadata.uid ?? "";

@@ -50,6 +50,23 @@ describe("SyncLoop", () => {
     await loop[Symbol.asyncDispose]();
   });
 
+  test("a status-only change (a reconcile) reaches the worker's pod without a sync; a spec change syncs", async () => {
+    const { runtime, workers, source, loop } = await setup();
+    loop.start();
+    source.emit({ source: "file", pods: [pod("a")] });
+    await settle(workers);
+    const callsAfterAdd = runtime.calls.length;
+    const withStatus: Pod = { ...pod("a"), status: { phase: "Running" } };
+    source.emit({ source: "file", pods: [withStatus] });
+    await settle(workers);
+    expect(runtime.calls.length).toBe(callsAfterAdd);
+    expect(workers.activePod("a")).toBe(withStatus);
+    source.emit({ source: "file", pods: [{ ...withStatus, spec: { containers: [{ name: "c", image: "nginx" }] } }] });
+    await settle(workers);
+    expect(runtime.calls.length).toBeGreaterThan(callsAfterAdd);
+    await loop[Symbol.asyncDispose]();
+  });
+
   test("a PLEG event wakes the pod's worker, which restarts the dead container", async () => {
     const { clock, runtime, workers, source, loop } = await setup();
     loop.start();

@@ -86,6 +86,10 @@ export class SyncLoop implements AsyncDisposable {
           log.info("SyncLoop UPDATE", fields);
           this.opts.workers.upsert(pod);
           break;
+        case "reconcile":
+          log.v(4).info("SyncLoop RECONCILE", fields);
+          this.opts.workers.refresh(pod);
+          break;
         case "remove":
           log.info("SyncLoop REMOVE", fields);
           this.opts.workers.remove(pod.metadata.uid ?? "");
