@@ -84,6 +84,30 @@ describe("ApiStatusManager", () => {
     expect(manager.pendingCount()).toBe(0);
   });
 
+  test("a reconcile: another writer's Ready=False is overwritten with the agent's status; the agent's own status coming back sends nothing", async () => {
+    const api = new FakeKubeApi();
+    const stored = api.putPod(pod as never);
+    const logs = memoryLogger();
+    const manager = new ApiStatusManager({ api, hostIPs: () => ["192.0.2.1"], clock: new FakeClock(), logger: logs.logger });
+    const p = { ...pod, metadata: { ...pod.metadata, uid: stored.metadata!.uid } } as Pod;
+    manager.set(p, view("Running", true));
+    await settle();
+    const patches = () => api.calls.filter((c) => c.method === "patchPodStatus").length;
+    expect(patches()).toBe(1);
+    // Its own status, as the API server sends it back (another key order): nothing to send.
+    const echoed = JSON.parse(JSON.stringify(api.pods.get("default/web")!.status)) as ApiPodStatus;
+    manager.reconcile({ ...p, status: { ...echoed, conditions: [...echoed.conditions].reverse() } });
+    await settle();
+    expect(patches()).toBe(1);
+    // The node lifecycle controller marks it not Ready (the node was unreachable).
+    const markedNotReady = { ...echoed, conditions: echoed.conditions.map((c) => (c.type === "Ready" ? { ...c, status: "False" as const, reason: "NodeNotReady" } : c)) };
+    manager.reconcile({ ...p, status: markedNotReady });
+    await settle();
+    expect(patches()).toBe(2);
+    expect(cond(api.pods.get("default/web")!.status as ApiPodStatus, "Ready").status).toBe("True");
+    expect(logs.lines.join("\n")).toContain("pod status changed by another writer");
+  });
+
   test("static pods are not patched (they report through mirror pods)", async () => {
     const api = new FakeKubeApi();
     const manager = new ApiStatusManager({ api, hostIPs: () => [], clock: new FakeClock(), logger: memoryLogger().logger });

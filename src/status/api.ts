@@ -110,6 +110,8 @@ interface Entry {
   target: { namespace: string; name: string; uid: string };
   sent: ApiPodStatus | undefined;
   pending: ApiPodStatus | undefined;
+  /** The last computed view, to send again when another writer changed the API's copy. */
+  view: PodStatusView | undefined;
   flushing: boolean;
   deleteWhenDone: boolean;
   retryMs: number;
@@ -134,10 +136,11 @@ export class ApiStatusManager implements StatusSink, AsyncDisposable {
     const target = { namespace: object.metadata.namespace ?? "default", name: object.metadata.name ?? "", uid: object.metadata.uid ?? "" };
     let entry = this.entries.get(uid);
     if (!entry || entry.target.uid !== target.uid) {
-      entry = { pod, target, sent: object.status as ApiPodStatus | undefined, pending: undefined, flushing: false, deleteWhenDone: false, retryMs: 500 };
+      entry = { pod, target, sent: object.status as ApiPodStatus | undefined, pending: undefined, view: undefined, flushing: false, deleteWhenDone: false, retryMs: 500 };
       this.entries.set(uid, entry);
     }
     entry.pod = pod;
+    entry.view = view;
     const base = entry.pending ?? entry.sent;
     const next = apiPodStatus(pod, view, { hostIPs: this.opts.hostIPs(), previous: base, now: this.opts.clock.now() });
     if (entry.sent && sameStatus(entry.sent, next)) {
@@ -146,6 +149,25 @@ export class ApiStatusManager implements StatusSink, AsyncDisposable {
     }
     entry.pending = next;
     this.flush(uid, entry);
+  }
+
+  /**
+   * The API server's copy of a pod's status changed (a reconcile). When
+   * another writer changed what this agent owns, its status is sent again:
+   * the node lifecycle controller marks the pods of a node it lost touch
+   * with not Ready, and they would stay so after the node is back (their
+   * Services without endpoints) until something else changed. The agent's
+   * own patches coming back differ in nothing it owns: no request.
+   */
+  reconcile(pod: Pod): void {
+    if (!isApiPod(pod)) return;
+    const entry = this.entries.get(pod.metadata.uid ?? "");
+    const api = pod.status as ApiPodStatus | undefined;
+    if (!entry?.sent || !entry.view || !api || entry.pending || entry.flushing || entry.deleteWhenDone) return;
+    if (!ownedFieldsDiffer(entry.sent, api)) return;
+    this.opts.logger.info("pod status changed by another writer; sending the agent's again", { pod: `${entry.target.namespace}/${entry.target.name}` });
+    entry.sent = api;
+    this.set(pod, entry.view);
   }
 
   /** Mirror pods changed: send static pods' statuses to mirrors that are new or replaced. */
@@ -159,7 +181,7 @@ export class ApiStatusManager implements StatusSink, AsyncDisposable {
     let entry = this.entries.get(uid);
     if (!entry && pod && isApiPod(pod)) {
       const target = { namespace: pod.metadata.namespace ?? "default", name: pod.metadata.name ?? "", uid };
-      entry = { pod, target, sent: undefined, pending: undefined, flushing: false, deleteWhenDone: false, retryMs: 500 };
+      entry = { pod, target, sent: undefined, pending: undefined, view: undefined, flushing: false, deleteWhenDone: false, retryMs: 500 };
       this.entries.set(uid, entry);
     }
     if (!entry) return;
@@ -238,6 +260,12 @@ export class ApiStatusManager implements StatusSink, AsyncDisposable {
       }
     }
   }
+}
+
+/** The phase and the status of each condition the agent sets: what others may overwrite. */
+function ownedFieldsDiffer(sent: ApiPodStatus, api: Partial<ApiPodStatus>): boolean {
+  if (sent.phase !== api.phase) return true;
+  return sent.conditions.some((c) => api.conditions?.find((a) => a.type === c.type)?.status !== c.status);
 }
 
 function sameStatus(a: ApiPodStatus, b: ApiPodStatus): boolean {

@@ -11,6 +11,8 @@ export interface StatusSink {
   set(pod: Pod, status: PodStatusView): void;
   /** Forgets a pod whose worker finished; `pod` is its latest spec, when known. */
   delete(uid: string, pod?: Pod): void;
+  /** The API server's copy of a running pod changed in its status only (a reconcile). */
+  reconcile?(pod: Pod): void;
 }
 
 export class LocalStatusStore implements StatusSink {

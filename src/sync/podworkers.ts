@@ -134,11 +134,14 @@ export class PodWorkers implements AsyncDisposable {
   /**
    * Only the pod's status changed (a reconcile): a worker
    * that runs it keeps the newer object, with no sync (upstream
-   * HandlePodReconcile). Nothing that decides how the pod runs changed.
+   * HandlePodReconcile), and the status manager compares it with what it
+   * sent. Nothing that decides how the pod runs changed.
    */
   refresh(pod: Pod): void {
     const worker = this.workers.get(pod.metadata.uid ?? "");
-    if (worker?.pod && worker.lifecycle.stage === "syncing") worker.pod = pod;
+    if (!worker?.pod || worker.lifecycle.stage !== "syncing") return;
+    worker.pod = pod;
+    this.opts.status.reconcile?.(pod);
   }
 
   /** Runs admission once per pod; a rejected pod is Failed with the reason and never started. */

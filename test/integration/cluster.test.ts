@@ -105,6 +105,16 @@ describe("cluster mode on a real control plane", () => {
     expect(events).toEqual(expect.arrayContaining(["Pulled", "Created", "Started"]));
   }, 60_000);
 
+  test("a Ready condition another writer set to False (the node lifecycle controller after an outage) is set True again", async () => {
+    const readyStatus = async () => (await tryJson("pod", "web"))?.status?.conditions?.find((c: any) => c.type === "Ready")?.status;
+    expect(await readyStatus()).toBe("True");
+    const patch = JSON.stringify({ status: { conditions: [{ type: "Ready", status: "False", reason: "NodeNotReady" }] } });
+    const r = await kubectl("patch", "pod", "web", "--subresource=status", "--type=strategic", "-p", patch);
+    expect(r).toContain("patched");
+    await eventually("web Ready again", async () => (await readyStatus()) === "True", 15_000);
+    expect(agent.log()).toContain("pod status changed by another writer");
+  }, 30_000);
+
   test("kubectl logs reaches the agent's authenticated API through the API server; anonymous requests get 401", async () => {
     await apply("talker", podSpec("talker", ["sh", "-c", "for i in 1 2 3; do echo line $i; done; sleep 3600"]));
     await eventually("talker Running", async () => (await tryJson("pod", "talker"))?.status?.phase === "Running");
