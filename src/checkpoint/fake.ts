@@ -21,6 +21,10 @@ export class FakeCheckpointStore implements CheckpointStore {
     this.writes.push(`${kind}/${key}`);
   }
 
+  writeMany(kind: string, docs: readonly { key: string; data: unknown }[], opts: { sensitive?: boolean } = {}): void {
+    for (const { key, data } of docs) this.write(kind, key, data, opts);
+  }
+
   read<T = unknown>(kind: string, key: string): ReadResult<T> {
     const doc = this.docs.get(`${kind}/${key}`);
     if (!doc) return { ok: false, reason: "missing" };

@@ -129,6 +129,37 @@ describe("FileCheckpointStore", () => {
     expect(s.read("pods", "k")).toMatchObject({ ok: true, data: { v: 1 } });
   });
 
+  test("writeMany writes each document; one that fails is named, those before it are written, the rest not", () => {
+    const s = store();
+    s.writeMany("pods", [
+      { key: "a", data: { v: 1 } },
+      { key: "b", data: { v: 2 } },
+    ]);
+    expect(s.list("pods").map((c) => [c.key, c.data])).toEqual([
+      ["a", { v: 1 }],
+      ["b", { v: 2 }],
+    ]);
+    expect(() =>
+      s.writeMany("pods", [
+        { key: "a", data: { v: 10 } },
+        { key: "b", data: { v: 20n } as unknown },
+        { key: "c", data: { v: 30 } },
+      ]),
+    ).toThrow("checkpoint write pods/b:");
+    expect(s.list("pods").map((c) => [c.key, c.data])).toEqual([
+      ["a", { v: 10 }],
+      ["b", { v: 2 }],
+    ]);
+  });
+
+  test("a kind's directory removed under the store is made again by the next write", () => {
+    const s = store();
+    s.write("pods", "a", 1);
+    rmSync(join(dir, "pods"), { recursive: true });
+    s.write("pods", "b", 2);
+    expect(s.read("pods", "b")).toMatchObject({ ok: true, data: 2 });
+  });
+
   test("kinds are checked: a path in a kind is refused", () => {
     expect(() => store().write("../etc", "k", 1)).toThrow(/checkpoint kind/);
   });

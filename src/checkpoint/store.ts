@@ -46,6 +46,12 @@ export interface CheckpointStore {
    * CheckpointError when the disk refuses; the previous version stays.
    */
   write(kind: string, key: string, data: unknown, opts?: { sensitive?: boolean }): void;
+  /**
+   * Writes several documents of one kind, each as `write` does, with one
+   * directory sync for all of them. Throws a CheckpointError naming the
+   * first that failed; the ones before it are written.
+   */
+  writeMany(kind: string, docs: readonly { key: string; data: unknown }[], opts?: { sensitive?: boolean }): void;
   /** Reads and verifies one document; never throws for bad content. */
   read<T = unknown>(kind: string, key: string): ReadResult<T>;
   /** Every valid document of a kind; corrupt ones are reported through the logger and skipped. */
@@ -110,6 +116,7 @@ const sha256 = (s: string) => `sha256:${createHash("sha256").update(s).digest("h
 
 export class FileCheckpointStore implements CheckpointStore {
   private key: Buffer | undefined;
+  private readonly madeDirs = new Set<string>();
   private readonly randomBytes: (n: number) => Buffer;
 
   constructor(private readonly opts: FileCheckpointStoreOptions) {
@@ -122,25 +129,60 @@ export class FileCheckpointStore implements CheckpointStore {
   }
 
   write(kind: string, key: string, data: unknown, opts: { sensitive?: boolean } = {}): void {
+    this.writeMany(kind, [{ key, data }], opts);
+  }
+
+  writeMany(kind: string, docs: readonly { key: string; data: unknown }[], opts: { sensitive?: boolean } = {}): void {
+    if (docs.length === 0) return;
+    const dir = this.kindDir(kind);
+    let written = 0;
     try {
-      const dir = this.kindDir(kind);
-      const json = JSON.stringify(data);
-      if (json === undefined) throw new Error("data is not JSON");
-      const payload = opts.sensitive ? this.encrypt(json, `${kind}/${key}`) : json;
-      const envelope: Envelope = {
-        version: CHECKPOINT_VERSION,
-        kind,
-        key,
-        writtenAt: this.opts.clock.now(),
-        encoding: opts.sensitive ? "aes-256-gcm" : "json",
-        checksum: sha256(payload),
-        payload,
-      };
-      mkdirSync(dir, { recursive: true, mode: 0o700 });
-      atomicWrite(dir, fileNameOf(key), JSON.stringify(envelope), this.randomBytes(6).toString("hex"));
-    } catch (err) {
-      throw new CheckpointError("write", kind, key, err);
+      for (const { key, data } of docs) {
+        try {
+          const content = this.envelope(kind, key, data, opts);
+          const write = () => atomicWrite(dir, fileNameOf(key), content, this.randomBytes(6).toString("hex"));
+          this.ensureDir(dir);
+          try {
+            write();
+          } catch (err) {
+            // The directory was removed since it was made: make it again, once.
+            if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+            this.madeDirs.delete(dir);
+            this.ensureDir(dir);
+            write();
+          }
+          written++;
+        } catch (err) {
+          throw new CheckpointError("write", kind, key, err);
+        }
+      }
+    } finally {
+      // One directory sync makes every rename above durable.
+      if (written > 0) fsyncDir(dir);
     }
+  }
+
+  private envelope(kind: string, key: string, data: unknown, opts: { sensitive?: boolean }): string {
+    const json = JSON.stringify(data);
+    if (json === undefined) throw new Error("data is not JSON");
+    const payload = opts.sensitive ? this.encrypt(json, `${kind}/${key}`) : json;
+    const envelope: Envelope = {
+      version: CHECKPOINT_VERSION,
+      kind,
+      key,
+      writtenAt: this.opts.clock.now(),
+      encoding: opts.sensitive ? "aes-256-gcm" : "json",
+      checksum: sha256(payload),
+      payload,
+    };
+    return JSON.stringify(envelope);
+  }
+
+  /** mkdir once per directory, not once per write. */
+  private ensureDir(dir: string): void {
+    if (this.madeDirs.has(dir)) return;
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    this.madeDirs.add(dir);
   }
 
   read<T = unknown>(kind: string, key: string): ReadResult<T> {
@@ -255,13 +297,14 @@ export class FileCheckpointStore implements CheckpointStore {
       mkdirSync(this.opts.dir, { recursive: true, mode: 0o700 });
       const fresh = this.randomBytes(32);
       atomicWrite(this.opts.dir, ".key", fresh, this.randomBytes(6).toString("hex"));
+      fsyncDir(this.opts.dir);
       this.key = fresh;
     }
     return this.key;
   }
 }
 
-/** Write temp (0600), fsync it, rename over `name`, fsync the directory. */
+/** Write temp (0600), fsync it, rename over `name`; the caller syncs the directory. */
 function atomicWrite(dir: string, name: string, content: string | Buffer, suffix: string): void {
   const tmp = join(dir, `.${name}${TMP_MARK}${suffix}`);
   const fd = openSync(tmp, "wx", 0o600);
@@ -276,7 +319,6 @@ function atomicWrite(dir: string, name: string, content: string | Buffer, suffix
   }
   closeSync(fd);
   renameSync(tmp, join(dir, name));
-  fsyncDir(dir);
 }
 
 function fsyncDir(dir: string): void {

@@ -128,6 +128,7 @@ export class PodCheckpoint {
         }),
       ));
       const current = new Set<string>();
+      const changed: { key: string; data: ApiObject; json: string; object: ApiObject }[] = [];
       for (const object of this.view()) {
         const uid = object.metadata?.uid;
         if (!uid) continue;
@@ -135,11 +136,14 @@ export class PodCheckpoint {
         if (this.compared.get(uid) === object) continue;
         const form = checkpointForm(object);
         const json = canonicalJson(form);
-        if (written.get(uid) !== json) {
-          store.write(POD_CHECKPOINT_KIND, uid, form);
-          written.set(uid, json);
-        }
-        this.compared.set(uid, object);
+        if (written.get(uid) === json) this.compared.set(uid, object);
+        else changed.push({ key: uid, data: form, json, object });
+      }
+      // One directory sync for the pass (a burst of new pods is one pass).
+      store.writeMany(POD_CHECKPOINT_KIND, changed);
+      for (const c of changed) {
+        written.set(c.key, c.json);
+        this.compared.set(c.key, c.object);
       }
       for (const uid of [...written.keys()]) {
         if (current.has(uid)) continue;

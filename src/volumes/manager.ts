@@ -279,7 +279,7 @@ export class PodVolumeManager implements VolumeManager {
 
   /** Mounts a tmpfs on `dir` unless one is there already; true when it mounted one. */
   private async ensureTmpfs(dir: string, sizeBytes: number): Promise<boolean> {
-    if ((await this.opts.mounter.mountsUnder(dir)).includes(dir)) return false;
+    if (await this.opts.mounter.isDeviceMountPoint(dir)) return false;
     await this.opts.mounter.mountTmpfs(dir, sizeBytes > 0 ? sizeBytes : undefined);
     return true;
   }

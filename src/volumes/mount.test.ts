@@ -1,5 +1,8 @@
 import { describe, expect, test } from "bun:test";
-import { FakeMounter, mountOf, parseMountInfo, parseMountInfoLines } from "./mount.ts";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createMounter, FakeMounter, mountOf, parseMountInfo, parseMountInfoLines } from "./mount.ts";
 
 describe("mount points", () => {
   test("parseMountInfo reads the mount point field and unescapes octal", () => {
@@ -24,5 +27,20 @@ describe("mount points", () => {
     await m.bind("/src", "/r/pods/u/volume-subpaths/v/c/0");
     await m.mountTmpfs("/r/pods/u2", 1);
     expect(await m.mountsUnder("/r/pods/u")).toEqual(["/r/pods/u/volume-subpaths/v/c/0", "/r/pods/u"]);
+  });
+});
+
+describe("createMounter().isDeviceMountPoint (device numbers, as upstream IsLikelyNotMountPoint)", () => {
+  test("/proc is a mount point; a directory made in a temporary directory is not; a missing path is not", async () => {
+    const mounter = createMounter();
+    const dir = mkdtempSync(join(tmpdir(), "mountpoint-"));
+    try {
+      mkdirSync(join(dir, "child"));
+      expect(await mounter.isDeviceMountPoint("/proc")).toBe(true);
+      expect(await mounter.isDeviceMountPoint(join(dir, "child"))).toBe(false);
+      expect(await mounter.isDeviceMountPoint(join(dir, "missing"))).toBe(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
