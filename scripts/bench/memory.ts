@@ -8,7 +8,8 @@
 // With SNAPSHOTS=1 it also saves heap snapshots (idle, with the pods, after)
 // into OUT and prints the largest kinds of objects in them; PROFILE=1 saves
 // a 30 s CPU profile taken with the pods running, PROFILE=start one of the
-// 30 s from the pods' creation (the start burst).
+// 30 s from the pods' creation (the start burst), PROFILE=delete one of the
+// 30 s from their deletion.
 // Run (root): bun run bench:memory   [BENCH_PODS=110] [OUT=/tmp/bunlet-memory]
 // A diagnostic for issue #9's memory figures; `bun run bench` gives the figures.
 import { mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from "node:fs";
@@ -126,8 +127,13 @@ try {
   await watchFor(`${COUNT} pods`, 60);
   await snapshot("pods");
 
+  const deleteProfile = process.env.PROFILE === "delete" ? debug("/debug/profile?seconds=30").then((r) => r.text()) : undefined;
   await rest.request("DELETE", "/api/v1/namespaces/bench/pods");
   await eventually("pods gone", async () => (await rest.request<{ items: unknown[] }>("GET", "/api/v1/namespaces/bench/pods")).items.length === 0, 120_000, 1000);
+  if (deleteProfile) {
+    writeFileSync(`${OUT}/profile-delete.txt`, await deleteProfile);
+    console.log(`${OUT}/profile-delete.txt written`);
+  }
   await watchFor("deleted", 60);
   await snapshot("deleted");
   await agent.kill("SIGTERM");
