@@ -136,30 +136,36 @@ export class FileCheckpointStore implements CheckpointStore {
     if (docs.length === 0) return;
     const dir = this.kindDir(kind);
     let written = 0;
-    try {
-      for (const { key, data } of docs) {
+    let failure: CheckpointError | undefined;
+    for (const { key, data } of docs) {
+      try {
+        const content = this.envelope(kind, key, data, opts);
+        const write = () => atomicWrite(dir, fileNameOf(key), content, this.randomBytes(6).toString("hex"));
+        this.ensureDir(dir);
         try {
-          const content = this.envelope(kind, key, data, opts);
-          const write = () => atomicWrite(dir, fileNameOf(key), content, this.randomBytes(6).toString("hex"));
-          this.ensureDir(dir);
-          try {
-            write();
-          } catch (err) {
-            // The directory was removed since it was made: make it again, once.
-            if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
-            this.madeDirs.delete(dir);
-            this.ensureDir(dir);
-            write();
-          }
-          written++;
+          write();
         } catch (err) {
-          throw new CheckpointError("write", kind, key, err);
+          // The directory was removed since it was made: make it again, once.
+          if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+          this.madeDirs.delete(dir);
+          this.ensureDir(dir);
+          write();
         }
+        written++;
+      } catch (err) {
+        failure = new CheckpointError("write", kind, key, err);
+        break;
       }
-    } finally {
-      // One directory sync makes every rename above durable.
-      if (written > 0) fsyncDir(dir);
     }
+    // One directory sync makes every rename above durable.
+    if (written > 0) {
+      try {
+        fsyncDir(dir);
+      } catch (err) {
+        failure ??= new CheckpointError("write", kind, docs[written - 1]!.key, err);
+      }
+    }
+    if (failure) throw failure;
   }
 
   private envelope(kind: string, key: string, data: unknown, opts: { sensitive?: boolean }): string {

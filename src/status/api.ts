@@ -265,7 +265,8 @@ export class ApiStatusManager implements StatusSink, AsyncDisposable {
 /** The phase and the status of each condition the agent sets: what others may overwrite. */
 function ownedFieldsDiffer(sent: ApiPodStatus, api: Partial<ApiPodStatus>): boolean {
   if (sent.phase !== api.phase) return true;
-  return sent.conditions.some((c) => api.conditions?.find((a) => a.type === c.type)?.status !== c.status);
+  // `sent` may be the API's own copy, read when the entry was made: conditions can be missing there.
+  return (sent.conditions ?? []).some((c) => api.conditions?.find((a) => a.type === c.type)?.status !== c.status);
 }
 
 function sameStatus(a: ApiPodStatus, b: ApiPodStatus): boolean {
