@@ -21,6 +21,7 @@ import { createCgroupReader, type CgroupVersion } from "./cgroup-reader.ts";
 import type { PartError } from "./convert.ts";
 import { statFs, toFsStats, type FsInfo } from "./fs.ts";
 import { readNodeStats } from "./node.ts";
+import { netnsOf } from "./pod-network.ts";
 import { buildPodStats, PodIndex, type PodRef } from "./pods.ts";
 import { CpuRates } from "./rate.ts";
 import { VolumeUsageCache } from "./volumes.ts";
@@ -163,6 +164,7 @@ export function createStatsCollector(opts: StatsCollectorOptions): StatsCollecto
 
     const ctx = {
       fsRoot,
+      hostNetns: netnsOf(fsRoot, "self"),
       time,
       nowMs,
       rates,

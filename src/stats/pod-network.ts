@@ -21,7 +21,8 @@ import type { NetworkStats } from "./types.ts";
 /** The interface reported as the pod's own (upstream network.DefaultInterfaceName). */
 export const POD_DEFAULT_INTERFACE = "eth0";
 
-function netnsOf(fsRoot: string, pid: number | "self"): string | undefined {
+/** The network namespace of `pid` ("self": this agent's, the host's), as /proc names it: `net:[inode]`. */
+export function netnsOf(fsRoot: string, pid: number | "self"): string | undefined {
   try {
     return readlinkSync(join(fsRoot, "proc", String(pid), "ns/net"));
   } catch {
@@ -32,14 +33,14 @@ function netnsOf(fsRoot: string, pid: number | "self"): string | undefined {
 /**
  * The counters of the network namespace of the first of `pids` that still
  * exists. Undefined without such a process, and for a pod on the host's
- * network: those counters are the node's, reported once, as the node's.
+ * network (`hostNetns`, read once per pass): those counters are the node's,
+ * reported once, as the node's.
  */
-export function podNetwork(fsRoot: string, pids: readonly number[], time: string): NetworkStats | undefined {
-  const host = netnsOf(fsRoot, "self");
+export function podNetwork(fsRoot: string, pids: readonly number[], hostNetns: string | undefined, time: string): NetworkStats | undefined {
   for (const pid of pids) {
     const netns = netnsOf(fsRoot, pid);
     if (netns === undefined) continue; // exited since cgroup.procs was read
-    if (netns === host) return undefined;
+    if (netns === hostNetns) return undefined;
     const text = readIfExists(join(fsRoot, "proc", String(pid), "net/dev"));
     if (text === undefined) continue;
     const interfaces = parseNetDev(text)

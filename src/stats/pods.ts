@@ -53,6 +53,8 @@ export interface CriSnapshot {
 export interface PodReadContext {
   /** Where /proc is ("/" except in tests). */
   fsRoot: string;
+  /** This agent's network namespace (the host's): a pod in it reports no network of its own. */
+  hostNetns: string | undefined;
   time: string;
   nowMs: number;
   rates: CpuRates;
@@ -148,7 +150,7 @@ export function buildPodStats(ctx: PodReadContext, pod: PodRef, index: PodIndex,
   }
   if (cg?.pids !== undefined) out.process_stats = { process_count: cg.pids };
   if (cgroupPath !== undefined) {
-    const network = attempt(`pod ${pod.uid} network`, errors, () => podNetwork(ctx.fsRoot, ctx.cgroups.processes(cgroupPath), ctx.time));
+    const network = attempt(`pod ${pod.uid} network`, errors, () => podNetwork(ctx.fsRoot, ctx.cgroups.processes(cgroupPath), ctx.hostNetns, ctx.time));
     if (network) out.network = network;
   }
 
@@ -204,13 +206,16 @@ function sumOf(index: PodIndex, uid: string, get: (st: CriContainerStats) => { v
 }
 
 function summedMemory(time: string, index: PodIndex, uid: string): MemoryStats | undefined {
-  const out: MemoryStats = { time };
-  const fields = { workingSetBytes: (st: CriContainerStats) => st.memory?.workingSetBytes, usageBytes: (st: CriContainerStats) => st.memory?.usageBytes, rssBytes: (st: CriContainerStats) => st.memory?.rssBytes };
-  for (const [k, get] of Object.entries(fields)) {
-    const v = sumOf(index, uid, get);
-    if (v !== undefined) out[k as keyof typeof fields] = v;
-  }
-  return Object.keys(out).length > 1 ? out : undefined;
+  const workingSetBytes = sumOf(index, uid, (st) => st.memory?.workingSetBytes);
+  const usageBytes = sumOf(index, uid, (st) => st.memory?.usageBytes);
+  const rssBytes = sumOf(index, uid, (st) => st.memory?.rssBytes);
+  if (workingSetBytes === undefined && usageBytes === undefined && rssBytes === undefined) return undefined;
+  return {
+    time,
+    ...(workingSetBytes !== undefined ? { workingSetBytes } : {}),
+    ...(usageBytes !== undefined ? { usageBytes } : {}),
+    ...(rssBytes !== undefined ? { rssBytes } : {}),
+  };
 }
 
 function ephemeralStorage(ctx: PodReadContext, containers: ContainerStats[], podFiles: { bytes: number; inodes: number } | undefined): FsStats {
