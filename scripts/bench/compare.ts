@@ -5,12 +5,19 @@
 // Ready, RSS and CPU idle, pod startup latency (API create → Running seen by
 // a watch) for 30 and 110 pods created at once, RSS and CPU with 110 pods;
 // plus the runtime's own floor for the same pods (sandbox + create + start
-// straight through the CRI), measured again just before each agent, since on
-// a shared machine the load changes from one minute to the next. Prints a
-// table and writes an SVG chart of the latency distributions.
+// straight through the CRI). The floor is measured before the first agent and
+// again after each one, and an agent is held against the floors on both sides
+// of it, pooled: containerd tends to be slower after a run than before it
+// (the second 30-pod floor was the higher one, by 2% to 41%, in all 7 runs of
+// 2026-11-22 that kept both), so a floor from one side only favours or
+// handicaps whichever agent runs first. Every measurement waits for the
+// machine to be quiet first (the kernel tears down a batch's network
+// namespaces after the pods are gone). Prints a table and writes an SVG chart
+// of the latency distributions.
 //
 // Run: bun run bench   (root; builds dist/kubelet first; several minutes)
-// Environment: BENCH_AGENTS=bunlet,upstream (which to run, in order),
+// Environment: BENCH_AGENTS=bunlet,upstream (which to run, in order;
+// upstream,bunlet to swap who gets the fresher containerd),
 // BENCH_SIZES=30,110, BENCH_CHART=docs/benchmarks/startup-latency.svg,
 // BENCH_BUNLET_ENV="BUN_JSC_useJIT=0 ..." (variables for this agent only, e.g.
 // JavaScriptCore options; not for the benchmark's own process, whose watch
@@ -27,7 +34,7 @@ import { freePort, startAgent } from "../../test/harness/agent.ts";
 import { type ContainerdHandle, requireRoot, startContainerd } from "../../test/harness/containerd.ts";
 import { type ControlPlaneHandle, startControlPlane } from "../../test/harness/controlplane.ts";
 import { renderChart, type Series } from "./chart.ts";
-import { CLK_TCK, cpuTicks, rssMiB } from "./proc.ts";
+import { CLK_TCK, cpuTicks, machineTicks, rssMiB } from "./proc.ts";
 
 const repoRoot = resolve(import.meta.dir, "../..");
 const AGENTS = (process.env.BENCH_AGENTS ?? "bunlet,upstream").split(",").filter(Boolean) as AgentKind[];
@@ -61,8 +68,9 @@ interface AgentResult {
   /** After the largest batch was deleted: does the memory come back? */
   after: Usage;
   latencies: Map<number, number[]>;
-  /** The runtime floor measured just before this agent started (the machine's load changes over minutes). */
-  floors: Map<number, number[]>;
+  /** The runtime floor measured just before this agent started and just after it stopped, per batch size. */
+  floorBefore: Map<number, number[]>;
+  floorAfter: Map<number, number[]>;
   /** CPU seconds the agent used from the first create until every pod was Running. */
   startupCpuSeconds: Map<number, number>;
 }
@@ -88,6 +96,24 @@ async function measureUsage(pid: number, ms = WINDOW_MS): Promise<Usage> {
   }
   const seconds = (performance.now() - t0) / 1000;
   return { rssMiB: rss.reduce((a, b) => a + b, 0) / rss.length, cpuPercent: ((cpuTicks(pid) - c0) / CLK_TCK / seconds) * 100 };
+}
+
+/**
+ * Waits until the whole machine has been at least 85% idle over a 2-second
+ * window (at most 90 s), so no measurement starts in the tail of the previous
+ * one's work: runc and the kernel keep tearing down namespaces and cgroups
+ * after the CRI has answered.
+ */
+async function waitQuiet(what: string): Promise<void> {
+  const t0 = performance.now();
+  for (;;) {
+    const a = machineTicks();
+    await Bun.sleep(2000);
+    const b = machineTicks();
+    const busy = (b.busy - a.busy) / Math.max(1, b.total - a.total);
+    if (busy <= 0.15) return void console.error(`bench: quiet before ${what} after ${((performance.now() - t0) / 1000).toFixed(0)} s (${(busy * 100).toFixed(0)}% busy)`);
+    if (performance.now() - t0 > 90_000) return void console.error(`bench: not quiet before ${what} after 90 s (${(busy * 100).toFixed(0)}% busy); measuring anyway`);
+  }
 }
 
 async function withTimeout<T>(what: string, p: Promise<T>, ms: number): Promise<T> {
@@ -376,15 +402,27 @@ async function startUpstream(ctd: ContainerdHandle, cp: ControlPlaneHandle, node
   };
 }
 
-async function benchAgent(kind: AgentKind, ctd: ContainerdHandle, cp: ControlPlaneHandle, rest: RestClient): Promise<AgentResult> {
-  // The floor first, with no agent running (a kubelet kills sandboxes it does not know).
+/** The runtime floor for every batch size, from a quiet machine and an empty runtime; none of the agents may run. */
+async function measureFloors(ctd: ContainerdHandle, when: string): Promise<Map<number, number[]>> {
   const floors = new Map<number, number[]>();
   for (const count of SIZES) {
+    await waitQuiet(`the floor ${when}, ${count} pods`);
     const f = await runtimeFloor(ctd, count);
     floors.set(count, f);
-    console.error(`bench: floor before ${kind}: ${count} pods, p50 ${percentile(f, 50).toFixed(0)} ms, p99 ${percentile(f, 99).toFixed(0)} ms`);
+    console.error(`bench: floor ${when}: ${count} pods, p50 ${percentile(f, 50).toFixed(0)} ms, p99 ${percentile(f, 99).toFixed(0)} ms`);
     await emptyRuntime(ctd, 0);
   }
+  return floors;
+}
+
+/** The floors on both sides of an agent's run, as one sample: neither side alone is fair to it (see the top). */
+function pooledFloor(r: AgentResult, count: number): number[] {
+  return [...r.floorBefore.get(count)!, ...r.floorAfter.get(count)!].sort((a, b) => a - b);
+}
+
+type AgentFigures = Omit<AgentResult, "floorBefore" | "floorAfter">;
+
+async function benchAgent(kind: AgentKind, ctd: ContainerdHandle, cp: ControlPlaneHandle, rest: RestClient): Promise<AgentFigures> {
   const node = `${kind}-node`;
   const kubeconfig = await cp.nodeKubeconfig(node);
   console.error(`bench: ${kind}: starting`);
@@ -401,6 +439,7 @@ async function benchAgent(kind: AgentKind, ctd: ContainerdHandle, cp: ControlPla
     let busy: Usage = { rssMiB: NaN, cpuPercent: NaN };
     for (const count of SIZES) {
       const runId = `${kind}-${count}`;
+      await waitQuiet(`${kind}'s ${count} pods`);
       const c0 = cpuTicks(agent.pid);
       const l = await podStartup(rest, ctd, node, runId, count);
       startupCpuSeconds.set(count, (cpuTicks(agent.pid) - c0) / CLK_TCK);
@@ -416,7 +455,7 @@ async function benchAgent(kind: AgentKind, ctd: ContainerdHandle, cp: ControlPla
     }
     await Bun.sleep(5000);
     const after = await measureUsage(agent.pid);
-    return { kind, binary: agent.binary, binaryBytes: statSync(agent.binary).size, readyMs, idle, busy, after, latencies, floors, startupCpuSeconds };
+    return { kind, binary: agent.binary, binaryBytes: statSync(agent.binary).size, readyMs, idle, busy, after, latencies, startupCpuSeconds };
   } finally {
     await agent.stop();
     // Kept after the run (the bench directory is removed with containerd).
@@ -429,7 +468,7 @@ function table(results: AgentResult[]): string {
   const ours = results.find((r) => r.kind === "bunlet");
   const theirs = results.find((r) => r.kind === "upstream");
   const lines: string[] = [];
-  const header = ["figure", "bunlet", "upstream kubelet", "bunlet / upstream", "floor before bunlet", "bunlet / floor", "floor before upstream", "upstream / floor"];
+  const header = ["figure", "bunlet", "upstream kubelet", "bunlet / upstream", "floor around bunlet", "bunlet / floor", "floor around upstream", "upstream / floor"];
   lines.push(`| ${header.join(" | ")} |`, `| ${header.map((_, i) => (i === 0 ? "---" : "---:")).join(" | ")} |`);
   const fmt = (v: number | undefined, unit: string, digits = 0) => (v === undefined || Number.isNaN(v) ? "–" : `${v.toFixed(digits)} ${unit}`);
   const ratio = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined || Number.isNaN(a) || Number.isNaN(b) || b === 0 ? "–" : `${(a / b).toFixed(2)}x`);
@@ -438,7 +477,8 @@ function table(results: AgentResult[]): string {
   for (const count of SIZES) {
     for (const p of [50, 99]) {
       const pick = (m?: Map<number, number[]>) => (m?.get(count) ? percentile(m.get(count)!, p) : undefined);
-      row(`${count} pods at once, create → Running p${p}`, pick(ours?.latencies), pick(theirs?.latencies), "ms", 0, pick(ours?.floors), pick(theirs?.floors));
+      const floor = (r?: AgentResult) => (r ? percentile(pooledFloor(r, count), p) : undefined);
+      row(`${count} pods at once, create → Running p${p}`, pick(ours?.latencies), pick(theirs?.latencies), "ms", 0, floor(ours), floor(theirs));
     }
   }
   for (const count of SIZES) {
@@ -451,6 +491,14 @@ function table(results: AgentResult[]): string {
   row("CPU idle (one core = 100%)", ours?.idle.cpuPercent, theirs?.idle.cpuPercent, "%", 1);
   row(`CPU with ${Math.max(...SIZES)} pods`, ours?.busy.cpuPercent, theirs?.busy.cpuPercent, "%", 1);
   row("binary size", ours && ours.binaryBytes / 2 ** 20, theirs && theirs.binaryBytes / 2 ** 20, "MiB", 1);
+  return lines.join("\n");
+}
+
+/** Every floor of the run in the order it was measured, so a reader sees how far it moved. */
+function floorTable(floors: { when: string; values: Map<number, number[]> }[]): string {
+  const header = ["runtime floor, measured", ...SIZES.flatMap((n) => [`${n} pods p50`, `${n} pods p99`])];
+  const lines = [`| ${header.join(" | ")} |`, `| ${header.map((_, i) => (i === 0 ? "---" : "---:")).join(" | ")} |`];
+  for (const f of floors) lines.push(`| ${f.when} | ${SIZES.flatMap((n) => [50, 99].map((p) => `${percentile(f.values.get(n)!, p).toFixed(0)} ms`)).join(" | ")} |`);
   return lines.join("\n");
 }
 
@@ -470,8 +518,16 @@ try {
   await runtimeFloor(ctd, 5);
   await emptyRuntime(ctd, 0);
 
+  // F0, agent 1, F1, agent 2, F2: each agent is held against the floors on both sides of it.
+  const floors = [{ when: `before ${AGENTS[0]}`, values: await measureFloors(ctd, `before ${AGENTS[0]}`) }];
   const results: AgentResult[] = [];
-  for (const kind of AGENTS) results.push(await benchAgent(kind, ctd, cp, rest));
+  for (const kind of AGENTS) {
+    const figures = await benchAgent(kind, ctd, cp, rest);
+    await emptyRuntime(ctd);
+    const after = { when: `after ${kind}`, values: await measureFloors(ctd, `after ${kind}`) };
+    results.push({ ...figures, floorBefore: floors.at(-1)!.values, floorAfter: after.values });
+    floors.push(after);
+  }
 
   const ctdVersion = Bun.spawnSync(["containerd", "--version"]).stdout.toString().trim().split(" ").slice(2, 3).join("");
   const memGiB = Number(/MemTotal:\s+(\d+)/.exec(readFileSync("/proc/meminfo", "utf8"))?.[1] ?? 0) / 2 ** 20;
@@ -480,13 +536,14 @@ try {
   const date = new Date().toISOString().slice(0, 16).replace("T", " ") + " UTC";
   console.log(`\n${date}; ${machine}\n`);
   console.log(table(results));
+  console.log(`\nThe floors (sandbox + create + start straight through the CRI, all at once), in the order measured; "floor around" above pools the two on either side of an agent:\n\n${floorTable(floors)}`);
   for (const r of results) console.log(`\n${r.kind}: ${r.binary} (${r.binaryBytes} bytes)`);
 
   const series: Series[] = [];
   for (const count of SIZES) {
     const panel = `${count} pods created at once`;
     for (const r of results) series.push({ panel, label: r.kind === "bunlet" ? "bunlet (dist/kubelet)" : `upstream kubelet ${cp.kubernetesVersion}`, values: r.latencies.get(count)! });
-    for (const r of results) series.push({ panel, label: `runtime floor before ${r.kind}`, values: r.floors.get(count)!, dashed: true });
+    for (const r of results) series.push({ panel, label: `runtime floor around ${r.kind}`, values: pooledFloor(r, count), dashed: true });
   }
   mkdirSync(resolve(CHART, ".."), { recursive: true });
   writeFileSync(CHART, renderChart(series, `Pod startup latency, API create → Running (${date}; ${navigator.hardwareConcurrency} CPUs)`));

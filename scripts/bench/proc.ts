@@ -21,3 +21,11 @@ export function statusMiB(status: string, field: string): number {
 export function rssMiB(pid: number): number {
   return statusMiB(readFileSync(`/proc/${pid}/status`, "utf8"), "VmRSS");
 }
+
+/** The machine's busy and total CPU time in clock ticks, from the first line of /proc/stat. */
+export function machineTicks(): { busy: number; total: number } {
+  const fields = readFileSync("/proc/stat", "utf8").split("\n", 1)[0]!.trim().split(/\s+/).slice(1).map(Number);
+  // user nice system idle iowait irq softirq steal (guest time is already counted in user and nice)
+  const total = fields.slice(0, 8).reduce((a, b) => a + b, 0);
+  return { busy: total - fields[3]! - fields[4]!, total };
+}
