@@ -7,13 +7,13 @@
 // plus the runtime's own floor for the same pods (sandbox + create + start
 // straight through the CRI). The floor is measured before the first agent and
 // again after each one, and an agent is held against the floors on both sides
-// of it, pooled: containerd tends to be slower after a run than before it
-// (the second 30-pod floor was the higher one, by 2% to 41%, in all 7 runs of
-// 2026-11-22 that kept both), so a floor from one side only favours or
-// handicaps whichever agent runs first. Every measurement waits for the
-// machine to be quiet first (the kernel tears down a batch's network
-// namespaces after the pods are gone). Prints a table and writes an SVG chart
-// of the latency distributions.
+// of it, pooled: containerd gets slower over its life (the 30-pod floor
+// measured second was the higher one, by 2% to 41%, in all 7 runs of
+// 2026-11-22 that kept both; with no agent at all it rose from 2.7 to 3.3 s
+// over a few minutes of batches), so a floor from one side only favours or
+// handicaps whichever agent runs first. Every measurement also waits for the
+// machine to be quiet, so none starts in the tail of the previous one's work.
+// Prints a table and writes an SVG chart of the latency distributions.
 //
 // Run: bun run bench   (root; builds dist/kubelet first; several minutes)
 // Environment: BENCH_AGENTS=bunlet,upstream (which to run, in order;
