@@ -15,8 +15,8 @@ export * from "./resources.ts";
 
 /** What the pod workers need: the pod to run, the resize facts for its status, and forgetting it. */
 export interface PodAllocation {
-  /** Before each sync: decides a pending resize; returns the pod with its allocated resources. */
-  allocate(pod: Pod, others: Pod[]): Pod;
+  /** Before each sync: decides a pending resize against `others` (asked for only then); returns the pod with its allocated resources. */
+  allocate(pod: Pod, others: () => Pod[]): Pod;
   /** The pod with its allocated resources, deciding nothing: how other subsystems must weigh it. */
   allocatedPod(pod: Pod): Pod;
   /** A resize of this pod waits (Infeasible or Deferred). */

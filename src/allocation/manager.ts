@@ -11,7 +11,8 @@
  * accepted resize nor repeats one already applied.
  *
  * When the agent calls what:
- *   pod worker, each sync   allocate(desired, others) → the pod to run (allocated resources)
+ *   pod worker, each sync   allocate(desired, others) → the pod to run (allocated resources);
+ *                           `others` is asked for only when there is a resize to decide
  *   runtime, container start / UpdateContainerResources   setActuated
  *   runtime, planning       actuated (a difference from allocated is a resize to apply)
  *   pod worker, finished    removePod
@@ -49,6 +50,13 @@ export class AllocationManager {
   private readonly allocated = new Map<string, PodResources>();
   private readonly actuatedByPod = new Map<string, PodResources>();
   private readonly pending = new Map<string, ResizePending>();
+  /**
+   * The last answer of allocatedPod per pod object, with the allocation it
+   * was made from: every sync and every admission weighs all active pods,
+   * so copying each one each time made a burst of starts quadratic in
+   * copies. Pods are never changed in place (a new spec is a new object).
+   */
+  private readonly answered = new WeakMap<Pod, { from: PodResources; pod: Pod }>();
 
   constructor(private readonly opts: AllocationManagerOptions) {}
 
@@ -59,7 +67,7 @@ export class AllocationManager {
    * while Deferred). Returns the pod with its allocated resources: what the
    * runtime must run.
    */
-  allocate(pod: Pod, others: Pod[]): Pod {
+  allocate(pod: Pod, others: () => Pod[]): Pod {
     const uid = pod.metadata.uid ?? "";
     const desired = podResourcesOf(pod);
     const current = this.load(ALLOCATED_KIND, uid, this.allocated);
@@ -72,15 +80,15 @@ export class AllocationManager {
     }
     if (samePodResources(current, desired)) {
       this.pending.delete(uid);
-      return withPodResources(pod, (name) => current[name]);
+      return this.allocatedPod(pod);
     }
-    const verdict = this.fits(pod, others.filter((o) => o.metadata.uid !== uid).map((o) => this.allocatedPod(o)));
+    const verdict = this.fits(pod, others().filter((o) => o.metadata.uid !== uid).map((o) => this.allocatedPod(o)));
     if (verdict) {
       if (this.pending.get(uid)?.message !== verdict.message) {
         this.opts.logger.info("pod resize not accepted", { pod: `${pod.metadata.namespace}/${pod.metadata.name}`, reason: verdict.reason, message: verdict.message });
       }
       this.pending.set(uid, verdict);
-      return withPodResources(pod, (name) => current[name]);
+      return this.allocatedPod(pod);
     }
     this.opts.logger.info("pod resize accepted", { pod: `${pod.metadata.namespace}/${pod.metadata.name}`, resources: JSON.stringify(desired) });
     this.save(ALLOCATED_KIND, uid, this.allocated, desired);
@@ -91,7 +99,12 @@ export class AllocationManager {
   /** The pod with its allocated resources, without deciding anything (others' pods for admission). */
   allocatedPod(pod: Pod): Pod {
     const current = this.load(ALLOCATED_KIND, pod.metadata.uid ?? "", this.allocated);
-    return current ? withPodResources(pod, (name) => current[name]) : pod;
+    if (!current) return pod;
+    const last = this.answered.get(pod);
+    if (last?.from === current) return last.pod;
+    const allocated = withPodResources(pod, (name) => current[name]);
+    this.answered.set(pod, { from: current, pod: allocated });
+    return allocated;
   }
 
   /** The resize that waits (Infeasible or Deferred), if any. */

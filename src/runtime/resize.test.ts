@@ -130,7 +130,7 @@ describe("CriPodRuntime applies a resize in upstream's order", () => {
       return origUpdate(id, linux, annotations);
     };
     const sync = async (desired: Pod) => {
-      const p = allocation.allocate(desired, []);
+      const p = allocation.allocate(desired, () => []);
       return runtime.syncPod(p, await runtime.observe(refOf(p)));
     };
     return { cri, allocation, order, sync };

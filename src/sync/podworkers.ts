@@ -305,7 +305,7 @@ export class PodWorkers implements AsyncDisposable {
     switch (state.stage) {
       case "syncing": {
         const desired = worker.pod!;
-        const pod = this.opts.allocation?.allocate(desired, this.activePods()) ?? desired;
+        const pod = this.opts.allocation?.allocate(desired, () => this.activePods()) ?? desired;
         // Upstream allowStaticPodStart: a replaced static pod starts only
         // after its predecessor of the same full name is gone (host ports, names).
         if (this.predecessorTerminating(worker)) return;
