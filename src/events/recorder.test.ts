@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { FakeKubeApi } from "../api/fake.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
-import { ApiEventRecorder, nodeRef, podRef } from "./recorder.ts";
+import { AGGREGATE_CACHE_SIZE, ApiEventRecorder, nodeRef, podRef } from "./recorder.ts";
 
 const pod = { metadata: { name: "web", namespace: "ns1", uid: "u1" } };
 
@@ -45,5 +45,30 @@ describe("ApiEventRecorder", () => {
     rec.event(podRef(pod), "Normal", "Pulled", "after refill");
     await Bun.sleep(0);
     expect(api.events.map((e) => e.message)).toEqual(["message 0", "message 1", "after refill"]);
+  });
+
+  test("aggregation remembers the 4096 most recently used events of the last 10 minutes", async () => {
+    const api = new FakeKubeApi();
+    const clock = new FakeClock();
+    const rec = new ApiEventRecorder({ api, nodeName: "n1", qps: 0, burst: 0, clock, logger: memoryLogger().logger });
+    const started = (i: number) => rec.event(podRef({ metadata: { name: `p${i}`, namespace: "ns1", uid: `u${i}` } }, "app"), "Normal", "Started", "Started container app");
+    const patches = () => api.calls.filter((c) => c.method === "patchEvent").length;
+    started(0);
+    started(1);
+    clock.advance(60_000);
+    started(0); // used again: now the most recent
+    for (let i = 2; i < AGGREGATE_CACHE_SIZE + 1; i++) started(i); // p1, the least recently used, is forgotten
+    await Bun.sleep(0);
+    expect(patches()).toBe(1);
+    started(0);
+    expect(patches()).toBe(2);
+    started(1);
+    expect(patches()).toBe(2);
+    expect(api.events.filter((e: any) => e.involvedObject.name === "p1")).toHaveLength(2);
+
+    // Ten minutes after its last use an event is new again.
+    clock.advance(10 * 60_000);
+    started(0);
+    expect(patches()).toBe(2);
   });
 });

@@ -44,10 +44,13 @@ export class LogEventRecorder implements EventRecorder {
 }
 
 const AGGREGATE_WINDOW_MS = 10 * 60_000;
+/** Upstream's aggregation cache holds 4096 events (an LRU); the oldest beyond that are forgotten. */
+export const AGGREGATE_CACHE_SIZE = 4096;
 
 export class ApiEventRecorder implements EventRecorder {
   private tokens: number;
   private last: number;
+  /** Events of the last 10 minutes by key, oldest use first (a repeat moves its entry to the end). */
   private readonly recent = new Map<string, { name: string; namespace: string; count: number; first: string; at: number }>();
   private readonly log: LogEventRecorder;
 
@@ -77,6 +80,8 @@ export class ApiEventRecorder implements EventRecorder {
     if (seen && now - seen.at < AGGREGATE_WINDOW_MS) {
       seen.count++;
       seen.at = now;
+      this.recent.delete(key);
+      this.recent.set(key, seen);
       void this.opts.api
         .patchEvent(seen.namespace, seen.name, { count: seen.count, lastTimestamp: stamp })
         .catch((err) => this.opts.logger.v(2).info("event patch failed", { reason, err: errorMessage(err) }));
@@ -113,7 +118,11 @@ export class ApiEventRecorder implements EventRecorder {
     return true;
   }
 
+  /** From the oldest use on, up to the first entry still in the window: a burst of pod starts made scanning them all quadratic. */
   private prune(now: number): void {
-    for (const [k, v] of this.recent) if (now - v.at >= AGGREGATE_WINDOW_MS) this.recent.delete(k);
+    for (const [k, v] of this.recent) {
+      if (now - v.at < AGGREGATE_WINDOW_MS && this.recent.size < AGGREGATE_CACHE_SIZE) return;
+      this.recent.delete(k);
+    }
   }
 }
