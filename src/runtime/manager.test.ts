@@ -33,6 +33,25 @@ async function sync(runtime: CriPodRuntime, p: Pod) {
 }
 
 describe("CriPodRuntime", () => {
+  test("first starts go 8 at a time through to their containers started: the 9th pod's sandbox waits for a slot", async () => {
+    const { cri, runtime } = setup();
+    const pods = Array.from({ length: 9 }, (_, i): Pod => ({ ...pod(), metadata: { name: `web-${i}`, namespace: "default", uid: `uid-${i}` } }));
+    // The first 8 container starts hang: those pods keep their slots until then.
+    const releases = Array.from({ length: 8 }, () => cri.holdNext("startContainer"));
+    const syncs = pods.map((p) => sync(runtime, p));
+    const sandboxesAsked = async () => {
+      for (let i = 0; i < 50; i++) await Bun.sleep(0);
+      return cri.callsOf("runPodSandbox").length;
+    };
+    expect(await sandboxesAsked()).toBe(8);
+    releases[0]!();
+    expect(await sandboxesAsked()).toBe(9);
+    for (const release of releases) release();
+    await Promise.all(syncs);
+    expect(cri.callsOf("runPodSandbox")).toHaveLength(9);
+    expect(cri.callsOf("startContainer")).toHaveLength(9);
+  });
+
   test("creates the sandbox and container with upstream labels, annotations and log paths", async () => {
     const { cri, runtime } = setup();
     const p = pod();

@@ -98,9 +98,9 @@ export interface ActuatedResources {
 
 /** Without node facts, unset limits read as 0 (only tests build the runtime without them). */
 const NO_ALLOCATABLE: NodeAllocatable = { cpuMilli: 0, memoryBytes: 0, ephemeralStorageBytes: 0 };
-/** Pods preparing a first start at once, and how long a pod waits for a slot at most (start-gate.ts). */
+/** Pods in their first start at once, and how long one keeps its slot at most (start-gate.ts). */
 const START_GATE_SLOTS = 8;
-const START_GATE_MAX_WAIT_MS = 2000;
+const START_GATE_MAX_HOLD_MS = 3000;
 
 export interface PodCgroupHooks {
   /** Creates or updates the pod cgroup; returns the cgroup parent for the runtime. Idempotent. */
@@ -160,7 +160,7 @@ export class CriPodRuntime implements PodRuntime {
   private readonly startGate: StartGate;
 
   constructor(private readonly opts: CriPodRuntimeOptions) {
-    this.startGate = new StartGate(START_GATE_SLOTS, START_GATE_MAX_WAIT_MS, opts.clock);
+    this.startGate = new StartGate(START_GATE_SLOTS, START_GATE_MAX_HOLD_MS, opts.clock);
     this.crashLoop = opts.crashLoopBackoff ?? Backoff.crashLoop(opts.clock);
     this.imagePulls = opts.imagePullBackoff ?? Backoff.crashLoop(opts.clock);
     this.recorder = opts.recorder ?? new LogEventRecorder(opts.logger);
@@ -224,16 +224,16 @@ export class CriPodRuntime implements PodRuntime {
   }
 
   async syncPod(pod: Pod, observed: ObservedPod): Promise<SyncPodOutcome> {
-    // A pod's first start goes through the start gate up to its RunPodSandbox request (start-gate.ts).
+    // A pod's first start, up to its containers started, goes through the start gate (start-gate.ts).
     const leaveGate = observed.sandboxes.length === 0 ? await this.startGate.enter() : () => {};
     try {
-      return await this.sync(pod, observed, leaveGate);
+      return await this.sync(pod, observed);
     } finally {
       leaveGate();
     }
   }
 
-  private async sync(pod: Pod, observed: ObservedPod, leaveGate: () => void): Promise<SyncPodOutcome> {
+  private async sync(pod: Pod, observed: ObservedPod): Promise<SyncPodOutcome> {
     const unmounted = await this.setupVolumes(pod);
     if (unmounted) return unmounted;
     const uid = pod.metadata.uid ?? "";
@@ -280,9 +280,7 @@ export class CriPodRuntime implements PodRuntime {
         if (hostnameProblem) throw new Error(hostnameProblem);
         mkdirSync(config.logDirectory, { recursive: true, mode: 0o755 });
         const runtimeHandler = (await this.opts.runtimeClasses?.handlerFor(pod.spec.runtimeClassName)) ?? "";
-        const created = this.opts.cri.runPodSandbox(config, runtimeHandler);
-        leaveGate(); // the request is out: the next pod may prepare while containerd works
-        sandboxId = await created;
+        sandboxId = await this.opts.cri.runPodSandbox(config, runtimeHandler);
         results.push({ action: "CreatePodSandbox", target: pod.metadata.uid ?? "" });
         this.opts.logger.info("created pod sandbox", { pod: pod.metadata.name, sandbox: sandboxId, attempt: actions.sandboxAttempt });
       } catch (err) {

@@ -8,7 +8,7 @@ const flush = async () => {
 
 describe("StartGate", () => {
   test("slots are taken in arrival order; leaving hands the slot to the next; leaving twice frees one slot", async () => {
-    const gate = new StartGate(2, 2000, new FakeClock());
+    const gate = new StartGate(2, 3000, new FakeClock());
     const order: string[] = [];
     const a = await gate.enter();
     const b = await gate.enter();
@@ -28,21 +28,42 @@ describe("StartGate", () => {
     expect(gate.load()).toEqual({ active: 0, waiting: 0 });
   });
 
-  test("a pod that waited maxWaitMs goes through without a slot: a stuck one holds the others back that long at most", async () => {
+  test("a waiter waits as long as the slots are held, with no time limit of its own", async () => {
     const clock = new FakeClock();
-    const gate = new StartGate(1, 2000, clock);
-    const stuck = await gate.enter();
+    const gate = new StartGate(1, 3000, clock);
+    const first = await gate.enter();
     let through = false;
-    const waiting = gate.enter().then((leave) => ((through = true), leave));
-    clock.advance(1999);
+    const next = gate.enter().then((leave) => ((through = true), leave));
+    clock.advance(2999);
     await flush();
     expect(through).toBe(false);
-    clock.advance(1);
+    first();
     await flush();
     expect(through).toBe(true);
-    (await waiting)(); // leaving without a slot frees nothing
+    (await next)();
+    expect(gate.load()).toEqual({ active: 0, waiting: 0 });
+  });
+
+  test("a pod that holds its slot maxHoldMs loses it to the next; leaving later frees nothing", async () => {
+    const clock = new FakeClock();
+    const gate = new StartGate(1, 3000, clock);
+    const slow = await gate.enter();
+    let through = false;
+    const next = gate.enter().then((leave) => ((through = true), leave));
+    clock.advance(3000);
+    await flush();
+    expect(through).toBe(true);
     expect(gate.load()).toEqual({ active: 1, waiting: 0 });
-    stuck();
+    slow(); // the slow pod finishes: its slot went to `next` already
+    expect(gate.load()).toEqual({ active: 1, waiting: 0 });
+    const nextLeave = await next;
+    // The slot the next pod got is held for maxHoldMs from when it got it.
+    const third = gate.enter();
+    clock.advance(2999);
+    await flush();
+    expect(gate.load()).toEqual({ active: 1, waiting: 1 });
+    nextLeave();
+    (await third)();
     expect(gate.load()).toEqual({ active: 0, waiting: 0 });
   });
 });
