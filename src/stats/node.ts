@@ -29,13 +29,12 @@ import { readIfExists } from "./cgroup-reader.ts";
 import { toFsStats, type FsInfo } from "./fs.ts";
 import {
   cpuBusyNanoseconds,
-  isIgnoredInterface,
   parseDefaultRouteInterface,
   parseLoadavg,
   parseMeminfo,
-  parseNetDev,
   parsePidMax,
   parseProcStat,
+  reportedInterfaces,
 } from "./procfs.ts";
 import type { CpuRates } from "./rate.ts";
 import { attempt, cpuStats, memoryStats, type PartError } from "./convert.ts";
@@ -110,10 +109,9 @@ function nodeMemory(ctx: NodeReadContext): MemoryStats {
 }
 
 function nodeNetwork(ctx: NodeReadContext): NetworkStats {
-  const all = parseNetDev(proc(ctx, "net/dev")).filter((i) => !isIgnoredInterface(i.name));
+  const interfaces = reportedInterfaces(proc(ctx, "net/dev"));
   const route = readIfExists(join(ctx.fsRoot, "proc/net/route"));
   const name = (route !== undefined ? parseDefaultRouteInterface(route) : undefined) ?? FALLBACK_INTERFACE;
-  const interfaces = all.map((i) => ({ name: i.name, rxBytes: i.rxBytes, rxErrors: i.rxErrors, txBytes: i.txBytes, txErrors: i.txErrors }));
   const def = interfaces.find((i) => i.name === name);
   return { time: ctx.time, ...(def ?? {}), interfaces };
 }

@@ -15,7 +15,7 @@
 import { readlinkSync } from "node:fs";
 import { join } from "node:path";
 import { readIfExists } from "./cgroup-reader.ts";
-import { isIgnoredInterface, parseNetDev } from "./procfs.ts";
+import { reportedInterfaces } from "./procfs.ts";
 import type { NetworkStats } from "./types.ts";
 
 /** The interface reported as the pod's own (upstream network.DefaultInterfaceName). */
@@ -43,9 +43,7 @@ export function podNetwork(fsRoot: string, pids: readonly number[], hostNetns: s
     if (netns === hostNetns) return undefined;
     const text = readIfExists(join(fsRoot, "proc", String(pid), "net/dev"));
     if (text === undefined) continue;
-    const interfaces = parseNetDev(text)
-      .filter((i) => !isIgnoredInterface(i.name))
-      .map((i) => ({ name: i.name, rxBytes: i.rxBytes, rxErrors: i.rxErrors, txBytes: i.txBytes, txErrors: i.txErrors }));
+    const interfaces = reportedInterfaces(text);
     const def = interfaces.find((i) => i.name === POD_DEFAULT_INTERFACE) ?? interfaces[0];
     return { time, ...(def ?? {}), interfaces };
   }

@@ -4,6 +4,7 @@
  * missing fields are undefined, never guessed. Reading the files is the
  * collector's job (node.ts), so these are tested on captured text.
  */
+import type { NetworkStats } from "./types.ts";
 
 /** Jiffies per second in /proc/stat: USER_HZ, 100 on every Linux ABI the agent targets. */
 export const USER_HZ = 100;
@@ -143,3 +144,10 @@ export function parseDefaultRouteInterface(text: string): string | undefined {
 export const IGNORED_INTERFACE_PREFIXES = ["lo", "veth", "docker", "nerdctl"];
 
 export const isIgnoredInterface = (name: string): boolean => IGNORED_INTERFACE_PREFIXES.some((p) => name.startsWith(p));
+
+/** The interfaces of a /proc/<pid>/net/dev text that the Summary API reports (the node's, a pod's), with their counters. */
+export function reportedInterfaces(netDev: string): NonNullable<NetworkStats["interfaces"]> {
+  return parseNetDev(netDev)
+    .filter((i) => !isIgnoredInterface(i.name))
+    .map((i) => ({ name: i.name, rxBytes: i.rxBytes, rxErrors: i.rxErrors, txBytes: i.txBytes, txErrors: i.txErrors }));
+}
