@@ -27,13 +27,13 @@ import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSyn
 import { join, resolve } from "node:path";
 import { createRestClient, loadCredentials, type RestClient, type WatchEvent } from "../../src/api/rest.ts";
 import { createCriClient } from "../../src/cri/client.ts";
-import { ContainerConfig, PodSandboxConfig } from "../../src/cri/index.ts";
 import { realClock } from "../../src/util/clock.ts";
 import { createLogger } from "../../src/util/log.ts";
 import { freePort, startAgent } from "../../test/harness/agent.ts";
 import { type ContainerdHandle, requireRoot, startContainerd } from "../../test/harness/containerd.ts";
 import { type ControlPlaneHandle, startControlPlane } from "../../test/harness/controlplane.ts";
 import { renderChart, type Series } from "./chart.ts";
+import { runBenchSandbox, startBenchContainer } from "./cri-pod.ts";
 import { CLK_TCK, cpuTicks, machineTicks, rssMiB } from "./proc.ts";
 
 const repoRoot = resolve(import.meta.dir, "../..");
@@ -135,18 +135,7 @@ async function runtimeFloor(ctd: ContainerdHandle, count: number): Promise<numbe
     const results = await Promise.all(
       Array.from({ length: count }, async (_, i) => {
         const t0 = performance.now();
-        const sandbox = PodSandboxConfig.create({
-          metadata: { name: `floor-${count}-${i}`, namespace: "bench-floor", uid: `floor-${count}-${i}`, attempt: 0 },
-          linux: { cgroupParent: `${ctd.cgroupParent}/floor` },
-          logDirectory: `${ctd.dir}/floor-logs/${count}-${i}`,
-        });
-        const id = await cri.runPodSandbox(sandbox);
-        const c = await cri.createContainer(
-          id,
-          ContainerConfig.create({ metadata: { name: "c", attempt: 0 }, image: { image: ctd.busyboxImage }, command: ["sleep", "3600"], logPath: "c.log" }),
-          sandbox,
-        );
-        await cri.startContainer(c);
+        await startBenchContainer(cri, ctd, await runBenchSandbox(cri, ctd, "bench-floor", `floor-${count}-${i}`));
         return performance.now() - t0;
       }),
     );

@@ -6,9 +6,9 @@
 // runtime/start-gate.ts (docs/benchmarks.md).
 // Run (root): bun scripts/bench/pacing.ts   [BENCH_PODS=30] [ROUNDS=2]
 import { createCriClient } from "../../src/cri/client.ts";
-import { ContainerConfig, PodSandboxConfig } from "../../src/cri/index.ts";
 import { createLogger } from "../../src/util/log.ts";
 import { requireRoot, startContainerd } from "../../test/harness/containerd.ts";
+import { runBenchSandbox, startBenchContainer, type BenchSandbox } from "./cri-pod.ts";
 
 const COUNT = Number(process.env.BENCH_PODS ?? 30);
 const ROUNDS = Number(process.env.ROUNDS ?? 2);
@@ -51,20 +51,14 @@ async function burst(count: number, mode: (typeof MODES)[number]): Promise<numbe
     Array.from({ length: count }, async (_, i) => {
       const t0 = performance.now();
       await gate.enter();
-      const sandbox = PodSandboxConfig.create({
-        metadata: { name: `pacing-${batch}-${i}`, namespace: "bench-pacing", uid: `pacing-${batch}-${i}`, attempt: 0 },
-        linux: { cgroupParent: `${ctd.cgroupParent}/pacing` },
-        logDirectory: `${ctd.dir}/pacing-logs/${batch}-${i}`,
-      });
-      let id: string;
+      let sandbox: BenchSandbox;
       try {
-        id = await cri.runPodSandbox(sandbox);
+        sandbox = await runBenchSandbox(cri, ctd, "bench-pacing", `pacing-${batch}-${i}`);
       } finally {
         if (mode.through === "sandbox") gate.leave();
       }
       try {
-        const c = await cri.createContainer(id, ContainerConfig.create({ metadata: { name: "c", attempt: 0 }, image: { image: ctd.busyboxImage }, command: ["sleep", "3600"], logPath: "c.log" }), sandbox);
-        await cri.startContainer(c);
+        await startBenchContainer(cri, ctd, sandbox);
       } finally {
         if (mode.through === "container started") gate.leave();
       }

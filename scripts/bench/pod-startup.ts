@@ -7,12 +7,12 @@
 import { readFileSync } from "node:fs";
 import { createRestClient, loadCredentials, type WatchEvent } from "../../src/api/rest.ts";
 import { createCriClient } from "../../src/cri/client.ts";
-import { ContainerConfig, PodSandboxConfig } from "../../src/cri/index.ts";
 import { realClock } from "../../src/util/clock.ts";
 import { createLogger } from "../../src/util/log.ts";
 import { eventually, startAgent } from "../../test/harness/agent.ts";
 import { requireRoot, startContainerd } from "../../test/harness/containerd.ts";
 import { startControlPlane } from "../../test/harness/controlplane.ts";
+import { runBenchSandbox, startBenchContainer } from "./cri-pod.ts";
 
 const COUNT = Number(process.env.BENCH_PODS ?? 30);
 const NODE = "bench-node";
@@ -33,15 +33,9 @@ try {
   const floors = await Promise.all(
     Array.from({ length: COUNT }, async (_, i) => {
       const t0 = performance.now();
-      const sandbox = PodSandboxConfig.create({
-        metadata: { name: `floor-${i}`, namespace: "bench", uid: `floor-${i}`, attempt: 0 },
-        linux: { cgroupParent: `${ctd.cgroupParent}/floor` },
-        logDirectory: `${ctd.dir}/floor-logs/${i}`,
-      });
-      const id = await cri.runPodSandbox(sandbox);
-      const c = await cri.createContainer(id, ContainerConfig.create({ metadata: { name: "c", attempt: 0 }, image: { image: ctd.busyboxImage }, command: ["sleep", "3600"], logPath: "c.log" }), sandbox);
-      await cri.startContainer(c);
-      return { ms: performance.now() - t0, id };
+      const sandbox = await runBenchSandbox(cri, ctd, "bench-floor", `floor-${i}`);
+      await startBenchContainer(cri, ctd, sandbox);
+      return { ms: performance.now() - t0, id: sandbox.id };
     }),
   );
   const floorTotal = performance.now() - floorStart;
