@@ -44,6 +44,30 @@ describe("bun src/main.ts", () => {
     expect(r.stdout).toContain("(default 10250; config: port)");
   });
 
+  test("--help lists the subcommands, every line within 100 columns", async () => {
+    const r = await kubelet("--help");
+    expect(r.stdout).toContain("\n  kubelet install [--dry-run] [--prefix DIR] ");
+    expect(r.stdout).toContain("\n  kubelet uninstall [--dry-run] [--prefix DIR] ");
+    const long = r.stdout.split("\n").filter((l) => l.length > 100);
+    expect(long).toEqual([]);
+  });
+
+  test("an argument that is not a flag is exit 2 with a message naming the subcommands", async () => {
+    const r = await kubelet("instal");
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe('kubelet: unexpected argument "instal": the kubelet takes flags, and the subcommands install and uninstall as its first argument (kubelet --help)\n');
+  });
+
+  test("install --help and a bad install argument print install's usage, with --prefix DIR", async () => {
+    const help = await kubelet("install", "--help");
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain("usage: kubelet install [--dry-run] [--prefix DIR]");
+    expect(help.stdout.split("\n").filter((l) => l.length > 100)).toEqual([]);
+    const bad = await kubelet("uninstall", "--prefix");
+    expect(bad.code).toBe(2);
+    expect(bad.stdout).toBe("kubelet uninstall: flag --prefix needs a value (DIR)\n");
+  });
+
   test("a bad flag prints `kubelet: <message>` on stderr and exits 2", async () => {
     const r = await kubelet("--max-pods=many");
     expect(r.code).toBe(2);

@@ -186,7 +186,8 @@ describe("bad command lines name the flag and what it expected", () => {
     [["--config-dir=/etc/kubelet.conf.d"], "flag --config-dir: drop-in config directories are not supported yet"],
     [["--version=v1.2.3"], 'flag --version: expected true, false or raw, got "v1.2.3"'],
     [["--maximum-dead-containers=x"], 'flag --maximum-dead-containers: expected an integer (int32), got "x"'],
-    [["run"], 'unexpected argument "run": the kubelet takes only flags'],
+    [["run"], 'unexpected argument "run": the kubelet takes flags, and the subcommands install and uninstall as its first argument (kubelet --help)'],
+    [["--v=2", "install"], 'unexpected argument "install": the kubelet takes flags, and the subcommands install and uninstall as its first argument'],
     [["--", "--port=1"], 'unexpected argument "--port=1"'],
   ])("%p", (argv, message) => {
     expect(refusal(argv)).toContain(message);

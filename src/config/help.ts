@@ -2,6 +2,8 @@
  * The --help text: flags grouped by topic, in pflag's layout
  * (`  -v, --v Level   help (default ...)`), with the defaults that apply when
  * no --config file is given, and the config file field each flag sets.
+ * Lines are wrapped to HELP_WIDTH columns (pflag does not wrap; a terminal
+ * would, badly).
  */
 import type { FlagDef, FlagGroup, FlagTarget } from "./flags.ts";
 
@@ -25,6 +27,10 @@ standalone.
 
 Usage:
   kubelet [flags]
+  kubelet install [--dry-run] [--prefix DIR]     set this node up around this binary: the binary,
+                                                 kubelet.service, a secure config, directories
+  kubelet uninstall [--dry-run] [--prefix DIR]   remove what install wrote (node data stays)
+  kubelet install --help                         what install writes, in detail
 
 Settings can come from a KubeletConfiguration file (--config); flags given on
 the command line override it. The defaults shown are those used when no
@@ -47,11 +53,29 @@ export function helpText(defs: readonly FlagDef[], defaults: FlagTarget): string
         return [left, notes.length ? `${d.help} (${notes.join("; ")})` : d.help] as const;
       });
     if (rows.length === 0) continue;
-    const width = Math.min(52, Math.max(...rows.map(([l]) => l.length)) + 3);
+    const width = Math.min(40, Math.max(...rows.map(([l]) => l.length)) + 3);
     out.push(`\n${title} flags:`);
     for (const [left, right] of rows) {
-      out.push(left.length + 1 > width ? `${left}\n${" ".repeat(width)}${right}` : `${left.padEnd(width)}${right}`);
+      const lines = wrap(right, HELP_WIDTH - width);
+      out.push(left.length + 1 > width ? `${left}\n${" ".repeat(width)}${lines[0]}` : `${left.padEnd(width)}${lines[0]}`);
+      for (const line of lines.slice(1)) out.push(`${" ".repeat(width)}${line}`);
     }
   }
   return out.join("\n") + "\n";
+}
+
+export const HELP_WIDTH = 100;
+
+/** Splits text at spaces into lines of at most `width` characters (a longer word gets a line of its own). */
+export function wrap(text: string, width: number): string[] {
+  const lines: string[] = [];
+  let line = "";
+  for (const word of text.split(" ")) {
+    if (line !== "" && line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = word;
+    } else line = line === "" ? word : `${line} ${word}`;
+  }
+  lines.push(line);
+  return lines;
 }

@@ -109,7 +109,8 @@ describe("loadConfig", () => {
     if (help.kind === "help") {
       expect(help.text).toContain("Usage:\n  kubelet [flags]");
       expect(help.text).toContain("--read-only-port int32");
-      expect(help.text).toContain("Port of the unauthenticated read-only API; 0 disables it. (config: readOnlyPort)");
+      // (wrapped at 100 columns)
+      expect(help.text.replace(/\s+/g, " ")).toContain("Port of the unauthenticated read-only API; 0 disables it. (config: readOnlyPort)");
       expect(help.text).toMatch(/-v, --v Level\s+Log verbosity level/);
     }
     const d = deps();

@@ -9,15 +9,16 @@ import { posix } from "node:path";
 import * as v from "valibot";
 import { describeStep, planInstall, planUninstall, type DiskView, type Step } from "./plan.ts";
 
-export const INSTALL_USAGE = `usage: kubelet install [--dry-run] [--prefix=DIR]
-       kubelet uninstall [--dry-run] [--prefix=DIR]
+export const INSTALL_USAGE = `usage: kubelet install [--dry-run] [--prefix DIR]
+       kubelet uninstall [--dry-run] [--prefix DIR]
 
 install    puts this binary at /usr/bin/kubelet, writes /etc/systemd/system/kubelet.service,
-           /etc/default/kubelet and /etc/kubernetes/kubelet.yaml (never overwriting edited ones),
-           and makes /etc/kubernetes/manifests, /var/lib/kubelet and /var/log/pods.
+           /etc/default/kubelet and /etc/kubernetes/kubelet.yaml (never overwriting edited
+           ones), and makes /etc/kubernetes/manifests, /var/lib/kubelet and /var/log/pods.
 uninstall  removes what install wrote; edited files and node data stay.
 --dry-run  print what would be done, change nothing
---prefix   install below DIR instead of / (image builds, tests); no systemctl then
+--prefix   install below DIR instead of / (image builds, tests); no systemctl then;
+           --prefix DIR and --prefix=DIR both work
 `;
 
 const Options = v.object({
@@ -47,10 +48,20 @@ export const realInstallDeps = (out: (line: string) => void): InstallDeps => ({
 /** Runs `install` or `uninstall` with its arguments; returns the exit code (2 for bad usage). */
 export function runInstallCommand(command: "install" | "uninstall", args: string[], deps: InstallDeps): number {
   const raw = { dryRun: false, prefix: "/" };
-  for (const arg of args) {
+  const rest = [...args];
+  while (rest.length > 0) {
+    const arg = rest.shift() as string;
     if (arg === "--dry-run") raw.dryRun = true;
     else if (arg.startsWith("--prefix=")) raw.prefix = arg.slice("--prefix=".length);
-    else if (arg === "-h" || arg === "--help") {
+    // The space form, as the kubelet's own flags take it (pflag).
+    else if (arg === "--prefix") {
+      const value = rest.shift();
+      if (value === undefined) {
+        deps.out(`kubelet ${command}: flag --prefix needs a value (DIR)`);
+        return 2;
+      }
+      raw.prefix = value;
+    } else if (arg === "-h" || arg === "--help") {
       deps.out(INSTALL_USAGE);
       return 0;
     } else {
@@ -81,7 +92,8 @@ export function runInstallCommand(command: "install" | "uninstall", args: string
     steps = planUninstall(disk, { systemd });
   }
   for (const step of steps) {
-    deps.out(describeStep(step, dryRun));
+    // The paths as they are written: below the prefix.
+    deps.out(describeStep(step, dryRun, at));
     if (dryRun) continue;
     const failure = carryOut(step, at, deps);
     if (failure) {
@@ -98,12 +110,15 @@ function carryOut(step: Step, at: (p: string) => string, deps: InstallDeps): str
   try {
     switch (step.kind) {
       case "mkdir":
-        mkdirSync(at(step.path), { recursive: true, mode: step.mode });
+        // Only the planned directory gets the step's mode (/var/lib/kubelet is 0700);
+        // parents it needs (<prefix>/var, <prefix>/var/lib) are ordinary 0755 ones.
+        makeParents(posix.dirname(at(step.path)));
+        if (!existsSync(at(step.path))) mkdirSync(at(step.path), { mode: step.mode });
         chmodSync(at(step.path), step.mode);
         return undefined;
       case "write": {
         // Through a temporary name: a running /usr/bin/kubelet is replaced, never written in place.
-        mkdirSync(posix.dirname(at(step.path)), { recursive: true });
+        makeParents(posix.dirname(at(step.path)));
         const tmp = `${at(step.path)}.tmp`;
         writeFileSync(tmp, step.content, { mode: step.mode });
         chmodSync(tmp, step.mode);
@@ -121,6 +136,14 @@ function carryOut(step: Step, at: (p: string) => string, deps: InstallDeps): str
       }
     }
   } catch (err) {
-    return `${describeStep(step, false)}: ${err instanceof Error ? err.message : String(err)}`;
+    return `${describeStep(step, false, at)}: ${err instanceof Error ? err.message : String(err)}`;
   }
+}
+
+/** Creates dir and its missing parents as 0755 (whatever the umask), as package managers leave /var and /etc. */
+function makeParents(dir: string): void {
+  if (existsSync(dir)) return;
+  makeParents(posix.dirname(dir));
+  mkdirSync(dir, { mode: 0o755 });
+  chmodSync(dir, 0o755);
 }

@@ -25,7 +25,7 @@ describe("kubelet install / uninstall", () => {
     expect(readFileSync(s.at(PATHS.unit), "utf8")).toContain("ExecStart=/usr/bin/kubelet --config=/etc/kubernetes/kubelet.yaml $KUBELET_ARGS");
     expect(statSync(s.at(PATHS.rootDir)).mode & 0o777).toBe(0o700);
     for (const d of [PATHS.manifests, PATHS.certDir, PATHS.podLogs]) expect(statSync(s.at(d)).isDirectory()).toBe(true);
-    expect(s.lines).toContain(`write ${PATHS.unit} (the systemd unit)`);
+    expect(s.lines).toContain(`write ${s.at(PATHS.unit)} (the systemd unit)`);
     const loaded = loadConfig([`--config=${s.at(PATHS.config)}`], { readFile: (p) => readFileSync(p), hostname: () => "n1", env: {} });
     expect(loaded.kind).toBe("run");
   });
@@ -41,17 +41,51 @@ describe("kubelet install / uninstall", () => {
     s.lines.length = 0;
     runInstallCommand("install", [`--prefix=${s.prefix}`], s.deps);
     expect(readFileSync(s.at(PATHS.binary), "utf8")).toBe("binary v2");
-    expect(s.lines).toContain(`write ${PATHS.binary} (the kubelet binary: updated)`);
-    expect(s.lines).toContain(`keep ${PATHS.config} (the default config file: exists and was edited; left as it is)`);
+    expect(s.lines).toContain(`write ${s.at(PATHS.binary)} (the kubelet binary: updated)`);
+    expect(s.lines).toContain(`keep ${s.at(PATHS.config)} (the default config file: exists and was edited; left as it is)`);
     expect(readFileSync(s.at(PATHS.config), "utf8")).toContain("maxPods: 50");
   });
 
-  test("--dry-run prints the plan and writes nothing", () => {
+  test("--dry-run prints the plan with the paths below the prefix and writes nothing", () => {
     const s = setup();
     expect(runInstallCommand("install", [`--prefix=${s.prefix}`, "--dry-run"], s.deps)).toBe(0);
-    expect(s.lines).toContain(`would write ${PATHS.binary} (the kubelet binary)`);
+    expect(s.lines).toContain(`would write ${s.prefix}/usr/bin/kubelet (the kubelet binary)`);
+    expect(s.lines).toContain(`would create directory ${s.prefix}/var/lib/kubelet (700)`);
+    // Every path printed is below the prefix.
+    const paths = s.lines.map((l) => /^(?:would (?:write|create directory)) (\S+)/.exec(l)?.[1]).filter((p) => p !== undefined);
+    expect(paths.length).toBeGreaterThan(5);
+    for (const p of paths) expect(p).toStartWith(`${s.prefix}/`);
     expect(existsSync(s.at(PATHS.binary))).toBe(false);
     expect(existsSync(s.at("/etc"))).toBe(false);
+  });
+
+  test("--prefix DIR (space form) works as --prefix=DIR does; without a value it is exit 2", () => {
+    const s = setup();
+    expect(runInstallCommand("install", ["--prefix", s.prefix, "--dry-run"], s.deps)).toBe(0);
+    expect(s.lines).toContain(`would write ${s.prefix}/usr/bin/kubelet (the kubelet binary)`);
+    expect(runInstallCommand("install", ["--dry-run", "--prefix", s.prefix], s.deps)).toBe(0);
+    expect(runInstallCommand("install", ["--prefix", s.prefix], s.deps)).toBe(0);
+    expect(readFileSync(s.at(PATHS.binary), "utf8")).toBe("binary v1");
+    expect(runInstallCommand("uninstall", ["--prefix", s.prefix], s.deps)).toBe(0);
+    expect(existsSync(s.at(PATHS.binary))).toBe(false);
+    expect(runInstallCommand("install", ["--prefix"], s.deps)).toBe(2);
+    expect(s.lines.at(-1)).toBe("kubelet install: flag --prefix needs a value (DIR)");
+  });
+
+  test("directories: only the kubelet's own are restrictive; the parents it creates are ordinary 0755", () => {
+    const s = setup();
+    const old = process.umask(0o077); // a strict umask must not leak into /var or /etc either
+    try {
+      expect(runInstallCommand("install", ["--prefix", s.prefix], s.deps)).toBe(0);
+    } finally {
+      process.umask(old);
+    }
+    const mode = (p: string) => statSync(s.at(p)).mode & 0o777;
+    for (const d of ["/var", "/var/lib", "/var/log", "/etc", "/etc/kubernetes", "/usr", "/usr/bin", "/etc/systemd/system"]) expect([d, mode(d)]).toEqual([d, 0o755]);
+    expect(mode(PATHS.rootDir)).toBe(0o700);
+    expect(mode(PATHS.certDir)).toBe(0o700);
+    expect(mode(PATHS.manifests)).toBe(0o755);
+    expect(mode(PATHS.podLogs)).toBe(0o755);
   });
 
   test("uninstall removes what install wrote, keeps an edited config and node data", () => {
@@ -64,7 +98,7 @@ describe("kubelet install / uninstall", () => {
     for (const p of [PATHS.binary, PATHS.unit, PATHS.defaults]) expect(existsSync(s.at(p))).toBe(false);
     expect(existsSync(s.at(PATHS.config))).toBe(true);
     expect(existsSync(s.at("/var/lib/kubelet/pods/u1"))).toBe(true);
-    expect(s.lines).toContain(`keep ${PATHS.rootDir} (node data (pods, certificates, logs, manifests))`);
+    expect(s.lines).toContain(`keep ${s.at(PATHS.rootDir)} (node data (pods, certificates, logs, manifests))`);
     s.lines.length = 0;
     runInstallCommand("uninstall", [`--prefix=${s.prefix}`], s.deps);
     expect(s.lines.filter((l) => !l.startsWith("keep"))).toEqual(["nothing to do: already uninstalled"]);

@@ -130,17 +130,18 @@ export function planUninstall(disk: DiskView, opts: { systemd: boolean }): Step[
   return steps;
 }
 
-export function describeStep(step: Step, dryRun: boolean): string {
+/** One line per step; `at` maps a planned path to the one on disk (below --prefix). */
+export function describeStep(step: Step, dryRun: boolean, at: (path: string) => string = (p) => p): string {
   const would = dryRun ? "would " : "";
   switch (step.kind) {
     case "mkdir":
-      return `${would}create directory ${step.path} (${step.mode.toString(8)})`;
+      return `${would}create directory ${at(step.path)} (${step.mode.toString(8)})`;
     case "write":
-      return `${would}write ${step.path} (${step.why})`;
+      return `${would}write ${at(step.path)} (${step.why})`;
     case "remove":
-      return `${would}remove ${step.path} (${step.why})`;
+      return `${would}remove ${at(step.path)} (${step.why})`;
     case "keep":
-      return `keep ${step.path} (${step.why})`;
+      return `keep ${at(step.path)} (${step.why})`;
     case "run":
       return `${would}run ${step.argv.join(" ")} (${step.why})`;
   }

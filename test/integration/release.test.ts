@@ -3,7 +3,7 @@
 // glibc), the musl ones checked for what they need from Alpine, and
 // `kubelet install` / `uninstall` done by the compiled binary itself.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
@@ -64,11 +64,13 @@ describe("release binaries", () => {
   test("the compiled binary installs itself below a prefix, idempotently, and uninstalls", () => {
     const prefix = mkdtempSync(join(tmpdir(), "prefix-"));
     const bin = join(out, "kubelet-linux-x64");
-    const dry = run([bin, "install", `--prefix=${prefix}`, "--dry-run"]);
+    const dry = run([bin, "install", "--prefix", prefix, "--dry-run"]);
     expect(dry.code).toBe(0);
-    expect(dry.stdout).toContain("would write /usr/bin/kubelet (the kubelet binary)");
+    expect(dry.stdout).toContain(`would write ${prefix}/usr/bin/kubelet (the kubelet binary)`);
     expect(existsSync(join(prefix, "usr/bin/kubelet"))).toBe(false);
-    expect(run([bin, "install", `--prefix=${prefix}`]).code).toBe(0);
+    expect(run([bin, "install", "--prefix", prefix]).code).toBe(0);
+    expect(statSync(join(prefix, "var/lib")).mode & 0o777).toBe(0o755);
+    expect(statSync(join(prefix, "var/lib/kubelet")).mode & 0o777).toBe(0o700);
     expect(Bun.hash(readFileSync(join(prefix, "usr/bin/kubelet")))).toBe(Bun.hash(readFileSync(bin)));
     // The installed binary runs and takes the installed config.
     expect(run([join(prefix, "usr/bin/kubelet"), "--version"]).code).toBe(0);
