@@ -3,6 +3,9 @@
  * exit codes (0 for --help and --version, 2 for a bad flag).
  */
 import { describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const MAIN = fileURLToPath(new URL("../main.ts", import.meta.url));
@@ -73,6 +76,16 @@ describe("bun src/main.ts", () => {
     expect(r.code).toBe(2);
     expect(r.stdout).toBe("");
     expect(r.stderr).toBe('kubelet: flag --max-pods: expected an integer (int32), got "many"\n');
+  });
+
+  test("a YAML syntax error in the config file exits 2 with its line and column", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "cli-yaml-"));
+    const file = join(dir, "kubelet.yaml");
+    writeFileSync(file, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nauthentication:\n  anonymous:\n    enabled: false\n   webhook:\n");
+    const r = await kubelet(`--config=${file}`);
+    rmSync(dir, { recursive: true, force: true });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`kubelet: config file ${file}: invalid YAML at line 6, column 4: bad indentation of a mapping entry (Unexpected token)\n`);
   });
 
   test("a missing config file exits 2 naming the path", async () => {

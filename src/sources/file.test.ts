@@ -60,7 +60,7 @@ describe("scanManifests", () => {
     expect(Object.keys(byFile).sort()).toEqual(["badname.yaml", "garbage.yaml", "good.json", "noimage.yaml"]);
     expect(byFile["noimage.yaml"]).toContain('field "spec.containers[0].image"');
     expect(byFile["badname.yaml"]).toContain('field "metadata.name"');
-    expect(byFile["garbage.yaml"]).toContain("invalid YAML");
+    expect(byFile["garbage.yaml"]).toContain("invalid YAML at line 2, column 1: missed comma between flow collection entries");
     writeFileSync(join(dir, "garbage.yaml"), "kind: Pod\n");
     expect(scanManifests(dir, "n").problems.find((p) => p.file.endsWith("garbage.yaml"))!.reason).toBe(
       'field "metadata": is required; field "spec": is required',

@@ -23,4 +23,17 @@ describe("decodeDocuments", () => {
     expect(() => decodeDocuments("{bad json")).toThrow("invalid JSON");
     expect(() => decodeDocuments("a: [1, 2\nb: }")).toThrow("invalid YAML");
   });
+  test.each([
+    // Bun's own message names no place; the line and column are where an editor shows the fault.
+    ["a mis-indented key", "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: a\n     image: b\n", "invalid YAML at line 6, column 11: bad indentation of a mapping entry (Unexpected token)"],
+    ["a key after a value", "a: 1\nkey: value: other\n", "invalid YAML at line 2, column 11: bad indentation of a mapping entry"],
+    ["an unclosed flow list", "a: 1\nb: [1, 2\nc: 3\n", "invalid YAML at line 3, column 1: missed comma between flow collection entries"],
+    ["a tab as indentation", "a:\n\tb: 1\n", "invalid YAML at line 2, column 1: "],
+    ["the second document of a stream", "a: 1\n---\nb: 2\n  c: 3\n", "invalid YAML at line 4, column 4: "],
+  ])("a YAML syntax error says line and column: %s", (_name, text, message) => {
+    expect(() => decodeDocuments(text)).toThrow(message);
+  });
+  test("duplicate keys stay accepted (the last wins, as with Bun and upstream's YAML-to-JSON)", () => {
+    expect(decodeDocuments("a: 1\na: 2\n")).toEqual([{ a: 2 }]);
+  });
 });

@@ -4,6 +4,8 @@
  * Bun's parser expands `&x`/`*x` into shared references, which turns a small
  * "billion laughs" document into gigabytes when walked (CVE-2019-11253).
  */
+import { locateYamlError, type YamlPosition } from "./yaml-position.ts";
+
 export const MAX_DOCUMENT_BYTES = 1 << 20;
 
 export class DecodeError extends Error {
@@ -27,7 +29,15 @@ export function decodeDocuments(text: string, opts: { maxBytes?: number } = {}):
   try {
     parsed = Bun.YAML.parse(text);
   } catch (err) {
-    throw new DecodeError(`invalid YAML: ${(err as Error).message}`);
+    // Bun's message names no place ("YAML Parse error: Unexpected token"): say where, as upstream's "yaml: line N: ..." does.
+    const bun = (err as Error).message.replace(/^YAML Parse error: /, "");
+    let at: YamlPosition | undefined;
+    try {
+      at = locateYamlError(text);
+    } catch {
+      at = undefined; // (a stack overflow on absurd nesting, say): Bun's message alone then
+    }
+    throw new DecodeError(at ? `invalid YAML at line ${at.line}, column ${at.column}: ${at.reason} (${bun})` : `invalid YAML: ${bun}`);
   }
   // Bun returns an array for a multi-document stream; a single document that
   // is itself a list is indistinguishable, which manifests never are.
