@@ -59,3 +59,26 @@ test("enableServer false: 10250 is not served", async () => {
   expect(handle).toBeUndefined();
   expect(existsSync(join(dir, "never"))).toBe(false); // no certificate made either
 });
+
+test("serving: the start is logged once, with the address", async () => {
+  const { logger, lines } = memoryLogger();
+  const k = { ...config(["--address=127.0.0.1"]), port: 0 }; // any free port (the flag refuses 0)
+  const handle = await startKubeletServer({
+    config: k,
+    nodeName: "n1",
+    pods: () => [],
+    stats: { summary: async () => ({ node: { nodeName: "n1", startTime: "" }, pods: [] }) } as never,
+    cri: new FakeCri({ clock: new FakeClock() }),
+    health: new Hono(),
+    certDir: join(dir, "served"),
+    nodeIPs: [],
+    logger,
+  });
+  try {
+    const serving = lines.filter((l) => l.includes("serving the kubelet API"));
+    expect(serving).toHaveLength(1);
+    expect(serving[0]).toContain(`address=127.0.0.1:${handle!.port}`);
+  } finally {
+    await handle?.close();
+  }
+});

@@ -164,9 +164,8 @@ export async function startKubeletServer(opts: KubeletServerOptions): Promise<Tl
   if (k.serverTLSBootstrap && opts.csr) return serveOnceIssued(opts, opts.csr, serve);
   if (k.serverTLSBootstrap) opts.logger.warn("serverTLSBootstrap needs the API server; serving a certificate from the files or a self-signed one");
   const serving = servingCertificate({ ...opts, now: (opts.clock ?? realClock).now() });
-  const server = await serve(serving.cert, serving.key);
-  opts.logger.info("serving the kubelet API", { address: `${k.address}:${server.port}` });
-  return server;
+  // (serveTls says "serving the kubelet API" with the address once it listens.)
+  return serve(serving.cert, serving.key);
 }
 
 /**
