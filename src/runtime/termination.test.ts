@@ -58,6 +58,14 @@ describe("termination messages", () => {
     expect(terminationMessage(facts({ terminationMessagePolicy: "FallbackToLogsOnError", mounts: [] }))).toBe("out\nerr\npartial\n");
   });
 
+  test("FallbackToLogsOnError: a last line without a newline (tagged P at exit) is part of the message", () => {
+    writeFileSync(join(root, "msg"), "");
+    writeFileSync(join(root, "0.log"), criLine("DONE", "stdout", "P"));
+    expect(terminationMessage(facts({ terminationMessagePolicy: "FallbackToLogsOnError" }))).toBe("DONE");
+    writeFileSync(join(root, "0.log"), criLine("one") + criLine("tw", "stdout", "P") + criLine("o", "stderr", "P"));
+    expect(lastLogLines(join(root, "0.log"))).toBe("one\ntwo");
+  });
+
   test("the log tail is the last 80 lines, cut to the last 2048 bytes", () => {
     writeFileSync(join(root, "0.log"), Array.from({ length: 100 }, (_, i) => criLine(`line ${i}`)).join(""));
     const tail = lastLogLines(join(root, "0.log"));

@@ -100,6 +100,8 @@ export function lastLogLines(path: string): string {
     lines.push(pending + "\n");
     pending = "";
   }
+  // The output's last line had no newline (containerd tags it `P` at exit): it is a line too, as it is.
+  if (pending) lines.push(pending);
   const joined = Buffer.from(lines.slice(-MAX_LOG_MESSAGE_LINES).join(""));
   return joined.subarray(Math.max(0, joined.length - MAX_LOG_MESSAGE_BYTES)).toString("utf8");
 }

@@ -55,6 +55,21 @@ describe("CRI log files", () => {
     expect(await collect(readLogs(paths, { ...base, tailLines: 1, timestamps: true }))).toBe("2024-01-01T00:00:05.123456789Z five\n");
   });
 
+  test("a last line without a newline (tagged P at exit) is served as it is: plain, tail, timestamps, limit, since", async () => {
+    const d = join(dir, "partial-end");
+    mkdirSync(d, { recursive: true });
+    const f = join(d, "0.log");
+    writeFileSync(f, cri("01", "first") + cri("02", "DO", "P") + cri("03", "NE", "P"));
+    expect(await collect(readLogs([f], base))).toBe("first\nDONE");
+    expect(await collect(readLogs([f], { ...base, tailLines: 1 }))).toBe("DONE");
+    expect(await collect(readLogs([f], { ...base, tailLines: 1, timestamps: true }))).toBe("2024-01-01T00:00:02.123456789Z DONE");
+    expect(await collect(readLogs([f], { ...base, limitBytes: 8 }))).toBe("first\nDO");
+    expect(await collect(readLogs([f], { ...base, sinceMs: Date.parse("2024-01-01T00:00:02Z") }))).toBe("DONE");
+    // Only a partial line: `echo -n DONE`.
+    writeFileSync(f, cri("01", "DONE", "P"));
+    expect(await collect(readLogs([f], base))).toBe("DONE");
+  });
+
   test("follow: new lines while running, across a rotation; ends when the container stops", async () => {
     const d = join(dir, "follow");
     mkdirSync(d, { recursive: true });
@@ -68,10 +83,11 @@ describe("CRI log files", () => {
     await Bun.sleep(50);
     appendFileSync(f, cri("02", "b", "P"));
     await Bun.sleep(50);
-    expect(out).toEqual(["a\n"]);
+    // A partial piece is served as soon as it is read (upstream writes each piece), its end later.
+    expect(out).toEqual(["a\n", "b"]);
     appendFileSync(f, cri("02", "c"));
     await Bun.sleep(50);
-    expect(out).toEqual(["a\n", "bc\n"]);
+    expect(out).toEqual(["a\n", "b", "c\n"]);
     // Rotation: the file is renamed and the runtime opens a fresh one.
     const { renameSync } = await import("node:fs");
     appendFileSync(f, cri("03", "d"));

@@ -7,7 +7,9 @@
  * continue until one tagged `F`. Partial entries are joined into one line
  * here (upstream writes the pieces one after another, which comes to the
  * same bytes without timestamps); `timestamps` prefixes the first piece's
- * time, and `tailLines` counts joined lines.
+ * time, and `tailLines` counts joined lines. A line still partial where the
+ * log ends (the output's last line had no newline) is served as it is,
+ * without a newline, as upstream does.
  *
  * A container's files are `<podLogsDir>/<ns>_<name>_<uid>/<container>/<restartCount>.log`
  * plus the rotated `<n>.log.<YYYYMMDD-hhmmss>` and `.gz` ones
@@ -163,9 +165,18 @@ async function* wholeFile(path: string): AsyncGenerator<string> {
   }
 }
 
-/** Joins partial entries and applies `sinceMs`; yields one output line (with its newline) per logical line. */
+/**
+ * Joins partial entries and applies `sinceMs`; yields one output line (with
+ * its newline) per logical line. A line still partial where the log ends
+ * (containerd tags a last write without a newline `P`, e.g. `echo -n DONE`)
+ * is given out by `flush` without a newline, as upstream's ReadLogs writes
+ * every piece as it comes; what follows it later continues that line, with
+ * no second timestamp.
+ */
 class LineJoiner {
   private pending: CriLogEntry | undefined;
+  /** Some of the pending line was already given out by `flush`. */
+  private started = false;
   constructor(private readonly opts: LogOptions) {}
 
   push(raw: string): string | undefined {
@@ -178,8 +189,24 @@ class LineJoiner {
     if (this.pending.partial) return undefined;
     const done = this.pending;
     this.pending = undefined;
-    if (this.opts.sinceMs !== undefined && done.timeMs < this.opts.sinceMs) return undefined;
-    return (this.opts.timestamps ? `${done.time} ` : "") + done.text + "\n";
+    const continued = this.started;
+    this.started = false;
+    return this.format(done, continued, "\n");
+  }
+
+  /** The partial line held so far (undefined when none), given out now. */
+  flush(): string | undefined {
+    const p = this.pending;
+    if (!p?.text) return undefined;
+    const out = this.format(p, this.started, "");
+    this.pending = { ...p, text: "" };
+    this.started = true;
+    return out;
+  }
+
+  private format(e: CriLogEntry, continued: boolean, end: string): string | undefined {
+    if (this.opts.sinceMs !== undefined && e.timeMs < this.opts.sinceMs) return undefined;
+    return (this.opts.timestamps && !continued ? `${e.time} ` : "") + e.text + end;
   }
 }
 
@@ -221,8 +248,8 @@ export async function* readLogs(paths: string[], opts: ReadLogsOptions): AsyncGe
   };
 
   // One raw CRI line through joining, the tail buffer and the byte budget: what to yield, and whether to stop.
-  const take = (raw: string): { out?: string; stop: boolean } => {
-    const joined = joiner.push(raw);
+  const take = (raw: string): { out?: string; stop: boolean } => give(joiner.push(raw));
+  const give = (joined: string | undefined): { out?: string; stop: boolean } => {
     const line = joined === undefined ? undefined : emit(joined);
     if (line === undefined) return { stop: false };
     const l = limit(line);
@@ -252,6 +279,9 @@ export async function* readLogs(paths: string[], opts: ReadLogsOptions): AsyncGe
         if (step.stop) return;
       }
     }
+    const step = give(joiner.flush());
+    if (step.out !== undefined) yield step.out;
+    if (step.stop) return;
     for (const line of ring.splice(0)) {
       const l = limit(line);
       if (l === undefined) return;
@@ -274,6 +304,14 @@ export async function* readLogs(paths: string[], opts: ReadLogsOptions): AsyncGe
           yield l;
           if (budget <= 0) return;
         }
+      }
+      // Caught up: a partial line is shown now, not when (if ever) its end arrives.
+      const partial = joiner.flush();
+      if (partial !== undefined) {
+        const l = limit(partial);
+        if (l === undefined) return;
+        yield l;
+        if (budget <= 0) return;
       }
       if (stopping) return;
       // Rotated: the runtime reopened a new file at the same path; finish the old one (done above) and switch.
