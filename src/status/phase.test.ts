@@ -84,6 +84,22 @@ describe("init containers in the status", () => {
   test("a failed init container with restartPolicy Never fails the pod", () => {
     expect(podPhase(p, obs(c("setup", "exited", 1)))).toBe("Failed");
   });
+  test("after a failed init container: the later ones and the app wait with reason PodInitializing, nothing is ready", () => {
+    const s = podStatus(p, obs(c("setup", "exited", 1)), new Map());
+    expect(s.phase).toBe("Failed");
+    expect(s.initPending).toEqual(["setup", "proxy"]);
+    expect(s.initContainerStatuses!.map((x) => [x.name, Object.keys(x.state)[0], x.ready])).toEqual([
+      ["setup", "terminated", false],
+      ["proxy", "waiting", false],
+    ]);
+    expect(s.initContainerStatuses![1]!.state).toEqual({ waiting: { reason: "PodInitializing" } });
+    expect(s.containerStatuses[0]!.state).toEqual({ waiting: { reason: "PodInitializing" } });
+  });
+  test("a regular init container is ready once it exited with 0, not while it runs; a sidecar while it runs", () => {
+    const ready = (s: ReturnType<typeof podStatus>) => s.initContainerStatuses!.map((x) => x.ready);
+    expect(ready(podStatus(p, obs(c("setup", "running")), new Map()))).toEqual([false, false]);
+    expect(ready(podStatus(p, obs(c("setup", "exited", 0), c("proxy", "running"), c("app", "running")), new Map()))).toEqual([true, true]);
+  });
   test("initialized once the app ran, even while a sidecar restarts", () => {
     const s = podStatus(p, obs(c("setup", "exited", 0), c("proxy", "exited", 137), c("app", "running")), new Map());
     expect(s.initPending).toEqual([]);

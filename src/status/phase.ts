@@ -102,14 +102,21 @@ export function initProgress(pod: Pod, observed: ObservedPod): { pending: string
   return { pending, failed };
 }
 
+/**
+ * Upstream convertToAPIContainerStatuses: a container the runtime has no
+ * record of waits with reason PodInitializing in a pod with init containers
+ * (init and app containers alike), ContainerCreating otherwise, unless the
+ * last sync recorded why (ErrImagePull...).
+ */
 export function containerStatuses(pod: Pod, observed: ObservedPod, waiting: WaitingReasons, specs = pod.spec.containers, probes?: ProbeView): ContainerStatusView[] {
   const uid = pod.metadata.uid ?? "";
+  const notCreated = pod.spec.initContainers?.length ? "PodInitializing" : "ContainerCreating";
   return specs.map((spec) => {
     const [latest, previous] = observed.containers.filter((c) => c.name === spec.name);
     const waitingReason = waiting.get(spec.name);
     const base = { name: spec.name, image: spec.image, imageID: latest?.imageRef ?? "", restartCount: latest?.restartCount ?? 0 };
     if (!latest) {
-      return { ...base, state: { waiting: waitingReason ?? { reason: "ContainerCreating" } }, lastState: {}, ready: false, started: false };
+      return { ...base, state: { waiting: waitingReason ?? { reason: notCreated } }, lastState: {}, ready: false, started: false };
     }
     const current = stateOf(latest);
     const inBackoff = latest.state !== "running" && waitingReason;
@@ -164,6 +171,19 @@ export function podPhase(pod: Pod, observed: ObservedPod, podIsTerminal = false)
   }
 }
 
+/**
+ * Upstream prober manager UpdatePodStatus: a regular init container is ready
+ * once it exited with code 0 (not while it runs); a sidecar (restartPolicy
+ * Always) while it runs (the prober probes app containers only).
+ */
+function initContainerStatuses(pod: Pod, observed: ObservedPod, waiting: WaitingReasons): ContainerStatusView[] {
+  const specs = pod.spec.initContainers ?? [];
+  return containerStatuses(pod, observed, waiting, specs).map((status, i) => {
+    if (isSidecar(specs[i]!)) return status;
+    return { ...status, ready: "terminated" in status.state && status.state.terminated.exitCode === 0 };
+  });
+}
+
 const NEVER_READY: ProbeView = { isReady: () => false, isStarted: () => true };
 
 export const isTerminalPhase = (phase: PodPhase): boolean => phase === "Succeeded" || phase === "Failed";
@@ -178,9 +198,7 @@ export function podStatus(pod: Pod, observed: ObservedPod, waiting: WaitingReaso
     : waiting;
   return {
     phase: podPhase(pod, observed, podIsTerminal),
-    ...(pod.spec.initContainers?.length
-      ? { initPending: init.pending, initContainerStatuses: containerStatuses(pod, observed, waiting, pod.spec.initContainers) }
-      : {}),
+    ...(pod.spec.initContainers?.length ? { initPending: init.pending, initContainerStatuses: initContainerStatuses(pod, observed, waiting) } : {}),
     sandboxReady: !!sandbox?.ready && (ips.length > 0 || !!pod.spec.hostNetwork),
     ...(ips[0] ? { podIP: ips[0] } : {}),
     podIPs: ips.map((ip) => ({ ip })),
