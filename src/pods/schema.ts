@@ -116,6 +116,10 @@ export const PodSpec = v.looseObject({
   priority: v.optional(Int),
   priorityClassName: v.optional(v.string()),
   runtimeClassName: v.optional(v.nullable(v.string())),
+  /** Pod conditions (set by others through the API) that must be True for the pod to be Ready. */
+  readinessGates: v.optional(v.nullable(v.array(v.looseObject({ conditionType: v.string() })))),
+  /** The OS the pod needs; a node of another OS rejects it at admission (PodOSNotSupported). */
+  os: v.optional(v.nullable(v.looseObject({ name: v.string() }))),
 });
 
 export const PodManifest = v.looseObject({

@@ -53,10 +53,68 @@ describe("apiPodStatus", () => {
 
   test("never moves back out of a terminal phase", () => {
     const done = apiPodStatus(pod, view("Failed", false), { hostIPs: [], previous: undefined, now: 0 });
-    expect(cond(done, "Ready")).toMatchObject({ status: "False", reason: "PodCompleted" });
+    expect(cond(done, "Ready")).toMatchObject({ status: "False", reason: "PodFailed" });
+    const succeeded = apiPodStatus(pod, view("Succeeded", false), { hostIPs: [], previous: undefined, now: 0 });
+    expect(cond(succeeded, "ContainersReady")).toMatchObject({ status: "False", reason: "PodCompleted" });
+    expect(cond(succeeded, "Initialized")).toMatchObject({ status: "True", reason: "PodCompleted" });
     expect(apiPodStatus(pod, view("Running", true), { hostIPs: [], previous: done, now: 1 }).phase).toBe("Failed");
     const rejected = { ...done, reason: "OutOfcpu", message: "Node didn't have enough resource: cpu" };
     expect(apiPodStatus(pod, view("Pending", false), { hostIPs: [], previous: rejected, now: 2 })).toMatchObject({ phase: "Failed", reason: "OutOfcpu" });
+  });
+});
+
+describe("readiness gates and other writers' conditions", () => {
+  const gated: Pod = { ...pod, spec: { ...pod.spec, readinessGates: [{ conditionType: "example.com/lb" }, { conditionType: "example.com/dns" }] } };
+  const foreign = (type: string, status: "True" | "False") => ({ type, status, lastProbeTime: null, lastTransitionTime: "2026-01-01T00:00:00Z" });
+  test("Ready stays False, reason ReadinessGatesNotReady, until every gate's condition is True; ContainersReady does not wait", () => {
+    const none = apiPodStatus(gated, view("Running", true), { hostIPs: [], previous: undefined, now: 0 });
+    expect(cond(none, "ContainersReady").status).toBe("True");
+    expect(cond(none, "Ready")).toMatchObject({
+      status: "False",
+      reason: "ReadinessGatesNotReady",
+      message: 'corresponding condition of pod readiness gate "example.com/lb" does not exist., corresponding condition of pod readiness gate "example.com/dns" does not exist.',
+    });
+    const half = apiPodStatus(gated, view("Running", true), { hostIPs: [], previous: none, now: 1, apiConditions: [foreign("example.com/lb", "True"), foreign("example.com/dns", "False")] });
+    expect(cond(half, "Ready")).toMatchObject({ status: "False", message: 'the status of pod readiness gate "example.com/dns" is not "True", but False' });
+    const all = apiPodStatus(gated, view("Running", true), { hostIPs: [], previous: half, now: 2, apiConditions: [foreign("example.com/lb", "True"), foreign("example.com/dns", "True")] });
+    expect(cond(all, "Ready").status).toBe("True");
+    // Kept (first, untouched) in what is sent: the merge patch replaces the whole list.
+    expect(all.conditions.slice(0, 2)).toEqual([foreign("example.com/lb", "True"), foreign("example.com/dns", "True")]);
+    // Containers not ready: their reason, not the gates'.
+    expect(cond(apiPodStatus(gated, view("Running", false), { hostIPs: [], previous: undefined, now: 0 }), "Ready").reason).toBe("ContainersNotReady");
+  });
+
+  test("the manager follows a gate condition changed through the API, and keeps it in later patches", async () => {
+    const api = new FakeKubeApi();
+    const stored = api.putPod(gated as never);
+    const manager = new ApiStatusManager({ api, hostIPs: () => [], clock: new FakeClock(), logger: memoryLogger().logger });
+    const settle = async () => {
+      for (let i = 0; i < 10; i++) await Bun.sleep(0);
+    };
+    const p = { ...gated, metadata: { ...gated.metadata, uid: stored.metadata!.uid } } as Pod;
+    manager.set(p, view("Running", true));
+    await settle();
+    const current = () => api.pods.get("default/web")!.status as ApiPodStatus;
+    expect(cond(current(), "Ready").status).toBe("False");
+    // Another writer sets both gates' conditions (what the watch brings back as a reconcile).
+    const withGates = { ...current(), conditions: [...current().conditions, foreign("example.com/lb", "True"), foreign("example.com/dns", "True")] };
+    api.pods.get("default/web")!.status = withGates;
+    const updated = { ...p, status: withGates } as Pod;
+    manager.reconcile(updated);
+    await settle();
+    expect(cond(current(), "Ready").status).toBe("True");
+    expect(cond(current(), "example.com/lb").status).toBe("True");
+    // A later status of the agent's own keeps them.
+    manager.set(updated, view("Running", false));
+    await settle();
+    expect(cond(current(), "Ready").status).toBe("False");
+    expect(cond(current(), "example.com/dns").status).toBe("True");
+    // And one turning False takes Ready back down.
+    const dnsDown = { ...current(), conditions: current().conditions.map((c) => (c.type === "example.com/dns" ? { ...c, status: "False" as const } : c)) };
+    api.pods.get("default/web")!.status = dnsDown;
+    manager.set({ ...updated, status: dnsDown } as Pod, view("Running", true));
+    await settle();
+    expect(cond(current(), "Ready")).toMatchObject({ status: "False", reason: "ReadinessGatesNotReady" });
   });
 });
 

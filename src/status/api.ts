@@ -30,8 +30,40 @@ export type ApiPodStatus = Record<string, unknown> & { phase: string; conditions
 
 const rfc3339 = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
 
-/** v1 PodStatus from the computed view; pure, so conditions and phase rules are unit-tested. */
-export function apiPodStatus(pod: Pod, view: PodStatusView, ctx: { hostIPs: string[]; previous: ApiPodStatus | undefined; now: number }): ApiPodStatus {
+/** Upstream kubetypes.PodConditionsByKubelet: the condition types this agent writes; others belong to other writers. */
+const KUBELET_CONDITIONS = new Set(["PodScheduled", "Ready", "Initialized", "ContainersReady", "PodReadyToStartContainers", "PodResizePending", "PodResizeInProgress"]);
+export const isKubeletCondition = (type: string): boolean => KUBELET_CONDITIONS.has(type);
+
+/** The conditions of a status that other writers own (readiness gates' conditions, DisruptionTarget...). */
+export const foreignConditions = (status: { conditions?: unknown } | undefined): PodCondition[] =>
+  Array.isArray(status?.conditions) ? (status.conditions as PodCondition[]).filter((c) => c && typeof c.type === "string" && !isKubeletCondition(c.type)) : [];
+
+/**
+ * Upstream GeneratePodReadyCondition's readiness gates: why the pod is not
+ * Ready although its containers are (empty when every gate's condition is True).
+ */
+export function unreadyGates(pod: Pod, conditions: readonly PodCondition[]): string[] {
+  const out: string[] = [];
+  for (const gate of pod.spec.readinessGates ?? []) {
+    const c = conditions.find((x) => x.type === gate.conditionType);
+    if (!c) out.push(`corresponding condition of pod readiness gate "${gate.conditionType}" does not exist.`);
+    else if (c.status !== "True") out.push(`the status of pod readiness gate "${gate.conditionType}" is not "True", but ${c.status}`);
+  }
+  return out;
+}
+
+/**
+ * v1 PodStatus from the computed view; pure, so conditions and phase rules
+ * are unit-tested. `apiConditions`: the conditions of the API server's copy
+ * (the newest the agent saw); those of other writers are kept, first, as
+ * upstream's mergePodStatus does (the status goes out as a merge patch,
+ * which replaces the whole list), and readiness gates are judged on them.
+ */
+export function apiPodStatus(
+  pod: Pod,
+  view: PodStatusView,
+  ctx: { hostIPs: string[]; previous: ApiPodStatus | undefined; now: number; apiConditions?: readonly PodCondition[] },
+): ApiPodStatus {
   const previous = ctx.previous;
   const phase = previous && isTerminalPhase(previous.phase as PodStatusView["phase"]) ? previous.phase : view.phase;
   const terminal = phase === "Succeeded" || phase === "Failed";
@@ -52,13 +84,24 @@ export function apiPodStatus(pod: Pod, view: PodStatusView, ctx: { hostIPs: stri
       lastTransitionTime: before && before.status === status ? before.lastTransitionTime : rfc3339(ctx.now),
     };
   };
-  const notReady = terminal ? ["PodCompleted", undefined] : ["ContainersNotReady", `containers with unready status: [${unready.join(" ")}]`];
-  const ready = !terminal && unready.length === 0;
+  // Upstream generate.go: a terminal pod's containers are not ready, reason PodFailed or PodCompleted.
+  const notReady = terminal ? [phase === "Failed" ? "PodFailed" : "PodCompleted", undefined] : ["ContainersNotReady", `containers with unready status: [${unready.join(" ")}]`];
+  const containersReady = !terminal && unready.length === 0;
+  const foreign = (ctx.apiConditions ?? []).filter((c) => !isKubeletCondition(c.type));
+  const gates = containersReady ? unreadyGates(pod, foreign) : [];
+  const ready = containersReady && gates.length === 0;
+  const readyWhy = containersReady ? ["ReadinessGatesNotReady", gates.join(", ")] : notReady;
+  const initialized = !view.initPending?.length;
   const conditions = [
+    ...foreign,
     condition("PodReadyToStartContainers", view.sandboxReady && !terminal),
-    condition("Initialized", !view.initPending?.length, ...(view.initPending?.length ? (["ContainersNotInitialized", `containers with incomplete status: [${view.initPending.join(" ")}]`] as const) : [])),
-    condition("Ready", ready, ...(ready ? [] : (notReady as [string, string | undefined]))),
-    condition("ContainersReady", ready, ...(ready ? [] : (notReady as [string, string | undefined]))),
+    condition(
+      "Initialized",
+      initialized,
+      ...(!initialized ? (["ContainersNotInitialized", `containers with incomplete status: [${view.initPending!.join(" ")}]`] as const) : phase === "Succeeded" ? (["PodCompleted"] as const) : []),
+    ),
+    condition("Ready", ready, ...(ready ? [] : (readyWhy as [string, string | undefined]))),
+    condition("ContainersReady", containersReady, ...(containersReady ? [] : (notReady as [string, string | undefined]))),
     condition("PodScheduled", true),
     // Upstream (1.33+): present only while a resize waits or is being applied.
     ...(view.resize?.pending ? [condition("PodResizePending", true, view.resize.pending.reason, view.resize.pending.message)] : []),
@@ -142,7 +185,8 @@ export class ApiStatusManager implements StatusSink, AsyncDisposable {
     entry.pod = pod;
     entry.view = view;
     const base = entry.pending ?? entry.sent;
-    const next = apiPodStatus(pod, view, { hostIPs: this.opts.hostIPs(), previous: base, now: this.opts.clock.now() });
+    const apiConditions = foreignConditions(object.status as ApiPodStatus | undefined);
+    const next = apiPodStatus(pod, view, { hostIPs: this.opts.hostIPs(), previous: base, now: this.opts.clock.now(), apiConditions });
     if (entry.sent && sameStatus(entry.sent, next)) {
       entry.pending = undefined;
       return;
@@ -163,7 +207,14 @@ export class ApiStatusManager implements StatusSink, AsyncDisposable {
     if (!isApiPod(pod)) return;
     const entry = this.entries.get(pod.metadata.uid ?? "");
     const api = pod.status as ApiPodStatus | undefined;
-    if (!entry?.sent || !entry.view || !api || entry.pending || entry.flushing || entry.deleteWhenDone) return;
+    if (!entry?.sent || !entry.view || !api || entry.deleteWhenDone) return;
+    // Another writer's condition changed (a readiness gate's): Ready follows it, and the next patch
+    // keeps it (also when a patch is on its way: the drain sends the newest).
+    if (!sameForeign(entry.pending ?? entry.sent, api)) {
+      this.set(pod, entry.view);
+      return;
+    }
+    if (entry.pending || entry.flushing) return;
     if (!ownedFieldsDiffer(entry.sent, api)) return;
     this.opts.logger.info("pod status changed by another writer; sending the agent's again", { pod: `${entry.target.namespace}/${entry.target.name}` });
     entry.sent = api;
@@ -267,6 +318,13 @@ function ownedFieldsDiffer(sent: ApiPodStatus, api: Partial<ApiPodStatus>): bool
   if (sent.phase !== api.phase) return true;
   // `sent` may be the API's own copy, read when the entry was made: conditions can be missing there.
   return (sent.conditions ?? []).some((c) => api.conditions?.find((a) => a.type === c.type)?.status !== c.status);
+}
+
+/** Other writers' conditions (type and status) are the same in both. */
+function sameForeign(sent: ApiPodStatus, api: Partial<ApiPodStatus>): boolean {
+  const key = (s: { conditions?: unknown }) =>
+    JSON.stringify(foreignConditions(s).map((c) => [c.type, c.status, c.reason ?? "", c.message ?? ""]).sort());
+  return key(sent) === key(api);
 }
 
 function sameStatus(a: ApiPodStatus, b: ApiPodStatus): boolean {
