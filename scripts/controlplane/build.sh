@@ -28,8 +28,8 @@
 # A binary whose stamp matches is not built again: a warm run does no Go work
 # and returns in well under a second. Concurrent runs wait on one lock.
 #
-# Environment: BUNLET_CACHE, GO (the go command; default `go` on PATH, then
-# /usr/local/go/bin/go), GOPROXY as usual.
+# Environment: BUNLET_CACHE, GO (the go command; default: scripts/go.sh's
+# choice, which installs Go into the cache when there is none), GOPROXY as usual.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -72,11 +72,9 @@ declare -A pkg=(
 names=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl)
 ((with_kubelet)) && names+=(kubelet)
 
-if [[ -z "${GO:-}" ]]; then
-  if command -v go >/dev/null 2>&1; then GO=go
-  elif [[ -x /usr/local/go/bin/go ]]; then GO=/usr/local/go/bin/go
-  else die "no Go toolchain (set GO, or install Go at /usr/local/go)"; fi
-fi
+# A Go recent enough for gomod/go.mod: $GO, `go` on PATH, /usr/local/go, or
+# the pinned release that scripts/go.sh installs into the cache.
+GO="$(bash "$here/../go.sh" | tail -n 1)" || die "no Go toolchain (scripts/go.sh)"
 
 export GOMODCACHE="$cache/go/mod"
 export GOCACHE="$cache/go/build"
