@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The agent's main job on a fresh Debian machine, as root: sets up what is
-# missing (scripts/setup.sh), builds dist/kubelet, starts a private
+# missing for the demo (scripts/setup.sh --demo), builds dist/kubelet, starts a private
 # containerd, and runs the agent in standalone mode with the sample static
 # pod from examples/static-pods. Ctrl-C stops the agent and removes
-# everything the demo started (containers, network, containerd).
+# everything the demo started (containers, network, containerd) and its
+# directory ($DEMO_DIR, default /tmp/bunlet-demo), where all it wrote is.
 #
 #   scripts/demo.sh            run until Ctrl-C
 #   DEMO_EXIT_AFTER_READY=1    stop by itself once the pod answered (CI smoke)
@@ -12,7 +13,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
 cd "$repo"
 
-bash scripts/setup.sh
+bash scripts/setup.sh --demo
 node_modules/.bin/bun scripts/build.ts
 dir="${DEMO_DIR:-/tmp/bunlet-demo}"
 port="${DEMO_READONLY_PORT:-10255}"
@@ -47,7 +48,9 @@ readOnlyPort: $port
 failSwapOn: false
 YAML
 
-dist/kubelet --config="$dir/kubelet.yaml" --root-dir="$dir/kubelet" --hostname-override=demo-node >"$dir/kubelet.log" 2>&1 &
+# Everything the agent writes stays in $dir, which Ctrl-C removes: --cert-dir
+# too (its default, as upstream's, is /var/lib/kubelet/pki whatever the root dir).
+dist/kubelet --config="$dir/kubelet.yaml" --root-dir="$dir/kubelet" --cert-dir="$dir/kubelet/pki" --hostname-override=demo-node >"$dir/kubelet.log" 2>&1 &
 agent_pid=$!
 echo "demo: agent started (pid $agent_pid), log: $dir/kubelet.log"
 

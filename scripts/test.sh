@@ -10,7 +10,7 @@ cd "$repo"
 export PATH="$repo/node_modules/.bin:$PATH"
 
 bash scripts/setup.sh
-echo "== control plane binaries (cold: 4-6 minutes, then cached in \${BUNLET_CACHE:-/var/cache/bunlet})"
+echo "== control plane binaries (cold: 8-11 minutes on 2 cores, then cached in \${BUNLET_CACHE:-/var/cache/bunlet})"
 bash scripts/controlplane/build.sh >/dev/null
 results="$(mktemp)"
 trap 'rm -f "$results"' EXIT

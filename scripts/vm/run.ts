@@ -7,19 +7,23 @@
  *   bun scripts/vm/run.ts              # build (cached), boot, print the probe's JSON
  */
 import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
 import { buildInitramfs } from "./initramfs.ts";
 
 export const QEMU = "qemu-system-x86_64";
 
-/** BUNLET_VM_KERNEL, or the newest /boot/vmlinuz-*-cloud-amd64. */
+/** Where scripts/setup.sh unpacks Debian's cloud kernel (never installed on the host: see setup.sh). */
+export const KERNEL_DIR = join(process.env.BUNLET_CACHE ?? "/var/cache/bunlet", "vm-kernel");
+
+/** BUNLET_VM_KERNEL, or the newest vmlinuz-*-cloud-amd64 in KERNEL_DIR. */
 export function findKernel(): string | undefined {
   const env = process.env.BUNLET_VM_KERNEL;
   if (env) return existsSync(env) ? env : undefined;
-  if (!existsSync("/boot")) return undefined;
-  const kernels = readdirSync("/boot")
+  if (!existsSync(KERNEL_DIR)) return undefined;
+  const kernels = readdirSync(KERNEL_DIR)
     .filter((f) => /^vmlinuz-.*-cloud-amd64$/.test(f))
     .sort((a, b) => a.localeCompare(b, undefined, { numeric: true }));
-  return kernels.length ? `/boot/${kernels.at(-1)}` : undefined;
+  return kernels.length ? join(KERNEL_DIR, kernels.at(-1)!) : undefined;
 }
 
 /**
@@ -30,7 +34,7 @@ export function requireVm(): { kernel: string } {
   const missing: string[] = [];
   if (!Bun.which(QEMU)) missing.push(`${QEMU} (Debian package qemu-system-x86)`);
   const kernel = findKernel();
-  if (!kernel) missing.push("a cloud kernel /boot/vmlinuz-*-cloud-amd64 (Debian package linux-image-cloud-amd64) or BUNLET_VM_KERNEL");
+  if (!kernel) missing.push(`a cloud kernel ${KERNEL_DIR}/vmlinuz-*-cloud-amd64 (unpacked from Debian's linux-image-cloud-amd64 by scripts/setup.sh) or BUNLET_VM_KERNEL`);
   if (!existsSync("/bin/busybox")) missing.push("/bin/busybox (Debian package busybox-static)");
   if (!Bun.which("ldd")) missing.push("ldd (Debian package libc-bin)");
   if (missing.length > 0 || !kernel) {
