@@ -1,7 +1,7 @@
 // The cgroup v2 writer on a real cgroup v2 kernel: Debian's cloud kernel in
 // qemu boots an initramfs with the probe (test/vm/probe.ts, compiled with
 // Bun), which runs src/cgroups for real and prints what the kernel shows.
-// Missing qemu or kernel FAILS this test (scripts/setup.sh installs them);
+// Missing qemu or kernel FAILS this test (scripts/setup.sh installs qemu and unpacks the kernel into the cache);
 // it never skips. About 10 s warm (build cached in .cache/vm), 15 s cold.
 import { beforeAll, describe, expect, test } from "bun:test";
 import { podResourceConfig, sharesToCpuWeight } from "../../src/cgroups/index.ts";
