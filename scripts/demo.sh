@@ -28,7 +28,7 @@ agent_pid=""
 cleanup() {
   trap - INT TERM EXIT
   echo
-  echo "demo: stopping the agent and removing the demo's containers, network and containerd"
+  echo "demo: stopping the agent and removing the demo's containers, network, containerd and $dir"
   [[ -n "$agent_pid" ]] && kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null || true
   scripts/containerd.sh purge "$dir" >/dev/null 2>&1 || true
 }
