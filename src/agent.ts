@@ -24,7 +24,8 @@ import { bootstrapClientCertificate, ClientCertificateRotation, csrApi, CURRENT_
 import { certificateValidity } from "./certificates/x509.ts";
 import { createLogRotation } from "./logs/index.ts";
 import { createStatsCollector } from "./stats/index.ts";
-import { containerLinuxResources, createPodCgroups, type PodCgroups } from "./cgroups/index.ts";
+import { chooseCgroupDriver, containerLinuxResources, createPodCgroups, type PodCgroups } from "./cgroups/index.ts";
+import { runtimeCgroupDriver } from "./runtime/cgroup-driver.ts";
 import type { Pod } from "./pods/schema.ts";
 import { refOf } from "./runtime/index.ts";
 import { GenericPleg } from "./pleg/generic.ts";
@@ -62,7 +63,7 @@ import { NodeShutdownManager, shutdownGroups, type ShutdownTrigger } from "./shu
 import { SyncLoop } from "./sync/syncloop.ts";
 import { bunHeap, GcPacer, type Heap } from "./memory/gc-pacer.ts";
 import { realClock, type Clock } from "./util/clock.ts";
-import { errorMessage } from "./util/errors.ts";
+import { StartupConfigError, errorMessage } from "./util/errors.ts";
 import type { Logger } from "./util/log.ts";
 
 export interface AgentDeps {
@@ -118,11 +119,18 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   if (cluster?.rotation) stack.use(cluster.rotation).start();
   const hostIP = config.nodeIPs[0] ?? cluster?.internalIP;
 
-  // cgroupsPerQOS: kubepods, kubepods/burstable, kubepods/besteffort and one cgroup per pod under cgroupRoot.
-  const podsCgroupParent = k.cgroupsPerQOS ? posix.join(k.cgroupRoot || "/", "kubepods") : k.cgroupRoot;
+  // The cgroup driver: the runtime's (CRI RuntimeConfig) where it answers, else the config's; disagreeing with one set explicitly exits 2.
+  const cgroupDriver = chooseCgroupDriver({ configured: k.cgroupDriver === "systemd" ? "systemd" : "cgroupfs", explicit: config.cgroupDriverSet ?? false, runtime: await runtimeCgroupDriver(cri) });
+  logger.info("cgroup driver", { driver: cgroupDriver.driver, from: cgroupDriver.source });
+  if (cgroupDriver.driver === "systemd" && !k.cgroupsPerQOS) {
+    throw new StartupConfigError(`cgroupDriver systemd (${cgroupDriver.source === "runtime" ? "reported by the container runtime" : "configured"}) needs cgroupsPerQOS: true: pods are placed in the kubepods.slice hierarchy the agent creates through systemd`);
+  }
+  // cgroupsPerQOS: kubepods, kubepods/burstable, kubepods/besteffort and one cgroup per pod under cgroupRoot
+  // (systemd: kubepods.slice, kubepods-burstable.slice, ... made by systemd as transient slices).
   const machine = readMachineInfo({ rootDir: config.rootDir });
   const podCgroups = k.cgroupsPerQOS
     ? createPodCgroups({
+        driver: cgroupDriver.driver,
         cgroupRoot: k.cgroupRoot || "/",
         podPidsLimit: k.podPidsLimit,
         cpuCFSQuota: k.cpuCFSQuota,
@@ -131,6 +139,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
         logger,
       })
     : undefined;
+  const podsCgroupParent = podCgroups ? podCgroups.kubepods : k.cgroupRoot;
   const nodeAllocatable = allocatableAmounts(machine, k);
   await podCgroups?.setupNode({
     allocatable: { cpuMilli: nodeAllocatable.cpu, memoryBytes: nodeAllocatable.memory },

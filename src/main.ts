@@ -7,7 +7,8 @@
  *
  * Exit codes: 0 after --help, --version or a clean stop (with --runonce:
  * every static pod came up); 2 for a bad flag or config file
- * (`kubelet: <message>` on stderr); 1 for an unexpected error or a
+ * (`kubelet: <message>` on stderr), also when the container runtime reports
+ * another cgroup driver than the one configured; 1 for an unexpected error or a
  * --runonce pod that failed;
  * 128+signal when a second signal cuts a graceful stop short.
  */
@@ -15,7 +16,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { kubeletVersion, loadConfig, type KubeletConfiguration } from "./config/index.ts";
 import { planJit } from "./memory/jit.ts";
-import { errorMessage } from "./util/errors.ts";
+import { StartupConfigError, errorMessage } from "./util/errors.ts";
 import { createLogger, type Logger } from "./util/log.ts";
 
 /** Defined by the build script (bun build --define); absent when run from source. */
@@ -142,6 +143,10 @@ async function exit(code: number): Promise<never> {
 }
 
 main().then(exit, (err: unknown) => {
+  if (err instanceof StartupConfigError) {
+    process.stderr.write(`kubelet: ${err.message}\n`);
+    return exit(2);
+  }
   (logger ?? createLogger({ verbosity: 0 })).error("unexpected error", { err: errorMessage(err), stack: err instanceof Error ? err.stack : undefined });
   return exit(1);
 });

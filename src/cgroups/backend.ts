@@ -17,6 +17,10 @@ export interface CgroupBackend {
   apply(path: string, config: ResourceConfig): Promise<void>;
   /** Every directory that represents `path` (v1: one per hierarchy). */
   dirs(path: string): string[];
+  /** What must happen before the directories of an empty cgroup are removed:
+   *  the systemd driver stops the slice unit that owns it (refusing while it
+   *  has processes); the cgroupfs writers own their directories and have none. */
+  release?(path: string): Promise<void>;
 }
 
 /** Ancestors of an absolute cgroup path, root first, the path itself last: "/a/b" → ["/", "/a", "/a/b"]. */

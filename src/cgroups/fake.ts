@@ -21,7 +21,7 @@ export class FakePodCgroups implements PodCgroups {
   /** UIDs whose removePod fails Busy (processes still in the cgroup). */
   readonly busy = new Set<string>();
   private readonly failures = new Map<Method, Error>();
-  private readonly kubepods: string;
+  readonly kubepods: string;
   private readonly options: { podPidsLimit: number; cpuCFSQuota: boolean; cpuCFSQuotaPeriodUs: number };
 
   constructor(opts: { cgroupRoot?: string; version?: "v1" | "v2"; podPidsLimit?: number; cpuCFSQuota?: boolean; cpuCFSQuotaPeriodUs?: number } = {}) {

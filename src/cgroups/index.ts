@@ -1,6 +1,8 @@
 /**
  * cgroups: the QoS class, the values each cgroup level gets (pure), and the
- * writer of the pod cgroup tree for cgroup v1 and v2 (cgroupfs driver).
+ * writer of the pod cgroup tree for cgroup v1 and v2, with the cgroupfs
+ * driver (directories made here) or the systemd driver (slices made by
+ * systemd over D-Bus, values written to both).
  */
 import type { Logger } from "../util/log.ts";
 import { createV1Backend } from "./v1.ts";
@@ -9,6 +11,8 @@ import { detectCgroupLayout } from "./detect.ts";
 import { nodeCgroupFs, type CgroupFs } from "./fs.ts";
 import { createPodCgroupsOn, type PodCgroups } from "./pod-cgroups.ts";
 import type { CpuWeightFormula } from "./values.ts";
+import { createSystemdBackend } from "./systemd.ts";
+import { busctlSystemdUnits, type SystemdUnits } from "./systemd-units.ts";
 
 export type { PodCgroups } from "./pod-cgroups.ts";
 export { podQosClass, type QosClass } from "./qos.ts";
@@ -44,6 +48,9 @@ export { CgroupError, isCgroupError, type CgroupErrorKind } from "./errors.ts";
 export { detectCgroupLayout, parseMountinfo, type CgroupLayout, type Hierarchy } from "./detect.ts";
 export { nodeCgroupFs, type CgroupFs } from "./fs.ts";
 export { FakePodCgroups } from "./fake.ts";
+export { CgroupDriverMismatchError, chooseCgroupDriver, type CgroupDriverName, type RuntimeDriverAnswer } from "./driver.ts";
+export { expandSlice, parseSystemdName, resourceProperties, systemdCgroupPath } from "./systemd.ts";
+export { busctlSystemdUnits, type SystemdUnits, type UnitProperty } from "./systemd-units.ts";
 
 export interface PodCgroupsOptions {
   /** cgroupRoot: the parent of kubepods, in cgroupfs form ("/" when empty). */
@@ -64,6 +71,10 @@ export interface PodCgroupsOptions {
   cpuWeightFormula?: CpuWeightFormula;
   /** File operations; tests inject a fake cgroupfs. */
   fs?: CgroupFs;
+  /** cgroupDriver: "cgroupfs" (default) or "systemd". */
+  driver?: "cgroupfs" | "systemd";
+  /** The systemd driver's D-Bus calls; busctl on the system bus by default. */
+  systemd?: SystemdUnits;
 }
 
 /**
@@ -74,11 +85,15 @@ export interface PodCgroupsOptions {
 export function createPodCgroups(opts: PodCgroupsOptions): PodCgroups {
   const fs = opts.fs ?? nodeCgroupFs;
   const layout = detectCgroupLayout(opts.fsRoot ?? "/", fs);
-  const backend =
+  const cpuWeightFormula = opts.cpuWeightFormula ?? "linear";
+  const files =
     layout.version === "v2"
-      ? createV2Backend({ unified: layout.unified, fs, logger: opts.logger, cpuWeightFormula: opts.cpuWeightFormula ?? "linear" })
+      ? createV2Backend({ unified: layout.unified, fs, logger: opts.logger, cpuWeightFormula })
       : createV1Backend({ hierarchies: layout.hierarchies, ...(layout.unified ? { unified: layout.unified } : {}), fs, logger: opts.logger });
+  const driver = opts.driver ?? "cgroupfs";
+  const backend = driver === "systemd" ? createSystemdBackend({ files, units: opts.systemd ?? busctlSystemdUnits(), fs, logger: opts.logger, cpuWeightFormula }) : files;
   return createPodCgroupsOn({
+    driver,
     backend,
     fs,
     logger: opts.logger,

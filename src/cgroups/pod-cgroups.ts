@@ -13,6 +13,11 @@
  *   every minute     updateQos(active pods)
  *   pod finished     removePod once the runtime has no container of it left
  *   housekeeping     listPodUids → removePod for UIDs no source wants
+ *
+ * With the systemd driver the same levels are slices (systemd.ts):
+ *   /kubepods.slice, /kubepods.slice/kubepods-pod<uid>.slice,
+ *   /kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice, ...
+ * (the UID with "-" replaced by "_"), and the CRI gets that path too.
  */
 import { join } from "node:path";
 import type { Pod } from "../pods/schema.ts";
@@ -20,7 +25,8 @@ import type { Logger } from "../util/log.ts";
 import { CgroupError, fromErrno, isCgroupError } from "./errors.ts";
 import type { CgroupFs } from "./fs.ts";
 import type { CgroupBackend } from "./backend.ts";
-import { podQosClass } from "./qos.ts";
+import { podQosClass, type QosClass } from "./qos.ts";
+import { parseSystemdName, systemdCgroupPath } from "./systemd.ts";
 import { nodeResourceConfig, podResourceConfig, qosResourceConfigs, type NodeAllocatable } from "./resources.ts";
 
 export interface PodCgroups {
@@ -37,6 +43,8 @@ export interface PodCgroups {
   /** UIDs of pods that have a cgroup (orphan cleanup). */
   listPodUids(): Promise<string[]>;
   readonly version: "v1" | "v2";
+  /** The cgroupfs path of kubepods (/kubepods, or /kubepods.slice with the systemd driver), below cgroupRoot. */
+  readonly kubepods: string;
 }
 
 export interface PodCgroupsDeps {
@@ -49,7 +57,32 @@ export interface PodCgroupsDeps {
   cpuCFSQuotaPeriodUs: number;
   memoryQoS: boolean;
   qosReservedMemoryPercent?: number;
+  /** How cgroup names become paths: cgroupfs ("/kubepods/burstable/pod<uid>") or systemd slices. Default cgroupfs. */
+  driver?: "cgroupfs" | "systemd";
 }
+
+/** upstream's CgroupName: components from the root, turned into a path by the driver. */
+interface Naming {
+  path(components: readonly string[]): string;
+  /** The pod UID of a directory entry below a QoS level, if it is a pod's. */
+  uidOf(qos: readonly string[], entry: string): string | undefined;
+}
+
+const cgroupfsNaming: Naming = {
+  path: (components) => join("/", ...components),
+  uidOf: (_qos, entry) => (entry.startsWith(POD_PREFIX) && entry.length > POD_PREFIX.length ? entry.slice(POD_PREFIX.length) : undefined),
+};
+
+const systemdNaming: Naming = {
+  path: systemdCgroupPath,
+  uidOf(qos, entry) {
+    if (!entry.endsWith(".slice")) return undefined;
+    const parts = parseSystemdName(entry);
+    const last = parts.at(-1) ?? "";
+    const sameParent = parts.length === qos.length + 1 && qos.every((q, i) => parts[i] === q);
+    return sameParent && last.startsWith(POD_PREFIX) && last.length > POD_PREFIX.length ? last.slice(POD_PREFIX.length) : undefined;
+  },
+};
 
 const POD_PREFIX = "pod";
 /** A UID becomes a path element: refuse anything that could leave the QoS directory. */
@@ -64,13 +97,16 @@ function checkUid(uid: string | undefined): string {
 
 export function createPodCgroupsOn(deps: PodCgroupsDeps): PodCgroups {
   const { backend, fs, logger } = deps;
-  const root = join("/", deps.cgroupRoot || "/");
-  const kubepods = join(root, "kubepods");
-  const qosDir = { Guaranteed: kubepods, Burstable: join(kubepods, "burstable"), BestEffort: join(kubepods, "besteffort") } as const;
-  const qosDirs = Object.values(qosDir);
+  const naming = deps.driver === "systemd" ? systemdNaming : cgroupfsNaming;
+  const rootComponents = join("/", deps.cgroupRoot || "/").split("/").filter(Boolean);
+  const kubepodsName = [...rootComponents, "kubepods"];
+  const qosName: Record<QosClass, string[]> = { Guaranteed: kubepodsName, Burstable: [...kubepodsName, "burstable"], BestEffort: [...kubepodsName, "besteffort"] };
+  const kubepods = naming.path(kubepodsName);
+  const qosDir = { Guaranteed: kubepods, Burstable: naming.path(qosName.Burstable), BestEffort: naming.path(qosName.BestEffort) } as const;
   let allocatableMemory: number | undefined;
 
-  const podPath = (pod: Pod) => join(qosDir[podQosClass(pod)], POD_PREFIX + checkUid(pod.metadata.uid));
+  const podPathOf = (qos: QosClass, uid: string) => naming.path([...qosName[qos], POD_PREFIX + checkUid(uid)]);
+  const podPath = (pod: Pod) => podPathOf(podQosClass(pod), pod.metadata.uid ?? "");
 
   async function listDirs(dir: string): Promise<string[]> {
     try {
@@ -93,6 +129,7 @@ export function createPodCgroupsOn(deps: PodCgroupsDeps): PodCgroups {
 
   return {
     version: backend.version,
+    kubepods,
     podCgroupPath: podPath,
 
     async setupNode({ allocatable, enforce }) {
@@ -138,8 +175,17 @@ export function createPodCgroupsOn(deps: PodCgroupsDeps): PodCgroups {
     async removePod(uid) {
       const name = POD_PREFIX + checkUid(uid);
       const failures: CgroupError[] = [];
-      for (const q of qosDirs) {
-        for (const dir of backend.dirs(join(q, name))) {
+      for (const qos of ["Guaranteed", "Burstable", "BestEffort"] as const) {
+        const path = podPathOf(qos, uid);
+        if (backend.release && backend.dirs(path).some((d) => fs.existsSync(d))) {
+          try {
+            await backend.release(path);
+          } catch (e) {
+            failures.push(isCgroupError(e) ? e : fromErrno("release", path, e));
+            continue;
+          }
+        }
+        for (const dir of backend.dirs(path)) {
           try {
             await removeTree(dir);
           } catch (e) {
@@ -156,10 +202,11 @@ export function createPodCgroupsOn(deps: PodCgroupsDeps): PodCgroups {
 
     async listPodUids() {
       const uids = new Set<string>();
-      for (const q of qosDirs) {
-        for (const dir of backend.dirs(q)) {
+      for (const qos of ["Guaranteed", "Burstable", "BestEffort"] as const) {
+        for (const dir of backend.dirs(qosDir[qos])) {
           for (const name of await listDirs(dir)) {
-            if (name.startsWith(POD_PREFIX) && name.length > POD_PREFIX.length) uids.add(name.slice(POD_PREFIX.length));
+            const uid = naming.uidOf(qosName[qos], name);
+            if (uid !== undefined) uids.add(uid);
           }
         }
       }

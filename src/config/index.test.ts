@@ -155,3 +155,17 @@ describe("errors", () => {
     expect(error(["--port=0", "--max-pods=-1"]).split("\n")).toHaveLength(2);
   });
 });
+
+describe("cgroupDriverSet: chosen, not defaulted (a runtime reporting another driver is then an error)", () => {
+  test("defaulted without a file, and with a file that does not set it", () => {
+    expect(run([]).config.cgroupDriverSet).toBe(false);
+    expect(run(["--config=/c.yaml"], deps({ "/c.yaml": HEAD })).config.cgroupDriverSet).toBe(false);
+    expect(run(["--config=/c.yaml"], deps({ "/c.yaml": HEAD })).config.kubelet.cgroupDriver).toBe("cgroupfs");
+  });
+
+  test("set in the file, or by --cgroup-driver", () => {
+    expect(run(["--config=/c.yaml"], deps({ "/c.yaml": HEAD + "cgroupDriver: systemd\n" })).config).toMatchObject({ cgroupDriverSet: true, kubelet: { cgroupDriver: "systemd" } });
+    expect(run(["--config=/c.yaml"], deps({ "/c.yaml": HEAD + "cgroupDriver: cgroupfs\n" })).config.cgroupDriverSet).toBe(true);
+    expect(run(["--cgroup-driver=systemd"]).config).toMatchObject({ cgroupDriverSet: true, kubelet: { cgroupDriver: "systemd" } });
+  });
+});

@@ -54,6 +54,8 @@ export interface AgentConfig {
   registerNode: boolean;
   /** The KubeletConfiguration: defaults applied, flags merged, validated. */
   kubelet: KubeletConfiguration;
+  /** cgroupDriver was set in the config file or by --cgroup-driver (not defaulted): a runtime that reports another driver is then a startup error. */
+  cgroupDriverSet?: boolean;
 }
 
 export type ConfigResult =
@@ -91,8 +93,9 @@ function load(argv: readonly string[], deps: ConfigDeps): ConfigResult {
   if (args.version) return { kind: "version" };
 
   const configFile = args.occurrences.filter((o) => o.def.name === "config").at(-1)?.raw || undefined;
+  let fileFields: readonly string[] = [];
   const kubelet = configFile
-    ? loadKubeletConfigFile(configFile, { readFile: deps.readFile, cwd: deps.cwd ? deps.cwd() : process.cwd() })
+    ? loadKubeletConfigFile(configFile, { readFile: deps.readFile, cwd: deps.cwd ? deps.cwd() : process.cwd(), onFields: (f) => (fileFields = f) })
     : flagDefaults().kubelet;
   const target: FlagTarget = { kubelet, agent: defaultAgentFlags(), warnings: [], seen: new Set() };
   for (const o of args.occurrences) o.apply(target);
@@ -126,6 +129,7 @@ function load(argv: readonly string[], deps: ConfigDeps): ConfigResult {
       verbosity: kubelet.logging.verbosity,
       registerNode: kubelet.registerNode,
       kubelet,
+      cgroupDriverSet: fileFields.includes("cgroupDriver") || args.occurrences.some((o) => o.def.name === "cgroup-driver"),
     },
   };
 }

@@ -19,6 +19,8 @@ export interface FileDeps {
   readFile(path: string): string | Buffer;
   /** The working directory relative --config paths start at; relative paths inside the file then become absolute. */
   cwd?: string;
+  /** Told which top-level fields the file sets (defaults fill the rest): what was chosen, not defaulted. */
+  onFields?(fields: readonly string[]): void;
 }
 
 /** Loads, checks and defaults a config file. Throws ConfigError with messages prefixed `config file <path>:`. */
@@ -71,6 +73,7 @@ export function loadKubeletConfigFile(path: string, deps: FileDeps, maxBytes = M
     throw new ConfigError(shown.join("\n"));
   }
   resolveRelativePaths(result.output, dirname(deps.cwd === undefined ? path : resolve(deps.cwd, path)));
+  deps.onFields?.(Object.keys(doc));
   return result.output;
 }
 

@@ -75,6 +75,8 @@ export interface FakeCriOptions {
   /** Image references present from the start (e.g. the pause image). */
   images?: string[];
   runtimeName?: string;
+  /** What RuntimeConfig reports (default cgroupfs); "unimplemented" answers as containerd 1.6 does. */
+  cgroupDriver?: "cgroupfs" | "systemd" | "unimplemented";
 }
 
 interface SandboxRecord {
@@ -129,9 +131,12 @@ export class FakeCri implements CriService {
   private seq = 0;
   private closed = false;
 
+  private readonly cgroupDriver: "cgroupfs" | "systemd" | "unimplemented";
+
   constructor(opts: FakeCriOptions) {
     this.clock = opts.clock;
     this.runtimeName = opts.runtimeName ?? "fake";
+    this.cgroupDriver = opts.cgroupDriver ?? "cgroupfs";
     for (const ref of opts.images ?? []) this.addImage(ref);
     for (const type of ["RuntimeReady", "NetworkReady"]) this.setCondition(type, true);
   }
@@ -348,7 +353,8 @@ export class FakeCri implements CriService {
 
   async runtimeConfig(): Promise<RuntimeConfigResponse> {
     await this.enter("runtimeConfig", []);
-    return { linux: { cgroupDriver: CgroupDriver.CGROUPFS } };
+    if (this.cgroupDriver === "unimplemented") throw new CriError({ kind: "Unimplemented", method: "RuntimeConfig", detail: "unknown method RuntimeConfig for service runtime.v1.RuntimeService" });
+    return { linux: { cgroupDriver: this.cgroupDriver === "systemd" ? CgroupDriver.SYSTEMD : CgroupDriver.CGROUPFS } };
   }
 
   async updateRuntimeConfig(podCidr: string): Promise<void> {

@@ -1,0 +1,44 @@
+// The cgroup driver the runtime reports over CRI (RuntimeConfig) against the
+// one the config file names: the agent process itself, talking gRPC to a CRI
+// endpoint that answers as containerd 2.x does (FakeCri behind serveCri),
+// exits 2 naming both when they differ. containerd 1.6 answers Unimplemented
+// (the config decides): that side runs in every containerd test, and in the
+// systemd VM (systemd-node-vm.test.ts) with cgroupDriver: systemd.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { FakeCri } from "../../src/cri/fake.ts";
+import { serveCri, type CriGrpcServer } from "../../src/cri/grpc-server.ts";
+import { FakeClock } from "../../src/util/clock.ts";
+
+const repoRoot = resolve(import.meta.dir, "../..");
+let dir: string;
+let server: CriGrpcServer;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "cgdriver-it-"));
+  server = await serveCri(new FakeCri({ clock: new FakeClock(), cgroupDriver: "systemd", images: ["localhost/bunlet/pause:1.0"] }), join(dir, "cri.sock"));
+});
+afterAll(() => {
+  server.kill();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function agent(config: string): Promise<{ code: number | null; stderr: string }> {
+  const file = join(dir, `kubelet-${Math.random().toString(36).slice(2)}.yaml`);
+  writeFileSync(file, `apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerRuntimeEndpoint: ${server.endpoint}\nreadOnlyPort: 0\nport: 0\n${config}`);
+  const proc = Bun.spawn([process.execPath, join(repoRoot, "src/main.ts"), `--config=${file}`, `--root-dir=${join(dir, "root")}`, "--hostname-override=n1"], { stdout: "pipe", stderr: "pipe" });
+  const timer = setTimeout(() => proc.kill("SIGKILL"), 30_000);
+  const [, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  clearTimeout(timer);
+  return { code, stderr };
+}
+
+describe("cgroup driver from the runtime (RuntimeConfig)", () => {
+  test("the config file says cgroupfs, the runtime says systemd: exit 2 naming both", async () => {
+    const r = await agent("cgroupDriver: cgroupfs\n");
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('kubelet: cgroupDriver is "cgroupfs" in the kubelet configuration but the container runtime reports cgroup driver "systemd"');
+  }, 40_000);
+});
