@@ -15,7 +15,7 @@ import { NodeController } from "./node/controller.ts";
 import { allocatableAmounts, nodeFacts } from "./node/status.ts";
 import { defaultRouteIPv4, goArch, readMachineInfo } from "./node/machine.ts";
 import { readMachineSpec } from "./node/machine-spec.ts";
-import { ApiEventRecorder, LogEventRecorder, podRef } from "./events/recorder.ts";
+import { ApiEventRecorder, LogEventRecorder, podEventRef } from "./events/recorder.ts";
 import { createEvictionManager, type EvictionManager } from "./eviction/index.ts";
 import { createImageGC, statfsBytes } from "./images/index.ts";
 import { containerdImageStore } from "./images/containerd/client.ts";
@@ -27,14 +27,13 @@ import { createStatsCollector } from "./stats/index.ts";
 import { chooseCgroupDriver, containerLinuxResources, createPodCgroups, type PodCgroups } from "./cgroups/index.ts";
 import { runtimeCgroupDriver } from "./runtime/cgroup-driver.ts";
 import type { Pod } from "./pods/schema.ts";
-import { refOf } from "./runtime/index.ts";
 import { GenericPleg } from "./pleg/generic.ts";
 import { createProbeManager } from "./prober/index.ts";
 import { instrumentCri, KubeletMetrics } from "./metrics/kubelet.ts";
 import { ProbeMetrics } from "./metrics/probes.ts";
 import { resourceMetrics } from "./metrics/resource.ts";
 import { ProbeVerdicts } from "./prober/verdicts.ts";
-import { MirrorPods } from "./pods/mirror.ts";
+import { MirrorPods } from "./mirror/index.ts";
 import { podDirs } from "./pods/dirs.ts";
 import { CriPodRuntime } from "./runtime/manager.ts";
 import { PullQueue } from "./runtime/pull-queue.ts";
@@ -65,6 +64,7 @@ import { bunHeap, GcPacer, type Heap } from "./memory/gc-pacer.ts";
 import { realClock, type Clock } from "./util/clock.ts";
 import { StartupConfigError, errorMessage } from "./util/errors.ts";
 import type { Logger } from "./util/log.ts";
+import { podRef, podUid } from "./pods/identity.ts";
 
 export interface AgentDeps {
   logger: Logger;
@@ -267,7 +267,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
         return pod && podCgroups ? podCgroups.podCgroupPath(pod) : undefined;
       },
       cri,
-      pods: () => workers.activePods().map((p) => refOf(p)),
+      pods: () => workers.activePods().map((p) => podRef(p)),
       podLogsDir: k.podLogsDir,
       volumeStatsAggPeriodMs: k.volumeStatsAggPeriod,
       clock,
@@ -296,8 +296,8 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
       config: k,
       stats,
       activePods: () => workers.activePods(),
-      evictPod: async (pod, status, grace) => workers.evict(pod.metadata.uid ?? "", status.message, grace),
-      podCleanedUp: (pod) => workers.stageOf(pod.metadata.uid ?? "") !== "syncing",
+      evictPod: async (pod, status, grace) => workers.evict(podUid(pod), status.message, grace),
+      podCleanedUp: (pod) => workers.stageOf(podUid(pod)) !== "syncing",
       reclaimNodeLevel: { imageGC: () => imageGC.freeSpace(Infinity), containerGC: () => runtime.garbageCollect() },
       hasDedicatedImageFs: () => dedicatedImageFs(cri, config.rootDir),
       clock,
@@ -333,7 +333,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     // Any pod with a status here, not only active ones: a pod whose only container was killed may be terminal by the next poll.
     const knownRef = (uid: string) => {
       const entry = statuses.list().find(({ pod }) => pod.metadata.uid === uid);
-      return entry ? podRef(entry.pod) : undefined;
+      return entry ? podEventRef(entry.pod) : undefined;
     };
     stack.use(new OomWatcher({ kernelLog, recorder, nodeName: config.nodeName, podRef: knownRef, clock, logger })).start();
   }
@@ -406,7 +406,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
         // Only once every source delivered its pods: a restarted node must not lose emptyDirs of pods still loading.
         everyMs(60_000, clock, async () => {
           if (!pleg.hasRelisted() || !podConfig.allSourcesReady()) return;
-          const known = new Set([...pleg.runtimePods().map((p) => p.uid), ...podConfig.desiredPods().map((p) => p.metadata.uid ?? "")]);
+          const known = new Set([...pleg.runtimePods().map((p) => p.uid), ...podConfig.desiredPods().map((p) => podUid(p))]);
           await volumes.cleanupOrphans((uid) => workers.has(uid) || known.has(uid));
           allocation?.removeOrphans((uid) => workers.has(uid) || known.has(uid));
         }),

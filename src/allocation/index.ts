@@ -9,9 +9,9 @@ import type { ObservedPod, SyncResult } from "../runtime/types.ts";
 import type { PodStatusView } from "../status/phase.ts";
 
 export { AllocationManager, ACTUATED_KIND, ALLOCATED_KIND, type AllocationManagerOptions, type ResizePending } from "./manager.ts";
-export { podResizeSteps, type PodResizeSteps } from "./steps.ts";
+export { podResizeSteps, type PodResizeSteps } from "../runtime/resize-steps.ts";
 export { withResizeStatus, type ResizeRecords } from "./status.ts";
-export * from "./resources.ts";
+export * from "../runtime/container-resources.ts";
 
 /** What the pod workers need: the pod to run, the resize facts for its status, and forgetting it. */
 export interface PodAllocation {

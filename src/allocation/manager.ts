@@ -25,7 +25,8 @@ import type { Logger } from "../util/log.ts";
 import type { ObservedPod, SyncResult } from "../runtime/types.ts";
 import type { PodStatusView } from "../status/phase.ts";
 import { withResizeStatus } from "./status.ts";
-import { podResourcesOf, samePodResources, sameResources, withPodResources, type ContainerResources, type PodResources } from "./resources.ts";
+import { podResourcesOf, samePodResources, sameResources, withPodResources, type ContainerResources, type PodResources } from "../runtime/container-resources.ts";
+import { podUid } from "../pods/identity.ts";
 
 export const ALLOCATED_KIND = "allocated-resources";
 export const ACTUATED_KIND = "actuated-resources";
@@ -68,7 +69,7 @@ export class AllocationManager {
    * runtime must run.
    */
   allocate(pod: Pod, others: () => Pod[]): Pod {
-    const uid = pod.metadata.uid ?? "";
+    const uid = podUid(pod);
     const desired = podResourcesOf(pod);
     const current = this.load(ALLOCATED_KIND, uid, this.allocated);
     if (!current) {
@@ -98,7 +99,7 @@ export class AllocationManager {
 
   /** The pod with its allocated resources, without deciding anything (others' pods for admission). */
   allocatedPod(pod: Pod): Pod {
-    const current = this.load(ALLOCATED_KIND, pod.metadata.uid ?? "", this.allocated);
+    const current = this.load(ALLOCATED_KIND, podUid(pod), this.allocated);
     if (!current) return pod;
     const last = this.answered.get(pod);
     if (last?.from === current) return last.pod;

@@ -8,7 +8,8 @@ import type { Pod } from "../pods/schema.ts";
 import type { ObservedPod, SyncResult } from "../runtime/types.ts";
 import type { ContainerStatusView, PodStatusView } from "../status/phase.ts";
 import type { ResizePending } from "./manager.ts";
-import { resizableContainers, resourcesOf, sameResources, type ContainerResources } from "./resources.ts";
+import { resizableContainers, resourcesOf, sameResources, type ContainerResources } from "../runtime/container-resources.ts";
+import { podUid } from "../pods/identity.ts";
 
 export interface ResizeRecords {
   actuated(uid: string, container: string): ContainerResources | undefined;
@@ -21,7 +22,7 @@ export interface ResizeRecords {
  * running container's applied resources differ from its allocation.
  */
 export function withResizeStatus(view: PodStatusView, pod: Pod, observed: ObservedPod, results: SyncResult[], records: ResizeRecords): PodStatusView {
-  const uid = pod.metadata.uid ?? "";
+  const uid = podUid(pod);
   const sandboxId = observed.sandboxes[0]?.id;
   let inProgress = false;
   const withResources = (status: ContainerStatusView): ContainerStatusView => {

@@ -15,6 +15,7 @@ import type { Logger } from "../util/log.ts";
 import type { ApiObject, KubeApi, ObjectResource } from "./index.ts";
 import { reflect } from "./reflector.ts";
 import { PodObjectError, type ConfigMapData, type PodObjects, type SecretData } from "./objects.ts";
+import { podUid } from "../pods/identity.ts";
 
 export interface WatchedPodObjects extends PodObjects, AsyncDisposable {
   /** The objects `pod` references are watched from now on; a changed spec drops what it no longer names. Idempotent. */
@@ -94,7 +95,7 @@ export class ObjectCache implements WatchedPodObjects {
   constructor(private readonly opts: ObjectCacheOptions) {}
 
   registerPod(pod: Pod): void {
-    const uid = pod.metadata.uid ?? "";
+    const uid = podUid(pod);
     const ns = pod.metadata.namespace ?? "default";
     const keys = new Set(referencedObjects(pod).map((r) => this.ensure(r.resource, ns, r.name, uid)));
     for (const old of this.podRefs.get(uid) ?? []) if (!keys.has(old)) this.release(old, uid);

@@ -52,3 +52,22 @@ export class FakePodObjects implements PodObjects {
     return structuredClone(this.secrets.get(`${namespace}/${name}`));
   }
 }
+
+/** A service account token for a pod's projected volume (serviceaccounts/<name>/token). */
+export interface TokenRequestSpec {
+  namespace: string;
+  serviceAccount: string;
+  /** Empty: the API server's own audiences. */
+  audiences: string[];
+  expirationSeconds: number;
+  pod: { name: string; uid: string };
+}
+
+export interface IssuedToken {
+  token: string;
+  /** Milliseconds since the epoch. */
+  expiresAt: number;
+}
+
+/** The TokenRequest API (serviceaccounts/<name>/token), as the KubeApi offers it. */
+export type RequestToken = (spec: TokenRequestSpec) => Promise<IssuedToken>;

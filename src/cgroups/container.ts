@@ -4,24 +4,13 @@
  * calculateLinuxResources) and pkg/kubelet/qos/policy.go.
  */
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
-import { ConfigMirrorAnnotation, ConfigSourceAnnotation } from "../sources/types.ts";
 import { podQosClass } from "./qos.ts";
 import { containerLimits, containerRequests } from "./resources.ts";
 import { milliCpuToQuota, milliCpuToShares, milliValue } from "./values.ts";
+import { isCriticalPod } from "../pods/source.ts";
 
 const GUARANTEED_OOM_SCORE_ADJ = -997;
 const BESTEFFORT_OOM_SCORE_ADJ = 1000;
-/** scheduling.SystemCriticalPriority: 2 * HighestUserDefinablePriority. */
-const SYSTEM_CRITICAL_PRIORITY = 2_000_000_000;
-
-/** kubetypes.IsCriticalPod: static and mirror pods, or priority >= system-critical. */
-function isCriticalPod(pod: Pod): boolean {
-  const a = pod.metadata.annotations ?? {};
-  const source = a[ConfigSourceAnnotation];
-  if (source !== undefined && source !== "api") return true;
-  if (a[ConfigMirrorAnnotation] !== undefined) return true;
-  return (pod.spec.priority ?? 0) >= SYSTEM_CRITICAL_PRIORITY;
-}
 
 const isNodeCriticalPod = (pod: Pod) => isCriticalPod(pod) && pod.spec.priorityClassName === "system-node-critical";
 

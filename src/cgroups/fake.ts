@@ -9,6 +9,7 @@ import type { PodCgroups } from "./pod-cgroups.ts";
 import { podQosClass } from "./qos.ts";
 import { podResourceConfig, qosResourceConfigs, type NodeAllocatable, type QosResourceConfigs, type ResourceConfig } from "./resources.ts";
 import { CgroupError } from "./errors.ts";
+import { podUid } from "../pods/identity.ts";
 
 type Method = "setupNode" | "ensurePod" | "removePod" | "updateQos" | "listPodUids";
 
@@ -47,7 +48,7 @@ export class FakePodCgroups implements PodCgroups {
   podCgroupPath(pod: Pod): string {
     const qos = podQosClass(pod);
     const parent = qos === "Guaranteed" ? this.kubepods : join(this.kubepods, qos.toLowerCase());
-    return join(parent, `pod${pod.metadata.uid ?? ""}`);
+    return join(parent, `pod${podUid(pod)}`);
   }
 
   async setupNode(opts: { allocatable: NodeAllocatable; enforce: boolean }): Promise<void> {
@@ -58,7 +59,7 @@ export class FakePodCgroups implements PodCgroups {
   async ensurePod(pod: Pod): Promise<string> {
     this.record("ensurePod", pod.metadata.uid);
     const path = this.podCgroupPath(pod);
-    this.pods.set(pod.metadata.uid ?? "", { path, config: podResourceConfig(pod, this.options) });
+    this.pods.set(podUid(pod), { path, config: podResourceConfig(pod, this.options) });
     return path;
   }
 

@@ -9,6 +9,7 @@
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import { podQosClass, type QosClass } from "./qos.ts";
 import { MIN_SHARES, intValue, milliCpuToQuota, milliCpuToShares, milliValue } from "./values.ts";
+import { isSidecar } from "../pods/spec.ts";
 
 /**
  * One cgroup's settings in cgroup v1 terms (v2 converts shares to a weight).
@@ -59,7 +60,6 @@ export function containerLimits(c: ContainerSpec): ResourceAmounts {
   return amounts(c.resources?.limits);
 }
 
-const isSidecar = (c: ContainerSpec) => c.restartPolicy === "Always";
 
 /**
  * component-helpers/resource's aggregation: regular containers and sidecars

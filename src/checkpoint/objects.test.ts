@@ -1,8 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { FakePodObjects, PodObjectError, type PodObjects } from "../api/objects.ts";
+import { FakePodObjects, PodObjectError, type PodObjects, type IssuedToken, type TokenRequestSpec } from "../api/objects.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
-import type { IssuedToken, TokenRequestSpec } from "../volumes/token.ts";
 import { FakeCheckpointStore } from "./fake.ts";
 import { checkpointedPodObjects, checkpointedTokenRequest, pruneObjectCheckpoints, SECRET_CHECKPOINT_KIND, TOKEN_CHECKPOINT_KIND } from "./objects.ts";
 

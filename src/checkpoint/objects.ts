@@ -8,11 +8,10 @@
  * node rebooted while offline can still start its pods.
  */
 import { createHash } from "node:crypto";
-import { PodObjectError, type ConfigMapData, type PodObjects, type SecretData } from "../api/objects.ts";
+import { PodObjectError, type ConfigMapData, type PodObjects, type SecretData, type IssuedToken, type RequestToken, type TokenRequestSpec } from "../api/objects.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
-import type { IssuedToken, RequestToken, TokenRequestSpec } from "../volumes/token.ts";
 import type { CheckpointStore } from "./store.ts";
 
 export const CONFIGMAP_CHECKPOINT_KIND = "configmaps";

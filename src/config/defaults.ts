@@ -11,12 +11,10 @@
  * means something of its own (maxParallelImagePulls, singleProcessOOMKill,
  * tracing).
  */
-import type { EVICTION_SIGNALS, KubeletConfiguration, KubeletConfigurationFile } from "./kubelet-config.ts";
+import type { EvictionSignal, KubeletConfiguration, KubeletConfigurationFile } from "./kubelet-config.ts";
 
 const SECOND = 1000;
 const MINUTE = 60 * SECOND;
-
-type EvictionSignal = (typeof EVICTION_SIGNALS)[number];
 
 /**
  * Linux defaults for evictionHard (pkg/kubelet/eviction/defaults_linux.go),

@@ -4,7 +4,7 @@
  */
 import { formatDuration, parseDuration } from "./duration.ts";
 import { firstUse, parseBool, parseInt, parseList, parsePairs, type FlagDef, type FlagGroup, type FlagTarget } from "./flags.ts";
-import type { EVICTION_SIGNALS, KubeletConfiguration } from "./kubelet-config.ts";
+import { EVICTION_SIGNALS, type EvictionSignal, type KubeletConfiguration } from "./kubelet-config.ts";
 import { isQuantity, parseThreshold } from "./quantity.ts";
 
 type K = KubeletConfiguration;
@@ -87,8 +87,7 @@ export function ignored(name: string, type: string, group: FlagGroup, help: stri
   };
 }
 
-export type Signal = (typeof EVICTION_SIGNALS)[number];
-const SIGNALS = new Set<string>(["memory.available", "allocatableMemory.available", "nodefs.available", "nodefs.inodesFree", "imagefs.available", "imagefs.inodesFree", "containerfs.available", "containerfs.inodesFree", "pid.available"]);
+const SIGNALS = new Set<string>(EVICTION_SIGNALS);
 export const checkSignal = (s: string) => (SIGNALS.has(s) ? null : `unknown eviction signal ${JSON.stringify(s)}`);
 export function thresholds(name: string, key: "evictionHard" | "evictionSoft" | "evictionMinimumReclaim", sep: "<" | "=", help: string): FlagDef {
   return {
@@ -96,7 +95,7 @@ export function thresholds(name: string, key: "evictionHard" | "evictionSoft" | 
     parse: (raw) => {
       const pairs = parsePairs(raw, sep);
       for (const [k, v] of pairs) { const err = checkSignal(k); if (err) throw new Error(err); parseThreshold(v); }
-      return (t) => { t.kubelet[key] = { ...(firstUse(t, name) ? {} : t.kubelet[key]), ...(Object.fromEntries(pairs) as Partial<Record<Signal, string>>) }; };
+      return (t) => { t.kubelet[key] = { ...(firstUse(t, name) ? {} : t.kubelet[key]), ...(Object.fromEntries(pairs) as Partial<Record<EvictionSignal, string>>) }; };
     },
   };
 }

@@ -5,7 +5,8 @@
  * are flag-only settings (upstream KubeletFlags).
  */
 import { formatDuration, parseDuration } from "./duration.ts";
-import { agent, bool, checkSignal, dur, ignored, int, list, map, percentCheck, quantityCheck, quote, str, thresholds, type Signal } from "./flag-builders.ts";
+import { agent, bool, checkSignal, dur, ignored, int, list, map, percentCheck, quantityCheck, quote, str, thresholds } from "./flag-builders.ts";
+import type { EvictionSignal } from "./kubelet-config.ts";
 import { firstUse, parseBool, parseInt, parseList, parsePairs, type FlagDef } from "./flags.ts";
 import { isQuantity, parseQuantity } from "./quantity.ts";
 import { checkIP, checkNodeLabel, parseNodeIPs, parseTaintSpec } from "./validators.ts";
@@ -216,7 +217,7 @@ export const FLAGS: readonly FlagDef[] = [
     help: "Grace periods of soft eviction thresholds, e.g. memory.available=1m30s.",
     parse: (raw) => {
       const pairs = parsePairs(raw).map(([k, v]): [string, number] => { const err = checkSignal(k); if (err) throw new Error(err); return [k, parseDuration(v)]; });
-      return (t) => { t.kubelet.evictionSoftGracePeriod = { ...(firstUse(t, "eviction-soft-grace-period") ? {} : t.kubelet.evictionSoftGracePeriod), ...(Object.fromEntries(pairs) as Partial<Record<Signal, number>>) }; };
+      return (t) => { t.kubelet.evictionSoftGracePeriod = { ...(firstUse(t, "eviction-soft-grace-period") ? {} : t.kubelet.evictionSoftGracePeriod), ...(Object.fromEntries(pairs) as Partial<Record<EvictionSignal, number>>) }; };
     },
   },
   thresholds("eviction-minimum-reclaim", "evictionMinimumReclaim", "=", "Minimum reclaim per signal, e.g. imagefs.available=2Gi."),

@@ -19,8 +19,8 @@ import { loadKubeletConfigFile } from "./load-file.ts";
 import { validateKubeletConfiguration } from "./validate.ts";
 import { checkDns1123Subdomain } from "./validators.ts";
 
-export type { KubeletConfiguration, KubeletConfigurationFile } from "./kubelet-config.ts";
-export { KubeletConfigurationFileSchema, KubeletConfigurationSchema } from "./kubelet-config.ts";
+export type { EvictionSignal, KubeletConfiguration, KubeletConfigurationFile } from "./kubelet-config.ts";
+export { EVICTION_SIGNALS, KubeletConfigurationFileSchema, KubeletConfigurationSchema } from "./kubelet-config.ts";
 export type { Milliseconds } from "./duration.ts";
 export { formatDuration, parseDuration } from "./duration.ts";
 export { parseQuantity, parseThreshold, type Threshold } from "./quantity.ts";

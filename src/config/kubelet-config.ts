@@ -48,6 +48,7 @@ export const EVICTION_SIGNALS = [
   "containerfs.inodesFree",
   "pid.available",
 ] as const;
+export type EvictionSignal = (typeof EVICTION_SIGNALS)[number];
 
 const signal = () =>
   v.picklist(EVICTION_SIGNALS, (i) => `unknown eviction signal ${describe(i.input)}, expected one of ${EVICTION_SIGNALS.join(", ")}`);

@@ -8,8 +8,8 @@
 import { isIP } from "node:net";
 import type { KubeletConfiguration } from "./kubelet-config.ts";
 import { parseQuantity } from "./quantity.ts";
-import { sysctlPatternProblem } from "../node/sysctls.ts";
-import { tlsOptionProblems } from "../server/tls-options.ts";
+import { sysctlPatternProblem } from "./sysctl-names.ts";
+import { tlsOptionProblems } from "./tls-options.ts";
 
 /** Returns one message per problem: `field "port" (--port): must be ...`. */
 export function validateKubeletConfiguration(k: KubeletConfiguration): string[] {

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { FakeKubeApi } from "../api/fake.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
-import { AGGREGATE_CACHE_SIZE, ApiEventRecorder, nodeRef, podRef } from "./recorder.ts";
+import { AGGREGATE_CACHE_SIZE, ApiEventRecorder, nodeRef, podEventRef } from "./recorder.ts";
 
 const pod = { metadata: { name: "web", namespace: "ns1", uid: "u1" } };
 
@@ -11,9 +11,9 @@ describe("ApiEventRecorder", () => {
     const api = new FakeKubeApi();
     const clock = new FakeClock();
     const rec = new ApiEventRecorder({ api, nodeName: "n1", qps: 50, burst: 100, clock, logger: memoryLogger().logger });
-    rec.event(podRef(pod, "app"), "Warning", "BackOff", "Back-off restarting failed container app in pod web_ns1(u1)");
+    rec.event(podEventRef(pod, "app"), "Warning", "BackOff", "Back-off restarting failed container app in pod web_ns1(u1)");
     clock.advance(10_000);
-    rec.event(podRef(pod, "app"), "Warning", "BackOff", "Back-off restarting failed container app in pod web_ns1(u1)");
+    rec.event(podEventRef(pod, "app"), "Warning", "BackOff", "Back-off restarting failed container app in pod web_ns1(u1)");
     await Bun.sleep(0);
     expect(api.events).toHaveLength(1);
     expect(api.events[0]).toMatchObject({
@@ -40,9 +40,9 @@ describe("ApiEventRecorder", () => {
     const api = new FakeKubeApi();
     const clock = new FakeClock();
     const rec = new ApiEventRecorder({ api, nodeName: "n1", qps: 1, burst: 2, clock, logger: memoryLogger().logger });
-    for (let i = 0; i < 5; i++) rec.event(podRef(pod), "Normal", "Pulled", `message ${i}`);
+    for (let i = 0; i < 5; i++) rec.event(podEventRef(pod), "Normal", "Pulled", `message ${i}`);
     clock.advance(1000);
-    rec.event(podRef(pod), "Normal", "Pulled", "after refill");
+    rec.event(podEventRef(pod), "Normal", "Pulled", "after refill");
     await Bun.sleep(0);
     expect(api.events.map((e) => e.message)).toEqual(["message 0", "message 1", "after refill"]);
   });
@@ -51,7 +51,7 @@ describe("ApiEventRecorder", () => {
     const api = new FakeKubeApi();
     const clock = new FakeClock();
     const rec = new ApiEventRecorder({ api, nodeName: "n1", qps: 0, burst: 0, clock, logger: memoryLogger().logger });
-    const started = (i: number) => rec.event(podRef({ metadata: { name: `p${i}`, namespace: "ns1", uid: `u${i}` } }, "app"), "Normal", "Started", "Started container app");
+    const started = (i: number) => rec.event(podEventRef({ metadata: { name: `p${i}`, namespace: "ns1", uid: `u${i}` } }, "app"), "Normal", "Started", "Started container app");
     const patches = () => api.calls.filter((c) => c.method === "patchEvent").length;
     started(0);
     started(1);

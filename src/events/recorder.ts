@@ -7,6 +7,7 @@
  */
 import { randomBytes } from "node:crypto";
 import type { KubeApi } from "../api/index.ts";
+import { podRef } from "../pods/identity.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
@@ -25,11 +26,10 @@ export interface EventRecorder {
   event(object: ObjectRef, type: EventType, reason: string, message: string): void;
 }
 
-export const podRef = (pod: { metadata: { name?: string; namespace?: string; uid?: string } }, container?: string): ObjectRef => ({
+/** A pod (and one of its containers) as the object of an event. */
+export const podEventRef = (pod: { metadata: { name?: string; namespace?: string; uid?: string } }, container?: string): ObjectRef => ({
   kind: "Pod",
-  name: pod.metadata.name ?? "",
-  namespace: pod.metadata.namespace ?? "default",
-  uid: pod.metadata.uid ?? "",
+  ...podRef(pod),
   ...(container ? { fieldPath: `spec.containers{${container}}` } : {}),
 });
 

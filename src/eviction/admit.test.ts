@@ -1,9 +1,9 @@
 import { expect, test } from "bun:test";
 import type { Pod } from "../pods/schema.ts";
 import { admitUnderPressure } from "./admit.ts";
-import { isCriticalPod } from "./pods.ts";
 import { pod } from "./testing.ts";
 import type { NodeConditionType } from "./types.ts";
+import { isCriticalPod } from "../pods/source.ts";
 
 const bestEffort = pod({ name: "be" });
 const burstable = pod({ name: "burst", requests: { memory: "10Mi" } });

@@ -8,8 +8,8 @@
 import { podQosClass } from "../cgroups/qos.ts";
 import type { Pod } from "../pods/schema.ts";
 import { nodeConditionMessage } from "./message.ts";
-import { isCriticalPod } from "./pods.ts";
 import { CONDITION_TO_TAINT, REASON, type NodeConditionType } from "./types.ts";
+import { isCriticalPod } from "../pods/source.ts";
 
 export type EvictionAdmitResult = { admit: true } | { admit: false; reason: "Evicted"; message: string };
 

@@ -1,3 +1,4 @@
+export { isCriticalPod } from "../pods/source.ts";
 /**
  * Eviction under node pressure (upstream pkg/kubelet/eviction): thresholds
  * from config, observations from the Summary, node conditions and taints,
@@ -10,7 +11,6 @@ export { evaluate, initialEvictionState, type Evaluation, type EvictionState } f
 export { localStorageViolations, type LocalStorageViolation } from "./local-storage.ts";
 export { evictionMessage, nodeConditionMessage, OFFENDING_CONTAINERS_KEY, OFFENDING_CONTAINERS_USAGE_KEY, STARVED_RESOURCE_KEY } from "./message.ts";
 export { makeSignalObservations, podStatsLookup, SYSTEM_CONTAINER_PODS, type PodStatsLookup } from "./observations.ts";
-export { isCriticalPod } from "./pods.ts";
 export { canonicalQuantity, formatQuantity } from "./quantity-format.ts";
 export { rankDiskPressure, rankFuncFor, rankMemoryPressure, rankPidPressure, type RankFunc } from "./rank.ts";
 export { EvictionConfigError, parseThresholdConfig, thresholdsMet } from "./thresholds.ts";

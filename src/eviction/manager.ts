@@ -11,7 +11,7 @@
  * this file fetches, executes and keeps the state between passes.
  */
 import type { KubeletConfiguration } from "../config/index.ts";
-import { nodeRef, podRef, type EventRecorder } from "../events/recorder.ts";
+import { nodeRef, podEventRef, type EventRecorder } from "../events/recorder.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { StatsProvider } from "../stats/types.ts";
 import type { Clock } from "../util/clock.ts";
@@ -23,7 +23,6 @@ import { evaluate, initialEvictionState, type EvictionState } from "./evaluate.t
 import { localStorageViolations } from "./local-storage.ts";
 import { evictionMessage } from "./message.ts";
 import { makeSignalObservations, podStatsLookup, type PodStatsLookup } from "./observations.ts";
-import { isCriticalPod } from "./pods.ts";
 import { rankFuncFor } from "./rank.ts";
 import { parseThresholdConfig, thresholdsMet } from "./thresholds.ts";
 import {
@@ -36,6 +35,7 @@ import {
   type StarvedResource,
   type Threshold,
 } from "./types.ts";
+import { isCriticalPod } from "../pods/source.ts";
 
 /** What the pod worker is told; `annotations` are those upstream puts on the Evicted event. */
 export interface EvictionStatus {
@@ -139,7 +139,7 @@ export function createEvictionManager(opts: EvictionManagerOptions): EvictionMan
     } catch (err) {
       log.error("eviction manager: pod failed to evict", { pod: podName(pod), err: errorMessage(err) });
     }
-    opts.recorder?.event(podRef(pod), "Warning", REASON, message);
+    opts.recorder?.event(podEventRef(pod), "Warning", REASON, message);
     return true;
   }
 

@@ -5,25 +5,11 @@
  */
 import { parseQuantity } from "../config/index.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
-import { ConfigMirrorAnnotation, ConfigSourceAnnotation } from "../sources/types.ts";
 import type { FsStats, PodStats } from "../stats/types.ts";
-import { SYSTEM_CRITICAL_PRIORITY } from "./types.ts";
 
 /** upstream corev1helpers.PodPriority: unset is 0. */
 export const podPriority = (pod: Pod): number => pod.spec.priority ?? 0;
 
-/**
- * upstream kubelettypes.IsCriticalPod: static pods (a config.source other
- * than "api"), mirror pods, and pods at system-cluster-critical priority or
- * above. Eviction never evicts them; admission always admits them.
- */
-export function isCriticalPod(pod: Pod): boolean {
-  const annotations = pod.metadata.annotations ?? {};
-  const source = annotations[ConfigSourceAnnotation];
-  if (source !== undefined && source !== "api") return true;
-  if (ConfigMirrorAnnotation in annotations) return true;
-  return pod.spec.priority !== undefined && pod.spec.priority >= SYSTEM_CRITICAL_PRIORITY;
-}
 
 const amount = (q: string | number | undefined): number => (q === undefined ? 0 : typeof q === "number" ? q : parseQuantity(q));
 

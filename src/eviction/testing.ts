@@ -7,6 +7,7 @@ import * as v from "valibot";
 import { KubeletConfigurationSchema, type KubeletConfiguration } from "../config/index.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { ContainerStats, PodStats, StatsProvider, Summary } from "../stats/types.ts";
+import { podUid } from "../pods/identity.ts";
 
 export const Ki = 1024;
 export const Mi = 1024 * Ki;
@@ -80,7 +81,7 @@ export function podStats(p: Pod, s: PodStatsInput): PodStats {
     ...(s.logs !== undefined ? { logs: { time, usedBytes: s.logs, ...(s.logsInodes !== undefined ? { inodesUsed: s.logsInodes } : {}) } } : {}),
   };
   return {
-    podRef: { name: p.metadata.name ?? "", namespace: p.metadata.namespace ?? "default", uid: p.metadata.uid ?? "" },
+    podRef: { name: p.metadata.name ?? "", namespace: p.metadata.namespace ?? "default", uid: podUid(p) },
     startTime: time,
     containers: s.containers ?? [app],
     ...(s.memory !== undefined ? { memory: { time, workingSetBytes: s.memory } } : {}),

@@ -3,27 +3,18 @@
  * and types.go: signals, thresholds, observations, the node conditions and
  * resources each signal maps to.
  */
+import { EVICTION_SIGNALS, type EvictionSignal } from "../config/index.ts";
 
 /** Signals this manager observes and acts on (containerfs.* are accepted by config but not acted on here). */
-export type Signal =
-  | "memory.available"
-  | "allocatableMemory.available"
-  | "nodefs.available"
-  | "nodefs.inodesFree"
-  | "imagefs.available"
-  | "imagefs.inodesFree"
-  | "pid.available";
+export type Signal = Exclude<EvictionSignal, `containerfs.${string}`>;
 
-/** A fixed order (memory first, as upstream's byEvictionPriority) that also makes ties deterministic. */
-export const SIGNALS: readonly Signal[] = [
-  "memory.available",
-  "allocatableMemory.available",
-  "nodefs.available",
-  "nodefs.inodesFree",
-  "imagefs.available",
-  "imagefs.inodesFree",
-  "pid.available",
-];
+const actedOn = (s: EvictionSignal): s is Signal => !s.startsWith("containerfs.");
+
+/**
+ * The configuration's list in its order (memory first, as upstream's
+ * byEvictionPriority), which also makes ties deterministic.
+ */
+export const SIGNALS: readonly Signal[] = EVICTION_SIGNALS.filter(actedOn);
 
 export const isSignal = (s: string): s is Signal => (SIGNALS as readonly string[]).includes(s);
 
@@ -93,9 +84,6 @@ export type Observations = Partial<Record<Signal, Observation>>;
 
 /** upstream isHardEvictionThreshold */
 export const isHard = (t: Threshold): boolean => t.gracePeriodMs === 0;
-
-/** upstream scheduling.SystemCriticalPriority */
-export const SYSTEM_CRITICAL_PRIORITY = 2_000_000_000;
 
 /** upstream immediateEvictionGracePeriodSeconds: hard evictions give pods one second. */
 export const IMMEDIATE_EVICTION_GRACE_PERIOD_SECONDS = 1;

@@ -5,6 +5,7 @@
  */
 import type { ProbeRun } from "../prober/manager.ts";
 import { Registry } from "./registry.ts";
+import { podUid } from "../pods/identity.ts";
 
 const typeName = { liveness: "Liveness", readiness: "Readiness", startup: "Startup" } as const;
 const resultName = { success: "successful", failure: "failed", unknown: "unknown" } as const;
@@ -26,9 +27,9 @@ export class ProbeMetrics {
   observe(run: ProbeRun): void {
     const pod = run.pod.metadata.name ?? "";
     const namespace = run.pod.metadata.namespace ?? "default";
-    this.podNames.set(run.pod.metadata.uid ?? "", { pod, namespace });
+    this.podNames.set(podUid(run.pod), { pod, namespace });
     const probeType = typeName[run.type];
-    this.total.inc({ probe_type: probeType, result: resultName[run.result], container: run.container, pod, namespace, pod_uid: run.pod.metadata.uid ?? "" });
+    this.total.inc({ probe_type: probeType, result: resultName[run.result], container: run.container, pod, namespace, pod_uid: podUid(run.pod) });
     this.duration.observe({ probe_type: probeType, container: run.container, pod, namespace }, run.durationMs / 1000);
   }
 

@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import type { Pod } from "../pods/schema.ts";
-import { normalizeSysctlName, sandboxSysctls, sysctlAllowlist, SysctlConfigError } from "./sysctls.ts";
+import { sandboxSysctls, sysctlAllowlist, SysctlConfigError } from "./sysctls.ts";
+import { normalizeSysctlName } from "../config/sysctl-names.ts";
 
 const pod = (sysctls: { name: string; value: string }[], spec: Partial<Pod["spec"]> = {}): Pod => ({
   metadata: { name: "p", namespace: "ns", uid: "u" },

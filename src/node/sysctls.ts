@@ -7,6 +7,7 @@
  */
 import type { Pod } from "../pods/schema.ts";
 import type { AdmitResult } from "./admission.ts";
+import { normalizeSysctlName, sysctlNamespace, sysctlPatternProblem, type SysctlNamespace } from "../config/sysctl-names.ts";
 
 /** Upstream SafeSysctlAllowlist. */
 export const SAFE_SYSCTLS = [
@@ -24,37 +25,6 @@ export const SAFE_SYSCTLS = [
   "net.ipv4.tcp_wmem",
 ] as const;
 
-type Namespace = "ipc" | "net";
-
-/** Upstream sysctl.NamespacedBy: which kernel namespace isolates a sysctl (or prefix). */
-function namespaceOf(nameOrPrefix: string): Namespace | undefined {
-  if (nameOrPrefix === "kernel.sem" || nameOrPrefix.startsWith("kernel.shm") || nameOrPrefix.startsWith("kernel.msg") || nameOrPrefix.startsWith("fs.mqueue.")) return "ipc";
-  if (nameOrPrefix.startsWith("net.")) return "net";
-  return undefined;
-}
-
-/**
- * Upstream NormalizeName: a name whose first separator is `/` uses `/`
- * between parts and may contain dots inside one (`net/ipv4/conf/eno2.100/rp_filter`).
- */
-export function normalizeSysctlName(name: string): string {
-  const dot = name.indexOf(".");
-  const slash = name.indexOf("/");
-  if (slash === -1 || (dot !== -1 && dot < slash)) return name;
-  return name.replace(/[./]/g, (c) => (c === "/" ? "." : "/"));
-}
-
-/** A sysctl name or a prefix ending in `*` (`kernel.msg*`, `net.*`), dots or slashes between parts. */
-const PATTERN = /^(\*|[a-z0-9]([-_./a-z0-9]*[a-z0-9])?\*?|[a-z0-9][-_./a-z0-9]*[./]\*)$/;
-
-/** Why an allowedUnsafeSysctls entry cannot be used (upstream NewAllowlist refuses it), or undefined. */
-export function sysctlPatternProblem(raw: string): string | undefined {
-  if (raw.length > 253 || !PATTERN.test(raw)) return `sysctl ${JSON.stringify(raw)} must have at most 253 characters and be a sysctl name or a prefix ending in "*"`;
-  const pattern = normalizeSysctlName(raw);
-  const nameOrPrefix = pattern.endsWith("*") ? pattern.slice(0, -1) : pattern;
-  return namespaceOf(nameOrPrefix) ? undefined : `the sysctls "${nameOrPrefix}" are not known to be namespaced`;
-}
-
 export class SysctlConfigError extends Error {
   override readonly name = "SysctlConfigError";
 }
@@ -66,15 +36,15 @@ export interface SysctlAllowlist {
 
 /** The safe sysctls plus `allowedUnsafe`; throws SysctlConfigError for a pattern that is invalid or not namespaced (upstream refuses to start). */
 export function sysctlAllowlist(allowedUnsafe: readonly string[]): SysctlAllowlist {
-  const exact = new Map<string, Namespace>();
-  const prefixes = new Map<string, Namespace>();
+  const exact = new Map<string, SysctlNamespace>();
+  const prefixes = new Map<string, SysctlNamespace>();
   for (const raw of [...SAFE_SYSCTLS, ...allowedUnsafe]) {
     const problem = sysctlPatternProblem(raw);
     if (problem) throw new SysctlConfigError(`allowedUnsafeSysctls: ${problem}`);
     const pattern = normalizeSysctlName(raw);
     const prefixed = pattern.endsWith("*");
     const nameOrPrefix = prefixed ? pattern.slice(0, -1) : pattern;
-    (prefixed ? prefixes : exact).set(nameOrPrefix, namespaceOf(nameOrPrefix)!);
+    (prefixed ? prefixes : exact).set(nameOrPrefix, sysctlNamespace(nameOrPrefix)!);
   }
 
   const validate = (rawName: string, hostNet: boolean, hostIPC: boolean): string | undefined => {

@@ -4,6 +4,7 @@
  * and habits carry over and a restarted agent finds what it wrote.
  */
 import { posix } from "node:path";
+import type { PodRef } from "./identity.ts";
 
 export interface PodDirs {
   /** <rootDir>/pods/<uid> */
@@ -32,3 +33,6 @@ export function podDirs(rootDir: string): PodDirs {
     etcHosts: (uid) => posix.join(pod(uid), "etc-hosts"),
   };
 }
+
+/** Upstream BuildPodLogsDirectory: <podLogsDir>/<namespace>_<name>_<uid>. */
+export const podLogDirectory = (podLogsDir: string, pod: PodRef): string => posix.join(podLogsDir, `${pod.namespace}_${pod.name}_${pod.uid}`);

@@ -5,6 +5,7 @@
  * all labels or annotations as a file).
  */
 import type { Pod } from "./schema.ts";
+import { podUid } from "./identity.ts";
 
 /** The value of a metadata fieldPath, or undefined when `path` is not one of these. */
 export function podMetadataField(pod: Pod, path: string): string | undefined {
@@ -14,7 +15,7 @@ export function podMetadataField(pod: Pod, path: string): string | undefined {
     case "metadata.namespace":
       return pod.metadata.namespace ?? "default";
     case "metadata.uid":
-      return pod.metadata.uid ?? "";
+      return podUid(pod);
   }
   const m = /^metadata\.(labels|annotations)\['(.+)'\]$/.exec(path);
   return m ? ((m[1] === "labels" ? pod.metadata.labels : pod.metadata.annotations)?.[m[2]!] ?? "") : undefined;

@@ -175,8 +175,6 @@ export function parsePod(input: unknown): ParseResult<Pod> {
 }
 
 /** Message-level valibot default messages name the expectation; keep them. */
-export const podFullName = (pod: Pod): string => `${pod.metadata.name}_${pod.metadata.namespace ?? "default"}`;
-export const podUid = (pod: Pod): string => pod.metadata.uid ?? "";
 
 /** Upstream validation of volumes and mounts: unique names, mounts naming a volume, safe subPaths. */
 function volumeProblems(pod: Pod): string[] {

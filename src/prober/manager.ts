@@ -23,14 +23,15 @@
  *   first probe only right after a kubelet restart.
  */
 import type { CriService } from "../cri/index.ts";
-import { podRef, type EventRecorder } from "../events/recorder.ts";
-import { podFullName, type ContainerSpec, type Pod } from "../pods/schema.ts";
+import { podEventRef, type EventRecorder } from "../events/recorder.ts";
+import { type ContainerSpec, type Pod } from "../pods/schema.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import { runProbe, type ProbeOutcome, type ProbeTarget } from "./probes.ts";
 import { ResultsCache } from "./results.ts";
 import { parseProbe, probeField, type ProbeSpec, type ProbeType } from "./schema.ts";
 import { ProbeWorker } from "./worker.ts";
+import { podFullName, podUid } from "../pods/identity.ts";
 
 export interface RunningContainer {
   containerName: string;
@@ -147,7 +148,7 @@ export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
   }
 
   function startContainer(entry: PodEntry, spec: ContainerSpec, run: RunningContainer): ContainerEntry {
-    const uid = entry.pod.metadata.uid ?? "";
+    const uid = podUid(entry.pod);
     const c: ContainerEntry = { name: spec.name, containerId: run.containerId, workers: new Map(), declared: new Set(), killRequested: false };
     const logger = opts.logger.with({ pod: podFullName(entry.pod), container: spec.name, containerId: run.containerId });
     for (const type of TYPES) {
@@ -157,7 +158,7 @@ export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
       const parsed = parseProbe(type, raw);
       if (!parsed.ok) {
         logger.error("invalid probe", { probe: type, err: parsed.error });
-        opts.recorder?.event(podRef(entry.pod, spec.name), "Warning", "InvalidProbe", `${probeField[type]} is invalid: ${parsed.error}`);
+        opts.recorder?.event(podEventRef(entry.pod, spec.name), "Warning", "InvalidProbe", `${probeField[type]} is invalid: ${parsed.error}`);
         continue;
       }
       const probe = parsed.probe;
@@ -190,7 +191,7 @@ export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
 
   return {
     addPod(pod, running, podIP) {
-      const uid = pod.metadata.uid ?? "";
+      const uid = podUid(pod);
       let entry = pods.get(uid);
       if (!entry) pods.set(uid, (entry = { pod, podIP, containers: new Map() }));
       entry.pod = pod;

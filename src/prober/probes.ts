@@ -12,13 +12,13 @@
 import { connect } from "node:net";
 import { isCriError, type CriService } from "../cri/index.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
-import { expandCommand } from "../runtime/env.ts";
 import { errorMessage } from "../util/errors.ts";
 import { grpcProbe } from "./grpc.ts";
 import { httpProbe } from "./http.ts";
 import type { ProbeSpec } from "./schema.ts";
 
 import { joinHostPort, MAX_PROBE_OUTPUT, type ProbeOutcome } from "./types.ts";
+import { expandCommand } from "../pods/expansion.ts";
 
 export { grpcProbe } from "./grpc.ts";
 export { httpProbe, type HttpProbeOptions } from "./http.ts";

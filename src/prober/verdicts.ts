@@ -7,6 +7,7 @@
  */
 import type { Pod } from "../pods/schema.ts";
 import type { ProbeManager, RunningContainer } from "./manager.ts";
+import { podUid } from "../pods/identity.ts";
 
 export class ProbeVerdicts {
   private readonly probed = new Map<string, Map<string, string>>(); // pod UID → container name → ID given to the prober
@@ -39,7 +40,7 @@ export class ProbeVerdicts {
   }
 
   addPod(pod: Pod, running: RunningContainer[], podIP: string): void {
-    this.probed.set(pod.metadata.uid ?? "", new Map(running.map((c) => [c.containerName, c.containerId])));
+    this.probed.set(podUid(pod), new Map(running.map((c) => [c.containerName, c.containerId])));
     this.manager?.addPod(pod, running, podIP);
   }
 

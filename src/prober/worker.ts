@@ -20,7 +20,7 @@
  * Each worker awaits only its own probe; workers never wait for each other.
  */
 import type { CriService } from "../cri/index.ts";
-import { podRef, type EventRecorder } from "../events/recorder.ts";
+import { podEventRef, type EventRecorder } from "../events/recorder.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
@@ -28,6 +28,7 @@ import { runProbe, type ProbeTarget } from "./probes.ts";
 import type { ResultsCache } from "./results.ts";
 import { probeTitle, type ProbeSpec, type ProbeType } from "./schema.ts";
 import type { ProbeOutcome, ProbeResult } from "./types.ts";
+import { podUid } from "../pods/identity.ts";
 
 /** Upstream's maxProbeRetries: attempts per period when the probe errors. */
 export const MAX_PROBE_RETRIES = 3;
@@ -76,7 +77,7 @@ export class ProbeWorker {
   /** Sets the initial result and runs the first attempt. Called once, by the manager. */
   start(): void {
     const t = this.opts.target();
-    this.opts.results.set(t.containerId, initialResult[this.opts.type], t.pod.metadata.uid ?? "");
+    this.opts.results.set(t.containerId, initialResult[this.opts.type], podUid(t.pod));
     this.run();
   }
 
@@ -123,10 +124,10 @@ export class ProbeWorker {
     const { type, spec } = this.opts;
     if (this.onHold) return;
     const target = this.opts.target();
-    const podUid = target.pod.metadata.uid ?? "";
+    const uid = podUid(target.pod);
     if (target.pod.metadata.deletionTimestamp && type !== "readiness") {
       // Upstream: a terminating pod is not restarted for failing probes.
-      this.opts.results.set(target.containerId, "success", podUid);
+      this.opts.results.set(target.containerId, "success", uid);
       this.stopped = true;
       return;
     }
@@ -149,7 +150,7 @@ export class ProbeWorker {
     }
     const threshold = outcome.result === "failure" ? spec.failureThreshold : spec.successThreshold;
     if (this.resultRun < threshold) return;
-    this.opts.results.set(target.containerId, outcome.result, podUid);
+    this.opts.results.set(target.containerId, outcome.result, uid);
     if (type !== "readiness" && outcome.result === "failure") {
       this.onHold = true;
       this.resultRun = 0;
@@ -160,7 +161,7 @@ export class ProbeWorker {
   /** Events and logs as upstream's prober.probe records them, for every attempt. */
   private report(target: ProbeTarget, outcome: ProbeOutcome): void {
     const title = probeTitle[this.opts.type];
-    const ref = podRef(target.pod, target.container.name);
+    const ref = podEventRef(target.pod, target.container.name);
     if (outcome.result === "unknown") {
       this.opts.logger.v(1).info("probe errored", { output: outcome.output });
       this.opts.recorder?.event(ref, "Warning", "Unhealthy", `${title} probe errored: ${outcome.output}`);

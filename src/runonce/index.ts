@@ -19,6 +19,7 @@ import type { PodSource, SourceSnapshot } from "../sources/types.ts";
 import type { PodStatusView } from "../status/index.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
+import { podUid } from "../pods/identity.ts";
 
 export const RUN_ONCE_MANIFEST_DELAY_MS = 1000;
 export const RUN_ONCE_MAX_RETRIES = 10;
@@ -39,7 +40,7 @@ export interface RunOnceReport {
   error?: string;
 }
 
-export const formatPod = (pod: Pod): string => `${pod.metadata.name}_${pod.metadata.namespace ?? "default"}(${pod.metadata.uid ?? ""})`;
+export const formatPod = (pod: Pod): string => `${pod.metadata.name}_${pod.metadata.namespace ?? "default"}(${podUid(pod)})`;
 
 /**
  * Wraps sources so that the first snapshot of each is known: run-once
@@ -111,7 +112,7 @@ async function waitForPod(pod: Pod, opts: RunOnceOptions): Promise<RunPodResult>
   let delay = opts.retryDelayMs ?? RUN_ONCE_RETRY_DELAY_MS;
   let seenRunning: string | undefined;
   for (let retry = 0; ; retry++) {
-    const status = opts.status(pod.metadata.uid ?? "");
+    const status = opts.status(podUid(pod));
     if (status?.phase === "Failed") return { pod: name, ok: false, detail: failureOf(status) };
     if (status?.phase === "Succeeded") return { pod: name, ok: true, detail: "Succeeded" };
     const running = status && runningRestarts(pod, status);

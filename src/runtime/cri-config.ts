@@ -1,17 +1,15 @@
-/**
- * Builds the CRI sandbox and container configs for a pod: pure functions
- * of the pod and the node settings, so they can be tested without a runtime.
- */
-import { posix } from "node:path";
+
 import { ContainerConfig, NamespaceMode, type Mount, PodSandboxConfig, Protocol, SecurityProfile_ProfileType } from "../cri/index.ts";
 import { criSecurityContext, effectiveSecurityContext } from "./security.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import { podDnsConfig, type DnsSettings } from "./dns.ts";
-import { expandCommand } from "./env.ts";
 import { containerHash } from "./hash.ts";
 import * as L from "./labels.ts";
 import { podHostnameAndDomain } from "./hosts.ts";
 import { sandboxSysctls } from "../node/sysctls.ts";
+import { podLogDirectory } from "../pods/dirs.ts";
+import { expandCommand } from "../pods/expansion.ts";
+import { podUid } from "../pods/identity.ts";
 
 export interface NodeSettings {
   /** Root of pod log directories (podLogsDir, upstream /var/log/pods). */
@@ -29,10 +27,6 @@ export interface NodeSettings {
   /** seccompDefault: RuntimeDefault for containers that set no profile. */
   seccompDefault?: boolean;
 }
-
-/** Upstream BuildPodLogsDirectory: <root>/<namespace>_<name>_<uid>. */
-export const podLogDirectory = (podLogsDir: string, pod: L.PodIdentity): string =>
-  posix.join(podLogsDir, `${pod.namespace}_${pod.name}_${pod.uid}`);
 
 /** Relative to the pod log directory: <container>/<restartCount>.log. */
 export const containerLogPath = (name: string, restartCount: number): string => `${name}/${restartCount}.log`;
@@ -67,7 +61,7 @@ function protocolOf(p: string | undefined): Protocol {
 }
 
 export function sandboxConfig(pod: Pod, attempt: number, node: NodeSettings, cgroupParent: string): PodSandboxConfig {
-  const id = { uid: pod.metadata.uid ?? "", name: pod.metadata.name ?? "", namespace: pod.metadata.namespace ?? "default" };
+  const id = { uid: podUid(pod), name: pod.metadata.name ?? "", namespace: pod.metadata.namespace ?? "default" };
   const ports = pod.spec.containers.flatMap((c) => c.ports ?? []).filter((p) => p.hostPort);
   return PodSandboxConfig.create({
     metadata: { ...id, attempt },
@@ -107,7 +101,7 @@ export function containerConfig(
     seccompProfileRoot: node.seccompProfileRoot ?? "/var/lib/kubelet/seccomp",
     seccompDefault: node.seccompDefault ?? false,
   });
-  const id = { uid: pod.metadata.uid ?? "", name: pod.metadata.name ?? "", namespace: pod.metadata.namespace ?? "default" };
+  const id = { uid: podUid(pod), name: pod.metadata.name ?? "", namespace: pod.metadata.namespace ?? "default" };
   return ContainerConfig.create({
     metadata: { name: container.name, attempt: restartCount },
     image: { image: imageRef, userSpecifiedImage: container.image, annotations: {}, runtimeHandler: "" },

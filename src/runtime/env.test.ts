@@ -1,7 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import { FakePodObjects } from "../api/objects.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
-import { containerEnv, EnvError, expand, expandCommand, type EnvContext } from "./env.ts";
+import { containerEnv, EnvError, type EnvContext } from "./env.ts";
+import { expand, expandCommand } from "../pods/expansion.ts";
 
 const b64 = (s: string) => Buffer.from(s).toString("base64");
 const allocatable = { cpuMilli: 4000, memoryBytes: 8 * 1024 ** 3, ephemeralStorageBytes: 100 * 1024 ** 3 };

@@ -13,42 +13,14 @@ import { podMetadataField } from "../pods/fields.ts";
 import type { PodObjects } from "../api/objects.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import type { ServiceEnv } from "../services/index.ts";
-import { ConfigSourceAnnotation } from "../sources/types.ts";
 import { resourceFieldValue, type NodeAllocatable } from "./resource-env.ts";
+import { ConfigSourceAnnotation } from "../pods/source.ts";
+import { expand } from "../pods/expansion.ts";
 
 export class EnvError extends Error {
   override readonly name = "EnvError";
 }
 
-/** Expands $(VAR); $$ escapes a dollar; unknown references stay as written. */
-export function expand(input: string, lookup: (name: string) => string | undefined): string {
-  let out = "";
-  for (let i = 0; i < input.length; i++) {
-    const ch = input[i];
-    if (ch !== "$" || i + 1 >= input.length) {
-      out += ch;
-      continue;
-    }
-    const next = input[i + 1];
-    if (next === "$") {
-      out += "$";
-      i++;
-    } else if (next === "(") {
-      const close = input.indexOf(")", i + 2);
-      if (close === -1) {
-        out += input.slice(i);
-        break;
-      }
-      const name = input.slice(i + 2, close);
-      const value = lookup(name);
-      out += value ?? `$(${name})`;
-      i = close;
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
 
 export interface FieldValues {
   podIP?: string;
@@ -202,7 +174,3 @@ export async function containerEnv(pod: Pod, container: ContainerSpec, ctx: EnvC
   return [...merged].map(([key, value]) => ({ key, value }));
 }
 
-export function expandCommand(args: readonly string[] | undefined, env: { key: string; value: string }[]): string[] {
-  const vars = new Map(env.map((e) => [e.key, e.value]));
-  return (args ?? []).map((a) => expand(a, (name) => vars.get(name)));
-}

@@ -7,8 +7,9 @@
  */
 import { NamespaceMode, type ContainerConfig } from "../cri/index.ts";
 import type { Pod } from "../pods/schema.ts";
-import { currentSandbox, ephemeralSpecOf } from "./plan.ts";
 import type { ObservedPod } from "./types.ts";
+import { ephemeralSpecOf } from "../pods/spec.ts";
+import { currentSandbox } from "./observed.ts";
 
 export class TargetContainerError extends Error {
   constructor(

@@ -8,9 +8,11 @@ import type { Pod } from "../pods/schema.ts";
 import type { Clock } from "../util/clock.ts";
 import { Backoff } from "./backoff.ts";
 import { containerHash } from "./hash.ts";
-import type { PodRef, PodRuntime, SyncPodOutcome } from "./index.ts";
-import { backoffKey, containerSpecOf, planPod } from "./plan.ts";
+import type { PodRuntime, SyncPodOutcome } from "./index.ts";
+import { backoffKey, planPod } from "./plan.ts";
 import type { ObservedContainer, ObservedPod, PodSyncOutcome, RuntimePodRecord } from "./types.ts";
+import type { PodRef } from "../pods/identity.ts";
+import { containerSpecOf } from "../pods/spec.ts";
 
 export class FakePodRuntime implements PodRuntime {
   readonly pods = new Map<string, ObservedPod>();

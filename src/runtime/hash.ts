@@ -8,7 +8,7 @@
  */
 import { createHash } from "node:crypto";
 import type { ContainerSpec } from "../pods/schema.ts";
-import { canonicalJson } from "../sources/defaults.ts";
+import { canonicalJson } from "../util/canonical-json.ts";
 
 export const RESTART_FIELDS = [
   "name",

@@ -3,20 +3,9 @@
  * workers and the PLEG need. The CRI implementation is manager.ts; fake.ts
  * is an in-memory one for unit tests of the loop.
  */
+import type { PodRef } from "../pods/identity.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { ObservedPod, PodSyncOutcome, RuntimePodRecord } from "./types.ts";
-
-export interface PodRef {
-  uid: string;
-  name: string;
-  namespace: string;
-}
-
-export const refOf = (pod: Pod): PodRef => ({
-  uid: pod.metadata.uid ?? "",
-  name: pod.metadata.name ?? "",
-  namespace: pod.metadata.namespace ?? "default",
-});
 
 export interface SyncPodOutcome extends PodSyncOutcome {
   /** Why each container that should run does not (CrashLoopBackOff, ErrImagePull, ...). */

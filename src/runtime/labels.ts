@@ -4,6 +4,8 @@
  * agent's own state lives here, not in a local database: this is what makes
  * a restart adopt running pods.
  */
+import type { PodRef } from "../pods/identity.ts";
+
 export const PodNameLabel = "io.kubernetes.pod.name";
 export const PodNamespaceLabel = "io.kubernetes.pod.namespace";
 export const PodUidLabel = "io.kubernetes.pod.uid";
@@ -16,19 +18,13 @@ export const TerminationMessagePolicyAnnotation = "io.kubernetes.container.termi
 export const PodTerminationGracePeriodAnnotation = "io.kubernetes.pod.terminationGracePeriod";
 export const ContainerPortsAnnotation = "io.kubernetes.container.ports";
 
-export interface PodIdentity {
-  uid: string;
-  name: string;
-  namespace: string;
-}
-
-export const podLabels = (p: PodIdentity): Record<string, string> => ({
+export const podLabels = (p: PodRef): Record<string, string> => ({
   [PodNameLabel]: p.name,
   [PodNamespaceLabel]: p.namespace,
   [PodUidLabel]: p.uid,
 });
 
-export function identityFromLabels(labels: Record<string, string>): PodIdentity | undefined {
+export function identityFromLabels(labels: Record<string, string>): PodRef | undefined {
   const uid = labels[PodUidLabel];
   if (!uid) return undefined;
   return { uid, name: labels[PodNameLabel] ?? "", namespace: labels[PodNamespaceLabel] ?? "" };

@@ -10,8 +10,8 @@ import { podDirs } from "../pods/dirs.ts";
 import type { Pod } from "../pods/schema.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
-import { refOf } from "./index.ts";
 import { CriPodRuntime, type CriPodRuntimeOptions } from "./manager.ts";
+import { podRef } from "../pods/identity.ts";
 
 let dir: string;
 beforeEach(() => (dir = mkdtempSync(join(tmpdir(), "semantics-"))));
@@ -39,7 +39,7 @@ function setup(over: Partial<CriPodRuntimeOptions> = {}) {
   return { clock, cri, runtime, events };
 }
 
-const sync = async (runtime: CriPodRuntime, p: Pod) => runtime.syncPod(p, await runtime.observe(refOf(p)));
+const sync = async (runtime: CriPodRuntime, p: Pod) => runtime.syncPod(p, await runtime.observe(podRef(p)));
 type Created = [string, { mounts: { containerPath: string; hostPath: string }[]; envs: { key: string; value: string }[] }];
 const created = (cri: FakeCri) => cri.callsOf("createContainer") as Created[];
 
@@ -54,10 +54,10 @@ describe("pod files", () => {
       expect.objectContaining({ containerPath: "/etc/hosts", hostPath: join(root, "etc-hosts") }),
       expect.objectContaining({ containerPath: "/dev/termination-log", hostPath: join(root, "containers/app/80000000") }),
     ]);
-    const ip = (await runtime.observe(refOf(p))).sandboxes[0]!.ip!;
+    const ip = (await runtime.observe(podRef(p))).sandboxes[0]!.ip!;
     expect(readFileSync(join(root, "etc-hosts"), "utf8")).toEndWith(`${ip}\tweb\n\n# Entries added by HostAliases.\n1.2.3.4\talias\n`);
-    await runtime.killPod(refOf(p), await runtime.observe(refOf(p)), 0);
-    await runtime.removePod(refOf(p), await runtime.observe(refOf(p)));
+    await runtime.killPod(podRef(p), await runtime.observe(podRef(p)), 0);
+    await runtime.removePod(podRef(p), await runtime.observe(podRef(p)));
     expect(existsSync(root)).toBe(false);
   });
 
@@ -83,10 +83,10 @@ describe("pod files", () => {
     await sync(runtime, p);
     const hostPath = created(cri)[0]![1].mounts.find((m) => m.containerPath === "/dev/termination-log")!.hostPath;
     writeFileSync(hostPath, "all done");
-    cri.exitContainer((await runtime.observe(refOf(p))).containers[0]!.id, 0);
-    expect((await runtime.observe(refOf(p))).containers[0]).toMatchObject({ reason: "Completed", message: "all done", exitCode: 0 });
+    cri.exitContainer((await runtime.observe(podRef(p))).containers[0]!.id, 0);
+    expect((await runtime.observe(podRef(p))).containers[0]).toMatchObject({ reason: "Completed", message: "all done", exitCode: 0 });
     const restarted = setup({ cri, clock } as Partial<CriPodRuntimeOptions>).runtime;
-    expect((await restarted.observe(refOf(p))).containers[0]!.message).toBe("all done");
+    expect((await restarted.observe(podRef(p))).containers[0]!.message).toBe("all done");
   });
 });
 
@@ -95,8 +95,8 @@ describe("reasons", () => {
     const { cri, runtime } = setup();
     const p = pod();
     await sync(runtime, p);
-    cri.exitContainer((await runtime.observe(refOf(p))).containers[0]!.id, 137, "OOMKilled");
-    expect((await runtime.observe(refOf(p))).containers[0]).toMatchObject({ state: "exited", exitCode: 137, reason: "OOMKilled" });
+    cri.exitContainer((await runtime.observe(podRef(p))).containers[0]!.id, 137, "OOMKilled");
+    expect((await runtime.observe(podRef(p))).containers[0]).toMatchObject({ state: "exited", exitCode: 137, reason: "OOMKilled" });
     cri.failNext("startContainer", "Unknown", 'exec: "nope": executable file not found in $PATH');
     const outcome = await sync(runtime, p);
     expect(outcome.waiting.get("app")).toEqual({ reason: "RunContainerError", message: expect.stringContaining('exec: "nope": executable file not found') });

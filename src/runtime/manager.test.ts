@@ -6,8 +6,8 @@ import { FakeCri } from "../cri/fake.ts";
 import type { Pod } from "../pods/schema.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
-import { refOf } from "./index.ts";
 import { CriPodRuntime } from "./manager.ts";
+import { podRef } from "../pods/identity.ts";
 
 let logs: string;
 beforeEach(() => (logs = mkdtempSync(join(tmpdir(), "podlogs-"))));
@@ -29,7 +29,7 @@ function setup(clock = new FakeClock(), cri = new FakeCri({ clock, images: ["bus
 }
 
 async function sync(runtime: CriPodRuntime, p: Pod) {
-  return runtime.syncPod(p, await runtime.observe(refOf(p)));
+  return runtime.syncPod(p, await runtime.observe(podRef(p)));
 }
 
 describe("CriPodRuntime", () => {
@@ -65,7 +65,7 @@ describe("CriPodRuntime", () => {
     expect(created![2].logDirectory).toBe(join(logs, "default_web_uid-1"));
     expect(created![2].linux.cgroupParent).toBe("/test/kubepods/poduid-1");
     expect(existsSync(join(logs, "default_web_uid-1", "app"))).toBe(true);
-    const observed = await runtime.observe(refOf(p));
+    const observed = await runtime.observe(podRef(p));
     expect(observed.containers).toMatchObject([{ name: "app", state: "running", restartCount: 0 }]);
   });
 
@@ -85,10 +85,10 @@ describe("CriPodRuntime", () => {
     const { clock, cri, runtime } = setup();
     const p = pod();
     await sync(runtime, p);
-    const first = (await runtime.observe(refOf(p))).containers[0]!;
+    const first = (await runtime.observe(podRef(p))).containers[0]!;
     cri.exitContainer(first.id, 1);
     await sync(runtime, p);
-    const second = (await runtime.observe(refOf(p))).containers[0]!;
+    const second = (await runtime.observe(podRef(p))).containers[0]!;
     expect(second).toMatchObject({ state: "running", restartCount: 1 });
     clock.advance(2000);
     cri.exitContainer(second.id, 1);
@@ -97,7 +97,7 @@ describe("CriPodRuntime", () => {
     expect(waiting.retryAfterMs).toBe(10_000);
     clock.advance(10_000);
     await sync(runtime, p);
-    expect((await runtime.observe(refOf(p))).containers[0]).toMatchObject({ state: "running", restartCount: 2 });
+    expect((await runtime.observe(podRef(p))).containers[0]).toMatchObject({ state: "running", restartCount: 2 });
   });
 
   test("image pull policy Never with the image absent waits with ErrImageNeverPull", async () => {
@@ -117,14 +117,14 @@ describe("CriPodRuntime", () => {
     const p = pod({}, "Always");
     await sync(runtime, p);
     for (let i = 0; i < 3; i++) {
-      const c = (await runtime.observe(refOf(p))).containers[0]!;
+      const c = (await runtime.observe(podRef(p))).containers[0]!;
       cri.exitContainer(c.id, 1);
       clock.advance(400_000); // past any backoff
       await sync(runtime, p);
     }
-    expect((await runtime.observe(refOf(p))).containers.filter((c) => c.state === "exited")).toHaveLength(3);
+    expect((await runtime.observe(podRef(p))).containers.filter((c) => c.state === "exited")).toHaveLength(3);
     await runtime.garbageCollect();
-    const after = (await runtime.observe(refOf(p))).containers;
+    const after = (await runtime.observe(podRef(p))).containers;
     expect(after.map((c) => [c.state, c.restartCount])).toEqual([
       ["running", 3],
       ["exited", 2],
@@ -135,10 +135,10 @@ describe("CriPodRuntime", () => {
     const { cri, runtime } = setup();
     const p = pod();
     await sync(runtime, p);
-    const killed = await runtime.killPod(refOf(p), await runtime.observe(refOf(p)), 5);
+    const killed = await runtime.killPod(podRef(p), await runtime.observe(podRef(p)), 5);
     expect(killed.results.filter((r) => r.error)).toEqual([]);
-    expect((await runtime.observe(refOf(p))).containers[0]!.state).toBe("exited");
-    await runtime.removePod(refOf(p), await runtime.observe(refOf(p)));
+    expect((await runtime.observe(podRef(p))).containers[0]!.state).toBe("exited");
+    await runtime.removePod(podRef(p), await runtime.observe(podRef(p)));
     expect(cri.counts()).toMatchObject({ sandboxes: 0, containers: 0 });
     expect(existsSync(join(logs, "default_web_uid-1"))).toBe(false);
   });
@@ -164,8 +164,8 @@ describe("CriPodRuntime", () => {
     expect(sandboxCfg.linux.cgroupParent).toBe("/kubepods/burstable/poduid-1");
     const [, containerCfg] = cri.callsOf("createContainer")[0] as [string, { linux: { resources: Record<string, bigint> } }];
     expect(containerCfg.linux.resources).toMatchObject({ cpuShares: 512n, cpuQuota: 50_000n, memoryLimitInBytes: BigInt(64 << 20), oomScoreAdj: 900n });
-    await runtime.killPod(refOf(p), await runtime.observe(refOf(p)), 0);
-    await runtime.removePod(refOf(p), await runtime.observe(refOf(p)));
+    await runtime.killPod(podRef(p), await runtime.observe(podRef(p)), 0);
+    await runtime.removePod(podRef(p), await runtime.observe(podRef(p)));
     expect(calls).toEqual(["ensure uid-1", "remove uid-1"]);
   });
 
@@ -186,14 +186,14 @@ describe("CriPodRuntime", () => {
     expect(names()).toEqual(["setup"]);
     await sync(runtime, p); // setup still running: nothing new
     expect(names()).toEqual(["setup"]);
-    cri.exitContainer((await runtime.observe(refOf(p))).containers[0]!.id, 0);
+    cri.exitContainer((await runtime.observe(podRef(p))).containers[0]!.id, 0);
     clock.advance(1);
     await sync(runtime, p);
     await sync(runtime, p);
     expect(names()).toEqual(["setup", "proxy", "app"]);
-    await runtime.killPod(refOf(p), await runtime.observe(refOf(p)), 5, p);
+    await runtime.killPod(podRef(p), await runtime.observe(podRef(p)), 5, p);
     const stopped = (cri.callsOf("stopContainer") as [string][]).map(([id]) => id);
-    const byId = new Map((await runtime.observe(refOf(p))).containers.map((c) => [c.id, c.name]));
+    const byId = new Map((await runtime.observe(podRef(p))).containers.map((c) => [c.id, c.name]));
     expect(stopped.map((id) => byId.get(id))).toEqual(["app", "proxy"]);
   });
 
@@ -210,14 +210,14 @@ describe("CriPodRuntime", () => {
     await sync(runtime, p);
     const order = () => cri.calls.map((c) => c.method).filter((m) => ["startContainer", "execSync", "stopContainer"].includes(m));
     expect(order()).toEqual(["startContainer", "execSync"]);
-    expect((await runtime.observe(refOf(p))).containers[0]!.state).toBe("running");
-    await runtime.killPod(refOf(p), await runtime.observe(refOf(p)), 10, p);
+    expect((await runtime.observe(podRef(p))).containers[0]!.state).toBe("running");
+    await runtime.killPod(podRef(p), await runtime.observe(podRef(p)), 10, p);
     expect(order()).toEqual(["startContainer", "execSync", "execSync", "stopContainer"]);
     expect((cri.callsOf("execSync")[1] as [string, string[]])[1]).toEqual(["echo", "bye"]);
-    await runtime.removePod(refOf(p), await runtime.observe(refOf(p)));
+    await runtime.removePod(podRef(p), await runtime.observe(podRef(p)));
 
     const failing = await sync(runtime, hooked(["false"]));
     expect(failing.results.find((r) => r.error)).toMatchObject({ action: "StartContainer", error: { reason: "PostStartHookError" } });
-    expect((await runtime.observe(refOf(p))).containers[0]!.state).toBe("exited");
+    expect((await runtime.observe(podRef(p))).containers[0]!.state).toBe("exited");
   });
 });

@@ -26,20 +26,20 @@ import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import { Backoff } from "./backoff.ts";
-import { containerConfig, podLogDirectory, pullPolicyOf, sandboxConfig, sandboxHostnameProblem, type NodeSettings } from "./cri-config.ts";
-import { LogEventRecorder, podRef, type EventRecorder } from "../events/recorder.ts";
+import { containerConfig, pullPolicyOf, sandboxConfig, sandboxHostnameProblem, type NodeSettings } from "./cri-config.ts";
+import { LogEventRecorder, podEventRef, type EventRecorder } from "../events/recorder.ts";
 import { containerEnv, EnvError } from "./env.ts";
 import { noPodObjects, PodObjectError, type PodObjects } from "../api/objects.ts";
 import type { NodeAllocatable } from "./resource-env.ts";
 import { hookOf, MINIMUM_GRACE_AFTER_PRESTOP_SECONDS, runHook } from "./hooks.ts";
 import { effectiveSecurityContext, SecurityContextError, verifyRunAsNonRoot } from "./security.ts";
-import type { PodRef, PodRuntime, SyncPodOutcome } from "./index.ts";
+import type { PodRuntime, SyncPodOutcome } from "./index.ts";
 import * as L from "./labels.ts";
-import { backoffKey, containerSpecOf, isSidecar, planPod, restartPolicyOf, type Unhealthy } from "./plan.ts";
+import { backoffKey, planPod, type Unhealthy } from "./plan.ts";
 import { PodFiles } from "./pod-files.ts";
 import { joinPidNamespace, pidTargetOf, TargetContainerError } from "./ephemeral.ts";
-import { isResizable, resourcesOf, type ContainerResources } from "../allocation/resources.ts";
-import { podResizeSteps } from "../allocation/steps.ts";
+import { isResizable, resourcesOf, type ContainerResources } from "./container-resources.ts";
+import { podResizeSteps } from "./resize-steps.ts";
 import { podDnsConfig } from "./dns.ts";
 import { PullQueue } from "./pull-queue.ts";
 import { pullWithSecrets } from "./pull-secrets.ts";
@@ -48,6 +48,9 @@ import type { PodDirs } from "../pods/dirs.ts";
 import type { ServiceEnv } from "../services/index.ts";
 import type { RuntimeClasses } from "../runtimeclass/index.ts";
 import type { ContainerState, ObservedContainer, ObservedPod, ObservedSandbox, PodSyncOutcome, RuntimePodRecord, SyncResult } from "./types.ts";
+import { type PodRef, podUid } from "../pods/identity.ts";
+import { podLogDirectory } from "../pods/dirs.ts";
+import { containerSpecOf, isSidecar, restartPolicyOf } from "../pods/spec.ts";
 
 export interface CriPodRuntimeOptions {
   cri: CriService;
@@ -236,7 +239,7 @@ export class CriPodRuntime implements PodRuntime {
   private async sync(pod: Pod, observed: ObservedPod): Promise<SyncPodOutcome> {
     const unmounted = await this.setupVolumes(pod);
     if (unmounted) return unmounted;
-    const uid = pod.metadata.uid ?? "";
+    const uid = podUid(pod);
     const resize = this.opts.resize;
     const actions = planPod(pod, observed, this.crashLoop, this.opts.unhealthy?.(uid) ?? new Map(), resize ? { actuated: (name) => resize.actuated(uid, name) } : undefined);
     const results: SyncResult[] = [];
@@ -245,10 +248,10 @@ export class CriPodRuntime implements PodRuntime {
     );
     const retries = actions.waiting.map((w) => w.remainingMs);
     for (const w of actions.waiting) {
-      this.recorder.event(podRef(pod, w.name), "Warning", "BackOff", `Back-off restarting failed container ${w.name} in pod ${pod.metadata.name}_${pod.metadata.namespace}(${pod.metadata.uid})`);
+      this.recorder.event(podEventRef(pod, w.name), "Warning", "BackOff", `Back-off restarting failed container ${w.name} in pod ${pod.metadata.name}_${pod.metadata.namespace}(${pod.metadata.uid})`);
     }
     if (actions.killPod && actions.createSandbox && observed.sandboxes.length) {
-      this.recorder.event(podRef(pod), "Normal", "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.");
+      this.recorder.event(podEventRef(pod), "Normal", "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.");
     }
     const changed = actions.killPod || actions.createSandbox || actions.containersToStart.length > 0 || actions.containersToKill.length > 0 || actions.containersToResize.length > 0;
     const grace = pod.spec.terminationGracePeriodSeconds ?? 30;
@@ -267,25 +270,25 @@ export class CriPodRuntime implements PodRuntime {
       try {
         if (this.opts.cgroups) cgroupParent = await this.opts.cgroups.ensurePod(pod);
       } catch (err) {
-        results.push({ action: "CreatePodSandbox", target: pod.metadata.uid ?? "", error: { reason: "FailedCreatePodContainer", message: errorMessage(err) } });
-        this.recorder.event(podRef(pod), "Warning", "FailedCreatePodContainer", `unable to ensure pod container exists: ${errorMessage(err)}`);
+        results.push({ action: "CreatePodSandbox", target: podUid(pod), error: { reason: "FailedCreatePodContainer", message: errorMessage(err) } });
+        this.recorder.event(podEventRef(pod), "Warning", "FailedCreatePodContainer", `unable to ensure pod container exists: ${errorMessage(err)}`);
         return { results, waiting, changed, retryAfterMs: 10_000 };
       }
     }
     const config = sandboxConfig(pod, actions.sandboxAttempt, this.opts.node, cgroupParent);
     if (actions.createSandbox) {
-      for (const w of podDnsConfig(pod, this.opts.node).warnings) this.recorder.event(podRef(pod), "Warning", w.reason, w.message);
+      for (const w of podDnsConfig(pod, this.opts.node).warnings) this.recorder.event(podEventRef(pod), "Warning", w.reason, w.message);
       try {
         const hostnameProblem = sandboxHostnameProblem(pod, this.opts.node.clusterDomain);
         if (hostnameProblem) throw new Error(hostnameProblem);
         mkdirSync(config.logDirectory, { recursive: true, mode: 0o755 });
         const runtimeHandler = (await this.opts.runtimeClasses?.handlerFor(pod.spec.runtimeClassName)) ?? "";
         sandboxId = await this.opts.cri.runPodSandbox(config, runtimeHandler);
-        results.push({ action: "CreatePodSandbox", target: pod.metadata.uid ?? "" });
+        results.push({ action: "CreatePodSandbox", target: podUid(pod) });
         this.opts.logger.info("created pod sandbox", { pod: pod.metadata.name, sandbox: sandboxId, attempt: actions.sandboxAttempt });
       } catch (err) {
-        results.push({ action: "CreatePodSandbox", target: pod.metadata.uid ?? "", error: { reason: "CreatePodSandboxError", message: errorMessage(err) } });
-        this.recorder.event(podRef(pod), "Warning", "FailedCreatePodSandBox", `Failed to create pod sandbox: ${errorMessage(err)}`);
+        results.push({ action: "CreatePodSandbox", target: podUid(pod), error: { reason: "CreatePodSandboxError", message: errorMessage(err) } });
+        this.recorder.event(podEventRef(pod), "Warning", "FailedCreatePodSandBox", `Failed to create pod sandbox: ${errorMessage(err)}`);
         return { results, waiting, changed, retryAfterMs: 10_000 };
       }
     }
@@ -315,7 +318,7 @@ export class CriPodRuntime implements PodRuntime {
    * (UpdateContainerResources) and recorded as applied once the runtime took it.
    */
   private async resizeInPlace(pod: Pod, targets: { id: string; name: string }[]): Promise<SyncResult[]> {
-    const uid = pod.metadata.uid ?? "";
+    const uid = podUid(pod);
     const applied = (name: string) => this.opts.resize?.actuated(uid, name);
     const plan = podResizeSteps(pod, applied);
     const results: SyncResult[] = [];
@@ -362,14 +365,14 @@ export class CriPodRuntime implements PodRuntime {
    * event, and the sync is retried.
    */
   private async setupVolumes(pod: Pod): Promise<SyncPodOutcome | undefined> {
-    const uid = pod.metadata.uid ?? "";
+    const uid = podUid(pod);
     try {
       await this.opts.volumes?.setupPod(pod);
       this.mountFailures.delete(uid);
       return undefined;
     } catch (err) {
       const failures = err instanceof VolumeSetupError ? err.failures : [{ volume: "", message: errorMessage(err), mounted: false }];
-      for (const f of failures) this.recorder.event(podRef(pod), "Warning", "FailedMount", `MountVolume.SetUp failed for volume ${JSON.stringify(f.volume)} : ${f.message}`);
+      for (const f of failures) this.recorder.event(podEventRef(pod), "Warning", "FailedMount", `MountVolume.SetUp failed for volume ${JSON.stringify(f.volume)} : ${f.message}`);
       // A failed refresh of a volume the containers already have does not stop the pod (upstream remounts in the background).
       if (failures.every((f) => f.mounted)) return undefined;
       const message = `unmounted volumes=[${failures.map((f) => f.volume).join(" ")}]: ${errorMessage(err)}`;
@@ -389,7 +392,7 @@ export class CriPodRuntime implements PodRuntime {
 
   private async ensureImage(pod: Pod, container: string, image: string, policy: "Always" | "IfNotPresent" | "Never", sandbox: PodSandboxConfig): Promise<ImageInfo> {
     const { cri, clock } = this.opts;
-    const ref = podRef(pod, container);
+    const ref = podEventRef(pod, container);
     const present = await cri.imageStatus({ image, annotations: {}, userSpecifiedImage: image, runtimeHandler: "" });
     if (present && policy !== "Always") {
       this.recorder.event(ref, "Normal", "Pulled", `Container image "${image}" already present on machine`);
@@ -430,7 +433,7 @@ export class CriPodRuntime implements PodRuntime {
       pod,
       image,
       sandbox,
-      warn: (reason, message) => this.recorder.event(podRef(pod), "Warning", reason, message),
+      warn: (reason, message) => this.recorder.event(podEventRef(pod), "Warning", reason, message),
     });
   }
 
@@ -457,7 +460,7 @@ export class CriPodRuntime implements PodRuntime {
     } catch (err) {
       const e = err instanceof ImageError ? err : new ImageError("ErrImagePull", errorMessage(err), 10_000);
       waiting.set(spec.name, { reason: e.reason, message: e.message });
-      this.recorder.event(podRef(pod, spec.name), "Warning", e.reason === "ErrImageNeverPull" ? "ErrImageNeverPull" : "Failed", e.reason === "ErrImageNeverPull" ? e.message : `Error: ${e.reason}`);
+      this.recorder.event(podEventRef(pod, spec.name), "Warning", e.reason === "ErrImageNeverPull" ? "ErrImageNeverPull" : "Failed", e.reason === "ErrImageNeverPull" ? e.message : `Error: ${e.reason}`);
       if (e.retryAfterMs) retries.push(e.retryAfterMs);
       results.push({ action: "PullImage", target: spec.image, error: { reason: e.reason, message: e.message } });
       return results;
@@ -471,7 +474,7 @@ export class CriPodRuntime implements PodRuntime {
         values: { podIP, ...(this.opts.hostIP ? { hostIP: this.opts.hostIP } : {}) },
         objects: this.opts.podObjects ?? noPodObjects,
         allocatable: this.opts.nodeAllocatable?.() ?? NO_ALLOCATABLE,
-        warn: (reason, message) => this.recorder.event(podRef(pod), "Warning", reason, message),
+        warn: (reason, message) => this.recorder.event(podEventRef(pod), "Warning", reason, message),
         ...(this.opts.serviceEnv ? { services: this.opts.serviceEnv } : {}),
       });
       config = containerConfig(pod, spec, restartCount, imageRef, envs, this.opts.node, mounts);
@@ -485,7 +488,7 @@ export class CriPodRuntime implements PodRuntime {
     } catch (err) {
       const reason = err instanceof EnvError || err instanceof PodObjectError || err instanceof SecurityContextError || err instanceof VolumeMountError || err instanceof TargetContainerError ? "CreateContainerConfigError" : "CreateContainerError";
       waiting.set(spec.name, { reason, message: errorMessage(err) });
-      this.recorder.event(podRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
+      this.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
       results.push({ action: "StartContainer", target: spec.name, error: { reason, message: errorMessage(err) } });
       retries.push(10_000);
       return results;
@@ -493,11 +496,11 @@ export class CriPodRuntime implements PodRuntime {
     let id: string;
     try {
       id = await cri.createContainer(sandboxId, config, sandbox);
-      if (isResizable(pod, spec)) this.opts.resize?.setActuated(pod.metadata.uid ?? "", spec.name, resourcesOf(spec));
-      this.recorder.event(podRef(pod, spec.name), "Normal", "Created", `Created container: ${spec.name}`);
+      if (isResizable(pod, spec)) this.opts.resize?.setActuated(podUid(pod), spec.name, resourcesOf(spec));
+      this.recorder.event(podEventRef(pod, spec.name), "Normal", "Created", `Created container: ${spec.name}`);
     } catch (err) {
       waiting.set(spec.name, { reason: "CreateContainerError", message: errorMessage(err) });
-      this.recorder.event(podRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
+      this.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
       results.push({ action: "StartContainer", target: spec.name, error: { reason: "CreateContainerError", message: errorMessage(err) } });
       retries.push(10_000);
       return results;
@@ -511,14 +514,14 @@ export class CriPodRuntime implements PodRuntime {
       await cri.startContainer(id);
       this.opts.metrics?.containerStarted(containerType);
       this.opts.logger.info("started container", { pod: pod.metadata.name, container: spec.name, id, restartCount });
-      this.recorder.event(podRef(pod, spec.name), "Normal", "Started", `Started container ${spec.name}`);
+      this.recorder.event(podEventRef(pod, spec.name), "Normal", "Started", `Started container ${spec.name}`);
       // postStart runs before the container is reported running; a failure kills it (upstream).
       const postStart = hookOf(spec, "postStart");
       const failure = postStart
         ? await runHook(postStart, { cri, clock: this.opts.clock, pod, container: spec, containerId: id, podIP, timeoutSeconds: pod.spec.terminationGracePeriodSeconds ?? 30 })
         : undefined;
       if (failure) {
-        this.recorder.event(podRef(pod, spec.name), "Warning", "FailedPostStartHook", failure);
+        this.recorder.event(podEventRef(pod, spec.name), "Warning", "FailedPostStartHook", failure);
         results.push(await this.stopContainer(pod, id, spec.name, pod.spec.terminationGracePeriodSeconds ?? 30, "FailedPostStartHook"));
         results.push({ action: "StartContainer", target: spec.name, error: { reason: "PostStartHookError", message: failure } });
         return results;
@@ -526,7 +529,7 @@ export class CriPodRuntime implements PodRuntime {
       results.push({ action: "StartContainer", target: spec.name });
     } catch (err) {
       this.opts.metrics?.containerStarted(containerType, "RunContainerError");
-      this.recorder.event(podRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
+      this.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
       // The container stays, exited as the runtime says (containerd: StartError, 128); it waits with
       // RunContainerError until the crash-loop backoff governs the retry, when it will be restarted (upstream reasonCache).
       if (restartPolicyOf(pod) !== "Never" || isSidecar(spec)) waiting.set(spec.name, { reason: "RunContainerError", message: errorMessage(err) });
@@ -536,15 +539,15 @@ export class CriPodRuntime implements PodRuntime {
   }
 
   /** Stops a container: its preStop hook first (when the pod's spec is known), then the runtime's stop with what is left of the grace period. */
-  private async stopContainer(pod: L.PodIdentity | Pod, id: string, name: string, graceSeconds: number, why?: string, podIP = ""): Promise<SyncResult> {
+  private async stopContainer(pod: PodRef | Pod, id: string, name: string, graceSeconds: number, why?: string, podIP = ""): Promise<SyncResult> {
     const meta = "metadata" in pod ? pod.metadata : pod;
-    this.recorder.event(podRef({ metadata: meta }, name), "Normal", "Killing", why?.startsWith("Container ") ? why : `Stopping container ${name}`);
+    this.recorder.event(podEventRef({ metadata: meta }, name), "Normal", "Killing", why?.startsWith("Container ") ? why : `Stopping container ${name}`);
     const spec = "spec" in pod ? containerSpecOf(pod, name) : undefined;
     const preStop = spec && why !== "FailedPostStartHook" ? hookOf(spec, "preStop") : undefined;
     if (preStop && "spec" in pod) {
       const started = this.opts.clock.now();
       const failure = await runHook(preStop, { cri: this.opts.cri, clock: this.opts.clock, pod, container: spec!, containerId: id, podIP, timeoutSeconds: graceSeconds });
-      if (failure) this.recorder.event(podRef(pod, name), "Warning", "FailedPreStopHook", failure);
+      if (failure) this.recorder.event(podEventRef(pod, name), "Warning", "FailedPreStopHook", failure);
       const spent = Math.floor((this.opts.clock.now() - started) / 1000);
       graceSeconds = Math.max(MINIMUM_GRACE_AFTER_PRESTOP_SECONDS, graceSeconds - spent);
     }

@@ -3,10 +3,12 @@
  * says what must happen next, after upstream's computePodActions. The
  * executor (manager.ts) carries it out; tests check plans case by case.
  */
-import type { ContainerSpec, EphemeralContainerSpec, Pod } from "../pods/schema.ts";
-import { resizeAction, type ContainerResources } from "../allocation/resources.ts";
+import type { ContainerSpec, Pod } from "../pods/schema.ts";
+import { resizeAction, type ContainerResources } from "./container-resources.ts";
 import { containerHash } from "./hash.ts";
 import type { ObservedContainer, ObservedPod } from "./types.ts";
+import { restartPolicyOf, isSidecar } from "../pods/spec.ts";
+import { currentSandbox } from "./observed.ts";
 
 export interface ContainerStart {
   name: string;
@@ -67,8 +69,6 @@ export type Unhealthy = ReadonlyMap<string, string>;
 export const backoffKey = (pod: Pod, container: ContainerSpec): string =>
   `${pod.metadata.uid}/${container.name}/${containerHash(container)}`;
 
-export const restartPolicyOf = (pod: Pod) => pod.spec.restartPolicy ?? "Always";
-
 /** Upstream ShouldContainerBeRestarted, for a container that is not running. */
 export function shouldRestart(pod: Pod, latest: ObservedContainer | undefined): boolean {
   if (!latest || latest.state === "created" || latest.state === "unknown") return true;
@@ -97,25 +97,6 @@ const policyFor = (pod: Pod, container: ContainerSpec, kind: "init" | "app"): "A
   if (container.restartPolicy === "Always") return "Always";
   return restartPolicyOf(pod) === "Never" ? "Never" : "OnFailure";
 };
-
-/** An init, app or ephemeral container's spec by name. */
-export const containerSpecOf = (pod: Pod, name: string): ContainerSpec | undefined =>
-  [...(pod.spec.initContainers ?? []), ...pod.spec.containers, ...(pod.spec.ephemeralContainers ?? [])].find((c) => c.name === name);
-
-export const ephemeralSpecOf = (pod: Pod, name: string): EphemeralContainerSpec | undefined => pod.spec.ephemeralContainers?.find((c) => c.name === name);
-
-/**
- * What ran in the pod's newest sandbox, and whether an app container ran
- * there: init containers are judged on this alone (by the planner and the status).
- */
-export function currentSandbox(pod: Pod, observed: ObservedPod): { here: ObservedPod; appStarted: boolean } {
-  const sandboxId = observed.sandboxes[0]?.id;
-  const here: ObservedPod = { ...observed, containers: observed.containers.filter((c) => c.sandboxId === sandboxId) };
-  const appNames = new Set(pod.spec.containers.map((c) => c.name));
-  return { here, appStarted: here.containers.some((c) => appNames.has(c.name)) };
-}
-
-export const isSidecar = (container: ContainerSpec): boolean => container.restartPolicy === "Always";
 
 type Decision = "running" | "starting" | "waiting" | "succeeded" | "failed";
 

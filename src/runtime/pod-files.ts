@@ -11,6 +11,7 @@ import type { PodDirs } from "../pods/dirs.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import { hostsMount, mountsOwnHosts, writeHostsFile } from "./hosts.ts";
 import { terminationMessageMount } from "./termination.ts";
+import { podUid } from "../pods/identity.ts";
 
 export interface PodFilesOptions {
   dirs: PodDirs;
@@ -29,7 +30,7 @@ export class PodFiles {
 
   /** Before a container start: (re)writes the pod's hosts file for its IPs. Throws when it cannot be written. */
   prepare(pod: Pod, ips: string[]): void {
-    const uid = pod.metadata.uid ?? "";
+    const uid = podUid(pod);
     const path = this.opts.dirs.etcHosts(uid);
     mkdirSync(posix.dirname(path), { recursive: true, mode: 0o750 });
     if (writeHostsFile(path, { pod, ips, clusterDomain: this.opts.clusterDomain, nodeHostsPath: this.opts.nodeHostsPath })) this.hostsReady.add(uid);
@@ -38,7 +39,7 @@ export class PodFiles {
 
   /** The mounts of one container start: the hosts file (unless the container mounts its own), then a new termination message file. */
   mounts(pod: Pod, spec: ContainerSpec): Mount[] {
-    const uid = pod.metadata.uid ?? "";
+    const uid = podUid(pod);
     const mounts: Mount[] = [];
     if (this.hostsReady.has(uid) && !mountsOwnHosts(spec)) mounts.push(hostsMount(this.opts.dirs.etcHosts(uid)));
     mounts.push(terminationMessageMount(this.opts.dirs, pod, spec, this.opts.random));

@@ -10,10 +10,10 @@ import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { containerHash } from "./hash.ts";
-import { refOf } from "./index.ts";
 import { CriPodRuntime } from "./manager.ts";
 import { planPod } from "./plan.ts";
 import type { ObservedPod } from "./types.ts";
+import { podRef, podUid } from "../pods/identity.ts";
 
 const MI = 2 ** 20;
 const app = (limits: { cpu: string; memory: string }, extra: Partial<ContainerSpec> = {}): ContainerSpec => ({
@@ -115,7 +115,7 @@ describe("CriPodRuntime applies a resize in upstream's order", () => {
       cgroups: {
         ensurePod: async (p) => {
           const path = await cgroups.ensurePod(p);
-          const c = cgroups.pods.get(p.metadata.uid ?? "")!.config;
+          const c = cgroups.pods.get(podUid(p))!.config;
           order.push(`pod cpu=${c.cpuQuota} memory=${c.memoryLimit}`);
           return path;
         },
@@ -131,7 +131,7 @@ describe("CriPodRuntime applies a resize in upstream's order", () => {
     };
     const sync = async (desired: Pod) => {
       const p = allocation.allocate(desired, () => []);
-      return runtime.syncPod(p, await runtime.observe(refOf(p)));
+      return runtime.syncPod(p, await runtime.observe(podRef(p)));
     };
     return { cri, allocation, order, sync };
   }

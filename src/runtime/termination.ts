@@ -15,7 +15,8 @@ import { posix } from "node:path";
 import { Mount } from "../cri/index.ts";
 import type { PodDirs } from "../pods/dirs.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
-import { parseCriLine } from "../server/logs.ts";
+import { parseCriLine } from "../logs/cri-line.ts";
+import { podUid } from "../pods/identity.ts";
 
 export const DEFAULT_TERMINATION_MESSAGE_PATH = "/dev/termination-log";
 /** Upstream MaxContainerTerminationMessageLength. */
@@ -37,7 +38,7 @@ export const randomFileName = (random: () => number): string => (Math.floor(rand
  * returns its mount.
  */
 export function terminationMessageMount(dirs: PodDirs, pod: Pod, spec: ContainerSpec, random: () => number): Mount {
-  const dir = dirs.container(pod.metadata.uid ?? "", spec.name);
+  const dir = dirs.container(podUid(pod), spec.name);
   mkdirSync(dir, { recursive: true, mode: 0o750 });
   const hostPath = posix.join(dir, randomFileName(random));
   writeFileSync(hostPath, "", { flag: "w" });

@@ -12,8 +12,8 @@ import type { Pod } from "../pods/schema.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { VolumeMountError, VolumeSetupError, type VolumeManager } from "../volumes/index.ts";
-import { refOf } from "./index.ts";
 import { CriPodRuntime } from "./manager.ts";
+import { podRef } from "../pods/identity.ts";
 
 let logs: string;
 beforeEach(() => (logs = mkdtempSync(join(tmpdir(), "podlogs-"))));
@@ -51,12 +51,12 @@ function setup(volumes: Partial<VolumeManager>) {
 describe("CriPodRuntime with volumes", () => {
   test("volumes are set up on every sync; the container config carries their mounts; teardown follows removal", async () => {
     const { cri, runtime, calls } = setup({});
-    await runtime.syncPod(pod, await runtime.observe(refOf(pod)));
-    await runtime.syncPod(pod, await runtime.observe(refOf(pod)));
+    await runtime.syncPod(pod, await runtime.observe(podRef(pod)));
+    await runtime.syncPod(pod, await runtime.observe(podRef(pod)));
     const [, config] = cri.callsOf("createContainer")[0] as [string, { mounts: Mount[] }];
     expect(config.mounts).toMatchObject([{ containerPath: "/cfg", readonly: true }]);
-    await runtime.killPod(refOf(pod), await runtime.observe(refOf(pod)), 0);
-    await runtime.removePod(refOf(pod), await runtime.observe(refOf(pod)));
+    await runtime.killPod(podRef(pod), await runtime.observe(podRef(pod)), 0);
+    await runtime.removePod(podRef(pod), await runtime.observe(podRef(pod)));
     expect(calls).toEqual(["setup uid-1", "setup uid-1", "teardown uid-1"]);
   });
 
@@ -66,13 +66,13 @@ describe("CriPodRuntime with volumes", () => {
         throw new VolumeSetupError([{ volume: "cfg", message: 'configmap "app" not found', mounted: false }]);
       },
     });
-    const outcome = await runtime.syncPod(pod, await runtime.observe(refOf(pod)));
+    const outcome = await runtime.syncPod(pod, await runtime.observe(podRef(pod)));
     expect(events).toEqual(['Warning FailedMount MountVolume.SetUp failed for volume "cfg" : configmap "app" not found']);
     expect(cri.callsOf("runPodSandbox")).toEqual([]);
     expect(outcome.retryAfterMs).toBe(500);
     expect(outcome.results[0]?.error?.reason).toBe("FailedMount");
     const retries: (number | undefined)[] = [];
-    for (let i = 0; i < 6; i++) retries.push((await runtime.syncPod(pod, await runtime.observe(refOf(pod)))).retryAfterMs);
+    for (let i = 0; i < 6; i++) retries.push((await runtime.syncPod(pod, await runtime.observe(podRef(pod)))).retryAfterMs);
     expect(retries).toEqual([1000, 2000, 4000, 8000, 10_000, 10_000]);
   });
 
@@ -82,7 +82,7 @@ describe("CriPodRuntime with volumes", () => {
         throw new VolumeSetupError([{ volume: "cfg", message: 'configmap "app" not found', mounted: true }]);
       },
     });
-    await runtime.syncPod(pod, await runtime.observe(refOf(pod)));
+    await runtime.syncPod(pod, await runtime.observe(podRef(pod)));
     expect(events).toContain('Warning FailedMount MountVolume.SetUp failed for volume "cfg" : configmap "app" not found');
     expect(cri.callsOf("createContainer")).toHaveLength(1);
   });
@@ -93,7 +93,7 @@ describe("CriPodRuntime with volumes", () => {
         throw new VolumeMountError('failed to prepare subPath for volumeMount "cfg" of container "app"');
       },
     });
-    const outcome = await runtime.syncPod(pod, await runtime.observe(refOf(pod)));
+    const outcome = await runtime.syncPod(pod, await runtime.observe(podRef(pod)));
     expect(outcome.waiting.get("app")).toEqual({ reason: "CreateContainerConfigError", message: 'failed to prepare subPath for volumeMount "cfg" of container "app"' });
     expect(cri.callsOf("createContainer")).toEqual([]);
   });

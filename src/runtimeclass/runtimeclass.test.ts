@@ -7,11 +7,11 @@ import { FakeKubeApi } from "../api/fake.ts";
 import { FakeCri } from "../cri/fake.ts";
 import { admitPod, type NodeFacts } from "../node/admission.ts";
 import type { Pod } from "../pods/schema.ts";
-import { refOf } from "../runtime/index.ts";
 import { CriPodRuntime } from "../runtime/manager.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { ApiRuntimeClasses, RuntimeClassError } from "./index.ts";
+import { podRef } from "../pods/identity.ts";
 
 async function rejection(p: Promise<unknown>): Promise<unknown> {
   try {
@@ -71,11 +71,11 @@ describe("ApiRuntimeClasses", () => {
         spec: { runtimeClassName, containers: [{ name: "app", image: "busybox:1.0" }] },
       });
       const good = pod("good", "runc-class");
-      expect((await runtime.syncPod(good, await runtime.observe(refOf(good)))).results.filter((r) => r.error)).toEqual([]);
+      expect((await runtime.syncPod(good, await runtime.observe(podRef(good)))).results.filter((r) => r.error)).toEqual([]);
       expect(cri.callsOf("runPodSandbox")[0]![1]).toBe("runc");
 
       const bad = pod("bad", "missing");
-      const outcome = await runtime.syncPod(bad, await runtime.observe(refOf(bad)));
+      const outcome = await runtime.syncPod(bad, await runtime.observe(podRef(bad)));
       expect(outcome.results).toEqual([{ action: "CreatePodSandbox", target: "bad", error: { reason: "CreatePodSandboxError", message: 'runtimeclass.node.k8s.io "missing" not found' } }]);
       expect(cri.callsOf("runPodSandbox")).toHaveLength(1);
       expect(events).toContain('Warning FailedCreatePodSandBox Failed to create pod sandbox: runtimeclass.node.k8s.io "missing" not found');

@@ -1,3 +1,4 @@
+export { parseCriLine, type CriLogEntry } from "../logs/cri-line.ts";
 /** The agent's HTTP servers: healthz (10248), read-only (10255) and the authenticated kubelet API (10250). */
 export { healthzApp, syncLoopCheck, type HealthCheck } from "./healthz.ts";
 export { readOnlyApp } from "./readonly.ts";
@@ -35,19 +36,7 @@ export {
   type SubjectAccessReview,
 } from "./authz.ts";
 export { kubeletApi, cpuAndMemoryOnly, HttpError, type KubeletApiOptions } from "./kubelet-api.ts";
-export {
-  readLogs,
-  logStream,
-  parseCriLine,
-  parseLogQuery,
-  rotatedLogPaths,
-  BadLogQuery,
-  type ContainerLogs,
-  type CriLogEntry,
-  type LogOptions,
-  type ReadLogsOptions,
-  type ResolvedLogs,
-} from "./logs.ts";
+export { readLogs, logStream, parseLogQuery, rotatedLogPaths, BadLogQuery, type ContainerLogs, type LogOptions, type ReadLogsOptions, type ResolvedLogs } from "./logs.ts";
 export {
   streamingResolver,
   parseStreamingPath,

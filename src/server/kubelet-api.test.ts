@@ -14,7 +14,8 @@ import { configzBody } from "./configz.ts";
 import { HttpError } from "./errors.ts";
 import type { StreamingResolver, StreamingTarget } from "./streaming.ts";
 import { loadConfig } from "../config/index.ts";
-import { parseCriLine, parseLogQuery, readLogs, rotatedLogPaths, type ResolvedLogs } from "./logs.ts";
+import { parseLogQuery, readLogs, rotatedLogPaths, type ResolvedLogs } from "./logs.ts";
+import { parseCriLine } from "../logs/cri-line.ts";
 
 let dir: string;
 beforeAll(() => {

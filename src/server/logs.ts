@@ -22,6 +22,7 @@ import { createReadStream } from "node:fs";
 import { open, readdir, stat, type FileHandle } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { createGunzip } from "node:zlib";
+import { parseCriLine, type CriLogEntry } from "../logs/cri-line.ts";
 
 /** What the resolver knows of a container's logs: its files (oldest first) and whether it still runs. */
 export interface ResolvedLogs {
@@ -45,30 +46,6 @@ export interface LogOptions {
   timestamps: boolean;
   follow: boolean;
   previous: boolean;
-}
-
-export interface CriLogEntry {
-  time: string;
-  timeMs: number;
-  stream: "stdout" | "stderr";
-  partial: boolean;
-  text: string;
-}
-
-/** One CRI log line (without its newline), or undefined when malformed (upstream skips those). */
-export function parseCriLine(line: string): CriLogEntry | undefined {
-  const a = line.indexOf(" ");
-  if (a < 0) return undefined;
-  const b = line.indexOf(" ", a + 1);
-  if (b < 0) return undefined;
-  const stream = line.slice(a + 1, b);
-  if (stream !== "stdout" && stream !== "stderr") return undefined;
-  const c = line.indexOf(" ", b + 1);
-  const tags = c < 0 ? line.slice(b + 1) : line.slice(b + 1, c);
-  const time = line.slice(0, a);
-  const timeMs = Date.parse(time);
-  if (Number.isNaN(timeMs) || !tags) return undefined;
-  return { time, timeMs, stream, partial: tags.split(":").includes("P"), text: c < 0 ? "" : line.slice(c + 1) };
 }
 
 /** `<current>.log.*` siblings (rotated, oldest first: the timestamp sorts), then the current file. */

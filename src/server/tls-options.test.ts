@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { Hono } from "hono";
 import { memoryLogger } from "../util/log.ts";
 import { serveTls } from "./tls.ts";
-import { TlsOptionsError, tlsOptionProblems, tlsServerOptions } from "./tls-options.ts";
+import { TlsOptionsError, tlsOptionProblems, tlsServerOptions } from "../config/tls-options.ts";
 
 describe("tlsServerOptions", () => {
   test("Go names become OpenSSL names; empty fields leave the defaults", () => {

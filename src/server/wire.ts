@@ -29,7 +29,7 @@ import { streamingUpgrade } from "./stream-proxy.ts";
 import { streamingResolver, type StreamingRuntime } from "./streaming.ts";
 import { rotatedLogPaths, type ContainerLogs } from "./logs.ts";
 import { serveTls, type TlsServerHandle } from "./tls.ts";
-import { tlsServerOptions } from "./tls-options.ts";
+import { tlsServerOptions } from "../config/tls-options.ts";
 import type { CsrApi } from "../certificates/client.ts";
 import { manageServingCertificate } from "../certificates/serving.ts";
 

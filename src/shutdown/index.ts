@@ -25,9 +25,9 @@ import { nodeRef, type EventRecorder } from "../events/recorder.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
+import { SYSTEM_CRITICAL_PRIORITY } from "../pods/source.ts";
+import { podUid } from "../pods/identity.ts";
 
-/** Upstream scheduling.SystemCriticalPriority. */
-export const SYSTEM_CRITICAL_PRIORITY = 2_000_000_000;
 export const NODE_SHUTDOWN_NOT_ADMITTED_REASON = "NodeShutdown";
 export const NODE_SHUTDOWN_NOT_ADMITTED_MESSAGE = "Pod was rejected as the node is shutting down.";
 /** What the Ready condition's message says while shutting down (upstream ShutdownStatus error). */
@@ -130,10 +130,10 @@ export class NodeShutdownManager {
         const own = pod.spec.terminationGracePeriodSeconds;
         const grace = own !== undefined && own !== null && own <= group.gracePeriodSeconds ? own : group.gracePeriodSeconds;
         logger.info("Shutdown manager killing pod with gracePeriod", { pod: `${pod.metadata.namespace}/${pod.metadata.name}`, gracePeriod: grace, priority: pod.spec.priority ?? 0 });
-        this.opts.stopPod(pod.metadata.uid ?? "", grace);
+        this.opts.stopPod(podUid(pod), grace);
       }
       const deadline = started + group.gracePeriodSeconds * 1000;
-      while (!pods.every((p) => this.opts.stopped(p.metadata.uid ?? ""))) {
+      while (!pods.every((p) => this.opts.stopped(podUid(p)))) {
         if (clock.now() >= deadline) {
           logger.info("Shutdown manager pod killing time out", { gracePeriod: group.gracePeriodSeconds, priority: group.priority });
           break;

@@ -3,8 +3,9 @@ import { transition } from "../pods/lifecycle.ts";
 import type { Pod } from "../pods/schema.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
-import { groupPods, NodeShutdownManager, shutdownGroups, SYSTEM_CRITICAL_PRIORITY } from "./index.ts";
+import { groupPods, NodeShutdownManager, shutdownGroups } from "./index.ts";
 import { LogindShutdownTrigger, type LogindInhibitor } from "./logind.ts";
+import { SYSTEM_CRITICAL_PRIORITY } from "../pods/source.ts";
 
 const pod = (name: string, priority?: number, terminationGracePeriodSeconds?: number): Pod => ({
   metadata: { name, namespace: "default", uid: name },

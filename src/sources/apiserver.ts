@@ -13,13 +13,13 @@
  * are not restarted.
  */
 import { isApiReason, type ApiObject, type KubeApi } from "../api/index.ts";
-import { isMirrorPod } from "../pods/mirror.ts";
 import { parsePod, type Pod } from "../pods/schema.ts";
 import { PodCheckpoint, type PodCheckpointOptions } from "./pod-checkpoint.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import type { PodSource, SourceSnapshot } from "./types.ts";
+import { isMirrorPod } from "../pods/source.ts";
 
 export interface ApiServerSourceOptions {
   api: Pick<KubeApi, "listPods" | "watchPods">;

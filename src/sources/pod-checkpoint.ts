@@ -17,7 +17,7 @@ import { parsePod, type Pod } from "../pods/schema.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
-import { canonicalJson } from "./defaults.ts";
+import { canonicalJson } from "../util/canonical-json.ts";
 
 export const POD_CHECKPOINT_KIND = "pods";
 const VIEW_KIND = "pod-view";

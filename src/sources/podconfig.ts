@@ -11,8 +11,8 @@
  * know, or an agent restart would kill pods whose source is still loading.
  */
 import type { Pod } from "../pods/schema.ts";
-import { canonicalJson } from "./defaults.ts";
 import type { PodUpdate, SourceName, SourceSnapshot } from "./types.ts";
+import { canonicalJson } from "../util/canonical-json.ts";
 
 /** What makes a change an update; the rest of the object may change freely. */
 export function semanticJson(pod: Pod): string {

@@ -34,8 +34,3 @@ export interface PodUpdate {
   source: SourceName;
   pods: Pod[];
 }
-
-/** Annotations upstream sets on pods from non-API sources. */
-export const ConfigSourceAnnotation = "kubernetes.io/config.source";
-export const ConfigHashAnnotation = "kubernetes.io/config.hash";
-export const ConfigMirrorAnnotation = "kubernetes.io/config.mirror";

@@ -9,9 +9,10 @@ import type { Clock } from "../util/clock.ts";
 import { decodeDocuments, MAX_DOCUMENT_BYTES } from "../util/decode.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
-import { parsePod, podFullName, type Pod } from "../pods/schema.ts";
+import { parsePod, type Pod } from "../pods/schema.ts";
 import { applyStaticPodDefaults } from "./defaults.ts";
 import type { PodSource, SourceSnapshot } from "./types.ts";
+import { podFullName } from "../pods/identity.ts";
 
 export interface UrlSourceOptions {
   url: string;

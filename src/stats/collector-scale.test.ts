@@ -8,8 +8,8 @@ import { afterAll, expect, test } from "bun:test";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { createStatsCollector } from "./collector.ts";
-import type { PodRef } from "./pods.ts";
 import { FakeNode, StatsFakeCri } from "./testutil.ts";
+import type { PodRef } from "../pods/identity.ts";
 
 const node = new FakeNode("v1");
 afterAll(() => node.cleanup());

@@ -4,15 +4,15 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { podLogDirectory as runtimePodLogDirectory } from "../runtime/cri-config.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { parseFlatKeyed, parseSingleValue } from "./cgroupfs.ts";
 import { createStatsCollector, type StatsCollector } from "./collector.ts";
-import { podLogDirectory, type PodRef } from "./pods.ts";
 import { parseMeminfo } from "./procfs.ts";
 import { FakeNode, HOST_NETNS, POD_NET_DEV, StatsFakeCri } from "./testutil.ts";
 import type { PodStats } from "./types.ts";
+import type { PodRef } from "../pods/identity.ts";
+import { podLogDirectory as runtimePodLogDirectory, podLogDirectory } from "../pods/dirs.ts";
 
 const web: PodRef = { uid: "uid-web", name: "web", namespace: "default" };
 const db: PodRef = { uid: "uid-db", name: "db", namespace: "prod" };

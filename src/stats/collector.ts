@@ -22,10 +22,11 @@ import type { PartError } from "./convert.ts";
 import { statFs, toFsStats, type FsInfo } from "./fs.ts";
 import { readNodeStats } from "./node.ts";
 import { netnsOf } from "./pod-network.ts";
-import { buildPodStats, PodIndex, type PodRef } from "./pods.ts";
+import { buildPodStats, PodIndex } from "./pods.ts";
 import { CpuRates } from "./rate.ts";
 import { VolumeUsageCache } from "./volumes.ts";
 import type { FsStats, PodStats, StatsProvider, Summary } from "./types.ts";
+import type { PodRef } from "../pods/identity.ts";
 
 /** No ListPodSandboxStats: it can crash containerd 1.6 before 1.6.22 (pod-network.ts). */
 export type StatsCri = Pick<CriService, "listContainerStats" | "listContainers" | "listPodSandbox" | "imageFsInfo">;

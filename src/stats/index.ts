@@ -1,3 +1,4 @@
+export { type PodRef } from "../pods/identity.ts";
 /**
  * Node, pod and container resource usage in the Summary API shape
  * (types.ts): what `/stats/summary` serves and the eviction manager reads.
@@ -8,5 +9,4 @@ export type * from "./types.ts";
 export { createStatsCollector, DEFAULT_MAX_AGE_MS, type StatsCollector, type StatsCollectorOptions, type StatsCri } from "./collector.ts";
 export { createCgroupReader, detectCgroupVersion, type CgroupReader, type CgroupVersion } from "./cgroup-reader.ts";
 export type { CgroupCpu, CgroupMemory, CgroupStats, IoBytes } from "./cgroupfs.ts";
-export type { PodRef } from "./pods.ts";
 export { FakeStatsProvider } from "./fake.ts";

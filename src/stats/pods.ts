@@ -36,12 +36,8 @@ import { podNetwork } from "./pod-network.ts";
 import type { CpuRates } from "./rate.ts";
 import type { VolumeUsage } from "./volumes.ts";
 import type { ContainerStats, FsStats, MemoryStats, PodStats } from "./types.ts";
-
-export interface PodRef {
-  uid: string;
-  name: string;
-  namespace: string;
-}
+import { podLogDirectory } from "../pods/dirs.ts";
+import type { PodRef } from "../pods/identity.ts";
 
 /** What the CRI listed in one collection; a list that failed is empty. */
 export interface CriSnapshot {
@@ -70,9 +66,6 @@ export interface PodReadContext {
   /** The pod's volumes, measured (cached for volumeStatsAggPeriod). */
   volumes?: (uid: string) => VolumeUsage[];
 }
-
-/** Upstream BuildPodLogsDirectory (same as runtime/cri-config.ts podLogDirectory). */
-export const podLogDirectory = (podLogsDir: string, pod: PodRef): string => join(podLogsDir, `${pod.namespace}_${pod.name}_${pod.uid}`);
 
 const nsToIso = (ns: bigint): string => new Date(Number(ns / 1_000_000n)).toISOString();
 const num = (v: { value: bigint } | undefined): number | undefined => (v === undefined ? undefined : Number(v.value));

@@ -10,7 +10,7 @@ import { FakeCri } from "../cri/fake.ts";
 import { ContainerStats } from "../cri/index.ts";
 import type { Clock } from "../util/clock.ts";
 import type { StatsCri } from "./collector.ts";
-import type { PodRef } from "./pods.ts";
+import type { PodRef } from "../pods/identity.ts";
 
 export const BUSYBOX = "docker.io/library/busybox:1.36";
 /** What /proc/self/ns/net points to in a FakeNode: the agent runs in the host's network namespace. */

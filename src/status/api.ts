@@ -9,12 +9,13 @@
 import type { KubeApi } from "../api/index.ts";
 import { podQosClass } from "../cgroups/qos.ts";
 import type { Pod } from "../pods/schema.ts";
-import { ConfigSourceAnnotation } from "../sources/types.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import type { StatusSink } from "./index.ts";
 import { isTerminalPhase, type PodStatusView } from "./phase.ts";
+import { isApiPod } from "../pods/source.ts";
+import { podUid } from "../pods/identity.ts";
 
 export interface PodCondition {
   type: string;
@@ -130,12 +131,6 @@ export function apiPodStatus(
   };
 }
 
-/** Pods from the API source carry no config.source annotation, or "api". */
-export const isApiPod = (pod: Pod): boolean => {
-  const source = pod.metadata.annotations?.[ConfigSourceAnnotation];
-  return source === undefined || source === "api";
-};
-
 export interface ApiStatusManagerOptions {
   api: Pick<KubeApi, "patchPodStatus" | "deletePod">;
   hostIPs: () => string[];
@@ -172,11 +167,11 @@ export class ApiStatusManager implements StatusSink, AsyncDisposable {
 
   set(pod: Pod, view: PodStatusView): void {
     this.opts.local?.set(pod, view);
-    if (!isApiPod(pod)) this.staticViews.set(pod.metadata.uid ?? "", { pod, view });
+    if (!isApiPod(pod)) this.staticViews.set(podUid(pod), { pod, view });
     const object = isApiPod(pod) ? pod : this.opts.mirrorOf?.(pod);
     if (!object) return; // a static pod whose mirror does not exist yet
-    const uid = pod.metadata.uid ?? "";
-    const target = { namespace: object.metadata.namespace ?? "default", name: object.metadata.name ?? "", uid: object.metadata.uid ?? "" };
+    const uid = podUid(pod);
+    const target = { namespace: object.metadata.namespace ?? "default", name: object.metadata.name ?? "", uid: podUid(object) };
     let entry = this.entries.get(uid);
     if (!entry || entry.target.uid !== target.uid) {
       entry = { pod, target, sent: object.status as ApiPodStatus | undefined, pending: undefined, view: undefined, flushing: false, deleteWhenDone: false, retryMs: 500 };
@@ -205,7 +200,7 @@ export class ApiStatusManager implements StatusSink, AsyncDisposable {
    */
   reconcile(pod: Pod): void {
     if (!isApiPod(pod)) return;
-    const entry = this.entries.get(pod.metadata.uid ?? "");
+    const entry = this.entries.get(podUid(pod));
     const api = pod.status as ApiPodStatus | undefined;
     if (!entry?.sent || !entry.view || !api || entry.deleteWhenDone) return;
     // Another writer's condition changed (a readiness gate's): Ready follows it, and the next patch

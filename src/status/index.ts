@@ -5,6 +5,7 @@
  */
 import type { Pod } from "../pods/schema.ts";
 import type { PodStatusView } from "./phase.ts";
+import { podUid } from "../pods/identity.ts";
 
 export interface StatusSink {
   /** Records the latest status of a pod; cheap and idempotent. */
@@ -19,7 +20,7 @@ export class LocalStatusStore implements StatusSink {
   private readonly statuses = new Map<string, { pod: Pod; status: PodStatusView }>();
 
   set(pod: Pod, status: PodStatusView): void {
-    this.statuses.set(pod.metadata.uid ?? "", { pod, status });
+    this.statuses.set(podUid(pod), { pod, status });
   }
 
   delete(uid: string): void {

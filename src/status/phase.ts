@@ -4,8 +4,10 @@
  * the agent has the facts for so far).
  */
 import type { Pod } from "../pods/schema.ts";
-import { currentSandbox, isSidecar, restartPolicyOf } from "../runtime/plan.ts";
 import type { ObservedContainer, ObservedPod } from "../runtime/types.ts";
+import { isSidecar, restartPolicyOf } from "../pods/spec.ts";
+import { currentSandbox } from "../runtime/observed.ts";
+import { podUid } from "../pods/identity.ts";
 
 export type PodPhase = "Pending" | "Running" | "Succeeded" | "Failed" | "Unknown";
 
@@ -109,7 +111,7 @@ export function initProgress(pod: Pod, observed: ObservedPod): { pending: string
  * last sync recorded why (ErrImagePull...).
  */
 export function containerStatuses(pod: Pod, observed: ObservedPod, waiting: WaitingReasons, specs = pod.spec.containers, probes?: ProbeView): ContainerStatusView[] {
-  const uid = pod.metadata.uid ?? "";
+  const uid = podUid(pod);
   const notCreated = pod.spec.initContainers?.length ? "PodInitializing" : "ContainerCreating";
   return specs.map((spec) => {
     const [latest, previous] = observed.containers.filter((c) => c.name === spec.name);

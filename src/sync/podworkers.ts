@@ -8,14 +8,15 @@
 import { transition, type LifecycleEvent, type PodLifecycle } from "../pods/lifecycle.ts";
 import type { KubeletMetricsSink } from "../metrics/kubelet.ts";
 import type { Pod } from "../pods/schema.ts";
-import type { PodRef, PodRuntime, PodSyncOutcome } from "../runtime/index.ts";
-import { podRef, type EventRecorder } from "../events/recorder.ts";
+import type { PodRuntime, PodSyncOutcome } from "../runtime/index.ts";
+import { podEventRef, type EventRecorder } from "../events/recorder.ts";
 import type { AdmitResult } from "../node/admission.ts";
 import type { PodAllocation } from "../allocation/index.ts";
 import { isTerminalPhase, podStatus, rejectedStatus, type ProbeView, type StatusSink } from "../status/index.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
+import { type PodRef, podUid } from "../pods/identity.ts";
 
 /** upstream workerResyncIntervalJitterFactor: a resync comes after syncFrequency × [1, 1.5). */
 const RESYNC_JITTER_FACTOR = 0.5;
@@ -69,7 +70,7 @@ interface Worker {
   firstSeenAt: number | undefined;
 }
 
-const refOfPod = (pod: Pod): PodRef => ({ uid: pod.metadata.uid ?? "", name: pod.metadata.name ?? "", namespace: pod.metadata.namespace ?? "default" });
+const refOfPod = (pod: Pod): PodRef => ({ uid: podUid(pod), name: pod.metadata.name ?? "", namespace: pod.metadata.namespace ?? "default" });
 
 /** Upstream's status message for a pod past its activeDeadlineSeconds. */
 export const DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline";
@@ -99,7 +100,7 @@ export class PodWorkers implements AsyncDisposable {
    * the API already reports Succeeded or Failed is never started again.
    */
   upsert(pod: Pod): void {
-    const uid = pod.metadata.uid ?? "";
+    const uid = podUid(pod);
     const existing = this.workers.get(uid);
     // Failed by admission: nothing of it runs here; a delete still goes through termination.
     if (this.rejected.has(uid) && !pod.metadata.deletionTimestamp) return;
@@ -138,7 +139,7 @@ export class PodWorkers implements AsyncDisposable {
    * sent. Nothing that decides how the pod runs changed.
    */
   refresh(pod: Pod): void {
-    const worker = this.workers.get(pod.metadata.uid ?? "");
+    const worker = this.workers.get(podUid(pod));
     if (!worker?.pod || worker.lifecycle.stage !== "syncing") return;
     worker.pod = pod;
     this.opts.status.reconcile?.(pod);
@@ -146,14 +147,14 @@ export class PodWorkers implements AsyncDisposable {
 
   /** Runs admission once per pod; a rejected pod is Failed with the reason and never started. */
   private admitted(pod: Pod): boolean {
-    const uid = pod.metadata.uid ?? "";
+    const uid = podUid(pod);
     if (this.rejected.has(uid)) return false;
     if (!this.opts.admit) return true;
     const result = this.opts.admit(pod, this.activePods());
     if (result.admit) return true;
     this.rejected.add(uid);
     this.opts.logger.warn("pod rejected by node admission", { pod: `${pod.metadata.namespace}/${pod.metadata.name}`, reason: result.reason, message: result.message });
-    this.opts.recorder?.event(podRef(pod), "Warning", result.reason, result.message);
+    this.opts.recorder?.event(podEventRef(pod), "Warning", result.reason, result.message);
     this.opts.status.set(pod, rejectedStatus(result.reason, result.message));
     return false;
   }
@@ -312,7 +313,7 @@ export class PodWorkers implements AsyncDisposable {
         const deadlineMs = this.activeDeadlineRemaining(worker, pod);
         if (deadlineMs !== undefined && deadlineMs <= 0) {
           log.info("pod exceeded its activeDeadlineSeconds; stopping it");
-          this.opts.recorder?.event(podRef(pod), "Normal", "DeadlineExceeded", DEADLINE_MESSAGE);
+          this.opts.recorder?.event(podEventRef(pod), "Normal", "DeadlineExceeded", DEADLINE_MESSAGE);
           worker.events.push({ type: "deadlineExceeded", gracePeriodSeconds: defaultGracePeriodSeconds(pod) });
           worker.dirty = true;
           return;

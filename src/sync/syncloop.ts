@@ -13,9 +13,10 @@ import type { PodSource, PodUpdate, SourceSnapshot } from "../sources/types.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
-import type { MirrorPods } from "../pods/mirror.ts";
-import { isApiPod } from "../status/api.ts";
+import type { MirrorPods } from "../mirror/index.ts";
 import type { PodWorkers } from "./podworkers.ts";
+import { isApiPod } from "../pods/source.ts";
+import { podUid } from "../pods/identity.ts";
 
 export interface SyncLoopOptions {
   sources: PodSource[];
@@ -92,7 +93,7 @@ export class SyncLoop implements AsyncDisposable {
           break;
         case "remove":
           log.info("SyncLoop REMOVE", fields);
-          this.opts.workers.remove(pod.metadata.uid ?? "");
+          this.opts.workers.remove(podUid(pod));
           break;
       }
     }

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { existsSync, lstatSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { FakePodObjects } from "../api/objects.ts";
+import { FakePodObjects, type TokenRequestSpec } from "../api/objects.ts";
 import { MountPropagation } from "../cri/index.ts";
 import type { Pod } from "../pods/schema.ts";
 import { FakeClock } from "../util/clock.ts";
@@ -10,7 +10,7 @@ import { memoryLogger } from "../util/log.ts";
 import { VolumeMountError, VolumeSetupError, type VolumeFailure } from "./index.ts";
 import { memoryVolumeSize, PodVolumeManager } from "./manager.ts";
 import { FakeMounter } from "./mount.ts";
-import { TokenManager, type TokenRequestSpec, type TokenSource } from "./token.ts";
+import { TokenManager, type TokenSource } from "./token.ts";
 
 let root: string;
 beforeEach(() => (root = mkdtempSync(join(tmpdir(), "volmgr-"))));

@@ -15,7 +15,6 @@ import { intValue } from "../cgroups/values.ts";
 import { podDirs, type PodDirs } from "../pods/dirs.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import type { VolumeMountSpec, VolumeSpec } from "../pods/volume-schema.ts";
-import { expand } from "../runtime/env.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
@@ -36,6 +35,8 @@ import {
 } from "./projection.ts";
 import { prepareSubPath } from "./subpath.ts";
 import type { TokenSource } from "./token.ts";
+import { expand } from "../pods/expansion.ts";
+import { podUid } from "../pods/identity.ts";
 
 export interface VolumeManagerOptions {
   rootDir: string;
@@ -134,7 +135,7 @@ export class PodVolumeManager implements VolumeManager {
       throw new Error(`volume type ${JSON.stringify(other)} is not supported by this node`);
     }
     if (kind === "hostPath") return { kind, hostPath: vol.hostPath!.path, readOnly: false };
-    return { kind, hostPath: this.dirs.volume(pod.metadata.uid ?? "", PLUGIN[kind], vol.name), readOnly: kind !== "emptyDir" };
+    return { kind, hostPath: this.dirs.volume(podUid(pod), PLUGIN[kind], vol.name), readOnly: kind !== "emptyDir" };
   }
 
   async setupPod(pod: Pod): Promise<void> {
@@ -151,7 +152,7 @@ export class PodVolumeManager implements VolumeManager {
   }
 
   private ready(pod: Pod): Set<string> {
-    const uid = pod.metadata.uid ?? "";
+    const uid = podUid(pod);
     let set = this.setUp.get(uid);
     if (!set) this.setUp.set(uid, (set = new Set()));
     return set;
@@ -254,7 +255,7 @@ export class PodVolumeManager implements VolumeManager {
                 serviceAccount: sa,
                 audiences: t.audience ? [t.audience] : [],
                 expirationSeconds: t.expirationSeconds ?? 3600,
-                pod: { name: pod.metadata.name ?? "", uid: pod.metadata.uid ?? "" },
+                pod: { name: pod.metadata.name ?? "", uid: podUid(pod) },
               });
               payload.set(t.path, { content: new TextEncoder().encode(token), mode });
             }
@@ -303,7 +304,7 @@ export class PodVolumeManager implements VolumeManager {
           hostPath = await prepareSubPath({
             volumePath: loc.hostPath,
             subPath,
-            target: this.dirs.subPath(pod.metadata.uid ?? "", vol.name, container.name, index),
+            target: this.dirs.subPath(podUid(pod), vol.name, container.name, index),
             mounter: this.opts.mounter,
             pid: this.opts.pid ?? process.pid,
           });

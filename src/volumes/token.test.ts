@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { FakeClock } from "../util/clock.ts";
-import { requiresRefresh, TokenManager, type TokenRequestSpec } from "./token.ts";
+import { requiresRefresh, TokenManager } from "./token.ts";
+import type { TokenRequestSpec } from "../api/objects.ts";
 
 const spec = (over: Partial<TokenRequestSpec> = {}): TokenRequestSpec => ({
   namespace: "default",

@@ -6,24 +6,7 @@
  * issued), with up to 10 s of jitter so a node's pods do not refresh at once.
  */
 import type { Clock } from "../util/clock.ts";
-
-export interface TokenRequestSpec {
-  namespace: string;
-  serviceAccount: string;
-  /** Empty: the API server's own audiences. */
-  audiences: string[];
-  expirationSeconds: number;
-  pod: { name: string; uid: string };
-}
-
-export interface IssuedToken {
-  token: string;
-  /** Milliseconds since the epoch. */
-  expiresAt: number;
-}
-
-/** The TokenRequest API (serviceaccounts/<name>/token), as the KubeApi offers it. */
-export type RequestToken = (spec: TokenRequestSpec) => Promise<IssuedToken>;
+import type { TokenRequestSpec, IssuedToken, RequestToken } from "../api/objects.ts";
 
 export interface TokenSource {
   /** A valid token for `spec`: the cached one unless it needs a refresh. Throws when the API refuses. */

@@ -5,7 +5,7 @@
  */
 import type { KubeApi } from "../api/index.ts";
 import { ObjectCache } from "../api/object-cache.ts";
-import { noPodObjects, type PodObjects } from "../api/objects.ts";
+import { noPodObjects, type PodObjects, type RequestToken } from "../api/objects.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
@@ -13,7 +13,7 @@ import type { Logger } from "../util/log.ts";
 import type { VolumeManager } from "./index.ts";
 import { PodVolumeManager } from "./manager.ts";
 import { createMounter, type Mounter } from "./mount.ts";
-import { TokenManager, type RequestToken } from "./token.ts";
+import { TokenManager } from "./token.ts";
 import { checkpointedPodObjects, checkpointedTokenRequest, pruneObjectCheckpoints, type ObjectCheckpointOptions } from "../checkpoint/objects.ts";
 
 export interface VolumeWiring {

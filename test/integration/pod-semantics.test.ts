@@ -11,7 +11,6 @@ import { FakePodObjects } from "../../src/api/objects.ts";
 import { createCriClient } from "../../src/cri/client.ts";
 import type { CriService } from "../../src/cri/index.ts";
 import type { Pod } from "../../src/pods/schema.ts";
-import { refOf } from "../../src/runtime/index.ts";
 import { CriPodRuntime } from "../../src/runtime/manager.ts";
 import { realClock } from "../../src/util/clock.ts";
 import { createLogger, memoryLogger } from "../../src/util/log.ts";
@@ -19,6 +18,7 @@ import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
 import { startRegistry } from "../harness/registry.ts";
+import { podRef } from "../../src/pods/identity.ts";
 
 const NODE = "sem-node";
 let ctd: ContainerdHandle;
@@ -230,12 +230,12 @@ describe("pod semantics on a real control plane and containerd", () => {
         metadata: { name: "private", namespace: "default", uid: "pull-auth-uid" },
         spec: { imagePullSecrets: [{ name: "regcred" }], containers: [{ name: "main", image: `${registry.host}/private/app:1`, command: ["sleep", "3600"] }] },
       } as unknown as Pod;
-      const outcome = await runtime.syncPod(pod, await runtime.observe(refOf(pod)));
+      const outcome = await runtime.syncPod(pod, await runtime.observe(podRef(pod)));
       expect(outcome.results.filter((r) => r.error)).toEqual([]);
       expect(registry.requests.some((r) => r.status === 401 && !r.basicAuth)).toBe(true); // the challenge
       expect(registry.requests.filter((r) => r.status === 200 && r.kind === "manifests").map((r) => r.basicAuth)).toContain("puller:s3cret");
-      await runtime.killPod(refOf(pod), await runtime.observe(refOf(pod)), 0);
-      await runtime.removePod(refOf(pod), await runtime.observe(refOf(pod)));
+      await runtime.killPod(podRef(pod), await runtime.observe(podRef(pod)), 0);
+      await runtime.removePod(podRef(pod), await runtime.observe(podRef(pod)));
     } finally {
       ownCri.close();
       await own.stop();

@@ -11,11 +11,12 @@ import { createCriClient } from "../../src/cri/client.ts";
 import { NamespaceMode, type CriService, type In, type PodSandboxConfig } from "../../src/cri/index.ts";
 import { createCgroupReader } from "../../src/stats/cgroup-reader.ts";
 import { createStatsCollector, type StatsCollector } from "../../src/stats/collector.ts";
-import { podLogDirectory, type PodRef } from "../../src/stats/pods.ts";
 import type { Summary } from "../../src/stats/types.ts";
 import { realClock } from "../../src/util/clock.ts";
 import { memoryLogger } from "../../src/util/log.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
+import type { PodRef } from "../../src/pods/identity.ts";
+import { podLogDirectory } from "../../src/pods/dirs.ts";
 
 const MiB = 1024 * 1024;
 const pod: PodRef = { uid: `uid-stats-${Date.now().toString(36)}`, name: "stats", namespace: "stats-it" };

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
-import { changedResources, mixResources, podResourcesOf, resizeAction, resourcesOf, samePodResources, withPodResources } from "./resources.ts";
-import { podResizeSteps } from "./steps.ts";
+import { changedResources, mixResources, podResourcesOf, resizeAction, resourcesOf, samePodResources, withPodResources } from "./container-resources.ts";
+import { podResizeSteps } from "./resize-steps.ts";
 
 const container = (resources: ContainerSpec["resources"], extra: Partial<ContainerSpec> = {}): ContainerSpec => ({ name: "app", image: "busybox", resources, ...extra });
 

@@ -8,7 +8,7 @@ import { podLimits, podRequests } from "../cgroups/resources.ts";
 import { podQosClass } from "../cgroups/qos.ts";
 import { intValue } from "../cgroups/values.ts";
 import type { Pod } from "../pods/schema.ts";
-import { mixResources, resizableContainers, resourcesOf, withPodResources, type ContainerResources } from "./resources.ts";
+import { mixResources, resizableContainers, resourcesOf, withPodResources, type ContainerResources } from "./container-resources.ts";
 
 export interface PodResizeSteps {
   /** The pod to write to the pod cgroup before the containers: grown resources new, shrinking ones still old. */

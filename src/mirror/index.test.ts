@@ -2,8 +2,9 @@ import { describe, expect, test } from "bun:test";
 import { FakeKubeApi } from "../api/fake.ts";
 import { applyStaticPodDefaults } from "../sources/defaults.ts";
 import { memoryLogger } from "../util/log.ts";
-import { isMirrorPod, MirrorPods } from "./mirror.ts";
-import type { Pod } from "./schema.ts";
+import { MirrorPods } from "./index.ts";
+import type { Pod } from "../pods/schema.ts";
+import { isMirrorPod } from "../pods/source.ts";
 
 const staticPod = (image = "busybox"): Pod =>
   applyStaticPodDefaults({ metadata: { name: "web" }, spec: { containers: [{ name: "c", image }] } }, { nodeName: "n1", source: "file", location: "/etc/manifests/web.yaml" });

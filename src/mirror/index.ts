@@ -7,13 +7,11 @@
  * for good and created again on the next sync.
  */
 import { isApiReason, type ApiObject, type KubeApi } from "../api/index.ts";
-import { ConfigHashAnnotation, ConfigMirrorAnnotation, ConfigSourceAnnotation } from "../sources/types.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
-import { podFullName, type Pod } from "./schema.ts";
-
-export const isMirrorPod = (pod: { metadata: { annotations?: Record<string, string> } }): boolean =>
-  pod.metadata.annotations?.[ConfigMirrorAnnotation] !== undefined;
+import type { Pod } from "../pods/schema.ts";
+import { podFullName, podUid } from "../pods/identity.ts";
+import { ConfigHashAnnotation, ConfigMirrorAnnotation, ConfigSourceAnnotation } from "../pods/source.ts";
 
 export interface MirrorPodsOptions {
   api: Pick<KubeApi, "createPod" | "deletePod">;
@@ -67,7 +65,7 @@ export class MirrorPods {
   }
 
   private async delete(mirror: Pod): Promise<void> {
-    await this.opts.api.deletePod(mirror.metadata.namespace ?? "default", mirror.metadata.name ?? "", { uid: mirror.metadata.uid ?? "", gracePeriodSeconds: 0 });
+    await this.opts.api.deletePod(mirror.metadata.namespace ?? "default", mirror.metadata.name ?? "", { uid: podUid(mirror), gracePeriodSeconds: 0 });
     this.mirrors.delete(podFullName(mirror));
   }
 
