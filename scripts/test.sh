@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian machine (as root) and runs every check:
-# typecheck, unit tests, the compiled binary, and the integration tests
+# typecheck, lint, unit tests, the compiled binary, and the integration tests
 # against a real containerd and a real control plane (Kubernetes built from
 # Go modules), run against dist/kubelet, the shipped artifact.
 set -euo pipefail
@@ -17,6 +17,9 @@ trap 'rm -f "$results"' EXIT
 
 echo "== typecheck"
 tsc --noEmit
+
+echo "== lint (biome.json: the recommended rules but those the code breaks on purpose)"
+biome lint --error-on-warnings src test scripts
 
 # bun prints a failing test's error above its "(fail)" line, far from the end of a long run;
 # on failure this repeats each failed test's block at the very end, where a log's tail shows it.

@@ -8,7 +8,7 @@ import { mkdirSync, readFileSync, statSync } from "node:fs";
 import { posix } from "node:path";
 import { parseQuantity, type AgentConfig } from "./config/index.ts";
 import type { CriService } from "./cri/index.ts";
-import { createKubeApi } from "./api/index.ts";
+import { createKubeApi, type KubeApi } from "./api/index.ts";
 import { admitPod } from "./node/admission.ts";
 import { sysctlAllowlist } from "./node/sysctls.ts";
 import { NodeController } from "./node/controller.ts";
@@ -20,7 +20,7 @@ import { createEvictionManager, type EvictionManager } from "./eviction/index.ts
 import { createImageGC, statfsBytes } from "./images/index.ts";
 import { containerdImageStore } from "./images/containerd/client.ts";
 import { preloadImages } from "./images/preload.ts";
-import { bootstrapClientCertificate, ClientCertificateRotation, csrApi, CURRENT_CLIENT_PEM, readUsableCertificate } from "./certificates/client.ts";
+import { bootstrapClientCertificate, ClientCertificateRotation, csrApi, CURRENT_CLIENT_PEM, readUsableCertificate, type CsrApi } from "./certificates/client.ts";
 import { certificateValidity } from "./certificates/x509.ts";
 import { createLogRotation } from "./logs/index.ts";
 import { createStatsCollector } from "./stats/index.ts";
@@ -54,6 +54,7 @@ import { ApiStatusManager } from "./status/api.ts";
 import { LocalStatusStore } from "./status/index.ts";
 import { PodWorkers } from "./sync/podworkers.ts";
 import { createVolumeManager } from "./volumes/wire.ts";
+import type { Mounter } from "./volumes/mount.ts";
 import { serviceEnvFrom, WatchedServices } from "./services/index.ts";
 import { ApiRuntimeClasses } from "./runtimeclass/index.ts";
 import { recordFirstSnapshots, runOnce, type RunOnceReport } from "./runonce/index.ts";
@@ -74,6 +75,10 @@ export interface AgentDeps {
   clock?: Clock;
   /** Injected for tests; by default a gRPC client to the configured endpoint. */
   cri?: CriService;
+  /** Injected for tests: the API server (cluster mode), instead of the one --kubeconfig names. */
+  api?: KubeApi;
+  /** Injected for tests: mounts for volumes (and the shared root directory); mount(8) by default. */
+  mounter?: Mounter;
   /** What says the node is shutting down (main.ts: logind, or SIGTERM without systemd). */
   nodeShutdown?: ShutdownTrigger;
   /** Numbers in [0, 1) for jitter; Math.random by default. */
@@ -115,7 +120,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   }
 
   // Cluster mode: the API server is a pod source and the status sink, and the node registers. Run-once never talks to it (upstream).
-  const cluster = config.kubeconfig && !config.runOnce ? await connectCluster(config, { clock, logger, version: deps.version, signal }) : undefined;
+  const cluster = config.runOnce ? undefined : deps.api ? injectedCluster(deps.api, deps.version) : config.kubeconfig ? await connectCluster(config, { clock, logger, version: deps.version, signal }) : undefined;
   if (cluster?.rotation) stack.use(cluster.rotation).start();
   const hostIP = config.nodeIPs[0] ?? cluster?.internalIP;
 
@@ -170,6 +175,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   const { volumes, podObjects } = stack.use(
     await createVolumeManager({
       rootDir: config.rootDir,
+      ...(deps.mounter ? { mounter: deps.mounter } : {}),
       ...(cluster ? { api: cluster.api } : {}),
       ...(autonomy ? { checkpoint: { ...autonomy, clock, logger } } : {}),
       allocatable: nodeAllocatable,
@@ -436,7 +442,8 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   const kubeletServer = await startKubeletServer({
     config: k,
     nodeName: config.nodeName,
-    ...(cluster ? { api: cluster.api, csr: cluster.csr } : {}),
+    ...(cluster ? { api: cluster.api } : {}),
+    ...(cluster?.csr ? { csr: cluster.csr } : {}),
     pods: () => statuses.list(),
     stats,
     cri,
@@ -466,14 +473,29 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   return undefined;
 }
 
+/** Cluster mode with a given API (tests): no certificates to bootstrap or rotate, no CSRs. */
+function injectedCluster(api: KubeApi, version: string | undefined): Cluster {
+  return { api, internalIP: undefined, kubeletVersion: kubeletVersionOf(version) };
+}
+
+const kubeletVersionOf = (version: string | undefined): string => (version ?? "Kubernetes v0.0.0-bunlet+dev").replace(/^Kubernetes /, "");
+
+interface Cluster {
+  api: KubeApi;
+  csr?: CsrApi;
+  internalIP: string | undefined;
+  kubeletVersion: string;
+  rotation?: ClientCertificateRotation;
+}
+
 /**
  * The API client for cluster mode; client-node and the REST layer load only
  * here. TLS bootstrap first when configured; with rotateCertificates the
  * client certificate is renewed while running and the client follows it.
  */
-async function connectCluster(config: AgentConfig, opts: { clock: Clock; logger: Logger; version: string | undefined; signal: AbortSignal }) {
+async function connectCluster(config: AgentConfig, opts: { clock: Clock; logger: Logger; version: string | undefined; signal: AbortSignal }): Promise<Cluster> {
   const { createRestClient, loadCredentials } = await import("./api/rest.ts");
-  const kubeletVersion = (opts.version ?? "Kubernetes v0.0.0-bunlet+dev").replace(/^Kubernetes /, "");
+  const kubeletVersion = kubeletVersionOf(opts.version);
   const userAgent = `kubelet/${kubeletVersion} (linux/${goArch()}) bunlet`;
   if (config.bootstrapKubeconfig) {
     await bootstrapClientCertificate({

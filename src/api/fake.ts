@@ -146,6 +146,10 @@ export class FakeKubeApi implements KubeApi {
       signal.addEventListener("abort", watcher.end, { once: true });
     });
   }
+  /** Watches still open (a stopped client must have ended all of its own). */
+  get openWatches(): number {
+    return this.watchers.size;
+  }
   /** Test control: ends every open watch as a server timeout would. */
   closeWatches(): void {
     for (const w of [...this.watchers]) w.end();

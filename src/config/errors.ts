@@ -3,7 +3,7 @@
  * file field path, or a flag) and what was expected, so an operator can fix
  * it without reading the source.
  */
-import * as v from "valibot";
+import type * as v from "valibot";
 import { describe } from "./fields.ts";
 import { closest } from "./validators.ts";
 

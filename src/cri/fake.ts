@@ -39,7 +39,7 @@ import {
   ContainerStats,
   ContainerStatus,
   Image,
-  ImageSpec,
+  type ImageSpec,
   LinuxContainerResources,
   PodSandbox,
   PodSandboxConfig,

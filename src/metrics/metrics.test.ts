@@ -72,7 +72,7 @@ describe("kubelet metrics", () => {
 
   test("upstream names: runtime operations, PLEG, pod worker, pod start, running pods, process figures", async () => {
     const m = new KubeletMetrics({ nodeName: "n1", processStartMs: 1_700_000_000_000, procRoot: procRoot(), runtimeCounts: () => ({ pods: 2, containers: { running: 3, exited: 1 } }) });
-    let now = 0;
+    const now = 0;
     const fake = new FakeCri({ clock: new FakeClock(0) });
     const cri = instrumentCri(fake, m, () => now);
     await cri.version();

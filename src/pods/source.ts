@@ -10,8 +10,7 @@ export const ConfigSourceAnnotation = "kubernetes.io/config.source";
 export const ConfigHashAnnotation = "kubernetes.io/config.hash";
 export const ConfigMirrorAnnotation = "kubernetes.io/config.mirror";
 
-export const isMirrorPod = (pod: { metadata: { annotations?: Record<string, string> } }): boolean =>
-  pod.metadata.annotations?.[ConfigMirrorAnnotation] !== undefined;
+export const isMirrorPod = (pod: { metadata: { annotations?: Record<string, string> } }): boolean => pod.metadata.annotations?.[ConfigMirrorAnnotation] !== undefined;
 
 /** Pods from the API source carry no config.source annotation, or "api". */
 export const isApiPod = (pod: Pod): boolean => {

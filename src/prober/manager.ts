@@ -24,7 +24,7 @@
  */
 import type { CriService } from "../cri/index.ts";
 import { podEventRef, type EventRecorder } from "../events/recorder.ts";
-import { type ContainerSpec, type Pod } from "../pods/schema.ts";
+import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import { runProbe, type ProbeOutcome, type ProbeTarget } from "./probes.ts";

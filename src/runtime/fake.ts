@@ -122,7 +122,7 @@ export class FakePodRuntime implements PodRuntime {
   }
 
   private stop(c: ObservedContainer | undefined): void {
-    if (!c || c.state !== "running") return;
+    if (c?.state !== "running") return;
     Object.assign(c, { state: "exited", exitCode: 137, finishedAt: this.clock.now(), reason: "Killed" });
   }
 

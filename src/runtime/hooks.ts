@@ -19,7 +19,7 @@ export interface LifecycleHandler {
 }
 
 export const hookOf = (container: ContainerSpec, kind: "postStart" | "preStop"): LifecycleHandler | undefined =>
-  ((container as { lifecycle?: Record<string, LifecycleHandler | undefined> }).lifecycle ?? {})[kind];
+  (container as { lifecycle?: Record<string, LifecycleHandler | undefined> }).lifecycle?.[kind];
 
 export interface HookContext {
   cri: Pick<CriService, "execSync">;

@@ -86,7 +86,7 @@ const latestByName = (observed: ObservedPod, name: string) => observed.container
 
 export function sandboxNeedsRecreate(pod: Pod, observed: ObservedPod): boolean {
   const newest = observed.sandboxes[0];
-  if (!newest || !newest.ready) return true;
+  if (!newest?.ready) return true;
   // A pod network without an address is broken; upstream recreates it.
   return !pod.spec.hostNetwork && !newest.ip;
 }

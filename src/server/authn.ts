@@ -89,7 +89,7 @@ export function userFromCertificate(socket: PeerSocket | undefined): UserInfo | 
     throw new AuthenticationError(`verifying certificate: ${why ? String(why instanceof Error ? why.message : why) : "unknown authority"}`);
   }
   const eku = cert.ext_key_usage;
-  if (eku && eku.length && !eku.includes(CLIENT_AUTH_EKU) && !eku.includes(ANY_EKU)) {
+  if (eku?.length && !eku.includes(CLIENT_AUTH_EKU) && !eku.includes(ANY_EKU)) {
     throw new AuthenticationError("verifying certificate: incompatible key usage");
   }
   const cn = lastOf(cert.subject.CN);

@@ -185,7 +185,7 @@ export function kubeletApi(opts: KubeletApiOptions): Hono<KubeletEnv> {
   // Upstream getRun: POST only, the command in `cmd` split at spaces (legacy), answers stdout then stderr.
   app.post("/run/*", async (c) => {
     const target = parseStreamingPath(c.req.path);
-    if (!target || target.kind !== "run") return c.text("404 page not found", 404);
+    if (target?.kind !== "run") return c.text("404 page not found", 404);
     if (!opts.streaming) throw new HttpError(503, "running commands is not available");
     const cmd = (c.req.query("cmd") ?? "").split(" ");
     const out = await opts.streaming.run(target, cmd);

@@ -97,7 +97,7 @@ export function enforceConnectionLimits(opts: { tls: TlsServer; http: HttpServer
 /** Hono middleware: a handler that has not produced its response within `ms` is an HttpError 504 (its work is left to finish). */
 export function handlerTimeout(opts: { ms: number; clock: Clock }): MiddlewareHandler<any> {
   const message = `Timeout: request did not complete within ${formatDuration(opts.ms)}`;
-  return async (c, next) => {
+  return async (_c, next) => {
     let cancel: (() => void) | undefined;
     const expired = new Promise<"timeout">((resolve) => {
       cancel = opts.clock.setTimer(opts.ms, () => resolve("timeout"));

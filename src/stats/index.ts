@@ -1,4 +1,4 @@
-export { type PodRef } from "../pods/identity.ts";
+export type { PodRef } from "../pods/identity.ts";
 /**
  * Node, pod and container resource usage in the Summary API shape
  * (types.ts): what `/stats/summary` serves and the eviction manager reads.

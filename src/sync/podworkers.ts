@@ -182,7 +182,7 @@ export class PodWorkers implements AsyncDisposable {
    */
   evict(uid: string, message: string, gracePeriodSeconds: number): boolean {
     const worker = this.workers.get(uid);
-    if (!worker || worker.lifecycle.stage !== "syncing") return false;
+    if (worker?.lifecycle.stage !== "syncing") return false;
     worker.events.push({ type: "evicted", gracePeriodSeconds, message });
     this.kick(worker);
     return true;
@@ -194,7 +194,7 @@ export class PodWorkers implements AsyncDisposable {
    */
   shutdownPod(uid: string, gracePeriodSeconds: number): boolean {
     const worker = this.workers.get(uid);
-    if (!worker || worker.lifecycle.stage !== "syncing") return false;
+    if (worker?.lifecycle.stage !== "syncing") return false;
     worker.events.push({ type: "nodeShutdown", gracePeriodSeconds });
     this.kick(worker);
     return true;

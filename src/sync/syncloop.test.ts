@@ -21,7 +21,7 @@ class ManualSource implements PodSource {
   async [Symbol.asyncDispose]() {}
 }
 
-async function setup(opts: { emitFirst?: boolean } = {}) {
+async function setup(_opts: { emitFirst?: boolean } = {}) {
   const clock = new FakeClock();
   const { logger } = memoryLogger();
   const runtime = new FakePodRuntime(clock);

@@ -186,7 +186,7 @@ describe("image GC on containerd", () => {
     });
     clock.advance(1);
     expect(await gc.freeSpace(Infinity)).toBe(Number(extra2.size));
-    const left = (await cri.listImages()).map((i) => i.repoTags).flat().sort();
+    const left = (await cri.listImages()).flatMap((i) => i.repoTags).sort();
     expect(left).toEqual([ALIAS, ctd.busyboxImage, ctd.pauseImage].sort());
   }, 30_000);
 });

@@ -6,7 +6,7 @@
 // no kube-proxy here). It scrapes the agent's /metrics/resource on 10250 at
 // the node's InternalIP with the admin's client certificate.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { readFileSync, writeFileSync, mkdirSync, openSync } from "node:fs";
+import { readFileSync, mkdirSync, openSync } from "node:fs";
 import { networkInterfaces } from "node:os";
 import { join, resolve } from "node:path";
 import type { Subprocess } from "bun";
@@ -149,7 +149,7 @@ describe("kubectl top through metrics-server", () => {
         const r = await cp.kubectl(["top", "node", NODE, "--no-headers"]);
         if (r.code !== 0) return undefined;
         // A live node always uses some CPU (the agent, containerd, the control plane here).
-        return Number.parseInt(r.stdout.trim().split(/\s+/)[1] ?? "0") > 0 ? r.stdout : undefined;
+        return Number.parseInt(r.stdout.trim().split(/\s+/)[1] ?? "0", 10) > 0 ? r.stdout : undefined;
       },
       90_000,
       2000,
@@ -163,7 +163,7 @@ describe("kubectl top through metrics-server", () => {
     expect(cpu).toMatch(/^[1-9]\d*m$/);
     expect(cpuPct).toMatch(/^\d+%$/);
     expect(memory).toMatch(/^\d+Mi$/);
-    expect(Number.parseInt(memory!)).toBeGreaterThan(0);
+    expect(Number.parseInt(memory!, 10)).toBeGreaterThan(0);
     expect(memoryPct).toMatch(/^\d+%$/);
   }, 240_000);
 
@@ -194,7 +194,7 @@ describe("kubectl top through metrics-server", () => {
         const r = await cp.kubectl(["top", "pod", "spinner", "--no-headers"]);
         if (r.code !== 0) return undefined;
         const [, cpu] = r.stdout.trim().split(/\s+/);
-        return Number.parseInt(cpu ?? "0") > 0 ? r.stdout : undefined;
+        return Number.parseInt(cpu ?? "0", 10) > 0 ? r.stdout : undefined;
       },
       120_000,
       2000,
@@ -205,8 +205,8 @@ describe("kubectl top through metrics-server", () => {
     const [name, cpu, memory] = out.trim().split(/\s+/);
     expect(name).toBe("spinner");
     // A loop capped at 200m: well above zero, not above its limit (with some slack for the rate's window).
-    expect(Number.parseInt(cpu!)).toBeGreaterThan(20);
-    expect(Number.parseInt(cpu!)).toBeLessThanOrEqual(260);
+    expect(Number.parseInt(cpu!, 10)).toBeGreaterThan(20);
+    expect(Number.parseInt(cpu!, 10)).toBeLessThanOrEqual(260);
     expect(memory).toMatch(/^\d+Mi$/);
     const containers = await kubectl("top", "pod", "spinner", "--containers", "--no-headers");
     expect(containers.trim().split(/\s+/).slice(0, 2)).toEqual(["spinner", "spin"]);

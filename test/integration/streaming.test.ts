@@ -21,7 +21,7 @@ let agent: AgentHandle;
 let kubeletPort: number;
 let pki: string;
 
-const { kubectl, tryJson, apply: applyObjects } = adminKubectl(() => cp);
+const { tryJson, apply: applyObjects } = adminKubectl(() => cp);
 const apply = (_name: string, obj: unknown) => applyObjects(obj);
 const pod = (name: string, container: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
   apiVersion: "v1",
