@@ -8,9 +8,9 @@ import type { Pod } from "../pods/schema.ts";
 import type { Clock } from "../util/clock.ts";
 import { Backoff } from "./backoff.ts";
 import { containerHash } from "./hash.ts";
-import type { PodRuntime, SyncPodOutcome } from "./index.ts";
+import type { PodRuntime } from "./index.ts";
 import { backoffKey, planPod } from "./plan.ts";
-import type { ObservedContainer, ObservedPod, PodSyncOutcome, RuntimePodRecord } from "./types.ts";
+import { actionsOutcome, type ObservedContainer, type ObservedPod, type PodSyncOutcome, type RuntimePodRecord } from "./types.ts";
 import type { PodRef } from "../pods/identity.ts";
 import { containerSpecOf } from "../pods/spec.ts";
 
@@ -50,7 +50,7 @@ export class FakePodRuntime implements PodRuntime {
     return structuredClone(pod ?? { uid: ref.uid, name: ref.name, namespace: ref.namespace, sandboxes: [], containers: [] });
   }
 
-  async syncPod(pod: Pod, observed: ObservedPod): Promise<SyncPodOutcome> {
+  async syncPod(pod: Pod, observed: ObservedPod): Promise<PodSyncOutcome> {
     const uid = pod.metadata.uid!;
     this.check("syncPod", uid);
     const actions = planPod(pod, observed, this.backoff);
@@ -95,13 +95,13 @@ export class FakePodRuntime implements PodRuntime {
     this.check("killPod", ref.uid);
     const state = this.pods.get(ref.uid);
     if (state) this.stopAll(state);
-    return { results: [] };
+    return actionsOutcome([]);
   }
 
   async removePod(ref: PodRef): Promise<PodSyncOutcome> {
     this.check("removePod", ref.uid);
     this.pods.delete(ref.uid);
-    return { results: [] };
+    return actionsOutcome([]);
   }
 
   async relist(): Promise<RuntimePodRecord[]> {

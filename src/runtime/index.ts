@@ -7,18 +7,11 @@ import type { PodRef } from "../pods/identity.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { ObservedPod, PodSyncOutcome, RuntimePodRecord } from "./types.ts";
 
-export interface SyncPodOutcome extends PodSyncOutcome {
-  /** Why each container that should run does not (CrashLoopBackOff, ErrImagePull, ...). */
-  waiting: Map<string, { reason: string; message?: string }>;
-  /** False when the plan was empty, so the caller can skip re-reading state. */
-  changed: boolean;
-}
-
 export interface PodRuntime {
   /** The runtime's current view of one pod; empty when it has nothing. Read-only. */
   observe(ref: PodRef): Promise<ObservedPod>;
   /** Converges one pod toward its spec: one step of plan then execute. */
-  syncPod(pod: Pod, observed: ObservedPod): Promise<SyncPodOutcome>;
+  syncPod(pod: Pod, observed: ObservedPod): Promise<PodSyncOutcome>;
   /**
    * Stops every container (within the grace period) and the sandboxes. With
    * the pod's spec, sidecars stop after the app containers, last one first.

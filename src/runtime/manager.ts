@@ -33,7 +33,7 @@ import { noPodObjects, PodObjectError, type PodObjects } from "../api/objects.ts
 import type { NodeAllocatable } from "./resource-env.ts";
 import { hookOf, MINIMUM_GRACE_AFTER_PRESTOP_SECONDS, runHook } from "./hooks.ts";
 import { effectiveSecurityContext, SecurityContextError, verifyRunAsNonRoot } from "./security.ts";
-import type { PodRuntime, SyncPodOutcome } from "./index.ts";
+import type { PodRuntime } from "./index.ts";
 import * as L from "./labels.ts";
 import { backoffKey, planPod, type Unhealthy } from "./plan.ts";
 import { PodFiles } from "./pod-files.ts";
@@ -47,7 +47,7 @@ import { terminationMessage } from "./termination.ts";
 import type { PodDirs } from "../pods/dirs.ts";
 import type { ServiceEnv } from "../services/index.ts";
 import type { RuntimeClasses } from "../runtimeclass/index.ts";
-import type { ContainerState, ObservedContainer, ObservedPod, ObservedSandbox, PodSyncOutcome, RuntimePodRecord, SyncResult } from "./types.ts";
+import { actionsOutcome, type ContainerState, type ObservedContainer, type ObservedPod, type ObservedSandbox, type PodSyncOutcome, type RuntimePodRecord, type SyncResult } from "./types.ts";
 import { type PodRef, podUid } from "../pods/identity.ts";
 import { podLogDirectory } from "../pods/dirs.ts";
 import { containerSpecOf, isSidecar, restartPolicyOf } from "../pods/spec.ts";
@@ -226,7 +226,7 @@ export class CriPodRuntime implements PodRuntime {
     return { uid: ref.uid, name: ref.name, namespace: ref.namespace, sandboxes: observedSandboxes, containers: observedContainers };
   }
 
-  async syncPod(pod: Pod, observed: ObservedPod): Promise<SyncPodOutcome> {
+  async syncPod(pod: Pod, observed: ObservedPod): Promise<PodSyncOutcome> {
     // A pod's first start, up to its containers started, goes through the start gate (start-gate.ts).
     const leaveGate = observed.sandboxes.length === 0 ? await this.startGate.enter() : () => {};
     try {
@@ -236,7 +236,7 @@ export class CriPodRuntime implements PodRuntime {
     }
   }
 
-  private async sync(pod: Pod, observed: ObservedPod): Promise<SyncPodOutcome> {
+  private async sync(pod: Pod, observed: ObservedPod): Promise<PodSyncOutcome> {
     const unmounted = await this.setupVolumes(pod);
     if (unmounted) return unmounted;
     const uid = podUid(pod);
@@ -364,7 +364,7 @@ export class CriPodRuntime implements PodRuntime {
    * until its volumes are ready; each volume that fails is a FailedMount
    * event, and the sync is retried.
    */
-  private async setupVolumes(pod: Pod): Promise<SyncPodOutcome | undefined> {
+  private async setupVolumes(pod: Pod): Promise<PodSyncOutcome | undefined> {
     const uid = podUid(pod);
     try {
       await this.opts.volumes?.setupPod(pod);
@@ -578,7 +578,7 @@ export class CriPodRuntime implements PodRuntime {
         if (!isNotFound(err)) results.push({ action: "KillPodSandbox", target: s.id, error: { reason: "KillPodSandboxError", message: errorMessage(err) } });
       }
     }
-    return { results };
+    return actionsOutcome(results);
   }
 
   async removePod(ref: PodRef, observed: ObservedPod): Promise<PodSyncOutcome> {
@@ -607,7 +607,7 @@ export class CriPodRuntime implements PodRuntime {
       this.imagePulls.forgetPrefix(`${ref.uid}/`);
       this.mountFailures.delete(ref.uid);
     }
-    return { results };
+    return actionsOutcome(results);
   }
 
   private async remove(action: SyncResult["action"], id: string, fn: () => Promise<void>): Promise<SyncResult> {

@@ -55,12 +55,19 @@ export interface SyncResult {
   error?: { reason: string; message: string };
 }
 
-/** What one sync of a pod did, and when it wants to be synced again. */
+/** What one runtime step on a pod (sync, kill, remove) did, and when it wants to be synced again. */
 export interface PodSyncOutcome {
   results: SyncResult[];
   /** Set when a container waits in backoff: sync again after this many ms. */
   retryAfterMs?: number;
+  /** Why each container that should run does not (CrashLoopBackOff, ErrImagePull, ...); empty after a kill or remove. */
+  waiting: Map<string, { reason: string; message?: string }>;
+  /** False when there was nothing to do, so the caller can skip re-reading state. */
+  changed: boolean;
 }
+
+/** The outcome of a kill or remove: its results, nothing waiting. */
+export const actionsOutcome = (results: SyncResult[]): PodSyncOutcome => ({ results, waiting: new Map(), changed: results.length > 0 });
 
 /** A pod as the runtime lists it, for the PLEG and orphan housekeeping. */
 export interface RuntimePodRecord {
