@@ -28,6 +28,7 @@ import type { CgroupBackend } from "./backend.ts";
 import { podQosClass, type QosClass } from "./qos.ts";
 import { parseSystemdName, systemdCgroupPath } from "./systemd.ts";
 import { nodeResourceConfig, podResourceConfig, qosResourceConfigs, type NodeAllocatable } from "./resources.ts";
+import { podUid } from "../pods/identity.ts";
 
 export interface PodCgroups {
   /** Creates kubepods and the QoS cgroups, and enforces node allocatable on kubepods when enforceNodeAllocatable includes "pods". Idempotent; called at start. */
@@ -106,7 +107,7 @@ export function createPodCgroupsOn(deps: PodCgroupsDeps): PodCgroups {
   let allocatableMemory: number | undefined;
 
   const podPathOf = (qos: QosClass, uid: string) => naming.path([...qosName[qos], POD_PREFIX + checkUid(uid)]);
-  const podPath = (pod: Pod) => podPathOf(podQosClass(pod), pod.metadata.uid ?? "");
+  const podPath = (pod: Pod) => podPathOf(podQosClass(pod), podUid(pod));
 
   async function listDirs(dir: string): Promise<string[]> {
     try {
