@@ -8,11 +8,12 @@
  * Exit codes: 0 after --help, --version or a clean stop (with --runonce:
  * every static pod came up); 2 for a bad flag or config file
  * (`kubelet: <message>` on stderr), also when the container runtime reports
- * another cgroup driver than the one configured; 1 for an unexpected error or a
- * --runonce pod that failed;
+ * another cgroup driver than the one configured; 1 for an unexpected error,
+ * a host the configuration refuses (swap on with failSwapOn, cgroup v1 with
+ * failCgroupV1) or a --runonce pod that failed;
  * 128+signal when a second signal cuts a graceful stop short.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { kubeletVersion, loadConfig, type KubeletConfiguration } from "./config/index.ts";
 import { planJit } from "./memory/jit.ts";
@@ -77,6 +78,20 @@ async function main(): Promise<number> {
   if (jitError) log.warn("could not restart without the JIT; running with it", { err: jitError });
   // Bun's inspector (BUN_INSPECT, or `bun --inspect` from source) lets whoever reaches it run code in the agent: say so.
   if (process.env["BUN_INSPECT"]) log.warn("the runtime's inspector is listening; anyone who can connect to it can run code in the agent", { address: process.env["BUN_INSPECT"] });
+
+  // Upstream's container manager checks before any pod: swap, cgroup v1, the agent's own oom_score_adj (node/host-checks.ts).
+  const [{ checkHost }, { detectCgroupLayout, nodeCgroupFs }] = await Promise.all([import("./node/host-checks.ts"), import("./cgroups/index.ts")]);
+  const host = checkHost(result.config.kubelet, {
+    procRoot: "/proc",
+    readFile: (path) => readFileSync(path, "utf8"),
+    writeFile: (path, data) => writeFileSync(path, data),
+    cgroupVersion: () => detectCgroupLayout("/", nodeCgroupFs).version,
+  });
+  if (!host.ok) {
+    process.stderr.write(`kubelet: ${host.problem}\n`);
+    return 1;
+  }
+  for (const warning of host.warnings) log.warn(warning);
 
   const controller = new AbortController();
   const onSignal = (name: keyof typeof SIGNAL_NUMBERS) => {

@@ -12,6 +12,7 @@ import { loadConfig, type ConfigResult } from "./index.ts";
 const FULL = readFileSync(new URL("./testdata/full.yaml", import.meta.url), "utf8");
 const KUBEADM = readFileSync(new URL("./testdata/kubeadm.yaml", import.meta.url), "utf8");
 const FULL_OBJECT = Bun.YAML.parse(FULL) as Record<string, unknown>;
+
 const KEYS = [...keysOf(FULL_OBJECT), "offlineAutonomy", "enabled", "maxAge"];
 
 const run = (argv: string[], file: string | undefined): ConfigResult =>
@@ -29,6 +30,19 @@ const NAMES_SOMETHING = /(field "|flag --|--[a-z]|config file |node name |unknow
 
 /** About the config file: a field, or what is wrong with the file as a whole. */
 const FILE_PROBLEM = /^(field "|invalid YAML|invalid JSON|is empty|is \d+ bytes|holds \d+ documents|nesting is deeper|expected a KubeletConfiguration object|YAML anchors|line \d+, column \d+: |document is)/;
+
+/** full.yaml without the fields (and feature gates) this agent refuses: it loads. */
+const LOADABLE_OBJECT = (() => {
+  const o = structuredClone(FULL_OBJECT);
+  const result = run(["--config=/k.yaml"], JSON.stringify(o));
+  for (const line of result.kind === "error" ? result.message.split("\n") : []) {
+    const gate = /feature gate (\w+)=/.exec(line);
+    if (gate) delete (o["featureGates"] as Record<string, unknown>)[gate[1]!];
+    else delete o[/field "(\w+)"/.exec(line)![1]!];
+  }
+  return o;
+})();
+const FULL_LOADABLE = JSON.stringify(LOADABLE_OBJECT, null, 2);
 
 const outcomes = { run: 0, help: 0, version: 0, error: 0 };
 
@@ -60,9 +74,9 @@ function generate(rng: Rng, i: number): [string[], string | undefined] {
   const flags = Array.from({ length: rng.int(4) }, () => randomFlag(rng)).flatMap((f) => (f.includes(" ") && !f.includes("=") ? f.split(" ") : [f]));
   switch (i % 5) {
     case 0:
-      return [["--config=/k.yaml", ...flags], mutateText(rng, rng.bool(0.7) ? FULL : KUBEADM)];
+      return [["--config=/k.yaml", ...flags], mutateText(rng, rng.bool(0.7) ? FULL_LOADABLE : rng.bool(0.7) ? KUBEADM : FULL)];
     case 1:
-      return [["--config=/k.yaml", ...flags], JSON.stringify(mutateValue(rng, FULL_OBJECT, KEYS))];
+      return [["--config=/k.yaml", ...flags], JSON.stringify(mutateValue(rng, rng.bool(0.7) ? LOADABLE_OBJECT : FULL_OBJECT, KEYS))];
     case 2:
       return [["--config=/k.yaml"], JSON.stringify({ apiVersion: "kubelet.config.k8s.io/v1beta1", kind: "KubeletConfiguration", ...(arbitraryJson(rng, KEYS, 3) as object) })];
     case 3:
@@ -72,9 +86,12 @@ function generate(rng: Rng, i: number): [string[], string | undefined] {
   }
 }
 
-test("the testdata files load as they are", () => {
-  expect(run(["--config=/k.yaml"], FULL).kind).toBe("run");
+test("the testdata files: kubeadm's loads as it is; every field of full.yaml is acted on or refused by name", () => {
   expect(run(["--config=/k.yaml"], KUBEADM).kind).toBe("run");
+  const full = run(["--config=/k.yaml"], FULL);
+  expect(full.kind).toBe("error");
+  for (const line of full.kind === "error" ? full.message.split("\n") : []) expect(line).toMatch(/^not acted on by this agent: field "[A-Za-z]+"/);
+  expect(run(["--config=/k.yaml"], FULL_LOADABLE).kind).toBe("run");
 });
 
 test("3000 generated and mutated config files and command lines: no throw, every rejection names what it is about", () => {

@@ -73,16 +73,21 @@ export function map(name: string, key: Keys<Record<string, string>>, group: Flag
 export function agent(name: string, type: string, group: FlagGroup, help: string, apply: (t: FlagTarget, raw: string) => void, extra?: Extra): FlagDef {
   return { name, type, group, help, parse: (raw) => (t) => apply(t, raw), ...extra };
 }
-/** Accepted for compatibility, changes nothing here; using it logs a warning. */
-export function ignored(name: string, type: string, group: FlagGroup, help: string, why: string): FlagDef {
+/**
+ * A flag this agent does not act on: its upstream default (`def`, as written
+ * on a command line) is accepted, any other value is refused with `why`.
+ */
+export function refusedFlag(name: string, type: string, group: FlagGroup, help: string, def: string, why: string): FlagDef {
   return {
-    name, type, isBool: type === "", group, help: `${help} Accepted and ignored: ${why}.`,
+    name, type, isBool: type === "", group, help: `${help} Not acted on: any value but the default exits 2 (${why}).`, refused: why,
     parse: (raw) => {
-      // Values are still checked, as pflag checks them before the kubelet ignores them.
-      if (type === "duration") parseDuration(raw);
-      else if (type === "int32") parseInt(raw, 32);
-      else if (type === "") parseBool(raw);
-      return (t) => { t.warnings.push(`flag --${name} is ignored: ${why}`); };
+      // Values are still checked, as pflag checks them.
+      let same = raw === def;
+      if (type === "duration") same = parseDuration(raw) === parseDuration(def);
+      else if (type === "int32") same = parseInt(raw, 32) === parseInt(def, 32);
+      else if (type === "") same = parseBool(raw) === parseBool(def);
+      if (!same) throw new Error(`not acted on by this agent: ${why}`);
+      return () => {};
     },
   };
 }

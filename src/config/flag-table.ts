@@ -5,7 +5,7 @@
  * are flag-only settings (upstream KubeletFlags).
  */
 import { formatDuration, parseDuration } from "./duration.ts";
-import { agent, bool, checkSignal, dur, ignored, int, list, map, percentCheck, quantityCheck, quote, str, thresholds } from "./flag-builders.ts";
+import { agent, bool, checkSignal, dur, int, list, map, percentCheck, quantityCheck, quote, refusedFlag, str, thresholds } from "./flag-builders.ts";
 import type { EvictionSignal } from "./kubelet-config.ts";
 import { firstUse, parseBool, parseInt, parseList, parsePairs, type FlagDef } from "./flags.ts";
 import { isQuantity, parseQuantity } from "./quantity.ts";
@@ -31,9 +31,15 @@ export const FLAGS: readonly FlagDef[] = [
   str("kube-api-content-type", "contentType", "config", "Content type of requests sent to the API server."),
   int("event-qps", "eventRecordQPS", "config", "Limit of event creations per second; 0 for no limit."),
   int("event-burst", "eventBurst", "config", "Burst of event creations allowed above --event-qps."),
-  agent("cloud-provider", "string", "config", 'Cloud provider: "" for none, or "external".', (t, raw) => { t.agent.cloudProvider = raw; }),
-  ignored("lock-file", "string", "config", "Path of a lock file shared with other kubelets.", "lock files are not supported by this agent"),
-  ignored("exit-on-lock-contention", "", "config", "Exit when the lock file is contended.", "lock files are not supported by this agent"),
+  {
+    name: "cloud-provider", type: "string", group: "config", help: 'Cloud provider: only "" (none) is acted on; "external" exits 2.',
+    parse: (raw) => {
+      if (raw !== "") throw new Error("external cloud providers (the uninitialized taint, addresses from the cloud controller) are not implemented by this agent");
+      return (t) => { t.agent.cloudProvider = raw; };
+    },
+  },
+  refusedFlag("lock-file", "string", "config", "Path of a lock file shared with other kubelets.", "", "lock files are not implemented by this agent"),
+  refusedFlag("exit-on-lock-contention", "", "config", "Exit when the lock file is contended.", "false", "lock files are not implemented by this agent"),
 
   // Node identity and registration
   agent("hostname-override", "string", "node", "Node name to use instead of the host name.", (t, raw) => { t.agent.hostnameOverride = raw || undefined; }),
@@ -92,8 +98,8 @@ export const FLAGS: readonly FlagDef[] = [
   int("image-gc-low-threshold", "imageGCLowThresholdPercent", "pods", "Disk usage percent image garbage collection frees down to."),
   str("container-log-max-size", "containerLogMaxSize", "pods", "Maximum size of a container log file before it is rotated (e.g. 10Mi).", (s) => (isQuantity(s) ? null : `expected a quantity like "10Mi", got ${JSON.stringify(s)}`)),
   int("container-log-max-files", "containerLogMaxFiles", "pods", "Maximum number of log files kept per container (at least 2)."),
-  ignored("image-credential-provider-config", "string", "pods", "Credential provider plugin config file or directory.", "credential provider plugins are not supported yet"),
-  ignored("image-credential-provider-bin-dir", "string", "pods", "Directory of credential provider plugin binaries.", "credential provider plugins are not supported yet"),
+  refusedFlag("image-credential-provider-config", "string", "pods", "Credential provider plugin config file or directory.", "", "credential provider plugins are not implemented by this agent"),
+  refusedFlag("image-credential-provider-bin-dir", "string", "pods", "Directory of credential provider plugin binaries.", "", "credential provider plugins are not implemented by this agent"),
   int("max-pods", "maxPods", "pods", "Maximum number of pods on this node."),
   int("pods-per-core", "podsPerCore", "pods", "Maximum number of pods per core; 0 for no limit."),
   int("pod-max-pids", "podPidsLimit", "pods", "Maximum number of processes per pod; -1 for the node allocatable limit.", 64),
@@ -175,7 +181,7 @@ export const FLAGS: readonly FlagDef[] = [
   bool("cgroups-per-qos", "cgroupsPerQOS", "resources", "Create the QoS and pod cgroup hierarchy."),
   str("kubelet-cgroups", "kubeletCgroups", "resources", "Absolute name of the cgroup to run the kubelet in."),
   str("system-cgroups", "systemCgroups", "resources", "Absolute name of the cgroup for non-kernel processes not in a cgroup."),
-  ignored("runtime-cgroups", "string", "resources", "Absolute name of the cgroup to run the container runtime in.", "the runtime's cgroup is not managed by this agent"),
+  refusedFlag("runtime-cgroups", "string", "resources", "Absolute name of the cgroup to run the container runtime in.", "", "moving the container runtime into a cgroup is not implemented by this agent"),
   map("system-reserved", "systemReserved", "resources", "Resources reserved for the system, e.g. cpu=200m,memory=500Mi.", quantityCheck),
   str("system-reserved-cgroup", "systemReservedCgroup", "resources", "Cgroup that --system-reserved is enforced on."),
   map("kube-reserved", "kubeReserved", "resources", "Resources reserved for Kubernetes components, e.g. cpu=200m,memory=500Mi.", quantityCheck),
@@ -277,10 +283,10 @@ export const FLAGS: readonly FlagDef[] = [
   { name: "version", type: "", isBool: true, group: "other", help: "Print the version and exit (--version=raw prints the same).", parse: () => () => {} },
 
   // Deprecated upstream
-  ignored("pod-infra-container-image", "string", "deprecated", "The sandbox (pause) image.", "the container runtime's own configuration chooses the sandbox image (upstream deprecated this flag in 1.27)"),
-  ignored("minimum-container-ttl-duration", "duration", "deprecated", "Minimum age of a finished container before garbage collection.", "deprecated upstream; use eviction thresholds"),
-  ignored("maximum-dead-containers-per-container", "int32", "deprecated", "Old container instances to keep per container.", "deprecated upstream; use eviction thresholds"),
-  ignored("maximum-dead-containers", "int32", "deprecated", "Old container instances to keep in total.", "deprecated upstream; use eviction thresholds"),
-  ignored("experimental-allocatable-ignore-eviction", "", "deprecated", "Ignore hard eviction thresholds in node allocatable.", "deprecated upstream"),
-  ignored("experimental-mounter-path", "string", "deprecated", "Path of a mounter binary.", "deprecated upstream in favour of CSI"),
+  refusedFlag("pod-infra-container-image", "string", "deprecated", "The sandbox (pause) image.", "", "the container runtime's own configuration chooses the sandbox image; upstream deprecated this flag"),
+  refusedFlag("minimum-container-ttl-duration", "duration", "deprecated", "Minimum age of a finished container before garbage collection.", "0s", "container garbage collection limits are not implemented by this agent; upstream deprecated this flag"),
+  refusedFlag("maximum-dead-containers-per-container", "int32", "deprecated", "Old container instances to keep per container.", "1", "container garbage collection limits are not implemented by this agent; upstream deprecated this flag"),
+  refusedFlag("maximum-dead-containers", "int32", "deprecated", "Old container instances to keep in total.", "-1", "container garbage collection limits are not implemented by this agent; upstream deprecated this flag"),
+  refusedFlag("experimental-allocatable-ignore-eviction", "", "deprecated", "Ignore hard eviction thresholds in node allocatable.", "false", "leaving eviction thresholds out of allocatable is not implemented by this agent; upstream deprecated this flag"),
+  refusedFlag("experimental-mounter-path", "string", "deprecated", "Path of a mounter binary.", "", "an external mounter is not implemented by this agent; upstream deprecated this flag"),
 ];

@@ -116,9 +116,11 @@ describe("flags set the config fields they correspond to", () => {
     expect(get(run(argv))).toEqual(value);
   });
 
-  test("--pod-infra-container-image is accepted and ignored with a warning", () => {
-    const t = run(["--pod-infra-container-image=registry.k8s.io/pause:3.10"]);
-    expect(t.warnings).toEqual([expect.stringContaining("flag --pod-infra-container-image is ignored")]);
+  test("--pod-infra-container-image is refused unless empty, --maximum-dead-containers unless -1", () => {
+    expect(() => run(["--pod-infra-container-image=registry.k8s.io/pause:3.10"])).toThrow("flag --pod-infra-container-image: not acted on by this agent");
+    expect(run(["--pod-infra-container-image="]).warnings).toEqual([]);
+    expect(() => run(["--maximum-dead-containers=5"])).toThrow("flag --maximum-dead-containers: not acted on by this agent");
+    expect(run(["--maximum-dead-containers=-1"]).warnings).toEqual([]);
   });
 
   test("every flag of the upstream 1.34 kubelet reference is known", () => {

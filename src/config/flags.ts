@@ -54,6 +54,8 @@ export interface FlagDef {
   isBool?: boolean;
   group: FlagGroup;
   help: string;
+  /** Why this agent does not act on the flag (set on flags refused at any value but the default). */
+  refused?: string;
   /** The config file field the flag sets, named in --help. */
   field?: string;
   /** Renders the default for --help from the flag defaults; undefined hides it (as pflag hides zero values). */

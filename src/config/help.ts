@@ -6,6 +6,7 @@
  * would, badly).
  */
 import type { FlagDef, FlagGroup, FlagTarget } from "./flags.ts";
+import { helpNote } from "./settings.ts";
 
 const GROUPS: [FlagGroup, string][] = [
   ["config", "Configuration and API server"],
@@ -17,7 +18,7 @@ const GROUPS: [FlagGroup, string][] = [
   ["eviction", "Eviction"],
   ["logging", "Logging"],
   ["other", "Other"],
-  ["deprecated", "Deprecated upstream (accepted, no effect)"],
+  ["deprecated", "Deprecated upstream"],
 ];
 
 const INTRO = `The kubelet is the node agent. It runs the pods of this node through a CRI
@@ -36,7 +37,10 @@ Settings can come from a KubeletConfiguration file (--config); flags given on
 the command line override it. The defaults shown are those used when no
 --config is given: like upstream, they differ from the config file's defaults
 for --anonymous-auth, --authentication-token-webhook and --authorization-mode.
-Unlike upstream, the read-only port is off unless set. See docs/configuration.md.`;
+Unlike upstream, the read-only port is off unless set. Every setting is acted on
+or refused: a flag or field this agent does not act on exits 2 when set to
+anything but its default (the note on its line says why). See
+docs/configuration.md.`;
 
 export function helpText(defs: readonly FlagDef[], defaults: FlagTarget): string {
   const out = [INTRO];
@@ -50,6 +54,8 @@ export function helpText(defs: readonly FlagDef[], defaults: FlagTarget): string
         const def = d.showDefault?.(defaults);
         if (def !== undefined) notes.push(`default ${def}`);
         if (d.field) notes.push(`config: ${d.field}`);
+        const refused = helpNote(d.field);
+        if (refused) notes.push(refused);
         return [left, notes.length ? `${d.help} (${notes.join("; ")})` : d.help] as const;
       });
     if (rows.length === 0) continue;

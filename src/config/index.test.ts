@@ -81,7 +81,7 @@ describe("loadConfig", () => {
       "--root-dir=/data/kubelet",
       "--runonce",
       "--register-node=false",
-      "--cloud-provider=external",
+      "--cloud-provider=",
     ]);
     expect(config).toMatchObject({
       nodeName: "worker-7",
@@ -92,7 +92,7 @@ describe("loadConfig", () => {
       rootDir: "/data/kubelet",
       runOnce: true,
       registerNode: false,
-      cloudProvider: "external",
+      cloudProvider: "",
     });
   });
 
@@ -118,9 +118,10 @@ describe("loadConfig", () => {
     expect(d.reads).toEqual([]);
   });
 
-  test("warnings for flags accepted but ignored", () => {
-    const { warnings } = run(["--config=/k.yaml", "--pod-infra-container-image=pause:3.10"], deps({ "/k.yaml": HEAD }));
-    expect(warnings).toEqual([expect.stringContaining("--pod-infra-container-image is ignored")]);
+  test("flags this agent does not act on exit 2 unless given their default", () => {
+    const r = loadConfig(["--config=/k.yaml", "--pod-infra-container-image=pause:3.10"], deps({ "/k.yaml": HEAD }));
+    expect(r).toEqual({ kind: "error", message: expect.stringContaining("flag --pod-infra-container-image: not acted on by this agent: the container runtime's own configuration chooses the sandbox image") });
+    expect(run(["--config=/k.yaml", "--pod-infra-container-image="], deps({ "/k.yaml": HEAD })).warnings).toEqual([]);
   });
 });
 

@@ -17,6 +17,7 @@ import { helpText } from "./help.ts";
 import { API_VERSION, KIND, KubeletConfigurationSchema, type KubeletConfiguration } from "./kubelet-config.ts";
 import { loadKubeletConfigFile } from "./load-file.ts";
 import { validateKubeletConfiguration } from "./validate.ts";
+import { refusals } from "./settings.ts";
 import { checkDns1123Subdomain } from "./validators.ts";
 
 export type { EvictionSignal, KubeletConfiguration, KubeletConfigurationFile } from "./kubelet-config.ts";
@@ -102,6 +103,8 @@ function load(argv: readonly string[], deps: ConfigDeps): ConfigResult {
   mergeEvictionDefaults(kubelet);
 
   const errors = validateKubeletConfiguration(kubelet).map((e) => `invalid configuration: ${e}`);
+  // Every setting is acted on or refused: a value the agent would not act on stops it here (exit 2).
+  if (errors.length === 0) errors.push(...refusals(kubelet, fileDefaults(), flagOfField).map((e) => `not acted on by this agent: ${e}`));
   const { agent } = target;
   if (agent.bootstrapKubeconfig && !agent.kubeconfig)
     errors.push("flag --bootstrap-kubeconfig needs --kubeconfig: the bootstrapped credentials are written there");
@@ -133,6 +136,14 @@ function load(argv: readonly string[], deps: ConfigDeps): ConfigResult {
     },
   };
 }
+
+/** The configuration of an empty config file: what a refused field must equal. */
+function fileDefaults(): KubeletConfiguration {
+  return v.parse(KubeletConfigurationSchema, { apiVersion: API_VERSION, kind: KIND });
+}
+
+const FLAG_OF_FIELD = new Map(FLAGS.filter((f) => f.field && !f.field.includes(".")).map((f) => [f.field as string, f.name]));
+const flagOfField = (field: string) => FLAG_OF_FIELD.get(field);
 
 /** The flag defaults: the config file defaults, then upstream's legacy flag defaults on top. */
 function flagDefaults(): FlagTarget {

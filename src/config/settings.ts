@@ -1,0 +1,358 @@
+/**
+ * What the agent does with every setting: one typed table over every field
+ * of the config file and every flag-only flag. Each is either acted on (and
+ * where), or refused: a value the agent does not act on stops it at start
+ * (exit 2) with a message naming the field and why. Nothing is accepted and
+ * silently ignored. The table drives the refusals at start, the notes in
+ * --help and the generated table in docs/configuration.md.
+ *
+ * A refused field is refused only when set to something other than its config
+ * file default: an upstream file that leaves it alone (or writes the default)
+ * loads. `defaultGap` marks the few whose upstream default itself does
+ * something this agent does not do yet; they are listed, not hidden.
+ */
+import { KNOWN_GATES } from "./feature-gates-1.34.ts";
+import { FLAGS } from "./flag-table.ts";
+import type { KubeletConfiguration, KubeletConfigurationFile } from "./kubelet-config.ts";
+import { parseQuantity } from "./quantity.ts";
+
+export type FieldName = Exclude<keyof KubeletConfigurationFile, "apiVersion" | "kind">;
+
+export type Setting =
+  /**
+   * Acted on wherever `where` says. `refuse` returns why a value is not acted
+   * on (that value then exits 2). `builtIn`: the one value acted on is how the
+   * agent is built (no code reads the field); `refuse` refuses every other.
+   */
+  | { kind: "acted"; where: string; refuse?: (k: KubeletConfiguration) => string | undefined; builtIn?: true }
+  /** Not acted on: any value but the config file default exits 2 with `why`. */
+  | { kind: "refused"; why: string; defaultGap?: string };
+
+const acted = (where: string, refuse?: (k: KubeletConfiguration) => string | undefined): Setting =>
+  refuse ? { kind: "acted", where, refuse } : { kind: "acted", where };
+const builtIn = (where: string, refuse: (k: KubeletConfiguration) => string | undefined): Setting => ({ kind: "acted", where, refuse, builtIn: true });
+const refused = (why: string, defaultGap?: string): Setting => (defaultGap ? { kind: "refused", why, defaultGap } : { kind: "refused", why });
+
+const NOT_IMPLEMENTED = "not implemented by this agent";
+const only = (value: string, what: string, got: string) => (got === value ? undefined : `${JSON.stringify(got)} ${what}`);
+
+/** Every field of the config file: upstream 1.34's 123, the few added after it, and bunlet's extensions. */
+export const SETTINGS: { readonly [F in FieldName]: Setting } = {
+  // Pod sources
+  staticPodPath: acted("the static pod file source (src/sources/file.ts)"),
+  staticPodURL: acted("the static pod URL source (src/sources/url.ts)"),
+  staticPodURLHeader: acted("headers of the static pod URL source"),
+  syncFrequency: acted("pod worker resync period (src/sync)"),
+  fileCheckFrequency: acted("static pod file polling period"),
+  httpCheckFrequency: acted("static pod URL polling period"),
+  podLogsDir: acted("where container logs are written (src/runtime, src/logs)"),
+  runOnce: acted("run the static pods once and exit (src/runonce)"),
+
+  // Serving
+  enableServer: acted("whether the kubelet API on `port` is served (src/server)"),
+  address: acted("the kubelet API's and read-only port's listen address"),
+  port: acted("the kubelet API's port"),
+  readOnlyPort: acted("the read-only endpoint (0 disables it)"),
+  healthzPort: acted("the healthz endpoint (0 disables it)"),
+  healthzBindAddress: acted("the healthz endpoint's listen address"),
+  tlsCertFile: acted("the kubelet API's serving certificate"),
+  tlsPrivateKeyFile: acted("the kubelet API's serving key"),
+  tlsCipherSuites: acted("the kubelet API's TLS 1.2 cipher suites"),
+  tlsCurvePreferences: refused(`TLS curve preferences are ${NOT_IMPLEMENTED} (a field newer than 1.34)`),
+  tlsMinVersion: acted("the kubelet API's lowest TLS version"),
+  rotateCertificates: acted("client certificate rotation (src/certificates)"),
+  serverTLSBootstrap: acted("serving certificate through a CSR (src/certificates)"),
+  authentication: acted("who a kubelet API request is (src/server/authn.ts)"),
+  authorization: acted("what a kubelet API request may do (src/server/authz.ts)"),
+  enableDebuggingHandlers: acted("logs, exec, attach, port-forward and /debug on the kubelet API"),
+  enableContentionProfiling: refused("block profiling is a Go runtime feature: this agent has no Go runtime"),
+  enableSystemLogHandler: acted("/logs/ on the kubelet API"),
+  enableSystemLogQuery: refused(`node log queries (/logs/?query=) are ${NOT_IMPLEMENTED}`),
+  enableProfilingHandler: acted("/debug/heap and /debug/profile on the kubelet API (default false here)"),
+  enableDebugFlagsHandler: refused(
+    `/debug/flags/v is ${NOT_IMPLEMENTED}`,
+    "upstream serves /debug/flags/v by default; this agent does not serve it",
+  ),
+  streamingConnectionIdleTimeout: acted("idle exec, attach and port-forward streams are closed"),
+
+  // Runtime and images
+  containerRuntimeEndpoint: acted("the CRI runtime client (src/cri)"),
+  imageServiceEndpoint: acted("the CRI image client (src/cri)"),
+  runtimeRequestTimeout: acted("the CRI client's request timeout"),
+  serializeImagePulls: acted("one image pull at a time (src/runtime/pull-queue.ts)"),
+  maxParallelImagePulls: acted("bound on parallel image pulls (src/runtime/pull-queue.ts)"),
+  registryPullQPS: refused(
+    `a pull rate limit is ${NOT_IMPLEMENTED}`,
+    "upstream limits image pulls to 5 per second by default; this agent does not limit them",
+  ),
+  registryBurst: refused(`a pull rate limit is ${NOT_IMPLEMENTED}`),
+  imagePullCredentialsVerificationPolicy: refused(`verifying pull credentials of pulled images (KubeletEnsureSecretPulledImages) is ${NOT_IMPLEMENTED}`),
+  preloadedImagesVerificationAllowlist: refused(`verifying pull credentials of pulled images (KubeletEnsureSecretPulledImages) is ${NOT_IMPLEMENTED}`),
+  imageMinimumGCAge: acted("image garbage collection (src/images/gc.ts)"),
+  imageMaximumGCAge: acted("image garbage collection (src/images/gc.ts)"),
+  imageGCHighThresholdPercent: acted("image garbage collection (src/images/gc.ts)"),
+  imageGCLowThresholdPercent: acted("image garbage collection (src/images/gc.ts)"),
+  containerLogMaxSize: acted("container log rotation (src/logs/rotation.ts)"),
+  containerLogMaxFiles: acted("container log rotation (src/logs/rotation.ts)"),
+  containerLogMaxWorkers: builtIn("container log rotation runs one container at a time", (k) =>
+    k.containerLogMaxWorkers === 1 ? undefined : `${k.containerLogMaxWorkers}: parallel log rotation is ${NOT_IMPLEMENTED}; only 1 is`,
+  ),
+  containerLogMonitorInterval: acted("container log rotation period (src/logs/rotation.ts)"),
+  crashLoopBackOff: refused(`a configurable crash loop back-off (KubeletCrashLoopBackOffMax) is ${NOT_IMPLEMENTED}`),
+  podHousekeepingPeriod: refused(`a configurable housekeeping period is ${NOT_IMPLEMENTED} (a field newer than 1.34)`),
+
+  // Node registration, status, API client
+  registerNode: acted("create and keep the Node object (src/node)"),
+  registerWithTaints: acted("the registered Node's taints"),
+  providerID: acted("the registered Node's provider ID"),
+  nodeStatusUpdateFrequency: acted("node status computation period (src/node/controller.ts)"),
+  nodeStatusReportFrequency: acted("node status report period (src/node/controller.ts)"),
+  nodeLeaseDurationSeconds: acted("the node Lease (src/node/controller.ts)"),
+  nodeStatusMaxImages: acted("how many images the Node status lists"),
+  kubeAPIQPS: acted("API client rate limit (src/api/ratelimit.ts)"),
+  kubeAPIBurst: acted("API client rate limit (src/api/ratelimit.ts)"),
+  contentType: acted("the API client's request content type (src/api)"),
+  eventRecordQPS: acted("event rate limit (src/events)"),
+  eventBurst: acted("event rate limit (src/events)"),
+  configMapAndSecretChangeDetectionStrategy: builtIn("configMaps and secrets are watched (src/api/object-cache.ts)", (k) =>
+    only("Watch", `is ${NOT_IMPLEMENTED}: configMaps and secrets are always watched; only "Watch" is accepted`, k.configMapAndSecretChangeDetectionStrategy),
+  ),
+  volumeStatsAggPeriod: acted("how long measured volume usage is reused (src/stats)"),
+  volumePluginDir: refused("FlexVolume plugins are not supported by this agent"),
+  enableControllerAttachDetach: builtIn("the Node's controller-managed-attach-detach annotation: the attach/detach controller attaches volumes", (k) =>
+    k.enableControllerAttachDetach ? undefined : `false: attaching volumes from the kubelet is ${NOT_IMPLEMENTED}`,
+  ),
+
+  // Networking and DNS
+  clusterDomain: acted("pod DNS search domains (src/runtime/dns.ts)"),
+  clusterDNS: acted("pod DNS servers (src/runtime/dns.ts)"),
+  resolvConf: acted("pod DNS base (src/runtime/dns.ts)"),
+  hairpinMode: refused("hairpin mode is the CNI plugin's configuration; this agent sets nothing"),
+  podCIDR: refused(`passing a pod CIDR to the runtime (UpdateRuntimeConfig) is ${NOT_IMPLEMENTED}`),
+  makeIPTablesUtilChains: refused(
+    `iptables chains are ${NOT_IMPLEMENTED}`,
+    "upstream creates the KUBE-IPTABLES-HINT chain by default; this agent does not",
+  ),
+  iptablesMasqueradeBit: refused(`iptables chains are ${NOT_IMPLEMENTED}`),
+  iptablesDropBit: refused(`iptables chains are ${NOT_IMPLEMENTED}`),
+
+  // Resources and cgroups
+  maxPods: acted("Node capacity pods and admission (OutOfpods)"),
+  podsPerCore: refused(`pods per core is ${NOT_IMPLEMENTED}`),
+  podPidsLimit: acted("pids.max of each pod cgroup (src/cgroups)"),
+  maxOpenFiles: refused(
+    `setting the agent's open file limit is ${NOT_IMPLEMENTED}`,
+    "upstream raises its own open file limit to 1000000; this agent keeps the one it was started with",
+  ),
+  cgroupRoot: acted("the root of the pod cgroups (src/cgroups)"),
+  cgroupsPerQOS: acted("the QoS and pod cgroup hierarchy (src/cgroups)"),
+  cgroupDriver: acted("cgroupfs paths or systemd slices for the pod cgroups; a runtime that reports its driver decides (src/cgroups, src/runtime/cgroup-driver.ts)"),
+  kubeletCgroups: refused(`moving the agent into a cgroup is ${NOT_IMPLEMENTED}`),
+  systemCgroups: refused(`moving system processes into a cgroup is ${NOT_IMPLEMENTED}`),
+  systemReserved: acted("Node allocatable and admission (src/node/status.ts)"),
+  kubeReserved: acted("Node allocatable and admission (src/node/status.ts)"),
+  systemReservedCgroup: refused(`enforcing systemReserved on a cgroup is ${NOT_IMPLEMENTED}`),
+  kubeReservedCgroup: refused(`enforcing kubeReserved on a cgroup is ${NOT_IMPLEMENTED}`),
+  reservedSystemCPUs: refused(`reserved CPU lists (and the static CPU manager) are ${NOT_IMPLEMENTED}`),
+  enforceNodeAllocatable: acted("allocatable limits on the kubepods cgroup (src/cgroups)", (k) => {
+    const other = k.enforceNodeAllocatable.filter((l) => l !== "pods" && l !== "none");
+    return other.length ? `${other.map((l) => JSON.stringify(l)).join(", ")}: enforcing reserved cgroups is ${NOT_IMPLEMENTED}; only "pods" is` : undefined;
+  }),
+  qosReserved: refused(`qosReserved (QOSReserved) is ${NOT_IMPLEMENTED}`),
+  cpuCFSQuota: acted("CFS quota of pod and container cgroups"),
+  cpuCFSQuotaPeriod: acted("CFS period of pod and container cgroups"),
+  cpuManagerPolicy: builtIn('the "none" CPU manager: every container shares all CPUs', (k) =>
+    only("none", `is ${NOT_IMPLEMENTED}: only the "none" CPU manager policy is`, k.cpuManagerPolicy),
+  ),
+  cpuManagerPolicyOptions: refused(`CPU manager policy options need the static policy, which is ${NOT_IMPLEMENTED}`),
+  cpuManagerReconcilePeriod: refused(`the CPU manager's reconcile loop runs only with the static policy, which is ${NOT_IMPLEMENTED}`),
+  draManagerReconcilePeriod: refused(`dynamic resource allocation is ${NOT_IMPLEMENTED} (a field newer than 1.34)`),
+  memoryManagerPolicy: builtIn('the "None" memory manager: no NUMA memory pinning', (k) =>
+    only("None", `is ${NOT_IMPLEMENTED}: only the "None" memory manager policy is`, k.memoryManagerPolicy),
+  ),
+  reservedMemory: refused(`per-NUMA reserved memory needs the Static memory manager, which is ${NOT_IMPLEMENTED}`),
+  topologyManagerPolicy: builtIn('the "none" topology manager: no NUMA alignment', (k) =>
+    only("none", `is ${NOT_IMPLEMENTED}: only the "none" topology manager policy is`, k.topologyManagerPolicy),
+  ),
+  topologyManagerScope: refused(`topology manager scopes need a topology manager policy other than "none", which is ${NOT_IMPLEMENTED}`),
+  topologyManagerPolicyOptions: refused(`topology manager policy options need a topology manager policy other than "none", which is ${NOT_IMPLEMENTED}`),
+  singleProcessOOMKill: refused(`choosing between group and single-process OOM kills is ${NOT_IMPLEMENTED}`),
+  memoryThrottlingFactor: refused(`memory.high throttling (MemoryQoS) is ${NOT_IMPLEMENTED}`),
+  memoryReservationPolicy: refused(`memory reservation policies are ${NOT_IMPLEMENTED} (a field newer than 1.34)`),
+  memorySwap: refused(`swap for pods (memory.swap.max) is ${NOT_IMPLEMENTED}`),
+  failSwapOn: acted("start refused while /proc/swaps lists a device (src/node/host-checks.ts)"),
+  failCgroupV1: acted("start refused on a cgroup v1 host (src/node/host-checks.ts)"),
+  localStorageCapacityIsolation: acted("ephemeral-storage limits and eviction (src/eviction/local-storage.ts)"),
+  userNamespaces: refused(`user namespaces for pods are ${NOT_IMPLEMENTED}`),
+  oomScoreAdj: acted("the agent's own /proc/self/oom_score_adj at start; a failure is a warning, as upstream (src/node/host-checks.ts)"),
+  protectKernelDefaults: refused(`checking kernel tunables is ${NOT_IMPLEMENTED}`),
+  kernelMemcgNotification: refused(`memcg threshold notifications are ${NOT_IMPLEMENTED}: memory eviction polls`),
+  allowedUnsafeSysctls: acted("sysctls pods may set at admission (src/node/sysctls.ts)"),
+  seccompDefault: acted("RuntimeDefault seccomp for containers without a profile (src/runtime/security.ts)"),
+
+  // Eviction
+  evictionHard: acted("the eviction manager and Node allocatable (src/eviction)"),
+  evictionSoft: acted("the eviction manager (src/eviction)"),
+  evictionSoftGracePeriod: acted("the eviction manager (src/eviction)"),
+  evictionMinimumReclaim: acted("the eviction manager (src/eviction)"),
+  evictionPressureTransitionPeriod: acted("the eviction manager's pressure conditions"),
+  evictionMaxPodGracePeriod: acted("grace period of soft evictions"),
+  mergeDefaultEvictionSettings: acted("evictionHard gets the default thresholds it lacks (src/config/defaults.ts)"),
+
+  // Graceful node shutdown
+  shutdownGracePeriod: acted("graceful node shutdown (src/shutdown)"),
+  shutdownGracePeriodCriticalPods: acted("graceful node shutdown (src/shutdown)"),
+  shutdownGracePeriodByPodPriority: acted("graceful node shutdown by priority (src/shutdown)"),
+
+  // Observability
+  logging: acted("log verbosity (src/util/log.ts); lines are written unbuffered, within any flushFrequency", (k) => {
+    const l = k.logging;
+    if (l.format !== "text") return `format ${JSON.stringify(l.format)}: ${NOT_IMPLEMENTED}; only "text" is`;
+    if (l.vmodule.length) return `vmodule: per-file verbosity is ${NOT_IMPLEMENTED}`;
+    // kubeadm writes infoBufferSize "0" for both formats: zero is the default, acted on as unbuffered output.
+    const routed = Object.values(l.options).some((o) => o?.splitStream === true || (o?.infoBufferSize !== undefined && Number(parseQuantity(String(o.infoBufferSize))) !== 0));
+    if (routed) return `options: split streams and info buffers are ${NOT_IMPLEMENTED}`;
+    return undefined;
+  }),
+  tracing: refused(`OpenTelemetry tracing is ${NOT_IMPLEMENTED}`),
+  showHiddenMetricsForVersion: refused(`hidden metrics are ${NOT_IMPLEMENTED}`),
+  featureGates: acted("checked against 1.34's gates; see the feature gate rules (src/config/settings.ts)", (k) => gateProblems(k.featureGates)[0]),
+
+  // bunlet extensions
+  offlineAutonomy: acted("the local pod checkpoint and offline start (src/sources/pod-checkpoint.ts)"),
+  imagePreloadDir: acted("image tarballs imported at start (src/images)"),
+};
+
+/**
+ * Flags without a config file field (upstream KubeletFlags) that this agent
+ * acts on; flags that set a field follow that field's row in SETTINGS, and
+ * refused flag-only flags carry their reason in the flag table.
+ */
+export const FLAG_ONLY_ACTED: Readonly<Record<string, string>> = {
+  config: "the KubeletConfiguration file (src/config/load-file.ts)",
+  kubeconfig: "cluster mode: the API server client (src/api)",
+  "bootstrap-kubeconfig": "TLS bootstrap of the client certificate (src/certificates)",
+  "cert-dir": "where certificates are written (src/certificates, src/server)",
+  "cloud-provider": '"" (no cloud provider); "external" is refused',
+  "hostname-override": "the node name",
+  "node-ip": "the node's InternalIP and the pods' host IP",
+  "node-labels": "labels of the registered Node",
+  "root-dir": "where pod files and volumes live",
+  "config-dir": "drop-in directories: refused unless empty",
+  help: "prints the flags",
+  version: "prints the version",
+};
+
+/**
+ * Feature gates a 1.34 kubelet reads whose non-default value this agent acts
+ * on. Every other gate the kubelet reads is refused at any value but its 1.34
+ * default; gates the kubelet does not read are accepted (they change nothing
+ * on a node, upstream either).
+ */
+export const ACTED_GATES: Readonly<Record<string, string>> = {
+  InPlacePodVerticalScaling: "in-place pod resize (src/allocation); false turns it off",
+  MemoryQoS: "memory.min on pod and QoS cgroups on cgroup v2 (src/cgroups)",
+};
+
+/** Upstream's featuregate.Set checks, then this agent's refusals, one message per problem. */
+export function gateProblems(gates: Readonly<Record<string, boolean>>): string[] {
+  const out: string[] = [];
+  for (const [name, value] of Object.entries(gates)) {
+    if (name === "AllAlpha" || name === "AllBeta") {
+      // Upstream: sets every unlocked gate of that stage. Only the default (false) is acted on here.
+      if (value) out.push(`feature gate ${name}=true: turning on every ${name === "AllAlpha" ? "alpha" : "beta"} gate is not implemented by this agent`);
+      continue;
+    }
+    const known = KNOWN_GATES.get(name);
+    if (!known) {
+      out.push(`unrecognized feature gate: ${name}`);
+      continue;
+    }
+    if (known.locked && value !== known.default) {
+      out.push(`cannot set feature gate ${name} to ${value}, feature is locked to ${known.default}`);
+      continue;
+    }
+    if (value === known.default || !known.kubelet || name in ACTED_GATES) continue;
+    out.push(`feature gate ${name}=${value}: not implemented by this agent; only its 1.34 default (${known.default}) is supported`);
+  }
+  return out;
+}
+
+/** The value a field has when the config file does not set it. */
+function isDefault(field: FieldName, k: KubeletConfiguration, defaults: KubeletConfiguration): boolean {
+  return canonical(k[field]) === canonical(defaults[field]);
+}
+
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_k, v: unknown) =>
+    v && typeof v === "object" && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).filter(([, x]) => x !== undefined).sort(([a], [b]) => (a < b ? -1 : 1)))
+      : v,
+  );
+}
+
+/**
+ * One message per setting the agent would not act on, naming the field (and
+ * its flag): the agent exits 2 with them. `defaults` is the configuration of
+ * an empty config file.
+ */
+export function refusals(k: KubeletConfiguration, defaults: KubeletConfiguration, flagOf: (field: string) => string | undefined): string[] {
+  const out: string[] = [];
+  for (const field of Object.keys(SETTINGS) as FieldName[]) {
+    const s = SETTINGS[field];
+    const flag = flagOf(field);
+    const name = `field ${JSON.stringify(field)}${flag ? ` (--${flag})` : ""}`;
+    if (s.kind === "refused") {
+      if (!isDefault(field, k, defaults)) out.push(`${name}: ${s.why}; leave it unset (default ${canonical(defaults[field]) ?? "unset"})`);
+    } else if (field === "featureGates") {
+      for (const p of gateProblems(k.featureGates)) out.push(`${name}: ${p}`);
+    } else {
+      const why = s.refuse?.(k);
+      if (why !== undefined) out.push(`${name}: ${why}`);
+    }
+  }
+  return out;
+}
+
+/** The --help note of a flag setting `field`: empty when acted on without conditions. */
+export function helpNote(field: string | undefined): string | undefined {
+  const top = field?.split(".")[0] as FieldName | undefined;
+  const s = top ? SETTINGS[top] : undefined;
+  if (!s) return undefined;
+  if (s.kind === "refused") return `not acted on: a non-default value exits 2 (${s.why})`;
+  if (s.builtIn) return "only the default is acted on: other values exit 2";
+  return undefined;
+}
+
+/** The generated part of docs/configuration.md: every field and flag, acted on (where) or refused (why). */
+export function settingsMarkdown(): string {
+  const cell = (s: string) => s.replace(/\|/g, "\\|");
+  const flagsOf = (field: string) =>
+    FLAGS.filter((f) => f.field?.split(".")[0] === field).map((f) => `--${f.name}`).join(", ");
+  const rows = (Object.keys(SETTINGS) as FieldName[]).map((field) => {
+    const s = SETTINGS[field];
+    const what =
+      s.kind === "acted"
+        ? `acted on: ${s.where}${s.refuse ? "; other values refused (see the message)" : ""}`
+        : `**refused** unless default: ${s.why}${s.defaultGap ? ` (gap: ${s.defaultGap})` : ""}`;
+    return `| \`${field}\` | ${flagsOf(field)} | ${cell(what)} |`;
+  });
+  const flagRows = FLAGS.filter((f) => !f.field).map((f) =>
+    `| \`--${f.name}\` | ${cell(f.refused ? `**refused** unless default: ${f.refused}` : `acted on: ${FLAG_ONLY_ACTED[f.name] ?? "?"}`)} |`,
+  );
+  const gates = Object.entries(ACTED_GATES).map(([g, where]) => `- \`${g}\`: ${where}`);
+  return [
+    "| Field | Flags | What the agent does |",
+    "| --- | --- | --- |",
+    ...rows,
+    "",
+    "| Flag-only flag | What the agent does |",
+    "| --- | --- |",
+    ...flagRows,
+    "",
+    `Feature gates are checked against the ${KNOWN_GATES.size} gates a 1.34 kubelet knows: an unknown name exits 2, and so does a gate locked to its default set to the other value, as upstream. Gates the kubelet's code does not read are accepted (they change nothing on a node). Gates it reads are refused at any value but their 1.34 default, except these, which are acted on:`,
+    "",
+    ...gates,
+    "",
+  ].join("\n");
+}

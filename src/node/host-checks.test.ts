@@ -1,0 +1,61 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { checkHost, swapDevices, type HostCheckDeps } from "./host-checks.ts";
+
+const HEADER = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n";
+const dirs: string[] = [];
+afterEach(() => { for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true }); });
+
+/** A fake /proc: swaps and self/oom_score_adj as files. */
+function fakeProc(swaps: string | undefined): HostCheckDeps & { root: string } {
+  const root = mkdtempSync(join(tmpdir(), "host-checks-"));
+  dirs.push(root);
+  mkdirSync(join(root, "self"));
+  writeFileSync(join(root, "self/oom_score_adj"), "0\n");
+  if (swaps !== undefined) writeFileSync(join(root, "swaps"), swaps);
+  return {
+    root,
+    procRoot: root,
+    readFile: (p) => readFileSync(p, "utf8"),
+    writeFile: (p, d) => writeFileSync(p, d),
+    cgroupVersion: () => "v1",
+  };
+}
+const settings = { failSwapOn: true, failCgroupV1: false, oomScoreAdj: -999 };
+
+describe("failSwapOn", () => {
+  test("/proc/swaps with a device: refused, naming it and the setting", () => {
+    const r = checkHost(settings, fakeProc(`${HEADER}/swapfile                               file\t\t1048572\t\t0\t\t-2\n`));
+    expect(r).toEqual({ ok: false, problem: expect.stringContaining("running with swap on is not supported, please disable swap or set --fail-swap-on flag to false") });
+    expect(!r.ok && r.problem).toContain("lists /swapfile");
+  });
+  test("only the header: starts", () => {
+    expect(checkHost(settings, fakeProc(HEADER)).ok).toBe(true);
+  });
+  test("swap on and failSwapOn false: starts", () => {
+    expect(checkHost({ ...settings, failSwapOn: false }, fakeProc(`${HEADER}/dev/sda2 partition 1 0 -2\n`)).ok).toBe(true);
+  });
+  test("no /proc/swaps to read: refused with the path", () => {
+    const p = fakeProc(undefined);
+    expect(checkHost(settings, p)).toEqual({ ok: false, problem: expect.stringContaining(`cannot read ${join(p.root, "swaps")}`) });
+  });
+  test("swapDevices reads the first column of every line after the header", () => {
+    expect(swapDevices(`${HEADER}/a file 1 0 -2\n/dev/b partition 1 0 -3\n`)).toEqual(["/a", "/dev/b"]);
+  });
+});
+
+test("failCgroupV1 refuses a v1 host and starts on v2", () => {
+  const p = fakeProc(HEADER);
+  expect(checkHost({ ...settings, failCgroupV1: true }, p)).toEqual({ ok: false, problem: expect.stringContaining("cgroup v1") });
+  expect(checkHost({ ...settings, failCgroupV1: true }, { ...p, cgroupVersion: () => "v2" }).ok).toBe(true);
+});
+
+test("oomScoreAdj is written to the agent's own oom_score_adj; a failure is a warning", () => {
+  const p = fakeProc(HEADER);
+  expect(checkHost({ ...settings, oomScoreAdj: -500 }, p)).toEqual({ ok: true, warnings: [] });
+  expect(readFileSync(join(p.root, "self/oom_score_adj"), "utf8")).toBe("-500");
+  const denied = checkHost(settings, { ...p, writeFile: () => { throw new Error("EACCES: permission denied"); } });
+  expect(denied).toEqual({ ok: true, warnings: [expect.stringContaining("could not set the agent's")] });
+});
