@@ -4,7 +4,7 @@
  * waits for in-flight pod work, and leaves pods running (an agent restart
  * adopts them).
  */
-import { mkdirSync, readFileSync, statSync } from "node:fs";
+import { mkdirSync, } from "node:fs";
 import { posix } from "node:path";
 import { parseQuantity, type AgentConfig } from "./config/index.ts";
 import type { CriService } from "./cri/index.ts";
@@ -24,7 +24,7 @@ import { bootstrapClientCertificate, ClientCertificateRotation, csrApi, CURRENT_
 import { certificateValidity } from "./certificates/x509.ts";
 import { createLogRotation } from "./logs/index.ts";
 import { createStatsCollector } from "./stats/index.ts";
-import { chooseCgroupDriver, containerLinuxResources, createPodCgroups, type PodCgroups } from "./cgroups/index.ts";
+import { chooseCgroupDriver, containerLinuxResources, createPodCgroups, } from "./cgroups/index.ts";
 import { runtimeCgroupDriver } from "./runtime/cgroup-driver.ts";
 import type { Pod } from "./pods/schema.ts";
 import { GenericPleg } from "./pleg/generic.ts";
@@ -32,19 +32,19 @@ import { createProbeManager } from "./prober/index.ts";
 import { instrumentCri, KubeletMetrics } from "./metrics/kubelet.ts";
 import { ProbeMetrics } from "./metrics/probes.ts";
 import { resourceMetrics } from "./metrics/resource.ts";
-import { ProbeVerdicts } from "./prober/verdicts.ts";
+import { LivenessRestarts, ProbeVerdicts } from "./prober/verdicts.ts";
+import { PodSyncRequests } from "./sync/requests.ts";
 import { MirrorPods } from "./mirror/index.ts";
 import { podDirs } from "./pods/dirs.ts";
 import { CriPodRuntime } from "./runtime/manager.ts";
 import { PullQueue } from "./runtime/pull-queue.ts";
-import { parseResolvConf, type DnsSettings } from "./runtime/dns.ts";
+import { readHostDns } from "./runtime/dns.ts";
 import { healthzApp, syncLoopCheck } from "./server/healthz.ts";
 import { readOnlyApp } from "./server/readonly.ts";
 import { startKubeletServer } from "./server/wire.ts";
 import { ApiServerSource } from "./sources/apiserver.ts";
-import { removePodCheckpoints } from "./sources/pod-checkpoint.ts";
+import { offlineCheckpoint } from "./sources/pod-checkpoint.ts";
 import { FileCheckpointStore } from "./checkpoint/index.ts";
-import { CONFIGMAP_CHECKPOINT_KIND, SECRET_CHECKPOINT_KIND, TOKEN_CHECKPOINT_KIND } from "./checkpoint/objects.ts";
 import { AllocationManager } from "./allocation/index.ts";
 import { FileSource } from "./sources/file.ts";
 import { UrlSource } from "./sources/url.ts";
@@ -66,6 +66,11 @@ import { realClock, type Clock } from "./util/clock.ts";
 import { StartupConfigError, errorMessage } from "./util/errors.ts";
 import type { Logger } from "./util/log.ts";
 import { podRef, podUid } from "./pods/identity.ts";
+import { runtimeCounts } from "./pleg/counts.ts";
+import { sandboxImageOf, waitForRuntime } from "./cri/runtime-info.ts";
+import { dedicatedImageFs } from "./images/imagefs.ts";
+import { everyMs } from "./util/every.ts";
+import { podCgroupHousekeeping } from "./cgroups/housekeeping.ts";
 
 export interface AgentDeps {
   logger: Logger;
@@ -104,7 +109,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   });
   stack.defer(() => rawCri.close());
   // Metrics: upstream's kubelet, resource and prober metrics; the CRI client is wrapped to time every call.
-  const metrics: KubeletMetrics = new KubeletMetrics({ nodeName: config.nodeName, processStartMs: clock.now(), runtimeCounts: () => runtimeCounts(pleg) });
+  const metrics: KubeletMetrics = new KubeletMetrics({ nodeName: config.nodeName, processStartMs: clock.now(), runtimeCounts: () => runtimeCounts(pleg.runtimePods()) });
   const probeMetrics = new ProbeMetrics();
   const cri = instrumentCri(rawCri, metrics, () => clock.now());
   await waitForRuntime(cri, { clock, logger, signal });
@@ -146,6 +151,8 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     : undefined;
   const podsCgroupParent = podCgroups ? podCgroups.kubepods : k.cgroupRoot;
   const nodeAllocatable = allocatableAmounts(machine, k);
+  const nodeId = { nodeName: config.nodeName, nodeIPs: config.nodeIPs, nodeLabels: config.nodeLabels, kubeletVersion: cluster?.kubeletVersion ?? "" };
+  const facts = nodeFacts(nodeId, machine, k);
   await podCgroups?.setupNode({
     allocatable: { cpuMilli: nodeAllocatable.cpu, memoryBytes: nodeAllocatable.memory },
     enforce: k.enforceNodeAllocatable.includes("pods"),
@@ -154,24 +161,27 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     ? new ApiEventRecorder({ api: cluster.api, nodeName: config.nodeName, qps: k.eventRecordQPS, burst: k.eventBurst, clock, logger })
     : new LogEventRecorder(logger);
   // Probes: liveness and startup failures restart that container; readiness feeds the statuses.
-  const verdicts = new ProbeVerdicts((uid) => workers.sync(uid));
-  verdicts.manager = stack.use(
+  // The prober is built before the pod workers: the syncs it asks for go through a channel the workers serve.
+  const syncRequests = new PodSyncRequests();
+  const restarts = new LivenessRestarts((uid) => syncRequests.request(uid));
+  const prober = stack.use(
     createProbeManager({
       cri,
       clock,
       logger,
       recorder,
-      onLivenessFailure: (uid, name, message) => verdicts.livenessFailed(uid, name, message),
-      onChange: (uid) => workers.sync(uid),
+      onLivenessFailure: (uid, name, message) => restarts.livenessFailed(uid, name, message),
+      onChange: (uid) => syncRequests.request(uid),
       onProbed: (run) => probeMetrics.observe(run),
       onPodRemoved: (uid) => probeMetrics.forgetPod(uid),
     }),
   );
+  const verdicts = new ProbeVerdicts(prober, restarts);
   // configMaps and secrets pods reference (watched in cluster mode), and their volumes below rootDir/pods.
   // Offline autonomy (cluster mode): API pods, and the objects and tokens they reference, checkpointed locally.
   // One store for every local checkpoint (one node key for what is encrypted): <rootDir>/checkpoints.
   const checkpoints = new FileCheckpointStore({ dir: posix.join(config.rootDir, "checkpoints"), clock, logger });
-  const autonomy = cluster ? offlineCheckpoint(config, checkpoints, logger) : undefined;
+  const autonomy = cluster ? offlineCheckpoint(k.offlineAutonomy, checkpoints, logger) : undefined;
   const { volumes, podObjects } = stack.use(
     await createVolumeManager({
       rootDir: config.rootDir,
@@ -204,7 +214,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     clock,
     logger,
     recorder,
-    unhealthy: (uid) => verdicts.unhealthy(uid),
+    unhealthy: (uid) => restarts.unhealthy(uid),
     metrics,
     ...(podCgroups
       ? {
@@ -243,8 +253,6 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     ? stack.use(new ApiStatusManager({ api: cluster.api, hostIPs: () => (hostIP ? [hostIP] : []), clock, logger, local: statuses, mirrorOf: (pod) => mirrors?.mirrorOf(pod) }))
     : undefined;
   const statusSink = apiStatus ?? statuses;
-  const nodeId = { nodeName: config.nodeName, nodeIPs: config.nodeIPs, nodeLabels: config.nodeLabels, kubeletVersion: cluster?.kubeletVersion ?? "" };
-  const facts = nodeFacts(nodeId, machine, k);
   // Eviction refuses pods under pressure before the resource checks, as upstream.
   let eviction: EvictionManager | undefined;
   const sysctls = sysctlAllowlist(k.allowedUnsafeSysctls); // upstream order: eviction, sysctls, then the predicates
@@ -260,7 +268,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     const allocated = (p: Pod) => (allocation ? allocation.allocatedPod(p) : p);
     return sysctlResult.admit ? admitPod(allocated(pod), active, facts) : sysctlResult;
   };
-  const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, random: deps.random ?? Math.random, admit, recorder, probes: verdicts, metrics, ...(allocation ? { allocation } : {}) }));
+  const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, random: deps.random ?? Math.random, admit, recorder, probes: verdicts, requests: syncRequests, metrics, ...(allocation ? { allocation } : {}) }));
 
   // Node resources: stats every 10s feed eviction; images and logs are collected and rotated.
   const stats = stack.use(
@@ -531,106 +539,4 @@ async function connectCluster(config: AgentConfig, opts: { clock: Clock; logger:
   const rest = createRestClient({ credentials, qps: config.kubelet.kubeAPIQPS, burst: config.kubelet.kubeAPIBurst, clock: opts.clock, userAgent });
   opts.logger.info("using the API server", { server: rest.server, node: config.nodeName });
   return { api: createKubeApi(rest), csr: csrApi(rest), internalIP: defaultRouteIPv4(), kubeletVersion, rotation };
-}
-
-/**
- * Offline autonomy (bunlet extension): checkpoints of the API pods and of
- * the configMaps, secrets and tokens they reference, under
- * <rootDir>/checkpoints. Turned off, old checkpoints are removed so that a
- * later start with it on never runs a stale set.
- */
-function offlineCheckpoint(config: AgentConfig, store: FileCheckpointStore, logger: Logger) {
-  const { enabled, maxAge } = config.kubelet.offlineAutonomy;
-  if (enabled) return { store, maxAgeMs: maxAge };
-  try {
-    removePodCheckpoints(store);
-    for (const kind of [CONFIGMAP_CHECKPOINT_KIND, SECRET_CHECKPOINT_KIND, TOKEN_CHECKPOINT_KIND]) for (const key of store.keys(kind)) store.remove(kind, key);
-  } catch (err) {
-    logger.warn("could not remove old checkpoints", { err: errorMessage(err) });
-  }
-  return undefined;
-}
-
-/** Waits until the runtime answers Version; the agent cannot do anything before that. */
-async function waitForRuntime(cri: CriService, opts: { clock: Clock; logger: Logger; signal: AbortSignal }): Promise<void> {
-  for (let attempt = 0; !opts.signal.aborted; attempt++) {
-    try {
-      const v = await cri.version();
-      opts.logger.info("container runtime ready", { runtime: v.runtimeName, version: v.runtimeVersion, criVersion: v.runtimeApiVersion });
-      return;
-    } catch (err) {
-      if (attempt % 10 === 0) opts.logger.warn("container runtime not ready; retrying", { err: errorMessage(err) });
-      await opts.clock.sleep(1000, opts.signal).catch(() => {});
-    }
-  }
-}
-
-/**
- * Once a minute (upstream): QoS cgroup totals from the active pods, and
- * pod cgroups whose pod is gone from the agent and the runtime removed.
- */
-async function podCgroupHousekeeping(podCgroups: PodCgroups, workers: PodWorkers, pleg: GenericPleg, logger: Logger): Promise<void> {
-  try {
-    await podCgroups.updateQos(workers.activePods());
-    const inRuntime = new Set(pleg.runtimePods().map((p) => p.uid));
-    for (const uid of await podCgroups.listPodUids()) {
-      if (!workers.has(uid) && !inRuntime.has(uid) && pleg.hasRelisted()) await podCgroups.removePod(uid);
-    }
-  } catch (err) {
-    logger.warn("pod cgroup housekeeping failed", { err: errorMessage(err) });
-  }
-}
-
-/** Pods with a ready sandbox and containers by state, from the last PLEG relist (kubelet_running_pods / _containers). */
-function runtimeCounts(pleg: GenericPleg | undefined): { pods: number; containers: Record<string, number> } {
-  const records = pleg?.runtimePods() ?? [];
-  const containers: Record<string, number> = { running: 0, exited: 0, created: 0, unknown: 0 };
-  let pods = 0;
-  for (const r of records) {
-    let sandboxRunning = false;
-    for (const [id, state] of r.entities) {
-      if (r.sandboxIds?.has(id)) sandboxRunning ||= state === "running";
-      else containers[state] = (containers[state] ?? 0) + 1;
-    }
-    if (sandboxRunning) pods++;
-  }
-  return { pods, containers };
-}
-
-/** Wraps `fn` so that calling it more often than every `periodMs` does nothing. */
-function everyMs(periodMs: number, clock: Clock, fn: () => Promise<void>): () => void {
-  let last = -Infinity;
-  let running = false;
-  return () => {
-    if (running || clock.now() - last < periodMs) return;
-    last = clock.now();
-    running = true;
-    void fn().finally(() => (running = false));
-  };
-}
-
-/** Whether the runtime's image filesystem is another filesystem than the one holding rootDir (nodefs). */
-async function dedicatedImageFs(cri: CriService, rootDir: string): Promise<boolean> {
-  const mountpoint = (await cri.imageFsInfo()).imageFilesystems[0]?.fsId?.mountpoint;
-  return mountpoint ? statSync(mountpoint).dev !== statSync(rootDir).dev : false;
-}
-
-/** containerd's sandbox (pause) image, from its verbose status; image GC must never remove it. */
-async function sandboxImageOf(cri: CriService): Promise<string | undefined> {
-  try {
-    const config = (await cri.status(true)).info["config"];
-    return config ? ((JSON.parse(config) as { sandboxImage?: string }).sandboxImage ?? undefined) : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-function readHostDns(path: string, logger: Logger): DnsSettings {
-  if (path === "") return { servers: [], searches: [], options: [] }; // disabled on purpose (--resolv-conf="")
-  try {
-    return parseResolvConf(readFileSync(path, "utf8"));
-  } catch (err) {
-    logger.warn("could not read resolv.conf; pods get no DNS servers from the node", { path, err: errorMessage(err) });
-    return { servers: [], searches: [], options: [] };
-  }
 }

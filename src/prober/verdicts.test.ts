@@ -1,20 +1,46 @@
 import { expect, test } from "bun:test";
 import type { Pod } from "../pods/schema.ts";
-import { ProbeVerdicts } from "./verdicts.ts";
+import { LivenessRestarts, ProbeVerdicts } from "./verdicts.ts";
+
+const pod = { metadata: { uid: "u1", name: "p" }, spec: { containers: [] } } as unknown as Pod;
+
+/** The prober's side: what it was given and removed, readiness answered from a set. */
+function fakeManager() {
+  const calls: string[] = [];
+  const ready = new Set<string>();
+  return {
+    calls,
+    ready,
+    addPod: (p: Pod, running: { containerName: string }[]) => void calls.push(`add ${p.metadata.uid} ${running.map((c) => c.containerName).join(",")}`),
+    removePod: (uid: string) => void calls.push(`remove ${uid}`),
+    isReady: (uid: string, name: string) => ready.has(`${uid}/${name}`),
+    isStarted: (uid: string, name: string) => ready.has(`${uid}/${name}`),
+  };
+}
 
 test("a liveness failure marks the container ID that was probed, and only it", () => {
   const woken: string[] = [];
-  const v = new ProbeVerdicts((uid) => woken.push(uid));
-  const pod = { metadata: { uid: "u1", name: "p" }, spec: { containers: [] } } as unknown as Pod;
+  const restarts = new LivenessRestarts((uid) => woken.push(uid));
+  const manager = fakeManager();
+  const v = new ProbeVerdicts(manager, restarts);
   v.addPod(pod, [{ containerName: "app", containerId: "c1", startedAt: 0 }], "10.0.0.1");
-  v.livenessFailed("u1", "app", "Container app failed liveness probe, will be restarted");
-  v.livenessFailed("u1", "unknown", "ignored");
-  expect([...v.unhealthy("u1")]).toEqual([["c1", "Container app failed liveness probe, will be restarted"]]);
+  restarts.livenessFailed("u1", "app", "Container app failed liveness probe, will be restarted");
+  restarts.livenessFailed("u1", "unknown", "ignored");
+  expect([...restarts.unhealthy("u1")]).toEqual([["c1", "Container app failed liveness probe, will be restarted"]]);
   expect(woken).toEqual(["u1"]);
   // The restarted container has a new ID: the old verdict does not apply to it.
   v.addPod(pod, [{ containerName: "app", containerId: "c2", startedAt: 1 }], "10.0.0.1");
-  expect(v.unhealthy("u1").has("c2")).toBe(false);
+  expect(restarts.unhealthy("u1").has("c2")).toBe(false);
   v.removePod("u1");
-  expect(v.unhealthy("u1").size).toBe(0);
-  expect(v.isReady("u1", "app")).toBe(true); // no prober attached: running means ready
+  expect(restarts.unhealthy("u1").size).toBe(0);
+  expect(manager.calls).toEqual(["add u1 app", "add u1 app", "remove u1"]);
+});
+
+test("readiness and startup are the prober's", () => {
+  const manager = fakeManager();
+  const v = new ProbeVerdicts(manager, new LivenessRestarts(() => {}));
+  expect(v.isReady("u1", "app")).toBe(false);
+  manager.ready.add("u1/app");
+  expect(v.isReady("u1", "app")).toBe(true);
+  expect(v.isStarted("u1", "app")).toBe(true);
 });

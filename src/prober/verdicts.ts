@@ -1,20 +1,19 @@
 /**
- * Connects the prober to the pod workers and the runtime manager: it
- * remembers which container ID each probed container name had, so that a
- * liveness or startup failure marks exactly that container for restart (a
- * new container starts with a clean record), and it hands the workers the
- * readiness view and the add/remove calls they make.
+ * Connects the prober to the pod workers and the runtime manager.
+ * `LivenessRestarts` is built before the prober (which reports liveness and
+ * startup failures to it): it remembers which container ID each probed
+ * container name had, so that a failure marks exactly that container for
+ * restart (a new container starts with a clean record), and asks for a sync
+ * of the pod. `ProbeVerdicts` is what the workers see: the prober's
+ * readiness view and the add/remove calls they make, the restarts kept in step.
  */
 import type { Pod } from "../pods/schema.ts";
 import type { ProbeManager, RunningContainer } from "./manager.ts";
 import { podUid } from "../pods/identity.ts";
 
-export class ProbeVerdicts {
+export class LivenessRestarts {
   private readonly probed = new Map<string, Map<string, string>>(); // pod UID → container name → ID given to the prober
   private readonly restart = new Map<string, Map<string, string>>(); // pod UID → container ID → why
-
-  /** `manager` is set after construction (the prober's callbacks come back here). */
-  manager: Pick<ProbeManager, "addPod" | "removePod" | "isReady" | "isStarted"> | undefined;
 
   constructor(private readonly wake: (podUid: string) => void) {}
 
@@ -31,22 +30,38 @@ export class ProbeVerdicts {
     return this.restart.get(podUid) ?? new Map();
   }
 
+  /** The containers now given to the prober. */
+  probing(pod: Pod, running: RunningContainer[]): void {
+    this.probed.set(podUid(pod), new Map(running.map((c) => [c.containerName, c.containerId])));
+  }
+
+  forget(podUid: string): void {
+    this.probed.delete(podUid);
+    this.restart.delete(podUid);
+  }
+}
+
+export class ProbeVerdicts {
+  constructor(
+    private readonly manager: Pick<ProbeManager, "addPod" | "removePod" | "isReady" | "isStarted">,
+    private readonly restarts: LivenessRestarts,
+  ) {}
+
   isReady(podUid: string, name: string): boolean {
-    return this.manager?.isReady(podUid, name) ?? true;
+    return this.manager.isReady(podUid, name);
   }
 
   isStarted(podUid: string, name: string): boolean {
-    return this.manager?.isStarted(podUid, name) ?? true;
+    return this.manager.isStarted(podUid, name);
   }
 
   addPod(pod: Pod, running: RunningContainer[], podIP: string): void {
-    this.probed.set(podUid(pod), new Map(running.map((c) => [c.containerName, c.containerId])));
-    this.manager?.addPod(pod, running, podIP);
+    this.restarts.probing(pod, running);
+    this.manager.addPod(pod, running, podIP);
   }
 
   removePod(podUid: string): void {
-    this.probed.delete(podUid);
-    this.restart.delete(podUid);
-    this.manager?.removePod(podUid);
+    this.restarts.forget(podUid);
+    this.manager.removePod(podUid);
   }
 }

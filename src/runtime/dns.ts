@@ -8,6 +8,9 @@
  * warning.
  */
 import type { Pod } from "../pods/schema.ts";
+import { readFileSync } from "node:fs";
+import { errorMessage } from "../util/errors.ts";
+import type { Logger } from "../util/log.ts";
 
 export interface DnsSettings {
   servers: string[];
@@ -127,4 +130,15 @@ export function podDnsConfig(pod: Pod, node: PodDnsNode): { config: DnsSettings;
   }
   config.searches = fitSearches(config.searches, warnings);
   return { config, warnings };
+}
+
+/** The node's resolv.conf (upstream --resolv-conf); "" disables it, an unreadable file is warned about and gives nothing. */
+export function readHostDns(path: string, logger: Logger): DnsSettings {
+  if (path === "") return { servers: [], searches: [], options: [] }; // disabled on purpose (--resolv-conf="")
+  try {
+    return parseResolvConf(readFileSync(path, "utf8"));
+  } catch (err) {
+    logger.warn("could not read resolv.conf; pods get no DNS servers from the node", { path, err: errorMessage(err) });
+    return { servers: [], searches: [], options: [] };
+  }
 }

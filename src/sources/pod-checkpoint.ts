@@ -18,6 +18,7 @@ import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import { canonicalJson } from "../util/canonical-json.ts";
+import { CONFIGMAP_CHECKPOINT_KIND, SECRET_CHECKPOINT_KIND, TOKEN_CHECKPOINT_KIND } from "../checkpoint/objects.ts";
 
 export const POD_CHECKPOINT_KIND = "pods";
 const VIEW_KIND = "pod-view";
@@ -161,4 +162,22 @@ export class PodCheckpoint {
       logger.warn("could not write the pod checkpoint; will retry on the next change", { err: errorMessage(err) });
     }
   }
+}
+
+/**
+ * Offline autonomy (bunlet extension): checkpoints of the API pods and of
+ * the configMaps, secrets and tokens they reference, under
+ * <rootDir>/checkpoints. Turned off, old checkpoints are removed so that a
+ * later start with it on never runs a stale set.
+ */
+export function offlineCheckpoint(settings: { enabled: boolean; maxAge: number }, store: CheckpointStore, logger: Logger): { store: CheckpointStore; maxAgeMs: number } | undefined {
+  const { enabled, maxAge } = settings;
+  if (enabled) return { store, maxAgeMs: maxAge };
+  try {
+    removePodCheckpoints(store);
+    for (const kind of [CONFIGMAP_CHECKPOINT_KIND, SECRET_CHECKPOINT_KIND, TOKEN_CHECKPOINT_KIND]) for (const key of store.keys(kind)) store.remove(kind, key);
+  } catch (err) {
+    logger.warn("could not remove old checkpoints", { err: errorMessage(err) });
+  }
+  return undefined;
 }

@@ -16,7 +16,8 @@ import { isTerminalPhase, podStatus, rejectedStatus, type ProbeView, type Status
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
-import { type PodRef, podUid } from "../pods/identity.ts";
+import { type PodRef, podUid, podRef } from "../pods/identity.ts";
+import type { PodSyncRequests } from "./requests.ts";
 
 /** upstream workerResyncIntervalJitterFactor: a resync comes after syncFrequency × [1, 1.5). */
 const RESYNC_JITTER_FACTOR = 0.5;
@@ -40,11 +41,13 @@ export interface PodWorkersOptions {
   /** Node admission for new pods, against the pods already running (upstream canAdmitPod). */
   admit?: (pod: Pod, active: Pod[]) => AdmitResult;
   recorder?: EventRecorder;
-  /** The prober: told about running containers after each sync, asked for readiness, dropped on termination. */
   /** Pod worker step durations and pod start latency. */
   metrics?: Pick<KubeletMetricsSink, "podWorkerStep" | "podStarted">;
   /** In-place resize: runs each pod with its allocated resources and reports resizes in its status. */
   allocation?: PodAllocation;
+  /** Syncs asked for by subsystems built before the workers (the prober); served from construction on. */
+  requests?: PodSyncRequests;
+  /** The prober: told about running containers after each sync, asked for readiness, dropped on termination. */
   probes?: ProbeView & {
     addPod(pod: Pod, running: { containerName: string; containerId: string; startedAt: number }[], podIP: string): void;
     removePod(uid: string): void;
@@ -70,7 +73,6 @@ interface Worker {
   firstSeenAt: number | undefined;
 }
 
-const refOfPod = (pod: Pod): PodRef => ({ uid: podUid(pod), name: pod.metadata.name ?? "", namespace: pod.metadata.namespace ?? "default" });
 
 /** Upstream's status message for a pod past its activeDeadlineSeconds. */
 export const DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline";
@@ -92,7 +94,9 @@ export class PodWorkers implements AsyncDisposable {
   private readonly rejected = new Set<string>();
   private stopped = false;
 
-  constructor(private readonly opts: PodWorkersOptions) {}
+  constructor(private readonly opts: PodWorkersOptions) {
+    opts.requests?.serve((uid) => this.sync(uid));
+  }
 
   /**
    * A desired pod was added or changed. A pod being deleted through the API
@@ -106,7 +110,7 @@ export class PodWorkers implements AsyncDisposable {
     if (this.rejected.has(uid) && !pod.metadata.deletionTimestamp) return;
     if (pod.metadata.deletionTimestamp) {
       this.rejected.delete(uid);
-      const worker = existing ?? this.create(refOfPod(pod), pod);
+      const worker = existing ?? this.create(podRef(pod), pod);
       worker.pod = pod;
       worker.restartWith = undefined;
       worker.events.push({ type: "deleted", gracePeriodSeconds: defaultGracePeriodSeconds(pod) });
@@ -115,7 +119,7 @@ export class PodWorkers implements AsyncDisposable {
     }
     const apiPhase = (pod.status as { phase?: string } | undefined)?.phase;
     if (!existing && (apiPhase === "Succeeded" || apiPhase === "Failed")) {
-      const worker = this.create(refOfPod(pod), pod);
+      const worker = this.create(podRef(pod), pod);
       worker.events.push({ type: "completed", gracePeriodSeconds: defaultGracePeriodSeconds(pod) });
       this.kick(worker);
       return;
@@ -127,7 +131,7 @@ export class PodWorkers implements AsyncDisposable {
       return;
     }
     if (!existing && !this.admitted(pod)) return;
-    const worker = existing ?? this.create(refOfPod(pod), pod);
+    const worker = existing ?? this.create(podRef(pod), pod);
     worker.pod = pod;
     this.kick(worker);
   }
