@@ -1,16 +1,70 @@
 /**
- * "Did the container spec change?" is decided from this explicit list of
- * fields only. Fields that can change without a restart (resources, probes,
- * lifecycle hooks, pull policy) and fields later agent versions may default
- * differently are left out, so upgrading or restarting the agent never
- * restarts a healthy container. Empty values are dropped before hashing so
- * that `args: []` and a missing `args` hash the same.
+ * "Did the container spec change?" is decided from an explicit list of
+ * fields, the same as upstream's (1.31 and later hash only a container's
+ * name and image: for an API pod only the image can change, and any change
+ * of a static pod's manifest gives it a new UID).
+ *
+ * The hash written to `io.kubernetes.container.hash` is upstream's own
+ * value, so that the upstream kubelet and this agent each recognise the
+ * other's containers as unchanged and a node can switch kubelets with no
+ * restart. Containers this agent created before it wrote upstream's hash
+ * carry the older one (LEGACY_RESTART_FIELDS), which is still recognised:
+ * upgrading the agent restarts nothing.
  */
 import { createHash } from "node:crypto";
 import type { ContainerSpec } from "../pods/schema.ts";
 import { canonicalJson } from "../util/canonical-json.ts";
 
-export const RESTART_FIELDS = [
+/** The fields whose change restarts a running container (upstream pickFieldsToHash). */
+export const RESTART_FIELDS = ["image", "name"] as const satisfies readonly (keyof ContainerSpec)[];
+
+/**
+ * Upstream's container hash: FNV-32a over its deep-hash printing of the
+ * JSON `{"image":…,"name":…}` (a Go byte slice printed as
+ * `([]uint8)[b0 b1 …]` in decimal), written in lower-case hex without
+ * leading zeros.
+ */
+export function containerHash(container: Pick<ContainerSpec, "name" | "image">): string {
+  const json = `{"image":${goJsonString(container.image ?? "")},"name":${goJsonString(container.name)}}`;
+  const printed = `([]uint8)[${[...new TextEncoder().encode(json)].join(" ")}]`;
+  return fnv32a(new TextEncoder().encode(printed)).toString(16);
+}
+
+/** What differs between `spec` and a running container (a field, or the hash), or undefined when it runs the spec as it is. */
+export function specChange(spec: ContainerSpec, running: { hash: string; image: string }): string | undefined {
+  if (running.hash === containerHash(spec) || running.hash === legacyContainerHash(spec)) return undefined;
+  // Only the hash is kept with the container, so the field is named when the runtime shows it differs.
+  if (running.image && running.image !== spec.image) return `image ${JSON.stringify(running.image)} → ${JSON.stringify(spec.image)}`;
+  return `hash ${running.hash || "(none)"} → ${containerHash(spec)}: image or name`;
+}
+
+function fnv32a(bytes: Uint8Array): number {
+  let hash = 0x811c9dc5;
+  for (const b of bytes) hash = Math.imul(hash ^ b, 0x01000193) >>> 0;
+  return hash >>> 0;
+}
+
+/** A string as Go's encoding/json writes it (HTML-safe escapes, as json.Marshal does). */
+function goJsonString(s: string): string {
+  let out = '"';
+  for (const ch of s) {
+    const code = ch.codePointAt(0)!;
+    if (ch === '"') out += '\\"';
+    else if (ch === "\\") out += "\\\\";
+    else if (ch === "\n") out += "\\n";
+    else if (ch === "\r") out += "\\r";
+    else if (ch === "\t") out += "\\t";
+    else if (ch === "\b") out += "\\b";
+    else if (ch === "\f") out += "\\f";
+    else if (code < 0x20 || ch === "<" || ch === ">" || ch === "&" || code === 0x2028 || code === 0x2029) out += `\\u${code.toString(16).padStart(4, "0")}`;
+    else if (code >= 0xd800 && code <= 0xdfff) out += "\\ufffd"; // a lone surrogate is invalid UTF-8 to Go
+    else out += ch;
+  }
+  return `${out}"`;
+}
+
+/** What this agent wrote before it wrote upstream's hash: recognised so that its own upgrade restarts nothing. */
+const LEGACY_RESTART_FIELDS = [
   "name",
   "image",
   "command",
@@ -41,7 +95,7 @@ function dropEmpty(value: unknown): unknown {
   return value;
 }
 
-export function containerHash(container: ContainerSpec): string {
-  const picked = Object.fromEntries(RESTART_FIELDS.map((f) => [f, dropEmpty(container[f])]));
+export function legacyContainerHash(container: ContainerSpec): string {
+  const picked = Object.fromEntries(LEGACY_RESTART_FIELDS.map((f) => [f, dropEmpty(container[f])]));
   return createHash("sha256").update(canonicalJson(picked)).digest("hex").slice(0, 16);
 }

@@ -542,6 +542,7 @@ export class CriPodRuntime implements PodRuntime {
   private async stopContainer(pod: PodRef | Pod, id: string, name: string, graceSeconds: number, why?: string, podIP = ""): Promise<SyncResult> {
     const meta = "metadata" in pod ? pod.metadata : pod;
     this.recorder.event(podEventRef({ metadata: meta }, name), "Normal", "Killing", why?.startsWith("Container ") ? why : `Stopping container ${name}`);
+    if (why) this.opts.logger.info("stopping container", { pod: `${meta.namespace}/${meta.name}`, container: name, why });
     const spec = "spec" in pod ? containerSpecOf(pod, name) : undefined;
     const preStop = spec && why !== "FailedPostStartHook" ? hookOf(spec, "preStop") : undefined;
     if (preStop && "spec" in pod) {

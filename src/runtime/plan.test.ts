@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import type { Pod } from "../pods/schema.ts";
-import { containerHash } from "./hash.ts";
+import { containerHash, legacyContainerHash } from "./hash.ts";
 import { backoffKey, isNoop, planPod, type BackoffView } from "./plan.ts";
 import type { ObservedContainer, ObservedPod, ObservedSandbox } from "./types.ts";
 
@@ -100,11 +100,28 @@ describe("planPod", () => {
     expect(a.waiting).toEqual([{ name: "app", reason: "CrashLoopBackOff", remainingMs: 7000 }]);
   });
 
-  test("changed spec hash: kill and start again", () => {
+  test("changed image: kill and start again, naming the field", () => {
+    const p = pod();
+    const a = planPod(p, observed([sandbox()], [container(p, { hash: "old", image: "busybox:0.9" })]), noBackoff);
+    const reason = 'Container app definition changed (image "busybox:0.9" → "busybox"), will be restarted';
+    expect(a.containersToKill).toEqual([{ id: "c1", name: "app", reason }]);
+    expect(a.containersToStart).toMatchObject([{ name: "app", restartCount: 1 }]);
+  });
+
+  test("a hash of neither kind restarts the container, as upstream, and says so", () => {
     const p = pod();
     const a = planPod(p, observed([sandbox()], [container(p, { hash: "old" })]), noBackoff);
-    expect(a.containersToKill).toEqual([{ id: "c1", name: "app", reason: "container spec changed" }]);
-    expect(a.containersToStart).toMatchObject([{ name: "app", restartCount: 1 }]);
+    expect(a.containersToKill).toEqual([{ id: "c1", name: "app", reason: `Container app definition changed (hash old → ${containerHash(p.spec.containers[0]!)}: image or name), will be restarted` }]);
+  });
+
+  test("a container created by the upstream kubelet, or by an earlier version of this agent, keeps running", () => {
+    const p = pod();
+    const spec = p.spec.containers[0]!;
+    for (const hash of [containerHash(spec), legacyContainerHash(spec)]) {
+      const a = planPod(p, observed([sandbox()], [container(p, { hash })]), noBackoff);
+      expect(a.containersToKill).toEqual([]);
+      expect(a.containersToStart).toEqual([]);
+    }
   });
 
   test("a running container not in the spec is killed", () => {

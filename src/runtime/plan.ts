@@ -5,7 +5,7 @@
  */
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import { resizeAction, type ContainerResources } from "./container-resources.ts";
-import { containerHash } from "./hash.ts";
+import { containerHash, specChange } from "./hash.ts";
 import type { ObservedContainer, ObservedPod } from "./types.ts";
 import { restartPolicyOf, isSidecar } from "../pods/spec.ts";
 import { currentSandbox } from "./observed.ts";
@@ -119,9 +119,12 @@ function decide(
       actions.containersToStart.push({ name: container.name, restartCount: latest.restartCount + 1, reason: failedProbe });
       return "starting";
     }
-    if (latest.hash === containerHash(container)) return "running";
-    actions.containersToKill.push({ id: latest.id, name: container.name, reason: "container spec changed" });
-    actions.containersToStart.push({ name: container.name, restartCount: latest.restartCount + 1, reason: "container spec changed" });
+    const changed = specChange(container, latest);
+    if (changed === undefined) return "running";
+    // Upstream's Killing message, with what changed (only the hash is stored with a container; the image is seen).
+    const reason = `Container ${container.name} definition changed (${changed}), will be restarted`;
+    actions.containersToKill.push({ id: latest.id, name: container.name, reason });
+    actions.containersToStart.push({ name: container.name, restartCount: latest.restartCount + 1, reason });
     return "starting";
   }
   if (latest?.state === "unknown") {
