@@ -23,7 +23,7 @@
 // JavaScriptCore options; not for the benchmark's own process, whose watch
 // times the pods).
 import { tmpdir } from "node:os";
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { createRestClient, loadCredentials, type RestClient, type WatchEvent } from "../../src/api/rest.ts";
 import { createCriClient } from "../../src/cri/client.ts";
@@ -32,6 +32,7 @@ import { createLogger } from "../../src/util/log.ts";
 import { freePort, startAgent } from "../../test/harness/agent.ts";
 import { type ContainerdHandle, requireRoot, startContainerd } from "../../test/harness/containerd.ts";
 import { type ControlPlaneHandle, startControlPlane } from "../../test/harness/controlplane.ts";
+import { startUpstreamKubelet } from "../../test/harness/upstream-kubelet.ts";
 import { renderChart, type Series } from "./chart.ts";
 import { runBenchSandbox, startBenchContainer } from "./cri-pod.ts";
 import { CLK_TCK, cpuTicks, machineTicks, rssMiB } from "./proc.ts";
@@ -299,96 +300,20 @@ function startBunlet(ctd: ContainerdHandle, cp: ControlPlaneHandle, node: string
   }));
 }
 
-/**
- * Kernel settings the upstream kubelet insists on (setupKernelTunables: it
- * writes them when they differ, and fails when it cannot). This machine is
- * shared, so instead of changing the host's panic and overcommit behaviour
- * the kubelet runs in its own mount namespace with these files bind-mounted
- * over /proc/sys: it reads the values it wants and writes nothing.
- */
-const KERNEL_TUNABLES: Record<string, string> = {
-  "vm/overcommit_memory": "1",
-  "vm/panic_on_oom": "0",
-  "kernel/panic": "10",
-  "kernel/panic_on_oops": "1",
-  "kernel/keys/root_maxkeys": "1000000",
-  "kernel/keys/root_maxbytes": "25000000",
-};
-
 async function startUpstream(ctd: ContainerdHandle, cp: ControlPlaneHandle, node: string, kubeconfig: string): Promise<RunningAgent> {
-  const binary = join(cp.binDir, "kubelet");
-  if (!existsSync(binary)) throw new Error(`${binary} not found: run \`bash scripts/controlplane/build.sh --with-kubelet\``);
   const dir = join(ctd.dir, "agent-upstream");
-  const rootDir = join(dir, "root");
-  const podLogsDir = join(dir, "pod-logs");
-  const varLog = join(dir, "var-log");
-  const fakes = join(dir, "sysctl");
-  for (const d of [rootDir, podLogsDir, varLog, fakes]) mkdirSync(d, { recursive: true });
-  // The cgroup root must exist in every hierarchy (the kubelet checks; runc would create it for the pods).
-  for (const h of readdirSync("/sys/fs/cgroup")) {
-    const base = join("/sys/fs/cgroup", h);
-    if (statSync(base).isDirectory() && existsSync(join(base, "cgroup.procs"))) mkdirSync(join(base, ctd.cgroupParent), { recursive: true });
-  }
-  const config = {
-    apiVersion: "kubelet.config.k8s.io/v1beta1",
-    kind: "KubeletConfiguration",
-    cgroupDriver: "cgroupfs",
-    cgroupRoot: ctd.cgroupParent,
-    failSwapOn: false,
-    failCgroupV1: false,
-    containerRuntimeEndpoint: ctd.endpoint,
-    podLogsDir,
-    readOnlyPort: 0,
+  const kubelet = startUpstreamKubelet(ctd, {
+    binDir: cp.binDir,
+    dir,
+    nodeName: node,
+    rootDir: join(dir, "root"),
+    podLogsDir: join(dir, "pod-logs"),
+    kubeconfig,
+    clientCAFile: cp.caFile,
     healthzPort: await freePort(),
-    healthzBindAddress: "127.0.0.1",
     port: await freePort(),
-    address: "127.0.0.1",
-    authentication: { x509: { clientCAFile: cp.caFile }, webhook: { enabled: true }, anonymous: { enabled: false } },
-    authorization: { mode: "Webhook" },
-    // No iptables chains in the shared host's tables (the kubelet's own canary chains).
-    makeIPTablesUtilChains: false,
-  };
-  const configFile = join(dir, "kubelet.yaml");
-  writeFileSync(configFile, JSON.stringify(config, null, 2));
-  const logFile = join(dir, "kubelet.log");
-  const binds: string[] = [];
-  for (const [key, want] of Object.entries(KERNEL_TUNABLES)) {
-    const path = `/proc/sys/${key}`;
-    if (readFileSync(path, "utf8").trim() === want) continue;
-    const fake = join(fakes, key.replaceAll("/", "."));
-    writeFileSync(fake, `${want}\n`);
-    binds.push(`mount --bind ${fake} ${path}`);
-  }
-  // The kubelet makes its root directory rshared and mounts volumes (tmpfs) below it, which containerd,
-  // in the host's mount namespace, must see: a shared bind mount made here is a peer of the namespace's copy.
-  const host = Bun.spawnSync(["bash", "-c", `mount --bind ${rootDir} ${rootDir} && mount --make-shared ${rootDir}`], { stderr: "pipe" });
-  if (host.exitCode !== 0) throw new Error(`shared mount of ${rootDir}: ${host.stderr.toString()}`);
-  const args = [
-    binary,
-    `--config=${configFile}`,
-    `--kubeconfig=${kubeconfig}`,
-    `--root-dir=${rootDir}`,
-    `--cert-dir=${join(dir, "pki")}`,
-    `--hostname-override=${node}`,
-    "--node-ip=127.0.0.1",
-    "--v=2",
-  ];
-  // /var/log too: the kubelet links every container's log into /var/log/containers.
-  const script = [...binds, `mount --bind ${varLog} /var/log`, `exec ${args.join(" ")} >>${logFile} 2>&1`].join(" && ");
-  const proc = Bun.spawn(["unshare", "--mount", "--propagation", "unchanged", "--", "bash", "-c", script], { stdin: "ignore", stdout: "ignore", stderr: "ignore" });
-  process.once("exit", () => proc.kill("SIGKILL"));
-  return {
-    kind: "upstream",
-    pid: proc.pid,
-    binary,
-    logFile,
-    stop: async () => {
-      proc.kill("SIGTERM");
-      const killer = setTimeout(() => proc.kill("SIGKILL"), 15_000);
-      await proc.exited;
-      clearTimeout(killer);
-    },
-  };
+  });
+  return { kind: "upstream", pid: kubelet.pid, binary: kubelet.binary, logFile: kubelet.logFile, stop: () => kubelet.stop() };
 }
 
 /** The runtime floor for every batch size, from a quiet machine and an empty runtime; none of the agents may run. */

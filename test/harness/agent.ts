@@ -44,13 +44,17 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** Where `startAgent` with this name keeps its directories: another kubelet can be pointed at the same node state. */
+export function agentPaths(ctd: ContainerdHandle, name = "a"): { dir: string; manifests: string; podLogsDir: string; rootDir: string } {
+  const dir = join(ctd.dir, `agent-${name}`);
+  return { dir, manifests: join(dir, "manifests"), podLogsDir: join(dir, "pod-logs"), rootDir: join(dir, "root") };
+}
+
 export async function startAgent(
   ctd: ContainerdHandle,
   opts: { name?: string; nodeName?: string; extraConfig?: Record<string, unknown>; extraArgs?: string[]; env?: Record<string, string> } = {},
 ): Promise<AgentHandle> {
-  const dir = join(ctd.dir, `agent-${opts.name ?? "a"}`);
-  const manifests = join(dir, "manifests");
-  const podLogsDir = join(dir, "pod-logs");
+  const { dir, manifests, podLogsDir, rootDir } = agentPaths(ctd, opts.name);
   mkdirSync(manifests, { recursive: true });
   mkdirSync(podLogsDir, { recursive: true });
   const healthzPort = await freePort();
@@ -93,7 +97,7 @@ export async function startAgent(
     start() {
       // Appended: Bun's file writer would overwrite the previous run's log from offset 0.
       const fd = openSync(logFile, "a");
-      proc = Bun.spawn([...cmd, `--config=${configFile}`, `--root-dir=${join(dir, "root")}`, `--cert-dir=${join(dir, "pki")}`, `--hostname-override=${opts.nodeName ?? "test-node"}`, "--v=2", ...(opts.extraArgs ?? [])], {
+      proc = Bun.spawn([...cmd, `--config=${configFile}`, `--root-dir=${rootDir}`, `--cert-dir=${join(dir, "pki")}`, `--hostname-override=${opts.nodeName ?? "test-node"}`, "--v=2", ...(opts.extraArgs ?? [])], {
         stdout: "pipe",
         stderr: "pipe",
         ...(opts.env ? { env: { ...process.env, ...opts.env } } : {}),
