@@ -203,7 +203,8 @@ describe("switching kubelets on a live node (standalone)", () => {
       expect(settled.containers.get("multi-swap-node/two")).toEqual(after.containers.get("multi-swap-node/two")!);
       expect(Number(settled.containers.get("multi-swap-node/two")!.restartCount)).toBe(Number(started.containers.get("multi-swap-node/two")!.restartCount) + 1);
       // Both names are one image here, so the runtime may show either name: the message names the image either way.
-      expect(agent!.log()).toMatch(/Container two definition changed \((image "[^"]+" → "[^"]+swapped"|hash [0-9a-f]+ → [0-9a-f]+: image or name)\), will be restarted/);
+      // (The log quotes the message: its own quotes come escaped.)
+      expect(agent!.log()).toMatch(/Container two definition changed \((image \\"[^"\\]+\\" → \\"[^"\\]+swapped\\"|hash [0-9a-f]+ → [0-9a-f]+: image or name)\), will be restarted/);
     }),
     150_000,
   );
