@@ -10,8 +10,9 @@ cd "$repo"
 export PATH="$repo/node_modules/.bin:$PATH"
 
 bash scripts/setup.sh
-echo "== control plane binaries (cold: 8-11 minutes on 2 cores, then cached in \${BUNLET_CACHE:-/var/cache/bunlet})"
-bash scripts/controlplane/build.sh >/dev/null
+echo "== control plane binaries and the upstream kubelet (cold: 8-11 minutes on 2 cores, then cached in \${BUNLET_CACHE:-/var/cache/bunlet})"
+# The upstream kubelet: test/integration/takeover.test.ts switches a node between it and this agent.
+bash scripts/controlplane/build.sh --with-kubelet >/dev/null
 results="$(mktemp)"
 trap 'rm -f "$results"' EXIT
 
