@@ -35,6 +35,7 @@ import { resourceMetrics } from "./metrics/resource.ts";
 import { LivenessRestarts, ProbeVerdicts } from "./prober/verdicts.ts";
 import { PodSyncRequests } from "./sync/requests.ts";
 import { MirrorPods } from "./mirror/index.ts";
+import { cadvisorMetrics, machineFactsFromSpec } from "./metrics/cadvisor.ts";
 import { podDirs } from "./pods/dirs.ts";
 import { CriPodRuntime } from "./runtime/manager.ts";
 import { PullQueue } from "./runtime/pull-queue.ts";
@@ -459,7 +460,12 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     nodeIPs: config.nodeIPs,
     nodeAddresses: config.nodeIPs.length ? config.nodeIPs : hostIP ? [hostIP] : [],
     health,
-    metrics: { kubelet: () => metrics.render(), resource: () => resourceMetrics(stats), probes: () => probeMetrics.render() },
+    metrics: {
+      kubelet: () => metrics.render(),
+      resource: () => resourceMetrics(stats),
+      probes: () => probeMetrics.render(),
+      cadvisor: () => cadvisorMetrics(() => stats.cadvisor({ sandboxImage: pauseImage ?? "" }), () => machineFactsFromSpec(machineSpec()), () => clock.now()),
+    },
     spec: machineSpec,
     logger,
   });

@@ -51,7 +51,7 @@ export interface KubeletApiOptions {
   authn: MiddlewareHandler<KubeletEnv>;
   /** authorization(...) from authz.ts */
   authz: MiddlewareHandler<KubeletEnv>;
-  /** `/metrics`, `/metrics/resource`, `/metrics/probes` (Prometheus text); 404 without it. */
+  /** `/metrics`, `/metrics/resource`, `/metrics/probes`, `/metrics/cadvisor` (Prometheus text); 404 without it. */
   metrics?: MetricsEndpoints;
   now?: () => number;
   /** For the handler timeout. */
@@ -65,6 +65,8 @@ export interface MetricsEndpoints {
   kubelet(): string;
   resource(): Promise<string>;
   probes(): string;
+  /** `/metrics/cadvisor` (metrics/cadvisor.ts). */
+  cadvisor(): Promise<string>;
 }
 
 /** Upstream's GetCPUAndMemoryStats: only CPU and memory of the node, its system containers, pods and containers. */
@@ -144,6 +146,7 @@ export function kubeletApi(opts: KubeletApiOptions): Hono<KubeletEnv> {
     app.get("/metrics", (c) => c.body(m.kubelet(), 200, prometheus));
     app.get("/metrics/resource", async (c) => c.body(await m.resource(), 200, prometheus));
     app.get("/metrics/probes", (c) => c.body(m.probes(), 200, prometheus));
+    app.get("/metrics/cadvisor", async (c) => c.body(await m.cadvisor(), 200, prometheus));
   }
 
   if (opts.configz) {

@@ -14,6 +14,11 @@ import { join } from "node:path";
 import {
   cpuFromV1,
   cpuFromV2,
+  cpuSpecFromV1,
+  cpuSpecFromV2,
+  parseBlkioByDevice,
+  parseIoStatByDevice,
+  parseMemoryLimit,
   memoryFromV1,
   memoryFromV2,
   parseBlkioServiceBytes,
@@ -46,7 +51,15 @@ export function detectCgroupVersion(fsRoot = "/"): CgroupVersion {
 export interface CgroupReadOptions {
   /** Also read io.stat / blkio.throttle.io_service_bytes (not part of the Summary). */
   io?: boolean;
+  /**
+   * Also what `/metrics/cadvisor` reports beyond the Summary: user/system
+   * CPU, swap, failcnt, per-device I/O, the limits (spec), the process
+   * count and pids.max.
+   */
+  detail?: boolean;
 }
+
+const countLines = (text: string | undefined) => (text === undefined ? undefined : text.split("\n").filter((l) => l !== "").length);
 
 export interface CgroupReader {
   readonly version: CgroupVersion;
@@ -101,13 +114,34 @@ function v2Reader(base: string): CgroupReader {
       const out: CgroupStats = {};
       if (cpuStat !== undefined) out.cpu = cpuFromV2(cpuStat);
       if (memStat !== undefined) {
-        out.memory = memoryFromV2({ current: file("memory.current"), stat: memStat, max: file("memory.max"), events: file("memory.events") });
+        out.memory = memoryFromV2({
+          current: file("memory.current"),
+          stat: memStat,
+          max: file("memory.max"),
+          events: file("memory.events"),
+          ...(opts?.detail ? { swapCurrent: file("memory.swap.current") } : {}),
+        });
       }
       const pids = file("pids.current");
       if (pids !== undefined) out.pids = parseSingleValue(pids);
-      if (opts?.io) {
+      if (opts?.io || opts?.detail) {
         const io = file("io.stat");
         if (io !== undefined) out.io = parseIoStat(io);
+        if (io !== undefined && opts.detail) out.ioByDevice = parseIoStatByDevice(io);
+      }
+      if (opts?.detail) {
+        const cpuMax = file("cpu.max");
+        const spec = cpuSpecFromV2(cpuMax, file("cpu.weight"));
+        const memMax = file("memory.max");
+        if (memMax !== undefined) {
+          const limit = parseMemoryLimit(memMax);
+          spec.memoryLimitBytes = limit ?? 0;
+        }
+        if (Object.keys(spec).length > 0) out.spec = spec;
+        const procs = countLines(file("cgroup.procs"));
+        if (procs !== undefined) out.processes = procs;
+        const pidsMax = file("pids.max");
+        if (pidsMax !== undefined) out.pidsMax = parseSingleValue(pidsMax);
       }
       return cpuStat === undefined && memStat === undefined && pids === undefined ? undefined : out;
     },
@@ -135,20 +169,38 @@ function v1Reader(base: string): CgroupReader {
     read(path, opts) {
       const at = (m: string, name: string) => readIfExists(join(m, path, name));
       const out: CgroupStats = {};
+      const detail = opts?.detail === true;
       const usage = at(cpuacct, "cpuacct.usage");
-      if (usage !== undefined) out.cpu = cpuFromV1(usage, at(cpu, "cpu.stat"));
+      if (usage !== undefined) out.cpu = cpuFromV1(usage, at(cpu, "cpu.stat"), detail ? at(cpuacct, "cpuacct.stat") : undefined);
       const memUsage = at(memory, "memory.usage_in_bytes");
       const memStat = memUsage !== undefined ? at(memory, "memory.stat") : undefined;
       if (memUsage !== undefined && memStat !== undefined) {
-        out.memory = memoryFromV1({ usage: memUsage, stat: memStat, limit: at(memory, "memory.limit_in_bytes"), oomControl: at(memory, "memory.oom_control") });
+        out.memory = memoryFromV1({
+          usage: memUsage,
+          stat: memStat,
+          limit: at(memory, "memory.limit_in_bytes"),
+          oomControl: at(memory, "memory.oom_control"),
+          ...(detail ? { failcnt: at(memory, "memory.failcnt") } : {}),
+        });
       }
       const pids = at(pidsMount, "pids.current");
       if (pids !== undefined) out.pids = parseSingleValue(pids);
-      if (opts?.io) {
+      if (opts?.io || detail) {
         // The _recursive file counts the cgroup's descendants too (a pod's
         // I/O is done in its containers' cgroups); same format.
         const io = at(blkio, "blkio.throttle.io_service_bytes_recursive") ?? at(blkio, "blkio.throttle.io_service_bytes");
         if (io !== undefined) out.io = parseBlkioServiceBytes(io);
+        if (io !== undefined && detail) out.ioByDevice = parseBlkioByDevice(io);
+      }
+      if (detail) {
+        const spec = cpuSpecFromV1(at(cpu, "cpu.cfs_period_us"), at(cpu, "cpu.cfs_quota_us"), at(cpu, "cpu.shares"));
+        const limit = at(memory, "memory.limit_in_bytes");
+        if (limit !== undefined) spec.memoryLimitBytes = parseMemoryLimit(limit) ?? 0;
+        if (Object.keys(spec).length > 0) out.spec = spec;
+        const procs = countLines(at(memory, "cgroup.procs"));
+        if (procs !== undefined) out.processes = procs;
+        const pidsMax = at(pidsMount, "pids.max");
+        if (pidsMax !== undefined) out.pidsMax = parseSingleValue(pidsMax);
       }
       return usage === undefined && memUsage === undefined && pids === undefined ? undefined : out;
     },

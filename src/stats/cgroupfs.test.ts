@@ -6,6 +6,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createCgroupReader, detectCgroupVersion } from "./cgroup-reader.ts";
 import {
+  cpuSpecFromV1,
+  cpuSpecFromV2,
+  parseBlkioByDevice,
+  parseIoStatByDevice,
   cpuFromV1,
   cpuFromV2,
   memoryFromV1,
@@ -55,11 +59,25 @@ describe("cpu", () => {
   });
 
   test("v2 pod: usage_usec and throttled_usec become ns", () => {
-    expect(cpuFromV2(v2("kubepods/podtest/cpu.stat"))).toEqual({ usageNanoseconds: 2_500_000_000, nrPeriods: 1200, nrThrottled: 34, throttledNanoseconds: 1_700_000_000 });
+    expect(cpuFromV2(v2("kubepods/podtest/cpu.stat"))).toEqual({
+      usageNanoseconds: 2_500_000_000,
+      nrPeriods: 1200,
+      nrThrottled: 34,
+      throttledNanoseconds: 1_700_000_000,
+      userNanoseconds: 2_000_000_000,
+      systemNanoseconds: 500_000_000,
+    });
   });
 
   test("v2 root has no throttling keys", () => {
-    expect(cpuFromV2(v2("cpu.stat"))).toEqual({ usageNanoseconds: 81234567890000, nrPeriods: undefined, nrThrottled: undefined, throttledNanoseconds: undefined });
+    expect(cpuFromV2(v2("cpu.stat"))).toEqual({
+      usageNanoseconds: 81234567890000,
+      nrPeriods: undefined,
+      nrThrottled: undefined,
+      throttledNanoseconds: undefined,
+      userNanoseconds: 60000000000000,
+      systemNanoseconds: 21234567890000,
+    });
   });
 
   test("a file without usage gives nothing", () => {
@@ -78,7 +96,7 @@ describe("memory", () => {
     });
     // The pod's own counters are 0 (its processes are in the container
     // child cgroup): only the total_* keys are right.
-    expect(m).toEqual({ usageBytes: 21741568, workingSetBytes: 21741568, rssBytes: 20172800, pageFaults: 11499, majorPageFaults: 0, limitBytes: undefined, oomKills: 0 });
+    expect(m).toEqual({ usageBytes: 21741568, workingSetBytes: 21741568, rssBytes: 20172800, pageFaults: 11499, majorPageFaults: 0, limitBytes: undefined, oomKills: 0, cacheBytes: 4096, mappedFileBytes: 0, swapBytes: 0 });
   });
 
   test("v1 captured root: inactive file pages are taken off", () => {
@@ -97,7 +115,26 @@ describe("memory", () => {
       majorPageFaults: 1,
       limitBytes: 4096,
       oomKills: 2,
+      cacheBytes: undefined,
+      mappedFileBytes: undefined,
+      swapBytes: undefined,
     });
+  });
+
+  test("per device I/O, CFS spec of both versions (v2 weight back to shares, as cAdvisor)", () => {
+    expect(parseIoStatByDevice("8:0 rbytes=10 wbytes=20 rios=1\n253:1 rbytes=5 wbytes=0\n")).toEqual([
+      { major: 8, minor: 0, readBytes: 10, writeBytes: 20 },
+      { major: 253, minor: 1, readBytes: 5, writeBytes: 0 },
+    ]);
+    expect(parseBlkioByDevice("8:0 Read 10\n8:0 Write 20\n8:0 Total 30\n8:16 Read 1\nTotal 31\n")).toEqual([
+      { major: 8, minor: 0, readBytes: 10, writeBytes: 20 },
+      { major: 8, minor: 16, readBytes: 1, writeBytes: 0 },
+    ]);
+    expect(cpuSpecFromV1("100000\n", "-1\n", "1024\n")).toEqual({ cpuPeriodUs: 100000, cpuQuotaUs: 0, cpuShares: 1024 });
+    expect(cpuSpecFromV1("100000\n", "25000\n", "2\n")).toEqual({ cpuPeriodUs: 100000, cpuQuotaUs: 25000, cpuShares: 2 });
+    expect(cpuSpecFromV2("max 100000\n", "100\n")).toEqual({ cpuPeriodUs: 100000, cpuQuotaUs: 0, cpuShares: 2597 });
+    expect(cpuSpecFromV2("25000 100000\n", "1\n")).toEqual({ cpuPeriodUs: 100000, cpuQuotaUs: 25000, cpuShares: 2 });
+    expect(cpuFromV1("10\n", undefined, "user 250\nsystem 50\n")).toMatchObject({ userNanoseconds: 2.5e9, systemNanoseconds: 0.5e9 });
   });
 
   test("working set never goes below zero", () => {
@@ -112,7 +149,18 @@ describe("memory", () => {
         max: v2("kubepods/podtest/memory.max"),
         events: v2("kubepods/podtest/memory.events"),
       }),
-    ).toEqual({ usageBytes: 52428800, workingSetBytes: 52428800 - 4194304, rssBytes: 41943040, pageFaults: 12000, majorPageFaults: 3, limitBytes: 134217728, oomKills: 1 });
+    ).toEqual({
+      usageBytes: 52428800,
+      workingSetBytes: 52428800 - 4194304,
+      rssBytes: 41943040,
+      pageFaults: 12000,
+      majorPageFaults: 3,
+      limitBytes: 134217728,
+      oomKills: 1,
+      cacheBytes: 10485760,
+      mappedFileBytes: 1048576,
+      failcnt: 5,
+    });
   });
 
   test("v2 root (no memory.current): usage = anon + file, as runc", () => {
@@ -146,7 +194,7 @@ describe("reader", () => {
     expect(r.version).toBe("v1");
     expect(r.read("/kubepods/podtest", { io: true })).toEqual({
       cpu: { usageNanoseconds: 1216755603, nrPeriods: 0, nrThrottled: 0, throttledNanoseconds: 0 },
-      memory: { usageBytes: 21741568, workingSetBytes: 21741568, rssBytes: 20172800, pageFaults: 11499, majorPageFaults: 0, limitBytes: undefined, oomKills: 0 },
+      memory: { usageBytes: 21741568, workingSetBytes: 21741568, rssBytes: 20172800, pageFaults: 11499, majorPageFaults: 0, limitBytes: undefined, oomKills: 0, cacheBytes: 4096, mappedFileBytes: 0, swapBytes: 0 },
       pids: 2,
       io: { readBytes: 0, writeBytes: 0 },
     });
@@ -162,8 +210,19 @@ describe("reader", () => {
   test("v2 pod cgroup", () => {
     const r = createCgroupReader({ fsRoot: root("v2") });
     expect(r.read("/kubepods/podtest", { io: true })).toEqual({
-      cpu: { usageNanoseconds: 2_500_000_000, nrPeriods: 1200, nrThrottled: 34, throttledNanoseconds: 1_700_000_000 },
-      memory: { usageBytes: 52428800, workingSetBytes: 48234496, rssBytes: 41943040, pageFaults: 12000, majorPageFaults: 3, limitBytes: 134217728, oomKills: 1 },
+      cpu: { usageNanoseconds: 2_500_000_000, nrPeriods: 1200, nrThrottled: 34, throttledNanoseconds: 1_700_000_000, userNanoseconds: 2_000_000_000, systemNanoseconds: 500_000_000 },
+      memory: {
+        usageBytes: 52428800,
+        workingSetBytes: 48234496,
+        rssBytes: 41943040,
+        pageFaults: 12000,
+        majorPageFaults: 3,
+        limitBytes: 134217728,
+        oomKills: 1,
+        cacheBytes: 10485760,
+        mappedFileBytes: 1048576,
+        failcnt: 5,
+      },
       pids: 7,
       io: { readBytes: 65536, writeBytes: 1048576 },
     });

@@ -45,6 +45,91 @@ export interface IoBytes {
   writeBytes: number;
 }
 
+/** One block device's bytes, by its `major:minor` (cAdvisor's PerDiskStats of IoServiceBytes). */
+export interface DeviceIoBytes extends IoBytes {
+  major: number;
+  minor: number;
+}
+
+/** v2 io.stat per device (rbytes, wbytes). */
+export function parseIoStatByDevice(text: string): DeviceIoBytes[] {
+  const out: DeviceIoBytes[] = [];
+  for (const line of text.split("\n")) {
+    const [dev, ...kvs] = line.trim().split(/\s+/);
+    const m = /^(\d+):(\d+)$/.exec(dev ?? "");
+    if (!m) continue;
+    const d = { major: Number(m[1]), minor: Number(m[2]), readBytes: 0, writeBytes: 0 };
+    for (const kv of kvs) {
+      const [k, v] = kv.split("=");
+      const n = Number(v);
+      if (!Number.isFinite(n)) continue;
+      if (k === "rbytes") d.readBytes = n;
+      else if (k === "wbytes") d.writeBytes = n;
+    }
+    out.push(d);
+  }
+  return out;
+}
+
+/** v1 blkio.throttle.io_service_bytes per device (Read, Write lines). */
+export function parseBlkioByDevice(text: string): DeviceIoBytes[] {
+  const byDev = new Map<string, DeviceIoBytes>();
+  for (const line of text.split("\n")) {
+    const [dev, op, v] = line.trim().split(/\s+/);
+    const m = /^(\d+):(\d+)$/.exec(dev ?? "");
+    if (!m || v === undefined) continue;
+    const n = Number(v);
+    if (!Number.isFinite(n)) continue;
+    let d = byDev.get(dev!);
+    if (!d) byDev.set(dev!, (d = { major: Number(m[1]), minor: Number(m[2]), readBytes: 0, writeBytes: 0 }));
+    if (op === "Read") d.readBytes = n;
+    else if (op === "Write") d.writeBytes = n;
+  }
+  return [...byDev.values()];
+}
+
+/**
+ * The limits a cgroup enforces, as cAdvisor's ContainerSpec reads them:
+ * CFS period and quota in microseconds (quota 0: none), shares (v2:
+ * cpu.weight converted back to shares), memory limit (undefined: none).
+ */
+export interface CgroupSpec {
+  cpuPeriodUs?: number;
+  cpuQuotaUs?: number;
+  cpuShares?: number;
+  memoryLimitBytes?: number;
+}
+
+/** v1 cpu.cfs_period_us, cpu.cfs_quota_us (-1: no quota) and cpu.shares. */
+export function cpuSpecFromV1(period: string | undefined, quota: string | undefined, shares: string | undefined): CgroupSpec {
+  const out: CgroupSpec = {};
+  const p = period !== undefined ? parseSingleValue(period) : undefined;
+  if (p !== undefined) out.cpuPeriodUs = p;
+  const q = quota !== undefined ? Number(quota.trim()) : NaN;
+  if (Number.isFinite(q)) out.cpuQuotaUs = q < 0 ? 0 : q;
+  const s = shares !== undefined ? parseSingleValue(shares) : undefined;
+  if (s !== undefined) out.cpuShares = s;
+  return out;
+}
+
+/**
+ * v2 cpu.max (`max 100000` or `50000 100000`) and cpu.weight, which
+ * cAdvisor turns back into shares with the inverse of runc's
+ * shares-to-weight formula: 2 + (weight - 1) * 262142 / 9999.
+ */
+export function cpuSpecFromV2(max: string | undefined, weight: string | undefined): CgroupSpec {
+  const out: CgroupSpec = {};
+  if (max !== undefined) {
+    const [q, p] = max.trim().split(/\s+/);
+    const period = Number(p);
+    if (Number.isFinite(period)) out.cpuPeriodUs = period;
+    out.cpuQuotaUs = q === "max" || q === undefined ? 0 : Number(q) || 0;
+  }
+  const w = weight !== undefined ? parseSingleValue(weight) : undefined;
+  if (w !== undefined) out.cpuShares = Math.floor(2 + ((w - 1) * 262142) / 9999);
+  return out;
+}
+
 /** v2 io.stat: `MAJ:MIN rbytes=.. wbytes=.. rios=.. wios=.. dbytes=.. dios=..`, summed over devices. */
 export function parseIoStat(text: string): IoBytes {
   const out = { readBytes: 0, writeBytes: 0 };
@@ -80,6 +165,9 @@ export interface CgroupCpu {
   nrPeriods?: number;
   nrThrottled?: number;
   throttledNanoseconds?: number;
+  /** User and system CPU time (v1 cpuacct.stat in USER_HZ ticks, v2 cpu.stat user_usec / system_usec). */
+  userNanoseconds?: number;
+  systemNanoseconds?: number;
 }
 
 export interface CgroupMemory {
@@ -91,12 +179,28 @@ export interface CgroupMemory {
   /** undefined: no limit (or the root, which has none). */
   limitBytes?: number;
   oomKills?: number;
+  /** Page cache (v1 total_cache, v2 file). */
+  cacheBytes?: number;
+  /** Mapped files (v1 total_mapped_file, v2 file_mapped). */
+  mappedFileBytes?: number;
+  /** Swap in use (v1 total_swap, v2 memory.swap.current). */
+  swapBytes?: number;
+  /** Times the limit was hit (v1 memory.failcnt, v2 memory.events max). */
+  failcnt?: number;
 }
 
 export interface CgroupStats {
   cpu?: CgroupCpu;
   memory?: CgroupMemory;
   io?: IoBytes;
+  /** Per device; read with the `detail` option. */
+  ioByDevice?: DeviceIoBytes[];
+  /** Limits; read with the `detail` option. */
+  spec?: CgroupSpec;
+  /** Processes in the cgroup itself (cgroup.procs lines); read with the `detail` option. */
+  processes?: number;
+  /** pids.max; undefined when "max". Read with the `detail` option. */
+  pidsMax?: number;
   /** Tasks (threads) in the cgroup and below: pids.current. */
   pids?: number;
 }
@@ -114,15 +218,34 @@ export function cpuFromV2(cpuStat: string): CgroupCpu | undefined {
     nrPeriods: s.get("nr_periods"),
     nrThrottled: s.get("nr_throttled"),
     throttledNanoseconds: throttled === undefined ? undefined : throttled * 1000,
+    ...usecPair(s.get("user_usec"), s.get("system_usec")),
   };
 }
 
-/** v1 cpuacct.usage (ns) and cpu.stat (nr_periods, nr_throttled, throttled_time in ns). */
-export function cpuFromV1(cpuacctUsage: string, cpuStat: string | undefined): CgroupCpu | undefined {
+function usecPair(user: number | undefined, system: number | undefined): Pick<CgroupCpu, "userNanoseconds" | "systemNanoseconds"> {
+  return { ...(user !== undefined ? { userNanoseconds: user * 1000 } : {}), ...(system !== undefined ? { systemNanoseconds: system * 1000 } : {}) };
+}
+
+/** v1 cpuacct.usage (ns), cpu.stat (nr_periods, nr_throttled, throttled_time in ns) and cpuacct.stat (user, system in USER_HZ ticks). */
+export function cpuFromV1(cpuacctUsage: string, cpuStat: string | undefined, cpuacctStat?: string, userHz = 100): CgroupCpu | undefined {
   const usage = parseSingleValue(cpuacctUsage);
   if (usage === undefined) return undefined;
   const s = parseFlatKeyed(cpuStat ?? "");
-  return { usageNanoseconds: usage, nrPeriods: s.get("nr_periods"), nrThrottled: s.get("nr_throttled"), throttledNanoseconds: s.get("throttled_time") };
+  const t = parseFlatKeyed(cpuacctStat ?? "");
+  const ticks = (k: string) => {
+    const v = t.get(k);
+    return v === undefined ? undefined : (v * 1e9) / userHz;
+  };
+  const user = ticks("user");
+  const system = ticks("system");
+  return {
+    usageNanoseconds: usage,
+    nrPeriods: s.get("nr_periods"),
+    nrThrottled: s.get("nr_throttled"),
+    throttledNanoseconds: s.get("throttled_time"),
+    ...(user !== undefined ? { userNanoseconds: user } : {}),
+    ...(system !== undefined ? { systemNanoseconds: system } : {}),
+  };
 }
 
 export interface V2MemoryFiles {
@@ -131,10 +254,12 @@ export interface V2MemoryFiles {
   stat: string;
   max?: string;
   events?: string;
+  swapCurrent?: string;
 }
 
 export function memoryFromV2(f: V2MemoryFiles): CgroupMemory | undefined {
   const s = parseFlatKeyed(f.stat);
+  const events = f.events !== undefined ? parseFlatKeyed(f.events) : undefined;
   const usage = f.current !== undefined ? parseSingleValue(f.current) : sumDefined(s.get("anon"), s.get("file"));
   if (usage === undefined) return undefined;
   return {
@@ -144,7 +269,11 @@ export function memoryFromV2(f: V2MemoryFiles): CgroupMemory | undefined {
     pageFaults: s.get("pgfault"),
     majorPageFaults: s.get("pgmajfault"),
     limitBytes: f.max !== undefined ? parseMemoryLimit(f.max) : undefined,
-    oomKills: f.events !== undefined ? parseFlatKeyed(f.events).get("oom_kill") : undefined,
+    oomKills: events?.get("oom_kill"),
+    cacheBytes: s.get("file"),
+    mappedFileBytes: s.get("file_mapped"),
+    swapBytes: f.swapCurrent !== undefined ? parseSingleValue(f.swapCurrent) : undefined,
+    failcnt: events?.get("max"),
   };
 }
 
@@ -153,6 +282,7 @@ export interface V1MemoryFiles {
   stat: string;
   limit?: string;
   oomControl?: string;
+  failcnt?: string;
 }
 
 export function memoryFromV1(f: V1MemoryFiles): CgroupMemory | undefined {
@@ -170,6 +300,10 @@ export function memoryFromV1(f: V1MemoryFiles): CgroupMemory | undefined {
     majorPageFaults: key("pgmajfault"),
     limitBytes: f.limit !== undefined ? parseMemoryLimit(f.limit) : undefined,
     oomKills: f.oomControl !== undefined ? parseFlatKeyed(f.oomControl).get("oom_kill") : undefined,
+    cacheBytes: key("cache"),
+    mappedFileBytes: key("mapped_file"),
+    swapBytes: key("swap"),
+    failcnt: f.failcnt !== undefined ? parseSingleValue(f.failcnt) : undefined,
   };
 }
 

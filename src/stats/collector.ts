@@ -14,9 +14,10 @@
  * leaves its part out and is logged (warn the first time, -v=4 while it
  * keeps failing, info when it recovers). usageNanoCores needs two passes.
  */
-import type { CriService } from "../cri/index.ts";
+import type { ContainerStats as CriContainerStats, CriService } from "../cri/index.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
+import { buildCadvisorView, type CadvisorView } from "./cadvisor.ts";
 import { createCgroupReader, type CgroupVersion } from "./cgroup-reader.ts";
 import type { PartError } from "./convert.ts";
 import { statFs, toFsStats, type FsInfo } from "./fs.ts";
@@ -65,6 +66,12 @@ export interface StatsCollectorOptions {
 export interface StatsCollector extends StatsProvider {
   /** Takes one sample now (joins a pass already in flight). Never rejects. */
   collect(): Promise<void>;
+  /**
+   * `/metrics/cadvisor`'s view (cadvisor.ts): the pods, sandboxes and
+   * containers of the current pass (collected first if it is stale, as
+   * summary()), their cgroups read in detail now.
+   */
+  cadvisor(opts: { sandboxImage: string }): Promise<CadvisorView>;
   /** Collects now and then every `periodMs` after each pass ends. Calling it again changes nothing. */
   start(periodMs: number): void;
   /** Stops the timer and waits for a pass in flight. Idempotent. */
@@ -81,7 +88,7 @@ export function createStatsCollector(opts: StatsCollectorOptions): StatsCollecto
   const volumeUsage = new VolumeUsageCache(`${opts.rootDir}/pods`, opts.volumeStatsAggPeriodMs ?? 60_000);
   const log = opts.logger.with({ component: "stats" });
   const failing = new Set<string>();
-  let last: { summary: Summary; atMs: number } | undefined;
+  let last: { summary: Summary; atMs: number; containerStats: CriContainerStats[]; imageFsMount: string | undefined } | undefined;
   let inFlight: Promise<void> | undefined;
   let periodMs: number | undefined;
   let cancelTimer: (() => void) | undefined;
@@ -108,7 +115,7 @@ export function createStatsCollector(opts: StatsCollectorOptions): StatsCollecto
     }
   }
 
-  async function imageFs(statFsCached: (p: string) => FsInfo | undefined, time: string): Promise<{ stats?: FsStats; info?: FsInfo; containerFs?: FsStats }> {
+  async function imageFs(statFsCached: (p: string) => FsInfo | undefined, time: string): Promise<{ stats?: FsStats; info?: FsInfo; containerFs?: FsStats; mount?: string }> {
     try {
       const r = await opts.cri.imageFsInfo();
       succeeded("ImageFsInfo");
@@ -121,7 +128,8 @@ export function createStatsCollector(opts: StatsCollectorOptions): StatsCollecto
       const image = toStats(r.imageFilesystems[0]);
       // No separate container filesystem (containerd 1.6 reports none): it is the image filesystem, as upstream.
       const container = toStats(r.containerFilesystems[0]) ?? image;
-      return { stats: image?.stats, info: image?.info, containerFs: container?.stats };
+      const mount = r.imageFilesystems[0]?.fsId?.mountpoint || undefined;
+      return { stats: image?.stats, info: image?.info, containerFs: container?.stats, ...(mount ? { mount } : {}) };
     } catch (err) {
       failed("ImageFsInfo", err);
       return {};
@@ -199,7 +207,7 @@ export function createStatsCollector(opts: StatsCollectorOptions): StatsCollecto
     }
     for (const part of [...failing]) if (isNodePart(part) && !seen.has(part)) succeeded(part);
 
-    last = { summary: { node, pods: podStats }, atMs: nowMs };
+    last = { summary: { node, pods: podStats }, atMs: nowMs, containerStats, imageFsMount: image.mount };
     log.v(5).info("stats collected", { pods: podStats.length, ms: Math.round(performance.now() - t0) });
   }
 
@@ -220,6 +228,14 @@ export function createStatsCollector(opts: StatsCollectorOptions): StatsCollecto
     });
   }
 
+  /** The last pass, or a new one when it is older than the period. */
+  async function current(): Promise<NonNullable<typeof last>> {
+    const maxAge = periodMs ?? DEFAULT_MAX_AGE_MS;
+    if (!last || opts.clock.now() - last.atMs >= maxAge) await collect();
+    if (!last) throw new Error("stats: no summary could be collected");
+    return last;
+  }
+
   return {
     collect,
     start(ms: number) {
@@ -227,11 +243,18 @@ export function createStatsCollector(opts: StatsCollectorOptions): StatsCollecto
       periodMs = ms;
       void collect().then(schedule);
     },
-    async summary(): Promise<Summary> {
-      const maxAge = periodMs ?? DEFAULT_MAX_AGE_MS;
-      if (!last || opts.clock.now() - last.atMs >= maxAge) await collect();
-      if (!last) throw new Error("stats: no summary could be collected");
-      return last.summary;
+    summary: async () => (await current()).summary,
+    async cadvisor({ sandboxImage }) {
+      const pass = await current();
+      // Listed now, not at the last pass: a container started since shows at the next scrape, as with cAdvisor's watch.
+      const [sandboxes, containers] = await Promise.all([opts.cri.listPodSandbox(), opts.cri.listContainers()]);
+      const index = new PodIndex({ sandboxes, containers, containerStats: pass.containerStats });
+      return buildCadvisorView(
+        { fsRoot, cgroups, podsCgroup: opts.cgroupRoot, podCgroupPath: opts.podCgroupPath, rootDir: opts.rootDir, imageFsMount: pass.imageFsMount, sandboxImage },
+        pass.summary,
+        index,
+        opts.pods(),
+      );
     },
     async [Symbol.asyncDispose]() {
       disposed = true;

@@ -81,6 +81,40 @@ export class FakeNode {
     }
   }
 
+  /**
+   * A container's cgroup `<pod cgroup>/<id>` (containerd's cgroupfs layout),
+   * copied from the fixture pod, then `files` written over it: names are
+   * the kernel's (`cpu.cfs_quota_us`, `memory.stat`, `io.stat`, ...); on v1
+   * each goes to its controller's hierarchy (cgroup.procs to all).
+   */
+  addContainerCgroup(pod: { uid: string }, id: string, files: Record<string, string> = {}): string {
+    const rel = join(this.podCgroup(pod), id);
+    for (const base of this.hierarchies()) {
+      const from = join(base, "kubepods/podtest");
+      mkdirSync(join(base, rel), { recursive: true });
+      for (const f of readdirSync(from, { withFileTypes: true })) if (f.isFile()) cpSync(join(from, f.name), join(base, rel, f.name));
+    }
+    for (const [name, text] of Object.entries(files)) this.writeCgroupFile(rel, name, text);
+    return rel;
+  }
+
+  /** Writes one cgroup file (relative cgroup path; v1: into the controller the file's prefix names). */
+  writeCgroupFile(rel: string, name: string, text: string): void {
+    if (this.version === "v2") return writeFileSync(join(this.cgroupBase(), rel, name), text);
+    const controller = name.split(".")[0]!;
+    const targets = controller === "cgroup" ? V1_CONTROLLERS : [controller];
+    for (const c of targets) {
+      mkdirSync(join(this.cgroupBase(), c, rel), { recursive: true });
+      writeFileSync(join(this.cgroupBase(), c, rel, name), text);
+    }
+  }
+
+  /** /sys/dev/block/<major:minor>/uevent naming the device. */
+  addBlockDevice(majorMinor: string, devname: string): void {
+    mkdirSync(join(this.fsRoot, "sys/dev/block", majorMinor), { recursive: true });
+    writeFileSync(join(this.fsRoot, "sys/dev/block", majorMinor, "uevent"), `MAJOR=${majorMinor.split(":")[0]}\nDEVNAME=${devname}\nDEVTYPE=disk\n`);
+  }
+
   removePodCgroup(uid: string): void {
     for (const base of this.hierarchies()) rmSync(join(base, this.podCgroup({ uid })), { recursive: true, force: true });
   }

@@ -1,0 +1,219 @@
+// /metrics/cadvisor over the stats collector on fixture cgroup trees (v1
+// and v2): upstream cAdvisor's names, types, HELP, units and label sets for
+// the machine, the pods parent, a pod, its sandbox and its containers.
+import { afterEach, describe, expect, test } from "bun:test";
+import { createStatsCollector, type StatsCollector } from "../stats/collector.ts";
+import { FakeNode, POD_NET_DEV, StatsFakeCri, BUSYBOX } from "../stats/testutil.ts";
+import type { PodRef } from "../pods/identity.ts";
+import { FakeClock } from "../util/clock.ts";
+import { memoryLogger } from "../util/log.ts";
+import { machineFactsFromSpec, renderCadvisorMetrics } from "./cadvisor.ts";
+
+const web: PodRef = { uid: "uid-web", name: "web", namespace: "default" };
+const PAUSE = "registry.k8s.io/pause:3.9";
+const machine = machineFactsFromSpec({ num_cores: 2, num_physical_cores: 1, num_sockets: 1, memory_capacity: 8e9, swap_capacity: 0, boot_id: "b", machine_id: "m", system_uuid: "u" });
+
+/** Exposition text as `name{labels}` → value, and `name` → TYPE / HELP. */
+function parse(text: string) {
+  const samples = new Map<string, number>();
+  const types = new Map<string, string>();
+  const help = new Map<string, string>();
+  for (const line of text.split("\n")) {
+    if (line.startsWith("# TYPE ")) {
+      const [, , name, type] = line.split(" ");
+      types.set(name!, type!);
+    } else if (line.startsWith("# HELP ")) {
+      const rest = line.slice(7);
+      help.set(rest.slice(0, rest.indexOf(" ")), rest.slice(rest.indexOf(" ") + 1));
+    } else if (line) {
+      const m = /^(\S+?(?:\{.*\})?) (\S+)$/.exec(line);
+      if (!m) throw new Error(`not exposition format (or a timestamp): ${line}`);
+      samples.set(m[1]!, Number(m[2]));
+    }
+  }
+  return { samples, types, help };
+}
+
+const sel = (name: string, labels: Record<string, string>) =>
+  `${name}{${Object.entries(labels)
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .map(([k, v]) => `${k}="${v}"`)
+    .join(",")}}`;
+
+let node: FakeNode;
+let pods: PodRef[] = [];
+let collector: StatsCollector;
+afterEach(async () => {
+  await collector?.[Symbol.asyncDispose]();
+  node?.cleanup();
+});
+
+async function setup(version: "v1" | "v2") {
+  node = new FakeNode(version);
+  const clock = new FakeClock(1_700_000_000_000);
+  const cri = new StatsFakeCri(clock, node.layerDir);
+  const ids = await cri.addPod(web, ["app", "sidecar"]);
+  pods = [web];
+  cri.numbers.set(ids.containers[0]!, { layerBytes: 12345 });
+  node.addPodCgroup(web.uid);
+  node.addPodProcess(web.uid, 4242, "net:[4026532999]", POD_NET_DEV);
+  node.addBlockDevice("8:0", "sda");
+  collector = createStatsCollector({
+    nodeName: "n1",
+    rootDir: node.rootDir,
+    fsRoot: node.fsRoot,
+    cgroupRoot: "/kubepods",
+    podCgroupPath: node.podCgroup,
+    cri,
+    pods: () => pods,
+    podLogsDir: node.podLogsDir,
+    clock,
+    logger: memoryLogger(0).logger,
+  });
+  return { ids, clock, cri };
+}
+
+const V1_APP = {
+  "cpuacct.usage": "3000000000\n",
+  "cpuacct.stat": "user 200\nsystem 100\n",
+  "cpu.stat": "nr_periods 10\nnr_throttled 4\nthrottled_time 200000000\n",
+  "cpu.cfs_period_us": "100000\n",
+  "cpu.cfs_quota_us": "50000\n",
+  "cpu.shares": "512\n",
+  "memory.usage_in_bytes": "5000000\n",
+  "memory.stat": "cache 0\nrss 0\ntotal_cache 1000\ntotal_rss 4000\ntotal_mapped_file 10\ntotal_swap 0\ntotal_inactive_file 500\n",
+  "memory.limit_in_bytes": "67108864\n",
+  "memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
+  "memory.failcnt": "7\n",
+  "blkio.throttle.io_service_bytes_recursive": "8:0 Read 4096\n8:0 Write 8192\n8:0 Sync 0\n8:0 Async 12288\n8:0 Total 12288\nTotal 12288\n",
+  "pids.current": "3\n",
+  "pids.max": "max\n",
+  "cgroup.procs": "100\n101\n",
+};
+
+const V2_APP = {
+  "cpu.stat": "usage_usec 3000000\nuser_usec 2000000\nsystem_usec 1000000\nnr_periods 10\nnr_throttled 4\nthrottled_usec 200000\n",
+  "cpu.max": "50000 100000\n",
+  "cpu.weight": "20\n",
+  "memory.current": "5000000\n",
+  "memory.stat": "anon 4000\nfile 1000\nfile_mapped 10\ninactive_file 500\n",
+  "memory.max": "67108864\n",
+  "memory.events": "low 0\nhigh 0\nmax 7\noom 2\noom_kill 2\n",
+  "memory.swap.current": "0\n",
+  "io.stat": "8:0 rbytes=4096 wbytes=8192 rios=1 wios=2 dbytes=0 dios=0\n",
+  "pids.current": "3\n",
+  "pids.max": "max\n",
+  "cgroup.procs": "100\n101\n",
+};
+
+for (const version of ["v1", "v2"] as const) {
+  describe(`cgroup ${version}`, () => {
+    test("a CPU-limited container: upstream's series, units, types and labels; pod, sandbox, QoS and machine series", async () => {
+      const { ids } = await setup(version);
+      const podPath = node.podCgroup(web);
+      const appId = node.addContainerCgroup(web, ids.containers[0]!, version === "v1" ? V1_APP : V2_APP);
+      node.addContainerCgroup(web, ids.sandbox);
+      // The sidecar has no quota.
+      node.addContainerCgroup(web, ids.containers[1]!, version === "v1" ? { "cpu.cfs_quota_us": "-1\n", "cpu.cfs_period_us": "100000\n" } : { "cpu.max": "max 100000\n" });
+
+      const text = renderCadvisorMetrics(await collector.cadvisor({ sandboxImage: PAUSE }), machine, 1_700_000_005_000);
+      const { samples, types, help } = parse(text);
+      const app = { container: "app", id: appId, image: BUSYBOX, name: ids.containers[0]!, namespace: "default", pod: "web" };
+      const get = (name: string, extra: Record<string, string> = {}) => samples.get(sel(name, { ...app, ...extra }));
+
+      expect(get("container_cpu_usage_seconds_total", { cpu: "total" })).toBe(3);
+      expect(get("container_cpu_user_seconds_total")).toBe(2);
+      expect(get("container_cpu_system_seconds_total")).toBe(1);
+      expect(get("container_cpu_cfs_periods_total")).toBe(10);
+      expect(get("container_cpu_cfs_throttled_periods_total")).toBe(4);
+      expect(get("container_cpu_cfs_throttled_seconds_total")).toBe(0.2);
+      expect(get("container_spec_cpu_quota")).toBe(50000);
+      expect(get("container_spec_cpu_period")).toBe(100000);
+      expect(get("container_spec_cpu_shares")).toBe(version === "v1" ? 512 : 500);
+      expect(get("container_spec_memory_limit_bytes")).toBe(67108864);
+      expect(get("container_memory_usage_bytes")).toBe(5000000);
+      expect(get("container_memory_working_set_bytes")).toBe(5000000 - 500);
+      expect(get("container_memory_rss")).toBe(4000);
+      expect(get("container_memory_cache")).toBe(1000);
+      expect(get("container_memory_mapped_file")).toBe(10);
+      expect(get("container_memory_swap")).toBe(0);
+      expect(get("container_memory_failcnt")).toBe(7);
+      expect(get("container_oom_events_total")).toBe(2);
+      expect(get("container_fs_reads_bytes_total", { device: "/dev/sda" })).toBe(4096);
+      expect(get("container_fs_writes_bytes_total", { device: "/dev/sda" })).toBe(8192);
+      expect(get("container_processes")).toBe(2);
+      expect(get("container_threads")).toBe(3);
+      expect(get("container_threads_max")).toBe(0);
+      expect(get("container_last_seen")).toBe(1_700_000_005);
+      expect(get("container_start_time_seconds")).toBeGreaterThan(0);
+      const rootfs = [...samples.keys()].find((k) => k.startsWith("container_fs_usage_bytes{container=\"app\""));
+      expect(rootfs).toBeDefined();
+      expect(samples.get(rootfs!)).toBe(12345);
+
+      // No quota: no CFS series and no quota, as upstream's condition.
+      const sidecar = [...samples.keys()].filter((k) => k.includes('container="sidecar"'));
+      expect(sidecar.some((k) => k.startsWith("container_cpu_cfs_"))).toBe(false);
+      expect(sidecar.some((k) => k.startsWith("container_spec_cpu_quota"))).toBe(false);
+      expect(sidecar.some((k) => k.startsWith("container_spec_cpu_period"))).toBe(true);
+
+      // Pod level: container="", id = pod cgroup, pod and namespace set, no image or name.
+      const pod = { container: "", id: podPath, image: "", name: "", namespace: "default", pod: "web" };
+      expect(samples.get(sel("container_memory_working_set_bytes", pod))).toBeGreaterThan(0);
+      expect(samples.has(sel("container_cpu_usage_seconds_total", { ...pod, cpu: "total" }))).toBe(true);
+      // Sandbox: the pause image, the sandbox id, and the pod's network.
+      const sandbox = { container: "", id: `${podPath}/${ids.sandbox}`, image: PAUSE, name: ids.sandbox, namespace: "default", pod: "web" };
+      expect(samples.get(sel("container_network_receive_bytes_total", { ...sandbox, interface: "eth0" }))).toBe(1000);
+      expect(samples.get(sel("container_network_transmit_packets_total", { ...sandbox, interface: "eth0" }))).toBe(15);
+      expect(samples.get(sel("container_network_receive_errors_total", { ...sandbox, interface: "eth0" }))).toBe(1);
+      expect(samples.has(sel("container_network_receive_bytes_total", { ...sandbox, interface: "lo" }))).toBe(false);
+      // Machine ("/") and the pods parent.
+      const root = { container: "", id: "/", image: "", name: "", namespace: "", pod: "" };
+      expect(samples.get(sel("container_memory_working_set_bytes", root))).toBeGreaterThan(0);
+      expect(samples.has(sel("container_memory_working_set_bytes", { ...root, id: "/kubepods" }))).toBe(true);
+      expect([...samples.keys()].some((k) => k.startsWith("container_network_receive_bytes_total{") && k.includes('id="/"'))).toBe(true);
+      expect(samples.get(sel("machine_cpu_cores", { boot_id: "b", machine_id: "m", system_uuid: "u" }))).toBe(2);
+      expect(samples.get(sel("machine_memory_bytes", { boot_id: "b", machine_id: "m", system_uuid: "u" }))).toBe(8e9);
+      expect(samples.get("container_scrape_error")).toBe(0);
+
+      // Types and HELP as upstream's.
+      expect(types.get("container_cpu_usage_seconds_total")).toBe("counter");
+      expect(types.get("container_memory_working_set_bytes")).toBe("gauge");
+      expect(types.get("container_oom_events_total")).toBe("counter");
+      expect(types.get("container_spec_cpu_quota")).toBe("gauge");
+      expect(types.get("container_network_receive_bytes_total")).toBe("counter");
+      expect(help.get("container_cpu_usage_seconds_total")).toBe("Cumulative cpu time consumed in seconds.");
+      expect(help.get("container_memory_working_set_bytes")).toBe("Current working set in bytes.");
+      expect(help.get("container_cpu_cfs_throttled_seconds_total")).toBe("Total time duration the container has been throttled.");
+      expect(help.get("machine_memory_bytes")).toBe("Amount of memory installed on the machine.");
+    });
+
+    test("a pod that is gone has no series; a failed read is container_scrape_error 1", async () => {
+      const { ids, clock, cri } = await setup(version);
+      node.addContainerCgroup(web, ids.containers[0]!);
+      const before = renderCadvisorMetrics(await collector.cadvisor({ sandboxImage: PAUSE }), machine, 0);
+      expect(before).toContain('pod="web"');
+      // Started since the last pass (no time passes, so the pass is reused): listed at the scrape.
+      const db: PodRef = { uid: "uid-db", name: "db", namespace: "prod" };
+      const dbIds = await cri.addPod(db, ["pg"]);
+      pods.push(db);
+      node.addPodCgroup(db.uid);
+      node.addContainerCgroup(db, dbIds.containers[0]!);
+      const started = renderCadvisorMetrics(await collector.cadvisor({ sandboxImage: PAUSE }), machine, 0);
+      expect(started).toContain('container="pg"');
+      pods.splice(0, 1);
+      node.removePodCgroup(web.uid);
+      clock.advance(60_000);
+      const after = renderCadvisorMetrics(await collector.cadvisor({ sandboxImage: PAUSE }), machine, 0);
+      expect(after).not.toContain('pod="web"');
+      expect(after).toContain('id="/"');
+
+      const text = renderCadvisorMetrics(undefined, undefined, 0);
+      expect(parse(text).samples.get("container_scrape_error")).toBe(1);
+      expect([...parse(text).samples.keys()].filter((k) => k.startsWith("container_memory"))).toEqual([]);
+    });
+  });
+}
+
+test("machine facts from /spec/", () => {
+  expect(machine).toEqual({ cores: 2, physicalCores: 1, sockets: 1, memoryBytes: 8e9, swapBytes: 0, bootId: "b", machineId: "m", systemUuid: "u" });
+});

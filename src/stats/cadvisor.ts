@@ -1,0 +1,270 @@
+/**
+ * What `/metrics/cadvisor` reports: one entry per cgroup the upstream
+ * kubelet's embedded cAdvisor would list for this node's pods, read when
+ * scraped (no polling of its own) from the pass the Summary API uses (which
+ * pods, their sandboxes and running containers, their start times, their
+ * writable layers) plus a detailed read of each cgroup:
+ * - the root `/` (machine): cgroup stats, the host's interfaces, nodefs
+ *   and imagefs;
+ * - the pods parent cgroup and every cgroup between it and a pod's (the QoS
+ *   classes);
+ * - each pod's cgroup (`container=""`, pod and namespace set, as upstream's
+ *   containerPrometheusLabelsFunc associates a pod cgroup with its pod);
+ * - each pod's sandbox (pause) container, `<pod cgroup>/<sandbox id>`
+ *   (containerd's cgroupfs layout), with the pod's network counters, as
+ *   cAdvisor reports a pod's network on the container that owns the
+ *   namespace;
+ * - each running container, `<pod cgroup>/<container id>`, with its
+ *   writable layer's usage from the CRI. A container whose cgroup cannot be
+ *   read (no pod cgroup: cgroupsPerQOS off) keeps the CRI's CPU and memory
+ *   numbers from the Summary.
+ */
+import { join, posix } from "node:path";
+import type { CgroupReader } from "./cgroup-reader.ts";
+import { readIfExists } from "./cgroup-reader.ts";
+import type { CgroupStats } from "./cgroupfs.ts";
+import { netnsOf } from "./pod-network.ts";
+import type { PodRef } from "../pods/identity.ts";
+import type { PodIndex } from "./pods.ts";
+import { isIgnoredInterface, parseNetDev, type InterfaceCounters } from "./procfs.ts";
+import type { FsStats, Summary } from "./types.ts";
+
+export interface CadvisorFs {
+  /** The filesystem's device as /proc/self/mountinfo names its source (e.g. /dev/sda1). */
+  device: string;
+  usageBytes: number;
+  limitBytes: number;
+  inodes?: number;
+  inodesFree?: number;
+}
+
+export interface CadvisorDeviceIo {
+  device: string;
+  readBytes: number;
+  writeBytes: number;
+}
+
+export interface CadvisorContainer {
+  /** The cgroup path (label `id`): "/" for the machine. */
+  id: string;
+  /** The runtime's id of a container or sandbox (label `name`); "" for other cgroups. */
+  name: string;
+  image: string;
+  pod: string;
+  namespace: string;
+  /** The container's name in its pod; "" for sandboxes and other cgroups. */
+  container: string;
+  startTimeSeconds: number;
+  cgroup: CgroupStats;
+  /** Per block device, with its name resolved. */
+  io: CadvisorDeviceIo[];
+  interfaces: InterfaceCounters[];
+  fs: CadvisorFs[];
+}
+
+export interface CadvisorView {
+  containers: CadvisorContainer[];
+}
+
+export interface CadvisorReadContext {
+  fsRoot: string;
+  cgroups: CgroupReader;
+  /** The pods parent cgroup. */
+  podsCgroup: string;
+  podCgroupPath: (pod: { uid: string }) => string | undefined;
+  /** The kubelet root directory (nodefs). */
+  rootDir: string;
+  /** The image filesystem's mount point, when the runtime named one. */
+  imageFsMount: string | undefined;
+  /** The pod image of sandboxes (the runtime's sandbox image), for their `image` label. */
+  sandboxImage: string;
+}
+
+const seconds = (iso: string | undefined) => (iso ? Date.parse(iso) / 1000 : 0);
+const nsToSeconds = (ns: bigint) => Number(ns / 1_000_000n) / 1000;
+
+/** Mount points and sources of /proc/self/mountinfo, longest mount point first. */
+function readMounts(fsRoot: string): { mountPoint: string; source: string }[] {
+  const text = readIfExists(join(fsRoot, "proc/self/mountinfo")) ?? "";
+  const out: { mountPoint: string; source: string }[] = [];
+  for (const line of text.split("\n")) {
+    const dash = line.indexOf(" - ");
+    if (dash < 0) continue;
+    const mountPoint = line.slice(0, dash).split(" ")[4];
+    const source = line.slice(dash + 3).split(" ")[1];
+    if (mountPoint && source) out.push({ mountPoint: mountPoint.replace(/\\040/g, " "), source });
+  }
+  return out.sort((a, b) => b.mountPoint.length - a.mountPoint.length);
+}
+
+/** The source of the mount holding `path` (what cAdvisor's fs info calls the device). */
+export function deviceOfPath(mounts: { mountPoint: string; source: string }[], path: string): string {
+  const p = posix.normalize(path);
+  for (const m of mounts) if (m.mountPoint === "/" || p === m.mountPoint || p.startsWith(`${m.mountPoint}/`)) return m.source;
+  return path;
+}
+
+/** `/dev/<DEVNAME>` of a block device number (sysfs uevent), else `major:minor`. */
+function blockDeviceName(fsRoot: string, major: number, minor: number, cache: Map<string, string>): string {
+  const key = `${major}:${minor}`;
+  let name = cache.get(key);
+  if (name === undefined) {
+    const uevent = readIfExists(join(fsRoot, "sys/dev/block", key, "uevent"));
+    const devname = uevent ? /^DEVNAME=(.+)$/m.exec(uevent)?.[1] : undefined;
+    name = devname ? `/dev/${devname}` : key;
+    cache.set(key, name);
+  }
+  return name;
+}
+
+function fsOf(device: string, s: FsStats | undefined, usedBytes?: number): CadvisorFs | undefined {
+  if (!s) return undefined;
+  const usage = usedBytes ?? s.usedBytes ?? (s.capacityBytes !== undefined && s.availableBytes !== undefined ? s.capacityBytes - s.availableBytes : undefined);
+  if (usage === undefined || s.capacityBytes === undefined) return undefined;
+  return {
+    device,
+    usageBytes: usage,
+    limitBytes: s.capacityBytes,
+    ...(s.inodes !== undefined ? { inodes: s.inodes } : {}),
+    ...(s.inodesFree !== undefined ? { inodesFree: s.inodesFree } : {}),
+  };
+}
+
+/** Interfaces of `pid`'s network namespace (the host's when pid is "self"), without the ones cAdvisor ignores. */
+function interfacesOf(fsRoot: string, pid: number | "self"): InterfaceCounters[] {
+  // /proc/net/dev is this process's namespace, as node.ts reads it.
+  const text = readIfExists(pid === "self" ? join(fsRoot, "proc/net/dev") : join(fsRoot, "proc", String(pid), "net/dev"));
+  return text === undefined ? [] : parseNetDev(text).filter((i) => !isIgnoredInterface(i.name));
+}
+
+/** The counters of a pod's own network namespace; [] for a pod on the host's network or without a process. */
+function podInterfaces(ctx: CadvisorReadContext, cgroupPath: string, hostNetns: string | undefined): InterfaceCounters[] {
+  for (const pid of ctx.cgroups.processes(cgroupPath)) {
+    const netns = netnsOf(ctx.fsRoot, pid);
+    if (netns === undefined) continue;
+    if (netns === hostNetns) return [];
+    return interfacesOf(ctx.fsRoot, pid);
+  }
+  return [];
+}
+
+/** Every cgroup strictly between `parent` and `child` (QoS classes), outermost first. */
+function between(parent: string, child: string): string[] {
+  const out: string[] = [];
+  const prefix = parent === "/" ? "/" : `${parent}/`;
+  if (!child.startsWith(prefix)) return out;
+  const parts = child.slice(prefix.length).split("/");
+  for (let i = 1; i < parts.length; i++) out.push(posix.join(parent, ...parts.slice(0, i)));
+  return out;
+}
+
+/**
+ * `summary`: the last pass (the node's filesystems, the containers' writable
+ * layers); `index` and `pods`: listed now, so that a container started since
+ * that pass is reported at once.
+ */
+export function buildCadvisorView(ctx: CadvisorReadContext, summary: Summary, index: PodIndex, pods: PodRef[]): CadvisorView {
+  const detail = { detail: true } as const;
+  const devices = new Map<string, string>();
+  const mounts = readMounts(ctx.fsRoot);
+  const hostNetns = netnsOf(ctx.fsRoot, "self");
+  const out: CadvisorContainer[] = [];
+  const ioOf = (cg: CgroupStats) => (cg.ioByDevice ?? []).map((d) => ({ device: blockDeviceName(ctx.fsRoot, d.major, d.minor, devices), readBytes: d.readBytes, writeBytes: d.writeBytes }));
+  const raw = (id: string, startTimeSeconds: number, labels: { pod?: string; namespace?: string } = {}): CadvisorContainer | undefined => {
+    const cg = ctx.cgroups.read(id, detail);
+    if (!cg) return undefined;
+    return { id, name: "", image: "", pod: labels.pod ?? "", namespace: labels.namespace ?? "", container: "", startTimeSeconds, cgroup: cg, io: ioOf(cg), interfaces: [], fs: [] };
+  };
+
+  const bootSeconds = seconds(summary.node.startTime);
+  const root = raw("/", bootSeconds);
+  if (root) {
+    root.interfaces = interfacesOf(ctx.fsRoot, "self");
+    const nodeDevice = deviceOfPath(mounts, ctx.rootDir);
+    const nodefs = fsOf(nodeDevice, summary.node.fs);
+    if (nodefs) root.fs.push(nodefs);
+    if (ctx.imageFsMount) {
+      const imageDevice = deviceOfPath(mounts, ctx.imageFsMount);
+      const imagefs = imageDevice !== nodeDevice ? fsOf(imageDevice, summary.node.runtime?.imageFs) : undefined;
+      if (imagefs) root.fs.push(imagefs);
+    }
+    out.push(root);
+  }
+
+  const statsByUid = new Map(summary.pods.map((p) => [p.podRef.uid, p]));
+  const middle = new Set<string>([ctx.podsCgroup]);
+  const podEntries: CadvisorContainer[] = [];
+  for (const pod of pods) {
+    const sandbox = index.sandboxOf(pod.uid);
+    if (!sandbox) continue;
+    const stats = statsByUid.get(pod.uid);
+    const podPath = ctx.podCgroupPath(pod);
+    const labels = { pod: pod.name, namespace: pod.namespace };
+    if (podPath !== undefined) {
+      for (const m of between(ctx.podsCgroup, podPath)) middle.add(m);
+      const entry = raw(podPath, nsToSeconds(sandbox.createdAt), labels);
+      if (entry) podEntries.push(entry);
+    }
+    if (podPath !== undefined) {
+      const id = posix.join(podPath, sandbox.id);
+      const cg = ctx.cgroups.read(id, detail);
+      if (cg) {
+        podEntries.push({
+          id,
+          name: sandbox.id,
+          image: ctx.sandboxImage,
+          ...labels,
+          container: "",
+          startTimeSeconds: nsToSeconds(sandbox.createdAt),
+          cgroup: cg,
+          io: ioOf(cg),
+          interfaces: podInterfaces(ctx, podPath, hostNetns),
+          fs: [],
+        });
+      }
+    }
+    for (const c of index.containersOf(pod.uid)) {
+      const name = c.metadata?.name ?? "";
+      const id = podPath !== undefined ? posix.join(podPath, c.id) : `/${c.id}`;
+      const summaryStats = stats?.containers.find((s) => s.name === name);
+      const cg = (podPath !== undefined ? ctx.cgroups.read(id, detail) : undefined) ?? fromSummary(summaryStats);
+      if (!cg) continue;
+      const layer = summaryStats?.rootfs;
+      const mount = index.containerStats.get(c.id)?.writableLayer?.fsId?.mountpoint || ctx.imageFsMount;
+      const rootfs = layer && mount ? fsOf(deviceOfPath(mounts, mount), layer) : undefined;
+      podEntries.push({
+        id,
+        name: c.id,
+        image: c.image?.image ?? "",
+        ...labels,
+        container: name,
+        startTimeSeconds: nsToSeconds(c.createdAt),
+        cgroup: cg,
+        io: ioOf(cg),
+        interfaces: [],
+        fs: rootfs ? [rootfs] : [],
+      });
+    }
+  }
+  for (const m of [...middle].sort()) {
+    const entry = raw(m, bootSeconds);
+    if (entry) out.push(entry);
+  }
+  out.push(...podEntries);
+  return { containers: out };
+}
+
+/** CRI numbers of a container without a readable cgroup. */
+function fromSummary(s: Summary["pods"][number]["containers"][number] | undefined): CgroupStats | undefined {
+  if (!s || (!s.cpu && !s.memory)) return undefined;
+  const out: CgroupStats = {};
+  if (s.cpu?.usageCoreNanoSeconds !== undefined) out.cpu = { usageNanoseconds: s.cpu.usageCoreNanoSeconds };
+  if (s.memory?.usageBytes !== undefined || s.memory?.workingSetBytes !== undefined) {
+    out.memory = {
+      usageBytes: s.memory.usageBytes ?? s.memory.workingSetBytes ?? 0,
+      workingSetBytes: s.memory.workingSetBytes ?? 0,
+      ...(s.memory.rssBytes !== undefined ? { rssBytes: s.memory.rssBytes } : {}),
+    };
+  }
+  return out;
+}
