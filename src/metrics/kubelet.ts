@@ -8,7 +8,7 @@
  */
 import { readFileSync, readdirSync } from "node:fs";
 import type { CriService } from "../cri/index.ts";
-import { exponentialBuckets, Registry, type Counter, type Histogram } from "./registry.ts";
+import { alpha, exponentialBuckets, Registry, type Counter, type Histogram } from "./registry.ts";
 
 /** What the agent's subsystems report; each method is one event. A no-op implementation serves tests that do not look. */
 export interface KubeletMetricsSink {
@@ -52,21 +52,21 @@ export class KubeletMetrics implements KubeletMetricsSink {
 
   constructor(opts: KubeletMetricsOptions) {
     const r = this.registry;
-    r.gaugeFn("kubelet_node_name", "The node's name. The count is always 1.", () => [{ labels: { node: opts.nodeName }, value: 1 }]);
-    this.podStartDuration = r.histogram("kubelet_pod_start_duration_seconds", "Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run", [], POD_START_BUCKETS);
-    this.plegRelistDuration = r.histogram("kubelet_pleg_relist_duration_seconds", "Duration in seconds for relisting pods in PLEG.");
-    this.plegRelistInterval = r.histogram("kubelet_pleg_relist_interval_seconds", "Interval in seconds between relisting in PLEG.");
-    this.podWorkerDuration = r.histogram("kubelet_pod_worker_duration_seconds", "Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync", ["operation_type"]);
-    this.runtimeOperations = r.counter("kubelet_runtime_operations_total", "Cumulative number of runtime operations by operation type.", ["operation_type"]);
-    this.runtimeOperationsDuration = r.histogram("kubelet_runtime_operations_duration_seconds", "Duration in seconds of runtime operations. Broken down by operation type.", ["operation_type"], exponentialBuckets(0.005, 2.5, 14));
-    this.runtimeOperationsErrors = r.counter("kubelet_runtime_operations_errors_total", "Cumulative number of runtime operation errors by operation type.", ["operation_type"]);
-    r.gaugeFn("kubelet_running_pods", "Number of pods that have a running pod sandbox", () => [{ value: opts.runtimeCounts().pods }]);
-    r.gaugeFn("kubelet_running_containers", "Number of containers currently running", () =>
+    r.gaugeFn("kubelet_node_name", alpha("The node's name. The count is always 1."), () => [{ labels: { node: opts.nodeName }, value: 1 }]);
+    this.podStartDuration = r.histogram("kubelet_pod_start_duration_seconds", alpha("Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run"), [], POD_START_BUCKETS);
+    this.plegRelistDuration = r.histogram("kubelet_pleg_relist_duration_seconds", alpha("Duration in seconds for relisting pods in PLEG."));
+    this.plegRelistInterval = r.histogram("kubelet_pleg_relist_interval_seconds", alpha("Interval in seconds between relisting in PLEG."));
+    this.podWorkerDuration = r.histogram("kubelet_pod_worker_duration_seconds", alpha("Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync"), ["operation_type"]);
+    this.runtimeOperations = r.counter("kubelet_runtime_operations_total", alpha("Cumulative number of runtime operations by operation type."), ["operation_type"]);
+    this.runtimeOperationsDuration = r.histogram("kubelet_runtime_operations_duration_seconds", alpha("Duration in seconds of runtime operations. Broken down by operation type."), ["operation_type"], exponentialBuckets(0.005, 2.5, 14));
+    this.runtimeOperationsErrors = r.counter("kubelet_runtime_operations_errors_total", alpha("Cumulative number of runtime operation errors by operation type."), ["operation_type"]);
+    r.gaugeFn("kubelet_running_pods", alpha("Number of pods that have a running pod sandbox"), () => [{ value: opts.runtimeCounts().pods }]);
+    r.gaugeFn("kubelet_running_containers", alpha("Number of containers currently running"), () =>
       Object.entries(opts.runtimeCounts().containers).map(([state, value]) => ({ labels: { container_state: state }, value })),
     );
-    this.startedPods = r.counter("kubelet_started_pods_total", "Cumulative number of pods started");
-    this.startedContainers = r.counter("kubelet_started_containers_total", "Cumulative number of containers started", ["container_type"]);
-    this.startedContainersErrors = r.counter("kubelet_started_containers_errors_total", "Cumulative number of errors when starting containers", ["container_type", "code"]);
+    this.startedPods = r.counter("kubelet_started_pods_total", alpha("Cumulative number of pods started"));
+    this.startedContainers = r.counter("kubelet_started_containers_total", alpha("Cumulative number of containers started"), ["container_type"]);
+    this.startedContainersErrors = r.counter("kubelet_started_containers_errors_total", alpha("Cumulative number of errors when starting containers"), ["container_type", "code"]);
     registerProcessMetrics(r, opts.processStartMs, opts.procRoot ?? "/proc");
   }
 

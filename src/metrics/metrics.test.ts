@@ -106,6 +106,28 @@ describe("kubelet metrics", () => {
     expect(s.get("process_start_time_seconds")).toBe("1700000000");
   });
 
+  test("as upstream's scrape: [ALPHA] in the HELP of kubelet_* (component-base), none on process_*; types; histogram buckets", () => {
+    const m = new KubeletMetrics({ nodeName: "n1", processStartMs: 0, procRoot: procRoot(), runtimeCounts: () => ({ pods: 0, containers: {} }) });
+    m.plegRelist(1, 1);
+    m.podWorkerStep("sync", 1);
+    m.podStarted(0, 1);
+    const text = m.render();
+    const help = [...text.matchAll(/^# HELP (\S+) (.*)$/gm)].map((x) => [x[1]!, x[2]!] as const);
+    for (const [name, h] of help) {
+      if (name.startsWith("kubelet_")) expect(h.startsWith("[ALPHA] ")).toBe(true);
+      else expect(h.startsWith("[")).toBe(false);
+    }
+    expect(text).toContain("# HELP kubelet_running_pods [ALPHA] Number of pods that have a running pod sandbox\n# TYPE kubelet_running_pods gauge");
+    expect(text).toContain("# TYPE kubelet_pod_worker_duration_seconds histogram");
+    expect(text).toContain("# TYPE kubelet_runtime_operations_total counter");
+    const les = (name: string) => [...text.matchAll(new RegExp(`^${name}_bucket\\{(?:[^}]*,)?le="([^"]+)"\\}`, "gm"))].map((x) => x[1]);
+    const DEF = ["0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10", "+Inf"];
+    expect(les("kubelet_pleg_relist_duration_seconds")).toEqual(DEF);
+    expect(les("kubelet_pleg_relist_interval_seconds")).toEqual(DEF);
+    expect(les("kubelet_pod_worker_duration_seconds")).toEqual(DEF);
+    expect(les("kubelet_pod_start_duration_seconds")).toEqual([0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600].map(String).concat("+Inf"));
+  });
+
   test("operation names follow upstream's instrumented service", () => {
     expect(runtimeOperationName("runPodSandbox")).toBe("run_podsandbox");
     expect(runtimeOperationName("podSandboxStatus")).toBe("podsandbox_status");
@@ -130,6 +152,10 @@ describe("resource and probe metrics", () => {
       ],
     } as never);
     expect(text).toContain(`node_cpu_usage_seconds_total 5 ${Date.parse(time)}`);
+    // Working sets carry the time of their reading too, and the HELP its stability level, as upstream.
+    expect(text).toContain(`node_memory_working_set_bytes 1000 ${Date.parse(time)}`);
+    expect(text).toContain(`pod_memory_working_set_bytes{namespace="default",pod="web"} 300 ${Date.parse(time)}`);
+    expect(text).toContain("# HELP container_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the container in core-seconds\n");
     const s = samples(text);
     expect(s.get("node_memory_working_set_bytes")).toBe("1000");
     expect(s.get('container_cpu_usage_seconds_total{container="app",namespace="default",pod="web"}')).toBe("1.5");

@@ -4,7 +4,7 @@
  * durations, per container. A pod's series go when the pod goes.
  */
 import type { ProbeRun } from "../prober/manager.ts";
-import { Registry } from "./registry.ts";
+import { alpha, Registry } from "./registry.ts";
 import { podUid } from "../pods/identity.ts";
 
 const typeName = { liveness: "Liveness", readiness: "Readiness", startup: "Startup" } as const;
@@ -12,7 +12,7 @@ const resultName = { success: "successful", failure: "failed", unknown: "unknown
 
 export class ProbeMetrics {
   private readonly registry = new Registry();
-  private readonly total = this.registry.counter("prober_probe_total", "Cumulative number of a liveness, readiness or startup probe for a container by result.", [
+  private readonly total = this.registry.counter("prober_probe_total", alpha("Cumulative number of a liveness, readiness or startup probe for a container by result."), [
     "probe_type",
     "result",
     "container",
@@ -20,7 +20,7 @@ export class ProbeMetrics {
     "namespace",
     "pod_uid",
   ]);
-  private readonly duration = this.registry.histogram("prober_probe_duration_seconds", "Duration in seconds for a probe response.", ["probe_type", "container", "pod", "namespace"]);
+  private readonly duration = this.registry.histogram("prober_probe_duration_seconds", alpha("Duration in seconds for a probe response."), ["probe_type", "container", "pod", "namespace"]);
 
   private readonly podNames = new Map<string, { pod: string; namespace: string }>();
 

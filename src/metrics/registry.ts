@@ -13,6 +13,14 @@ interface Family {
   render(out: string[]): void;
 }
 
+/**
+ * Kubernetes' component-base prefixes the HELP of its metrics with their
+ * stability level (annotateStabilityLevel): `[ALPHA] ...`, `[STABLE] ...`.
+ * client_golang's own (process_*) and cAdvisor's carry none.
+ */
+export const alpha = (help: string): string => `[ALPHA] ${help}`;
+export const stable = (help: string): string => `[STABLE] ${help}`;
+
 /** Upstream client_golang's DefBuckets. */
 export const DEFAULT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
@@ -144,9 +152,14 @@ export class Registry {
     return g;
   }
 
-  /** A gauge whose samples are read when scraped (process figures, running pods). */
-  gaugeFn(name: string, help: string, read: () => { labels?: Labels; value: number }[]): void {
-    this.add({ name, help, type: "gauge", render: (out) => read().forEach((s) => out.push(`${name}${labelText(s.labels ?? {})} ${formatValue(s.value)}`)) });
+  /** A gauge whose samples are read when scraped (process figures, running pods); a sample may carry the time of its reading. */
+  gaugeFn(name: string, help: string, read: () => { labels?: Labels; value: number; timestampMs?: number }[]): void {
+    this.add({
+      name,
+      help,
+      type: "gauge",
+      render: (out) => read().forEach((s) => out.push(`${name}${labelText(s.labels ?? {})} ${formatValue(s.value)}${s.timestampMs !== undefined ? ` ${Math.round(s.timestampMs)}` : ""}`)),
+    });
   }
 
   /** A counter whose samples are read when scraped (CPU seconds from the stats collector). */
