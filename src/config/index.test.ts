@@ -143,6 +143,8 @@ describe("errors", () => {
     [["--config=/k.yaml"], { "/k.yaml": `${HEAD}tlsCipherSuites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, ECDHE-RSA-AES128-GCM-SHA256]\n` }, 'field "tlsCipherSuites[1]" (--tls-cipher-suites): unknown cipher suite "ECDHE-RSA-AES128-GCM-SHA256"'],
     [["--bootstrap-kubeconfig=/b.conf"], {}, "flag --bootstrap-kubeconfig needs --kubeconfig"],
     [["--hostname-override=node_1"], {}, 'node name from --hostname-override: "node_1" must be a lowercase RFC 1123 subdomain'],
+    [["--config=/k.yaml"], { "/k.yaml": `${HEAD}enableSystemLogQuery: true\n` }, 'field "enableSystemLogQuery": needs the NodeLogQuery feature gate'],
+    [["--config=/k.yaml", "--feature-gates=NodeLogQuery=true"], { "/k.yaml": `${HEAD}enableSystemLogQuery: true\nenableSystemLogHandler: false\n` }, 'field "enableSystemLogQuery": needs enableSystemLogHandler'],
   ] as [string[], Record<string, string>, string][])("%p", (argv, files, message) => {
     expect(error(argv, deps(files))).toContain(message);
   });

@@ -214,6 +214,7 @@ const COMPANIONS: Partial<Record<FieldName, Record<string, unknown>>> = {
   tlsMinVersion: {},
   cgroupsPerQOS: { enforceNodeAllocatable: [] },
   shutdownGracePeriodCriticalPods: { shutdownGracePeriod: "30s" },
+  enableSystemLogQuery: { featureGates: { NodeLogQuery: true } },
   systemCgroups: { cgroupRoot: "/" },
   shutdownGracePeriodByPodPriority: {},
   imageGCLowThresholdPercent: {},

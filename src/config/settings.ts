@@ -67,7 +67,7 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   enableDebuggingHandlers: acted("logs, exec, attach, port-forward and /debug on the kubelet API"),
   enableContentionProfiling: refused("block profiling is a Go runtime feature: this agent has no Go runtime"),
   enableSystemLogHandler: acted("/logs/ on the kubelet API"),
-  enableSystemLogQuery: refused(`node log queries (/logs/?query=) are ${NOT_IMPLEMENTED}`),
+  enableSystemLogQuery: acted("node log queries on /logs/ (server/node-log-query.ts); needs the NodeLogQuery gate and enableSystemLogHandler"),
   enableProfilingHandler: acted("/debug/heap and /debug/profile on the kubelet API (default false here)"),
   enableDebugFlagsHandler: refused(
     `/debug/flags/v is ${NOT_IMPLEMENTED}`,
@@ -252,6 +252,7 @@ export const FLAG_ONLY_ACTED: Readonly<Record<string, string>> = {
 export const ACTED_GATES: Readonly<Record<string, string>> = {
   InPlacePodVerticalScaling: "in-place pod resize (src/allocation); false turns it off",
   MemoryQoS: "memory.min on pod and QoS cgroups on cgroup v2 (src/cgroups)",
+  NodeLogQuery: "node log queries on /logs/ with enableSystemLogQuery (server/node-log-query.ts)",
 };
 
 /** Upstream's featuregate.Set checks, then this agent's refusals, one message per problem. */

@@ -35,6 +35,11 @@ export function validateKubeletConfiguration(k: KubeletConfiguration): string[] 
   oneOf(k.authorization.mode, ["AlwaysAllow", "Webhook"], "authorization.mode", "authorization-mode");
   errs.push(...tlsOptionProblems(k.tlsMinVersion, k.tlsCipherSuites));
   k.clusterDNS.forEach((s, i) => ip(s, `clusterDNS[${i}]`, "cluster-dns"));
+  // Upstream: the log query needs its feature gate and the system log handler it extends.
+  if (k.enableSystemLogQuery) {
+    check(k.featureGates["NodeLogQuery"] === true, "enableSystemLogQuery", undefined, "needs the NodeLogQuery feature gate (featureGates: {NodeLogQuery: true})");
+    check(k.enableSystemLogHandler, "enableSystemLogQuery", undefined, "needs enableSystemLogHandler");
+  }
 
   // Periods the agent's loops run on
   positive(k.syncFrequency, "syncFrequency", "sync-frequency");

@@ -26,7 +26,7 @@ export { HttpError } from "./errors.ts";
 import { parseStreamingPath, type StreamingResolver } from "./streaming.ts";
 import { BadLogQuery, logStream, parseLogQuery, type ContainerLogs } from "./logs.ts";
 import { debugApp, type Profiler } from "./debug.ts";
-import { nodeLogsApp } from "./node-logs.ts";
+import { nodeLogsApp, type NodeLogQueryOptions } from "./node-logs.ts";
 
 export interface KubeletApiOptions {
   nodeName: string;
@@ -45,6 +45,8 @@ export interface KubeletApiOptions {
   profiler?: Profiler;
   /** `/logs/`: the node's log directory (node-logs.ts); 404 without it. */
   nodeLogDir?: string;
+  /** NodeLogQuery on `/logs/` (enableSystemLogQuery + the NodeLogQuery gate); file serving only without it. */
+  nodeLogQuery?: NodeLogQueryOptions;
   /** healthzApp(...): served under `/healthz`. */
   health: Hono;
   /** authentication(...) from authn.ts */
@@ -160,7 +162,7 @@ export function kubeletApi(opts: KubeletApiOptions): Hono<KubeletEnv> {
   }
 
   if (opts.profiler) app.route("/", debugApp(opts.profiler));
-  if (opts.nodeLogDir) app.route("/", nodeLogsApp(opts.nodeLogDir));
+  if (opts.nodeLogDir) app.route("/", nodeLogsApp(opts.nodeLogDir, opts.nodeLogQuery));
 
   app.get("/containerLogs/:namespace/:pod/:container", async (c) => {
     const { namespace, pod: podName, container } = c.req.param();

@@ -28,6 +28,7 @@ import { bunProfiler, type Profiler } from "./debug.ts";
 import { streamingUpgrade } from "./stream-proxy.ts";
 import { streamingResolver, type StreamingRuntime } from "./streaming.ts";
 import { rotatedLogPaths, type ContainerLogs } from "./logs.ts";
+import { journalctl, type Journal } from "./node-log-query.ts";
 import { serveTls, type TlsServerHandle } from "./tls.ts";
 import { tlsServerOptions } from "../config/tls-options.ts";
 import type { CsrApi } from "../certificates/client.ts";
@@ -47,6 +48,8 @@ export interface KubeletServerOptions {
   metrics?: MetricsEndpoints;
   /** Where `/logs/` reads (default /var/log); tests point it elsewhere. */
   nodeLogDir?: string;
+  /** How NodeLogQuery reads the journal (default journalctl). */
+  journal?: Journal;
   /** `/spec/`: the machine as cAdvisor's MachineInfo. */
   spec?: () => unknown;
   /** For /debug/heap and /debug/profile; Bun's own by default. */
@@ -136,6 +139,8 @@ export async function startKubeletServer(opts: KubeletServerOptions): Promise<Tl
     ...(k.enableDebuggingHandlers && k.enableProfilingHandler ? { profiler: opts.profiler ?? bunProfiler } : {}),
     // Upstream: the node's /var/log under /logs/, with the debugging handlers and the system log handler on.
     ...(k.enableDebuggingHandlers && k.enableSystemLogHandler ? { nodeLogDir: opts.nodeLogDir ?? "/var/log" } : {}),
+    // Upstream: log queries too with enableSystemLogQuery and the NodeLogQuery feature gate (config validation requires both together).
+    ...(k.enableDebuggingHandlers && k.enableSystemLogHandler && k.enableSystemLogQuery && k.featureGates["NodeLogQuery"] === true ? { nodeLogQuery: { journal: opts.journal ?? journalctl } } : {}),
     health: opts.health,
     ...(opts.metrics ? { metrics: opts.metrics } : {}),
     authn: authenticateWith(authenticate, opts.logger),
