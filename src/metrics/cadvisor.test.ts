@@ -217,3 +217,44 @@ for (const version of ["v1", "v2"] as const) {
 test("machine facts from /spec/", () => {
   expect(machine).toEqual({ cores: 2, physicalCores: 1, sockets: 1, memoryBytes: 8e9, swapBytes: 0, bootId: "b", machineId: "m", systemUuid: "u" });
 });
+
+test("a scrape with 110 pods of two containers reports every cgroup (its time is printed, not asserted)", async () => {
+  node = new FakeNode("v1");
+  const clock = new FakeClock(1_700_000_000_000);
+  const cri = new StatsFakeCri(clock, node.layerDir);
+  pods = [];
+  for (let i = 0; i < 110; i++) {
+    const pod = { uid: `uid-${i}`, name: `pod-${i}`, namespace: "bench" };
+    pods.push(pod);
+    const ids = await cri.addPod(pod, ["app", "sidecar"]);
+    node.addPodCgroup(pod.uid);
+    node.addContainerCgroup(pod, ids.sandbox);
+    for (const id of ids.containers) node.addContainerCgroup(pod, id, V1_APP);
+  }
+  collector = createStatsCollector({
+    nodeName: "bench",
+    rootDir: node.rootDir,
+    fsRoot: node.fsRoot,
+    cgroupRoot: "/kubepods",
+    podCgroupPath: node.podCgroup,
+    cri,
+    pods: () => pods,
+    podLogsDir: node.podLogsDir,
+    clock,
+    logger: memoryLogger(0).logger,
+  });
+  await collector.collect();
+  const times: number[] = [];
+  let text = "";
+  for (let i = 0; i < 5; i++) {
+    const t0 = performance.now();
+    text = renderCadvisorMetrics(await collector.cadvisor({ sandboxImage: PAUSE }), machine, clock.now());
+    times.push(performance.now() - t0);
+  }
+  const ws = text.split("\n").filter((l) => l.startsWith("container_memory_working_set_bytes{"));
+  // 110 pods x (pod cgroup + sandbox + 2 containers) + "/" + "/kubepods"
+  expect(ws).toHaveLength(110 * 4 + 2);
+  expect(text.split("\n").filter((l) => l.startsWith("container_cpu_cfs_throttled_periods_total{"))).toHaveLength(220);
+  const warm = times.slice(1).sort((a, b) => a - b);
+  console.log(`/metrics/cadvisor, 110 pods x 2 containers: first ${times[0]!.toFixed(1)} ms, warm median ${warm[1]!.toFixed(1)} ms, ${(text.length / 1024).toFixed(0)} KiB`);
+}, 60_000);

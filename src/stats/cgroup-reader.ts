@@ -18,7 +18,6 @@ import {
   cpuSpecFromV2,
   parseBlkioByDevice,
   parseIoStatByDevice,
-  parseMemoryLimit,
   memoryFromV1,
   memoryFromV2,
   parseBlkioServiceBytes,
@@ -132,11 +131,8 @@ function v2Reader(base: string): CgroupReader {
       if (opts?.detail) {
         const cpuMax = file("cpu.max");
         const spec = cpuSpecFromV2(cpuMax, file("cpu.weight"));
-        const memMax = file("memory.max");
-        if (memMax !== undefined) {
-          const limit = parseMemoryLimit(memMax);
-          spec.memoryLimitBytes = limit ?? 0;
-        }
+        // memory.max was read with the memory stats; no limit is 0, as cAdvisor's specMemoryValue.
+        if (out.memory) spec.memoryLimitBytes = out.memory.limitBytes ?? 0;
         if (Object.keys(spec).length > 0) out.spec = spec;
         const procs = countLines(file("cgroup.procs"));
         if (procs !== undefined) out.processes = procs;
@@ -194,8 +190,7 @@ function v1Reader(base: string): CgroupReader {
       }
       if (detail) {
         const spec = cpuSpecFromV1(at(cpu, "cpu.cfs_period_us"), at(cpu, "cpu.cfs_quota_us"), at(cpu, "cpu.shares"));
-        const limit = at(memory, "memory.limit_in_bytes");
-        if (limit !== undefined) spec.memoryLimitBytes = parseMemoryLimit(limit) ?? 0;
+        if (out.memory) spec.memoryLimitBytes = out.memory.limitBytes ?? 0;
         if (Object.keys(spec).length > 0) out.spec = spec;
         const procs = countLines(at(memory, "cgroup.procs"));
         if (procs !== undefined) out.processes = procs;
