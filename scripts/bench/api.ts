@@ -1,8 +1,8 @@
 // Throughput and latency of the authenticated kubelet API (10250) with a
 // full node: an agent running 110 static pods (upstream's default maxPods),
 // then BENCH_CLIENTS concurrent clients, each with a client certificate,
-// sending GET /pods, then GET /stats/summary, back to back for
-// BENCH_SECONDS each. Prints requests/s and p50/p99 latency per endpoint.
+// sending GET /pods, then GET /stats/summary, then GET /metrics/cadvisor,
+// back to back for BENCH_SECONDS each. Prints requests/s and p50/p99 latency per endpoint.
 //
 // Run as root (real containerd, as the integration tests):
 //   bun scripts/bench/api.ts                       # the agent from src/main.ts
@@ -106,9 +106,14 @@ try {
     return { path, requests: latencies.length, errors, rps: latencies.length / elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99), bytes };
   }
 
+  // /metrics/cadvisor must report every pod's container, or its figure would measure less work.
+  const scrape = await (await fetch(url("/metrics/cadvisor"), { tls } as RequestInit)).text();
+  const reported = scrape.split("\n").filter((l) => l.startsWith('container_memory_working_set_bytes{container="c"')).length;
+  if (reported !== PODS) throw new Error(`/metrics/cadvisor reports ${reported} of ${PODS} containers`);
+
   const idleRss = rssMiB(agent.pid());
   const results = [];
-  for (const path of ["/pods", "/stats/summary"]) results.push(await hammer(path));
+  for (const path of ["/pods", "/stats/summary", "/metrics/cadvisor"]) results.push(await hammer(path));
   const busyRss = rssMiB(agent.pid());
   await agent.kill("SIGTERM");
 
