@@ -1,0 +1,67 @@
+import { describe, expect, test } from "bun:test";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { decodeDocuments } from "../../util/decode.ts";
+import { upstreamPodDump, upstreamStaticPodUid } from "./index.ts";
+import { decodeQuantity } from "./quantity.ts";
+import { yaml11Ambiguity } from "./yaml11.ts";
+
+// uids.json: what the upstream kubelet v1.34.12 computes for each manifest
+// (scripts/staticuid/fixtures.sh runs its code on them).
+const dir = join(import.meta.dir, "testdata");
+const expected = JSON.parse(readFileSync(join(dir, "uids.json"), "utf8")) as Record<string, { file: string; url: string }>;
+const manifests = readdirSync(dir).filter((f) => f !== "uids.json");
+
+describe("upstream static pod UID", () => {
+  test("every manifest has an oracle UID", () => {
+    expect(manifests.sort()).toEqual(Object.keys(expected).sort());
+    expect(manifests.length).toBeGreaterThanOrEqual(12);
+  });
+
+  for (const name of manifests) {
+    test(`${name}: the file and URL UIDs are upstream's`, () => {
+      const text = readFileSync(join(dir, name), "utf8");
+      expect(yaml11Ambiguity(text)).toBeUndefined();
+      const manifest = decodeDocuments(text)[0];
+      expect(upstreamStaticPodUid(manifest, { source: "file", nodeName: "node-1", path: `/etc/kubernetes/manifests/${name}` })).toEqual({ ok: true, uid: expected[name]!.file });
+      expect(upstreamStaticPodUid(manifest, { source: "http", url: `http://config.example/${name}` })).toEqual({ ok: true, uid: expected[name]!.url });
+    });
+  }
+
+  test("the dump is go-spew's for a minimal pod (the shape the hash covers)", () => {
+    const dump = upstreamPodDump({ metadata: { name: "web" }, spec: { containers: [{ name: "c", image: "busybox" }] } });
+    expect(dump.startsWith("(*core.Pod){TypeMeta:(v1.TypeMeta){Kind:(string) APIVersion:(string)} ObjectMeta:(v1.ObjectMeta){Name:(string)web ")).toBe(true);
+    expect(dump).toContain("ImagePullPolicy:(core.PullPolicy)Always");
+    expect(dump).toContain("SecurityContext:(*core.PodSecurityContext){HostNetwork:(bool)false");
+    expect(dump).toContain("EnableServiceLinks:(*bool)true");
+  });
+
+  test("a manifest using what is not modelled names the field instead of a wrong UID", () => {
+    const base = { metadata: { name: "p" }, spec: { containers: [{ name: "c", image: "i" }] } };
+    const at = { source: "file", nodeName: "n", path: "/m/p.yaml" } as const;
+    expect(upstreamStaticPodUid({ ...base, metadata: { name: "p", creationTimestamp: "2024-01-01T00:00:00Z" } }, at)).toMatchObject({ ok: false, field: "metadata.creationTimestamp" });
+    expect(upstreamStaticPodUid({ ...base, spec: { ...base.spec, resources: { limits: { cpu: "1" } } } }, at)).toMatchObject({ ok: false, field: "spec.resources" });
+    expect(upstreamStaticPodUid({ ...base, spec: { ...base.spec, volumes: [{ name: "v", ephemeral: {} }] } }, at)).toMatchObject({ ok: false, field: "spec.volumes[0].ephemeral" });
+    expect(upstreamStaticPodUid({ ...base, status: { phase: "Running" } }, at)).toMatchObject({ ok: false, field: "status" });
+    expect(upstreamStaticPodUid({ ...base, spec: { containers: [{ name: "c", image: "i", resources: { limits: { cpu: "1x" } } }] } }, at)).toMatchObject({ ok: false, field: "spec.containers[0].resources.limits.cpu" });
+    expect(upstreamStaticPodUid({ ...base, spec: { containers: [{ name: "c", image: 5 }] } }, at)).toMatchObject({ ok: false, field: "spec.containers[0].image" });
+    expect(upstreamStaticPodUid({ ...base, spec: { containers: [{ name: "c", image: "i", resources: { limits: { cpu: 1e-7 } } }] } }, at)).toMatchObject({ ok: false });
+    expect(upstreamStaticPodUid(base, at).ok).toBe(true);
+  });
+
+  test("quantities: the canonical string is kept, others are rounded to milli", () => {
+    expect(decodeQuantity("100m", { roundToMilli: true })).toEqual({ i: { value: 100n, scale: -3 }, d: { Dec: null }, s: "100m", Format: "DecimalSI" });
+    expect(decodeQuantity("1n", { roundToMilli: true })).toEqual({ i: { value: 1n, scale: -3 }, d: { Dec: null }, s: "", Format: "DecimalSI" });
+    expect(decodeQuantity("1n", { roundToMilli: false })).toEqual({ i: { value: 1n, scale: -9 }, d: { Dec: null }, s: "1n", Format: "DecimalSI" });
+    expect(decodeQuantity("1000m", { roundToMilli: true }).s).toBe("");
+    expect(decodeQuantity("1.5Gi", { roundToMilli: true }).d.Dec).toEqual({ unscaled: { neg: false, abs: [1610612736000n] }, scale: 3 });
+  });
+
+  test("YAML scalars that YAML 1.1 reads otherwise are found", () => {
+    expect(yaml11Ambiguity("spec:\n  volumes:\n  - secret:\n      defaultMode: 0400\n")).toEqual({ line: 4, scalar: "0400" });
+    expect(yaml11Ambiguity("a:\n  b: yes\n")).toEqual({ line: 2, scalar: "yes" });
+    expect(yaml11Ambiguity("a: [1, on]\n")).toEqual({ line: 1, scalar: "on" });
+    expect(yaml11Ambiguity("- 1_000\n")).toEqual({ line: 1, scalar: "1_000" });
+    expect(yaml11Ambiguity("a: \"0400\"\nb: 'yes'\nc: 400\nd: 0\ne: no-way\n")).toBeUndefined();
+  });
+});
