@@ -171,7 +171,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
       clock,
       logger,
       recorder,
-      onLivenessFailure: (uid, name, message) => restarts.livenessFailed(uid, name, message),
+      onLivenessFailure: (uid, name, message, gracePeriodSeconds) => restarts.livenessFailed(uid, name, message, gracePeriodSeconds),
       onChange: (uid) => syncRequests.request(uid),
       onProbed: (run) => probeMetrics.observe(run),
       onPodRemoved: (uid) => probeMetrics.forgetPod(uid),

@@ -10,6 +10,12 @@ export interface ProbeOutcome {
   warning?: boolean;
 }
 
+/** A liveness or startup failure the runtime acts on: the event message, and the probe's terminationGracePeriodSeconds when it has one. */
+export interface ProbeFailure {
+  message: string;
+  gracePeriodSeconds?: number;
+}
+
 /** Upstream reads at most 10 KiB of a probe's output (HTTP body, exec stdout+stderr). */
 export const MAX_PROBE_OUTPUT = 10 * 1024;
 

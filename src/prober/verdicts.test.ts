@@ -26,8 +26,11 @@ test("a liveness failure marks the container ID that was probed, and only it", (
   v.addPod(pod, [{ containerName: "app", containerId: "c1", startedAt: 0 }], "10.0.0.1");
   restarts.livenessFailed("u1", "app", "Container app failed liveness probe, will be restarted");
   restarts.livenessFailed("u1", "unknown", "ignored");
-  expect([...restarts.unhealthy("u1")]).toEqual([["c1", "Container app failed liveness probe, will be restarted"]]);
-  expect(woken).toEqual(["u1"]);
+  expect([...restarts.unhealthy("u1")]).toEqual([["c1", { message: "Container app failed liveness probe, will be restarted" }]]);
+  // The probe's own grace period travels with the verdict.
+  restarts.livenessFailed("u1", "app", "Container app failed startup probe, will be restarted", 5);
+  expect(restarts.unhealthy("u1").get("c1")).toEqual({ message: "Container app failed startup probe, will be restarted", gracePeriodSeconds: 5 });
+  expect(woken).toEqual(["u1", "u1"]);
   // The restarted container has a new ID: the old verdict does not apply to it.
   v.addPod(pod, [{ containerName: "app", containerId: "c2", startedAt: 1 }], "10.0.0.1");
   expect(restarts.unhealthy("u1").has("c2")).toBe(false);

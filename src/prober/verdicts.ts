@@ -9,24 +9,29 @@
  */
 import type { Pod } from "../pods/schema.ts";
 import type { ProbeManager, RunningContainer } from "./manager.ts";
+import type { ProbeFailure } from "./types.ts";
 import { podUid } from "../pods/identity.ts";
 
 export class LivenessRestarts {
   private readonly probed = new Map<string, Map<string, string>>(); // pod UID → container name → ID given to the prober
-  private readonly restart = new Map<string, Map<string, string>>(); // pod UID → container ID → why
+  private readonly restart = new Map<string, Map<string, ProbeFailure>>(); // pod UID → container ID → why
 
   constructor(private readonly wake: (podUid: string) => void) {}
 
-  /** The prober's onLivenessFailure: restart the container that was probed. */
-  livenessFailed(podUid: string, containerName: string, message: string): void {
+  /**
+   * The prober's onLivenessFailure: restart the container that was probed,
+   * within the probe's terminationGracePeriodSeconds when it has one.
+   */
+  livenessFailed(podUid: string, containerName: string, message: string, gracePeriodSeconds?: number): void {
     const id = this.probed.get(podUid)?.get(containerName);
     if (!id) return;
-    this.restart.set(podUid, new Map([...(this.restart.get(podUid) ?? []), [id, message]]));
+    const failure: ProbeFailure = gracePeriodSeconds !== undefined ? { message, gracePeriodSeconds } : { message };
+    this.restart.set(podUid, new Map([...(this.restart.get(podUid) ?? []), [id, failure]]));
     this.wake(podUid);
   }
 
   /** For the runtime manager's planner: running containers of a pod to restart. */
-  unhealthy(podUid: string): ReadonlyMap<string, string> {
+  unhealthy(podUid: string): ReadonlyMap<string, ProbeFailure> {
     return this.restart.get(podUid) ?? new Map();
   }
 

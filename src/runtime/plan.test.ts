@@ -206,11 +206,19 @@ describe("planPod", () => {
 
   test("a running container that failed its liveness probe is killed and started again", () => {
     const p = pod();
-    const unhealthy = new Map([["c1", "Container app failed liveness probe, will be restarted"]]);
+    const unhealthy = new Map([["c1", { message: "Container app failed liveness probe, will be restarted" }]]);
     const a = planPod(p, observed([sandbox()], [container(p)]), noBackoff, unhealthy);
     expect(a.containersToKill).toEqual([{ id: "c1", name: "app", reason: "Container app failed liveness probe, will be restarted" }]);
     expect(a.containersToStart).toMatchObject([{ name: "app", restartCount: 1 }]);
     const never = pod("Never");
     expect(planPod(never, observed([sandbox()], [container(never)]), noBackoff, unhealthy).containersToStart).toEqual([]);
+  });
+
+  test("a probe's own terminationGracePeriodSeconds goes with its kill; other kills use the pod's", () => {
+    const p = pod();
+    const unhealthy = new Map([["c1", { message: "Container app failed liveness probe, will be restarted", gracePeriodSeconds: 5 }]]);
+    expect(planPod(p, observed([sandbox()], [container(p)]), noBackoff, unhealthy).containersToKill).toEqual([
+      { id: "c1", name: "app", reason: "Container app failed liveness probe, will be restarted", gracePeriodSeconds: 5 },
+    ]);
   });
 });

@@ -3,6 +3,7 @@
  * says what must happen next, after upstream's computePodActions. The
  * executor (manager.ts) carries it out; tests check plans case by case.
  */
+import type { ProbeFailure } from "../prober/types.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import { resizeAction, type ContainerResources } from "./container-resources.ts";
 import { containerHash, specChange } from "./hash.ts";
@@ -22,6 +23,8 @@ export interface ContainerKill {
   id: string;
   name: string;
   reason: string;
+  /** A failed probe's own terminationGracePeriodSeconds, which overrides the pod's for this kill. */
+  gracePeriodSeconds?: number;
 }
 
 /** A running container whose cpu or memory is changed in place (CRI UpdateContainerResources). */
@@ -63,8 +66,8 @@ export interface ResizeView {
   actuated(containerName: string): ContainerResources | undefined;
 }
 
-/** Running containers the prober found unhealthy (liveness or startup failed): container ID → message. */
-export type Unhealthy = ReadonlyMap<string, string>;
+/** Running containers the prober found unhealthy (liveness or startup failed): container ID → failure. */
+export type Unhealthy = ReadonlyMap<string, ProbeFailure>;
 
 export const backoffKey = (pod: Pod, container: ContainerSpec): string =>
   `${pod.metadata.uid}/${container.name}/${containerHash(container)}`;
@@ -113,10 +116,12 @@ function decide(
   if (latest?.state === "running") {
     const failedProbe = unhealthy.get(latest.id);
     if (failedProbe !== undefined) {
-      // Upstream: a failed liveness probe kills the container; it starts again at once (policy allowing).
-      actions.containersToKill.push({ id: latest.id, name: container.name, reason: failedProbe });
+      // Upstream: a failed liveness probe kills the container (within the probe's own
+      // terminationGracePeriodSeconds when it has one); it starts again at once (policy allowing).
+      const grace = failedProbe.gracePeriodSeconds !== undefined ? { gracePeriodSeconds: failedProbe.gracePeriodSeconds } : {};
+      actions.containersToKill.push({ id: latest.id, name: container.name, reason: failedProbe.message, ...grace });
       if (policy === "Never") return "failed";
-      actions.containersToStart.push({ name: container.name, restartCount: latest.restartCount + 1, reason: failedProbe });
+      actions.containersToStart.push({ name: container.name, restartCount: latest.restartCount + 1, reason: failedProbe.message });
       return "starting";
     }
     const changed = specChange(container, latest);
