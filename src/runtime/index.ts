@@ -10,8 +10,14 @@ import type { ObservedPod, PodSyncOutcome, RuntimePodRecord } from "./types.ts";
 export interface PodRuntime {
   /** The runtime's current view of one pod; empty when it has nothing. Read-only. */
   observe(ref: PodRef): Promise<ObservedPod>;
-  /** Converges one pod toward its spec: one step of plan then execute. */
-  syncPod(pod: Pod, observed: ObservedPod): Promise<PodSyncOutcome>;
+  /**
+   * Converges one pod toward its spec: one step of plan then execute.
+   * `terminating` is asked before a sandbox is created and before each
+   * container start: once it answers true (the pod is being deleted,
+   * evicted... while a kill in this step waited out a grace period) nothing
+   * more is started, as upstream cancels a sync when the pod must stop.
+   */
+  syncPod(pod: Pod, observed: ObservedPod, terminating?: () => boolean): Promise<PodSyncOutcome>;
   /**
    * Stops every container (within the grace period) and the sandboxes. With
    * the pod's spec, sidecars stop after the app containers, last one first.

@@ -52,6 +52,40 @@ describe("CriPodRuntime", () => {
     expect(cri.callsOf("startContainer")).toHaveLength(9);
   });
 
+  test("a liveness kill uses the probe's terminationGracePeriodSeconds; a pod that must stop meanwhile gets nothing started again", async () => {
+    const clock = new FakeClock();
+    const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
+    const verdicts = new Map<string, { message: string; gracePeriodSeconds?: number }>();
+    const runtime = new CriPodRuntime({
+      cri,
+      clock,
+      logger: memoryLogger().logger,
+      node: { podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+      unhealthy: () => verdicts,
+    });
+    const p: Pod = { ...pod(), spec: { ...pod().spec, terminationGracePeriodSeconds: 500 } };
+    await sync(runtime, p);
+    const first = (await runtime.observe(podRef(p))).containers[0]!;
+    verdicts.set(first.id, { message: "Container app failed liveness probe, will be restarted", gracePeriodSeconds: 5 });
+    await sync(runtime, p);
+    expect(cri.callsOf("stopContainer")).toEqual([[first.id, 5]]);
+    expect(cri.callsOf("startContainer")).toHaveLength(2);
+
+    // Deleted while the kill waited: the container is stopped, not started again.
+    const second = (await runtime.observe(podRef(p))).containers.find((c) => c.state === "running")!;
+    verdicts.set(second.id, { message: "Container app failed liveness probe, will be restarted" });
+    let deleted = false;
+    const release = cri.holdNext("stopContainer");
+    const syncing = runtime.syncPod(p, await runtime.observe(podRef(p)), () => deleted);
+    for (let i = 0; i < 20; i++) await Bun.sleep(0);
+    deleted = true;
+    release();
+    await syncing;
+    expect(cri.callsOf("stopContainer").at(-1)).toEqual([second.id, 500]);
+    expect(cri.callsOf("startContainer")).toHaveLength(2);
+    expect((await runtime.observe(podRef(p))).containers.filter((c) => c.state === "running")).toEqual([]);
+  });
+
   test("creates the sandbox and container with upstream labels, annotations and log paths", async () => {
     const { cri, runtime } = setup();
     const p = pod();

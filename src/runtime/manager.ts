@@ -226,17 +226,17 @@ export class CriPodRuntime implements PodRuntime {
     return { uid: ref.uid, name: ref.name, namespace: ref.namespace, sandboxes: observedSandboxes, containers: observedContainers };
   }
 
-  async syncPod(pod: Pod, observed: ObservedPod): Promise<PodSyncOutcome> {
+  async syncPod(pod: Pod, observed: ObservedPod, terminating: () => boolean = () => false): Promise<PodSyncOutcome> {
     // A pod's first start, up to its containers started, goes through the start gate (start-gate.ts).
     const leaveGate = observed.sandboxes.length === 0 ? await this.startGate.enter() : () => {};
     try {
-      return await this.sync(pod, observed);
+      return await this.sync(pod, observed, terminating);
     } finally {
       leaveGate();
     }
   }
 
-  private async sync(pod: Pod, observed: ObservedPod): Promise<PodSyncOutcome> {
+  private async sync(pod: Pod, observed: ObservedPod, terminating: () => boolean): Promise<PodSyncOutcome> {
     const unmounted = await this.setupVolumes(pod);
     if (unmounted) return unmounted;
     const uid = podUid(pod);
@@ -261,9 +261,14 @@ export class CriPodRuntime implements PodRuntime {
       results.push(...killed.results);
       if (killed.results.some((r) => r.error)) return { results, waiting, changed, retryAfterMs: 1000 };
     }
-    for (const k of actions.containersToKill) results.push(await this.stopContainer(pod, k.id, k.name, grace, k.reason, observed.sandboxes[0]?.ip ?? ""));
+    for (const k of actions.containersToKill) results.push(await this.stopContainer(pod, k.id, k.name, k.gracePeriodSeconds ?? grace, k.reason, observed.sandboxes[0]?.ip ?? ""));
     if (actions.containersToResize.length) results.push(...(await this.resizeInPlace(pod, actions.containersToResize)));
 
+    // The kills above can wait out a long grace period; a pod that must stop by now gets nothing started.
+    if (terminating() && (actions.createSandbox || actions.containersToStart.length)) {
+      this.opts.logger.info("pod is terminating; not starting its containers", { pod: pod.metadata.name });
+      return { results, waiting, changed };
+    }
     let sandboxId = actions.sandboxId;
     let cgroupParent = this.cgroupParent(pod);
     if (actions.createSandbox || actions.containersToStart.length) {
@@ -301,6 +306,7 @@ export class CriPodRuntime implements PodRuntime {
         : observed.sandboxes[0]?.ip;
 
     for (const start of actions.containersToStart) {
+      if (terminating()) break;
       const spec = containerSpecOf(pod, start.name)!;
       const result = await this.startContainer(pod, spec, start.restartCount, sandboxId, config, podIP ?? "", waiting, retries, observed);
       results.push(...result);

@@ -324,7 +324,8 @@ export class PodWorkers implements AsyncDisposable {
         }
         const observed = await runtime.observe(worker.ref);
         worker.synced = true;
-        const outcome = await runtime.syncPod(pod, observed);
+        // A termination asked for while this step runs (a delete during a long probe kill) starts nothing more.
+        const outcome = await runtime.syncPod(pod, observed, () => worker.events.length > 0 || this.stopped);
         for (const r of outcome.results) {
           if (r.error) log.warn("sync action failed", { action: r.action, target: r.target, reason: r.error.reason, message: r.error.message });
           else log.v(2).info("sync action done", { action: r.action, target: r.target });
