@@ -119,6 +119,49 @@ describe("node conformance behaviours", () => {
   );
 
   test(
+    "a liveness probe's terminationGracePeriodSeconds overrides the pod's when the probe kills the container",
+    explained(async () => {
+      // The suite's "should override timeoutGracePeriodSeconds when LivenessProbe field is set": `sh` as PID 1
+      // ignores SIGTERM, so the kill takes the whole grace period: the probe's 5 s, not the pod's 500.
+      const probe = { exec: { command: ["false"] }, initialDelaySeconds: 1, periodSeconds: 1, failureThreshold: 1, terminationGracePeriodSeconds: 5 };
+      await apply(podOf("probe-grace", { command: ["sh", "-c", "sleep 1000"], livenessProbe: probe }, { terminationGracePeriodSeconds: 500 }));
+      const startedAt = await eventually("probe-grace running", async () => (await mainState("probe-grace"))?.state?.running?.startedAt, 60_000);
+      const restarted = await eventually("probe-grace restarted", async () => {
+        const s = await mainState("probe-grace");
+        return s?.restartCount >= 1 ? s : undefined;
+      }, 40_000);
+      const killed = restarted.lastState.terminated;
+      expect(killed.exitCode).toBe(137);
+      const tookMs = Date.parse(killed.finishedAt) - Date.parse(startedAt);
+      expect(tookMs).toBeLessThan(15_000);
+      expect(tookMs).toBeGreaterThanOrEqual(5_000);
+      await cp.kubectl(["delete", "pod", "probe-grace", "--grace-period=1", "--wait=false"]);
+    }),
+    120_000,
+  );
+
+  test(
+    "a pod deleted while a liveness kill waits out its grace period never gets its container started again",
+    explained(async () => {
+      const probe = { exec: { command: ["false"] }, initialDelaySeconds: 1, periodSeconds: 1, failureThreshold: 1 };
+      await apply(podOf("kill-then-delete", { command: ["sh", "-c", "sleep 1000"], livenessProbe: probe }, { terminationGracePeriodSeconds: 12 }));
+      await eventually("kill-then-delete running", async () => (await mainState("kill-then-delete"))?.state?.running, 60_000);
+      const ofPod = async () => (await cri.listContainers()).filter((c) => c.labels["io.kubernetes.pod.name"] === "kill-then-delete");
+      // The probe fails at once; the kill waits the pod's 12 s (sh ignores SIGTERM). Delete the pod meanwhile.
+      await Bun.sleep(4000);
+      expect((await cp.kubectl(["delete", "pod", "kill-then-delete", "--grace-period=1", "--wait=false"])).code).toBe(0);
+      const seen = new Set<string>();
+      await eventually("kill-then-delete gone from the API", async () => {
+        for (const c of await ofPod()) seen.add(c.id);
+        return (await cp.kubectl(["get", "pod", "kill-then-delete"])).code !== 0;
+      }, 60_000, 100);
+      for (const c of await ofPod()) seen.add(c.id);
+      expect(seen.size).toBe(1);
+    }),
+    120_000,
+  );
+
+  test(
     "readiness gates: Ready stays False until every gate's condition is True, and follows the condition when it changes",
     explained(async () => {
       await apply(podOf("gated", { command: ["sleep", "3600"] }, { readinessGates: [{ conditionType: "k8s.io/test-condition1" }, { conditionType: "k8s.io/test-condition2" }] }));
