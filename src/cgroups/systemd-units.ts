@@ -56,7 +56,8 @@ export function busctlSystemdUnits(opts: BusctlOptions = {}): SystemdUnits {
   const bus = opts.address ? [`--address=${opts.address}`] : ["--system"];
   const timeout = `--timeout=${Math.max(1, Math.round((opts.timeoutMs ?? 30_000) / 1000))}`;
   async function call(op: string, unit: string, method: string, signature: string, args: string[]): Promise<{ ok: true } | { ok: false; message: string }> {
-    const argv = [opts.busctl ?? "busctl", ...bus, timeout, "call", ...DEST, method, signature, ...args];
+    // "--" ends the options: the root slice "-.slice" (Wants= of kubepods.slice) would be read as one.
+    const argv = [opts.busctl ?? "busctl", ...bus, timeout, "--", "call", ...DEST, method, signature, ...args];
     let proc;
     try {
       proc = Bun.spawn(argv, { stdin: "ignore", stdout: "pipe", stderr: "pipe" });

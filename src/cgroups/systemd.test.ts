@@ -9,7 +9,7 @@ import { createPodCgroups, isCgroupError, type PodCgroups } from "./index.ts";
 import { fakeCgroupTree, listTree, type FakeCgroupTree } from "./fake-fs.ts";
 import { FakeSystemdUnits } from "./systemd-fake.ts";
 import { expandSlice, parseSystemdName, resourceProperties, systemdCgroupPath } from "./systemd.ts";
-import { propertyArgs, UINT64_MAX } from "./systemd-units.ts";
+import { busctlSystemdUnits, propertyArgs, UINT64_MAX } from "./systemd-units.ts";
 
 const MI = 2 ** 20;
 type Res = { requests?: Record<string, string>; limits?: Record<string, string> };
@@ -183,4 +183,13 @@ describe("pod cgroups with cgroupDriver systemd on a fake cgroup v2", () => {
     const err = await Promise.race([cg2.setupNode({ allocatable: { cpuMilli: 1000, memoryBytes: MI }, enforce: false }).catch((e: unknown) => e), Bun.sleep(8000)]);
     expect(String(err)).toContain("kubepods.slice");
   }, 10_000);
+});
+
+describe("busctl", () => {
+  test("an argument that starts with - (the root slice -.slice) is not read as an option", async () => {
+    const units = busctlSystemdUnits({ address: "unix:path=/nonexistent/bunlet-test-bus" });
+    const err = String(await units.startUnit("kubepods.slice", [{ name: "Wants", type: "as", value: ["-.slice"] }]).catch((e: unknown) => e));
+    expect(err).not.toContain("invalid option");
+    expect(err).toContain("StartTransientUnit");
+  });
 });
