@@ -27,7 +27,8 @@ import { createStatsCollector } from "./stats/index.ts";
 import { chooseCgroupDriver, containerLinuxResources, createPodCgroups, } from "./cgroups/index.ts";
 import { runtimeCgroupDriver } from "./runtime/cgroup-driver.ts";
 import type { Pod } from "./pods/schema.ts";
-import { GenericPleg } from "./pleg/generic.ts";
+import { EventedPleg } from "./pleg/evented.ts";
+import { GenericPleg, type Pleg } from "./pleg/generic.ts";
 import { createProbeManager } from "./prober/index.ts";
 import { instrumentCri, KubeletMetrics } from "./metrics/kubelet.ts";
 import { ProbeMetrics } from "./metrics/probes.ts";
@@ -352,7 +353,12 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     };
     stack.use(new OomWatcher({ kernelLog, recorder, nodeName: config.nodeName, podRef: knownRef, clock, logger })).start();
   }
-  const pleg = stack.use(new GenericPleg({ runtime, clock, logger, onRelist: (duration, interval) => metrics.plegRelist(duration, interval) }));
+  // Container events where the runtime streams them (falls back to relisting by itself where it does not);
+  // featureGates EventedPLEG=false keeps the one-second relist only.
+  const onRelist = (duration: number, interval: number | undefined) => metrics.plegRelist(duration, interval);
+  const pleg: Pleg = stack.use(
+    k.featureGates["EventedPLEG"] === false ? new GenericPleg({ runtime, clock, logger, onRelist }) : new EventedPleg({ runtime, cri, clock, logger, onRelist }),
+  );
   const sources: PodSource[] = [];
   if (k.staticPodPath) {
     sources.push(stack.use(new FileSource({ path: k.staticPodPath, nodeName: config.nodeName, checkFrequencyMs: k.fileCheckFrequency, clock, logger })));

@@ -250,6 +250,7 @@ export const FLAG_ONLY_ACTED: Readonly<Record<string, string>> = {
  * on a node, upstream either).
  */
 export const ACTED_GATES: Readonly<Record<string, string>> = {
+  EventedPLEG: "container events drive the PLEG where the runtime streams them (src/pleg; on unless false, unlike upstream's alpha default); false relists every second",
   InPlacePodVerticalScaling: "in-place pod resize (src/allocation); false turns it off",
   MemoryQoS: "memory.min on pod and QoS cgroups on cgroup v2 (src/cgroups)",
   NodeLogQuery: "node log queries on /logs/ with enableSystemLogQuery (server/node-log-query.ts)",

@@ -22,6 +22,7 @@ export class AsyncQueue<T> implements AsyncIterable<T> {
   private items: T[] = [];
   private waiter: (() => void) | undefined;
   private ended = false;
+  private error: unknown;
 
   push(item: T): void {
     if (this.ended) return;
@@ -32,6 +33,12 @@ export class AsyncQueue<T> implements AsyncIterable<T> {
   end(): void {
     this.ended = true;
     this.wake();
+  }
+
+  /** Ends iteration with `err` once what is queued has been taken. */
+  fail(err: unknown): void {
+    this.error = err;
+    this.end();
   }
 
   private wake(): void {
@@ -47,7 +54,10 @@ export class AsyncQueue<T> implements AsyncIterable<T> {
         yield item;
         continue;
       }
-      if (this.ended) return;
+      if (this.ended) {
+        if (this.error !== undefined) throw this.error;
+        return;
+      }
       await new Promise<void>((resolve) => (this.waiter = resolve));
     }
   }

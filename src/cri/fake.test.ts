@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { FakeClock } from "../util/clock.ts";
 import { criContract } from "./contract.ts";
-import { CriError } from "./errors.ts";
+import { CriError, isCriError } from "./errors.ts";
 import { FakeCri } from "./fake.ts";
 import { ContainerEventType, ContainerState, PodSandboxState, type ContainerEventResponse } from "./index.ts";
 
@@ -198,16 +198,36 @@ describe("FakeCri", () => {
     await Bun.sleep(0);
     abort.abort();
     await done;
-    expect(seen.map((e) => e.containerEventType)).toEqual([
-      ContainerEventType.CONTAINER_CREATED_EVENT,
-      ContainerEventType.CONTAINER_STARTED_EVENT,
-      ContainerEventType.CONTAINER_STOPPED_EVENT,
-      ContainerEventType.CONTAINER_DELETED_EVENT,
+    // As containerd 2.x: the sandbox's own events carry its id as the container id.
+    expect(seen.map((e) => [e.containerId, e.containerEventType])).toEqual([
+      [sb, ContainerEventType.CONTAINER_CREATED_EVENT],
+      [sb, ContainerEventType.CONTAINER_STARTED_EVENT],
+      [c, ContainerEventType.CONTAINER_CREATED_EVENT],
+      [c, ContainerEventType.CONTAINER_STARTED_EVENT],
+      [c, ContainerEventType.CONTAINER_STOPPED_EVENT],
+      [sb, ContainerEventType.CONTAINER_STOPPED_EVENT],
+      [c, ContainerEventType.CONTAINER_DELETED_EVENT],
+      [sb, ContainerEventType.CONTAINER_DELETED_EVENT],
     ]);
-    expect(seen[1]?.podSandboxStatus?.id).toBe(sb);
-    expect(seen[1]?.containersStatuses.map((s) => [s.id, s.state])).toEqual([[c, ContainerState.CONTAINER_RUNNING]]);
-    expect(seen[2]?.podSandboxStatus?.state).toBe(PodSandboxState.SANDBOX_READY);
+    expect(seen[3]?.podSandboxStatus?.id).toBe(sb);
+    expect(seen[3]?.containersStatuses.map((s) => [s.id, s.state])).toEqual([[c, ContainerState.CONTAINER_RUNNING]]);
+    expect(seen[4]?.podSandboxStatus?.state).toBe(PodSandboxState.SANDBOX_READY);
+    expect(seen[5]?.podSandboxStatus?.state).toBe(PodSandboxState.SANDBOX_NOTREADY);
+    // Removed: containerd can no longer read the sandbox's status.
+    expect(seen[7]?.podSandboxStatus).toBeUndefined();
     expect(cri.counts()).toEqual({ sandboxes: 0, containers: 0, images: 1 });
+  });
+
+  test("breakEventStreams fails every open stream with the given kind", async () => {
+    const { cri } = setup();
+    const iter = cri.containerEvents(new AbortController().signal)[Symbol.asyncIterator]();
+    const next = iter.next();
+    await Bun.sleep(0);
+    expect(cri.eventSubscribers()).toBe(1);
+    cri.breakEventStreams("Unavailable", "containerd went away");
+    const err = await next.then(() => undefined, (e: unknown) => e);
+    expect(isCriError(err, "Unavailable")).toBe(true);
+    expect(cri.eventSubscribers()).toBe(0);
   });
 
   test("ids resolve by unique prefix, as containerd's truncindex", async () => {

@@ -18,7 +18,13 @@
  * Time comes from the injected clock; ids are deterministic.
  *
  * Test controls: `calls`, `failNext`, `holdNext`, `exitContainer`,
- * `setExecHandler`, `setCondition`, `addImage`, `pulls`.
+ * `setExecHandler`, `setCondition`, `addImage`, `pulls`,
+ * `breakEventStreams`.
+ *
+ * Container events are sent as containerd 2.x sends them: for containers
+ * and for sandboxes (whose event's container id is the sandbox id), each
+ * with the sandbox's status (none once it is removed) and the statuses of
+ * all containers of the sandbox.
  */
 import { createHash } from "node:crypto";
 import type { Clock } from "../util/clock.ts";
@@ -272,16 +278,31 @@ export class FakeCri implements CriService {
   }
 
   private emit(c: ContainerRecord, type: ContainerEventType): void {
+    this.emitFor(c.id, c.sandboxId, type);
+  }
+
+  private emitFor(id: string, sandboxId: string, type: ContainerEventType): void {
     if (this.subscribers.size === 0) return;
-    const s = this.sandboxes.get(c.sandboxId);
+    const s = this.sandboxes.get(sandboxId);
     const ev: ContainerEventResponse = {
-      containerId: c.id,
+      containerId: id,
       containerEventType: type,
       createdAt: this.now(),
       podSandboxStatus: s ? this.sandboxStatus(s) : undefined,
-      containersStatuses: [...this.containers.values()].filter((x) => x.sandboxId === c.sandboxId).map((x) => this.containerStatusOf(x)),
+      containersStatuses: [...this.containers.values()].filter((x) => x.sandboxId === sandboxId).map((x) => this.containerStatusOf(x)),
     };
     for (const q of this.subscribers) q.push(ev);
+  }
+
+  /** Every open GetContainerEvents stream fails with `kind` (as when the runtime goes away). */
+  breakEventStreams(kind: CriErrorKind = "Unavailable", detail = "injected stream failure"): void {
+    for (const q of this.subscribers) q.fail(new CriError({ kind, method: "GetContainerEvents", detail }));
+    this.subscribers.clear();
+  }
+
+  /** Open GetContainerEvents streams. */
+  eventSubscribers(): number {
+    return this.subscribers.size;
   }
 
   private sandboxStatus(s: SandboxRecord): PodSandboxStatus {
@@ -377,6 +398,8 @@ export class FakeCri implements CriService {
       createdAt: this.now(),
       ip: `10.88.${(n >> 8) & 255}.${n & 255}`,
     });
+    this.emitFor(id, id, ContainerEventType.CONTAINER_CREATED_EVENT);
+    this.emitFor(id, id, ContainerEventType.CONTAINER_STARTED_EVENT);
     return id;
   }
 
@@ -384,7 +407,9 @@ export class FakeCri implements CriService {
     await this.enter("stopPodSandbox", [podSandboxId]);
     const s = this.sandbox("stopPodSandbox", podSandboxId);
     this.killContainers(s.id);
+    if (s.state === PodSandboxState.SANDBOX_NOTREADY) return;
     s.state = PodSandboxState.SANDBOX_NOTREADY;
+    this.emitFor(s.id, s.id, ContainerEventType.CONTAINER_STOPPED_EVENT);
   }
 
   async removePodSandbox(podSandboxId: string): Promise<void> {
@@ -400,6 +425,7 @@ export class FakeCri implements CriService {
     }
     this.sandboxes.delete(s.id);
     this.release(s.id);
+    this.emitFor(s.id, s.id, ContainerEventType.CONTAINER_DELETED_EVENT);
   }
 
   async podSandboxStatus(podSandboxId: string, verbose = false): Promise<PodSandboxStatusResponse> {

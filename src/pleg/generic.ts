@@ -2,6 +2,12 @@
  * Relists the runtime every period and reports what changed. A relist that
  * has not succeeded for `unhealthyAfterMs` makes the PLEG unhealthy (upstream
  * 3 minutes), which the healthz syncloop check reports.
+ *
+ * The evented PLEG (evented.ts) drives one of these as its safety net: it
+ * stretches the period while the runtime's event stream is open
+ * (`relistPeriodMs` / `unhealthyAfterMs` as functions), asks for a relist now
+ * when the stream breaks (`relistNow`) and feeds what an event says about one
+ * pod into the same records (`observe`).
  */
 import type { PodRuntime } from "../runtime/index.ts";
 import type { RuntimePodRecord } from "../runtime/types.ts";
@@ -14,13 +20,26 @@ export interface PlegOptions {
   runtime: Pick<PodRuntime, "relist">;
   clock: Clock;
   logger: Logger;
-  relistPeriodMs?: number;
-  unhealthyAfterMs?: number;
+  /** Default 1 s (upstream relistPeriod); read again before each relist is scheduled. */
+  relistPeriodMs?: number | (() => number);
+  /** Default 3 min (upstream relistThreshold); read at each health check. */
+  unhealthyAfterMs?: number | (() => number);
   /** Each relist's duration and the time since the previous one started (upstream's relist metrics). */
   onRelist?: (durationMs: number, intervalMs: number | undefined) => void;
 }
 
-export class GenericPleg implements AsyncDisposable {
+/** What the sync loop and the agent need of a PLEG (generic or evented). */
+export interface Pleg extends AsyncDisposable {
+  start(onEvents: (events: PlegEvent[]) => void): void;
+  /** Pods the runtime held, as last seen (relist or event). */
+  runtimePods(): RuntimePodRecord[];
+  hasRelisted(): boolean;
+  healthy(): { ok: boolean; message: string };
+}
+
+const valueOf = (v: number | (() => number) | undefined, fallback: number) => (typeof v === "function" ? v() : (v ?? fallback));
+
+export class GenericPleg implements Pleg {
   private records = new Map<string, RuntimePodRecord>();
   private lastRelistAt: number | undefined;
   private cancel: (() => void) | undefined;
@@ -28,17 +47,63 @@ export class GenericPleg implements AsyncDisposable {
   private relisting: Promise<void> | undefined;
   private relistedOnce = false;
   private lastRelistStart: number | undefined;
+  private onEvents: ((events: PlegEvent[]) => void) | undefined;
+  /** Bumped by each observe(); a relist keeps the records of pods observed after it began. */
+  private generation = 0;
+  private observedAt = new Map<string, number>();
+  private relistAgain = false;
 
   constructor(private readonly opts: PlegOptions) {}
 
   start(onEvents: (events: PlegEvent[]) => void): void {
-    const tick = () => {
-      this.relisting = this.relist(onEvents).finally(() => {
-        this.relisting = undefined;
-        if (!this.stopped) this.cancel = this.opts.clock.setTimer(this.opts.relistPeriodMs ?? 1000, tick);
-      });
-    };
-    tick();
+    this.onEvents = onEvents;
+    this.tick();
+  }
+
+  private tick(): void {
+    if (this.stopped || !this.onEvents) return;
+    this.cancel?.();
+    this.cancel = undefined;
+    this.relisting = this.relist(this.onEvents).finally(() => {
+      this.relisting = undefined;
+      if (this.stopped) return;
+      if (this.relistAgain) {
+        this.relistAgain = false;
+        this.tick();
+        return;
+      }
+      this.cancel = this.opts.clock.setTimer(valueOf(this.opts.relistPeriodMs, 1000), () => this.tick());
+    });
+  }
+
+  /** Relists at once (or right after the relist in flight), then on the period again. */
+  relistNow(): void {
+    if (this.stopped || !this.onEvents) return;
+    if (this.relisting) this.relistAgain = true;
+    else this.tick();
+  }
+
+  /**
+   * Replaces what is known of one pod with what the runtime just said about
+   * it (`undefined`: the pod is gone) and returns the events that change
+   * makes, as a relist would have. A relist that began before this call
+   * keeps this record rather than its older view of the pod.
+   */
+  observe(uid: string, update: (previous: RuntimePodRecord | undefined) => RuntimePodRecord | undefined): PlegEvent[] {
+    const previous = this.records.get(uid);
+    const next = update(previous);
+    this.observedAt.set(uid, ++this.generation);
+    const before = new Map(previous ? [[uid, previous]] : []);
+    const after = new Map(next ? [[uid, next]] : []);
+    if (next) this.records.set(uid, next);
+    else this.records.delete(uid);
+    return diffRelists(before, after);
+  }
+
+  /** The pod holding entity `id` (sandbox or container), as last seen. */
+  podOf(id: string): RuntimePodRecord | undefined {
+    for (const r of this.records.values()) if (r.entities.has(id)) return r;
+    return undefined;
   }
 
   /** Pods the runtime held at the last successful relist. */
@@ -51,7 +116,7 @@ export class GenericPleg implements AsyncDisposable {
   }
 
   healthy(): { ok: boolean; message: string } {
-    const threshold = this.opts.unhealthyAfterMs ?? 3 * 60_000;
+    const threshold = valueOf(this.opts.unhealthyAfterMs, 3 * 60_000);
     const since = this.lastRelistAt === undefined ? undefined : this.opts.clock.now() - this.lastRelistAt;
     if (since !== undefined && since <= threshold) return { ok: true, message: "ok" };
     return { ok: false, message: since === undefined ? "PLEG has not relisted yet" : `PLEG was last seen active ${Math.round(since / 1000)}s ago; threshold is ${threshold / 1000}s` };
@@ -60,6 +125,7 @@ export class GenericPleg implements AsyncDisposable {
   private async relist(onEvents: (events: PlegEvent[]) => void): Promise<void> {
     let pods: RuntimePodRecord[];
     const started = this.opts.clock.now();
+    const generation = this.generation;
     const interval = this.lastRelistStart === undefined ? undefined : started - this.lastRelistStart;
     this.lastRelistStart = started;
     try {
@@ -71,6 +137,14 @@ export class GenericPleg implements AsyncDisposable {
       this.opts.onRelist?.(this.opts.clock.now() - started, interval);
     }
     const next = new Map(pods.map((p) => [p.uid, p]));
+    // Pods an event told about while this relist was in flight: the event is newer.
+    for (const [uid, at] of this.observedAt) {
+      if (at <= generation) continue;
+      const seen = this.records.get(uid);
+      if (seen) next.set(uid, seen);
+      else next.delete(uid);
+    }
+    this.observedAt.clear();
     const events = diffRelists(this.records, next);
     this.records = next;
     this.lastRelistAt = this.opts.clock.now();

@@ -5,7 +5,7 @@
  * worker. It does no runtime work itself, so it never blocks on a pod.
  */
 import type { PlegEvent } from "../pleg/diff.ts";
-import type { GenericPleg } from "../pleg/generic.ts";
+import type { Pleg } from "../pleg/generic.ts";
 import type { PodRuntime } from "../runtime/index.ts";
 import type { Backoff } from "../runtime/backoff.ts";
 import type { PodConfig } from "../sources/podconfig.ts";
@@ -22,7 +22,7 @@ export interface SyncLoopOptions {
   sources: PodSource[];
   podConfig: PodConfig;
   workers: PodWorkers;
-  pleg: GenericPleg;
+  pleg: Pleg;
   runtime: Pick<PodRuntime, "garbageCollect">;
   backoff: Backoff;
   clock: Clock;

@@ -1,0 +1,232 @@
+/**
+ * The evented PLEG (upstream pkg/kubelet/pleg/evented.go): where the runtime
+ * streams container events (CRI GetContainerEvents: containerd 1.7 and
+ * later), each event updates what is known of its pod and wakes the pod at
+ * once; the relist stays as the safety net, at upstream's evented period
+ * (300 s, unhealthy after 10 min without a relist).
+ *
+ * Where the runtime answers Unimplemented (containerd 1.6) it relists every
+ * second, as the generic PLEG, for good. When an open stream fails or ends,
+ * it relists at once and every second while it reconnects, with a backoff
+ * from 1 s to 30 s; each reconnection relists once more, for what happened
+ * while no stream was open.
+ *
+ * An event carries the sandbox's status and the statuses of every container
+ * of that sandbox (as containerd sends them), so the pod's record is rebuilt
+ * from it and compared with the previous one: the same PlegEvents a relist
+ * would have given (upstream: STARTED -> ContainerStarted, STOPPED ->
+ * ContainerDied, DELETED -> ContainerDied + ContainerRemoved, CREATED only
+ * updates the record).
+ */
+import { ContainerEventType, ContainerState as CriContainerState, isCriError, PodSandboxState, type ContainerEventResponse, type CriErrorKind, type RuntimeService } from "../cri/index.ts";
+import { identityFromLabels } from "../runtime/labels.ts";
+import type { PodRuntime } from "../runtime/index.ts";
+import type { ContainerState, RuntimePodRecord } from "../runtime/types.ts";
+import type { Clock } from "../util/clock.ts";
+import { errorMessage } from "../util/errors.ts";
+import type { Logger } from "../util/log.ts";
+import type { PlegEvent } from "./diff.ts";
+import { GenericPleg, type Pleg } from "./generic.ts";
+
+/** Upstream's generic PLEG: relistPeriod 1 s, relistThreshold 3 min. */
+export const RELIST_PERIOD_MS = 1000;
+export const RELIST_THRESHOLD_MS = 3 * 60_000;
+/** Upstream's evented PLEG: eventedPlegRelistPeriod 300 s, eventedPlegRelistThreshold 10 min. */
+export const EVENTED_RELIST_PERIOD_MS = 300_000;
+export const EVENTED_RELIST_THRESHOLD_MS = 10 * 60_000;
+const RECONNECT_FIRST_MS = 1000;
+const RECONNECT_MAX_MS = 30_000;
+/** A stream open this long (or that delivered an event) worked: the next failure backs off from the start. */
+const STREAM_STABLE_MS = 30_000;
+
+/** Why the event stream is not open: the CRI's error kind, or "Ended" when the runtime closed it. */
+export class PlegStreamError extends Error {
+  override readonly name = "PlegStreamError";
+  readonly kind: CriErrorKind | "Ended";
+  constructor(kind: CriErrorKind | "Ended", detail: string) {
+    super(`container event stream: ${kind}: ${detail}`);
+    this.kind = kind;
+  }
+
+  static from(err: unknown): PlegStreamError {
+    if (isCriError(err)) return new PlegStreamError(err.kind, err.detail);
+    return new PlegStreamError("Unknown", errorMessage(err));
+  }
+}
+
+/** Where the event stream stands; the relist period follows from it. */
+export type EventStreamState =
+  | { kind: "connecting" }
+  | { kind: "streaming"; since: number }
+  | { kind: "reconnecting"; attempt: number; retryInMs: number; error: PlegStreamError }
+  | { kind: "unsupported"; error: PlegStreamError }
+  | { kind: "stopped" };
+
+export interface EventedPlegOptions {
+  runtime: Pick<PodRuntime, "relist">;
+  cri: Pick<RuntimeService, "containerEvents">;
+  clock: Clock;
+  logger: Logger;
+  onRelist?: (durationMs: number, intervalMs: number | undefined) => void;
+}
+
+export class EventedPleg implements Pleg {
+  private state: EventStreamState = { kind: "connecting" };
+  private readonly relister: GenericPleg;
+  private readonly abort = new AbortController();
+  private running: Promise<void> | undefined;
+
+  constructor(private readonly opts: EventedPlegOptions) {
+    const streaming = () => this.state.kind === "streaming";
+    this.relister = new GenericPleg({
+      runtime: opts.runtime,
+      clock: opts.clock,
+      logger: opts.logger,
+      ...(opts.onRelist ? { onRelist: opts.onRelist } : {}),
+      relistPeriodMs: () => (streaming() ? EVENTED_RELIST_PERIOD_MS : RELIST_PERIOD_MS),
+      unhealthyAfterMs: () => (streaming() ? EVENTED_RELIST_THRESHOLD_MS : RELIST_THRESHOLD_MS),
+    });
+  }
+
+  start(onEvents: (events: PlegEvent[]) => void): void {
+    this.relister.start(onEvents);
+    this.running = this.watch(onEvents);
+  }
+
+  /** The event stream's state (for logs, tests and metrics). */
+  streamState(): EventStreamState {
+    return this.state;
+  }
+
+  runtimePods(): RuntimePodRecord[] {
+    return this.relister.runtimePods();
+  }
+
+  hasRelisted(): boolean {
+    return this.relister.hasRelisted();
+  }
+
+  healthy(): { ok: boolean; message: string } {
+    return this.relister.healthy();
+  }
+
+  private async watch(onEvents: (events: PlegEvent[]) => void): Promise<void> {
+    const { clock, logger } = this.opts;
+    const signal = this.abort.signal;
+    let attempt = 0;
+    for (let first = true; !signal.aborted; first = false) {
+      const opened = clock.now();
+      let delivered = false;
+      this.state = { kind: "streaming", since: opened };
+      // The first relist runs from start(); a reconnection relists for the gap.
+      if (!first) this.relister.relistNow();
+      let error: PlegStreamError;
+      try {
+        for await (const ev of this.opts.cri.containerEvents(signal)) {
+          if (!delivered) logger.v(2).info("evented PLEG: container events arriving");
+          delivered = true;
+          const events = this.apply(ev);
+          if (events.length && !signal.aborted) onEvents(events);
+        }
+        if (signal.aborted) break;
+        error = new PlegStreamError("Ended", "the runtime closed the stream");
+      } catch (err) {
+        if (signal.aborted) break;
+        error = PlegStreamError.from(err);
+      }
+      if (error.kind === "Unimplemented") {
+        this.state = { kind: "unsupported", error };
+        logger.info("the runtime does not stream container events; relisting every second", { err: error.message });
+        this.relister.relistNow();
+        return;
+      }
+      if (delivered || clock.now() - opened >= STREAM_STABLE_MS) attempt = 0;
+      attempt++;
+      const retryInMs = Math.min(RECONNECT_FIRST_MS * 2 ** (attempt - 1), RECONNECT_MAX_MS);
+      this.state = { kind: "reconnecting", attempt, retryInMs, error };
+      logger.warn("evented PLEG: container event stream lost; relisting every second until it is back", { err: error.message, attempt, retryInMs });
+      this.relister.relistNow();
+      try {
+        await clock.sleep(retryInMs, signal);
+      } catch {
+        break;
+      }
+    }
+    this.state = { kind: "stopped" };
+  }
+
+  /** Folds one event into its pod's record; the PlegEvents of the change. */
+  private apply(ev: ContainerEventResponse): PlegEvent[] {
+    const sandbox = ev.podSandboxStatus;
+    const identity = sandbox ? identityFromLabels(sandbox.labels) : undefined;
+    // A removed sandbox's event has no status (containerd cannot read it any more): the id says which pod.
+    const known = this.relister.podOf(ev.containerId);
+    const uid = identity?.uid ?? known?.uid;
+    if (!uid) return []; // not a kubelet's pod, or not seen yet: the next relist has it
+    return this.relister.observe(uid, (previous) => {
+      const entities = new Map(previous?.entities ?? []);
+      const sandboxIds = new Set(previous?.sandboxIds ?? []);
+      const listed = new Set<string>();
+      if (sandbox?.id) {
+        entities.set(sandbox.id, sandbox.state === PodSandboxState.SANDBOX_READY ? "running" : "exited");
+        sandboxIds.add(sandbox.id);
+        listed.add(sandbox.id);
+      }
+      for (const c of ev.containersStatuses) {
+        if (!c.id) continue;
+        entities.set(c.id, stateOf(c.state));
+        listed.add(c.id);
+      }
+      const byType = stateAfter(ev.containerEventType);
+      if (byType === "nonexistent") {
+        entities.delete(ev.containerId);
+        sandboxIds.delete(ev.containerId);
+      } else if (byType && !listed.has(ev.containerId)) {
+        entities.set(ev.containerId, byType);
+      }
+      if (entities.size === 0) return undefined;
+      return {
+        uid,
+        name: identity?.name ?? previous?.name ?? "",
+        namespace: identity?.namespace ?? previous?.namespace ?? "",
+        entities,
+        ...(sandboxIds.size ? { sandboxIds } : {}),
+      };
+    });
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.abort.abort();
+    await this.relister[Symbol.asyncDispose]();
+    await this.running;
+  }
+}
+
+function stateOf(s: CriContainerState): ContainerState {
+  switch (s) {
+    case CriContainerState.CONTAINER_CREATED:
+      return "created";
+    case CriContainerState.CONTAINER_RUNNING:
+      return "running";
+    case CriContainerState.CONTAINER_EXITED:
+      return "exited";
+    default:
+      return "unknown";
+  }
+}
+
+/** The state an event's type implies for its own container, when its status is not in the event. */
+function stateAfter(type: ContainerEventType): ContainerState | "nonexistent" | undefined {
+  switch (type) {
+    case ContainerEventType.CONTAINER_CREATED_EVENT:
+      return "created";
+    case ContainerEventType.CONTAINER_STARTED_EVENT:
+      return "running";
+    case ContainerEventType.CONTAINER_STOPPED_EVENT:
+      return "exited";
+    case ContainerEventType.CONTAINER_DELETED_EVENT:
+      return "nonexistent";
+    default:
+      return undefined;
+  }
+}
