@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# A private containerd (1.6, CRI built in) for integration tests, everything
-# under one directory so several instances run side by side.
+# A private containerd for integration tests, everything under one directory
+# so several instances run side by side: Debian's containerd 1.6 and runc by
+# default, or containerd 2.x and runc built from Go modules
+# (scripts/containerd2/build.sh) with BUNLET_RUNTIME=containerd2.
 #
 #   scripts/containerd.sh start DIR     start (or find running), import images
 #   scripts/containerd.sh stop DIR      stop containerd only; containers and
@@ -17,7 +19,12 @@
 # state/ (netns mounts live here too), runc/ (runc --root), opt/,
 # cni/net.d/10-bunlet.conflist, cni/ipam/ (host-local dataDir).
 #
-# Environment (read on first start of a DIR, then kept in DIR/network.env):
+# Environment (read on first start of a DIR, then kept in DIR/runtime.env and
+# DIR/network.env):
+#   BUNLET_RUNTIME      containerd16 (default: containerd, runc and ctr from
+#                       PATH, Debian's 1.6) or containerd2 (containerd 2.x and
+#                       runc from scripts/containerd2/build.sh, built on first
+#                       use: about 10 minutes cold, then cached)
 #   BUNLET_CNI_BRIDGE   bridge name   (default bl<8 hex of sha256(DIR)>)
 #   BUNLET_CNI_SUBNET   pod subnet    (default 10.<64..127>.<0..255>.0/24 from the hash)
 #   BUNLET_CGROUP_PARENT  cgroup parent the agent uses; purge removes what is
@@ -53,6 +60,33 @@ sock="$dir/containerd.sock"
 # sun_path is 108 bytes; containerd also listens on SOCK.ttrpc.
 (( ${#sock} + 6 < 108 )) || die "socket path too long (${#sock} chars): $sock"
 pidfile="$dir/containerd.pid"
+
+# Which runtime this DIR runs: chosen on its first start, then kept, so that
+# stop, restart and purge use the same binaries.
+CONTAINERD=containerd CTR=ctr RUNC=runc RUNTIME=containerd16 RUNTIME_BIN=
+choose_runtime() {
+  local envf="$dir/runtime.env" runtime bin=""
+  if [[ -f "$envf" ]]; then
+    # shellcheck disable=SC1090
+    source "$envf"
+  else
+    [[ "$cmd" == start ]] || return 0 # nothing started here yet: PATH's binaries
+    runtime="${BUNLET_RUNTIME:-containerd16}"
+    case "$runtime" in
+      containerd16) ;;
+      containerd2) bin="$(bash "$here/containerd2/build.sh")" || die "building containerd 2.x failed" ;;
+      *) die "BUNLET_RUNTIME must be containerd16 or containerd2, not: $runtime" ;;
+    esac
+    mkdir -p "$dir"
+    printf 'RUNTIME=%s\nRUNTIME_BIN=%s\n' "$runtime" "$bin" >"$envf"
+    RUNTIME="$runtime" RUNTIME_BIN="$bin"
+  fi
+  if [[ -n "$RUNTIME_BIN" ]]; then
+    CONTAINERD="$RUNTIME_BIN/containerd" CTR="$RUNTIME_BIN/ctr" RUNC="$RUNTIME_BIN/runc"
+    # The shim is found on PATH (containerd looks there for containerd-shim-runc-v2).
+    export PATH="$RUNTIME_BIN:$PATH"
+  fi
+}
 
 # A process that exited but is not reaped yet is a zombie: dead for us.
 # (PID 1 on these machines reaps orphans late, up to seconds after exit.)
@@ -124,6 +158,7 @@ EOF
 }
 
 write_containerd_config() {
+  if [[ "${RUNTIME:-containerd16}" == containerd2 ]]; then write_containerd2_config; return; fi
   local cfg="$dir/config.toml"
   containerd config default >"$cfg.tmp"
   # Each edit must hit: the check below fails loudly if the default changes.
@@ -156,13 +191,53 @@ write_containerd_config() {
   mv "$cfg.tmp" "$cfg"
 }
 
+# containerd 2.x: its own default (config version 3 and later; CRI split into
+# io.containerd.cri.v1.images and io.containerd.cri.v1.runtime, the sandbox
+# image as pinned_images.sandbox, cni.bin_dirs a list, ttrpc and NRI sockets
+# of their own), edited as the 1.6 one. NRI is off: its socket is a fixed
+# host path that side-by-side instances would fight over.
+write_containerd2_config() {
+  local cfg="$dir/config.toml"
+  "$CONTAINERD" config default >"$cfg.tmp"
+  sed -i \
+    -e "s|^disabled_plugins = \[\]|disabled_plugins = ['io.containerd.snapshotter.v1.btrfs', 'io.containerd.snapshotter.v1.devmapper', 'io.containerd.snapshotter.v1.zfs', 'io.containerd.snapshotter.v1.blockfile', 'io.containerd.snapshotter.v1.erofs', 'io.containerd.differ.v1.erofs', 'io.containerd.tracing.processor.v1.otlp', 'io.containerd.internal.v1.tracing']|" \
+    -e "s|^imports = .*|imports = []|" \
+    -e "s|^root = '/var/lib/containerd'|root = '$dir/root'|" \
+    -e "s|^state = '/run/containerd'|state = '$dir/state'|" \
+    -e "s|^    address = '/run/containerd/containerd.sock'|    address = '$sock'|" \
+    -e "s|^    address = '/run/containerd/containerd.sock.ttrpc'|    address = '$sock.ttrpc'|" \
+    -e "s|^  level = ''|  level = '${CONTAINERD_LOG_LEVEL:-info}'|" \
+    -e 's|^    restrict_oom_score_adj = false|    restrict_oom_score_adj = true|' \
+    -e "s|^      sandbox = '.*'|      sandbox = '$PAUSE_IMAGE'|" \
+    -e 's|^    netns_mounts_under_state_dir = false|    netns_mounts_under_state_dir = true|' \
+    -e "s|^      bin_dirs = \['/opt/cni/bin'\]|      bin_dirs = ['$CNI_BIN_DIR']|" \
+    -e "s|^      conf_dir = '/etc/cni/net.d'|      conf_dir = '$dir/cni/net.d'|" \
+    -e "s|^            BinaryName = ''|            BinaryName = '$RUNC'|" \
+    -e "s|^            Root = ''|            Root = '$dir/runc'|" \
+    -e 's|^            SystemdCgroup = true|            SystemdCgroup = false|' \
+    -e "s|^    path = '/opt/containerd'|    path = '$dir/opt'|" \
+    -e "s|^    bin_dir = '/opt/containerd/image-verifier/bin'|    bin_dir = '$dir/opt/image-verifier/bin'|" \
+    -e "/^  \[plugins.'io.containerd.nri.v1.nri'\]/,/^  \[/ s|^    disable = false|    disable = true|" \
+    "$cfg.tmp"
+  local want
+  for want in \
+    'imports = []' "root = '$dir/root'" "state = '$dir/state'" "address = '$sock'" "address = '$sock.ttrpc'" \
+    'restrict_oom_score_adj = true' "sandbox = '$PAUSE_IMAGE'" \
+    'netns_mounts_under_state_dir = true' "bin_dirs = ['$CNI_BIN_DIR']" \
+    "conf_dir = '$dir/cni/net.d'" "BinaryName = '$RUNC'" "Root = '$dir/runc'" 'SystemdCgroup = false' \
+    "path = '$dir/opt'" "'io.containerd.snapshotter.v1.btrfs'" '    disable = true'; do
+    grep -qF "$want" "$cfg.tmp" || die "config edit did not apply: $want (containerd 2.x config default changed?)"
+  done
+  mv "$cfg.tmp" "$cfg"
+}
+
 wait_ready() {
   local pid="$1" i
   for ((i = 0; i < 200; i++)); do
-    if ctr -a "$sock" version >/dev/null 2>&1; then
+    if "$CTR" -a "$sock" version >/dev/null 2>&1; then
       # containerd serves even when a plugin failed to load: the CRI plugin
       # is the one the agent needs, so its failure is a startup failure.
-      if ! ctr -a "$sock" plugins ls | grep -qE '^io\.containerd\.grpc\.v1 +cri +.* ok *$'; then
+      if ! "$CTR" -a "$sock" plugins ls | grep -qE '^io\.containerd\.grpc\.v1 +cri +.* ok *$'; then
         grep -E 'level=(error|warning)' "$dir/containerd.log" | tail -n 10 >&2 || true
         kill -TERM "$pid" 2>/dev/null || true
         die "containerd's CRI plugin did not load (log: $dir/containerd.log)"
@@ -182,7 +257,7 @@ wait_ready() {
 import_images() {
   local f
   for f in pause busybox; do
-    ctr -a "$sock" -n k8s.io images import "$images_dir/$f.tar" >/dev/null ||
+    "$CTR" -a "$sock" -n k8s.io images import "$images_dir/$f.tar" >/dev/null ||
       die "importing $images_dir/$f.tar failed"
   done
 }
@@ -194,8 +269,8 @@ do_start() {
     log "already running (pid $pid) on $sock"
     return 0
   fi
-  command -v containerd >/dev/null || die "containerd not installed (run scripts/setup.sh)"
-  command -v runc >/dev/null || die "runc not installed (run scripts/setup.sh)"
+  command -v "$CONTAINERD" >/dev/null || die "containerd not installed (run scripts/setup.sh)"
+  command -v "$RUNC" >/dev/null || die "runc not installed (run scripts/setup.sh)"
   [[ -x "$CNI_BIN_DIR/bridge" ]] || die "CNI plugins missing in $CNI_BIN_DIR (run scripts/setup.sh)"
   mkdir -p "$dir"
   "$here/images.sh" "$images_dir"
@@ -209,7 +284,7 @@ do_start() {
   # setsid: containerd must not share the caller's session or process group,
   # so a test runner's signals do not reach it. Shims get their own groups
   # from containerd anyway.
-  setsid containerd --config "$dir/config.toml" </dev/null >>"$dir/containerd.log" 2>&1 &
+  setsid "$CONTAINERD" --config "$dir/config.toml" </dev/null >>"$dir/containerd.log" 2>&1 &
   pid=$!
   echo "$pid" >"$pidfile"
   wait_ready "$pid"
@@ -219,7 +294,7 @@ do_start() {
     import_images
     cat "$images_dir/stamp" >"$dir/.imported"
   fi
-  log "started pid $pid on $sock (bridge $CNI_BRIDGE, subnet $CNI_SUBNET) in $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+  log "started ${RUNTIME:-containerd16} pid $pid on $sock (bridge $CNI_BRIDGE, subnet $CNI_SUBNET) in $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 }
 
 # Stop containerd only. SIGTERM lets it close the bolt db cleanly; shims run
@@ -261,7 +336,7 @@ do_purge() {
   [[ -d "$dir" ]] || { log "nothing to purge at $dir"; return 0; }
   rmdir "$dir" 2>/dev/null && { log "purged empty $dir"; return 0; }
   # Only ever purge something this script created.
-  [[ -f "$dir/config.toml" || -f "$dir/network.env" ]] || die "$dir does not look like a containerd.sh directory; not purging"
+  [[ -f "$dir/config.toml" || -f "$dir/network.env" || -f "$dir/runtime.env" ]] || die "$dir does not look like a containerd.sh directory; not purging"
   do_stop
   # 1. Containers. Each task's bundle is DIR/state/io.containerd.runtime.v2.task/NS/ID;
   # its options.json names the runc root: DIR/runc for CRI containers
@@ -275,7 +350,7 @@ do_purge() {
     root="$(sed -n 's/.*"root":"\([^"]*\)".*/\1/p' "$bundle/options.json" 2>/dev/null)"
     root="${root:-/run/containerd/runc}/$ns"
     if [[ -d "$root/$id" ]]; then
-      runc --root "$root" delete --force "$id" >/dev/null 2>&1 || log "runc delete --force $id failed"
+      "$RUNC" --root "$root" delete --force "$id" >/dev/null 2>&1 || log "runc delete --force $id failed"
     fi
   done
   # Whatever is still in the agent's cgroups (a container whose runc state
@@ -391,6 +466,7 @@ purge_cgroups() {
   return 0
 }
 
+choose_runtime
 case "$cmd" in
   start) do_start ;;
   stop) do_stop ;;

@@ -128,6 +128,7 @@ export class GenericPleg implements Pleg {
     const generation = this.generation;
     const interval = this.lastRelistStart === undefined ? undefined : started - this.lastRelistStart;
     this.lastRelistStart = started;
+    this.opts.logger.v(5).info("GenericPLEG: Relisting");
     try {
       pods = await this.opts.runtime.relist();
     } catch (err) {

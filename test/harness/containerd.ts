@@ -3,6 +3,10 @@
 // picks a directory and a cgroup parent, runs the script, and hands back what
 // a test needs to point the agent at that runtime.
 //
+// Which containerd: BUNLET_RUNTIME=containerd2 runs containerd 2.x and runc
+// built from Go modules (scripts/containerd2/build.sh, cached), anything else
+// (default containerd16) Debian's 1.6 from PATH.
+//
 //   requireRoot();
 //   const ctd = await startContainerd({ name: "pods" });
 //   try { ... agent with endpoint=ctd.endpoint, cgroupRoot=ctd.cgroupParent ... }
@@ -20,6 +24,21 @@ const repoRoot = resolve(import.meta.dir, "../..");
 const script = join(repoRoot, "scripts/containerd.sh");
 const imagesDir = join(repoRoot, ".cache/images");
 const cniBinDir = "/usr/lib/cni";
+
+/** The runtime the tests run against (BUNLET_RUNTIME). */
+export type RuntimeUnderTest = "containerd16" | "containerd2";
+export function runtimeUnderTest(env: Record<string, string | undefined> = process.env): RuntimeUnderTest {
+  const v = env["BUNLET_RUNTIME"] ?? "containerd16";
+  if (v === "containerd16" || v === "containerd2") return v;
+  throw new Error(`BUNLET_RUNTIME must be containerd16 or containerd2, not ${JSON.stringify(v)}`);
+}
+
+/** Where containerd 2.x's binaries are (built or not): scripts/containerd2/build.sh --bin-dir. */
+function containerd2BinDir(): string {
+  const r = Bun.spawnSync(["bash", join(repoRoot, "scripts/containerd2/build.sh"), "--bin-dir"], { stdout: "pipe", stderr: "pipe" });
+  if (r.exitCode !== 0) throw new Error(`scripts/containerd2/build.sh --bin-dir failed: ${r.stderr.toString()}`);
+  return r.stdout.toString().trim();
+}
 
 export interface ContainerdHandle {
   /** Path of containerd's gRPC socket. */
@@ -55,7 +74,15 @@ export interface ContainerdHandle {
 export function requireRoot(): void {
   const missing: string[] = [];
   if (process.getuid?.() !== 0) missing.push("root (run the tests as uid 0)");
-  for (const bin of ["containerd", "ctr", "containerd-shim-runc-v2", "runc", "iptables", "ip"]) {
+  const runtimeBins = ["containerd", "ctr", "containerd-shim-runc-v2", "runc"];
+  if (runtimeUnderTest() === "containerd2") {
+    // Built on first start if missing (minutes); Go and libseccomp are needed for that.
+    const bin = containerd2BinDir();
+    const built = runtimeBins.every((b) => existsSync(join(bin, b)));
+    if (!built && !Bun.which("go") && !existsSync("/usr/local/go/bin/go")) missing.push(`containerd 2.x in ${bin} (or Go to build it: scripts/containerd2/build.sh)`);
+    runtimeBins.length = 0;
+  }
+  for (const bin of [...runtimeBins, "iptables", "ip"]) {
     if (!Bun.which(bin)) missing.push(`${bin} binary`);
   }
   for (const plugin of ["bridge", "host-local", "portmap", "loopback"]) {
