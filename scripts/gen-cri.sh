@@ -33,6 +33,9 @@ command -v "$PROTOC" >/dev/null 2>&1 ||
 [ -x "$PLUGIN" ] || die "$PLUGIN missing: run npm ci first"
 
 CONTAINERD_OUT="src/images/containerd/gen"
+# The device plugin API (v1beta1) and the pod resources API (v1), for src/devices.
+DEVICES_OUT="src/devices/gen"
+DEVICES_PROTOS="deviceplugin podresources"
 
 # generate <proto dir> <proto file> <out dir>
 generate() {
@@ -44,6 +47,12 @@ generate() {
 generate_containerd() {
   mkdir -p "$1"
   "$PROTOC" --plugin=protoc-gen-ts="$PLUGIN" --ts_out="$1" --ts_opt="$TS_OPT" -I proto/containerd -I /usr/include proto/containerd/*.proto
+}
+
+# Each API in a directory of its own: both are named api.proto upstream.
+generate_devices() {
+  local d
+  for d in $DEVICES_PROTOS; do generate "proto/$d" "proto/$d/api.proto" "$1/$d"; done
 }
 
 tmp="$(mktemp -d)"
@@ -58,14 +67,20 @@ case "${1:-}" in
   generate_containerd "$tmp/containerd"
   rm -rf "$CONTAINERD_OUT"
   cp -r "$tmp/containerd" "$CONTAINERD_OUT"
-  echo "gen-cri: wrote $(ls "$OUT" | tr '\n' ' ')and $CONTAINERD_OUT ($("$PROTOC" --version))"
+  generate_devices "$tmp/devices"
+  rm -rf "$DEVICES_OUT"
+  mkdir -p "$(dirname "$DEVICES_OUT")"
+  cp -r "$tmp/devices" "$DEVICES_OUT"
+  echo "gen-cri: wrote $(ls "$OUT" | tr '\n' ' ')$CONTAINERD_OUT and $DEVICES_OUT ($("$PROTOC" --version))"
   ;;
 --check)
   generate proto proto/api.proto "$tmp/gen"
   diff -r "$tmp/gen" "$OUT" >/dev/null || die "$OUT is stale: run scripts/gen-cri.sh"
   generate_containerd "$tmp/containerd"
   diff -r "$tmp/containerd" "$CONTAINERD_OUT" >/dev/null || die "$CONTAINERD_OUT is stale: run scripts/gen-cri.sh"
-  echo "gen-cri: $OUT and $CONTAINERD_OUT are up to date"
+  generate_devices "$tmp/devices"
+  diff -r "$tmp/devices" "$DEVICES_OUT" >/dev/null || die "$DEVICES_OUT is stale: run scripts/gen-cri.sh"
+  echo "gen-cri: $OUT, $CONTAINERD_OUT and $DEVICES_OUT are up to date"
   ;;
 --verify)
   version="${2:?usage: scripts/gen-cri.sh --verify <cri-api version, e.g. v0.33.13>}"

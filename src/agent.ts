@@ -10,6 +10,7 @@ import { parseQuantity, type AgentConfig } from "./config/index.ts";
 import type { CriService } from "./cri/index.ts";
 import { createKubeApi, type KubeApi } from "./api/index.ts";
 import { admitPod } from "./node/admission.ts";
+import { DeviceManager, servePodResources } from "./devices/index.ts";
 import { sysctlAllowlist } from "./node/sysctls.ts";
 import { NodeController } from "./node/controller.ts";
 import { allocatableAmounts, nodeFacts } from "./node/status.ts";
@@ -205,12 +206,25 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
           allocatable: () => ({ cpu: nodeAllocatable.cpu, memory: nodeAllocatable.memory }),
           admit: (pod, others) => admitPod(pod, others, facts),
         });
+  let nodeStatusChanged = () => {}; // cluster mode: set once the node controller exists
+  // Device plugins register on <rootDir>/device-plugins/kubelet.sock; their devices are extended resources of the node.
+  const devices = stack.use(
+    new DeviceManager({
+      dir: posix.join(config.rootDir, "device-plugins"),
+      clock,
+      logger,
+      onChange: () => nodeStatusChanged(),
+      sourcesReady: () => podConfig.allSourcesReady(),
+    }),
+  );
+  await devices.start();
   // Service environment variables come from one watch of every Service (cluster mode only, as upstream).
   const services = cluster ? stack.use(new WatchedServices({ api: cluster.api, clock, logger })).start() : undefined;
   const runtime = new CriPodRuntime({
     cri,
     volumes,
     ...(allocation ? { resize: allocation } : {}),
+    devices,
     ...(services ? { serviceEnv: serviceEnvFrom(services) } : {}),
     ...(cluster ? { runtimeClasses: new ApiRuntimeClasses({ api: cluster.api, clock }) } : {}),
     clock,
@@ -265,12 +279,25 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     const underPressure = eviction?.admitPod(pod);
     if (underPressure && !underPressure.admit) return underPressure;
     const sysctlResult = sysctls.admit(pod);
+    if (!sysctlResult.admit) return sysctlResult;
+    // Devices before the resource predicates, as upstream's allocate-resources admit handler.
+    const deviceResult = devices.admit(pod, active);
+    if (!deviceResult.admit) return deviceResult;
     // A pod counts with what it was allocated (checkpointed; active pods come allocated), not with a resize it
     // asked for: after a restart, a pod whose resize is pending is admitted again as it runs (upstream).
     const allocated = (p: Pod) => (allocation ? allocation.allocatedPod(p) : p);
-    return sysctlResult.admit ? admitPod(allocated(pod), active, facts) : sysctlResult;
+    return admitPod(allocated(pod), active, facts);
   };
   const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, random: deps.random ?? Math.random, admit, recorder, probes: verdicts, requests: syncRequests, metrics, ...(allocation ? { allocation } : {}) }));
+  // The pod resources API (v1) on <rootDir>/pod-resources/kubelet.sock: which devices each container holds.
+  const podResources = await servePodResources({
+    dir: posix.join(config.rootDir, "pod-resources"),
+    devices,
+    activePods: () => workers.activePods(),
+    getEnabled: k.featureGates["KubeletPodResourcesGet"] !== false, // beta, on by default since 1.34
+    logger,
+  });
+  stack.defer(() => podResources.close());
 
   // Node resources: stats every 10s feed eviction; images and logs are collected and rotated.
   const stats = stack.use(
@@ -323,7 +350,6 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     }),
   );
   const pressure = eviction;
-  let nodeStatusChanged = () => {};
   // Graceful node shutdown: pods stop by priority group within their budgets when deps.nodeShutdown says so.
   const groups = shutdownGroups(k);
   if (groups.length && deps.nodeShutdown) {
@@ -384,6 +410,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
             logger,
             recorder,
             shutdownStatus: () => nodeShutdown?.status(),
+            extendedResources: () => devices.nodeResources(),
           }),
         )
       : undefined;
@@ -430,6 +457,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
           const known = new Set([...pleg.runtimePods().map((p) => p.uid), ...podConfig.desiredPods().map((p) => podUid(p))]);
           await volumes.cleanupOrphans((uid) => workers.has(uid) || known.has(uid));
           allocation?.removeOrphans((uid) => workers.has(uid) || known.has(uid));
+          devices.removeOrphans((uid) => workers.has(uid) || known.has(uid));
         }),
       ],
     }),

@@ -11,6 +11,10 @@
 #                                                  ... and metrics-server (sigs.k8s.io/metrics-server,
 #                                                  from gomod-metrics-server/, a module of its own);
 #                                                  built on first use by the `kubectl top` test only
+#   scripts/controlplane/build.sh --with-sample-device-plugin
+#                                                  ... and k8s.io/kubernetes' sample device plugin
+#                                                  (test/images/sample-device-plugin; the device
+#                                                  plugin integration test builds it on first use)
 #   scripts/controlplane/build.sh --bin-dir        print the bin directory, build nothing
 #
 # Prints the bin directory on stdout (last line); progress goes to stderr.
@@ -41,13 +45,15 @@ t0=$(date +%s%N)
 
 with_kubelet=0
 with_metrics_server=0
+with_sample_device_plugin=0
 print_only=0
 for a in "$@"; do
   case "$a" in
     --with-kubelet) with_kubelet=1 ;;
     --with-metrics-server) with_metrics_server=1 ;;
+    --with-sample-device-plugin) with_sample_device_plugin=1 ;;
     --bin-dir) print_only=1 ;;
-    *) die "usage: $0 [--with-kubelet] [--with-metrics-server] [--bin-dir]" ;;
+    *) die "usage: $0 [--with-kubelet] [--with-metrics-server] [--with-sample-device-plugin] [--bin-dir]" ;;
   esac
 done
 
@@ -68,9 +74,11 @@ declare -A pkg=(
   [kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
   [kubectl]=k8s.io/kubernetes/cmd/kubectl
   [kubelet]=k8s.io/kubernetes/cmd/kubelet
+  [sample-device-plugin]=k8s.io/kubernetes/test/images/sample-device-plugin
 )
 names=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl)
 ((with_kubelet)) && names+=(kubelet)
+((with_sample_device_plugin)) && names+=(sample-device-plugin)
 
 # A Go recent enough for gomod/go.mod: $GO, `go` on PATH, /usr/local/go, or
 # the pinned release that scripts/go.sh installs into the cache.

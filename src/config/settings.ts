@@ -254,6 +254,7 @@ export const ACTED_GATES: Readonly<Record<string, string>> = {
   InPlacePodVerticalScaling: "in-place pod resize (src/allocation); false turns it off",
   MemoryQoS: "memory.min on pod and QoS cgroups on cgroup v2 (src/cgroups)",
   NodeLogQuery: "node log queries on /logs/ with enableSystemLogQuery (server/node-log-query.ts)",
+  KubeletPodResourcesGet: "the pod resources API's Get (src/devices/podresources.ts); false refuses it as upstream",
 };
 
 /** Upstream's featuregate.Set checks, then this agent's refusals, one message per problem. */

@@ -22,7 +22,7 @@ const machine: MachineInfo = {
   hostname: "host",
 };
 
-function setup(over: Partial<KubeletConfiguration> = {}) {
+function setup(over: Partial<KubeletConfiguration> = {}, extended?: () => { capacity: Record<string, string>; allocatable: Record<string, string> }) {
   const clock = new FakeClock();
   const api = new FakeKubeApi();
   const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
@@ -38,6 +38,7 @@ function setup(over: Partial<KubeletConfiguration> = {}) {
     config,
     clock,
     logger: memoryLogger().logger,
+    ...(extended ? { extendedResources: extended } : {}),
   });
   return { clock, api, cri, controller, setPleg: (ok: boolean) => (plegOk = ok) };
 }
@@ -55,6 +56,19 @@ const startUp = async (clock: FakeClock) => {
 const ready = (api: FakeKubeApi) => ((api.nodes.get("n1")!.status as { conditions: NodeCondition[] }).conditions.find((c) => c.type === "Ready"))!;
 
 describe("NodeController", () => {
+  test("device plugin resources join capacity and allocatable, and a change is sent at once", async () => {
+    let healthy = 2;
+    const { api, controller, clock } = setup({}, () => ({ capacity: { "example.com/dev": "2" }, allocatable: { "example.com/dev": String(healthy) } }));
+    controller.start();
+    await startUp(clock);
+    const status = () => api.nodes.get("n1")!.status as { capacity: Record<string, string>; allocatable: Record<string, string> };
+    expect(status().capacity).toMatchObject({ cpu: "2", "example.com/dev": "2" });
+    expect(status().allocatable).toMatchObject({ cpu: "2", "example.com/dev": "2" });
+    healthy = 1;
+    expect(await controller.updateStatus()).toBe(true);
+    expect(status().allocatable["example.com/dev"]).toBe("1");
+  });
+
   test("registers the node with labels, capacity, allocatable and a Ready condition, and creates the lease", async () => {
     const { api, controller, clock } = setup({ kubeReserved: { memory: "1Gi", cpu: "500m" } });
     controller.start();

@@ -33,6 +33,8 @@ export interface NodeControllerOptions {
   pressure?: () => Pressure;
   /** "node is shutting down" during a graceful node shutdown: Ready turns False with it (upstream ShutdownStatus). */
   shutdownStatus?: () => string | undefined;
+  /** Extended resources of device plugins (devices/), in capacity and allocatable. */
+  extendedResources?: () => { capacity: Record<string, string>; allocatable: Record<string, string> };
 }
 
 /** RFC 3339 with microseconds, the MicroTime format of Lease.renewTime. */
@@ -153,6 +155,7 @@ export class NodeController implements AsyncDisposable {
       previousConditions: this.lastSent?.conditions ?? [],
       now: rfc3339(now),
       ...(this.opts.pressure ? { pressure: this.opts.pressure() } : {}),
+      ...(this.opts.extendedResources ? { extended: this.opts.extendedResources() } : {}),
     });
     const key = withoutHeartbeats(status);
     const due = this.apiMissedUs || !this.lastSent || this.lastSent.key !== key || now - this.lastSent.at >= config.nodeStatusReportFrequency;

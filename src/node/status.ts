@@ -153,16 +153,20 @@ export interface NodeStatusInput {
   previousConditions: readonly NodeCondition[];
   now: string;
   pressure?: Pressure;
+  /** Extended resources from device plugins: capacity (every device) and allocatable (healthy ones). */
+  extended?: { capacity: Record<string, string>; allocatable: Record<string, string> };
 }
 
 export function nodeStatus(input: NodeStatusInput): ApiObject {
   const { id, machine, config } = input;
+  const base = resources(machine, config);
   const addresses = [
     ...(id.nodeIPs.length ? id.nodeIPs : input.internalIP ? [input.internalIP] : []).map((address) => ({ type: "InternalIP", address })),
     { type: "Hostname", address: id.nodeName },
   ];
   return {
-    ...resources(machine, config),
+    capacity: { ...base.capacity, ...input.extended?.capacity },
+    allocatable: { ...base.allocatable, ...input.extended?.allocatable },
     conditions: nodeConditions(input.health, input.previousConditions, input.now, input.pressure),
     addresses,
     daemonEndpoints: { kubeletEndpoint: { Port: config.port } },

@@ -51,6 +51,7 @@ import { actionsOutcome, type ContainerState, type ObservedContainer, type Obser
 import { type PodRef, podUid } from "../pods/identity.ts";
 import { podLogDirectory } from "../pods/dirs.ts";
 import { containerSpecOf, isSidecar, restartPolicyOf } from "../pods/spec.ts";
+import { DeviceError, withDevices, type DeviceRunOptions } from "../devices/index.ts";
 
 export interface CriPodRuntimeOptions {
   cri: CriService;
@@ -91,6 +92,13 @@ export interface CriPodRuntimeOptions {
   runtimeClasses?: RuntimeClasses;
   /** In-place resize: what was applied to each container (allocation/); without it, running containers are never resized. */
   resize?: ActuatedResources;
+  /** Device plugins (devices/): the devices, mounts, env and annotations a container's devices add to its config; none without it. */
+  devices?: ContainerDevices;
+}
+
+/** The device manager's part of a container's config; a DeviceError makes CreateContainerConfigError (upstream). */
+export interface ContainerDevices {
+  runOptions(pod: Pod, containerName: string): Promise<DeviceRunOptions>;
 }
 
 /** The allocation manager's record of what the runtime applied, per pod UID and container name. */
@@ -484,6 +492,7 @@ export class CriPodRuntime implements PodRuntime {
         ...(this.opts.serviceEnv ? { services: this.opts.serviceEnv } : {}),
       });
       config = containerConfig(pod, spec, restartCount, imageRef, envs, this.opts.node, mounts);
+      if (this.opts.devices) config = withDevices(config, await this.opts.devices.runOptions(pod, spec.name));
       const pidTarget = observed ? pidTargetOf(pod, spec.name, observed) : undefined;
       if (pidTarget) joinPidNamespace(config, pidTarget);
       if (this.opts.containerResources) {
@@ -492,7 +501,7 @@ export class CriPodRuntime implements PodRuntime {
       }
       mkdirSync(posix.join(sandbox.logDirectory, spec.name), { recursive: true, mode: 0o755 });
     } catch (err) {
-      const reason = err instanceof EnvError || err instanceof PodObjectError || err instanceof SecurityContextError || err instanceof VolumeMountError || err instanceof TargetContainerError ? "CreateContainerConfigError" : "CreateContainerError";
+      const reason = err instanceof EnvError || err instanceof PodObjectError || err instanceof SecurityContextError || err instanceof VolumeMountError || err instanceof TargetContainerError || err instanceof DeviceError ? "CreateContainerConfigError" : "CreateContainerError";
       waiting.set(spec.name, { reason, message: errorMessage(err) });
       this.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
       results.push({ action: "StartContainer", target: spec.name, error: { reason, message: errorMessage(err) } });

@@ -1,0 +1,125 @@
+/**
+ * The device manager's checkpoint, `<rootDir>/device-plugins/kubelet_internal_checkpoint`,
+ * in upstream's shape (devicemanager/checkpoint): one entry per pod, container
+ * and resource with the device IDs by NUMA node and the plugin's Allocate
+ * answer for that container (protobuf, base64 in JSON), and the devices each
+ * registered resource had. The checksum is FNV-32a over the JSON of `Data`
+ * (upstream hashes a Go dump of the struct, which is not reproducible here):
+ * a file this agent did not write is refused, not misread.
+ */
+import { mkdirSync, readFileSync, renameSync, writeFileSync, openSync, fsyncSync, closeSync } from "node:fs";
+import { posix } from "node:path";
+import * as v from "valibot";
+
+export const CHECKPOINT_FILE = "kubelet_internal_checkpoint";
+
+/** Devices without topology sit under this NUMA node, as upstream's nodeWithoutTopology. */
+const NO_NUMA = "-1";
+
+const Entry = v.object({
+  PodUID: v.string(),
+  ContainerName: v.string(),
+  ResourceName: v.string(),
+  DeviceIDs: v.record(v.string(), v.array(v.string())),
+  AllocResp: v.optional(v.nullable(v.string())),
+});
+const File = v.object({
+  Data: v.object({
+    PodDeviceEntries: v.nullable(v.array(Entry)),
+    RegisteredDevices: v.nullable(v.record(v.string(), v.nullable(v.array(v.string())))),
+  }),
+  Checksum: v.number(),
+});
+
+export interface CheckpointEntry {
+  podUid: string;
+  container: string;
+  resource: string;
+  deviceIds: string[];
+  /** The plugin's ContainerAllocateResponse, serialized; absent when Allocate was not answered yet. */
+  allocResp?: Uint8Array;
+}
+
+export interface CheckpointData {
+  entries: CheckpointEntry[];
+  /** Resource name → the IDs of its devices when last written. */
+  registered: Record<string, string[]>;
+}
+
+function fnv32a(text: string): number {
+  let h = 0x811c9dc5;
+  for (const byte of new TextEncoder().encode(text)) {
+    h ^= byte;
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h;
+}
+
+export function encodeCheckpoint(data: CheckpointData): string {
+  const Data = {
+    PodDeviceEntries: data.entries.map((e) => ({
+      PodUID: e.podUid,
+      ContainerName: e.container,
+      ResourceName: e.resource,
+      DeviceIDs: { [NO_NUMA]: e.deviceIds },
+      AllocResp: e.allocResp ? Buffer.from(e.allocResp).toString("base64") : null,
+    })),
+    RegisteredDevices: data.registered,
+  };
+  return JSON.stringify({ Data, Checksum: fnv32a(JSON.stringify(Data)) });
+}
+
+export type DecodeResult = { ok: true; data: CheckpointData } | { ok: false; error: string };
+
+export function decodeCheckpoint(text: string): DecodeResult {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (err) {
+    return { ok: false, error: `not JSON: ${(err as Error).message}` };
+  }
+  const parsed = v.safeParse(File, raw);
+  if (!parsed.success) return { ok: false, error: `unexpected shape at ${v.getDotPath(parsed.issues[0]) ?? "root"}: ${parsed.issues[0].message}` };
+  if (fnv32a(JSON.stringify((raw as { Data: unknown }).Data)) !== parsed.output.Checksum) return { ok: false, error: "checksum mismatch" };
+  const { PodDeviceEntries, RegisteredDevices } = parsed.output.Data;
+  return {
+    ok: true,
+    data: {
+      entries: (PodDeviceEntries ?? []).map((e) => ({
+        podUid: e.PodUID,
+        container: e.ContainerName,
+        resource: e.ResourceName,
+        deviceIds: Object.values(e.DeviceIDs).flat(),
+        ...(e.AllocResp ? { allocResp: new Uint8Array(Buffer.from(e.AllocResp, "base64")) } : {}),
+      })),
+      registered: Object.fromEntries(Object.entries(RegisteredDevices ?? {}).map(([k, ids]) => [k, ids ?? []])),
+    },
+  };
+}
+
+/** Replaces the file atomically and durably (temporary file, fsync, rename). */
+export function writeCheckpointFile(dir: string, data: CheckpointData): void {
+  mkdirSync(dir, { recursive: true });
+  const path = posix.join(dir, CHECKPOINT_FILE);
+  const tmp = `${path}.tmp`;
+  writeFileSync(tmp, encodeCheckpoint(data), { mode: 0o600 });
+  const fd = openSync(tmp, "r");
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, path);
+}
+
+/** The checkpoint, nothing when there is none, or why it cannot be used. */
+export function readCheckpointFile(dir: string): DecodeResult | undefined {
+  let text: string;
+  try {
+    text = readFileSync(posix.join(dir, CHECKPOINT_FILE), "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    return { ok: false, error: (err as Error).message };
+  }
+  return decodeCheckpoint(text);
+}

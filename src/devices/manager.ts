@@ -1,0 +1,476 @@
+/**
+ * The device manager (upstream pkg/kubelet/cm/devicemanager): device plugins
+ * register on `<rootDir>/device-plugins/kubelet.sock`, are dialed back on
+ * their own socket there, and stream their devices through ListAndWatch.
+ *
+ *   Register ──► dial endpoint ──► GetDevicePluginOptions ──► ListAndWatch
+ *        healthy devices → node allocatable, all devices → capacity;
+ *        the stream ends (plugin died) → every device unhealthy at once,
+ *        and after 5 minutes the resource's capacity is 0 (upstream's grace).
+ *   admit(pod)   reserves the pod's devices by count, synchronously, before
+ *                the pod starts (UnexpectedAdmissionError when short);
+ *   runOptions   before a container is created: the pod's devices are picked
+ *                (GetPreferredAllocation when the plugin offers it), Allocate
+ *                asked once per container and checkpointed; PreStartContainer
+ *                before each start when the plugin requires it.
+ *
+ * Unlike upstream, which calls Allocate during admission, the Allocate call is
+ * made when the pod's first container is created (admission here is
+ * synchronous): a plugin that fails Allocate makes CreateContainerConfigError
+ * and a retry, not a rejected pod. The count reserved at admission keeps two
+ * pods from being promised the same device either way.
+ */
+import { mkdirSync, readdirSync, rmSync, statSync } from "node:fs";
+import { posix } from "node:path";
+import type { Pod } from "../pods/schema.ts";
+import type { Clock } from "../util/clock.ts";
+import type { Logger } from "../util/log.ts";
+import { errorMessage } from "../util/errors.ts";
+import { CHECKPOINT_FILE, readCheckpointFile, writeCheckpointFile, type CheckpointEntry } from "./checkpoint.ts";
+import { GrpcPluginEndpoint, type PluginEndpoint } from "./endpoint.ts";
+import { ContainerAllocateResponse, type DevicePluginOptions, type RegisterRequest } from "./gen/deviceplugin/api.ts";
+import { DevicePluginClient, RegistrationClient } from "./gen/deviceplugin/api.client.ts";
+import { Registration } from "./gen/deviceplugin/api.ts";
+import { dialUnix, RpcError, serveUnix, type UnixServer } from "./grpc.ts";
+import { allocationOrder, containerNeeds, podNeeds } from "./needs.ts";
+import { status as GrpcStatus } from "@grpc/grpc-js";
+
+export const KUBELET_SOCKET = "kubelet.sock";
+export const SUPPORTED_VERSIONS = ["v1beta1"];
+/** How long a plugin that went away keeps its devices in capacity (as unhealthy), as upstream's endpointStopGracePeriod. */
+export const ENDPOINT_STOP_GRACE_MS = 5 * 60_000;
+
+export type AdmitResult = { admit: true } | { admit: false; reason: string; message: string };
+
+/** What the CRI container config gets for a container's devices (upstream DeviceRunContainerOptions). */
+export interface DeviceRunOptions {
+  envs: { key: string; value: string }[];
+  mounts: { containerPath: string; hostPath: string; readonly: boolean }[];
+  devices: { containerPath: string; hostPath: string; permissions: string }[];
+  annotations: Record<string, string>;
+  cdiDevices: { name: string }[];
+}
+
+export class DeviceError extends Error {
+  override readonly name = "DeviceError";
+}
+
+export interface DeviceManagerOptions {
+  /** The device plugin directory, `<rootDir>/device-plugins`. */
+  dir: string;
+  clock: Clock;
+  logger: Logger;
+  /** Capacity or allocatable of a resource changed: the node status should go out. */
+  onChange: () => void;
+  /**
+   * Every pod source delivered its pods: from then on, allocations of pods
+   * that are not active any more are freed (before it, a restarted agent
+   * must not give away the devices of pods still loading).
+   */
+  sourcesReady: () => boolean;
+  /** Dials a registered plugin; the gRPC endpoint by default (tests pass a fake). */
+  dial?: (resource: string, socketPath: string) => Promise<PluginEndpoint>;
+}
+
+interface ResourceState {
+  endpoint?: PluginEndpoint;
+  abort?: AbortController;
+  healthy: Set<string>;
+  unhealthy: Set<string>;
+  /** When the plugin went away; the resource's capacity drops to 0 after the grace period. */
+  stoppedAt?: number;
+}
+
+interface ContainerDevices {
+  ids: string[];
+  response?: ContainerAllocateResponse;
+}
+
+interface PodDevices {
+  /** Devices of each resource the pod holds at its peak (reserved at admission). */
+  needs: Map<string, number>;
+  /** Container name → resource → what it was given. */
+  containers: Map<string, Map<string, ContainerDevices>>;
+  /** The pod's devices are picked and allocated (serializes the first container creations). */
+  prepared?: Promise<void>;
+}
+
+/** Dials the plugin and asks its options (upstream asks GetDevicePluginOptions, not the options it registered with). */
+const defaultDial = async (resource: string, socketPath: string): Promise<PluginEndpoint> => {
+  const transport = dialUnix(socketPath);
+  let options: DevicePluginOptions;
+  try {
+    ({ response: options } = await new DevicePluginClient(transport).getDevicePluginOptions({}, { timeout: 10_000 }));
+  } finally {
+    transport.close();
+  }
+  return new GrpcPluginEndpoint(resource, socketPath, options);
+};
+
+/** An extended resource name as upstream's IsExtendedResourceName: a domain-prefixed name outside kubernetes.io. */
+export function isExtendedResourceName(name: string): boolean {
+  const slash = name.indexOf("/");
+  if (slash <= 0) return false;
+  const domain = name.slice(0, slash);
+  if (domain === "kubernetes.io" || domain.endsWith(".kubernetes.io") || name.startsWith("requests.")) return false;
+  return /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(name) && name.length - slash - 1 <= 63;
+}
+
+export class DeviceManager implements AsyncDisposable {
+  private readonly resources = new Map<string, ResourceState>();
+  private readonly pods = new Map<string, PodDevices>();
+  private server: UnixServer | undefined;
+  private readonly dial: NonNullable<DeviceManagerOptions["dial"]>;
+  private readonly cancelTimers = new Set<() => void>();
+
+  constructor(private readonly opts: DeviceManagerOptions) {
+    this.dial = opts.dial ?? defaultDial;
+  }
+
+  /**
+   * Reads the checkpoint, removes every other file of the directory (stale
+   * plugin sockets: upstream does the same, and plugins register again when
+   * they see kubelet.sock created) and serves Registration.
+   */
+  async start(): Promise<void> {
+    const { dir, logger } = this.opts;
+    mkdirSync(dir, { recursive: true, mode: 0o750 });
+    const read = readCheckpointFile(dir);
+    if (read && !read.ok) logger.warn("device manager checkpoint unusable; device allocations start empty", { file: posix.join(dir, CHECKPOINT_FILE), error: read.error });
+    if (read?.ok) this.restore(read.data.entries, read.data.registered);
+    for (const name of readdirSync(dir)) {
+      if (name === CHECKPOINT_FILE) continue;
+      const path = posix.join(dir, name);
+      try {
+        if (!statSync(path).isDirectory()) rmSync(path, { force: true });
+      } catch {
+        // went away meanwhile
+      }
+    }
+    this.server = await serveUnix(posix.join(dir, KUBELET_SOCKET), [[Registration, { Register: (req: RegisterRequest) => this.register(req) }]]);
+    logger.info("device plugin registration serving", { socket: this.server.socketPath, restoredPods: this.pods.size });
+  }
+
+  private restore(entries: CheckpointEntry[], registered: Record<string, string[]>): void {
+    // As upstream: resources from the checkpoint count as registered, with no healthy device until their plugin comes back.
+    for (const name of Object.keys(registered)) this.resources.set(name, { healthy: new Set(), unhealthy: new Set(), stoppedAt: this.opts.clock.now() });
+    for (const e of entries) {
+      const pod = this.pods.get(e.podUid) ?? { needs: new Map(), containers: new Map() };
+      this.pods.set(e.podUid, pod);
+      const byResource = pod.containers.get(e.container) ?? new Map<string, ContainerDevices>();
+      pod.containers.set(e.container, byResource);
+      byResource.set(e.resource, { ids: e.deviceIds, ...(e.allocResp ? { response: ContainerAllocateResponse.fromBinary(e.allocResp) } : {}) });
+      pod.needs.set(e.resource, (pod.needs.get(e.resource) ?? 0) + e.deviceIds.length);
+      if (!this.resources.has(e.resource)) this.resources.set(e.resource, { healthy: new Set(), unhealthy: new Set(), stoppedAt: this.opts.clock.now() });
+    }
+  }
+
+  /** Registration.Register: validates, then dials the plugin back and watches its devices (in the background, as upstream). */
+  private async register(req: RegisterRequest): Promise<object> {
+    const { logger } = this.opts;
+    if (!SUPPORTED_VERSIONS.includes(req.version)) {
+      const message = `Unsupported version: ${req.version}; supported versions: ${SUPPORTED_VERSIONS.join(", ")}`;
+      logger.warn("device plugin registration refused", { resource: req.resourceName, message });
+      throw new RpcError(GrpcStatus.INVALID_ARGUMENT, message);
+    }
+    if (!isExtendedResourceName(req.resourceName)) {
+      const message = `invalid name of device plugin socket: ${req.resourceName}`;
+      logger.warn("device plugin registration refused", { resource: req.resourceName, message });
+      throw new RpcError(GrpcStatus.INVALID_ARGUMENT, message);
+    }
+    if (!req.endpoint || req.endpoint.includes("/")) throw new RpcError(GrpcStatus.INVALID_ARGUMENT, `invalid endpoint ${JSON.stringify(req.endpoint)}: a socket file name in ${this.opts.dir}`);
+    const socketPath = posix.join(this.opts.dir, req.endpoint);
+    logger.info("device plugin registering", { resource: req.resourceName, endpoint: socketPath });
+    void this.connect(req.resourceName, socketPath);
+    return {};
+  }
+
+  private async connect(resource: string, socketPath: string): Promise<void> {
+    const { logger } = this.opts;
+    let endpoint: PluginEndpoint;
+    try {
+      endpoint = await this.dial(resource, socketPath);
+    } catch (err) {
+      logger.warn("device plugin could not be dialed", { resource, endpoint: socketPath, error: errorMessage(err) });
+      return;
+    }
+    const previous = this.resources.get(resource);
+    previous?.abort?.abort();
+    previous?.endpoint?.close();
+    const state: ResourceState = { endpoint, abort: new AbortController(), healthy: previous?.healthy ?? new Set(), unhealthy: previous?.unhealthy ?? new Set() };
+    this.resources.set(resource, state);
+    logger.info("device plugin registered", { resource, endpoint: socketPath, preStartRequired: endpoint.options.preStartRequired, preferredAllocation: endpoint.options.getPreferredAllocationAvailable });
+    const signal = state.abort!.signal;
+    endpoint
+      .listAndWatch((devices) => this.devicesChanged(resource, state, devices), signal)
+      .then(
+        () => "ListAndWatch ended",
+        (err: unknown) => errorMessage(err),
+      )
+      .then((why) => {
+        if (signal.aborted || this.resources.get(resource) !== state) return; // replaced by a new registration, or stopping
+        this.disconnected(resource, state, why);
+      });
+  }
+
+  private devicesChanged(resource: string, state: ResourceState, devices: { iD: string; health: string }[]): void {
+    if (this.resources.get(resource) !== state) return;
+    const healthy = new Set(devices.filter((d) => d.health === "Healthy").map((d) => d.iD));
+    const unhealthy = new Set(devices.filter((d) => d.health !== "Healthy").map((d) => d.iD));
+    const same = (a: Set<string>, b: Set<string>) => a.size === b.size && [...a].every((x) => b.has(x));
+    if (same(healthy, state.healthy) && same(unhealthy, state.unhealthy)) return;
+    state.healthy = healthy;
+    state.unhealthy = unhealthy;
+    delete state.stoppedAt;
+    this.opts.logger.info("device plugin devices", { resource, healthy: healthy.size, unhealthy: unhealthy.size });
+    this.writeCheckpoint();
+    this.opts.onChange();
+  }
+
+  /** The plugin went away: its devices are unhealthy at once, and gone from capacity after the grace period (upstream). */
+  private disconnected(resource: string, state: ResourceState, why: string): void {
+    const { logger, clock } = this.opts;
+    logger.warn("device plugin disconnected; its devices are unhealthy", { resource, endpoint: state.endpoint?.socketPath, reason: why, devices: state.healthy.size + state.unhealthy.size });
+    state.endpoint?.close();
+    delete state.endpoint;
+    for (const id of state.healthy) state.unhealthy.add(id);
+    state.healthy = new Set();
+    state.stoppedAt = clock.now();
+    this.opts.onChange();
+    const cancel = clock.setTimer(ENDPOINT_STOP_GRACE_MS, () => {
+      this.cancelTimers.delete(cancel);
+      if (this.resources.get(resource) !== state || state.endpoint) return;
+      logger.info("device plugin gone past its grace period; capacity 0", { resource });
+      state.unhealthy = new Set();
+      this.opts.onChange();
+    });
+    this.cancelTimers.add(cancel);
+  }
+
+  /** Capacity (every device) and allocatable (healthy devices) of each resource a plugin ever registered; 0 once gone, as upstream. */
+  nodeResources(): { capacity: Record<string, string>; allocatable: Record<string, string> } {
+    const capacity: Record<string, string> = {};
+    const allocatable: Record<string, string> = {};
+    for (const [name, s] of [...this.resources].sort(([a], [b]) => a.localeCompare(b))) {
+      capacity[name] = String(s.healthy.size + s.unhealthy.size);
+      allocatable[name] = String(s.healthy.size);
+    }
+    return { capacity, allocatable };
+  }
+
+  private isDeviceResource = (name: string): boolean => this.resources.has(name);
+
+  /** Device IDs of a resource held by pods other than `except`. */
+  private held(resource: string, except?: string): { ids: Set<string>; pending: number } {
+    const ids = new Set<string>();
+    let pending = 0;
+    for (const [uid, pod] of this.pods) {
+      if (uid === except) continue;
+      let chosen = 0;
+      for (const byResource of pod.containers.values()) {
+        for (const id of byResource.get(resource)?.ids ?? []) ids.add(id);
+        chosen += byResource.get(resource)?.ids.length ?? 0;
+      }
+      // Reserved at admission and not picked yet: counts as its number.
+      pending += Math.max(0, (pod.needs.get(resource) ?? 0) - chosen);
+    }
+    return { ids, pending };
+  }
+
+  /** Frees the devices of pods that are not active any more (only once every source delivered its pods). */
+  private prune(active: Set<string>): void {
+    if (!this.opts.sourcesReady()) return;
+    let changed = false;
+    for (const uid of [...this.pods.keys()]) {
+      if (active.has(uid)) continue;
+      this.pods.delete(uid);
+      changed = true;
+    }
+    if (changed) this.writeCheckpoint();
+  }
+
+  /**
+   * Node admission for device plugin resources (upstream's allocate-resources
+   * admit handler): reserves the pod's devices, or refuses it with
+   * UnexpectedAdmissionError and upstream's message. `others` are the pods
+   * already admitted and active. A pod admitted before (an agent restart
+   * finds its devices in the checkpoint) keeps them.
+   */
+  admit(pod: Pod, others: Pod[]): AdmitResult {
+    const uid = pod.metadata.uid ?? "";
+    this.prune(new Set([uid, ...others.map((p) => p.metadata.uid ?? "")]));
+    const needs = podNeeds(pod, this.isDeviceResource);
+    const existing = this.pods.get(uid);
+    if (existing) {
+      existing.needs = needs;
+      return { admit: true };
+    }
+    if (needs.size === 0) return { admit: true };
+    for (const [resource, n] of needs) {
+      const state = this.resources.get(resource)!;
+      const refuse = (why: string): AdmitResult => ({ admit: false, reason: "UnexpectedAdmissionError", message: `Allocate failed due to ${why}, which is unexpected` });
+      if (state.healthy.size === 0) return refuse(`no healthy devices present; cannot allocate unhealthy devices ${resource}`);
+      const { ids, pending } = this.held(resource, uid);
+      const available = Math.max(0, [...state.healthy].filter((id) => !ids.has(id)).length - pending);
+      if (available < n) return refuse(`requested number of devices unavailable for ${resource}. Requested: ${n}, Available: ${available}`);
+    }
+    this.pods.set(uid, { needs, containers: new Map() });
+    return { admit: true };
+  }
+
+  /** The pod is gone from the node: its devices are free. Idempotent. */
+  podRemoved(uid: string): void {
+    if (this.pods.delete(uid)) this.writeCheckpoint();
+  }
+
+  /** Frees the devices of pods `known` does not know (housekeeping, once every source is ready). */
+  removeOrphans(known: (uid: string) => boolean): void {
+    this.prune(new Set([...this.pods.keys()].filter(known)));
+  }
+
+  /**
+   * What the CRI config of `container` gets from its devices; picks and
+   * allocates the pod's devices on the first call. Throws a DeviceError
+   * (the container is not created: CreateContainerConfigError, retried).
+   */
+  async runOptions(pod: Pod, containerName: string): Promise<DeviceRunOptions> {
+    const out: DeviceRunOptions = { envs: [], mounts: [], devices: [], annotations: {}, cdiDevices: [] };
+    const entry = this.pods.get(pod.metadata.uid ?? "");
+    if (!entry || entry.needs.size === 0) return out;
+    entry.prepared ??= this.prepare(pod, entry).catch((err: unknown) => {
+      delete entry.prepared; // retried on the next sync
+      throw err;
+    });
+    await entry.prepared;
+    const byResource = entry.containers.get(containerName);
+    if (!byResource) return out;
+    const seen = { env: new Set<string>(), mount: new Set<string>(), dev: new Set<string>(), cdi: new Set<string>() };
+    for (const [resource, given] of [...byResource].sort(([a], [b]) => a.localeCompare(b))) {
+      const endpoint = this.resources.get(resource)?.endpoint;
+      if (endpoint?.options.preStartRequired) {
+        await endpoint.preStartContainer(given.ids).catch((err: unknown) => {
+          throw new DeviceError(`device plugin PreStartContainer rpc failed with err: ${errorMessage(err)}`);
+        });
+      }
+      const r = given.response;
+      if (!r) continue;
+      // Merged as upstream: the first value of an env name, mount path or device path wins.
+      for (const [key, value] of Object.entries(r.envs).sort(([a], [b]) => a.localeCompare(b))) if (!seen.env.has(key)) (seen.env.add(key), out.envs.push({ key, value }));
+      for (const m of r.mounts) if (!seen.mount.has(m.containerPath)) (seen.mount.add(m.containerPath), out.mounts.push({ containerPath: m.containerPath, hostPath: m.hostPath, readonly: m.readOnly }));
+      for (const d of r.devices) if (!seen.dev.has(d.containerPath)) (seen.dev.add(d.containerPath), out.devices.push({ containerPath: d.containerPath, hostPath: d.hostPath, permissions: d.permissions }));
+      for (const [k, v] of Object.entries(r.annotations)) out.annotations[k] ??= v;
+      for (const c of r.cdiDevices) if (!seen.cdi.has(c.name)) (seen.cdi.add(c.name), out.cdiDevices.push({ name: c.name }));
+    }
+    return out;
+  }
+
+  /** Picks each container's devices (init containers first, handing theirs on) and asks the plugins' Allocate. */
+  private async prepare(pod: Pod, entry: PodDevices): Promise<void> {
+    const uid = pod.metadata.uid ?? "";
+    for (const { container } of allocationOrder(pod)) {
+      const needs = containerNeeds(container, this.isDeviceResource);
+      if (needs.size === 0) continue;
+      const byResource = entry.containers.get(container.name) ?? new Map<string, ContainerDevices>();
+      entry.containers.set(container.name, byResource);
+      for (const [resource, n] of needs) {
+        const state = this.resources.get(resource)!;
+        let given = byResource.get(resource);
+        if (given && given.ids.length !== n) throw new DeviceError(`pod "${uid}" container "${container.name}" changed request for resource "${resource}" from ${given.ids.length} to ${n}`);
+        if (!given) {
+          given = { ids: await this.pick(pod, entry, container.name, resource, n, state) };
+          byResource.set(resource, given);
+          this.writeCheckpoint();
+        }
+        if (given.response) continue;
+        const endpoint = state.endpoint;
+        if (!endpoint) throw new DeviceError(`unknown Device Plugin ${resource}`);
+        try {
+          given.response = await endpoint.allocate(given.ids);
+        } catch (err) {
+          throw new DeviceError(`device plugin Allocate rpc failed for ${resource}: ${errorMessage(err)}`);
+        }
+        this.writeCheckpoint();
+        this.opts.logger.info("devices allocated", { pod: `${pod.metadata.namespace}/${pod.metadata.name}`, container: container.name, resource, devices: given.ids.join(",") });
+      }
+    }
+  }
+
+  private async pick(pod: Pod, entry: PodDevices, container: string, resource: string, n: number, state: ResourceState): Promise<string[]> {
+    const uid = pod.metadata.uid ?? "";
+    // Devices of this pod's regular init containers can be handed on (they run one at a time, before the
+    // others); those of its long-running containers (app containers, sidecars) cannot.
+    const regularInit = new Set(allocationOrder(pod).filter((c) => c.init && !c.sidecar).map((c) => c.container.name));
+    const ownLongRunning = new Set<string>();
+    const ownInit = new Set<string>();
+    for (const [name, byResource] of entry.containers) {
+      if (name === container) continue;
+      for (const id of byResource.get(resource)?.ids ?? []) (regularInit.has(name) ? ownInit : ownLongRunning).add(id);
+    }
+    const others = this.held(resource, uid).ids;
+    const taken: string[] = [];
+    const take = (ids: Iterable<string>) => {
+      for (const id of ids) {
+        if (taken.length === n) return;
+        if (!taken.includes(id) && state.healthy.has(id) && !others.has(id) && !ownLongRunning.has(id)) taken.push(id);
+      }
+    };
+    take([...ownInit].sort());
+    const available = [...state.healthy].filter((id) => !others.has(id) && !ownLongRunning.has(id)).sort();
+    if (taken.length < n && state.endpoint?.options.getPreferredAllocationAvailable) {
+      try {
+        take(await state.endpoint.preferredAllocation(available, [...taken], n));
+      } catch (err) {
+        throw new DeviceError(`device plugin GetPreferredAllocation rpc failed with err: ${errorMessage(err)}`);
+      }
+    }
+    take(available);
+    if (taken.length < n) throw new DeviceError(`requested number of devices unavailable for ${resource}. Requested: ${n}, Available: ${available.length}`);
+    return taken;
+  }
+
+  /** Allocations as the pod resources API reports them: pod UID → container → resource → device IDs. */
+  allocations(): Map<string, Map<string, Map<string, string[]>>> {
+    const out = new Map<string, Map<string, Map<string, string[]>>>();
+    for (const [uid, pod] of this.pods) {
+      const containers = new Map<string, Map<string, string[]>>();
+      for (const [name, byResource] of pod.containers) containers.set(name, new Map([...byResource].map(([r, g]) => [r, [...g.ids]])));
+      out.set(uid, containers);
+    }
+    return out;
+  }
+
+  /** Healthy devices of each resource (the pod resources API's GetAllocatableResources). */
+  allocatable(): Map<string, string[]> {
+    return new Map([...this.resources].map(([name, s]) => [name, [...s.healthy].sort()]));
+  }
+
+  private writeCheckpoint(): void {
+    const entries: CheckpointEntry[] = [];
+    for (const [uid, pod] of this.pods) {
+      for (const [container, byResource] of pod.containers) {
+        for (const [resource, given] of byResource) {
+          entries.push({ podUid: uid, container, resource, deviceIds: given.ids, ...(given.response ? { allocResp: ContainerAllocateResponse.toBinary(given.response) } : {}) });
+        }
+      }
+    }
+    const registered = Object.fromEntries([...this.resources].map(([name, s]) => [name, [...s.healthy].sort()]));
+    try {
+      writeCheckpointFile(this.opts.dir, { entries, registered });
+    } catch (err) {
+      this.opts.logger.error("device manager checkpoint not written", { error: errorMessage(err) });
+    }
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    for (const cancel of this.cancelTimers) cancel();
+    this.cancelTimers.clear();
+    for (const s of this.resources.values()) {
+      s.abort?.abort();
+      s.endpoint?.close();
+    }
+    this.server?.close();
+  }
+}
+
+/** A registration client, for tests and tools that play a device plugin. */
+export { RegistrationClient };

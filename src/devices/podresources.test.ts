@@ -1,0 +1,58 @@
+import { afterEach, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { posix } from "node:path";
+import type { Pod } from "../pods/schema.ts";
+import { memoryLogger } from "../util/log.ts";
+import { PodResourcesListerClient } from "./gen/podresources/api.client.ts";
+import { dialUnix, type UnixServer } from "./grpc.ts";
+import { servePodResources } from "./podresources.ts";
+
+let dir: string;
+let server: UnixServer | undefined;
+afterEach(() => {
+  server?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const pod = {
+  metadata: { name: "gpu", namespace: "ml", uid: "u1" },
+  spec: {
+    initContainers: [
+      { name: "setup", image: "x" },
+      { name: "side", image: "x", restartPolicy: "Always" },
+    ],
+    containers: [{ name: "main", image: "x" }],
+  },
+} as unknown as Pod;
+
+async function client(getEnabled = true) {
+  dir = mkdtempSync(posix.join(tmpdir(), "podres-"));
+  server = await servePodResources({
+    dir,
+    devices: {
+      allocations: () => new Map([["u1", new Map([["main", new Map([["example.com/dev", ["d2"]]])]])]]),
+      allocatable: () => new Map([["example.com/dev", ["d1", "d2"]]]),
+    },
+    activePods: () => [pod],
+    getEnabled,
+    logger: memoryLogger().logger,
+  });
+  return new PodResourcesListerClient(dialUnix(posix.join(dir, "kubelet.sock")));
+}
+
+const main = { name: "main", devices: [{ resourceName: "example.com/dev", deviceIds: ["d2"] }], cpuIds: [], memory: [], dynamicResources: [] };
+const side = { name: "side", devices: [], cpuIds: [], memory: [], dynamicResources: [] };
+
+test("List, Get and GetAllocatableResources report devices per container over the v1 API", async () => {
+  const c = await client();
+  expect(await c.list({}).response).toEqual({ podResources: [{ name: "gpu", namespace: "ml", containers: [side, main] }] });
+  expect(await c.get({ podName: "gpu", podNamespace: "ml" }).response).toEqual({ podResources: { name: "gpu", namespace: "ml", containers: [side, main] } });
+  expect(await c.get({ podName: "nope", podNamespace: "ml" }).response.catch((e: Error) => e.message)).toBe("pod nope in namespace ml not found");
+  expect(await c.getAllocatableResources({}).response).toEqual({ devices: [{ resourceName: "example.com/dev", deviceIds: ["d1", "d2"] }], cpuIds: [], memory: [] });
+});
+
+test("Get is refused when the KubeletPodResourcesGet gate is off, as upstream", async () => {
+  const c = await client(false);
+  expect(await c.get({ podName: "gpu", podNamespace: "ml" }).response.catch((e: Error) => e.message)).toBe("PodResources API Get method disabled");
+});
