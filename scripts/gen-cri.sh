@@ -9,6 +9,9 @@
 #                                      compare proto/api.proto field by field with
 #                                      k8s.io/cri-api at that version, fetched from
 #                                      the Go module proxy (needs network)
+#   scripts/gen-cri.sh --verify-devices v0.34.12
+#                                      the same for proto/deviceplugin and proto/podresources
+#                                      against k8s.io/kubelet at that version
 #
 # Options: optimize_speed (generated binary readers/writers; measured about
 # 20% faster than optimize_code_size on a 500-container ListContainers reply
@@ -100,7 +103,27 @@ case "${1:-}" in
   ln -s "$PWD/node_modules" "$tmp/node_modules"
   "$BUN" src/cri/wire-compare.ts "$tmp/ours/api.ts" "$tmp/theirs/api.ts"
   ;;
+--verify-devices)
+  version="${2:?usage: scripts/gen-cri.sh --verify-devices <k8s.io/kubelet version, e.g. v0.34.12>}"
+  proxy="${GOPROXY_URL:-https://proxy.golang.org}"
+  curl -fsS -m 120 -o "$tmp/kubelet.zip" "$proxy/k8s.io/kubelet/@v/$version.zip" ||
+    die "could not fetch k8s.io/kubelet@$version from $proxy"
+  ln -s "$PWD/node_modules" "$tmp/node_modules"
+  status=0
+  for pair in deviceplugin:deviceplugin/v1beta1 podresources:podresources/v1; do
+    d="${pair%%:*}"
+    src="k8s.io/kubelet@$version/pkg/apis/${pair#*:}/api.proto"
+    unzip -q -o "$tmp/kubelet.zip" "$src" -d "$tmp/zip"
+    mkdir -p "$tmp/upstream/$d"
+    sed -E -e '/^import "github.com\/gogo/d' -e '/^option \(gogoproto/d' -e '/^option go_package/d' \
+      -e 's/ *\[ *\(gogoproto[^]]*\]//g' "$tmp/zip/$src" >"$tmp/upstream/$d/api.proto"
+    generate "$tmp/upstream/$d" "$tmp/upstream/$d/api.proto" "$tmp/theirs/$d"
+    generate "proto/$d" "proto/$d/api.proto" "$tmp/ours/$d"
+    "$BUN" src/cri/wire-compare.ts "$tmp/ours/$d/api.ts" "$tmp/theirs/$d/api.ts" || status=1
+  done
+  exit "$status"
+  ;;
 *)
-  die "unknown argument: $1 (expected nothing, --check or --verify <version>)"
+  die "unknown argument: $1 (expected nothing, --check, --verify <version> or --verify-devices <version>)"
   ;;
 esac
