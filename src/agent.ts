@@ -192,6 +192,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
       ...(cluster ? { api: cluster.api } : {}),
       ...(autonomy ? { checkpoint: { ...autonomy, clock, logger } } : {}),
       allocatable: nodeAllocatable,
+      nodeIdentity: { name: config.nodeName, labels: facts.labels },
       clock,
       logger,
     }),

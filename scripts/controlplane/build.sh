@@ -15,6 +15,10 @@
 #                                                  ... and k8s.io/kubernetes' sample device plugin
 #                                                  (test/images/sample-device-plugin; the device
 #                                                  plugin integration test builds it on first use)
+#   scripts/controlplane/build.sh --with-local-path-provisioner
+#                                                  ... and github.com/rancher/local-path-provisioner
+#                                                  (from gomod-local-path-provisioner/, a module of its
+#                                                  own); built on first use by the PVC test only
 #   scripts/controlplane/build.sh --bin-dir        print the bin directory, build nothing
 #
 # Prints the bin directory on stdout (last line); progress goes to stderr.
@@ -46,14 +50,16 @@ t0=$(date +%s%N)
 with_kubelet=0
 with_metrics_server=0
 with_sample_device_plugin=0
+with_local_path_provisioner=0
 print_only=0
 for a in "$@"; do
   case "$a" in
     --with-kubelet) with_kubelet=1 ;;
     --with-metrics-server) with_metrics_server=1 ;;
     --with-sample-device-plugin) with_sample_device_plugin=1 ;;
+    --with-local-path-provisioner) with_local_path_provisioner=1 ;;
     --bin-dir) print_only=1 ;;
-    *) die "usage: $0 [--with-kubelet] [--with-metrics-server] [--with-sample-device-plugin] [--bin-dir]" ;;
+    *) die "usage: $0 [--with-kubelet] [--with-metrics-server] [--with-sample-device-plugin] [--with-local-path-provisioner] [--bin-dir]" ;;
   esac
 done
 
@@ -141,6 +147,32 @@ build_metrics_server() {
   log "built metrics-server in $(ms "$t") ms"
 }
 
+# local-path-provisioner, from a module of its own (gomod-local-path-provisioner/), as metrics-server.
+lpp_gomod="$here/gomod-local-path-provisioner"
+build_local_path_provisioner() {
+  ((with_local_path_provisioner)) || return 0
+  local lkey lversion t ltmp
+  lkey="$(cat "$lpp_gomod/go.mod" "$lpp_gomod/go.sum" <(echo "$go_version recipe=$RECIPE $GOFLAGS CGO_ENABLED=$CGO_ENABLED") | sha256sum | cut -c1-32)"
+  lpp_fresh() { [[ -x "$bin/local-path-provisioner" && "$(cat "$bin/.local-path-provisioner.stamp" 2>/dev/null)" == "$lkey" ]]; }
+  if lpp_fresh; then log "up to date: local-path-provisioner"; return 0; fi
+  mkdir -p "$bin" "$GOMODCACHE" "$GOCACHE"
+  exec 7>"$cache/.build.lock"
+  flock 7
+  if lpp_fresh; then log "up to date after waiting: local-path-provisioner"; exec 7>&-; return 0; fi
+  lversion="$(awk '$1=="require" && $2=="github.com/rancher/local-path-provisioner" {print $3; exit}' "$lpp_gomod/go.mod")"
+  log "building local-path-provisioner $lversion with $go_version into $bin"
+  t=$(date +%s%N)
+  ltmp="$(mktemp -d "$cache/$k8s_version/.tmp.XXXXXX")"
+  (cd "$lpp_gomod" && "$GO" build -p "${BUNLET_GO_PARALLEL:-2}" -ldflags "-s -w -X main.VERSION=$lversion" \
+    -o "$ltmp/local-path-provisioner" github.com/rancher/local-path-provisioner) >&2 \
+    || { rm -rf "$ltmp"; die "go build of local-path-provisioner failed"; }
+  mv -f "$ltmp/local-path-provisioner" "$bin/local-path-provisioner"
+  rm -rf "$ltmp"
+  echo "$lkey" >"$bin/.local-path-provisioner.stamp"
+  exec 7>&-
+  log "built local-path-provisioner in $(ms "$t") ms"
+}
+
 stale() {
   local n out=()
   for n in "${names[@]}"; do
@@ -153,6 +185,7 @@ todo="$(stale)"
 if [[ -z "$todo" ]]; then
   log "up to date: ${names[*]} ($k8s_version, etcd $etcd_version) in $(ms "$t0") ms"
   build_metrics_server
+  build_local_path_provisioner
   echo "$bin"; exit 0
 fi
 
@@ -164,7 +197,7 @@ if ! flock -n 9; then
 fi
 todo="$(stale)"   # the other build may have done it
 if [[ -z "$todo" ]]; then
-  log "up to date after waiting: ${names[*]}"; flock -u 9; build_metrics_server; echo "$bin"; exit 0
+  log "up to date after waiting: ${names[*]}"; flock -u 9; build_metrics_server; build_local_path_provisioner; echo "$bin"; exit 0
 fi
 read -r -a todo <<<"$todo"
 log "building ${todo[*]} at $k8s_version (etcd $etcd_version) with $go_version into $bin"
@@ -213,4 +246,5 @@ done
 log "built ${todo[*]} in $(ms "$t0") ms"
 flock -u 9
 build_metrics_server
+build_local_path_provisioner
 echo "$bin"

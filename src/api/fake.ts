@@ -305,4 +305,18 @@ export class FakeKubeApi implements KubeApi {
     this.enter("getRuntimeClass", [name]);
     return structuredClone(this.runtimeClasses.get(name));
   }
+
+  /** PersistentVolumeClaims by `namespace/name`, PersistentVolumes by name. */
+  readonly claims = new Map<string, ApiObject>();
+  readonly persistentVolumes = new Map<string, ApiObject>();
+
+  async getPersistentVolumeClaim(namespace: string, name: string) {
+    this.enter("getPersistentVolumeClaim", [namespace, name]);
+    return structuredClone(this.claims.get(`${namespace}/${name}`));
+  }
+
+  async getPersistentVolume(name: string) {
+    this.enter("getPersistentVolume", [name]);
+    return structuredClone(this.persistentVolumes.get(name));
+  }
 }

@@ -52,6 +52,10 @@ export interface KubeApi {
   watchServices(resourceVersion: string, onEvent: (e: WatchEvent<ApiObject>) => void, signal: AbortSignal): Promise<void>;
   /** node.k8s.io/v1 RuntimeClass by name; undefined when it does not exist. */
   getRuntimeClass(name: string): Promise<ApiObject | undefined>;
+  /** A PersistentVolumeClaim (the Node authorizer allows those of pods bound to the node); undefined when it does not exist. */
+  getPersistentVolumeClaim(namespace: string, name: string): Promise<ApiObject | undefined>;
+  /** A PersistentVolume bound to such a claim; undefined when it does not exist. */
+  getPersistentVolume(name: string): Promise<ApiObject | undefined>;
 }
 
 export type ObjectResource = "configmaps" | "secrets";
@@ -145,6 +149,8 @@ export function createKubeApi(rest: RestClient): KubeApi {
     watchServices: (resourceVersion, onEvent, signal) =>
       rest.watch("/api/v1/services", { resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 300 + Math.floor(Math.random() * 300) }, onEvent as (e: WatchEvent) => void, signal),
     getRuntimeClass: (name) => orUndefined(rest.request("GET", `/apis/node.k8s.io/v1/runtimeclasses/${encodeURIComponent(name)}`)),
+    getPersistentVolumeClaim: (ns, name) => orUndefined(rest.request("GET", `/api/v1/namespaces/${encodeURIComponent(ns)}/persistentvolumeclaims/${encodeURIComponent(name)}`)),
+    getPersistentVolume: (name) => orUndefined(rest.request("GET", `/api/v1/persistentvolumes/${encodeURIComponent(name)}`)),
     async patchEvent(ns, name, patch) {
       await rest.request("PATCH", `/api/v1/namespaces/${encodeURIComponent(ns)}/events/${name}`, { body: patch, contentType: STRATEGIC });
     },

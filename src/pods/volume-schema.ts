@@ -2,8 +2,8 @@
  * The volume sources this agent acts on (core/v1 Volume and VolumeMount),
  * as valibot schemas checked the way upstream API validation does: relative
  * item paths without "..", modes within 0777, token lifetimes of at least
- * 10 minutes. Other sources (persistentVolumeClaim, csi, nfs, ...) are kept
- * loose; the volume manager reports them as unsupported.
+ * 10 minutes. Other sources (csi, nfs, ...) are kept loose; the volume
+ * manager reports them as unsupported.
  */
 import * as v from "valibot";
 
@@ -87,8 +87,18 @@ export const HostPathVolumeSource = v.looseObject({
   type: v.optional(v.nullable(v.picklist(HostPathTypes, `must be one of ${HostPathTypes.map((t) => JSON.stringify(t)).join(", ")}`))),
 });
 
+export const PersistentVolumeClaimVolumeSource = v.looseObject({
+  claimName: v.pipe(v.string(), v.minLength(1, "must not be empty")),
+  readOnly: v.optional(v.boolean()),
+});
+
+/** A generic ephemeral volume: the claim `<pod>-<volume>` the ephemeral volume controller makes from the template. */
+export const EphemeralVolumeSource = v.looseObject({
+  volumeClaimTemplate: v.optional(v.nullable(v.looseObject({ metadata: v.optional(v.unknown()), spec: v.unknown() }))),
+});
+
 /** The sources this agent sets up; the first one present names the volume's kind. */
-export const SUPPORTED_SOURCES = ["emptyDir", "hostPath", "configMap", "secret", "downwardAPI", "projected"] as const;
+export const SUPPORTED_SOURCES = ["emptyDir", "hostPath", "configMap", "secret", "downwardAPI", "projected", "persistentVolumeClaim", "ephemeral"] as const;
 
 export const Volume = v.pipe(
   v.looseObject({
@@ -99,6 +109,8 @@ export const Volume = v.pipe(
     secret: v.optional(v.nullable(SecretVolumeSource)),
     downwardAPI: v.optional(v.nullable(DownwardAPIVolumeSource)),
     projected: v.optional(v.nullable(ProjectedVolumeSource)),
+    persistentVolumeClaim: v.optional(v.nullable(PersistentVolumeClaimVolumeSource)),
+    ephemeral: v.optional(v.nullable(EphemeralVolumeSource)),
   }),
   v.check((vol) => SUPPORTED_SOURCES.filter((k) => vol[k] != null).length <= 1, "may not specify more than 1 volume type"),
 );

@@ -168,8 +168,8 @@ describe("PodVolumeManager", () => {
 
   test("an unsupported volume type fails with its name", async () => {
     const { manager } = setup();
-    const p = pod([{ name: "claim", persistentVolumeClaim: { claimName: "x" } } as never]);
-    expect(await failures(() => manager.setupPod(p))).toEqual([{ volume: "claim", message: 'volume type "persistentVolumeClaim" is not supported by this node', mounted: false }]);
+    const p = pod([{ name: "nfs", nfs: { server: "x", path: "/" } } as never]);
+    expect(await failures(() => manager.setupPod(p))).toEqual([{ volume: "nfs", message: 'volume type "nfs" is not supported by this node', mounted: false }]);
   });
 
   test("mounts: a missing volume and Bidirectional without privilege are config errors; HostToContainer maps to the CRI", async () => {

@@ -37,6 +37,8 @@ import { prepareSubPath } from "./subpath.ts";
 import type { TokenSource } from "./token.ts";
 import { expand } from "../pods/expansion.ts";
 import { podUid } from "../pods/identity.ts";
+import { resolveClaim, type ClaimVolume } from "./claims.ts";
+import type { KubeApi } from "../api/index.ts";
 
 export interface VolumeManagerOptions {
   rootDir: string;
@@ -52,12 +54,16 @@ export interface VolumeManagerOptions {
   /** The agent's pid (subPath bind mounts come from /proc/<pid>/fd). */
   pid?: number;
   random?: () => number;
+  /** PersistentVolumeClaims and their PersistentVolumes (cluster mode); without it such volumes fail. */
+  claims?: KubeApi;
+  /** This node's name and labels, for a local PersistentVolume's node affinity. */
+  nodeIdentity?: { name: string; labels: Record<string, string> };
 }
 
-type Kind = "emptyDir" | "hostPath" | "configMap" | "secret" | "downwardAPI" | "projected";
+type Kind = "emptyDir" | "hostPath" | "configMap" | "secret" | "downwardAPI" | "projected" | "persistentVolumeClaim" | "ephemeral";
 
 /** Upstream plugin names: the directory of a volume is volumes/<plugin with ~>/<name>. */
-const PLUGIN: Record<Exclude<Kind, "hostPath">, string> = {
+const PLUGIN: Record<Exclude<Kind, "hostPath" | "persistentVolumeClaim" | "ephemeral">, string> = {
   emptyDir: "kubernetes.io/empty-dir",
   configMap: "kubernetes.io/configmap",
   secret: "kubernetes.io/secret",
@@ -73,7 +79,7 @@ interface Location {
   readOnly: boolean;
 }
 
-const KINDS: Kind[] = ["emptyDir", "hostPath", "configMap", "secret", "downwardAPI", "projected"];
+const KINDS: Kind[] = ["emptyDir", "hostPath", "configMap", "secret", "downwardAPI", "projected", "persistentVolumeClaim", "ephemeral"];
 
 function fsGroupOf(pod: Pod): { fsGroup?: number; policy?: FsGroupChangePolicy } {
   const sc = (pod.spec.securityContext ?? {}) as { fsGroup?: unknown; fsGroupChangePolicy?: unknown };
@@ -119,6 +125,8 @@ export class PodVolumeManager implements VolumeManager {
   private readonly dirs: PodDirs;
   /** Volumes set up at least once in this process, by pod UID. */
   private readonly setUp = new Map<string, Set<string>>();
+  /** Claims resolved to their bound PersistentVolume, by pod UID and volume name (set up before any container mounts them). */
+  private readonly claims = new Map<string, Map<string, ClaimVolume>>();
 
   constructor(private readonly opts: VolumeManagerOptions) {
     this.dirs = podDirs(opts.rootDir);
@@ -135,6 +143,11 @@ export class PodVolumeManager implements VolumeManager {
       throw new Error(`volume type ${JSON.stringify(other)} is not supported by this node`);
     }
     if (kind === "hostPath") return { kind, hostPath: vol.hostPath!.path, readOnly: false };
+    if (kind === "persistentVolumeClaim" || kind === "ephemeral") {
+      const claim = this.claims.get(podUid(pod))?.get(vol.name);
+      if (!claim) throw new Error(`volume ${JSON.stringify(vol.name)}: its claim is not bound to a volume on this node yet`);
+      return { kind, hostPath: claim.path, readOnly: claim.readOnly };
+    }
     return { kind, hostPath: this.dirs.volume(podUid(pod), PLUGIN[kind], vol.name), readOnly: kind !== "emptyDir" };
   }
 
@@ -170,12 +183,23 @@ export class PodVolumeManager implements VolumeManager {
   }
 
   private async setupVolume(pod: Pod, vol: VolumeSpec): Promise<void> {
+    if (vol.persistentVolumeClaim || vol.ephemeral) {
+      const uid = podUid(pod);
+      const claim = await resolveClaim(this.opts.claims, pod, vol, this.opts.nodeIdentity ?? { name: pod.spec.nodeName ?? "", labels: {} });
+      const known = this.claims.get(uid) ?? new Map<string, ClaimVolume>();
+      if (!known.has(vol.name)) this.opts.logger.info("persistent volume ready", { pod: pod.metadata.name, volume: vol.name, claim: claim.claim, pv: claim.pv, path: claim.path });
+      known.set(vol.name, claim);
+      this.claims.set(uid, known);
+    }
     const loc = this.locate(pod, vol);
     const { fsGroup, policy } = fsGroupOf(pod);
     switch (loc.kind) {
       case "hostPath":
         checkHostPathType(loc.hostPath, vol.hostPath!.type);
         return;
+      case "persistentVolumeClaim":
+      case "ephemeral":
+        return; // resolved in setupVolume before locate
       case "emptyDir": {
         const medium = vol.emptyDir!.medium ?? "";
         if (medium === "HugePages") throw new Error("hugepages volumes are not supported by this node");
@@ -356,6 +380,7 @@ export class PodVolumeManager implements VolumeManager {
     if (!uid || uid.includes("/") || uid === "." || uid === "..") return;
     this.opts.tokens?.forgetPod(uid);
     this.setUp.delete(uid);
+    this.claims.delete(uid);
     const dir = this.dirs.pod(uid);
     if (!existsSync(dir)) return;
     for (const m of await this.opts.mounter.mountsUnder(dir)) await this.opts.mounter.unmount(m);

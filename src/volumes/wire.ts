@@ -26,6 +26,8 @@ export interface VolumeWiring {
   mounter?: Mounter;
   /** Offline autonomy: the referenced objects and tokens are checkpointed and used while the API cannot answer. */
   checkpoint?: ObjectCheckpointOptions;
+  /** This node's name and labels (a local PersistentVolume's node affinity is checked against them). */
+  nodeIdentity: { name: string; labels: Record<string, string> };
 }
 
 /** The volume manager and the PodObjects it reads (env references should read the same); disposing stops the watches. */
@@ -68,6 +70,8 @@ export async function createVolumeManager(w: VolumeWiring): Promise<VolumeSubsys
     node: { cpuMilli: w.allocatable.cpu, memoryBytes: w.allocatable.memory, ephemeralStorageBytes: w.allocatable["ephemeral-storage"] },
     clock: w.clock,
     logger: w.logger,
+    ...(w.api ? { claims: w.api } : {}),
+    nodeIdentity: w.nodeIdentity,
   });
   if (!cache) return { podObjects: noPodObjects, volumes: manager, [Symbol.asyncDispose]: async () => {} };
   // A pod's referenced objects are watched from its first setup until its volumes are torn down.

@@ -25,7 +25,7 @@ let plugin: Subprocess | undefined;
 let pluginLog: string;
 let out: string;
 
-const { getJson, tryJson, apply } = adminKubectl(() => cp);
+const { kubectl, getJson, tryJson, apply } = adminKubectl(() => cp);
 
 /** The sample plugin's binary: built once into the control plane's cache, then reused. */
 function samplePluginBinary(): string {
@@ -147,6 +147,8 @@ describe("device plugins with the sample device plugin", () => {
     expect(pod.status.reason).toBe("UnexpectedAdmissionError");
     expect(pod.status.message).toBe("Allocate failed due to requested number of devices unavailable for example.com/resource. Requested: 3, Available: 1, which is unexpected");
     expect(seen("three")).toBeUndefined();
+    // Gone, so the scheduler does not count its request against the node.
+    await kubectl("delete", "pod", "three", "--wait=false");
   }, 90_000);
 
   test("a static pod asking more devices than exist is rejected the same way", async () => {
@@ -179,7 +181,10 @@ describe("device plugins with the sample device plugin", () => {
     // The running pod kept its container; a new pod gets the other device, not the held one.
     expect((await getJson("pod", "one")).status.containerStatuses[0].restartCount).toBe(0);
     await apply(devicePod("two", 1));
-    await eventually("pod two Running", async () => (await tryJson("pod", "two"))?.status?.phase === "Running", 90_000);
+    await eventually("pod two Running", async () => (await tryJson("pod", "two"))?.status?.phase === "Running", 90_000).catch(async (e) => {
+      const events = await kubectl("get", "events", "--field-selector", "involvedObject.name=two", "-o", "custom-columns=REASON:.reason,MESSAGE:.message");
+      throw new Error(`${(e as Error).message}\npod two: ${JSON.stringify((await tryJson("pod", "two"))?.status)}\n${events}\n${agent.describe()}`);
+    });
     const other = await eventually("pod two wrote what it sees", () => seen("two"));
     expect(other).toBe(held === "Dev-1" ? "/tmp/Dev-2" : "/tmp/Dev-1");
   }, 180_000);

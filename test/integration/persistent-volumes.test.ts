@@ -1,0 +1,141 @@
+// PersistentVolumeClaims provisioned by the real local-path provisioner
+// (github.com/rancher/local-path-provisioner, built from Go modules by
+// scripts/controlplane/build.sh --with-local-path-provisioner on first use),
+// run as a host process against a real control plane: the scheduler picks
+// the node (WaitForFirstConsumer), the provisioner's helper pod makes the
+// directory on it (a pod this agent runs), the PV controller binds the claim
+// to a hostPath PV, and the agent mounts it.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import type { Subprocess } from "bun";
+import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
+import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
+import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+
+const NODE = "pv-node";
+const NS = "local-path-storage";
+let ctd: ContainerdHandle;
+let cp: ControlPlaneHandle;
+let agent: AgentHandle;
+let provisioner: Subprocess | undefined;
+let provisionerLog: string;
+let storage: string;
+
+const { kubectl, tryJson, apply } = adminKubectl(() => cp);
+
+function provisionerBinary(): string {
+  const script = resolve(import.meta.dir, "../../scripts/controlplane/build.sh");
+  const r = Bun.spawnSync(["bash", script, "--with-local-path-provisioner"], { stdout: "pipe", stderr: "pipe" });
+  if (r.exitCode !== 0) throw new Error(`build.sh --with-local-path-provisioner failed:\n${r.stderr.toString()}`);
+  return join(r.stdout.toString().trim().split("\n").pop()!, "local-path-provisioner");
+}
+
+const claimPod = (name: string, claim: string, script: string, extra: Record<string, unknown> = {}) => ({
+  apiVersion: "v1",
+  kind: "Pod",
+  metadata: { name, namespace: "default" },
+  spec: {
+    restartPolicy: "Never",
+    terminationGracePeriodSeconds: 1,
+    containers: [{ name: "main", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sh", "-c", script], volumeMounts: [{ name: "data", mountPath: "/data" }] }],
+    volumes: [{ name: "data", persistentVolumeClaim: { claimName: claim } }],
+    ...extra,
+  },
+});
+
+const phaseOf = async (name: string) => (await tryJson("pod", name))?.status?.phase as string | undefined;
+const provisionerTail = () => (existsSync(provisionerLog) ? readFileSync(provisionerLog, "utf8").split("\n").slice(-20).join("\n") : "");
+
+beforeAll(async () => {
+  requireRoot();
+  const binary = provisionerBinary();
+  [ctd, cp] = await Promise.all([startContainerd({ name: "pv" }), startControlPlane({ name: "pv" })]);
+  agent = await startAgent(ctd, { nodeName: NODE, extraArgs: [`--kubeconfig=${await cp.nodeKubeconfig(NODE)}`, "--node-ip=127.0.0.1"] });
+  storage = join(agent.dir, "local-path");
+  mkdirSync(storage, { recursive: true });
+  const conf = join(agent.dir, "local-path-config");
+  mkdirSync(conf, { recursive: true });
+  writeFileSync(join(conf, "config.json"), JSON.stringify({ nodePathMap: [{ node: "DEFAULT_PATH_FOR_NON_LISTED_NODES", paths: [storage] }] }));
+  // The upstream helper pod template, with the test's busybox image (no registry here).
+  writeFileSync(
+    join(conf, "helperPod.yaml"),
+    JSON.stringify({ apiVersion: "v1", kind: "Pod", metadata: { name: "helper-pod" }, spec: { containers: [{ name: "helper-pod", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent" }] } }),
+  );
+  await apply(
+    { apiVersion: "v1", kind: "Namespace", metadata: { name: NS } },
+    { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: "local-path-provisioner-service-account", namespace: NS } },
+    {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: "local-path-config", namespace: NS },
+      data: { setup: '#!/bin/sh\nset -eu\nmkdir -m 0777 -p "$VOL_DIR"\n', teardown: '#!/bin/sh\nset -eu\nrm -rf "$VOL_DIR"\n' },
+    },
+    {
+      apiVersion: "storage.k8s.io/v1",
+      kind: "StorageClass",
+      metadata: { name: "local-path" },
+      provisioner: "rancher.io/local-path",
+      volumeBindingMode: "WaitForFirstConsumer",
+      reclaimPolicy: "Delete",
+    },
+  );
+  provisionerLog = join(agent.dir, "local-path-provisioner.log");
+  const fd = openSync(provisionerLog, "a");
+  provisioner = Bun.spawn(
+    [binary, "--debug", "start", "--config", join(conf, "config.json"), "--helper-pod-file", join(conf, "helperPod.yaml"), "--kubeconfig", cp.adminKubeconfig, "--namespace", NS, "--helper-image", ctd.busyboxImage],
+    { stdout: fd, stderr: fd },
+  );
+  process.once("exit", () => provisioner?.kill("SIGKILL"));
+}, 1_800_000);
+
+afterAll(async () => {
+  provisioner?.kill("SIGTERM");
+  await provisioner?.exited;
+  await agent?.kill("SIGKILL");
+  await Promise.all([ctd?.stop(), cp?.stop()]);
+}, 60_000);
+
+describe("PersistentVolumeClaims from the local-path provisioner", () => {
+  test("a provisioned claim is mounted and written, and the data is there for the next pod using it", async () => {
+    await apply({
+      apiVersion: "v1",
+      kind: "PersistentVolumeClaim",
+      metadata: { name: "data", namespace: "default" },
+      spec: { accessModes: ["ReadWriteOnce"], storageClassName: "local-path", resources: { requests: { storage: "16Mi" } } },
+    });
+    await apply(claimPod("writer", "data", "echo hello-from-writer > /data/msg"));
+    await eventually("writer Succeeded", async () => (await phaseOf("writer")) === "Succeeded", 120_000).catch(async (e) => {
+      throw new Error(`${(e as Error).message}\nwriter: ${JSON.stringify((await tryJson("pod", "writer"))?.status)}\nprovisioner:\n${provisionerTail()}\n${agent.describe()}`);
+    });
+    const pvc = await tryJson("pvc", "data");
+    expect(pvc.status.phase).toBe("Bound");
+    const pv = await tryJson("pv", pvc.spec.volumeName);
+    expect(pv.spec.hostPath.path.startsWith(storage)).toBe(true);
+    expect(readFileSync(join(pv.spec.hostPath.path, "msg"), "utf8")).toBe("hello-from-writer\n");
+
+    await kubectl("delete", "pod", "writer", "--wait=true", "--timeout=60s");
+    await apply(claimPod("reader", "data", 'test "$(cat /data/msg)" = hello-from-writer'));
+    await eventually("reader Succeeded (it read what the writer wrote)", async () => {
+      const phase = await phaseOf("reader");
+      if (phase === "Failed") throw new Error("reader Failed: the data was not there");
+      return phase === "Succeeded";
+    }, 90_000);
+  }, 240_000);
+
+  test("a pod whose claim does not exist waits with a FailedMount event naming it, and starts nothing", async () => {
+    await apply(claimPod("orphan", "nope", "true", { nodeName: NODE }));
+    const events = await eventually(
+      "FailedMount for the missing claim",
+      async () => {
+        const out = await kubectl("get", "events", "--field-selector", "involvedObject.name=orphan", "-o", "custom-columns=REASON:.reason,MESSAGE:.message", "--no-headers");
+        return out.includes("FailedMount") ? out : undefined;
+      },
+      60_000,
+    );
+    expect(events).toContain('MountVolume.SetUp failed for volume "data" : error processing PVC default/nope: failed to fetch PVC from API server: persistentvolumeclaims "nope" not found');
+    const pod = await tryJson("pod", "orphan");
+    expect(pod.status.phase).toBe("Pending");
+    expect(pod.status.containerStatuses?.[0]?.state?.running).toBeUndefined();
+  }, 90_000);
+});
