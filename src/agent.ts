@@ -11,6 +11,7 @@ import type { CriService } from "./cri/index.ts";
 import { createKubeApi, type KubeApi } from "./api/index.ts";
 import { admitPod } from "./node/admission.ts";
 import { DeviceManager, servePodResources } from "./devices/index.ts";
+import { renderVolumeStatsMetrics } from "./metrics/volume-stats.ts";
 import { sysctlAllowlist } from "./node/sysctls.ts";
 import { NodeController } from "./node/controller.ts";
 import { allocatableAmounts, nodeFacts } from "./node/status.ts";
@@ -314,6 +315,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
       pods: () => workers.activePods().map((p) => podRef(p)),
       podLogsDir: k.podLogsDir,
       volumeStatsAggPeriodMs: k.volumeStatsAggPeriod,
+      claimedVolumes: (uid) => volumes.claimVolumes(uid),
       clock,
       logger,
     }),
@@ -496,7 +498,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     nodeAddresses: config.nodeIPs.length ? config.nodeIPs : hostIP ? [hostIP] : [],
     health,
     metrics: {
-      kubelet: () => metrics.render(),
+      kubelet: () => metrics.render() + renderVolumeStatsMetrics(stats.latest()),
       resource: () => resourceMetrics(stats),
       probes: () => probeMetrics.render(),
       cadvisor: () => cadvisorMetrics(() => stats.cadvisor({ sandboxImage: pauseImage ?? "" }), () => machineFactsFromSpec(machineSpec()), () => clock.now()),

@@ -35,6 +35,7 @@ function setup(volumes: Partial<VolumeManager>) {
     mountsFor: async () => [Mount.create({ containerPath: "/cfg", hostPath: "/var/lib/kubelet/pods/uid-1/volumes/kubernetes.io~configmap/cfg", readonly: true })],
     teardownPod: async (uid) => void calls.push(`teardown ${uid}`),
     cleanupOrphans: async () => {},
+    claimVolumes: () => [],
     ...volumes,
   };
   const runtime = new CriPodRuntime({

@@ -25,7 +25,7 @@ import { readNodeStats } from "./node.ts";
 import { netnsOf } from "./pod-network.ts";
 import { buildPodStats, PodIndex } from "./pods.ts";
 import { CpuRates } from "./rate.ts";
-import { VolumeUsageCache } from "./volumes.ts";
+import { VolumeUsageCache, type ClaimedVolumePath } from "./volumes.ts";
 import type { FsStats, PodStats, StatsProvider, Summary } from "./types.ts";
 import type { PodRef } from "../pods/identity.ts";
 
@@ -55,6 +55,8 @@ export interface StatsCollectorOptions {
   podLogsDir: string;
   /** How long a volume's measured usage is reused (volumeStatsAggPeriod, default 1m). */
   volumeStatsAggPeriodMs?: number;
+  /** A pod's volumes backed by PersistentVolumeClaims (outside its directory); none without it. */
+  claimedVolumes?: (uid: string) => ClaimedVolumePath[];
   clock: Clock;
   logger: Logger;
 }
@@ -76,6 +78,8 @@ export interface StatsCollector extends StatsProvider {
   start(periodMs: number): void;
   /** Stops the timer and waits for a pass in flight. Idempotent. */
   [Symbol.asyncDispose](): Promise<void>;
+  /** The last pass's summary without collecting (undefined before the first); for /metrics, which answers at once. */
+  latest(): Summary | undefined;
 }
 
 /** summary() reuses a pass younger than this when no period was started. */
@@ -183,7 +187,7 @@ export function createStatsCollector(opts: StatsCollectorOptions): StatsCollecto
       nodeFs: statFsCached(opts.rootDir),
       statFs: statFsCached,
       imageFs: image.info,
-      volumes: (uid: string) => volumeUsage.volumesOf(uid, nowMs),
+      volumes: (uid: string) => volumeUsage.volumesOf(uid, nowMs, opts.claimedVolumes?.(uid) ?? []),
     };
     const podStats: PodStats[] = [];
     for (const pod of pods) {
@@ -243,6 +247,7 @@ export function createStatsCollector(opts: StatsCollectorOptions): StatsCollecto
       periodMs = ms;
       void collect().then(schedule);
     },
+    latest: () => last?.summary,
     summary: async () => (await current()).summary,
     async cadvisor({ sandboxImage }) {
       const pass = await current();

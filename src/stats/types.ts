@@ -66,7 +66,7 @@ export interface PodStats {
   cpu?: CpuStats;
   memory?: MemoryStats;
   network?: NetworkStats;
-  volume?: (FsStats & { name: string })[];
+  volume?: (FsStats & { name: string; pvcRef?: { name: string; namespace: string } })[];
   "ephemeral-storage"?: FsStats;
   process_stats?: ProcessStats;
 }

@@ -45,4 +45,14 @@ describe("volume usage", () => {
     const later = cache.volumesOf("u1", 60_000).find((v) => v.name === "scratch")!;
     expect(later.usage.bytes).toBeGreaterThan(first.find((v) => v.name === "scratch")!.usage.bytes);
   });
+  test("a volume backed by a claim is measured at the PV's path and reported with its claim", () => {
+    const pv = join(pods, "pv-data");
+    mkdirSync(pv);
+    writeFileSync(join(pv, "f"), Buffer.alloc(8192, 1));
+    const cache = new VolumeUsageCache(pods, 60_000);
+    const vols = cache.volumesOf("u1", 0, [{ name: "data", path: pv, pvcRef: { name: "c", namespace: "ns" } }]);
+    const data = vols.find((v) => v.name === "data")!;
+    expect(data).toMatchObject({ path: pv, ephemeral: false, pvcRef: { name: "c", namespace: "ns" } });
+    expect(data.usage.bytes).toBeGreaterThanOrEqual(8192);
+  });
 });

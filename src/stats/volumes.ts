@@ -16,6 +16,15 @@ export interface VolumeUsage {
   usage: DiskUsage;
   /** Counted in the pod's ephemeral-storage (upstream isVolumeEphemeral: emptyDir on disk, configMap). */
   ephemeral: boolean;
+  /** The claim of a volume backed by a PersistentVolumeClaim. */
+  pvcRef?: { name: string; namespace: string };
+}
+
+/** A volume outside the pod's directory (a PersistentVolume's path), reported by its claim. */
+export interface ClaimedVolumePath {
+  name: string;
+  path: string;
+  pvcRef: { name: string; namespace: string };
 }
 
 /** `du` of a tree: allocated bytes and inodes, symlinks not followed, other filesystems (nested mounts) not entered. */
@@ -86,10 +95,17 @@ export class VolumeUsageCache {
     private readonly periodMs: number,
   ) {}
 
-  volumesOf(uid: string, nowMs: number): VolumeUsage[] {
+  volumesOf(uid: string, nowMs: number, claimed: readonly ClaimedVolumePath[] = []): VolumeUsage[] {
     const hit = this.cache.get(uid);
-    if (hit && nowMs - hit.atMs < this.periodMs) return hit.volumes;
+    if (hit && nowMs - hit.atMs < this.periodMs && hit.volumes.filter((v) => v.pvcRef).length === claimed.length) return hit.volumes;
     const volumes = measurePodVolumes(this.podsDir, uid);
+    for (const c of claimed) {
+      try {
+        volumes.push({ name: c.name, path: c.path, usage: treeUsage(c.path), ephemeral: false, pvcRef: c.pvcRef });
+      } catch {
+        // gone meanwhile
+      }
+    }
     this.cache.set(uid, { atMs: nowMs, volumes });
     for (const [k, v] of this.cache) if (nowMs - v.atMs > 2 * this.periodMs) this.cache.delete(k);
     return volumes;

@@ -69,6 +69,9 @@ describe("persistentVolumeClaim volumes", () => {
     const p = pod({ persistentVolumeClaim: { claimName: "c", readOnly: true } });
     await manager.setupPod(p);
     expect(await manager.mountsFor(p, p.spec.containers[0]!)).toMatchObject([{ containerPath: "/data", hostPath: dir, readonly: true }]);
+    expect(manager.claimVolumes("uid-1")).toEqual([{ name: "data", path: dir, pvcRef: { name: "c", namespace: "ns" } }]);
+    await manager.teardownPod("uid-1");
+    expect(manager.claimVolumes("uid-1")).toEqual([]);
   });
 
   test("the pod waits with upstream's messages while the claim is missing, unbound or being deleted", async () => {

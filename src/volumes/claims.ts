@@ -16,6 +16,7 @@ import { checkHostPathType } from "./host-path.ts";
 
 export interface ClaimVolume {
   claim: string;
+  namespace: string;
   pv: string;
   /** The directory containers bind. */
   path: string;
@@ -103,11 +104,11 @@ export async function resolveClaim(api: KubeApi | undefined, pod: Pod, vol: Volu
   const readOnly = vol.persistentVolumeClaim?.readOnly === true;
   if (pvSpec.hostPath) {
     checkHostPathType(pvSpec.hostPath.path, (pvSpec.hostPath.type ?? "") as never);
-    return { claim: name, pv: pvName, path: pvSpec.hostPath.path, plugin: "kubernetes.io/host-path", readOnly };
+    return { claim: name, namespace: ns, pv: pvName, path: pvSpec.hostPath.path, plugin: "kubernetes.io/host-path", readOnly };
   }
   if (pvSpec.local) {
     if (!pvFitsNode(pv!, node)) throw new Error(`MountVolume.NodeAffinity check failed for volume "${pvName}" : no matching NodeSelectorTerms`);
-    return { claim: name, pv: pvName, path: pvSpec.local.path, plugin: "kubernetes.io/local-volume", readOnly };
+    return { claim: name, namespace: ns, pv: pvName, path: pvSpec.local.path, plugin: "kubernetes.io/local-volume", readOnly };
   }
   const kind = Object.keys(pvSpec).find((k) => !["accessModes", "capacity", "claimRef", "persistentVolumeReclaimPolicy", "storageClassName", "volumeMode", "nodeAffinity", "mountOptions"].includes(k)) ?? "none";
   throw new Error(`PersistentVolume ${pvName}: volume type ${JSON.stringify(kind)} is not supported by this node (hostPath and local are)`);

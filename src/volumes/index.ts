@@ -27,6 +27,14 @@ export interface VolumeManager {
   teardownPod(uid: string): Promise<void>;
   /** Pod directories of pods neither the agent nor the runtime knows: unmounted and removed. */
   cleanupOrphans(isKnown: (uid: string) => boolean): Promise<void>;
+  /** The pod's volumes backed by a PersistentVolumeClaim, set up and where they are (volume stats report them by claim). */
+  claimVolumes(uid: string): ClaimedVolume[];
+}
+
+export interface ClaimedVolume {
+  name: string;
+  path: string;
+  pvcRef: { name: string; namespace: string };
 }
 
 /** One volume that failed to set up, with upstream's wording of why. */

@@ -20,7 +20,7 @@ import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import { writeAtomically, type Payload } from "./atomic-writer.ts";
 import { checkHostPathType } from "./host-path.ts";
-import { VolumeMountError, VolumeSetupError, type VolumeFailure, type VolumeManager } from "./index.ts";
+import { VolumeMountError, VolumeSetupError, type ClaimedVolume, type VolumeFailure, type VolumeManager } from "./index.ts";
 import type { Mounter } from "./mount.ts";
 import { setVolumeOwnership, type FsGroupChangePolicy } from "./ownership.ts";
 import {
@@ -389,6 +389,10 @@ export class PodVolumeManager implements VolumeManager {
     if (left.length) throw new Error(`pod ${uid}: still mounted: ${left.join(", ")}`);
     rmSync(dir, { recursive: true, force: true }); // removes symlinks, never follows them
     this.opts.logger.v(2).info("pod volumes torn down", { uid });
+  }
+
+  claimVolumes(uid: string): ClaimedVolume[] {
+    return [...(this.claims.get(uid) ?? new Map<string, ClaimVolume>())].map(([name, c]) => ({ name, path: c.path, pvcRef: { name: c.claim, namespace: c.namespace } }));
   }
 
   async cleanupOrphans(isKnown: (uid: string) => boolean): Promise<void> {

@@ -86,6 +86,7 @@ export async function createVolumeManager(w: VolumeWiring): Promise<VolumeSubsys
       await manager.teardownPod(uid);
     },
     cleanupOrphans: (isKnown) => manager.cleanupOrphans(isKnown),
+    claimVolumes: (uid) => manager.claimVolumes(uid),
   };
   return { podObjects: objects ?? cache, volumes, [Symbol.asyncDispose]: () => cache[Symbol.asyncDispose]() };
 }

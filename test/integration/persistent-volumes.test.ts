@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Subprocess } from "bun";
-import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
+import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
 
@@ -21,6 +21,16 @@ let agent: AgentHandle;
 let provisioner: Subprocess | undefined;
 let provisionerLog: string;
 let storage: string;
+let kubeletPort: number;
+
+/** GET on the agent's 10250 as the cluster admin (its serving certificate is self-signed). */
+async function kubeletGet(path: string): Promise<{ status: number; body: string }> {
+  const pki = join(cp.dir, "pki");
+  const res = await fetch(`https://127.0.0.1:${kubeletPort}${path}`, {
+    tls: { cert: readFileSync(join(pki, "admin.crt"), "utf8"), key: readFileSync(join(pki, "admin.key"), "utf8"), rejectUnauthorized: false },
+  } as RequestInit);
+  return { status: res.status, body: await res.text() };
+}
 
 const { kubectl, tryJson, apply } = adminKubectl(() => cp);
 
@@ -50,8 +60,14 @@ const provisionerTail = () => (existsSync(provisionerLog) ? readFileSync(provisi
 beforeAll(async () => {
   requireRoot();
   const binary = provisionerBinary();
+  kubeletPort = await freePort();
   [ctd, cp] = await Promise.all([startContainerd({ name: "pv" }), startControlPlane({ name: "pv" })]);
-  agent = await startAgent(ctd, { nodeName: NODE, extraArgs: [`--kubeconfig=${await cp.nodeKubeconfig(NODE)}`, "--node-ip=127.0.0.1"] });
+  agent = await startAgent(ctd, {
+    nodeName: NODE,
+    extraArgs: [`--kubeconfig=${await cp.nodeKubeconfig(NODE)}`, "--node-ip=127.0.0.1"],
+    // /metrics and /stats/summary on 10250 for the cluster admin's client certificate (cluster CA).
+    extraConfig: { port: kubeletPort, authentication: { x509: { clientCAFile: cp.caFile }, webhook: { enabled: true }, anonymous: { enabled: false } }, authorization: { mode: "Webhook" } },
+  });
   storage = join(agent.dir, "local-path");
   mkdirSync(storage, { recursive: true });
   const conf = join(agent.dir, "local-path-config");
@@ -115,12 +131,30 @@ describe("PersistentVolumeClaims from the local-path provisioner", () => {
     expect(readFileSync(join(pv.spec.hostPath.path, "msg"), "utf8")).toBe("hello-from-writer\n");
 
     await kubectl("delete", "pod", "writer", "--wait=true", "--timeout=60s");
-    await apply(claimPod("reader", "data", 'test "$(cat /data/msg)" = hello-from-writer'));
-    await eventually("reader Succeeded (it read what the writer wrote)", async () => {
-      const phase = await phaseOf("reader");
-      if (phase === "Failed") throw new Error("reader Failed: the data was not there");
-      return phase === "Succeeded";
+    await apply(claimPod("reader", "data", 'test "$(cat /data/msg)" = hello-from-writer && touch /data/read-ok && sleep 3600'));
+    await eventually("reader read what the writer wrote", async () => {
+      if ((await phaseOf("reader")) === "Failed") throw new Error("reader Failed: the data was not there");
+      return existsSync(join(pv.spec.hostPath.path, "read-ok"));
     }, 90_000);
+
+    // The claim's usage in kubelet_volume_stats_* (and /stats/summary) once a stats pass measured it.
+    let last = "";
+    const used = await eventually(
+      "kubelet_volume_stats_used_bytes for the claim",
+      async () => {
+        const r = await kubeletGet("/metrics");
+        last = `${r.status} ${r.body.split("\n").filter((l) => l.includes("volume_stats")).join("\n") || r.body.slice(0, 300)}`;
+        return r.status === 200 ? /^kubelet_volume_stats_used_bytes\{namespace="default",persistentvolumeclaim="data"\} (\d+)$/m.exec(r.body)?.[1] : undefined;
+      },
+      60_000,
+      2000,
+    ).catch((e) => {
+      throw new Error(`${(e as Error).message}\nlast /metrics answer: ${last}\n${agent.describe()}`);
+    });
+    expect(Number(used)).toBeGreaterThan(0);
+    const summary = JSON.parse((await kubeletGet("/stats/summary")).body);
+    const reader = summary.pods.find((p: any) => p.podRef.name === "reader");
+    expect(reader.volume.find((v: any) => v.name === "data")).toMatchObject({ pvcRef: { name: "data", namespace: "default" } });
   }, 240_000);
 
   test("a pod whose claim does not exist waits with a FailedMount event naming it, and starts nothing", async () => {
