@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import type { Pod } from "../pods/schema.ts";
-import { admitPod, podRequests, type NodeFacts } from "./admission.ts";
+import { admitOs, admitPod, podRequests, type NodeFacts } from "./admission.ts";
 
 const node: NodeFacts = {
   name: "n1",
@@ -25,6 +25,18 @@ describe("admitPod", () => {
       message: "Node didn't have enough resource: cpu, requested: 1500, used: 1000, capacity: 2000",
     });
     expect(admitPod(pod("c", {}, { memory: "5Gi" }), [], node)).toMatchObject({ reason: "OutOfmemory" });
+  });
+
+  test("spec.os.name or the kubernetes.io/os label naming another OS: rejected with upstream's reasons, before resources", () => {
+    expect(admitPod(pod("w", { os: { name: "windows" } }), [], node)).toEqual({
+      admit: false,
+      reason: "PodOSNotSupported",
+      message: "Failed to admit pod as the OS field doesn't match node OS",
+    });
+    expect(admitOs(pod("l", { os: { name: "linux" } }), "linux")).toEqual({ admit: true });
+    const labelled = { ...pod("x"), metadata: { name: "x", labels: { "kubernetes.io/os": "windows" } } };
+    expect(admitOs(labelled, "linux")).toMatchObject({ admit: false, reason: "PodOSSelectorNodeLabelDoesNotMatch" });
+    expect(admitPod(pod("big", { os: { name: "windows" } }, { cpu: "64" }), [], node)).toMatchObject({ reason: "PodOSNotSupported" });
   });
 
   test("OutOfpods at maxPods", () => {

@@ -122,8 +122,27 @@ function hostPorts(pod: Pod): HostPort[] {
 /** Same protocol and port, on the same address or either on every address. */
 const portsClash = (a: HostPort, b: HostPort) => a.protocol === b.protocol && a.port === b.port && (a.ip === b.ip || a.ip === "0.0.0.0" || b.ip === "0.0.0.0");
 
+/** The node's OS as Kubernetes names it (upstream runtime.GOOS): what `spec.os.name` and the `kubernetes.io/os` label must say. */
+export const NODE_OS = process.platform === "win32" ? "windows" : process.platform;
+
+/**
+ * Upstream rejectPodAdmissionBasedOnOSSelector and ...OSField: a pod whose
+ * `kubernetes.io/os` label (its labels, not its node selector, as upstream)
+ * or `spec.os.name` names another OS than the node's is not admitted.
+ */
+export function admitOs(pod: Pod, nodeOs: string = NODE_OS): AdmitResult {
+  const label = pod.metadata.labels?.["kubernetes.io/os"];
+  if (label !== undefined && label !== nodeOs) {
+    return { admit: false, reason: "PodOSSelectorNodeLabelDoesNotMatch", message: "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label" };
+  }
+  if (pod.spec.os && pod.spec.os.name !== nodeOs) return { admit: false, reason: "PodOSNotSupported", message: "Failed to admit pod as the OS field doesn't match node OS" };
+  return { admit: true };
+}
+
 /** Upstream canAdmitPod with the kubelet's predicates; `others` are the pods already admitted and active. */
 export function admitPod(pod: Pod, others: Pod[], node: NodeFacts): AdmitResult {
+  const os = admitOs(pod);
+  if (!os.admit) return os;
   if (pod.spec.nodeName && pod.spec.nodeName !== node.name) {
     return { admit: false, reason: "NodeName", message: "Predicate NodeName failed: node(s) didn't match the requested node name" };
   }

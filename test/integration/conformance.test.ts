@@ -162,6 +162,26 @@ describe("node conformance behaviours", () => {
   );
 
   test(
+    "a pod whose spec.os.name is not the node's OS is rejected at admission: Failed, reason PodOSNotSupported, an event",
+    explained(async () => {
+      await apply(podOf("windows-pod", { command: ["sleep", "3600"] }, { os: { name: "windows" } }));
+      const status = await eventually("windows-pod Failed", async () => {
+        const s = await statusOf("windows-pod");
+        return s?.phase === "Failed" ? s : undefined;
+      }, 60_000);
+      expect(status).toMatchObject({ reason: "PodOSNotSupported", message: "Failed to admit pod as the OS field doesn't match node OS" });
+      const events = await eventually("PodOSNotSupported event", async () => {
+        const r = await cp.kubectl(["get", "events", "--field-selector", "involvedObject.name=windows-pod,reason=PodOSNotSupported", "-o", "json"]);
+        const items = r.code === 0 ? JSON.parse(r.stdout).items : [];
+        return items.length ? items : undefined;
+      }, 30_000);
+      expect(events[0].type).toBe("Warning");
+      expect((await cri.listPodSandbox()).filter((s) => s.metadata?.name === "windows-pod")).toEqual([]);
+    }),
+    120_000,
+  );
+
+  test(
     "readiness gates: Ready stays False until every gate's condition is True, and follows the condition when it changes",
     explained(async () => {
       await apply(podOf("gated", { command: ["sleep", "3600"] }, { readinessGates: [{ conditionType: "k8s.io/test-condition1" }, { conditionType: "k8s.io/test-condition2" }] }));
