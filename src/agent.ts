@@ -10,6 +10,7 @@ import { parseQuantity, type AgentConfig } from "./config/index.ts";
 import type { CriService } from "./cri/index.ts";
 import { createKubeApi, type KubeApi } from "./api/index.ts";
 import { admitPod } from "./node/admission.ts";
+import { admitPodFeatures } from "./node/pod-features.ts";
 import { DeviceManager, servePodResources } from "./devices/index.ts";
 import { renderVolumeStatsMetrics } from "./metrics/volume-stats.ts";
 import { sysctlAllowlist } from "./node/sysctls.ts";
@@ -274,6 +275,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   // Eviction refuses pods under pressure before the resource checks, as upstream.
   let eviction: EvictionManager | undefined;
   const sysctls = sysctlAllowlist(k.allowedUnsafeSysctls); // upstream order: eviction, sysctls, then the predicates
+  const podFeatureGates = { podLevelResources: k.featureGates["PodLevelResources"] !== false, userNamespacesSupport: k.featureGates["UserNamespacesSupport"] !== false };
   let nodeShutdown: NodeShutdownManager | undefined;
   const admit = (pod: Pod, active: Pod[]) => {
     const shuttingDown = nodeShutdown?.admit();
@@ -282,6 +284,9 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     if (underPressure && !underPressure.admit) return underPressure;
     const sysctlResult = sysctls.admit(pod);
     if (!sysctlResult.admit) return sysctlResult;
+    // What the node cannot give (pod-level resources, a user namespace) is refused, never run without (node/pod-features.ts).
+    const features = admitPodFeatures(pod, podFeatureGates);
+    if (!features.admit) return features;
     // Devices before the resource predicates, as upstream's allocate-resources admit handler.
     const deviceResult = devices.admit(pod, active);
     if (!deviceResult.admit) return deviceResult;

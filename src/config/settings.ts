@@ -255,6 +255,8 @@ export const ACTED_GATES: Readonly<Record<string, string>> = {
   MemoryQoS: "memory.min on pod and QoS cgroups on cgroup v2 (src/cgroups)",
   NodeLogQuery: "node log queries on /logs/ with enableSystemLogQuery (server/node-log-query.ts)",
   KubeletPodResourcesGet: "the pod resources API's Get (src/devices/podresources.ts); false refuses it as upstream",
+  PodLevelResources: "pods with spec.resources are rejected (PodLevelResourcesNotSupported): with false as upstream, with true because this agent does not apply them (src/node/pod-features.ts)",
+  UserNamespacesSupport: "pods with hostUsers: false are rejected (UserNamespacesNotSupported), with upstream's message when false (src/node/pod-features.ts)",
 };
 
 /** Upstream's featuregate.Set checks, then this agent's refusals, one message per problem. */

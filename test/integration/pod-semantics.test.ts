@@ -189,6 +189,27 @@ describe("pod semantics on a real control plane and containerd", () => {
     expect(rejected).toMatchObject({ reason: "SysctlForbidden", message: 'forbidden sysctl: "kernel.sem" not allowlisted' });
   }, 90_000);
 
+  test("what the node cannot give is refused at admission with a reason and an event, never run without: pod-level resources, hostUsers: false", async () => {
+    await apply(podOf("podres", { command: ["sleep", "3600"] }, { resources: { limits: { cpu: "500m", memory: "64Mi" } } }));
+    await apply(podOf("userns", { command: ["sleep", "3600"] }, { hostUsers: false }));
+    for (const [name, reason, message] of [
+      ["podres", "PodLevelResourcesNotSupported", "pod-level resources are not supported on the node"],
+      ["userns", "UserNamespacesNotSupported", "can't set `spec.hostUsers: false`"],
+    ] as const) {
+      const failed = await eventually(`${name} Failed`, async () => {
+        const s = await statusOf(name);
+        return s?.phase === "Failed" ? s : undefined;
+      });
+      expect(failed).toMatchObject({ reason, message: expect.stringContaining(message) });
+      expect(failed.containerStatuses?.[0]?.state?.running).toBeUndefined();
+      const events = await eventually(`${name} event`, async () => {
+        const items = JSON.parse(await kubectl("get", "events", "--field-selector", `involvedObject.name=${name}`, "-o", "json")).items as { reason: string; type: string }[];
+        return items.find((e) => e.reason === reason);
+      });
+      expect(events.type).toBe("Warning");
+    }
+  }, 90_000);
+
   test("serializeImagePulls (the default): two pods' pulls from a registry never overlap", async () => {
     const registry = startRegistry({ delayMs: 700 });
     try {
