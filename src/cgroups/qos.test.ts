@@ -1,4 +1,4 @@
-import { expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import type { Pod } from "../pods/schema.ts";
 import { podQosClass } from "./qos.ts";
 
@@ -18,4 +18,16 @@ test.each([
   ["only requests", pod({ requests: { memory: "10Mi" } }), "Burstable"],
 ] as const)("%s → %s", (_name, p, qos) => {
   expect(podQosClass(p)).toBe(qos);
+});
+
+describe("pod-level resources decide the class, as upstream ComputePodQOS", () => {
+  const withPodLevel = (resources: Record<string, unknown>, containerResources: Record<string, unknown> = {}) =>
+    ({ metadata: { name: "p", namespace: "d", uid: "u" }, spec: { resources, containers: [{ name: "c", image: "i", resources: containerResources }] } }) as unknown as Pod;
+  test("limits on cpu and memory: Guaranteed, though the containers ask for nothing", () => {
+    expect(podQosClass(withPodLevel({ limits: { cpu: "500m", memory: "64Mi" } }))).toBe("Guaranteed");
+  });
+  test("requests only: Burstable; memory only: Burstable; the containers' own resources do not count", () => {
+    expect(podQosClass(withPodLevel({ requests: { cpu: "1" } }, { limits: { cpu: "1", memory: "1Gi" } }))).toBe("Burstable");
+    expect(podQosClass(withPodLevel({ limits: { memory: "64Mi" } }))).toBe("Burstable");
+  });
 });

@@ -1,7 +1,10 @@
 /**
  * The pod QoS class, exactly as upstream's GetPodQOS: only cpu and memory
  * count; requests default to limits (API defaulting does the same for pods
- * it stores, static pods get it here).
+ * it stores, static pods get it here). With pod-level resources
+ * (`spec.resources`, PodLevelResources, on by default in 1.34) those decide
+ * instead of the containers', as upstream's ComputePodQOS: the API server
+ * computes the class that way, and a status with another class is refused.
  */
 import { parseQuantity } from "../config/index.ts";
 import type { Pod } from "../pods/schema.ts";
@@ -16,9 +19,11 @@ export function podQosClass(pod: Pod): QosClass {
   const requests = new Map<string, number>();
   const limits = new Map<string, number>();
   let guaranteed = true;
-  for (const c of [...(pod.spec.initContainers ?? []), ...pod.spec.containers]) {
-    const cLimits = c.resources?.limits ?? {};
-    const cRequests = { ...cLimits, ...(c.resources?.requests ?? {}) };
+  const podLevel = (pod.spec as { resources?: { requests?: Record<string, string | number>; limits?: Record<string, string | number> } }).resources;
+  const sources = podLevel ? [podLevel] : [...(pod.spec.initContainers ?? []), ...pod.spec.containers].map((c) => c.resources ?? {});
+  for (const resources of sources) {
+    const cLimits = resources.limits ?? {};
+    const cRequests = { ...cLimits, ...(resources.requests ?? {}) };
     for (const name of SUPPORTED) {
       const r = amount(cRequests[name]);
       if (r > 0) requests.set(name, (requests.get(name) ?? 0) + r);
