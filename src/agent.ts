@@ -394,12 +394,26 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     k.featureGates["EventedPLEG"] === false ? new GenericPleg({ runtime, clock, logger, onRelist }) : new EventedPleg({ runtime, cri, clock, logger, onRelist }),
   );
   const sources: PodSource[] = [];
+  // The pods the runtime has at startup: a static pod running under the UID this agent computed before it
+  // computed the upstream kubelet's keeps it (sources/defaults.ts staticPodUid), so an upgrade restarts nothing.
+  const runtimePodUids: ReadonlySet<string> | undefined =
+    k.staticPodPath || k.staticPodURL
+      ? await cri.listPodSandbox().then(
+          (sandboxes) => new Set(sandboxes.map((s) => s.metadata?.uid ?? "").filter((uid) => uid !== "")),
+          (err: unknown) => {
+            logger.warn("could not list the runtime's pods; static pods get the upstream kubelet's UIDs", { err });
+            return undefined;
+          },
+        )
+      : undefined;
   if (k.staticPodPath) {
-    sources.push(stack.use(new FileSource({ path: k.staticPodPath, nodeName: config.nodeName, checkFrequencyMs: k.fileCheckFrequency, clock, logger })));
+    sources.push(stack.use(new FileSource({ path: k.staticPodPath, nodeName: config.nodeName, checkFrequencyMs: k.fileCheckFrequency, clock, logger, runtimePodUids })));
   }
   if (k.staticPodURL) {
     sources.push(
-      stack.use(new UrlSource({ url: k.staticPodURL, headers: k.staticPodURLHeader, nodeName: config.nodeName, checkFrequencyMs: k.httpCheckFrequency, clock, logger })),
+      stack.use(
+        new UrlSource({ url: k.staticPodURL, headers: k.staticPodURLHeader, nodeName: config.nodeName, checkFrequencyMs: k.httpCheckFrequency, clock, logger, runtimePodUids }),
+      ),
     );
   }
   if (cluster) {

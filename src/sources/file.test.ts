@@ -76,7 +76,7 @@ describe("scanManifests", () => {
   });
 
   test("a missing directory yields no pods and no problems", () => {
-    expect(scanManifests(join(dir, "absent"), "n")).toEqual({ pods: [], problems: [] });
+    expect(scanManifests(join(dir, "absent"), "n")).toEqual({ pods: [], problems: [], uidNotes: [] });
   });
 });
 

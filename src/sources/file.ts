@@ -11,7 +11,7 @@ import { decodeDocuments } from "../util/decode.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import { parsePod, type Pod } from "../pods/schema.ts";
-import { applyStaticPodDefaults } from "./defaults.ts";
+import { applyStaticPodDefaults, logUidNote, type StaticUidNote } from "./defaults.ts";
 import type { PodSource, SourceSnapshot } from "./types.ts";
 import { podFullName } from "../pods/identity.ts";
 
@@ -26,6 +26,8 @@ export interface FileSourceOptions {
   checkFrequencyMs: number;
   clock: Clock;
   logger: Logger;
+  /** Pod UIDs the runtime had sandboxes for at startup (a pod running under this agent's earlier UID rule keeps it). */
+  runtimePodUids?: ReadonlySet<string>;
   /** Called for each file that cannot be turned into a pod. */
   onProblem?: (problem: FileProblem) => void;
 }
@@ -33,11 +35,14 @@ export interface FileSourceOptions {
 export interface ScanResult {
   pods: Pod[];
   problems: FileProblem[];
+  /** Files whose pod UID is not upstream's, and why. */
+  uidNotes: { file: string; note: StaticUidNote }[];
 }
 
 /** Reads every manifest under `path`; pure apart from the reads. */
-export function scanManifests(path: string, nodeName: string): ScanResult {
+export function scanManifests(path: string, nodeName: string, runtimePodUids?: ReadonlySet<string>): ScanResult {
   const problems: FileProblem[] = [];
+  const uidNotes: ScanResult["uidNotes"] = [];
   let files: string[];
   try {
     const stat = statSync(path);
@@ -49,13 +54,13 @@ export function scanManifests(path: string, nodeName: string): ScanResult {
       : [path];
   } catch (err) {
     // A missing directory is normal before the operator creates it.
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") return { pods: [], problems };
-    return { pods: [], problems: [{ file: path, reason: errorMessage(err) }] };
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return { pods: [], problems, uidNotes };
+    return { pods: [], problems: [{ file: path, reason: errorMessage(err) }], uidNotes };
   }
   const pods: Pod[] = [];
   const seenNames = new Map<string, string>();
   for (const file of files) {
-    const result = readManifest(file, nodeName);
+    const result = readManifest(file, nodeName, runtimePodUids);
     if (!result.ok) {
       if (result.error) problems.push({ file, reason: result.error });
       continue;
@@ -68,13 +73,14 @@ export function scanManifests(path: string, nodeName: string): ScanResult {
     }
     seenNames.set(fullName, file);
     pods.push(result.pod);
+    if (result.uidNote) uidNotes.push({ file, note: result.uidNote });
   }
-  return { pods, problems };
+  return { pods, problems, uidNotes };
 }
 
-type ReadResult = { ok: true; pod: Pod } | { ok: false; error?: string };
+type ReadResult = { ok: true; pod: Pod; uidNote?: StaticUidNote } | { ok: false; error?: string };
 
-function readManifest(file: string, nodeName: string): ReadResult {
+function readManifest(file: string, nodeName: string, runtimePodUids?: ReadonlySet<string>): ReadResult {
   let text: string;
   try {
     if (!statSync(file).isFile()) return { ok: false };
@@ -83,11 +89,11 @@ function readManifest(file: string, nodeName: string): ReadResult {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return { ok: false }; // removed while scanning
     return { ok: false, error: errorMessage(err) };
   }
-  return parseManifest(text, { file, nodeName });
+  return parseManifest(text, { file, nodeName, runtimePodUids });
 }
 
 /** One manifest file's text to a static pod (defaults applied), or why not; pure, so it is fuzzed. */
-export function parseManifest(text: string, opts: { file: string; nodeName: string }): { ok: true; pod: Pod } | { ok: false; error: string } {
+export function parseManifest(text: string, opts: { file: string; nodeName: string; runtimePodUids?: ReadonlySet<string> }): { ok: true; pod: Pod; uidNote?: StaticUidNote } | { ok: false; error: string } {
   if (text.trim() === "") return { ok: false, error: "file is empty" };
   let docs: unknown[];
   try {
@@ -98,7 +104,17 @@ export function parseManifest(text: string, opts: { file: string; nodeName: stri
   if (docs.length !== 1) return { ok: false, error: `expected one Pod document, found ${docs.length}` };
   const parsed = parsePod(docs[0]);
   if (!parsed.ok) return { ok: false, error: parsed.error };
-  return { ok: true, pod: applyStaticPodDefaults(parsed.value, { nodeName: opts.nodeName, source: "file", location: opts.file }) };
+  let uidNote: StaticUidNote | undefined;
+  const pod = applyStaticPodDefaults(parsed.value, {
+    nodeName: opts.nodeName,
+    source: "file",
+    location: opts.file,
+    manifest: docs[0],
+    text,
+    runtimePodUids: opts.runtimePodUids,
+    onUidNote: (note) => (uidNote = note),
+  });
+  return uidNote ? { ok: true, pod, uidNote } : { ok: true, pod };
 }
 
 export class FileSource implements PodSource {
@@ -107,6 +123,7 @@ export class FileSource implements PodSource {
   private cancelTimer: (() => void) | undefined;
   private debounce: (() => void) | undefined;
   private lastProblems = new Map<string, string>();
+  private lastUidNotes = new Map<string, string>();
   private stopped = false;
   private onChange: () => void = () => {};
 
@@ -115,8 +132,9 @@ export class FileSource implements PodSource {
   start(emit: (snapshot: SourceSnapshot) => void): void {
     const rescan = () => {
       if (this.stopped) return;
-      const { pods, problems } = scanManifests(this.opts.path, this.opts.nodeName);
+      const { pods, problems, uidNotes } = scanManifests(this.opts.path, this.opts.nodeName, this.opts.runtimePodUids);
       this.report(problems);
+      this.reportUids(uidNotes);
       emit({ source: "file", pods });
       // The directory may have appeared since the last scan.
       if (!this.watcher) this.watch();
@@ -156,6 +174,16 @@ export class FileSource implements PodSource {
       this.opts.onProblem?.(p);
     }
     this.lastProblems = current;
+  }
+
+  /** Logs once per file and change why its pod's UID is not the upstream kubelet's. */
+  private reportUids(notes: ScanResult["uidNotes"]): void {
+    const current = new Map(notes.map(({ file, note }) => [file, JSON.stringify(note)]));
+    for (const { file, note } of notes) {
+      if (this.lastUidNotes.get(file) === current.get(file)) continue;
+      logUidNote(this.opts.logger, { path: file }, note);
+    }
+    this.lastUidNotes = current;
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

@@ -23,8 +23,8 @@ describe("podsFromBody", () => {
 
   test("a PodList whose items are not a list is an error, not an empty set", () => {
     expect(podsFromBody(JSON.stringify({ kind: "PodList", items: "x" }), opts)).toEqual({ ok: false, error: 'field "items": expected a list of Pods' });
-    expect(podsFromBody(JSON.stringify({ kind: "PodList", items: null }), opts)).toEqual({ ok: true, pods: [] });
-    expect(podsFromBody(JSON.stringify({ kind: "PodList" }), opts)).toEqual({ ok: true, pods: [] });
+    expect(podsFromBody(JSON.stringify({ kind: "PodList", items: null }), opts)).toEqual({ ok: true, pods: [], uidNotes: [] });
+    expect(podsFromBody(JSON.stringify({ kind: "PodList" }), opts)).toEqual({ ok: true, pods: [], uidNotes: [] });
   });
 });
 

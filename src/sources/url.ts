@@ -10,7 +10,7 @@ import { decodeDocuments, MAX_DOCUMENT_BYTES } from "../util/decode.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import { parsePod, type Pod } from "../pods/schema.ts";
-import { applyStaticPodDefaults } from "./defaults.ts";
+import { applyStaticPodDefaults, logUidNote, type StaticUidNote } from "./defaults.ts";
 import type { PodSource, SourceSnapshot } from "./types.ts";
 import { podFullName } from "../pods/identity.ts";
 
@@ -22,10 +22,15 @@ export interface UrlSourceOptions {
   clock: Clock;
   logger: Logger;
   fetch?: typeof fetch;
+  /** Pod UIDs the runtime had sandboxes for at startup (a pod running under this agent's earlier UID rule keeps it). */
+  runtimePodUids?: ReadonlySet<string>;
 }
 
 /** Turns a fetched body into pods; pure, so every error path is unit-tested. */
-export function podsFromBody(body: string, opts: { url: string; nodeName: string }): { ok: true; pods: Pod[] } | { ok: false; error: string } {
+export function podsFromBody(
+  body: string,
+  opts: { url: string; nodeName: string; runtimePodUids?: ReadonlySet<string> },
+): { ok: true; pods: Pod[]; uidNotes: { pod: string; note: StaticUidNote }[] } | { ok: false; error: string } {
   let docs: unknown[];
   try {
     docs = decodeDocuments(body);
@@ -39,16 +44,27 @@ export function podsFromBody(body: string, opts: { url: string; nodeName: string
   if (doc?.kind === "PodList" && doc.items != null && !Array.isArray(doc.items)) return { ok: false, error: 'field "items": expected a list of Pods' };
   const items = doc?.kind === "PodList" ? (doc.items ?? []) : [doc];
   const pods: Pod[] = [];
+  const uidNotes: { pod: string; note: StaticUidNote }[] = [];
   const names = new Set<string>();
   for (const [i, item] of items.entries()) {
     const parsed = parsePod(item);
     if (!parsed.ok) return { ok: false, error: doc?.kind === "PodList" ? `items[${i}]: ${parsed.error}` : parsed.error };
-    const pod = applyStaticPodDefaults(parsed.value, { nodeName: opts.nodeName, source: "http", location: opts.url });
+    let uidNote: StaticUidNote | undefined;
+    const pod = applyStaticPodDefaults(parsed.value, {
+      nodeName: opts.nodeName,
+      source: "http",
+      location: opts.url,
+      manifest: item,
+      text: body,
+      runtimePodUids: opts.runtimePodUids,
+      onUidNote: (note) => (uidNote = note),
+    });
+    if (uidNote) uidNotes.push({ pod: podFullName(pod), note: uidNote });
     if (names.has(podFullName(pod))) return { ok: false, error: `items[${i}]: duplicate pod "${podFullName(pod)}"` };
     names.add(podFullName(pod));
     pods.push(pod);
   }
-  return { ok: true, pods };
+  return { ok: true, pods, uidNotes };
 }
 
 export class UrlSource implements PodSource {
@@ -56,6 +72,7 @@ export class UrlSource implements PodSource {
   private cancel: (() => void) | undefined;
   private stopped = false;
   private lastError = "";
+  private lastUidNotes = new Map<string, string>();
   private inFlight: Promise<void> | undefined;
 
   constructor(private readonly opts: UrlSourceOptions) {}
@@ -79,7 +96,7 @@ export class UrlSource implements PodSource {
       if (!res.ok) throw new Error(`HTTP ${res.status}`);
       const length = Number(res.headers.get("content-length") ?? 0);
       if (length > MAX_DOCUMENT_BYTES) throw new Error(`body is ${length} bytes, more than the limit of ${MAX_DOCUMENT_BYTES}`);
-      result = podsFromBody(await res.text(), { url, nodeName: this.opts.nodeName });
+      result = podsFromBody(await res.text(), { url, nodeName: this.opts.nodeName, runtimePodUids: this.opts.runtimePodUids });
     } catch (err) {
       result = { ok: false, error: errorMessage(err) };
     }
@@ -90,6 +107,9 @@ export class UrlSource implements PodSource {
       return;
     }
     this.lastError = "";
+    const notes = new Map(result.uidNotes.map(({ pod, note }) => [pod, JSON.stringify(note)]));
+    for (const { pod, note } of result.uidNotes) if (this.lastUidNotes.get(pod) !== notes.get(pod)) logUidNote(logger, { url, pod }, note);
+    this.lastUidNotes = notes;
     emit({ source: "http", pods: result.pods });
   }
 
