@@ -167,7 +167,8 @@ function parse(str: string): Parsed {
 export function decodeQuantity(json: unknown, opts: { roundToMilli: boolean }): QuantityValue {
   let text: string;
   if (typeof json === "string") text = json.trim();
-  else if (typeof json === "number" && Number.isFinite(json) && !/e/i.test(String(json))) text = String(json);
+  // A number: YAML/JSON integers beyond 2^53 lost digits in JavaScript, and exponents print otherwise than Go's.
+  else if (typeof json === "number" && Number.isFinite(json) && !(Number.isInteger(json) && !Number.isSafeInteger(json)) && !/e/i.test(String(json))) text = String(json);
   else throw new QuantityError(`a quantity of JSON type ${typeof json} is not modelled`);
   const p = parse(text);
   if (p.kind === "int") {

@@ -15,7 +15,7 @@ const manifests = readdirSync(dir).filter((f) => f !== "uids.json");
 describe("upstream static pod UID", () => {
   test("every manifest has an oracle UID", () => {
     expect(manifests.sort()).toEqual(Object.keys(expected).sort());
-    expect(manifests.length).toBeGreaterThanOrEqual(12);
+    expect(manifests.length).toBeGreaterThanOrEqual(14);
   });
 
   for (const name of manifests) {
@@ -46,6 +46,9 @@ describe("upstream static pod UID", () => {
     expect(upstreamStaticPodUid({ ...base, spec: { containers: [{ name: "c", image: "i", resources: { limits: { cpu: "1x" } } }] } }, at)).toMatchObject({ ok: false, field: "spec.containers[0].resources.limits.cpu" });
     expect(upstreamStaticPodUid({ ...base, spec: { containers: [{ name: "c", image: 5 }] } }, at)).toMatchObject({ ok: false, field: "spec.containers[0].image" });
     expect(upstreamStaticPodUid({ ...base, spec: { containers: [{ name: "c", image: "i", resources: { limits: { cpu: 1e-7 } } }] } }, at)).toMatchObject({ ok: false });
+    // An integer beyond 2^53 lost digits when parsed here; Go keeps them.
+    expect(upstreamStaticPodUid({ ...base, spec: { containers: [{ name: "c", image: "i", resources: { limits: { memory: 2 ** 63 } } }] } }, at)).toMatchObject({ ok: false, field: "spec.containers[0].resources.limits.memory" });
+    expect(upstreamStaticPodUid({ ...base, spec: { ...base.spec, securityContext: { runAsUser: 2 ** 60 } } }, at)).toMatchObject({ ok: false, field: "spec.securityContext.runAsUser" });
     expect(upstreamStaticPodUid(base, at).ok).toBe(true);
   });
 
@@ -62,6 +65,8 @@ describe("upstream static pod UID", () => {
     expect(yaml11Ambiguity("a:\n  b: yes\n")).toEqual({ line: 2, scalar: "yes" });
     expect(yaml11Ambiguity("a: [1, on]\n")).toEqual({ line: 1, scalar: "on" });
     expect(yaml11Ambiguity("- 1_000\n")).toEqual({ line: 1, scalar: "1_000" });
+    expect(yaml11Ambiguity("requests:\n  y: 1m\n")).toEqual({ line: 2, scalar: "y" });
+    expect(yaml11Ambiguity("  - name: n\n")).toEqual({ line: 1, scalar: "n" });
     expect(yaml11Ambiguity("a: \"0400\"\nb: 'yes'\nc: 400\nd: 0\ne: no-way\n")).toBeUndefined();
   });
 });

@@ -2,7 +2,7 @@
  * Plain YAML scalars that YAML 1.1 (go-yaml v2, which upstream's
  * sigs.k8s.io/yaml uses) and YAML 1.2 (Bun's parser) read differently:
  * `0644` (octal 420 vs decimal 644), `1_000` (1000 vs a string), `yes`/`on`/`n`
- * (booleans vs strings). A manifest holding one decodes to another value here
+ * (booleans vs strings), as values or as keys. A manifest holding one decodes to another value here
  * than upstream, so its upstream UID cannot be computed from Bun's decoding.
  * Returns the first such scalar with its line, or undefined.
  */
@@ -17,6 +17,9 @@ export function yaml11Ambiguity(text: string): { line: number; scalar: string } 
     const candidates: string[] = [];
     const m = /^\s*(?:-\s+)*(?:[^\s"'#][^:]*:\s+|-\s+)(.*)$/.exec(line);
     if (m) candidates.push(m[1]!.trim());
+    // Keys too: `y: 1` is the key "true" there.
+    const key = /^\s*(?:-\s+)*([^\s"'#{[][^:]*?)\s*:(?:\s|$)/.exec(line);
+    if (key) candidates.push(key[1]!.trim());
     for (const part of line.split(/[[\]{},]/)) candidates.push(part.replace(/^[^:]*:\s+/, "").trim());
     for (const c of candidates) if (AMBIGUOUS.test(c)) return { line: i + 1, scalar: c };
   }
