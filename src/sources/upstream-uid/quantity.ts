@@ -94,7 +94,8 @@ function roundUp(x: Dec, scale: number): Dec {
 }
 
 function toInfDec(d: Dec): InfDec {
-  if (d.unscaled === 0n) throw new QuantityError("a zero inf.Dec quantity is not modelled");
+  // big.Int zero has a nil nat (go-spew prints <nil>).
+  if (d.unscaled === 0n) return { unscaled: { neg: false, abs: null }, scale: d.scale };
   let abs = d.unscaled < 0n ? -d.unscaled : d.unscaled;
   const words: bigint[] = [];
   while (abs > 0n) {
