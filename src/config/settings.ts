@@ -138,7 +138,7 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
 
   // Resources and cgroups
   maxPods: acted("Node capacity pods and admission (OutOfpods)"),
-  podsPerCore: refused(`pods per core is ${NOT_IMPLEMENTED}`),
+  podsPerCore: acted("Node capacity pods: min(maxPods, cores × podsPerCore), and admission (src/node/status.ts)"),
   podPidsLimit: acted("pids.max of each pod cgroup (src/cgroups)"),
   maxOpenFiles: refused(
     `setting the agent's open file limit is ${NOT_IMPLEMENTED}`,

@@ -60,6 +60,11 @@ function thresholdBytes(value: string | undefined, capacity: number): number {
   return t.kind === "quantity" ? t.value : Math.floor(t.fraction * capacity);
 }
 
+/** The node's pod capacity: maxPods, or with podsPerCore set, at most that many per core (upstream's cadvisor capacity). */
+export function podCapacity(machine: MachineInfo, k: KubeletConfiguration): number {
+  return k.podsPerCore > 0 ? Math.min(k.maxPods, machine.cpuCores * k.podsPerCore) : k.maxPods;
+}
+
 /** Allocatable = capacity − kube-reserved − system-reserved − hard eviction thresholds (cpu in millicores, bytes). */
 export function allocatableAmounts(machine: MachineInfo, k: KubeletConfiguration) {
   const reserved = (name: string) =>
@@ -71,7 +76,7 @@ export function allocatableAmounts(machine: MachineInfo, k: KubeletConfiguration
       0,
       machine.ephemeralStorageBytes - reserved("ephemeral-storage") - thresholdBytes(k.evictionHard["nodefs.available"], machine.ephemeralStorageBytes),
     ),
-    pods: k.maxPods,
+    pods: podCapacity(machine, k),
   };
 }
 
@@ -93,7 +98,7 @@ export function resources(machine: MachineInfo, k: KubeletConfiguration): { capa
       cpu: String(machine.cpuCores),
       memory: kib(machine.memoryBytes),
       "ephemeral-storage": kib(machine.ephemeralStorageBytes),
-      pods: String(k.maxPods),
+      pods: String(podCapacity(machine, k)),
       "hugepages-2Mi": "0",
     },
     allocatable: {

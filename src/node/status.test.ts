@@ -1,0 +1,27 @@
+import { expect, test } from "bun:test";
+import { loadConfig, type KubeletConfiguration } from "../config/index.ts";
+import type { MachineInfo } from "./machine.ts";
+import { allocatableAmounts, podCapacity, resources } from "./status.ts";
+
+const machine: MachineInfo = {
+  machineID: "m", systemUUID: "s", bootID: "b", kernelVersion: "6", osImage: "Debian", architecture: "amd64",
+  cpuCores: 2, memoryBytes: 8 * 2 ** 30, ephemeralStorageBytes: 100 * 2 ** 30, hostname: "n1",
+};
+const config = (argv: string[]): KubeletConfiguration => {
+  const r = loadConfig(argv, { readFile: () => "", hostname: () => "n1" });
+  if (r.kind !== "run") throw new Error(JSON.stringify(r));
+  return r.config.kubelet;
+};
+
+test("podsPerCore caps the pod capacity at cores × podsPerCore, reported and admitted against", () => {
+  const k = config(["--pods-per-core=10"]);
+  expect(podCapacity(machine, k)).toBe(20);
+  expect(resources(machine, k).capacity.pods).toBe("20");
+  expect(resources(machine, k).allocatable.pods).toBe("20");
+  expect(allocatableAmounts(machine, k).pods).toBe(20);
+});
+
+test("maxPods stays the cap when it is lower, and alone when podsPerCore is 0", () => {
+  expect(podCapacity(machine, config(["--pods-per-core=100", "--max-pods=50"]))).toBe(50);
+  expect(podCapacity(machine, config(["--max-pods=50"]))).toBe(50);
+});
