@@ -11,7 +11,12 @@ import { UnmodelledField } from "./errors.ts";
 type Obj = Record<string, unknown>;
 
 const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
-const list = (v: unknown): Obj[] => (Array.isArray(v) ? v.filter(isObj) : []);
+/** A list of structs; a null element decodes to a zero struct in Go, which defaulting then fills: an object here. */
+const list = (v: unknown): Obj[] => {
+  if (!Array.isArray(v)) return [];
+  for (let i = 0; i < v.length; i++) if (v[i] === null) v[i] = {};
+  return v.filter(isObj);
+};
 const empty = (v: unknown): boolean => v === undefined || v === null || v === "";
 
 /** The tag the image reference names: "latest" when it names neither tag nor digest, "" when it does not parse. */
