@@ -218,6 +218,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
       logger,
       onChange: () => nodeStatusChanged(),
       sourcesReady: () => podConfig.allSourcesReady(),
+      metrics,
     }),
   );
   await devices.start();

@@ -46,7 +46,15 @@ async function setup(opts: { devices?: string[]; preStart?: boolean; preferred?:
   const clock = new FakeClock();
   const { logger, lines } = memoryLogger();
   let changes = 0;
-  const manager = new DeviceManager({ dir, clock, logger, onChange: () => changes++, sourcesReady: () => opts.sourcesReady ?? true });
+  const metrics = { registered: [] as string[], allocated: [] as string[] };
+  const manager = new DeviceManager({
+    dir,
+    clock,
+    logger,
+    onChange: () => changes++,
+    sourcesReady: () => opts.sourcesReady ?? true,
+    metrics: { devicePluginRegistered: (r) => void metrics.registered.push(r), devicePluginAllocated: (r) => void metrics.allocated.push(r) },
+  });
   disposables.push(manager);
   await manager.start();
   const plugin = new FakeDevicePlugin({
@@ -58,7 +66,7 @@ async function setup(opts: { devices?: string[]; preStart?: boolean; preferred?:
     ...(opts.preferred ? { preferredAllocation: opts.preferred } : {}),
   });
   plugins.push(plugin);
-  return { dir, clock, manager, plugin, lines, changes: () => changes };
+  return { dir, clock, manager, plugin, lines, metrics, changes: () => changes };
 }
 
 async function registered(s: Awaited<ReturnType<typeof setup>>, allocatable: string) {
@@ -137,6 +145,7 @@ describe("DeviceManager", () => {
     });
     expect(await s.manager.runOptions(a, "plain")).toEqual({ envs: [], mounts: [], devices: [], annotations: {}, cdiDevices: [] });
     await s.manager.runOptions(a, "c"); // a restart of the container: no second Allocate, PreStartContainer again
+    expect(s.metrics).toEqual({ registered: [R], allocated: [R] });
     expect(s.plugin.calls).toEqual([
       { method: "Allocate", ids: ["d1", "d2"] },
       { method: "PreStartContainer", ids: ["d1", "d2"] },

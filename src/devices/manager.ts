@@ -51,6 +51,12 @@ export interface DeviceRunOptions {
   cdiDevices: { name: string }[];
 }
 
+/** What the device manager reports to the kubelet metrics (metrics/kubelet.ts implements it). */
+export interface DeviceMetrics {
+  devicePluginRegistered(resource: string): void;
+  devicePluginAllocated(resource: string, durationMs: number): void;
+}
+
 export class DeviceError extends Error {
   override readonly name = "DeviceError";
 }
@@ -68,6 +74,8 @@ export interface DeviceManagerOptions {
    * must not give away the devices of pods still loading).
    */
   sourcesReady: () => boolean;
+  /** kubelet_device_plugin_registration_total and kubelet_device_plugin_alloc_duration_seconds. */
+  metrics?: DeviceMetrics;
   /** Dials a registered plugin; the gRPC endpoint by default (tests pass a fake). */
   dial?: (resource: string, socketPath: string) => Promise<PluginEndpoint>;
 }
@@ -168,6 +176,7 @@ export class DeviceManager implements AsyncDisposable {
   /** Registration.Register: validates, then dials the plugin back and watches its devices (in the background, as upstream). */
   private async register(req: RegisterRequest): Promise<object> {
     const { logger } = this.opts;
+    this.opts.metrics?.devicePluginRegistered(req.resourceName);
     if (!SUPPORTED_VERSIONS.includes(req.version)) {
       const message = `Unsupported version: ${req.version}; supported versions: ${SUPPORTED_VERSIONS.join(", ")}`;
       logger.warn("device plugin registration refused", { resource: req.resourceName, message });
@@ -384,8 +393,10 @@ export class DeviceManager implements AsyncDisposable {
         if (given.response) continue;
         const endpoint = state.endpoint;
         if (!endpoint) throw new DeviceError(`unknown Device Plugin ${resource}`);
+        const started = this.opts.clock.now();
         try {
           given.response = await endpoint.allocate(given.ids);
+          this.opts.metrics?.devicePluginAllocated(resource, this.opts.clock.now() - started);
         } catch (err) {
           throw new DeviceError(`device plugin Allocate rpc failed for ${resource}: ${errorMessage(err)}`);
         }

@@ -16,6 +16,10 @@ export interface KubeletMetricsSink {
   plegRelist(durationMs: number, intervalMs: number | undefined): void;
   podWorkerStep(operation: "create" | "update" | "sync" | "kill" | "remove", durationMs: number): void;
   containerStarted(containerType: "container" | "init_container" | "ephemeral_container", error?: string): void;
+  /** A device plugin asked to register (valid or not), as upstream counts it. */
+  devicePluginRegistered(resource: string): void;
+  /** One Allocate call to a device plugin and how long it took. */
+  devicePluginAllocated(resource: string, durationMs: number): void;
 }
 
 export const noMetrics: KubeletMetricsSink = {
@@ -23,6 +27,8 @@ export const noMetrics: KubeletMetricsSink = {
   plegRelist: () => {},
   podWorkerStep: () => {},
   containerStarted: () => {},
+  devicePluginRegistered: () => {},
+  devicePluginAllocated: () => {},
 };
 
 export interface KubeletMetricsOptions {
@@ -49,6 +55,8 @@ export class KubeletMetrics implements KubeletMetricsSink {
   private readonly startedPods: Counter;
   private readonly startedContainers: Counter<"container_type">;
   private readonly startedContainersErrors: Counter<"container_type" | "code">;
+  private readonly devicePluginRegistrations: Counter<"resource_name">;
+  private readonly devicePluginAllocDuration: Histogram<"resource_name">;
 
   constructor(opts: KubeletMetricsOptions) {
     const r = this.registry;
@@ -67,7 +75,21 @@ export class KubeletMetrics implements KubeletMetricsSink {
     this.startedPods = r.counter("kubelet_started_pods_total", alpha("Cumulative number of pods started"));
     this.startedContainers = r.counter("kubelet_started_containers_total", alpha("Cumulative number of containers started"), ["container_type"]);
     this.startedContainersErrors = r.counter("kubelet_started_containers_errors_total", alpha("Cumulative number of errors when starting containers"), ["container_type", "code"]);
+    this.devicePluginRegistrations = r.counter("kubelet_device_plugin_registration_total", alpha("Cumulative number of device plugin registrations. Broken down by resource name."), ["resource_name"]);
+    this.devicePluginAllocDuration = r.histogram(
+      "kubelet_device_plugin_alloc_duration_seconds",
+      alpha("Duration in seconds to serve a device plugin Allocation request. Broken down by resource name."),
+      ["resource_name"],
+    );
     registerProcessMetrics(r, opts.processStartMs, opts.procRoot ?? "/proc");
+  }
+
+  devicePluginRegistered(resource: string): void {
+    this.devicePluginRegistrations.inc({ resource_name: resource });
+  }
+
+  devicePluginAllocated(resource: string, durationMs: number): void {
+    this.devicePluginAllocDuration.observe({ resource_name: resource }, durationMs / 1000);
   }
 
   podStarted(firstSeenMs: number, runningMs: number): void {

@@ -83,6 +83,8 @@ describe("kubelet metrics", () => {
     m.podStarted(1000, 3500);
     m.containerStarted("container");
     m.containerStarted("init_container", "RunContainerError");
+    m.devicePluginRegistered("example.com/dev");
+    m.devicePluginAllocated("example.com/dev", 20);
     const s = samples(m.render());
     expect(s.get('kubelet_node_name{node="n1"}')).toBe("1");
     expect(s.get('kubelet_runtime_operations_total{operation_type="version"}')).toBe("1");
@@ -97,6 +99,8 @@ describe("kubelet metrics", () => {
     expect(s.get("kubelet_started_pods_total")).toBe("1");
     expect(s.get('kubelet_started_containers_total{container_type="container"}')).toBe("1");
     expect(s.get('kubelet_started_containers_errors_total{container_type="init_container",code="RunContainerError"}')).toBe("1");
+    expect(s.get('kubelet_device_plugin_registration_total{resource_name="example.com/dev"}')).toBe("1");
+    expect(s.get('kubelet_device_plugin_alloc_duration_seconds_sum{resource_name="example.com/dev"}')).toBe("0.02");
     expect(s.get("kubelet_running_pods")).toBe("2");
     expect(s.get('kubelet_running_containers{container_state="running"}')).toBe("3");
     expect(s.get("process_cpu_seconds_total")).toBe("4");

@@ -12,7 +12,7 @@ import { join, resolve } from "node:path";
 import type { Subprocess } from "bun";
 import { PodResourcesListerClient } from "../../src/devices/gen/podresources/api.client.ts";
 import { dialUnix } from "../../src/devices/grpc.ts";
-import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
+import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
 
@@ -87,12 +87,19 @@ const devicePod = (name: string, n: number, extra: Record<string, unknown> = {})
 const checkpoint = () => JSON.parse(readFileSync(join(agent.dir, "root", "device-plugins", "kubelet_internal_checkpoint"), "utf8")).Data.PodDeviceEntries as { PodUID: string; DeviceIDs: Record<string, string[]> }[];
 const seen = (name: string) => (existsSync(join(out, name)) ? readFileSync(join(out, name), "utf8").trim() : undefined);
 let binary: string;
+let kubeletPort: number;
 
 beforeAll(async () => {
   requireRoot();
   binary = samplePluginBinary();
   [ctd, cp] = await Promise.all([startContainerd({ name: "devices" }), startControlPlane({ name: "devices" })]);
-  agent = await startAgent(ctd, { nodeName: NODE, extraArgs: [`--kubeconfig=${await cp.nodeKubeconfig(NODE)}`, "--node-ip=127.0.0.1"] });
+  kubeletPort = await freePort();
+  agent = await startAgent(ctd, {
+    nodeName: NODE,
+    extraArgs: [`--kubeconfig=${await cp.nodeKubeconfig(NODE)}`, "--node-ip=127.0.0.1"],
+    // /metrics on 10250 for the cluster admin's client certificate.
+    extraConfig: { port: kubeletPort, authentication: { x509: { clientCAFile: cp.caFile }, webhook: { enabled: true }, anonymous: { enabled: false } }, authorization: { mode: "Webhook" } },
+  });
   out = join(agent.dir, "out");
   mkdirSync(out, { recursive: true });
   pluginLog = join(agent.dir, "sample-device-plugin.log");
@@ -118,6 +125,18 @@ describe("device plugins with the sample device plugin", () => {
       throw new Error(`${(e as Error).message}\nplugin log:\n${pluginTail()}\n${agent.describe()}`);
     });
   }, 90_000);
+
+  test("the registration is counted in upstream's kubelet_device_plugin_registration_total", async () => {
+    const pki = join(cp.dir, "pki");
+    const metrics = async () => {
+      const res = await fetch(`https://127.0.0.1:${kubeletPort}/metrics`, {
+        tls: { cert: readFileSync(join(pki, "admin.crt"), "utf8"), key: readFileSync(join(pki, "admin.key"), "utf8"), rejectUnauthorized: false },
+      } as RequestInit);
+      return res.status === 200 ? await res.text() : undefined;
+    };
+    const text = await eventually("/metrics", metrics);
+    expect(text).toMatch(/^kubelet_device_plugin_registration_total\{resource_name="example\.com\/resource"\} [1-9]/m);
+  }, 60_000);
 
   test("a scheduled pod asking one device gets its mount", async () => {
     await apply(devicePod("one", 1));
