@@ -50,12 +50,14 @@ demo_packages=(containerd runc containernetworking-plugins iptables iproute2 bus
 #   unzip                  scripts/go.sh unpacks the Go toolchain (when this machine has no Go 1.25+)
 #   libseccomp-dev, pkg-config  runc built from Go modules for containerd 2.x (scripts/containerd2/build.sh)
 #   qemu-user-static, libc6-arm64-cross, binutils  the arm64 release binary run under qemu; readelf
+#   mmdebstrap, qemu-utils, e2fsprogs  the systemd node VM (scripts/vm/node-image.sh, run-node.ts):
+#                          a Debian root file system, its qcow2 overlay, ext4 images made from directories
 #   dbus-daemon, systemd, python3-dbus, python3-gi  graceful shutdown through logind, tested on a
 #                          private bus with a stand-in logind (systemd-inhibit and busctl are systemd's)
 #   qemu-system-x86        the cgroup v2 VM test (its kernel is unpacked below, not installed)
 #   prometheus             a real Prometheus scraping /metrics/cadvisor (test/integration/prometheus.test.ts);
 #                          the test runs its binary itself, the package's service is not used
-test_packages=("${demo_packages[@]}" protobuf-compiler unzip libseccomp-dev pkg-config qemu-user-static libc6-arm64-cross binutils dbus-daemon systemd python3-dbus python3-gi qemu-system-x86 prometheus)
+test_packages=("${demo_packages[@]}" protobuf-compiler unzip libseccomp-dev pkg-config qemu-user-static libc6-arm64-cross binutils dbus-daemon systemd python3-dbus python3-gi qemu-system-x86 prometheus mmdebstrap qemu-utils e2fsprogs)
 if ((demo)); then packages=("${demo_packages[@]}"); else packages=("${test_packages[@]}"); fi
 # Node's npm is only needed to run `npm ci` (Bun itself comes from the npm registry).
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)

@@ -1,0 +1,132 @@
+#!/bin/bash
+# Runs inside the systemd test node (scripts/vm/node-image.sh), started by
+# bunlet-node-check.service from the payload disk (scripts/vm/run-node.ts),
+# as root, once systemd is up. It sets the node up as a user would
+# (`kubelet install`, `systemctl enable --now kubelet`) and prints what it
+# sees as facts on the serial console:
+#   BUNLET-FACT <name> <value...>
+# The host test (test/integration/systemd-node-vm.test.ts) computes what
+# each fact must be and asserts it; this script only observes. The last step
+# powers the node off through logind with the agent's delay lock held, and
+# a unit stopped after the agent prints which pod stopped when.
+set -u
+P=/payload
+fact() { local name=$1; shift; echo "BUNLET-FACT $name $*"; }
+t0=$(date +%s)
+elapsed() { echo $(( $(date +%s) - t0 )); }
+
+# Waits until the command succeeds, up to $1 seconds; false on timeout.
+wait_for() {
+  local limit=$1; shift
+  local end=$(( $(date +%s) + limit ))
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s)" -ge "$end" ] && return 1
+    sleep 2
+  done
+}
+pods_json() { curl -sf --max-time 10 http://127.0.0.1:10255/pods; }
+# pod <name> <jq expression on the pod>
+pod() { pods_json | jq -r --arg n "$1" ".items[] | select(.metadata.name | startswith(\$n + \"-\")) | $2"; }
+running() { [ "$(pod "$1" '.status.containerStatuses[0].state | has("running")')" = "true" ]; }
+all_running() { running guaranteed && running burstable && running besteffort; }
+container_ids() { for p in guaranteed burstable besteffort; do pod $p '.status.containerStatuses[0].containerID'; done | tr '\n' ' '; }
+
+# Hook for another containerd (e.g. 2.x built from Go modules): the payload's
+# containerd/bin replaces the binaries and containerd/config.toml the config.
+if [ -d $P/containerd/bin ]; then
+  cp -a $P/containerd/bin/. /usr/local/bin/
+  [ -f $P/containerd/config.toml ] && cp $P/containerd/config.toml /etc/containerd/config.toml
+  mkdir -p /etc/systemd/system/containerd.service.d
+  printf '[Service]\nExecStart=\nExecStart=/usr/local/bin/containerd\n' >/etc/systemd/system/containerd.service.d/bunlet-vm.conf
+  systemctl daemon-reload
+  systemctl restart containerd
+fi
+
+fact node "kernel=$(uname -r) pid1=$(cat /proc/1/comm) cgroupfs=$(stat -fc %T /sys/fs/cgroup) systemd=$(systemctl --version | head -1 | awk '{print $2}')"
+fact controllers "$(cat /sys/fs/cgroup/cgroup.controllers)"
+fact runtime "containerd=$(containerd --version | awk '{print $3}') runc=$(runc --version | head -1 | awk '{print $3}') SystemdCgroup=$(grep -c 'SystemdCgroup = true' /etc/containerd/config.toml)"
+wait_for 60 systemctl is-active --quiet containerd
+fact containerd-active "$(systemctl is-active containerd)"
+
+# logind lets a delay lock hold a shutdown this long (the agent needs its grace periods: 15 s + 10 s).
+mkdir -p /etc/systemd/logind.conf.d
+printf '[Login]\nInhibitDelayMaxSec=40\n' >/etc/systemd/logind.conf.d/kubelet.conf
+systemctl restart systemd-logind
+
+# As a user: the config first (install keeps a config it did not write), then install, then enable.
+mkdir -p /etc/kubernetes
+cp $P/kubelet.yaml /etc/kubernetes/kubelet.yaml
+$P/kubelet install >/tmp/install.log 2>&1
+fact install "rc=$? unit=$(test -f /etc/systemd/system/kubelet.service && echo yes) binary=$(test -x /usr/bin/kubelet && echo yes)"
+cp $P/manifests/*.yaml /etc/kubernetes/manifests/
+systemctl enable --now kubelet 2>&1
+fact kubelet-active "$(systemctl is-active kubelet) enabled=$(systemctl is-enabled kubelet) t=$(elapsed)"
+
+if wait_for 600 all_running; then fact pods-running "yes t=$(elapsed)"; else fact pods-running "no t=$(elapsed)"; fi
+fact pods "$(pods_json | jq -c '[.items[] | {name: .metadata.name, uid: .metadata.uid, qos: .status.qosClass, state: (.status.containerStatuses[0].state | keys[0])}]')"
+
+# The slices and their files, read in /sys/fs/cgroup; the unit properties as systemd shows them.
+fact tree "$(cd /sys/fs/cgroup && find kubepods.slice -maxdepth 3 -type d -name '*.slice' | sort | tr '\n' ' ')"
+for p in guaranteed burstable besteffort; do
+  uid=$(pod $p '.metadata.uid')
+  slice=$(find /sys/fs/cgroup/kubepods.slice -maxdepth 2 -type d -name "*-pod${uid//-/_}.slice" | head -1)
+  unit=$(basename "$slice")
+  files=""
+  for f in cpu.weight cpu.max memory.max memory.min pids.max; do files="$files $f=$(tr ' ' '_' <"$slice/$f")"; done
+  fact "slice-$p" "path=${slice#/sys/fs/cgroup} $files"
+  fact "unit-$p" "$(systemctl show "$unit" -p ActiveState -p Wants -p CPUWeight -p CPUQuotaPerSecUSec -p MemoryMax -p TasksMax -p DefaultDependencies | tr '\n' ' ')"
+  fact "scopes-$p" "$(find "$slice" -mindepth 1 -maxdepth 1 -type d -name '*.scope' -printf '%f ' | sed 's/cri-containerd-[0-9a-f]*/cri-containerd-ID/g')"
+done
+fact qos-slices "burstable=$(cat /sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/cpu.weight) besteffort=$(cat /sys/fs/cgroup/kubepods.slice/kubepods-besteffort.slice/cpu.weight)"
+
+# What one busctl call to systemd costs here (the systemd driver makes about three per pod start).
+t=$(date +%s%N)
+for i in 1 2 3 4 5 6 7 8 9 10; do busctl --system call org.freedesktop.systemd1 /org/freedesktop/systemd1 org.freedesktop.systemd1.Manager GetUnit s kubepods.slice >/dev/null; done
+fact busctl-ms "$(( ($(date +%s%N) - t) / 10000000 ))"
+
+# OOM: the 32Mi container over its limit.
+wait_for 240 sh -c "[ -n \"\$(curl -sf http://127.0.0.1:10255/pods | jq -r '.items[] | select(.metadata.name | startswith(\"oom-\")) | .status.containerStatuses[0].state.terminated.reason // empty')\" ]"
+fact oom "$(pod oom '.status.containerStatuses[0].state.terminated | "reason=\(.reason) exitCode=\(.exitCode)"') phase=$(pod oom '.status.phase')"
+
+# Logs: the agent's own lines are in the journal.
+fact journal "lines=$(journalctl -u kubelet --no-pager -o cat | wc -l) driver=$(journalctl -u kubelet --no-pager -o cat | grep -c 'cgroup driver')"
+fact journal-driver "$(journalctl -u kubelet --no-pager -o cat | grep -m1 'cgroup driver')"
+
+# systemctl restart kubelet: no container restarted.
+before=$(container_ids)
+systemctl restart kubelet
+sleep 5
+wait_for 180 sh -c 'curl -sf http://127.0.0.1:10255/pods >/dev/null'
+sleep 15
+after=$(container_ids)
+fact restart "same=$([ "$before" = "$after" ] && echo yes || echo no) before=$before after=$after active=$(systemctl is-active kubelet)"
+
+# systemctl stop kubelet: the pods keep running.
+systemctl stop kubelet
+sleep 3
+fact stop "kubelet=$(systemctl is-active kubelet) running_tasks=$(ctr -n k8s.io tasks ls | grep -c RUNNING) slices=$(find /sys/fs/cgroup/kubepods.slice -name '*-pod*.slice' | wc -l)"
+systemctl start kubelet
+wait_for 180 all_running
+fact restarted "kubelet=$(systemctl is-active kubelet) same=$([ "$before" = "$(container_ids)" ] && echo yes || echo no)"
+
+# The shutdown: the agent holds logind's delay lock; a unit ordered before
+# kubelet.service is stopped after it, once the pods have stopped, and prints
+# which pod's container got TERM when (each appends to /var/lib/bunlet-vm/stopped).
+wait_for 60 sh -c 'systemd-inhibit --list --no-pager | grep -q kubelet'
+fact inhibitor "$(systemd-inhibit --list --no-pager | grep kubelet | tr -s ' ')"
+rm -f /var/lib/bunlet-vm/stopped
+cat >/etc/systemd/system/bunlet-vm-report.service <<'EOF'
+[Unit]
+Description=bunlet test node: report the pods' stop order at shutdown
+Before=kubelet.service
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/true
+ExecStop=/bin/sh -c 'echo "BUNLET-FACT shutdown-order $(tr "\\n" " " </var/lib/bunlet-vm/stopped 2>/dev/null) poweroff-at=$(cat /run/bunlet-poweroff-at)" >/dev/ttyS0'
+EOF
+systemctl daemon-reload
+systemctl start bunlet-vm-report.service
+fact done "t=$(elapsed)"
+date +%s >/run/bunlet-poweroff-at
+systemctl poweroff
