@@ -1,7 +1,7 @@
 // Command staticuid is a dev tool for the static pod UID (src/sources/static-uid/):
 //
 //	staticuid schema                              the internal core.Pod types as JSON
-//	staticuid uid -node N (-file P | -url U) F... upstream's UID of each manifest F
+//	staticuid uid -node N (-file P | -url U) F... upstream's UID of each manifest F (each item of a PodList)
 //
 // The schema lists every type core.Pod reaches: each struct's fields in Go
 // order with their Go type (as go-spew prints it) and the JSON key of the
@@ -215,16 +215,29 @@ func uid(args []string) {
 		if err != nil {
 			fail(path + ": " + err.Error())
 		}
-		pod := obj.(*api.Pod)
-		d := dump.ForHash(pod)
-		hasher := md5.New()
-		hash.DeepHashObject(hasher, pod)
-		if *url == "" {
-			fmt.Fprintf(hasher, "host:%s", *node)
-			fmt.Fprintf(hasher, "file:%s", *file)
-		} else {
-			fmt.Fprintf(hasher, "url:%s", *url)
+		// A PodList (URL source): each item, as tryDecodePodList hashes it.
+		var pods []*api.Pod
+		switch o := obj.(type) {
+		case *api.Pod:
+			pods = []*api.Pod{o}
+		case *api.PodList:
+			for i := range o.Items {
+				pods = append(pods, &o.Items[i])
+			}
+		default:
+			fail(fmt.Sprintf("%s: not a Pod or PodList: %T", path, obj))
 		}
-		enc.Encode(map[string]string{"manifest": path, "uid": hex.EncodeToString(hasher.Sum(nil)), "dump": d})
+		for _, pod := range pods {
+			d := dump.ForHash(pod)
+			hasher := md5.New()
+			hash.DeepHashObject(hasher, pod)
+			if *url == "" {
+				fmt.Fprintf(hasher, "host:%s", *node)
+				fmt.Fprintf(hasher, "file:%s", *file)
+			} else {
+				fmt.Fprintf(hasher, "url:%s", *url)
+			}
+			enc.Encode(map[string]string{"manifest": path, "uid": hex.EncodeToString(hasher.Sum(nil)), "dump": d})
+		}
 	}
 }

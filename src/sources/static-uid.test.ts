@@ -25,6 +25,9 @@ describe("static pod UIDs of the file and URL sources", () => {
     if (!u.ok) throw new Error(u.error);
     expect(u.pods[0]!.metadata.uid).toBe(oracle["probes.yaml"]!.url);
     expect(u.uidNotes).toEqual([]);
+    const list = podsFromBody(manifest("podlist.yaml"), { url: "http://config.example/podlist.yaml", nodeName: "node-1" });
+    if (!list.ok) throw new Error(list.error);
+    expect(list.pods.map((p) => p.metadata.uid).join(",")).toBe(oracle["podlist.yaml"]!.url);
   });
 
   test("a manifest's own UID wins", () => {
