@@ -263,7 +263,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     ...(hostIP ? { hostIP } : {}),
     podDirs: podDirs(config.rootDir),
     podObjects, // env references and pull secrets read the same watched cache as volumes
-    pullQueue: PullQueue.fromConfig(k.serializeImagePulls, k.maxParallelImagePulls),
+    pullQueue: PullQueue.fromConfig(k.serializeImagePulls, k.maxParallelImagePulls, { qps: k.registryPullQPS, burst: k.registryBurst, now: () => clock.now() }),
     nodeAllocatable: () => ({ cpuMilli: nodeAllocatable.cpu, memoryBytes: nodeAllocatable.memory, ephemeralStorageBytes: nodeAllocatable["ephemeral-storage"] }),
   });
   const statuses = new LocalStatusStore();

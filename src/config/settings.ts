@@ -81,11 +81,8 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   runtimeRequestTimeout: acted("the CRI client's request timeout"),
   serializeImagePulls: acted("one image pull at a time (src/runtime/pull-queue.ts)"),
   maxParallelImagePulls: acted("bound on parallel image pulls (src/runtime/pull-queue.ts)"),
-  registryPullQPS: refused(
-    `a pull rate limit is ${NOT_IMPLEMENTED}`,
-    "upstream limits image pulls to 5 per second by default; this agent does not limit them",
-  ),
-  registryBurst: refused(`a pull rate limit is ${NOT_IMPLEMENTED}`),
+  registryPullQPS: acted("image pulls per second: a token bucket before each runtime pull, \"pull QPS exceeded\" without a token (src/runtime/pull-queue.ts)"),
+  registryBurst: acted("the pull rate limit's bucket size (src/runtime/pull-queue.ts)"),
   imagePullCredentialsVerificationPolicy: refused(`verifying pull credentials of pulled images (KubeletEnsureSecretPulledImages) is ${NOT_IMPLEMENTED}`),
   preloadedImagesVerificationAllowlist: refused(`verifying pull credentials of pulled images (KubeletEnsureSecretPulledImages) is ${NOT_IMPLEMENTED}`),
   imageMinimumGCAge: acted("image garbage collection (src/images/gc.ts)"),

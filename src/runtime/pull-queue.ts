@@ -2,16 +2,48 @@
  * Node-wide image pull concurrency, as upstream's image pullers:
  * serializeImagePulls (the default) runs one pull at a time in arrival
  * order; otherwise maxParallelImagePulls bounds them (unset: no bound).
+ *
+ * And the pull rate, as upstream's throttled image service
+ * (registryPullQPS, registryBurst): a token bucket of `burst` tokens refilled
+ * at `qps` per second; each runtime PullImage takes one, and without one the
+ * pull fails at once with upstream's "pull QPS exceeded" (the pod's image
+ * back-off retries it). qps 0 is no limit.
  */
+export interface PullRate {
+  qps: number;
+  burst: number;
+  /** Milliseconds (the agent's Clock). */
+  now(): number;
+}
+
 export class PullQueue {
   private active = 0;
   private readonly waiting: (() => void)[] = [];
+  private tokens: number;
+  private refilledAt: number;
 
-  /** `limit`: pulls at once; undefined for no bound. */
-  constructor(private readonly limit: number | undefined) {}
+  /** `limit`: pulls at once; undefined for no bound. `rate`: the pull rate limit; undefined or qps 0 for none. */
+  constructor(
+    private readonly limit: number | undefined,
+    private readonly rate?: PullRate,
+  ) {
+    this.tokens = rate?.burst ?? 0;
+    this.refilledAt = rate?.now() ?? 0;
+  }
 
-  static fromConfig(serializeImagePulls: boolean, maxParallelImagePulls: number | undefined): PullQueue {
-    return new PullQueue(serializeImagePulls ? 1 : maxParallelImagePulls);
+  static fromConfig(serializeImagePulls: boolean, maxParallelImagePulls: number | undefined, rate?: PullRate): PullQueue {
+    return new PullQueue(serializeImagePulls ? 1 : maxParallelImagePulls, rate);
+  }
+
+  /** Takes a token for one runtime pull; throws "pull QPS exceeded" when there is none. */
+  throttle(): void {
+    const r = this.rate;
+    if (!r || r.qps <= 0) return;
+    const now = r.now();
+    this.tokens = Math.min(Math.max(r.burst, 1), this.tokens + ((now - this.refilledAt) / 1000) * r.qps);
+    this.refilledAt = now;
+    if (this.tokens < 1) throw new Error("pull QPS exceeded");
+    this.tokens -= 1;
   }
 
   /** Runs `pull` when a slot is free; slots go in arrival order. */

@@ -173,10 +173,15 @@ export async function pullWithSecrets(r: PullRequest): Promise<string> {
   const spec = { image: r.image, annotations: {}, userSpecifiedImage: r.image, runtimeHandler: "" };
   const auths = keyring.lookup(r.image);
   return r.queue.run(async () => {
-    if (!auths.length) return r.cri.pullImage(spec, undefined, r.sandbox);
+    // Each runtime pull takes a registryPullQPS token, as upstream's throttled image service.
+    if (!auths.length) {
+      r.queue.throttle();
+      return r.cri.pullImage(spec, undefined, r.sandbox);
+    }
     const errors: string[] = [];
     for (const auth of auths) {
       try {
+        r.queue.throttle();
         return await r.cri.pullImage(spec, { username: auth.username, password: auth.password }, r.sandbox);
       } catch (err) {
         errors.push(errorMessage(err));
