@@ -140,6 +140,14 @@ describe("CriPodRuntime", () => {
     expect(outcome.waiting.get("app")?.reason).toBe("ErrImageNeverPull");
   });
 
+  test("pull policy Always: a failed pull is ErrImagePull even with the image present (no silent local copy), as upstream", async () => {
+    const { cri, runtime } = setup();
+    cri.failNext("pullImage", "Unavailable", "registry unreachable");
+    const outcome = await sync(runtime, pod({ imagePullPolicy: "Always" }));
+    expect(outcome.waiting.get("app")).toMatchObject({ reason: "ErrImagePull" });
+    expect(cri.callsOf("createContainer")).toEqual([]);
+  });
+
   test("an unsupported env source is a CreateContainerConfigError, not a crash", async () => {
     const { runtime } = setup();
     const outcome = await sync(runtime, pod({ env: [{ name: "S", valueFrom: { secretKeyRef: { name: "s", key: "k" } } }] }));

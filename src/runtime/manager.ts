@@ -428,11 +428,8 @@ export class CriPodRuntime implements PodRuntime {
       return status ? imageInfo(status) : { ref: pulled, username: "" };
     } catch (err) {
       this.recorder.event(ref, "Warning", "Failed", `Failed to pull image "${image}": ${errorMessage(err)}`);
-      // A pull that fails while the image is present (policy Always, registry unreachable) still runs the local copy, as upstream.
-      if (present) {
-        this.opts.logger.warn("image pull failed; using the local copy", { image, err: errorMessage(err) });
-        return imageInfo(present);
-      }
+      // Upstream EnsureImageExists: with policy Always a failed pull is ErrImagePull even when a
+      // local copy exists (the copy may be stale, or not one the pod's credentials may use).
       this.imagePulls.next(key, this.opts.clock.now());
       throw new ImageError("ErrImagePull", errorMessage(err), this.imagePulls.remainingSince(key, this.opts.clock.now()));
     }

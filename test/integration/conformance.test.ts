@@ -182,6 +182,29 @@ describe("node conformance behaviours", () => {
   );
 
   test(
+    "pull policy Always with a registry that cannot be reached: ErrImagePull, not the local copy",
+    explained(async () => {
+      // The busybox image is present (imported); its registry (localhost) answers nothing.
+      await apply(podOf("pull-always", { command: ["sleep", "3600"], imagePullPolicy: "Always" }));
+      const reasons = new Set<string>();
+      await eventually("ImagePullBackOff", async () => {
+        const s = await mainState("pull-always");
+        expect(s?.state?.running).toBeUndefined();
+        if (s?.state?.waiting?.reason) reasons.add(s.state.waiting.reason);
+        return reasons.has("ImagePullBackOff");
+      }, 60_000, 100);
+      // ErrImagePull comes first and is soon ImagePullBackOff: the event is what stays.
+      const failed = await eventually("Failed pull event", async () => {
+        const r = await cp.kubectl(["get", "events", "--field-selector", "involvedObject.name=pull-always,reason=Failed", "-o", "json"]);
+        return r.code === 0 ? JSON.parse(r.stdout).items[0] : undefined;
+      }, 30_000);
+      expect(failed.message).toStartWith(`Failed to pull image "${ctd.busyboxImage}"`);
+      expect((await mainState("pull-always")).restartCount).toBe(0);
+    }),
+    120_000,
+  );
+
+  test(
     "readiness gates: Ready stays False until every gate's condition is True, and follows the condition when it changes",
     explained(async () => {
       await apply(podOf("gated", { command: ["sleep", "3600"] }, { readinessGates: [{ conditionType: "k8s.io/test-condition1" }, { conditionType: "k8s.io/test-condition2" }] }));
