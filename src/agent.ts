@@ -37,7 +37,7 @@ import { instrumentCri, KubeletMetrics } from "./metrics/kubelet.ts";
 import { ProbeMetrics } from "./metrics/probes.ts";
 import { resourceMetrics } from "./metrics/resource.ts";
 import { LivenessRestarts, ProbeVerdicts } from "./prober/verdicts.ts";
-import { PodSyncRequests } from "./sync/requests.ts";
+import { Requests } from "./util/requests.ts";
 import { MirrorPods } from "./mirror/index.ts";
 import { cadvisorMetrics, machineFactsFromSpec } from "./metrics/cadvisor.ts";
 import { podDirs } from "./pods/dirs.ts";
@@ -167,7 +167,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     : new LogEventRecorder(logger);
   // Probes: liveness and startup failures restart that container; readiness feeds the statuses.
   // The prober is built before the pod workers: the syncs it asks for go through a channel the workers serve.
-  const syncRequests = new PodSyncRequests();
+  const syncRequests = new Requests<string>();
   const restarts = new LivenessRestarts((uid) => syncRequests.request(uid));
   const prober = stack.use(
     createProbeManager({
@@ -209,14 +209,14 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
           allocatable: () => ({ cpu: nodeAllocatable.cpu, memory: nodeAllocatable.memory }),
           admit: (pod, others) => admitPod(pod, others, facts),
         });
-  let nodeStatusChanged = () => {}; // cluster mode: set once the node controller exists
+  const nodeStatusRequests = new Requests<void>(); // served by the node controller, when there is one
   // Device plugins register on <rootDir>/device-plugins/kubelet.sock; their devices are extended resources of the node.
   const devices = stack.use(
     new DeviceManager({
       dir: posix.join(config.rootDir, "device-plugins"),
       clock,
       logger,
-      onChange: () => nodeStatusChanged(),
+      onChange: () => nodeStatusRequests.request(),
       sourcesReady: () => podConfig.allSourcesReady(),
       metrics,
     }),
@@ -371,7 +371,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
       logger,
       recorder,
       nodeName: config.nodeName,
-      nodeStatusChanged: () => nodeStatusChanged(),
+      nodeStatusChanged: () => nodeStatusRequests.request(),
     }));
     deps.nodeShutdown.onShutdown(
       () => manager.shutdown(),
@@ -434,11 +434,11 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
             recorder,
             shutdownStatus: () => nodeShutdown?.status(),
             extendedResources: () => devices.nodeResources(),
+            statusRequests: nodeStatusRequests,
           }),
         )
       : undefined;
     node?.start();
-    nodeStatusChanged = () => void node?.updateStatus().catch(() => {});
     mirrors = new MirrorPods({ api: cluster.api, nodeName: config.nodeName, nodeUid: () => node?.nodeUid(), logger });
     const observeMirrors = mirrors;
     sources.push(

@@ -15,6 +15,7 @@ import type { Logger } from "../util/log.ts";
 import { nodeRef, type EventRecorder } from "../events/recorder.ts";
 import type { MachineInfo } from "./machine.ts";
 import { defaultLabels, initialNode, nodeStatus, withoutHeartbeats, type NodeCondition, type NodeIdentity, type Pressure, type RuntimeHealth } from "./status.ts";
+import type { Requests } from "../util/requests.ts";
 
 export const LEASE_NAMESPACE = "kube-node-lease";
 
@@ -35,6 +36,8 @@ export interface NodeControllerOptions {
   shutdownStatus?: () => string | undefined;
   /** Extended resources of device plugins (devices/), in capacity and allocatable. */
   extendedResources?: () => { capacity: Record<string, string>; allocatable: Record<string, string> };
+  /** Status updates asked for between the periodic ones (the node shutdown manager); served from construction on. */
+  statusRequests?: Requests<void>;
 }
 
 /** RFC 3339 with microseconds, the MicroTime format of Lease.renewTime. */
@@ -56,7 +59,12 @@ export class NodeController implements AsyncDisposable {
   private stopped = false;
   private lease: ApiObject | undefined;
 
-  constructor(private readonly opts: NodeControllerOptions) {}
+  constructor(private readonly opts: NodeControllerOptions) {
+    // Before registration there is nothing to update: the first status follows registration at once.
+    opts.statusRequests?.serve(() => {
+      if (this.registered) void this.updateStatus().catch(() => {});
+    });
+  }
 
   /** Starts registration (retried until it succeeds), then the status and lease loops. */
   start(): void {

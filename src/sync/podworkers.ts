@@ -17,7 +17,7 @@ import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import { type PodRef, podUid, podRef } from "../pods/identity.ts";
-import type { PodSyncRequests } from "./requests.ts";
+import type { Requests } from "../util/requests.ts";
 
 /** upstream workerResyncIntervalJitterFactor: a resync comes after syncFrequency × [1, 1.5). */
 const RESYNC_JITTER_FACTOR = 0.5;
@@ -46,7 +46,7 @@ export interface PodWorkersOptions {
   /** In-place resize: runs each pod with its allocated resources and reports resizes in its status. */
   allocation?: PodAllocation;
   /** Syncs asked for by subsystems built before the workers (the prober); served from construction on. */
-  requests?: PodSyncRequests;
+  requests?: Requests<string>;
   /** The prober: told about running containers after each sync, asked for readiness, dropped on termination. */
   probes?: ProbeView & {
     addPod(pod: Pod, running: { containerName: string; containerId: string; startedAt: number }[], podIP: string): void;
