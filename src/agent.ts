@@ -76,6 +76,7 @@ import { sandboxImageOf, waitForRuntime } from "./cri/runtime-info.ts";
 import { dedicatedImageFs } from "./images/imagefs.ts";
 import { everyMs } from "./util/every.ts";
 import { podCgroupHousekeeping } from "./cgroups/housekeeping.ts";
+import { NodeRegistration } from "./node/registration.ts";
 
 export interface AgentDeps {
   logger: Logger;
@@ -267,7 +268,9 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     nodeAllocatable: () => ({ cpuMilli: nodeAllocatable.cpu, memoryBytes: nodeAllocatable.memory, ephemeralStorageBytes: nodeAllocatable["ephemeral-storage"] }),
   });
   const statuses = new LocalStatusStore();
-  let mirrors: MirrorPods | undefined; // cluster mode: API copies of static pods, made once the node is registered
+  // Cluster mode: API copies of static pods, made once the node controller (built later) registered the Node.
+  const nodeRegistration = new NodeRegistration();
+  const mirrors = cluster ? new MirrorPods({ api: cluster.api, nodeName: config.nodeName, nodeUid: () => nodeRegistration.uid(), logger }) : undefined;
   // Disposed after the pod workers (the stack unwinds in reverse): the last statuses they write get a short flush.
   const apiStatus = cluster
     ? stack.use(new ApiStatusManager({ api: cluster.api, hostIPs: () => (hostIP ? [hostIP] : []), clock, logger, local: statuses, mirrorOf: (pod) => mirrors?.mirrorOf(pod) }))
@@ -435,12 +438,11 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
             shutdownStatus: () => nodeShutdown?.status(),
             extendedResources: () => devices.nodeResources(),
             statusRequests: nodeStatusRequests,
+            registration: nodeRegistration,
           }),
         )
       : undefined;
     node?.start();
-    mirrors = new MirrorPods({ api: cluster.api, nodeName: config.nodeName, nodeUid: () => node?.nodeUid(), logger });
-    const observeMirrors = mirrors;
     sources.push(
       stack.use(
         new ApiServerSource({
@@ -448,7 +450,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
           nodeName: config.nodeName,
           clock,
           logger,
-          onMirrorPods: (pods) => (observeMirrors.observe(pods), apiStatus?.mirrorsChanged()),
+          onMirrorPods: (pods) => (mirrors?.observe(pods), apiStatus?.mirrorsChanged()),
           ...(autonomy ? { checkpoint: autonomy } : {}),
         }),
       ),

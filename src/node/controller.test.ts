@@ -8,6 +8,8 @@ import { memoryLogger } from "../util/log.ts";
 import { LEASE_NAMESPACE, NodeController } from "./controller.ts";
 import type { MachineInfo } from "./machine.ts";
 import type { NodeCondition } from "./status.ts";
+import { NodeRegistration } from "./registration.ts";
+import { Requests } from "../util/requests.ts";
 
 const machine: MachineInfo = {
   machineID: "m1",
@@ -28,7 +30,11 @@ function setup(over: Partial<KubeletConfiguration> = {}, extended?: () => { capa
   const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
   const config = { ...applyDefaults({ apiVersion: "kubelet.config.k8s.io/v1beta1", kind: "KubeletConfiguration" } as never), ...over } as KubeletConfiguration;
   let plegOk = true;
+  const registration = new NodeRegistration();
+  const statusRequests = new Requests<void>();
   const controller = new NodeController({
+    registration,
+    statusRequests,
     api,
     cri,
     plegHealth: () => (plegOk ? { ok: true, message: "ok" } : { ok: false, message: "pleg was last seen active 4m0s ago" }),
@@ -40,7 +46,7 @@ function setup(over: Partial<KubeletConfiguration> = {}, extended?: () => { capa
     logger: memoryLogger().logger,
     ...(extended ? { extendedResources: extended } : {}),
   });
-  return { clock, api, cri, controller, setPleg: (ok: boolean) => (plegOk = ok) };
+  return { clock, api, cri, controller, registration, statusRequests, setPleg: (ok: boolean) => (plegOk = ok) };
 }
 
 const settle = async () => {
@@ -67,6 +73,21 @@ describe("NodeController", () => {
     healthy = 1;
     expect(await controller.updateStatus()).toBe(true);
     expect(status().allocatable["example.com/dev"]).toBe("1");
+  });
+
+  test("tells the registration the Node's UID once registered, and updates the status when asked between rounds", async () => {
+    const { api, controller, clock, registration, statusRequests, setPleg } = setup();
+    expect(registration.uid()).toBeUndefined();
+    controller.start();
+    await startUp(clock);
+    const uid = (api.nodes.get("n1")!.metadata as { uid?: string }).uid;
+    expect(uid).toBeTruthy();
+    expect(registration.uid()).toBe(uid);
+    const before = api.calls.filter((c) => c.method === "patchNodeStatus").length;
+    setPleg(false); // a changed status is sent when asked, not at the next round
+    statusRequests.request();
+    await settle();
+    expect(api.calls.filter((c) => c.method === "patchNodeStatus").length).toBe(before + 1);
   });
 
   test("registers the node with labels, capacity, allocatable and a Ready condition, and creates the lease", async () => {

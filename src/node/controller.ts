@@ -16,6 +16,7 @@ import { nodeRef, type EventRecorder } from "../events/recorder.ts";
 import type { MachineInfo } from "./machine.ts";
 import { defaultLabels, initialNode, nodeStatus, withoutHeartbeats, type NodeCondition, type NodeIdentity, type Pressure, type RuntimeHealth } from "./status.ts";
 import type { Requests } from "../util/requests.ts";
+import type { NodeRegistration } from "./registration.ts";
 
 export const LEASE_NAMESPACE = "kube-node-lease";
 
@@ -38,6 +39,8 @@ export interface NodeControllerOptions {
   extendedResources?: () => { capacity: Record<string, string>; allocatable: Record<string, string> };
   /** Status updates asked for between the periodic ones (the node shutdown manager); served from construction on. */
   statusRequests?: Requests<void>;
+  /** Told the Node's UID once registered (mirror pods, built before the controller, read it there). */
+  registration?: NodeRegistration;
 }
 
 /** RFC 3339 with microseconds, the MicroTime format of Lease.renewTime. */
@@ -72,6 +75,7 @@ export class NodeController implements AsyncDisposable {
     this.loop("register", 0, async () => {
       if (this.registered) return false;
       this.registered = await this.register();
+      this.opts.registration?.registered(this.nodeUid());
       this.opts.logger.info("successfully registered node", { node: this.opts.id.nodeName });
       this.loop("status", 0, () => this.updateStatus().then(() => true), this.opts.config.nodeStatusUpdateFrequency);
       this.loop("lease", 0, () => this.renewLease().then(() => true), (this.opts.config.nodeLeaseDurationSeconds * 1000) / 4);
