@@ -19,7 +19,7 @@ import { allocatableAmounts, nodeFacts } from "./node/status.ts";
 import { defaultRouteIPv4, goArch, readMachineInfo } from "./node/machine.ts";
 import { readMachineSpec } from "./node/machine-spec.ts";
 import { ApiEventRecorder, LogEventRecorder, podEventRef } from "./events/recorder.ts";
-import { createEvictionManager, type EvictionManager } from "./eviction/index.ts";
+import { createEvictionManager, } from "./eviction/index.ts";
 import { createImageGC, statfsBytes } from "./images/index.ts";
 import { containerdImageStore } from "./images/containerd/client.ts";
 import { preloadImages } from "./images/preload.ts";
@@ -58,6 +58,7 @@ import type { PodSource } from "./sources/types.ts";
 import { ApiStatusManager } from "./status/api.ts";
 import { LocalStatusStore } from "./status/index.ts";
 import { PodWorkers } from "./sync/podworkers.ts";
+import { PodWorkersView } from "./sync/view.ts";
 import { createVolumeManager } from "./volumes/wire.ts";
 import type { Mounter } from "./volumes/mount.ts";
 import { serviceEnvFrom, WatchedServices } from "./services/index.ts";
@@ -223,6 +224,9 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     }),
   );
   await devices.start();
+  // The pod workers are built last on the pod path (their admission asks eviction and shutdown); what the
+  // subsystems built before them ask of them goes through this view, which the workers serve.
+  const pods = new PodWorkersView();
   // Service environment variables come from one watch of every Service (cluster mode only, as upstream).
   const services = cluster ? stack.use(new WatchedServices({ api: cluster.api, clock, logger })).start() : undefined;
   const runtime = new CriPodRuntime({
@@ -242,7 +246,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
           cgroups: {
             // Upstream syncPod: QoS totals first, so the new pod's share is counted, then the pod's own cgroup.
             ensurePod: async (pod: Pod): Promise<string> => {
-              await podCgroups.updateQos([...workers.activePods(), pod]);
+              await podCgroups.updateQos([...pods.activePods(), pod]);
               return podCgroups.ensurePod(pod);
             },
             removePod: (uid: string) => podCgroups.removePod(uid),
@@ -276,39 +280,6 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     ? stack.use(new ApiStatusManager({ api: cluster.api, hostIPs: () => (hostIP ? [hostIP] : []), clock, logger, local: statuses, mirrorOf: (pod) => mirrors?.mirrorOf(pod) }))
     : undefined;
   const statusSink = apiStatus ?? statuses;
-  // Eviction refuses pods under pressure before the resource checks, as upstream.
-  let eviction: EvictionManager | undefined;
-  const sysctls = sysctlAllowlist(k.allowedUnsafeSysctls); // upstream order: eviction, sysctls, then the predicates
-  const podFeatureGates = { podLevelResources: k.featureGates["PodLevelResources"] !== false, userNamespacesSupport: k.featureGates["UserNamespacesSupport"] !== false };
-  let nodeShutdown: NodeShutdownManager | undefined;
-  const admit = (pod: Pod, active: Pod[]) => {
-    const shuttingDown = nodeShutdown?.admit();
-    if (shuttingDown && !shuttingDown.admit) return shuttingDown;
-    const underPressure = eviction?.admitPod(pod);
-    if (underPressure && !underPressure.admit) return underPressure;
-    const sysctlResult = sysctls.admit(pod);
-    if (!sysctlResult.admit) return sysctlResult;
-    // What the node cannot give (pod-level resources, a user namespace) is refused, never run without (node/pod-features.ts).
-    const features = admitPodFeatures(pod, podFeatureGates);
-    if (!features.admit) return features;
-    // Devices before the resource predicates, as upstream's allocate-resources admit handler.
-    const deviceResult = devices.admit(pod, active);
-    if (!deviceResult.admit) return deviceResult;
-    // A pod counts with what it was allocated (checkpointed; active pods come allocated), not with a resize it
-    // asked for: after a restart, a pod whose resize is pending is admitted again as it runs (upstream).
-    const allocated = (p: Pod) => (allocation ? allocation.allocatedPod(p) : p);
-    return admitPod(allocated(pod), active, facts);
-  };
-  const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, random: deps.random ?? Math.random, admit, recorder, probes: verdicts, requests: syncRequests, metrics, ...(allocation ? { allocation } : {}) }));
-  // The pod resources API (v1) on <rootDir>/pod-resources/kubelet.sock: which devices each container holds.
-  const podResources = await servePodResources({
-    dir: posix.join(config.rootDir, "pod-resources"),
-    devices,
-    activePods: () => workers.activePods(),
-    getEnabled: k.featureGates["KubeletPodResourcesGet"] !== false, // beta, on by default since 1.34
-    logger,
-  });
-  stack.defer(() => podResources.close());
 
   // Node resources: stats every 10s feed eviction; images and logs are collected and rotated.
   const stats = stack.use(
@@ -317,11 +288,11 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
       rootDir: config.rootDir,
       cgroupRoot: podsCgroupParent,
       podCgroupPath: ({ uid }) => {
-        const pod = workers.activePod(uid);
+        const pod = pods.activePod(uid);
         return pod && podCgroups ? podCgroups.podCgroupPath(pod) : undefined;
       },
       cri,
-      pods: () => workers.activePods().map((p) => podRef(p)),
+      pods: () => pods.activePods().map((p) => podRef(p)),
       podLogsDir: k.podLogsDir,
       volumeStatsAggPeriodMs: k.volumeStatsAggPeriod,
       claimedVolumes: (uid) => volumes.claimVolumes(uid),
@@ -346,13 +317,13 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     }),
   );
   const logRotation = stack.use(createLogRotation({ cri, maxSizeBytes: parseQuantity(k.containerLogMaxSize), maxFiles: k.containerLogMaxFiles, clock, logger }));
-  eviction = stack.use(
+  const eviction = stack.use(
     createEvictionManager({
       config: k,
       stats,
-      activePods: () => workers.activePods(),
-      evictPod: async (pod, status, grace) => workers.evict(podUid(pod), status.message, grace),
-      podCleanedUp: (pod) => workers.stageOf(podUid(pod)) !== "syncing",
+      activePods: () => pods.activePods(),
+      evictPod: async (pod, status, grace) => pods.evict(podUid(pod), status.message, grace),
+      podCleanedUp: (pod) => pods.stageOf(podUid(pod)) !== "syncing",
       reclaimNodeLevel: { imageGC: () => imageGC.freeSpace(Infinity), containerGC: () => runtime.garbageCollect() },
       hasDedicatedImageFs: () => dedicatedImageFs(cri, config.rootDir),
       clock,
@@ -361,26 +332,59 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
       nodeName: config.nodeName,
     }),
   );
-  const pressure = eviction;
   // Graceful node shutdown: pods stop by priority group within their budgets when deps.nodeShutdown says so.
   const groups = shutdownGroups(k);
-  if (groups.length && deps.nodeShutdown) {
-    const manager = (nodeShutdown = new NodeShutdownManager({
-      groups,
-      activePods: () => workers.activePods(),
-      stopPod: (uid, grace) => void workers.shutdownPod(uid, grace),
-      stopped: (uid) => !["syncing", "terminating"].includes(workers.stageOf(uid) ?? "finished"),
-      clock,
-      logger,
-      recorder,
-      nodeName: config.nodeName,
-      nodeStatusChanged: () => nodeStatusRequests.request(),
-    }));
-    deps.nodeShutdown.onShutdown(
-      () => manager.shutdown(),
-      () => manager.cancel(),
+  const shutdownTrigger = groups.length ? deps.nodeShutdown : undefined;
+  const nodeShutdown = shutdownTrigger
+    ? new NodeShutdownManager({
+        groups,
+        activePods: () => pods.activePods(),
+        stopPod: (uid, grace) => void pods.shutdownPod(uid, grace),
+        stopped: (uid) => !["syncing", "terminating"].includes(pods.stageOf(uid) ?? "finished"),
+        clock,
+        logger,
+        recorder,
+        nodeName: config.nodeName,
+        nodeStatusChanged: () => nodeStatusRequests.request(),
+      })
+    : undefined;
+  if (nodeShutdown && shutdownTrigger) {
+    shutdownTrigger.onShutdown(
+      () => nodeShutdown.shutdown(),
+      () => nodeShutdown.cancel(),
     );
   }
+  // Admission: node shutdown, then eviction (pods under pressure), sysctls, devices, then the resource checks, as upstream.
+  const sysctls = sysctlAllowlist(k.allowedUnsafeSysctls);
+  const podFeatureGates = { podLevelResources: k.featureGates["PodLevelResources"] !== false, userNamespacesSupport: k.featureGates["UserNamespacesSupport"] !== false };
+  const admit = (pod: Pod, active: Pod[]) => {
+    const shuttingDown = nodeShutdown?.admit();
+    if (shuttingDown && !shuttingDown.admit) return shuttingDown;
+    const underPressure = eviction.admitPod(pod);
+    if (!underPressure.admit) return underPressure;
+    const sysctlResult = sysctls.admit(pod);
+    if (!sysctlResult.admit) return sysctlResult;
+    // What the node cannot give (pod-level resources, a user namespace) is refused, never run without (node/pod-features.ts).
+    const features = admitPodFeatures(pod, podFeatureGates);
+    if (!features.admit) return features;
+    // Devices before the resource predicates, as upstream's allocate-resources admit handler.
+    const deviceResult = devices.admit(pod, active);
+    if (!deviceResult.admit) return deviceResult;
+    // A pod counts with what it was allocated (checkpointed; active pods come allocated), not with a resize it
+    // asked for: after a restart, a pod whose resize is pending is admitted again as it runs (upstream).
+    const allocated = (p: Pod) => (allocation ? allocation.allocatedPod(p) : p);
+    return admitPod(allocated(pod), active, facts);
+  };
+  const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, random: deps.random ?? Math.random, admit, recorder, probes: verdicts, requests: syncRequests, view: pods, metrics, ...(allocation ? { allocation } : {}) }));
+  // The pod resources API (v1) on <rootDir>/pod-resources/kubelet.sock: which devices each container holds.
+  const podResources = await servePodResources({
+    dir: posix.join(config.rootDir, "pod-resources"),
+    devices,
+    activePods: () => workers.activePods(),
+    getEnabled: k.featureGates["KubeletPodResourcesGet"] !== false, // beta, on by default since 1.34
+    logger,
+  });
+  stack.defer(() => podResources.close());
   // Kernel OOM kills as events (upstream's OOM watcher): SystemOOM on the node, OOMKilling on this node's pods.
   const kernelLog = config.runOnce ? undefined : tryOpenKmsg(logger);
   if (kernelLog) {
@@ -427,7 +431,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
             api: cluster.api,
             cri,
             plegHealth: () => pleg.healthy(),
-            pressure: () => pressure.conditions(),
+            pressure: () => eviction.conditions(),
             id: nodeId,
             machine,
             internalIP: hostIP,

@@ -18,6 +18,7 @@ import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import { type PodRef, podUid, podRef } from "../pods/identity.ts";
 import type { Requests } from "../util/requests.ts";
+import type { PodWorkersView, PodWorkersQueries } from "./view.ts";
 
 /** upstream workerResyncIntervalJitterFactor: a resync comes after syncFrequency × [1, 1.5). */
 const RESYNC_JITTER_FACTOR = 0.5;
@@ -47,6 +48,8 @@ export interface PodWorkersOptions {
   allocation?: PodAllocation;
   /** Syncs asked for by subsystems built before the workers (the prober); served from construction on. */
   requests?: Requests<string>;
+  /** What subsystems built before the workers ask of them (active pods, evict, shut down); served from construction on. */
+  view?: PodWorkersView;
   /** The prober: told about running containers after each sync, asked for readiness, dropped on termination. */
   probes?: ProbeView & {
     addPod(pod: Pod, running: { containerName: string; containerId: string; startedAt: number }[], podIP: string): void;
@@ -89,13 +92,14 @@ function throwOnFailedActions(what: string, outcome: PodSyncOutcome): void {
 export const defaultGracePeriodSeconds = (pod: Pod | undefined): number =>
   pod?.metadata.deletionGracePeriodSeconds ?? pod?.spec.terminationGracePeriodSeconds ?? 30;
 
-export class PodWorkers implements AsyncDisposable {
+export class PodWorkers implements AsyncDisposable, PodWorkersQueries {
   private readonly workers = new Map<string, Worker>();
   private readonly rejected = new Set<string>();
   private stopped = false;
 
   constructor(private readonly opts: PodWorkersOptions) {
     opts.requests?.serve((uid) => this.sync(uid));
+    opts.view?.serve(this);
   }
 
   /**
