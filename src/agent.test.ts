@@ -108,9 +108,10 @@ test("the whole agent runs a static pod and stops with no timer, watch or port l
   const { logger, lines } = memoryLogger(4);
   const stop = new AbortController();
   const agent = runAgent(loaded.config, { logger, signal: stop.signal, clock, cri, api, mounter: new FakeMounter(), version: "Kubernetes v1.34.0-bunlet+test", random: () => 0.5 });
+  // A failure says what the agent logged last.
   const failed = agent.then(
-    () => new Error("the agent stopped on its own"),
-    (err: unknown) => err,
+    () => new Error(`the agent stopped on its own; its last lines:\n${lines.slice(-30).join("\n")}`),
+    (err: unknown) => new Error(`the agent failed: ${String(err)}; its last lines:\n${lines.slice(-30).join("\n")}`, { cause: err }),
   );
 
   const running = await Promise.race([
