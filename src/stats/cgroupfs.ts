@@ -106,7 +106,7 @@ export function cpuSpecFromV1(period: string | undefined, quota: string | undefi
   const p = period !== undefined ? parseSingleValue(period) : undefined;
   if (p !== undefined) out.cpuPeriodUs = p;
   const q = quota !== undefined ? Number(quota.trim()) : NaN;
-  if (Number.isFinite(q)) out.cpuQuotaUs = q < 0 ? 0 : q;
+  if (Number.isFinite(q)) out.cpuQuotaUs = Math.max(0, q);
   const s = shares !== undefined ? parseSingleValue(shares) : undefined;
   if (s !== undefined) out.cpuShares = s;
   return out;

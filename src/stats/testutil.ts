@@ -100,7 +100,10 @@ export class FakeNode {
 
   /** Writes one cgroup file (relative cgroup path; v1: into the controller the file's prefix names). */
   writeCgroupFile(rel: string, name: string, text: string): void {
-    if (this.version === "v2") return writeFileSync(join(this.cgroupBase(), rel, name), text);
+    if (this.version === "v2") {
+      writeFileSync(join(this.cgroupBase(), rel, name), text);
+      return;
+    }
     const controller = name.split(".")[0]!;
     const targets = controller === "cgroup" ? V1_CONTROLLERS : [controller];
     for (const c of targets) {
