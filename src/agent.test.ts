@@ -8,7 +8,7 @@
  */
 import { afterAll, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { connect } from "node:net";
+import { connect, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { runAgent } from "./agent.ts";
@@ -71,6 +71,16 @@ async function until<T>(what: string, probe: () => T | undefined | Promise<T | u
   }
 }
 
+/** A port nothing listens on now: other agents on the machine may hold 10250. */
+const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const server = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+    server.on("error", reject);
+  });
+
 const portRefuses = (port: number): Promise<boolean> =>
   new Promise((resolve) => {
     const socket = connect({ host: "127.0.0.1", port });
@@ -92,7 +102,7 @@ test("the whole agent runs a static pod and stops with no timer, watch or port l
     podLogsDir: join(dir, "logs"),
     cgroupsPerQOS: false,
     enforceNodeAllocatable: [],
-    port: 0, // an ephemeral port: the server runs and must be closed at the end
+    port: await freePort(), // not 10250 (port 0 defaults to it): the server runs and must be closed at the end
     readOnlyPort: 0,
     healthzPort: 0,
   });
