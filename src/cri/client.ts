@@ -140,7 +140,9 @@ export function createCriClient(opts: CriClientOptions): CriService {
         });
       }
       const fields = { method, ...(target === undefined ? {} : { target }), kind: e.kind, ms: Math.round(performance.now() - began), err: e.detail };
-      if (e.kind === "NotFound") log.v(4).info("CRI call failed", fields);
+      // NotFound is an answer, and Unimplemented is how a runtime says it lacks an optional call
+      // (RuntimeConfig, GetContainerEvents on containerd 1.6): the caller decides what they mean.
+      if (e.kind === "NotFound" || e.kind === "Unimplemented") log.v(4).info("CRI call failed", fields);
       else log.warn("CRI call failed", fields);
       throw e;
     } finally {
