@@ -21,8 +21,8 @@ trap 'rm -f "$results"' EXIT
 echo "== typecheck"
 tsc --noEmit
 
-echo "== lint (biome.json: the recommended rules but those the code breaks on purpose)"
-biome lint --error-on-warnings src test scripts
+echo "== format and lint (biome.json: the recommended rules but those the code breaks on purpose; \`biome format --write src test scripts\` fixes the format)"
+biome check --error-on-warnings src test scripts
 
 # bun prints a failing test's error above its "(fail)" line, far from the end of a long run;
 # on failure this repeats each failed test's block at the very end, where a log's tail shows it.
