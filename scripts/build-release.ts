@@ -35,13 +35,19 @@ for (const arg of Bun.argv.slice(2)) {
 const sums: string[] = [];
 for (const { target, file } of RELEASE_TARGETS) {
   const outfile = join(outdir, file);
-  const proc = Bun.spawn([process.execPath, join(repoRoot, "scripts/build.ts"), `--target=${target}`, `--outfile=${outfile}`, ...passThrough], { cwd: repoRoot, stdout: "inherit", stderr: "inherit" });
+  const proc = Bun.spawn([process.execPath, join(repoRoot, "scripts/build.ts"), `--target=${target}`, `--outfile=${outfile}`, ...passThrough], {
+    cwd: repoRoot,
+    stdout: "inherit",
+    stderr: "inherit",
+  });
   const code = await proc.exited;
   if (code !== 0) {
     console.error(`build-release: ${target} failed (exit ${code})`);
     process.exit(code);
   }
-  const digest = createHash("sha256").update(readFileSync(resolve(repoRoot, outfile))).digest("hex");
+  const digest = createHash("sha256")
+    .update(readFileSync(resolve(repoRoot, outfile)))
+    .digest("hex");
   sums.push(`${digest}  ${basename(outfile)}`);
 }
 writeFileSync(resolve(repoRoot, outdir, "SHA256SUMS"), sums.join("\n") + "\n");

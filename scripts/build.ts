@@ -50,12 +50,23 @@ async function parseArgs(argv: string[]): Promise<Options> {
   for (const arg of argv) {
     const [key, value] = arg.includes("=") ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)] : [arg, undefined];
     switch (key) {
-      case "--target": target = value || usage("--target needs a value"); break;
-      case "--outfile": outfile = value || usage("--outfile needs a value"); break;
-      case "--version": version = value || usage("--version needs a value"); break;
-      case "--entry": entry = value || usage("--entry needs a value"); break;
-      case "--no-minify": minify = false; break;
-      default: usage(`unknown argument ${arg}`);
+      case "--target":
+        target = value || usage("--target needs a value");
+        break;
+      case "--outfile":
+        outfile = value || usage("--outfile needs a value");
+        break;
+      case "--version":
+        version = value || usage("--version needs a value");
+        break;
+      case "--entry":
+        entry = value || usage("--entry needs a value");
+        break;
+      case "--no-minify":
+        minify = false;
+        break;
+      default:
+        usage(`unknown argument ${arg}`);
     }
   }
   // dist/kubelet for the host; dist/kubelet-linux-arm64 for --target=bun-linux-arm64.
@@ -65,14 +76,20 @@ async function parseArgs(argv: string[]): Promise<Options> {
 
 const opts = await parseArgs(Bun.argv.slice(2));
 const cmd = [
-  process.execPath, "build", "--compile",
+  process.execPath,
+  "build",
+  "--compile",
   ...(opts.minify ? ["--minify"] : []),
   ...(opts.target ? [`--target=${opts.target}`] : []),
-  `--define`, `BUILD_VERSION=${JSON.stringify(opts.version)}`,
+  `--define`,
+  `BUILD_VERSION=${JSON.stringify(opts.version)}`,
   // A node agent must not pick up a stray .env or bunfig.toml from whatever
   // directory it is started in.
-  "--no-compile-autoload-dotenv", "--no-compile-autoload-bunfig",
-  opts.entry, "--outfile", opts.outfile,
+  "--no-compile-autoload-dotenv",
+  "--no-compile-autoload-bunfig",
+  opts.entry,
+  "--outfile",
+  opts.outfile,
 ];
 console.log(`build: ${opts.outfile} version ${opts.version}${opts.target ? ` target ${opts.target}` : ""}`);
 const t0 = performance.now();

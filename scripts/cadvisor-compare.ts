@@ -69,7 +69,9 @@ const burner = (node: string) => ({
   spec: {
     nodeName: node,
     terminationGracePeriodSeconds: 1,
-    containers: [{ name: "burn", image: "", imagePullPolicy: "IfNotPresent", command: ["sh", "-c", "while :; do :; done"], resources: { limits: { cpu: "100m", memory: "32Mi" } } }],
+    containers: [
+      { name: "burn", image: "", imagePullPolicy: "IfNotPresent", command: ["sh", "-c", "while :; do :; done"], resources: { limits: { cpu: "100m", memory: "32Mi" } } },
+    ],
   },
 });
 
@@ -86,7 +88,12 @@ async function withPod(cp: ControlPlaneHandle, image: string, node: string, port
   pod.spec.containers[0]!.image = image;
   const r = await cp.kubectl(["apply", "-f", "-"], { stdin: JSON.stringify(pod) });
   if (r.code !== 0) throw new Error(r.stderr);
-  await eventually(`${pod.metadata.name} Running`, async () => (await cp.kubectl(["get", "pod", pod.metadata.name, "-o", "jsonpath={.status.phase}"])).stdout === "Running", 120_000, 500);
+  await eventually(
+    `${pod.metadata.name} Running`,
+    async () => (await cp.kubectl(["get", "pod", pod.metadata.name, "-o", "jsonpath={.status.phase}"])).stdout === "Running",
+    120_000,
+    500,
+  );
   // cAdvisor's housekeeping picks new containers up within seconds; give both time for two readings.
   await Bun.sleep(20_000);
   const text = await scrape(cp, port);
@@ -115,7 +122,12 @@ if (import.meta.main) {
     });
     let upstreamText: string;
     try {
-      await eventually("upstream node Ready", async () => (await cp.kubectl(["get", "node", upstreamNode, "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}"])).stdout === "True", 120_000, 1000).catch((e) => {
+      await eventually(
+        "upstream node Ready",
+        async () => (await cp.kubectl(["get", "node", upstreamNode, "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}"])).stdout === "True",
+        120_000,
+        1000,
+      ).catch((e) => {
         throw new Error(`${(e as Error).message}\n${upstream.describe()}`);
       });
       upstreamText = await withPod(cp, ctd.busyboxImage, upstreamNode, upstreamPort);
@@ -132,7 +144,12 @@ if (import.meta.main) {
     });
     let oursText: string;
     try {
-      await eventually("bunlet node Ready", async () => (await cp.kubectl(["get", "node", oursNode, "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}"])).stdout === "True", 120_000, 1000);
+      await eventually(
+        "bunlet node Ready",
+        async () => (await cp.kubectl(["get", "node", oursNode, "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}"])).stdout === "True",
+        120_000,
+        1000,
+      );
       oursText = await withPod(cp, ctd.busyboxImage, oursNode, port);
     } finally {
       await agent.kill("SIGTERM");

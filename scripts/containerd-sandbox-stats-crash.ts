@@ -25,20 +25,38 @@ try {
       logDirectory: `${ctd.dir}/logs/${name}`,
       labels: {},
       annotations: {},
-      linux: { cgroupParent: `${ctd.cgroupParent}/${name}`, securityContext: { namespaceOptions: { network: NamespaceMode.POD, pid: NamespaceMode.CONTAINER, ipc: NamespaceMode.POD } } },
+      linux: {
+        cgroupParent: `${ctd.cgroupParent}/${name}`,
+        securityContext: { namespaceOptions: { network: NamespaceMode.POD, pid: NamespaceMode.CONTAINER, ipc: NamespaceMode.POD } },
+      },
     };
     const sandbox = await cri.runPodSandbox(config);
     ids.push(sandbox);
-    const container = await cri.createContainer(sandbox, { metadata: { name: "c", attempt: 0 }, image: { image: ctd.busyboxImage }, command: ["sleep", "3600"], logPath: "c.log" }, config);
+    const container = await cri.createContainer(
+      sandbox,
+      { metadata: { name: "c", attempt: 0 }, image: { image: ctd.busyboxImage }, command: ["sleep", "3600"], logPath: "c.log" },
+      config,
+    );
     await cri.startContainer(container);
   }
   console.log(`${n} sandboxes; hammering for ${seconds}s`);
   const until = Date.now() + seconds * 1000;
-  let stats = 0, reads = 0;
+  let stats = 0,
+    reads = 0;
   // STATS_CALL=containers: ListContainerStats instead, the call the agent still makes.
   const statsCall = process.env.STATS_CALL === "containers" ? () => cri.listContainerStats() : () => cri.listPodSandboxStats();
-  const statsLoop = async () => { while (Date.now() < until) { await statsCall(); stats++; } };
-  const readLoop = async () => { while (Date.now() < until) { await Promise.all([cri.listPodSandbox(), cri.listContainers(), ...ids.slice(0, 5).map((id) => cri.podSandboxStatus(id))]); reads++; } };
+  const statsLoop = async () => {
+    while (Date.now() < until) {
+      await statsCall();
+      stats++;
+    }
+  };
+  const readLoop = async () => {
+    while (Date.now() < until) {
+      await Promise.all([cri.listPodSandbox(), cri.listContainers(), ...ids.slice(0, 5).map((id) => cri.podSandboxStatus(id))]);
+      reads++;
+    }
+  };
   try {
     await Promise.all([statsLoop(), statsLoop(), readLoop(), readLoop()]);
     console.log(`survived: ${stats} stats calls, ${reads} read rounds`);

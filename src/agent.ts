@@ -4,7 +4,7 @@
  * waits for in-flight pod work, and leaves pods running (an agent restart
  * adopts them).
  */
-import { mkdirSync, } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { posix } from "node:path";
 import { parseQuantity, type AgentConfig } from "./config/index.ts";
 import type { CriService } from "./cri/index.ts";
@@ -19,7 +19,7 @@ import { allocatableAmounts, nodeFacts } from "./node/status.ts";
 import { defaultRouteIPv4, goArch, readMachineInfo } from "./node/machine.ts";
 import { readMachineSpec } from "./node/machine-spec.ts";
 import { ApiEventRecorder, LogEventRecorder, podEventRef } from "./events/recorder.ts";
-import { createEvictionManager, } from "./eviction/index.ts";
+import { createEvictionManager } from "./eviction/index.ts";
 import { createImageGC, statfsBytes } from "./images/index.ts";
 import { containerdImageStore } from "./images/containerd/client.ts";
 import { preloadImages } from "./images/preload.ts";
@@ -27,7 +27,7 @@ import { bootstrapClientCertificate, ClientCertificateRotation, csrApi, CURRENT_
 import { certificateValidity } from "./certificates/x509.ts";
 import { createLogRotation } from "./logs/index.ts";
 import { createStatsCollector } from "./stats/index.ts";
-import { chooseCgroupDriver, containerLinuxResources, createPodCgroups, } from "./cgroups/index.ts";
+import { chooseCgroupDriver, containerLinuxResources, createPodCgroups } from "./cgroups/index.ts";
 import { runtimeCgroupDriver } from "./runtime/cgroup-driver.ts";
 import type { Pod } from "./pods/schema.ts";
 import { EventedPleg } from "./pleg/evented.ts";
@@ -108,12 +108,14 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
 
   await using stack = new AsyncDisposableStack();
   mkdirSync(config.rootDir, { recursive: true, mode: 0o750 });
-  const rawCri = deps.cri ?? (await import("./cri/client.ts")).createCriClient({
-    endpoint: k.containerRuntimeEndpoint,
-    ...(k.imageServiceEndpoint ? { imageEndpoint: k.imageServiceEndpoint } : {}),
-    requestTimeoutMs: k.runtimeRequestTimeout,
-    logger,
-  });
+  const rawCri =
+    deps.cri ??
+    (await import("./cri/client.ts")).createCriClient({
+      endpoint: k.containerRuntimeEndpoint,
+      ...(k.imageServiceEndpoint ? { imageEndpoint: k.imageServiceEndpoint } : {}),
+      requestTimeoutMs: k.runtimeRequestTimeout,
+      logger,
+    });
   stack.defer(() => rawCri.close());
   // Metrics: upstream's kubelet, resource and prober metrics; the CRI client is wrapped to time every call.
   const metrics: KubeletMetrics = new KubeletMetrics({ nodeName: config.nodeName, processStartMs: clock.now(), runtimeCounts: () => runtimeCounts(pleg.runtimePods()) });
@@ -132,15 +134,27 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   }
 
   // Cluster mode: the API server is a pod source and the status sink, and the node registers. Run-once never talks to it (upstream).
-  const cluster = config.runOnce ? undefined : deps.api ? injectedCluster(deps.api, deps.version) : config.kubeconfig ? await connectCluster(config, { clock, logger, version: deps.version, signal }) : undefined;
+  const cluster = config.runOnce
+    ? undefined
+    : deps.api
+      ? injectedCluster(deps.api, deps.version)
+      : config.kubeconfig
+        ? await connectCluster(config, { clock, logger, version: deps.version, signal })
+        : undefined;
   if (cluster?.rotation) stack.use(cluster.rotation).start();
   const hostIP = config.nodeIPs[0] ?? cluster?.internalIP;
 
   // The cgroup driver: the runtime's (CRI RuntimeConfig) where it answers, else the config's; disagreeing with one set explicitly exits 2.
-  const cgroupDriver = chooseCgroupDriver({ configured: k.cgroupDriver === "systemd" ? "systemd" : "cgroupfs", explicit: config.cgroupDriverSet ?? false, runtime: await runtimeCgroupDriver(cri) });
+  const cgroupDriver = chooseCgroupDriver({
+    configured: k.cgroupDriver === "systemd" ? "systemd" : "cgroupfs",
+    explicit: config.cgroupDriverSet ?? false,
+    runtime: await runtimeCgroupDriver(cri),
+  });
   logger.info("cgroup driver", { driver: cgroupDriver.driver, from: cgroupDriver.source });
   if (cgroupDriver.driver === "systemd" && !k.cgroupsPerQOS) {
-    throw new StartupConfigError(`cgroupDriver systemd (${cgroupDriver.source === "runtime" ? "reported by the container runtime" : "configured"}) needs cgroupsPerQOS: true: pods are placed in the kubepods.slice hierarchy the agent creates through systemd`);
+    throw new StartupConfigError(
+      `cgroupDriver systemd (${cgroupDriver.source === "runtime" ? "reported by the container runtime" : "configured"}) needs cgroupsPerQOS: true: pods are placed in the kubepods.slice hierarchy the agent creates through systemd`,
+    );
   }
   // cgroupsPerQOS: kubepods, kubepods/burstable, kubepods/besteffort and one cgroup per pod under cgroupRoot
   // (systemd: kubepods.slice, kubepods-burstable.slice, ... made by systemd as transient slices).
@@ -375,7 +389,23 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     const allocated = (p: Pod) => (allocation ? allocation.allocatedPod(p) : p);
     return admitPod(allocated(pod), active, facts);
   };
-  const workers: PodWorkers = stack.use(new PodWorkers({ runtime, status: statusSink, clock, logger, resyncIntervalMs: k.syncFrequency, random: deps.random ?? Math.random, admit, recorder, probes: verdicts, requests: syncRequests, view: pods, metrics, ...(allocation ? { allocation } : {}) }));
+  const workers: PodWorkers = stack.use(
+    new PodWorkers({
+      runtime,
+      status: statusSink,
+      clock,
+      logger,
+      resyncIntervalMs: k.syncFrequency,
+      random: deps.random ?? Math.random,
+      admit,
+      recorder,
+      probes: verdicts,
+      requests: syncRequests,
+      view: pods,
+      metrics,
+      ...(allocation ? { allocation } : {}),
+    }),
+  );
   // The pod resources API (v1) on <rootDir>/pod-resources/kubelet.sock: which devices each container holds.
   const podResources = await servePodResources({
     dir: posix.join(config.rootDir, "pod-resources"),
@@ -527,7 +557,12 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
       kubelet: () => metrics.render() + renderVolumeStatsMetrics(stats.latest()),
       resource: () => resourceMetrics(stats),
       probes: () => probeMetrics.render(),
-      cadvisor: () => cadvisorMetrics(() => stats.cadvisor({ sandboxImage: pauseImage ?? "" }), () => machineFactsFromSpec(machineSpec()), () => clock.now()),
+      cadvisor: () =>
+        cadvisorMetrics(
+          () => stats.cadvisor({ sandboxImage: pauseImage ?? "" }),
+          () => machineFactsFromSpec(machineSpec()),
+          () => clock.now(),
+        ),
     },
     spec: machineSpec,
     logger,

@@ -31,7 +31,11 @@ async function main(): Promise<number> {
   const [command, ...rest] = process.argv.slice(2);
   if (command === "install" || command === "uninstall") {
     const { realInstallDeps, runInstallCommand } = await import("./install/index.ts");
-    return runInstallCommand(command, rest, realInstallDeps((line) => process.stdout.write(`${line}\n`)));
+    return runInstallCommand(
+      command,
+      rest,
+      realInstallDeps((line) => process.stdout.write(`${line}\n`)),
+    );
   }
   const result = loadConfig(process.argv.slice(2), {
     readFile: (path) => readFileSync(path),

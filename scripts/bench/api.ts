@@ -37,10 +37,56 @@ try {
   const pki = join(ctd.dir, "bench-pki");
   const ssl = (...args: string[]) => execFileSync("openssl", args, { cwd: ctd.dir, stdio: ["ignore", "ignore", "pipe"] });
   execFileSync("mkdir", ["-p", pki]);
-  ssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", join(pki, "ca.key"), "-out", join(pki, "ca.crt"), "-days", "1", "-subj", "/CN=bench-ca");
-  ssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", join(pki, "client.key"), "-out", join(pki, "client.csr"), "-subj", "/O=system:masters/CN=bench");
+  ssl(
+    "req",
+    "-x509",
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:P-256",
+    "-nodes",
+    "-keyout",
+    join(pki, "ca.key"),
+    "-out",
+    join(pki, "ca.crt"),
+    "-days",
+    "1",
+    "-subj",
+    "/CN=bench-ca",
+  );
+  ssl(
+    "req",
+    "-new",
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:P-256",
+    "-nodes",
+    "-keyout",
+    join(pki, "client.key"),
+    "-out",
+    join(pki, "client.csr"),
+    "-subj",
+    "/O=system:masters/CN=bench",
+  );
   writeFileSync(join(pki, "client.ext"), "extendedKeyUsage=clientAuth\n");
-  ssl("x509", "-req", "-in", join(pki, "client.csr"), "-CA", join(pki, "ca.crt"), "-CAkey", join(pki, "ca.key"), "-CAcreateserial", "-days", "1", "-extfile", join(pki, "client.ext"), "-out", join(pki, "client.crt"));
+  ssl(
+    "x509",
+    "-req",
+    "-in",
+    join(pki, "client.csr"),
+    "-CA",
+    join(pki, "ca.crt"),
+    "-CAkey",
+    join(pki, "ca.key"),
+    "-CAcreateserial",
+    "-days",
+    "1",
+    "-extfile",
+    join(pki, "client.ext"),
+    "-out",
+    join(pki, "client.crt"),
+  );
 
   const port = await freePort();
   const agent = await startAgent(ctd, {
@@ -62,12 +108,7 @@ try {
     };
     writeFileSync(join(agent.manifests, `bench-${i}.json`), JSON.stringify(pod));
   }
-  await eventually(
-    `${PODS} pods Running`,
-    async () => (await agent.pods()).items.filter((p) => p.status.phase === "Running").length >= PODS,
-    600_000,
-    1000,
-  );
+  await eventually(`${PODS} pods Running`, async () => (await agent.pods()).items.filter((p) => p.status.phase === "Running").length >= PODS, 600_000, 1000);
   const startupS = (performance.now() - t0) / 1000;
   // Let the stats collection see every container before measuring.
   await Bun.sleep(15_000);
@@ -118,7 +159,11 @@ try {
   await agent.kill("SIGTERM");
 
   console.log(`\nkubelet API (10250) under load: ${PODS} running pods, ${CLIENTS} concurrent clients with a client certificate, ${SECONDS} s per endpoint`);
-  console.log(`agent: ${process.env.BUNLET_BINARY ? "dist/kubelet" : "bun src/main.ts"}; ${cpus().length} CPUs, load average at the end ${loadavg().map((l) => l.toFixed(1)).join(" ")}`);
+  console.log(
+    `agent: ${process.env.BUNLET_BINARY ? "dist/kubelet" : "bun src/main.ts"}; ${cpus().length} CPUs, load average at the end ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(" ")}`,
+  );
   console.log(`${PODS} static pods Running in ${startupS.toFixed(1)} s; agent RSS ${idleRss.toFixed(1)} MiB before, ${busyRss.toFixed(1)} MiB after\n`);
   console.log("| endpoint | requests | errors | requests/s | p50 | p99 | response size |");
   console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");

@@ -24,7 +24,12 @@ function tickStep(max: number): number {
 export function renderChart(series: Series[], title: string): string {
   const panels = [...new Set(series.map((s) => s.panel))];
   const labels = [...new Set(series.map((s) => s.label))];
-  const pw = 420, ph = 300, left = 70, top = 50, gap = 60, bottom = 100;
+  const pw = 420,
+    ph = 300,
+    left = 70,
+    top = 50,
+    gap = 60,
+    bottom = 100;
   const width = left + panels.length * pw + (panels.length - 1) * gap + 30;
   const height = top + ph + bottom;
   const out: string[] = [];
@@ -61,9 +66,12 @@ export function renderChart(series: Series[], title: string): string {
     }
   });
   labels.forEach((label, i) => {
-    const lx = left + (i % 2) * 300, ly = top + ph + 56 + Math.floor(i / 2) * 18;
+    const lx = left + (i % 2) * 300,
+      ly = top + ph + 56 + Math.floor(i / 2) * 18;
     const dashed = series.find((s) => s.label === label)?.dashed;
-    out.push(`<line x1="${lx}" x2="${lx + 24}" y1="${ly - 4}" y2="${ly - 4}" stroke="${COLORS[i % COLORS.length]}" stroke-width="3"${dashed ? ` stroke-dasharray="6 4" opacity="0.7"` : ""}/>`);
+    out.push(
+      `<line x1="${lx}" x2="${lx + 24}" y1="${ly - 4}" y2="${ly - 4}" stroke="${COLORS[i % COLORS.length]}" stroke-width="3"${dashed ? ` stroke-dasharray="6 4" opacity="0.7"` : ""}/>`,
+    );
     out.push(`<text x="${lx + 30}" y="${ly}">${esc(label)}</text>`);
   });
   out.push(`</svg>`);

@@ -42,11 +42,14 @@ const AGENTS = (process.env.BENCH_AGENTS ?? "bunlet,upstream").split(",").filter
 const SIZES = (process.env.BENCH_SIZES ?? "30,110").split(",").map(Number);
 const CHART = resolve(repoRoot, process.env.BENCH_CHART ?? "docs/benchmarks/startup-latency.svg");
 const BUNLET_ENV = Object.fromEntries(
-  (process.env.BENCH_BUNLET_ENV ?? "").split(/\s+/).filter(Boolean).map((kv) => {
-    const eq = kv.indexOf("=");
-    if (eq < 1) throw new Error(`BENCH_BUNLET_ENV: ${JSON.stringify(kv)} is not NAME=VALUE`);
-    return [kv.slice(0, eq), kv.slice(eq + 1)];
-  }),
+  (process.env.BENCH_BUNLET_ENV ?? "")
+    .split(/\s+/)
+    .filter(Boolean)
+    .map((kv) => {
+      const eq = kv.indexOf("=");
+      if (eq < 1) throw new Error(`BENCH_BUNLET_ENV: ${JSON.stringify(kv)} is not NAME=VALUE`);
+      return [kv.slice(0, eq), kv.slice(eq + 1)];
+    }),
 );
 const NAMESPACE = "bench";
 const WINDOW_MS = 10_000;
@@ -162,7 +165,14 @@ async function emptyRuntime(ctd: ContainerdHandle, timeoutMs = 180_000): Promise
       const busy = sandboxes.filter((s) => s.state === 0).length + containers.filter((c) => c.state === 1).length;
       if (busy === 0 || Date.now() >= deadline) {
         // Stopped leftovers (the agent's garbage collector removes them later) and, after a timeout, anything else.
-        await Promise.all(sandboxes.map((s) => cri.stopPodSandbox(s.id).then(() => cri.removePodSandbox(s.id)).catch(() => {})));
+        await Promise.all(
+          sandboxes.map((s) =>
+            cri
+              .stopPodSandbox(s.id)
+              .then(() => cri.removePodSandbox(s.id))
+              .catch(() => {}),
+          ),
+        );
         if (busy !== 0 && timeoutMs > 0) console.error(`bench: runtime not empty after ${timeoutMs} ms (${busy} ready sandboxes/running containers); removed them`);
         return;
       }
@@ -182,9 +192,14 @@ async function waitNodeReady(rest: RestClient, node: string, since: number): Pro
   void (async () => {
     while (!abort.signal.aborted) {
       await rest
-        .watch("/api/v1/nodes", { fieldSelector: `metadata.name=${node}`, allowWatchBookmarks: false }, (e: WatchEvent) => {
-          if ((e.type === "ADDED" || e.type === "MODIFIED") && isReady(e.object)) ready.resolve(performance.now() - since);
-        }, abort.signal)
+        .watch(
+          "/api/v1/nodes",
+          { fieldSelector: `metadata.name=${node}`, allowWatchBookmarks: false },
+          (e: WatchEvent) => {
+            if ((e.type === "ADDED" || e.type === "MODIFIED") && isReady(e.object)) ready.resolve(performance.now() - since);
+          },
+          abort.signal,
+        )
         .catch(() => {});
       if (!abort.signal.aborted) await Bun.sleep(50);
     }
@@ -218,11 +233,19 @@ async function podStartup(rest: RestClient, ctd: ContainerdHandle, node: string,
     let resourceVersion = list.metadata.resourceVersion;
     while (!abort.signal.aborted) {
       await rest
-        .watch(path, { labelSelector: selector, resourceVersion }, (e: WatchEvent) => {
-          if (e.type === "ERROR") console.error(`bench: ${runId}: watch ERROR event: ${JSON.stringify(e.object)}`);
-          else observe(e.object);
-        }, abort.signal)
-        .then(() => "ended by the server", (err) => String(err))
+        .watch(
+          path,
+          { labelSelector: selector, resourceVersion },
+          (e: WatchEvent) => {
+            if (e.type === "ERROR") console.error(`bench: ${runId}: watch ERROR event: ${JSON.stringify(e.object)}`);
+            else observe(e.object);
+          },
+          abort.signal,
+        )
+        .then(
+          () => "ended by the server",
+          (err) => String(err),
+        )
         .then((why) => {
           if (!abort.signal.aborted) console.error(`bench: ${runId}: the pod watch ${why}; listing and watching again`);
         });
@@ -385,9 +408,12 @@ function table(results: AgentResult[]): string {
   const header = ["figure", "bunlet", "upstream kubelet", "bunlet / upstream", "floor around bunlet", "bunlet / floor", "floor around upstream", "upstream / floor"];
   lines.push(`| ${header.join(" | ")} |`, `| ${header.map((_, i) => (i === 0 ? "---" : "---:")).join(" | ")} |`);
   const fmt = (v: number | undefined, unit: string, digits = 0) => (v === undefined || Number.isNaN(v) ? "–" : `${v.toFixed(digits)} ${unit}`);
-  const ratio = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined || Number.isNaN(a) || Number.isNaN(b) || b === 0 ? "–" : `${(a / b).toFixed(2)}x`);
+  const ratio = (a: number | undefined, b: number | undefined) =>
+    a === undefined || b === undefined || Number.isNaN(a) || Number.isNaN(b) || b === 0 ? "–" : `${(a / b).toFixed(2)}x`;
   const row = (name: string, a: number | undefined, b: number | undefined, unit: string, digits = 0, fa?: number, fb?: number) =>
-    lines.push(`| ${name} | ${fmt(a, unit, digits)} | ${fmt(b, unit, digits)} | ${ratio(a, b)} | ${fmt(fa, unit, digits)} | ${ratio(a, fa)} | ${fmt(fb, unit, digits)} | ${ratio(b, fb)} |`);
+    lines.push(
+      `| ${name} | ${fmt(a, unit, digits)} | ${fmt(b, unit, digits)} | ${ratio(a, b)} | ${fmt(fa, unit, digits)} | ${ratio(a, fa)} | ${fmt(fb, unit, digits)} | ${ratio(b, fb)} |`,
+    );
   for (const count of SIZES) {
     for (const p of [50, 99]) {
       const pick = (m?: Map<number, number[]>) => (m?.get(count) ? percentile(m.get(count)!, p) : undefined);
@@ -423,7 +449,12 @@ try {
   await rest.request("POST", "/api/v1/namespaces", { body: { apiVersion: "v1", kind: "Namespace", metadata: { name: NAMESPACE } } });
   // The pods use the namespace's default ServiceAccount (a projected token volume), as pods usually do.
   const deadline = Date.now() + 60_000;
-  while (!(await rest.request("GET", `/api/v1/namespaces/${NAMESPACE}/serviceaccounts/default`).then(() => true, () => false))) {
+  while (
+    !(await rest.request("GET", `/api/v1/namespaces/${NAMESPACE}/serviceaccounts/default`).then(
+      () => true,
+      () => false,
+    ))
+  ) {
     if (Date.now() > deadline) throw new Error("no default ServiceAccount in the bench namespace after 60 s");
     await Bun.sleep(200);
   }
@@ -450,13 +481,16 @@ try {
   const date = new Date().toISOString().slice(0, 16).replace("T", " ") + " UTC";
   console.log(`\n${date}; ${machine}\n`);
   console.log(table(results));
-  console.log(`\nThe floors (sandbox + create + start straight through the CRI, all at once), in the order measured; "floor around" above pools the two on either side of an agent:\n\n${floorTable(floors)}`);
+  console.log(
+    `\nThe floors (sandbox + create + start straight through the CRI, all at once), in the order measured; "floor around" above pools the two on either side of an agent:\n\n${floorTable(floors)}`,
+  );
   for (const r of results) console.log(`\n${r.kind}: ${r.binary} (${r.binaryBytes} bytes)`);
 
   const series: Series[] = [];
   for (const count of SIZES) {
     const panel = `${count} pods created at once`;
-    for (const r of results) series.push({ panel, label: r.kind === "bunlet" ? "bunlet (dist/kubelet)" : `upstream kubelet ${cp.kubernetesVersion}`, values: r.latencies.get(count)! });
+    for (const r of results)
+      series.push({ panel, label: r.kind === "bunlet" ? "bunlet (dist/kubelet)" : `upstream kubelet ${cp.kubernetesVersion}`, values: r.latencies.get(count)! });
     for (const r of results) series.push({ panel, label: `runtime floor around ${r.kind}`, values: pooledFloor(r, count), dashed: true });
   }
   mkdirSync(resolve(CHART, ".."), { recursive: true });

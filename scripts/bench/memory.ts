@@ -58,7 +58,10 @@ function summarizeSnapshot(json: string, top = 15): string {
     kinds.set(kind, k);
   }
   const rows = [...kinds].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, top);
-  return [`  heap ${(total / 1048576).toFixed(1)} MiB in ${snap.nodes.length / width} objects; largest kinds:`, ...rows.map(([kind, k]) => `  ${(k.bytes / 1024).toFixed(0).padStart(7)} KiB ${String(k.count).padStart(7)}  ${kind.slice(0, 80)}`)].join("\n");
+  return [
+    `  heap ${(total / 1048576).toFixed(1)} MiB in ${snap.nodes.length / width} objects; largest kinds:`,
+    ...rows.map(([kind, k]) => `  ${(k.bytes / 1024).toFixed(0).padStart(7)} KiB ${String(k.count).padStart(7)}  ${kind.slice(0, 80)}`),
+  ].join("\n");
 }
 
 requireRoot();
@@ -78,7 +81,9 @@ try {
   const report = async (label: string) => {
     console.log(`${label.padEnd(16)} ${processFigures(agent.pid())}`);
     const m = (await (await debug("/debug/memory")).json()) as MemoryFigures;
-    const native = m.nativeAllocator ? `, native in use ${mib(m.nativeAllocator.inUse)} of ${mib(m.nativeAllocator.committed)} committed (peak ${mib(m.nativeAllocator.peakCommitted)})` : "";
+    const native = m.nativeAllocator
+      ? `, native in use ${mib(m.nativeAllocator.inUse)} of ${mib(m.nativeAllocator.committed)} committed (peak ${mib(m.nativeAllocator.peakCommitted)})`
+      : "";
     console.log(`${"".padEnd(16)} JS heap ${mib(m.jsHeap.size)} of ${mib(m.jsHeap.capacity)}, external ${mib(m.external)}${native}`);
   };
   const snapshot = async (name: string) => {
@@ -94,10 +99,15 @@ try {
     }
   };
 
-  await eventually("node Ready", async () => {
-    const node = await rest.request<{ status?: { conditions?: { type: string; status: string }[] } }>("GET", `/api/v1/nodes/${NODE}`).catch(() => undefined);
-    return node?.status?.conditions?.find((c) => c.type === "Ready")?.status === "True";
-  }, 60_000, 100);
+  await eventually(
+    "node Ready",
+    async () => {
+      const node = await rest.request<{ status?: { conditions?: { type: string; status: string }[] } }>("GET", `/api/v1/nodes/${NODE}`).catch(() => undefined);
+      return node?.status?.conditions?.find((c) => c.type === "Ready")?.status === "True";
+    },
+    60_000,
+    100,
+  );
   await Bun.sleep(5000);
   await report("idle");
   await snapshot("idle");
@@ -107,14 +117,28 @@ try {
   await Promise.all(
     Array.from({ length: COUNT }, (_, i) =>
       rest.request("POST", "/api/v1/namespaces/bench/pods", {
-        body: { apiVersion: "v1", kind: "Pod", metadata: { name: `p${i}` }, spec: { nodeName: NODE, terminationGracePeriodSeconds: 1, containers: [{ name: "c", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sleep", "3600"] }] } },
+        body: {
+          apiVersion: "v1",
+          kind: "Pod",
+          metadata: { name: `p${i}` },
+          spec: {
+            nodeName: NODE,
+            terminationGracePeriodSeconds: 1,
+            containers: [{ name: "c", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sleep", "3600"] }],
+          },
+        },
       }),
     ),
   );
-  await eventually(`${COUNT} pods Running`, async () => {
-    const list = await rest.request<{ items: { status?: { phase?: string } }[] }>("GET", "/api/v1/namespaces/bench/pods");
-    return list.items.filter((p) => p.status?.phase === "Running").length === COUNT;
-  }, 300_000, 1000);
+  await eventually(
+    `${COUNT} pods Running`,
+    async () => {
+      const list = await rest.request<{ items: { status?: { phase?: string } }[] }>("GET", "/api/v1/namespaces/bench/pods");
+      return list.items.filter((p) => p.status?.phase === "Running").length === COUNT;
+    },
+    300_000,
+    1000,
+  );
   await report(`${COUNT} pods`);
   if (startProfile) {
     writeFileSync(`${OUT}/profile-start.txt`, await startProfile);

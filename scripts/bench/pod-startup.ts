@@ -45,10 +45,15 @@ try {
   const agentStart = performance.now();
   const agent = await startAgent(ctd, { nodeName: NODE, extraArgs: [`--kubeconfig=${await cp.nodeKubeconfig(NODE)}`] });
   const rest = createRestClient({ credentials: await loadCredentials(cp.adminKubeconfig), qps: 0, burst: 0, clock: realClock, userAgent: "bench" });
-  await eventually("node Ready", async () => {
-    const node = await rest.request<any>("GET", `/api/v1/nodes/${NODE}`).catch(() => undefined);
-    return node?.status?.conditions?.find((c: any) => c.type === "Ready")?.status === "True";
-  }, 60_000, 100);
+  await eventually(
+    "node Ready",
+    async () => {
+      const node = await rest.request<any>("GET", `/api/v1/nodes/${NODE}`).catch(() => undefined);
+      return node?.status?.conditions?.find((c: any) => c.type === "Ready")?.status === "True";
+    },
+    60_000,
+    100,
+  );
   const readyMs = performance.now() - agentStart;
   await Bun.sleep(5000);
   const idleRss = rssMiB(agent.pid());
@@ -59,19 +64,33 @@ try {
   const running = new Map<string, number>();
   const watchAbort = new AbortController();
   const allRunning = Promise.withResolvers<void>();
-  void rest.watch("/api/v1/namespaces/bench/pods", { resourceVersion: list.metadata.resourceVersion }, (e: WatchEvent) => {
-    const pod = e.object as any;
-    if (pod.status?.phase === "Running" && !running.has(pod.metadata.name)) {
-      running.set(pod.metadata.name, performance.now());
-      if (running.size === COUNT) allRunning.resolve();
-    }
-  }, watchAbort.signal);
+  void rest.watch(
+    "/api/v1/namespaces/bench/pods",
+    { resourceVersion: list.metadata.resourceVersion },
+    (e: WatchEvent) => {
+      const pod = e.object as any;
+      if (pod.status?.phase === "Running" && !running.has(pod.metadata.name)) {
+        running.set(pod.metadata.name, performance.now());
+        if (running.size === COUNT) allRunning.resolve();
+      }
+    },
+    watchAbort.signal,
+  );
   await Promise.all(
     Array.from({ length: COUNT }, async (_, i) => {
       const name = `p${i}`;
       created.set(name, performance.now());
       await rest.request("POST", "/api/v1/namespaces/bench/pods", {
-        body: { apiVersion: "v1", kind: "Pod", metadata: { name }, spec: { nodeName: NODE, terminationGracePeriodSeconds: 1, containers: [{ name: "c", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sleep", "3600"] }] } },
+        body: {
+          apiVersion: "v1",
+          kind: "Pod",
+          metadata: { name },
+          spec: {
+            nodeName: NODE,
+            terminationGracePeriodSeconds: 1,
+            containers: [{ name: "c", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sleep", "3600"] }],
+          },
+        },
       });
     }),
   );

@@ -50,10 +50,15 @@ const [ctd, cp] = await Promise.all([startContainerd({ name: "soak" }), startCon
 try {
   const agent = await startAgent(ctd, { nodeName: NODE, extraArgs: [`--kubeconfig=${await cp.nodeKubeconfig(NODE)}`, "--node-ip=127.0.0.1"] });
   const rest = createRestClient({ credentials: await loadCredentials(cp.adminKubeconfig), qps: 0, burst: 0, clock: realClock, userAgent: "soak" });
-  await eventually("node Ready", async () => {
-    const node = await rest.request<any>("GET", `/api/v1/nodes/${NODE}`).catch(() => undefined);
-    return node?.status?.conditions?.find((c: any) => c.type === "Ready")?.status === "True";
-  }, 60_000, 500);
+  await eventually(
+    "node Ready",
+    async () => {
+      const node = await rest.request<any>("GET", `/api/v1/nodes/${NODE}`).catch(() => undefined);
+      return node?.status?.conditions?.find((c: any) => c.type === "Ready")?.status === "True";
+    },
+    60_000,
+    500,
+  );
   await rest.request("POST", "/api/v1/namespaces", { body: { apiVersion: "v1", kind: "Namespace", metadata: { name: "soak" } } });
   const pod = (name: string, command: string[]) => ({
     apiVersion: "v1",
@@ -120,7 +125,9 @@ try {
   console.log("\nsoak result");
   console.log(`  pods                 ${PODS} (${churn.length} replaced every ${CHURN_SECONDS}s, ${generation * churn.length} in all; 1 crash-looping, ${restarts} restarts)`);
   console.log(`  duration             ${(last.s / 60).toFixed(1)} min, ${samples.length} samples every ${SAMPLE_SECONDS}s`);
-  console.log(`  RSS                  start ${samples[0]!.rssMiB.toFixed(1)} MiB, min ${Math.min(...samples.map((s) => s.rssMiB)).toFixed(1)}, max ${Math.max(...samples.map((s) => s.rssMiB)).toFixed(1)}, end ${last.rssMiB.toFixed(1)} MiB`);
+  console.log(
+    `  RSS                  start ${samples[0]!.rssMiB.toFixed(1)} MiB, min ${Math.min(...samples.map((s) => s.rssMiB)).toFixed(1)}, max ${Math.max(...samples.map((s) => s.rssMiB)).toFixed(1)}, end ${last.rssMiB.toFixed(1)} MiB`,
+  );
   console.log(`  RSS slope            ${rssSlopePerHour.toFixed(2)} MiB/hour (least squares after the first third)`);
   console.log(`  agent CPU            ${cpuPercent.toFixed(1)}% of one core on average after warm-up`);
   await agent.kill("SIGTERM");

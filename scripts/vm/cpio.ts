@@ -26,9 +26,7 @@ const enc = new TextEncoder();
 
 function header(fields: { ino: number; mode: number; nlink: number; size: number; rdevMajor: number; rdevMinor: number; name: string }): Uint8Array {
   const name = enc.encode(fields.name + "\0");
-  const h =
-    "070701" +
-    [fields.ino, fields.mode, 0, 0, fields.nlink, 0, fields.size, 0, 0, fields.rdevMajor, fields.rdevMinor, name.length, 0].map(hex8).join("");
+  const h = "070701" + [fields.ino, fields.mode, 0, 0, fields.nlink, 0, fields.size, 0, 0, fields.rdevMajor, fields.rdevMinor, name.length, 0].map(hex8).join("");
   const out = new Uint8Array(h.length + name.length + pad4(h.length + name.length));
   out.set(enc.encode(h), 0);
   out.set(name, h.length);

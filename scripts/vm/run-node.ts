@@ -128,21 +128,32 @@ export async function runNode(opts: { timeoutMs?: number; memoryMb?: number; log
     const proc = Bun.spawn(
       [
         QEMU,
-        "-accel", "tcg",
-        "-cpu", "max",
-        "-smp", "2",
-        "-m", String(opts.memoryMb ?? 2048),
-        "-kernel", join(image.dir, "vmlinuz"),
-        "-initrd", join(image.dir, "initrd.img"),
+        "-accel",
+        "tcg",
+        "-cpu",
+        "max",
+        "-smp",
+        "2",
+        "-m",
+        String(opts.memoryMb ?? 2048),
+        "-kernel",
+        join(image.dir, "vmlinuz"),
+        "-initrd",
+        join(image.dir, "initrd.img"),
         "-append",
         `root=/dev/vda rw console=ttyS0 panic=-1 systemd.unified_cgroup_hierarchy=1 ${process.env.BUNLET_VM_DEBUG ? "systemd.journald.forward_to_console=1" : "systemd.show_status=0 loglevel=4"}`,
-        "-drive", `file=${overlay},if=virtio,format=qcow2`,
-        "-drive", `file=${payloadImg},if=virtio,format=raw`,
-        "-nic", "user,model=virtio-net-pci,restrict=on",
+        "-drive",
+        `file=${overlay},if=virtio,format=qcow2`,
+        "-drive",
+        `file=${payloadImg},if=virtio,format=raw`,
+        "-nic",
+        "user,model=virtio-net-pci,restrict=on",
         "-no-reboot",
         "-nodefaults",
-        "-display", "none",
-        "-serial", "stdio",
+        "-display",
+        "none",
+        "-serial",
+        "stdio",
       ],
       { stdin: "ignore", stdout: "pipe", stderr: "pipe" },
     );
@@ -170,7 +181,14 @@ export async function runNode(opts: { timeoutMs?: number; memoryMb?: number; log
     const [, err, exitCode] = await Promise.all([reader, new Response(proc.stderr).text(), proc.exited]);
     clearTimeout(timer);
     const output = chunks.join("") + (err ? `\n[qemu stderr]\n${err}` : "");
-    return { facts: parseFacts(output), output, timedOut, exitCode, ms: { image: image.ms, binary: binary.ms, payload: payloadMs, boot: Math.round(performance.now() - t2) }, imageBuilt: image.built };
+    return {
+      facts: parseFacts(output),
+      output,
+      timedOut,
+      exitCode,
+      ms: { image: image.ms, binary: binary.ms, payload: payloadMs, boot: Math.round(performance.now() - t2) },
+      imageBuilt: image.built,
+    };
   } finally {
     rmSync(work, { recursive: true, force: true });
   }

@@ -164,7 +164,10 @@ describe("resize in the pod status", () => {
   test("a container without cpu or memory settings reports neither allocatedResources nor resources", () => {
     const { manager } = setup();
     const bestEffort: Pod = { metadata: { name: "p-a", namespace: "default", uid: "a" }, spec: { containers: [{ name: "app", image: "busybox" }] } };
-    const view = statusOf(manager, manager.allocate(bestEffort, () => []));
+    const view = statusOf(
+      manager,
+      manager.allocate(bestEffort, () => []),
+    );
     expect(view.containerStatuses[0]!.allocatedResources).toBeUndefined();
     expect(view.containerStatuses[0]!.resources).toBeUndefined();
     expect(view.containerStatuses[0]!.state).toHaveProperty("running");
@@ -176,7 +179,11 @@ describe("resize in the pod status", () => {
     const p = manager.allocate(pod("a", "5"), () => []);
     const pending = statusOf(manager, p);
     const api = apiPodStatus(pod("a", "5"), pending, { hostIPs: [], previous: undefined, now: 0 });
-    expect(api.conditions.find((c) => c.type === "PodResizePending")).toMatchObject({ status: "True", reason: "Infeasible", message: "Node didn't have enough capacity: cpu, requested: 5000, capacity: 2000" });
+    expect(api.conditions.find((c) => c.type === "PodResizePending")).toMatchObject({
+      status: "True",
+      reason: "Infeasible",
+      message: "Node didn't have enough capacity: cpu, requested: 5000, capacity: 2000",
+    });
 
     const accepted = manager.allocate(pod("a", "700m"), () => []);
     const failing = statusOf(manager, accepted, [{ action: "ResizePodInPlace", target: "app", error: { reason: "ResizePodInPlaceError", message: "device or resource busy" } }]);

@@ -83,7 +83,12 @@ export class AllocationManager {
       this.pending.delete(uid);
       return this.allocatedPod(pod);
     }
-    const verdict = this.fits(pod, others().filter((o) => o.metadata.uid !== uid).map((o) => this.allocatedPod(o)));
+    const verdict = this.fits(
+      pod,
+      others()
+        .filter((o) => o.metadata.uid !== uid)
+        .map((o) => this.allocatedPod(o)),
+    );
     if (verdict) {
       if (this.pending.get(uid)?.message !== verdict.message) {
         this.opts.logger.info("pod resize not accepted", { pod: `${pod.metadata.namespace}/${pod.metadata.name}`, reason: verdict.reason, message: verdict.message });
@@ -155,7 +160,12 @@ export class AllocationManager {
    * down) are removed. Returns how many pods' records went.
    */
   removeOrphans(known: (uid: string) => boolean): number {
-    const uids = new Set([...this.allocated.keys(), ...this.actuatedByPod.keys(), ...(this.opts.store?.keys(ALLOCATED_KIND) ?? []), ...(this.opts.store?.keys(ACTUATED_KIND) ?? [])]);
+    const uids = new Set([
+      ...this.allocated.keys(),
+      ...this.actuatedByPod.keys(),
+      ...(this.opts.store?.keys(ALLOCATED_KIND) ?? []),
+      ...(this.opts.store?.keys(ACTUATED_KIND) ?? []),
+    ]);
     let removed = 0;
     for (const uid of uids) {
       if (known(uid)) continue;

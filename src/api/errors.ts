@@ -50,7 +50,7 @@ const byStatus: Record<number, ApiReason> = {
 
 export function apiErrorFrom(status: number, body: unknown, verb: string, path: string): ApiError {
   const s = (body ?? {}) as { reason?: string; message?: string };
-  const reason = (s.reason && s.reason !== "" ? s.reason : byStatus[status] ?? "Unknown") as ApiReason;
+  const reason = (s.reason && s.reason !== "" ? s.reason : (byStatus[status] ?? "Unknown")) as ApiReason;
   return new ApiError(reason, status, verb, path, s.message ?? `HTTP ${status}`);
 }
 

@@ -44,7 +44,14 @@ export interface KubeApi {
   /** Lists configMaps or secrets of a namespace; the node asks by `metadata.name=<name>` (what the Node authorizer allows). */
   listObjects(resource: ObjectResource, namespace: string, fieldSelector: string): Promise<PodList>;
   /** Watches configMaps or secrets from `resourceVersion` until the server ends the watch or `signal` aborts. */
-  watchObjects(resource: ObjectResource, namespace: string, fieldSelector: string, resourceVersion: string, onEvent: (e: WatchEvent<ApiObject>) => void, signal: AbortSignal): Promise<void>;
+  watchObjects(
+    resource: ObjectResource,
+    namespace: string,
+    fieldSelector: string,
+    resourceVersion: string,
+    onEvent: (e: WatchEvent<ApiObject>) => void,
+    signal: AbortSignal,
+  ): Promise<void>;
   /** TokenRequest for a service account, bound to a pod (serviceaccounts/<name>/token). */
   createToken(namespace: string, serviceAccount: string, spec: TokenRequestSpec): Promise<{ token: string; expirationTimestamp: string }>;
   /** Every Service of the cluster (service environment variables); the Node authorizer lets nodes list and watch them. */
@@ -94,14 +101,17 @@ export function createKubeApi(rest: RestClient): KubeApi {
       return { items: list.items ?? [], resourceVersion: list.metadata.resourceVersion };
     },
     watchPods: (fieldSelector, resourceVersion, onEvent, signal) =>
-      rest.watch("/api/v1/pods", { fieldSelector, resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 300 + Math.floor(Math.random() * 300) }, onEvent as (e: WatchEvent) => void, signal),
+      rest.watch(
+        "/api/v1/pods",
+        { fieldSelector, resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 300 + Math.floor(Math.random() * 300) },
+        onEvent as (e: WatchEvent) => void,
+        signal,
+      ),
     getPod: (ns, name) => orUndefined(rest.request("GET", `${pods(ns)}/${name}`)),
     createPod: (ns, pod) => rest.request("POST", pods(ns), { body: pod }),
     patchPodStatus: (ns, name, patch) => rest.request("PATCH", `${pods(ns)}/${name}/status`, { body: patch, contentType: MERGE }),
     async deletePod(ns, name, { uid, gracePeriodSeconds }) {
-      await orUndefined(
-        rest.request("DELETE", `${pods(ns)}/${name}`, { body: { kind: "DeleteOptions", apiVersion: "v1", gracePeriodSeconds, preconditions: { uid } } }),
-      );
+      await orUndefined(rest.request("DELETE", `${pods(ns)}/${name}`, { body: { kind: "DeleteOptions", apiVersion: "v1", gracePeriodSeconds, preconditions: { uid } } }));
     },
     async createEvent(ns, event) {
       await rest.request("POST", `/api/v1/namespaces/${encodeURIComponent(ns)}/events`, { body: event });
@@ -147,7 +157,12 @@ export function createKubeApi(rest: RestClient): KubeApi {
       return { items: list.items ?? [], resourceVersion: list.metadata.resourceVersion };
     },
     watchServices: (resourceVersion, onEvent, signal) =>
-      rest.watch("/api/v1/services", { resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 300 + Math.floor(Math.random() * 300) }, onEvent as (e: WatchEvent) => void, signal),
+      rest.watch(
+        "/api/v1/services",
+        { resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 300 + Math.floor(Math.random() * 300) },
+        onEvent as (e: WatchEvent) => void,
+        signal,
+      ),
     getRuntimeClass: (name) => orUndefined(rest.request("GET", `/apis/node.k8s.io/v1/runtimeclasses/${encodeURIComponent(name)}`)),
     getPersistentVolumeClaim: (ns, name) => orUndefined(rest.request("GET", `/api/v1/namespaces/${encodeURIComponent(ns)}/persistentvolumeclaims/${encodeURIComponent(name)}`)),
     getPersistentVolume: (name) => orUndefined(rest.request("GET", `/api/v1/persistentvolumes/${encodeURIComponent(name)}`)),

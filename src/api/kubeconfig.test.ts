@@ -95,7 +95,12 @@ current-context: ctx
 
   test("an exec credential plugin runs through client-node's provider (the ExecCredential's token is sent)", async () => {
     const credential = JSON.stringify({ apiVersion: "client.authentication.k8s.io/v1", kind: "ExecCredential", status: { token: "from-plugin" } });
-    const path = kubeconfig(config({ server: "https://a" }, { exec: { apiVersion: "client.authentication.k8s.io/v1", command: "/bin/sh", args: ["-c", `printf '%s' '${credential}'`], interactiveMode: "Never" } }));
+    const path = kubeconfig(
+      config(
+        { server: "https://a" },
+        { exec: { apiVersion: "client.authentication.k8s.io/v1", command: "/bin/sh", args: ["-c", `printf '%s' '${credential}'`], interactiveMode: "Never" } },
+      ),
+    );
     expect((await loadCredentials(path)).headers["Authorization"]).toBe("Bearer from-plugin");
   });
 

@@ -72,7 +72,8 @@ export async function loadCredentials(kubeconfigPath: string): Promise<Credentia
   if (typeof contextName !== "string" || contextName === "") return fail("current-context is not set");
   const context = entries.contexts.find((c) => c.name === contextName) ?? fail(`current-context "${contextName}" is not in contexts`);
   const cluster = entries.clusters.find((c) => c.name === context.cluster) ?? fail(`context "${context.name}": cluster "${context.cluster}" is not in clusters`);
-  const user = context.user === undefined ? undefined : (entries.users.find((u) => u.name === context.user) ?? fail(`context "${context.name}": user "${context.user}" is not in users`));
+  const user =
+    context.user === undefined ? undefined : (entries.users.find((u) => u.name === context.user) ?? fail(`context "${context.name}": user "${context.user}" is not in users`));
   if (user?.exec || user?.authProvider) return loadWithClientNodeProviders(kubeconfigPath);
 
   const fileOrData = (what: string, file: string | undefined | null, data: string | undefined | null): string | undefined => {

@@ -29,7 +29,10 @@ describe("ObjectCache", () => {
           {
             name: "c",
             image: "i",
-            env: [{ name: "A", valueFrom: { configMapKeyRef: { name: "env-cm", key: "k" } } }, { name: "B", valueFrom: { secretKeyRef: { name: "env-s", key: "k" } } }],
+            env: [
+              { name: "A", valueFrom: { configMapKeyRef: { name: "env-cm", key: "k" } } },
+              { name: "B", valueFrom: { secretKeyRef: { name: "env-s", key: "k" } } },
+            ],
             envFrom: [{ configMapRef: { name: "from-cm" } }, { secretRef: { name: "from-s" } }],
           },
         ],
@@ -41,8 +44,22 @@ describe("ObjectCache", () => {
         imagePullSecrets: [{ name: "pull" }],
       } as Pod["spec"],
     };
-    expect(referencedObjects(p).map((r) => `${r.resource}/${r.name}`).sort()).toEqual(
-      ["configmaps/env-cm", "configmaps/from-cm", "configmaps/proj-cm", "configmaps/vol-cm", "secrets/env-s", "secrets/from-s", "secrets/proj-s", "secrets/pull", "secrets/vol-s"].sort(),
+    expect(
+      referencedObjects(p)
+        .map((r) => `${r.resource}/${r.name}`)
+        .sort(),
+    ).toEqual(
+      [
+        "configmaps/env-cm",
+        "configmaps/from-cm",
+        "configmaps/proj-cm",
+        "configmaps/vol-cm",
+        "secrets/env-s",
+        "secrets/from-s",
+        "secrets/proj-s",
+        "secrets/pull",
+        "secrets/vol-s",
+      ].sort(),
     );
   });
 

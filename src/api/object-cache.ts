@@ -64,7 +64,7 @@ export function referencedObjects(pod: Pod): Ref[] {
       add("secrets", from.secretRef?.name);
     }
   }
-  for (const s of ((pod.spec as { imagePullSecrets?: { name?: unknown }[] }).imagePullSecrets ?? [])) add("secrets", s.name);
+  for (const s of (pod.spec as { imagePullSecrets?: { name?: unknown }[] }).imagePullSecrets ?? []) add("secrets", s.name);
   return refs;
 }
 

@@ -17,7 +17,10 @@ test("list, watch from the list's version, resume after a watch ends, relist on 
   let lists = 0;
   // Scripted watches: the events each sends before it ends, or a failure.
   const script: (WatchEvent<ApiObject>[] | Error)[] = [
-    [{ type: "ADDED", object: obj("a", "11") }, { type: "BOOKMARK", object: obj("", "12") }],
+    [
+      { type: "ADDED", object: obj("a", "11") },
+      { type: "BOOKMARK", object: obj("", "12") },
+    ],
     [{ type: "ERROR", object: {} }],
     new Error("apiserver down"),
     [{ type: "DELETED", object: obj("a", "31") }],

@@ -8,12 +8,18 @@ import { memoryLogger } from "../util/log.ts";
 import { ClientCertificateRotation, CURRENT_CLIENT_PEM, readUsableCertificate, requestClientCertificate, storeClientCertificate, type CsrApi } from "./client.ts";
 import { certificateValidity, createCertificate, generateEcKey } from "./x509.ts";
 
-
 /** A CSR API that signs every request with a test CA after `delaySteps` polls, or denies it. */
 function fakeSigner(clock: FakeClock, opts: { lifetimeMs: number; deny?: boolean; delaySteps?: number }) {
   const ca = generateEcKey();
   const caPem = createCertificate(
-    { subject: { commonName: "test-ca" }, publicKey: ca.privateKey, notBeforeMs: clock.now() - 1000, notAfterMs: clock.now() + 10 * 365 * 86_400_000, serial: 1n, usages: ["clientAuth"] },
+    {
+      subject: { commonName: "test-ca" },
+      publicKey: ca.privateKey,
+      notBeforeMs: clock.now() - 1000,
+      notAfterMs: clock.now() + 10 * 365 * 86_400_000,
+      serial: 1n,
+      usages: ["clientAuth"],
+    },
     ca.privateKey,
   );
   const csrs = new Map<string, { spec: any; polls: number }>();
@@ -34,7 +40,14 @@ function fakeSigner(clock: FakeClock, opts: { lifetimeMs: number; deny?: boolean
       const spkiStart = der.indexOf(Buffer.from([0x30, 0x59, 0x30, 0x13])); // P-256 SubjectPublicKeyInfo
       const publicKey = createPublicKey({ key: der.subarray(spkiStart, spkiStart + 0x5b), format: "der", type: "spki" });
       const cert = createCertificate(
-        { subject: { organizations: ["system:nodes"], commonName: "system:node:n1" }, publicKey, notBeforeMs: clock.now(), notAfterMs: clock.now() + opts.lifetimeMs, serial: serial++, usages: ["clientAuth"] },
+        {
+          subject: { organizations: ["system:nodes"], commonName: "system:node:n1" },
+          publicKey,
+          notBeforeMs: clock.now(),
+          notAfterMs: clock.now() + opts.lifetimeMs,
+          serial: serial++,
+          usages: ["clientAuth"],
+        },
         ca.privateKey,
         { certificatePem: caPem },
       );
@@ -81,7 +94,10 @@ describe("client certificates", () => {
     const dir = mkdtempSync(join(tmpdir(), "pki-"));
     const clock = new FakeClock(Date.UTC(2026, 10, 21, 10, 0, 0));
     const key = generateEcKey();
-    const cert = createCertificate({ subject: { commonName: "x" }, publicKey: key.privateKey, notBeforeMs: clock.now(), notAfterMs: clock.now() + 60_000, serial: 5n, usages: ["clientAuth"] }, key.privateKey);
+    const cert = createCertificate(
+      { subject: { commonName: "x" }, publicKey: key.privateKey, notBeforeMs: clock.now(), notAfterMs: clock.now() + 60_000, serial: 5n, usages: ["clientAuth"] },
+      key.privateKey,
+    );
     const current = storeClientCertificate(dir, { certificatePem: cert, privateKeyPem: key.privateKeyPem }, clock.now());
     expect(current).toBe(join(dir, CURRENT_CLIENT_PEM));
     expect(lstatSync(current).isSymbolicLink()).toBe(true);
@@ -98,19 +114,25 @@ describe("client certificates", () => {
     const clock = new FakeClock(Date.UTC(2026, 10, 21));
     const { api, csrs } = fakeSigner(clock, { lifetimeMs: 100_000 });
     const key = generateEcKey();
-    const first = createCertificate({ subject: { commonName: "system:node:n1" }, publicKey: key.privateKey, notBeforeMs: clock.now(), notAfterMs: clock.now() + 100_000, serial: 1n, usages: ["clientAuth"] }, key.privateKey);
+    const first = createCertificate(
+      { subject: { commonName: "system:node:n1" }, publicKey: key.privateKey, notBeforeMs: clock.now(), notAfterMs: clock.now() + 100_000, serial: 1n, usages: ["clientAuth"] },
+      key.privateKey,
+    );
     const rotated: string[] = [];
     let failNext = true;
     const flaky: CsrApi = { create: async (c) => (failNext ? ((failNext = false), Promise.reject(new Error("apiserver down"))) : api.create(c)), get: (n) => api.get(n) };
-    using rotation = new ClientCertificateRotation({ certificatePem: first, privateKeyPem: key.privateKeyPem }, {
-      api: flaky,
-      nodeName: "n1",
-      certDir: dir,
-      clock,
-      logger: memoryLogger().logger,
-      random: () => 0.5, // 80%
-      onRotated: (c) => rotated.push(c.certificatePem),
-    });
+    using rotation = new ClientCertificateRotation(
+      { certificatePem: first, privateKeyPem: key.privateKeyPem },
+      {
+        api: flaky,
+        nodeName: "n1",
+        certDir: dir,
+        clock,
+        logger: memoryLogger().logger,
+        random: () => 0.5, // 80%
+        onRotated: (c) => rotated.push(c.certificatePem),
+      },
+    );
     expect(rotation.deadline()).toBe(clock.now() + 80_000);
     rotation.start();
     clock.advance(79_999);

@@ -58,7 +58,17 @@ export class CertificateRequestError extends Error {
  */
 export async function requestNodeCertificate(
   api: CsrApi,
-  opts: { nodeName: string; signerName: string; usages: string[]; altNames?: readonly string[]; clock: Clock; signal?: AbortSignal; pollMs?: number; timeoutMs?: number; logger: Logger },
+  opts: {
+    nodeName: string;
+    signerName: string;
+    usages: string[];
+    altNames?: readonly string[];
+    clock: Clock;
+    signal?: AbortSignal;
+    pollMs?: number;
+    timeoutMs?: number;
+    logger: Logger;
+  },
 ): Promise<ClientCertificate> {
   const { privateKey, privateKeyPem } = generateEcKey();
   const request = createCertificateRequest(privateKey, { organizations: ["system:nodes"], commonName: `system:node:${opts.nodeName}` }, opts.altNames ?? []);
@@ -199,7 +209,12 @@ export async function bootstrapClientCertificate(opts: {
       }
     }
   }
-  writeNodeKubeconfig(opts.kubeconfig, { server: bootstrap.server, ...(bootstrap.ca ? { ca: bootstrap.ca } : {}), insecureSkipVerify: bootstrap.insecureSkipVerify, certFile: posix.join(opts.certDir, CURRENT_CLIENT_PEM) });
+  writeNodeKubeconfig(opts.kubeconfig, {
+    server: bootstrap.server,
+    ...(bootstrap.ca ? { ca: bootstrap.ca } : {}),
+    insecureSkipVerify: bootstrap.insecureSkipVerify,
+    certFile: posix.join(opts.certDir, CURRENT_CLIENT_PEM),
+  });
   logger.info("wrote the node kubeconfig from the bootstrapped certificate", { kubeconfig: opts.kubeconfig });
 }
 

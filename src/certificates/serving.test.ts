@@ -13,7 +13,10 @@ import { createCertificate, generateEcKey } from "./x509.ts";
 /** A CSR API that signs once `approved` is set (as `kubectl certificate approve` would let the signer), recording each request. */
 function approvingSigner(clock: FakeClock, lifetimeMs: number) {
   const ca = generateEcKey();
-  const caPem = createCertificate({ subject: { commonName: "ca" }, publicKey: ca.privateKey, notBeforeMs: clock.now() - 1000, notAfterMs: clock.now() + 86_400_000 * 365, serial: 1n, usages: ["serverAuth"] }, ca.privateKey);
+  const caPem = createCertificate(
+    { subject: { commonName: "ca" }, publicKey: ca.privateKey, notBeforeMs: clock.now() - 1000, notAfterMs: clock.now() + 86_400_000 * 365, serial: 1n, usages: ["serverAuth"] },
+    ca.privateKey,
+  );
   const specs: any[] = [];
   const state = { approved: false };
   const api: CsrApi = {
@@ -24,11 +27,24 @@ function approvingSigner(clock: FakeClock, lifetimeMs: number) {
     async get(name) {
       if (!state.approved) return { status: {} };
       const spec = specs[Number(name.split("-")[1]) - 1];
-      const der = Buffer.from(Buffer.from(spec.request, "base64").toString().replace(/-----[^-]+-----|\s/g, ""), "base64");
+      const der = Buffer.from(
+        Buffer.from(spec.request, "base64")
+          .toString()
+          .replace(/-----[^-]+-----|\s/g, ""),
+        "base64",
+      );
       const at = der.indexOf(Buffer.from([0x30, 0x59, 0x30, 0x13]));
       const publicKey = createPublicKey({ key: der.subarray(at, at + 0x5b), format: "der", type: "spki" });
       const cert = createCertificate(
-        { subject: { organizations: ["system:nodes"], commonName: "system:node:n1" }, publicKey, notBeforeMs: clock.now(), notAfterMs: clock.now() + lifetimeMs, serial: BigInt(100 + specs.length), usages: ["serverAuth"], altNames: ["n1", "10.0.0.7"] },
+        {
+          subject: { organizations: ["system:nodes"], commonName: "system:node:n1" },
+          publicKey,
+          notBeforeMs: clock.now(),
+          notAfterMs: clock.now() + lifetimeMs,
+          serial: BigInt(100 + specs.length),
+          usages: ["serverAuth"],
+          altNames: ["n1", "10.0.0.7"],
+        },
         ca.privateKey,
         { certificatePem: caPem },
       );
@@ -47,7 +63,17 @@ describe("the serving certificate (serverTLSBootstrap)", () => {
     const { api, specs, state } = approvingSigner(clock, 100_000);
     const served: ClientCertificate[] = [];
     const stop = new AbortController();
-    using _ = manageServingCertificate({ api, nodeName: "n1", altNames: ["n1", "10.0.0.7"], certDir, clock, logger: memoryLogger().logger, random: () => 0.5, signal: stop.signal, onCertificate: (c) => served.push(c) });
+    using _ = manageServingCertificate({
+      api,
+      nodeName: "n1",
+      altNames: ["n1", "10.0.0.7"],
+      certDir,
+      clock,
+      logger: memoryLogger().logger,
+      random: () => 0.5,
+      signal: stop.signal,
+      onCertificate: (c) => served.push(c),
+    });
     for (let i = 0; i < 3; i++) {
       await settle();
       clock.advance(1000);
@@ -88,12 +114,32 @@ describe("the serving certificate (serverTLSBootstrap)", () => {
     const served: ClientCertificate[] = [];
     const stop = new AbortController();
     {
-      using _ = manageServingCertificate({ api: first.api, nodeName: "n1", altNames: ["n1"], certDir, clock, logger: memoryLogger().logger, random: () => 0, signal: stop.signal, onCertificate: (c) => served.push(c) });
+      using _ = manageServingCertificate({
+        api: first.api,
+        nodeName: "n1",
+        altNames: ["n1"],
+        certDir,
+        clock,
+        logger: memoryLogger().logger,
+        random: () => 0,
+        signal: stop.signal,
+        onCertificate: (c) => served.push(c),
+      });
       for (let i = 0; i < 10 && served.length === 0; i++) await settle();
     }
     const again = approvingSigner(clock, 3_600_000);
     const restarted: ClientCertificate[] = [];
-    using _ = manageServingCertificate({ api: again.api, nodeName: "n1", altNames: ["n1"], certDir, clock, logger: memoryLogger().logger, random: () => 0, signal: stop.signal, onCertificate: (c) => restarted.push(c) });
+    using _ = manageServingCertificate({
+      api: again.api,
+      nodeName: "n1",
+      altNames: ["n1"],
+      certDir,
+      clock,
+      logger: memoryLogger().logger,
+      random: () => 0,
+      signal: stop.signal,
+      onCertificate: (c) => restarted.push(c),
+    });
     expect(restarted.map((c) => c.certificatePem)).toEqual([served[0]!.certificatePem]);
     expect(again.specs).toEqual([]);
     stop.abort();

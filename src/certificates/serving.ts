@@ -13,7 +13,15 @@ import { posix } from "node:path";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
-import { CertificateRequestError, ClientCertificateRotation, readUsableCertificate, requestNodeCertificate, storeClientCertificate, type ClientCertificate, type CsrApi } from "./client.ts";
+import {
+  CertificateRequestError,
+  ClientCertificateRotation,
+  readUsableCertificate,
+  requestNodeCertificate,
+  storeClientCertificate,
+  type ClientCertificate,
+  type CsrApi,
+} from "./client.ts";
 
 export const KUBELET_SERVING_SIGNER = "kubernetes.io/kubelet-serving";
 export const SERVING_PAIR = "kubelet-server";
@@ -33,7 +41,10 @@ export interface ServingCertificateOptions {
   onCertificate: (cert: ClientCertificate) => void;
 }
 
-export function requestServingCertificate(api: CsrApi, opts: Pick<ServingCertificateOptions, "nodeName" | "altNames" | "clock" | "logger"> & { signal?: AbortSignal; timeoutMs?: number }): Promise<ClientCertificate> {
+export function requestServingCertificate(
+  api: CsrApi,
+  opts: Pick<ServingCertificateOptions, "nodeName" | "altNames" | "clock" | "logger"> & { signal?: AbortSignal; timeoutMs?: number },
+): Promise<ClientCertificate> {
   return requestNodeCertificate(api, { ...opts, signerName: KUBELET_SERVING_SIGNER, usages: ["digital signature", "server auth"] });
 }
 

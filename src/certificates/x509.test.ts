@@ -60,7 +60,15 @@ describe("requests and certificates", () => {
     const { privateKey } = generateEcKey();
     const now = Date.parse("2026-11-21T00:00:00Z");
     const pem = createCertificate(
-      { subject: { commonName: "n1@1763683200" }, publicKey: privateKey, notBeforeMs: now, notAfterMs: now + 365 * 86_400_000, serial: 42n, usages: ["serverAuth"], altNames: ["n1", "10.0.0.7", "fd00::1"] },
+      {
+        subject: { commonName: "n1@1763683200" },
+        publicKey: privateKey,
+        notBeforeMs: now,
+        notAfterMs: now + 365 * 86_400_000,
+        serial: 42n,
+        usages: ["serverAuth"],
+        altNames: ["n1", "10.0.0.7", "fd00::1"],
+      },
       privateKey,
     );
     const cert = new X509Certificate(pem);
@@ -83,7 +91,14 @@ describe("requests and certificates", () => {
     const { privateKey } = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
     const now = Date.now();
     const pem = createCertificate(
-      { subject: { organizations: ["system:nodes"], commonName: "system:node:n1" }, publicKey: privateKey, notBeforeMs: now - 1000, notAfterMs: now + 60_000, serial: 7n, usages: ["clientAuth"] },
+      {
+        subject: { organizations: ["system:nodes"], commonName: "system:node:n1" },
+        publicKey: privateKey,
+        notBeforeMs: now - 1000,
+        notAfterMs: now + 60_000,
+        serial: 7n,
+        usages: ["clientAuth"],
+      },
       caKey,
       { certificatePem: ca },
     );

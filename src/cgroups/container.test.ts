@@ -68,12 +68,7 @@ describe("containerLinuxResources", () => {
       {},
       { cpuShares: 256, cpuQuota: 50_000, cpuPeriod: 100_000, memoryLimitInBytes: 128 * 2 ** 20, oomScoreAdj: 985 },
     ],
-    [
-      "cpu limit only: shares from the limit",
-      { limits: { cpu: "100m" } },
-      {},
-      { cpuShares: 102, cpuQuota: 10_000, cpuPeriod: 100_000, memoryLimitInBytes: 0, oomScoreAdj: 999 },
-    ],
+    ["cpu limit only: shares from the limit", { limits: { cpu: "100m" } }, {}, { cpuShares: 102, cpuQuota: 10_000, cpuPeriod: 100_000, memoryLimitInBytes: 0, oomScoreAdj: 999 }],
     [
       "explicit zero cpu request with a limit: shares from the limit (upstream)",
       { requests: { cpu: "0" }, limits: { cpu: "2" } },

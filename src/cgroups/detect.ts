@@ -14,10 +14,7 @@ import { CgroupError } from "./errors.ts";
 import type { CgroupFs } from "./fs.ts";
 
 /** Controllers a v1 mount can carry (the kernel's list), plus named hierarchies. */
-const V1_CONTROLLERS = new Set([
-  "cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "net_cls", "net_prio",
-  "blkio", "perf_event", "hugetlb", "pids", "rdma", "misc",
-]);
+const V1_CONTROLLERS = new Set(["cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "net_cls", "net_prio", "blkio", "perf_event", "hugetlb", "pids", "rdma", "misc"]);
 
 export interface Hierarchy {
   /** Controllers of a v1 hierarchy ("cpu", "cpuacct", "name=systemd"); [] for a cgroup2 mount. */
@@ -28,9 +25,7 @@ export interface Hierarchy {
   root: string;
 }
 
-export type CgroupLayout =
-  | { version: "v2"; unified: Hierarchy }
-  | { version: "v1"; hierarchies: Hierarchy[]; /** hybrid hosts */ unified?: Hierarchy };
+export type CgroupLayout = { version: "v2"; unified: Hierarchy } | { version: "v1"; hierarchies: Hierarchy[] /** hybrid hosts */; unified?: Hierarchy };
 
 const unescape = (s: string) => s.replace(/\\([0-7]{3})/g, (_m, o: string) => String.fromCharCode(parseInt(o, 8)));
 

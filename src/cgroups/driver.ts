@@ -28,7 +28,10 @@ export class CgroupDriverMismatchError extends StartupConfigError {
   }
 }
 
-export function chooseCgroupDriver(opts: { configured: CgroupDriverName; explicit: boolean; runtime: RuntimeDriverAnswer }): { driver: CgroupDriverName; source: "runtime" | "config" } {
+export function chooseCgroupDriver(opts: { configured: CgroupDriverName; explicit: boolean; runtime: RuntimeDriverAnswer }): {
+  driver: CgroupDriverName;
+  source: "runtime" | "config";
+} {
   const { configured, explicit, runtime } = opts;
   if (runtime.kind === "unimplemented") return { driver: configured, source: "config" };
   if (explicit && runtime.driver !== configured) throw new CgroupDriverMismatchError(configured, runtime.driver);

@@ -116,7 +116,10 @@ export function fakeCgroupTree(
   /** v1: the hierarchy mount a path lies in. */
   const hierarchyOf = (p: string) => [...controllersOf.keys()].find((m) => p === m || p.startsWith(m + "/"));
   const readTrim = (p: string) => (existsSync(p) ? readFileSync(p, "utf8").trim() : "");
-  const childDirs = (d: string) => readdirSync(d, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+  const childDirs = (d: string) =>
+    readdirSync(d, { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => e.name);
 
   /** v2: make `dir`'s interface files match its cgroup.controllers. */
   const syncV2Files = (dir: string, before: string[], after: string[]) => {

@@ -12,7 +12,15 @@ const pod = (uid: string, limits?: Record<string, string>): Pod => ({
 test("FakePodCgroups conforms and names paths like the real writer", () => {
   const tree = fakeCgroupTree("v2");
   try {
-    const real = createPodCgroups({ cgroupRoot: "/r", fsRoot: tree.root, fs: tree.fs, podPidsLimit: -1, cpuCFSQuota: true, cpuCFSQuotaPeriodMs: 100, logger: memoryLogger().logger });
+    const real = createPodCgroups({
+      cgroupRoot: "/r",
+      fsRoot: tree.root,
+      fs: tree.fs,
+      podPidsLimit: -1,
+      cpuCFSQuota: true,
+      cpuCFSQuotaPeriodMs: 100,
+      logger: memoryLogger().logger,
+    });
     const fake = new FakePodCgroups({ cgroupRoot: "/r" }) satisfies PodCgroups;
     for (const p of [pod("a"), pod("b", { cpu: "1", memory: "1Gi" }), pod("c", { cpu: "1" })]) {
       expect(fake.podCgroupPath(p)).toBe(real.podCgroupPath(p));

@@ -99,7 +99,9 @@ function checkUid(uid: string | undefined): string {
 export function createPodCgroupsOn(deps: PodCgroupsDeps): PodCgroups {
   const { backend, fs, logger } = deps;
   const naming = deps.driver === "systemd" ? systemdNaming : cgroupfsNaming;
-  const rootComponents = join("/", deps.cgroupRoot || "/").split("/").filter(Boolean);
+  const rootComponents = join("/", deps.cgroupRoot || "/")
+    .split("/")
+    .filter(Boolean);
   const kubepodsName = [...rootComponents, "kubepods"];
   const qosName: Record<QosClass, string[]> = { Guaranteed: kubepodsName, Burstable: [...kubepodsName, "burstable"], BestEffort: [...kubepodsName, "besteffort"] };
   const kubepods = naming.path(kubepodsName);

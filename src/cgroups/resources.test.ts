@@ -39,12 +39,7 @@ describe("podResourceConfig (upstream TestResourceConfigForPod)", () => {
       {},
       { cpuShares: 102, memoryLimit: 150 * MI, pidsLimit: -1 },
     ],
-    [
-      "guaranteed",
-      pod([c("a", res(["100m", "100Mi"], ["100m", "100Mi"]))]),
-      {},
-      { cpuShares: 102, cpuQuota: 10_000, cpuPeriod: 100_000, memoryLimit: 100 * MI, pidsLimit: -1 },
-    ],
+    ["guaranteed", pod([c("a", res(["100m", "100Mi"], ["100m", "100Mi"]))]), {}, { cpuShares: 102, cpuQuota: 10_000, cpuPeriod: 100_000, memoryLimit: 100 * MI, pidsLimit: -1 }],
     [
       "guaranteed (requests defaulted from limits)",
       pod([c("a", { limits: rl("1", "1Gi") }), c("b", { limits: rl("500m", "512Mi") })]),
@@ -104,12 +99,7 @@ describe("podResourceConfig (upstream TestResourceConfigForPod)", () => {
     ],
     ["podPidsLimit > 0", pod([c("a")]), { podPidsLimit: 1024 }, { cpuShares: 2, pidsLimit: 1024 }],
     ["podPidsLimit 0 means unlimited", pod([c("a")]), { podPidsLimit: 0 }, { cpuShares: 2, pidsLimit: -1 }],
-    [
-      "memory QoS: memory.min = memory requests",
-      pod([c("a", res(["100m", "100Mi"], []))]),
-      { memoryQoS: true },
-      { cpuShares: 102, pidsLimit: -1, memoryMin: 100 * MI },
-    ],
+    ["memory QoS: memory.min = memory requests", pod([c("a", res(["100m", "100Mi"], []))]), { memoryQoS: true }, { cpuShares: 102, pidsLimit: -1, memoryMin: 100 * MI }],
     ["memory QoS on a best-effort pod: nothing to protect", pod([c("a")]), { memoryQoS: true }, { cpuShares: 2, pidsLimit: -1 }],
   ])("%s", (_name, p, over, expected) => {
     expect(podResourceConfig(p, { ...opts, ...over })).toEqual(expected);

@@ -60,7 +60,6 @@ export function containerLimits(c: ContainerSpec): ResourceAmounts {
   return amounts(c.resources?.limits);
 }
 
-
 /**
  * component-helpers/resource's aggregation: regular containers and sidecars
  * (restartable init containers) are summed; each plain init container runs

@@ -26,9 +26,7 @@ describe("systemd names (upstream's ToSystemd, ExpandSlice, ParseSystemdToCgroup
   test("components joined by -, each - in a component escaped to _, expanded into the cgroupfs path", () => {
     expect(systemdCgroupPath([])).toBe("/");
     expect(systemdCgroupPath(["kubepods"])).toBe("/kubepods.slice");
-    expect(systemdCgroupPath(["kubepods", "burstable", "pod1234-abcd-5678-efgh"])).toBe(
-      "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234_abcd_5678_efgh.slice",
-    );
+    expect(systemdCgroupPath(["kubepods", "burstable", "pod1234-abcd-5678-efgh"])).toBe("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234_abcd_5678_efgh.slice");
     expect(systemdCgroupPath(["kubepods", "pod1-2"])).toBe("/kubepods.slice/kubepods-pod1_2.slice");
   });
 
@@ -75,9 +73,13 @@ describe("unit properties (libcontainer's systemd manager)", () => {
   });
 
   test("busctl's a(sv) words", () => {
-    expect(propertyArgs([{ name: "Wants", type: "as", value: ["kubepods.slice"] }, { name: "DefaultDependencies", type: "b", value: false }, { name: "TasksMax", type: "t", value: UINT64_MAX }])).toEqual([
-      "3", "Wants", "as", "1", "kubepods.slice", "DefaultDependencies", "b", "false", "TasksMax", "t", "18446744073709551615",
-    ]);
+    expect(
+      propertyArgs([
+        { name: "Wants", type: "as", value: ["kubepods.slice"] },
+        { name: "DefaultDependencies", type: "b", value: false },
+        { name: "TasksMax", type: "t", value: UINT64_MAX },
+      ]),
+    ).toEqual(["3", "Wants", "as", "1", "kubepods.slice", "DefaultDependencies", "b", "false", "TasksMax", "t", "18446744073709551615"]);
   });
 });
 
@@ -101,7 +103,17 @@ describe("pod cgroups with cgroupDriver systemd on a fake cgroup v2", () => {
         await tree.fs.rmdir(tree.dir(expandSlice(unit)));
       },
     });
-    cg = createPodCgroups({ cgroupRoot: "/", fsRoot: tree.root, fs: tree.fs, podPidsLimit: 1024, cpuCFSQuota: true, cpuCFSQuotaPeriodMs: 100, logger: memoryLogger().logger, driver: "systemd", systemd: units });
+    cg = createPodCgroups({
+      cgroupRoot: "/",
+      fsRoot: tree.root,
+      fs: tree.fs,
+      podPidsLimit: 1024,
+      cpuCFSQuota: true,
+      cpuCFSQuotaPeriodMs: 100,
+      logger: memoryLogger().logger,
+      driver: "systemd",
+      systemd: units,
+    });
   });
   afterEach(() => tree.cleanup());
 
@@ -152,7 +164,17 @@ describe("pod cgroups with cgroupDriver systemd on a fake cgroup v2", () => {
 
   test("an existing slice (agent restarted) is not started again, only updated", async () => {
     await cg.ensurePod(burstable);
-    const again = createPodCgroups({ cgroupRoot: "/", fsRoot: tree.root, fs: tree.fs, podPidsLimit: 512, cpuCFSQuota: true, cpuCFSQuotaPeriodMs: 100, logger: memoryLogger().logger, driver: "systemd", systemd: units });
+    const again = createPodCgroups({
+      cgroupRoot: "/",
+      fsRoot: tree.root,
+      fs: tree.fs,
+      podPidsLimit: 512,
+      cpuCFSQuota: true,
+      cpuCFSQuotaPeriodMs: 100,
+      logger: memoryLogger().logger,
+      driver: "systemd",
+      systemd: units,
+    });
     const before = units.calls.length;
     const path = await again.ensurePod(burstable);
     expect(units.calls.slice(before).map((c) => c.method)).toEqual(["SetUnitProperties"]);
@@ -179,7 +201,17 @@ describe("pod cgroups with cgroupDriver systemd on a fake cgroup v2", () => {
 
   test("a slice whose cgroup never appears is an error naming it", async () => {
     const lazy = new FakeSystemdUnits();
-    const cg2 = createPodCgroups({ cgroupRoot: "/", fsRoot: tree.root, fs: tree.fs, podPidsLimit: -1, cpuCFSQuota: true, cpuCFSQuotaPeriodMs: 100, logger: memoryLogger().logger, driver: "systemd", systemd: lazy });
+    const cg2 = createPodCgroups({
+      cgroupRoot: "/",
+      fsRoot: tree.root,
+      fs: tree.fs,
+      podPidsLimit: -1,
+      cpuCFSQuota: true,
+      cpuCFSQuotaPeriodMs: 100,
+      logger: memoryLogger().logger,
+      driver: "systemd",
+      systemd: lazy,
+    });
     const err = await Promise.race([cg2.setupNode({ allocatable: { cpuMilli: 1000, memoryBytes: MI }, enforce: false }).catch((e: unknown) => e), Bun.sleep(8000)]);
     expect(String(err)).toContain("kubepods.slice");
   }, 10_000);

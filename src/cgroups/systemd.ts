@@ -61,7 +61,10 @@ export function systemdCgroupPath(components: readonly string[]): string {
 export function parseSystemdName(name: string): string[] {
   const base = basename(name);
   if (base === "" || base === "/" || base === "-.slice") return [];
-  return base.replace(/\.slice$/, "").split("-").map(unescapePart);
+  return base
+    .replace(/\.slice$/, "")
+    .split("-")
+    .map(unescapePart);
 }
 
 /** The unit that owns cgroup `path` (its last element) and its parent slice ("-.slice" at the top). */
@@ -122,7 +125,8 @@ export function createSystemdBackend(opts: SystemdBackendOptions): CgroupBackend
 
   async function waitRealized(path: string): Promise<void> {
     for (let waited = 0; !exists(path); waited += 20) {
-      if (waited >= realizeTimeoutMs) throw new CgroupError("NotFound", "StartTransientUnit", path, `systemd started ${basename(path)} but its cgroup did not appear within ${realizeTimeoutMs} ms`);
+      if (waited >= realizeTimeoutMs)
+        throw new CgroupError("NotFound", "StartTransientUnit", path, `systemd started ${basename(path)} but its cgroup did not appear within ${realizeTimeoutMs} ms`);
       await sleep(20);
     }
   }

@@ -240,7 +240,9 @@ describe("cgroup v2 only", () => {
   test("a required controller missing is Unsupported, naming it", async () => {
     tree.cleanup();
     tree = fakeCgroupTree("v2", { v2Controllers: ["cpu", "memory", "io"] });
-    const err = await make(tree).ensurePod(burstable).catch((e: unknown) => e);
+    const err = await make(tree)
+      .ensurePod(burstable)
+      .catch((e: unknown) => e);
     expect(isCgroupError(err, "Unsupported")).toBe(true);
     expect(String(err)).toContain("pids");
   });
@@ -248,7 +250,9 @@ describe("cgroup v2 only", () => {
   test("a parent with processes cannot enable controllers (no internal processes): the kernel's EBUSY surfaces", async () => {
     await tree.fs.mkdir(tree.dir("/process_api"));
     tree.addProcess("/process_api", 7);
-    const err = await make(tree).ensurePod(burstable).catch((e: unknown) => e);
+    const err = await make(tree)
+      .ensurePod(burstable)
+      .catch((e: unknown) => e);
     expect(isCgroupError(err, "Busy")).toBe(true);
   });
 

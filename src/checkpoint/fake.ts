@@ -45,7 +45,10 @@ export class FakeCheckpointStore implements CheckpointStore {
 
   keys(kind: string): string[] {
     const prefix = `${kind}/`;
-    return [...this.docs.keys()].filter((k) => k.startsWith(prefix)).map((k) => k.slice(prefix.length)).sort();
+    return [...this.docs.keys()]
+      .filter((k) => k.startsWith(prefix))
+      .map((k) => k.slice(prefix.length))
+      .sort();
   }
 
   /** Whether the document was written as sensitive (the file store encrypts those). */

@@ -91,10 +91,13 @@ describe("checkpointed tokens", () => {
     const store = new FakeCheckpointStore(clock);
     const { logger } = memoryLogger();
     let up = true;
-    const request = checkpointedTokenRequest(async (): Promise<IssuedToken> => {
-      if (!up) throw new Error("ECONNREFUSED");
-      return { token: "t1", expiresAt: clock.now() + HOUR };
-    }, { store, clock, logger });
+    const request = checkpointedTokenRequest(
+      async (): Promise<IssuedToken> => {
+        if (!up) throw new Error("ECONNREFUSED");
+        return { token: "t1", expiresAt: clock.now() + HOUR };
+      },
+      { store, clock, logger },
+    );
     expect((await request(spec)).token).toBe("t1");
     const [key] = store.keys(TOKEN_CHECKPOINT_KIND);
     expect(store.isSensitive(TOKEN_CHECKPOINT_KIND, key!)).toBe(true);

@@ -79,7 +79,11 @@ export function checkpointedPodObjects(inner: PodObjects, opts: ObjectCheckpoint
 
 /** Wraps the TokenRequest call: each issued token is kept (encrypted); while the API cannot issue one, the kept token serves until it expires. */
 export function checkpointedTokenRequest(request: RequestToken, opts: Omit<ObjectCheckpointOptions, "maxAgeMs">): RequestToken {
-  const keyOf = (s: TokenRequestSpec) => createHash("sha256").update(JSON.stringify([s.namespace, s.serviceAccount, s.audiences, s.expirationSeconds, s.pod.uid])).digest("hex").slice(0, 32);
+  const keyOf = (s: TokenRequestSpec) =>
+    createHash("sha256")
+      .update(JSON.stringify([s.namespace, s.serviceAccount, s.audiences, s.expirationSeconds, s.pod.uid]))
+      .digest("hex")
+      .slice(0, 32);
   return async (spec) => {
     try {
       const issued = await request(spec);
@@ -92,7 +96,11 @@ export function checkpointedTokenRequest(request: RequestToken, opts: Omit<Objec
     } catch (err) {
       const saved = opts.store.read<IssuedToken>(TOKEN_CHECKPOINT_KIND, keyOf(spec));
       if (saved.ok && saved.data.expiresAt > opts.clock.now()) {
-        opts.logger.warn("the API cannot issue a token; using the checkpointed one until it expires", { pod: spec.pod.name, expiresAt: new Date(saved.data.expiresAt).toISOString(), err: errorMessage(err) });
+        opts.logger.warn("the API cannot issue a token; using the checkpointed one until it expires", {
+          pod: spec.pod.name,
+          expiresAt: new Date(saved.data.expiresAt).toISOString(),
+          err: errorMessage(err),
+        });
         return saved.data;
       }
       throw err;

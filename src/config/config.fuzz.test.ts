@@ -29,7 +29,8 @@ const run = (argv: string[], file: string | undefined): ConfigResult =>
 const NAMES_SOMETHING = /(field "|flag --|--[a-z]|config file |node name |unknown flag|unknown shorthand|unexpected argument "|bad flag syntax: |flag -[a-zA-Z]\b)/;
 
 /** About the config file: a field, or what is wrong with the file as a whole. */
-const FILE_PROBLEM = /^(field "|invalid YAML|invalid JSON|is empty|is \d+ bytes|holds \d+ documents|nesting is deeper|expected a KubeletConfiguration object|YAML anchors|line \d+, column \d+: |document is)/;
+const FILE_PROBLEM =
+  /^(field "|invalid YAML|invalid JSON|is empty|is \d+ bytes|holds \d+ documents|nesting is deeper|expected a KubeletConfiguration object|YAML anchors|line \d+, column \d+: |document is)/;
 
 /** full.yaml without the fields (and feature gates) this agent refuses: it loads. */
 const LOADABLE_OBJECT = (() => {
@@ -60,7 +61,26 @@ function check([argv, file]: [string[], string | undefined]): void {
   }
 }
 
-const FLAG_VALUES = ["", "0", "-1", "true", "false", "10s", "1m0s", "-5s", "abc", "100Mi", "10%", "a=b,c=d", "127.0.0.1", "::1", "1.2.3.4,::1", "memory.available<100Mi", "Webhook", "x".repeat(70)];
+const FLAG_VALUES = [
+  "",
+  "0",
+  "-1",
+  "true",
+  "false",
+  "10s",
+  "1m0s",
+  "-5s",
+  "abc",
+  "100Mi",
+  "10%",
+  "a=b,c=d",
+  "127.0.0.1",
+  "::1",
+  "1.2.3.4,::1",
+  "memory.available<100Mi",
+  "Webhook",
+  "x".repeat(70),
+];
 
 function randomFlag(rng: Rng): string {
   const def = rng.pick(FLAGS);

@@ -90,8 +90,7 @@ export function applyDefaults(c: KubeletConfigurationFile) {
     serializeImagePulls: c.serializeImagePulls ?? (c.maxParallelImagePulls === undefined || c.maxParallelImagePulls < 2),
     registryPullQPS: c.registryPullQPS ?? 5,
     registryBurst: c.registryBurst || 10,
-    imagePullCredentialsVerificationPolicy:
-      c.imagePullCredentialsVerificationPolicy || (gates["KubeletEnsureSecretPulledImages"] ? "NeverVerifyPreloadedImages" : ""),
+    imagePullCredentialsVerificationPolicy: c.imagePullCredentialsVerificationPolicy || (gates["KubeletEnsureSecretPulledImages"] ? "NeverVerifyPreloadedImages" : ""),
     preloadedImagesVerificationAllowlist: c.preloadedImagesVerificationAllowlist ?? [],
     imageMinimumGCAge: c.imageMinimumGCAge || 2 * MINUTE,
     imageMaximumGCAge: c.imageMaximumGCAge ?? 0,
@@ -102,8 +101,7 @@ export function applyDefaults(c: KubeletConfigurationFile) {
     containerLogMaxWorkers: c.containerLogMaxWorkers ?? 1,
     containerLogMonitorInterval: c.containerLogMonitorInterval ?? 10 * SECOND,
     crashLoopBackOff: {
-      maxContainerRestartPeriod:
-        c.crashLoopBackOff?.maxContainerRestartPeriod ?? (gates["KubeletCrashLoopBackOffMax"] ? 300 * SECOND : undefined),
+      maxContainerRestartPeriod: c.crashLoopBackOff?.maxContainerRestartPeriod ?? (gates["KubeletCrashLoopBackOffMax"] ? 300 * SECOND : undefined),
     },
     podHousekeepingPeriod: c.podHousekeepingPeriod ?? 2 * SECOND,
     // bunlet extension: a week of checkpoint age covers a long weekend offline

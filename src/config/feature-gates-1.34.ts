@@ -7,7 +7,12 @@
  * Gates the kubelet does not read change nothing on a node, here or upstream.
  */
 export type GateStage = "Alpha" | "Beta" | "GA" | "Deprecated";
-export interface KnownGate { default: boolean; stage: GateStage; locked: boolean; kubelet: boolean }
+export interface KnownGate {
+  default: boolean;
+  stage: GateStage;
+  locked: boolean;
+  kubelet: boolean;
+}
 
 // [name, default, stage, locked to default, read by the kubelet]
 const ROWS: readonly (readonly [string, boolean, GateStage, boolean, boolean])[] = [

@@ -48,15 +48,11 @@ export const duration = () =>
   );
 
 /** A resource quantity ("100Mi", "500m"); kept as the string, checked here. */
-export const quantity = () =>
-  v.pipe(v.string(expect('a quantity like "100Mi"')), v.check(isQuantity, expect('a quantity like "100Mi"')));
+export const quantity = () => v.pipe(v.string(expect('a quantity like "100Mi"')), v.check(isQuantity, expect('a quantity like "100Mi"')));
 
 /** An eviction threshold: a non-negative quantity or a percentage in [0%, 100%]. */
 export const threshold = () =>
-  v.pipe(
-    v.string(expect('a quantity like "100Mi" or a percentage like "10%"')),
-    v.check(isThreshold, expect('a quantity like "100Mi" or a percentage like "10%"')),
-  );
+  v.pipe(v.string(expect('a quantity like "100Mi" or a percentage like "10%"')), v.check(isThreshold, expect('a quantity like "100Mi" or a percentage like "10%"')));
 
 export const strList = () => v.array(str(), expect("a list of strings"));
 export const strMap = () => v.record(v.string(), str(), expect("an object of string values"));

@@ -16,56 +16,108 @@ export const quote = (s: string) => (s === "" ? undefined : JSON.stringify(s));
 
 export function bool(name: string, key: Keys<boolean>, group: FlagGroup, help: string, extra?: Extra): FlagDef {
   return {
-    name, type: "", isBool: true, group, help, field: key,
+    name,
+    type: "",
+    isBool: true,
+    group,
+    help,
+    field: key,
     showDefault: (t) => (t.kubelet[key] ? "true" : undefined),
-    parse: (raw) => { const v = parseBool(raw); return (t) => { t.kubelet[key] = v; }; },
+    parse: (raw) => {
+      const v = parseBool(raw);
+      return (t) => {
+        t.kubelet[key] = v;
+      };
+    },
     ...extra,
   };
 }
 export function int(name: string, key: Keys<number>, group: FlagGroup, help: string, bits: 32 | 64 = 32): FlagDef {
   return {
-    name, type: `int${bits === 32 ? "32" : ""}`, group, help, field: key,
+    name,
+    type: `int${bits === 32 ? "32" : ""}`,
+    group,
+    help,
+    field: key,
     showDefault: (t) => (t.kubelet[key] !== 0 ? String(t.kubelet[key]) : undefined),
-    parse: (raw) => { const v = parseInt(raw, bits); return (t) => { t.kubelet[key] = v; }; },
+    parse: (raw) => {
+      const v = parseInt(raw, bits);
+      return (t) => {
+        t.kubelet[key] = v;
+      };
+    },
   };
 }
 export function dur(name: string, key: Keys<number>, group: FlagGroup, help: string): FlagDef {
   return {
-    name, type: "duration", group, help, field: key,
+    name,
+    type: "duration",
+    group,
+    help,
+    field: key,
     showDefault: (t) => (t.kubelet[key] !== 0 ? formatDuration(t.kubelet[key]) : undefined),
-    parse: (raw) => { const v = parseDuration(raw); return (t) => { t.kubelet[key] = v; }; },
+    parse: (raw) => {
+      const v = parseDuration(raw);
+      return (t) => {
+        t.kubelet[key] = v;
+      };
+    },
   };
 }
 export function str(name: string, key: Keys<string>, group: FlagGroup, help: string, check?: (s: string) => string | null): FlagDef {
   return {
-    name, type: "string", group, help, field: key,
+    name,
+    type: "string",
+    group,
+    help,
+    field: key,
     showDefault: (t) => quote(t.kubelet[key]),
     parse: (raw) => {
       const err = check?.(raw);
       if (err) throw new Error(err);
-      return (t) => { t.kubelet[key] = raw; };
+      return (t) => {
+        t.kubelet[key] = raw;
+      };
     },
   };
 }
 export function list(name: string, key: Keys<string[]>, group: FlagGroup, help: string, check?: (s: string) => string | null): FlagDef {
   return {
-    name, type: "strings", group, help, field: key,
+    name,
+    type: "strings",
+    group,
+    help,
+    field: key,
     showDefault: (t) => (t.kubelet[key].length ? `[${t.kubelet[key].join(",")}]` : undefined),
     parse: (raw) => {
       const items = parseList(raw);
-      for (const item of items) { const err = check?.(item); if (err) throw new Error(err); }
-      return (t) => { t.kubelet[key] = firstUse(t, name) ? items : [...t.kubelet[key], ...items]; };
+      for (const item of items) {
+        const err = check?.(item);
+        if (err) throw new Error(err);
+      }
+      return (t) => {
+        t.kubelet[key] = firstUse(t, name) ? items : [...t.kubelet[key], ...items];
+      };
     },
   };
 }
 /** A `k=v,k2=v2` flag onto a map field; the first occurrence replaces the file's map. */
 export function map(name: string, key: Keys<Record<string, string>>, group: FlagGroup, help: string, check?: (k: string, v: string) => string | null, split = true): FlagDef {
   return {
-    name, type: "<key=value pairs>", group, help, field: key,
+    name,
+    type: "<key=value pairs>",
+    group,
+    help,
+    field: key,
     parse: (raw) => {
       const pairs = parsePairs(raw, "=", split);
-      for (const [k, v] of pairs) { const err = check?.(k, v); if (err) throw new Error(err); }
-      return (t) => { t.kubelet[key] = { ...(firstUse(t, name) ? {} : t.kubelet[key]), ...Object.fromEntries(pairs) }; };
+      for (const [k, v] of pairs) {
+        const err = check?.(k, v);
+        if (err) throw new Error(err);
+      }
+      return (t) => {
+        t.kubelet[key] = { ...(firstUse(t, name) ? {} : t.kubelet[key]), ...Object.fromEntries(pairs) };
+      };
     },
   };
 }
@@ -79,7 +131,12 @@ export function agent(name: string, type: string, group: FlagGroup, help: string
  */
 export function refusedFlag(name: string, type: string, group: FlagGroup, help: string, def: string, why: string): FlagDef {
   return {
-    name, type, isBool: type === "", group, help: `${help} Not acted on: any value but the default exits 2 (${why}).`, refused: why,
+    name,
+    type,
+    isBool: type === "",
+    group,
+    help: `${help} Not acted on: any value but the default exits 2 (${why}).`,
+    refused: why,
     parse: (raw) => {
       // Values are still checked, as pflag checks them.
       let same = raw === def;
@@ -96,11 +153,21 @@ const SIGNALS = new Set<string>(EVICTION_SIGNALS);
 export const checkSignal = (s: string) => (SIGNALS.has(s) ? null : `unknown eviction signal ${JSON.stringify(s)}`);
 export function thresholds(name: string, key: "evictionHard" | "evictionSoft" | "evictionMinimumReclaim", sep: "<" | "=", help: string): FlagDef {
   return {
-    name, type: "<comma-separated pairs>", group: "eviction", help, field: key,
+    name,
+    type: "<comma-separated pairs>",
+    group: "eviction",
+    help,
+    field: key,
     parse: (raw) => {
       const pairs = parsePairs(raw, sep);
-      for (const [k, v] of pairs) { const err = checkSignal(k); if (err) throw new Error(err); parseThreshold(v); }
-      return (t) => { t.kubelet[key] = { ...(firstUse(t, name) ? {} : t.kubelet[key]), ...(Object.fromEntries(pairs) as Partial<Record<EvictionSignal, string>>) }; };
+      for (const [k, v] of pairs) {
+        const err = checkSignal(k);
+        if (err) throw new Error(err);
+        parseThreshold(v);
+      }
+      return (t) => {
+        t.kubelet[key] = { ...(firstUse(t, name) ? {} : t.kubelet[key]), ...(Object.fromEntries(pairs) as Partial<Record<EvictionSignal, string>>) };
+      };
     },
   };
 }

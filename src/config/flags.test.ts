@@ -177,7 +177,7 @@ describe("bad command lines name the flag and what it expected", () => {
     [["--node-labels=role"], 'flag --node-labels: malformed pair "role", expected key=value'],
     [["--node-labels=bad key=x"], 'flag --node-labels: key "bad key": name part must consist of alphanumerics'],
     [["--node-labels=a=-x-"], 'flag --node-labels: value "-x-" must consist of alphanumerics'],
-    [["--node-labels=kubernetes.io/role=master"], 'flag --node-labels: label "kubernetes.io/role" is in the \'kubernetes.io\' or \'k8s.io\' namespace'],
+    [["--node-labels=kubernetes.io/role=master"], "flag --node-labels: label \"kubernetes.io/role\" is in the 'kubernetes.io' or 'k8s.io' namespace"],
     [["--register-with-taints=a=b:Sometimes"], 'flag --register-with-taints: invalid taint "a=b:Sometimes": taint effect "Sometimes" must be one of'],
     [["--register-with-taints=a=b"], 'flag --register-with-taints: invalid taint "a=b": expected <key>=<value>:<effect>'],
     [["--eviction-hard=memory.available<lots"], 'flag --eviction-hard: "lots" is not a quantity'],

@@ -141,7 +141,9 @@ export function parseArgs(argv: readonly string[], defs: readonly FlagDef[]): Pa
 
 function positional(arg: string, byName: Map<string, FlagDef>): ConfigError {
   const hint = byName.has(arg.replace(/^-/, "").split("=")[0] ?? "") ? ` (did you mean --${arg.replace(/^-/, "")}?)` : "";
-  return new ConfigError(`unexpected argument ${JSON.stringify(arg)}: the kubelet takes flags, and the subcommands install and uninstall as its first argument (kubelet --help)${hint}`);
+  return new ConfigError(
+    `unexpected argument ${JSON.stringify(arg)}: the kubelet takes flags, and the subcommands install and uninstall as its first argument (kubelet --help)${hint}`,
+  );
 }
 
 /** --version, --version=true|false|raw (upstream verflag; "raw" prints the same line here). */

@@ -120,7 +120,10 @@ describe("loadConfig", () => {
 
   test("flags this agent does not act on exit 2 unless given their default", () => {
     const r = loadConfig(["--config=/k.yaml", "--pod-infra-container-image=pause:3.10"], deps({ "/k.yaml": HEAD }));
-    expect(r).toEqual({ kind: "error", message: expect.stringContaining("flag --pod-infra-container-image: not acted on by this agent: the container runtime's own configuration chooses the sandbox image") });
+    expect(r).toEqual({
+      kind: "error",
+      message: expect.stringContaining("flag --pod-infra-container-image: not acted on by this agent: the container runtime's own configuration chooses the sandbox image"),
+    });
     expect(run(["--config=/k.yaml", "--pod-infra-container-image="], deps({ "/k.yaml": HEAD })).warnings).toEqual([]);
   });
 });
@@ -131,20 +134,36 @@ describe("errors", () => {
     [["--config=/nope.yaml"], {}, "config file /nope.yaml: no such file"],
     [["--config=/k.yaml"], { "/k.yaml": `${HEAD}maxPods: lots\n` }, 'config file /k.yaml: field "maxPods": expected an integer (int32), got "lots"'],
     [["--port=0"], {}, 'invalid configuration: field "port" (--port): must be between 1 and 65535, got 0'],
-    [["--image-gc-low-threshold=90"], {}, 'invalid configuration: field "imageGCLowThresholdPercent" (--image-gc-low-threshold): must be less than imageGCHighThresholdPercent (85), got 90'],
+    [
+      ["--image-gc-low-threshold=90"],
+      {},
+      'invalid configuration: field "imageGCLowThresholdPercent" (--image-gc-low-threshold): must be less than imageGCHighThresholdPercent (85), got 90',
+    ],
     [["--cgroup-driver=cgroupv2"], {}, 'field "cgroupDriver" (--cgroup-driver): must be one of "cgroupfs", "systemd", got "cgroupv2"'],
     [["--authorization-mode=RBAC"], {}, 'field "authorization.mode" (--authorization-mode): must be one of "AlwaysAllow", "Webhook", got "RBAC"'],
     [["--sync-frequency=-1s"], {}, 'field "syncFrequency" (--sync-frequency): must be greater than 0, got -1000'],
     [["--config=/k.yaml"], { "/k.yaml": `${HEAD}clusterDNS: [dns.local]\n` }, 'field "clusterDNS[0]" (--cluster-dns): expected an IP address, got "dns.local"'],
     [["--config=/k.yaml"], { "/k.yaml": `${HEAD}cgroupsPerQOS: false\n` }, 'field "enforceNodeAllocatable" (--enforce-node-allocatable): must be empty unless cgroupsPerQOS'],
     [["--config=/k.yaml"], { "/k.yaml": `${HEAD}offlineAutonomy: {maxAge: 0s}\n` }, 'invalid configuration: field "offlineAutonomy.maxAge": must be greater than 0, got 0'],
-    [["--allowed-unsafe-sysctls=kernel.msg*,vm.swappiness"], {}, 'field "allowedUnsafeSysctls[1]" (--allowed-unsafe-sysctls): the sysctls "vm.swappiness" are not known to be namespaced'],
+    [
+      ["--allowed-unsafe-sysctls=kernel.msg*,vm.swappiness"],
+      {},
+      'field "allowedUnsafeSysctls[1]" (--allowed-unsafe-sysctls): the sysctls "vm.swappiness" are not known to be namespaced',
+    ],
     [["--tls-min-version=VersionTLS14"], {}, 'field "tlsMinVersion" (--tls-min-version): unknown TLS version "VersionTLS14"'],
-    [["--config=/k.yaml"], { "/k.yaml": `${HEAD}tlsCipherSuites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, ECDHE-RSA-AES128-GCM-SHA256]\n` }, 'field "tlsCipherSuites[1]" (--tls-cipher-suites): unknown cipher suite "ECDHE-RSA-AES128-GCM-SHA256"'],
+    [
+      ["--config=/k.yaml"],
+      { "/k.yaml": `${HEAD}tlsCipherSuites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, ECDHE-RSA-AES128-GCM-SHA256]\n` },
+      'field "tlsCipherSuites[1]" (--tls-cipher-suites): unknown cipher suite "ECDHE-RSA-AES128-GCM-SHA256"',
+    ],
     [["--bootstrap-kubeconfig=/b.conf"], {}, "flag --bootstrap-kubeconfig needs --kubeconfig"],
     [["--hostname-override=node_1"], {}, 'node name from --hostname-override: "node_1" must be a lowercase RFC 1123 subdomain'],
     [["--config=/k.yaml"], { "/k.yaml": `${HEAD}enableSystemLogQuery: true\n` }, 'field "enableSystemLogQuery": needs the NodeLogQuery feature gate'],
-    [["--config=/k.yaml", "--feature-gates=NodeLogQuery=true"], { "/k.yaml": `${HEAD}enableSystemLogQuery: true\nenableSystemLogHandler: false\n` }, 'field "enableSystemLogQuery": needs enableSystemLogHandler'],
+    [
+      ["--config=/k.yaml", "--feature-gates=NodeLogQuery=true"],
+      { "/k.yaml": `${HEAD}enableSystemLogQuery: true\nenableSystemLogHandler: false\n` },
+      'field "enableSystemLogQuery": needs enableSystemLogHandler',
+    ],
   ] as [string[], Record<string, string>, string][])("%p", (argv, files, message) => {
     expect(error(argv, deps(files))).toContain(message);
   });

@@ -106,8 +106,7 @@ function load(argv: readonly string[], deps: ConfigDeps): ConfigResult {
   // Every setting is acted on or refused: a value the agent would not act on stops it here (exit 2).
   if (errors.length === 0) errors.push(...refusals(kubelet, fileDefaults(), flagOfField).map((e) => `not acted on by this agent: ${e}`));
   const { agent } = target;
-  if (agent.bootstrapKubeconfig && !agent.kubeconfig)
-    errors.push("flag --bootstrap-kubeconfig needs --kubeconfig: the bootstrapped credentials are written there");
+  if (agent.bootstrapKubeconfig && !agent.kubeconfig) errors.push("flag --bootstrap-kubeconfig needs --kubeconfig: the bootstrapped credentials are written there");
   const nodeName = resolveNodeName(agent.hostnameOverride, deps.hostname, errors);
   if (errors.length > 0) throw new ConfigError(errors.join("\n"));
 

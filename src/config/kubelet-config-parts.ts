@@ -19,17 +19,14 @@ export const KubeletAuthorization = obj({
   webhook: opt(obj({ cacheAuthorizedTTL: opt(duration()), cacheUnauthorizedTTL: opt(duration()) })),
 });
 
-const uint32 = () => v.pipe(int32(), v.minValue(0, (i) => `expected a non-negative integer, got ${describe(i.input)}`));
+const uint32 = () =>
+  v.pipe(
+    int32(),
+    v.minValue(0, (i) => `expected a non-negative integer, got ${describe(i.input)}`),
+  );
 
 /** A quantity given as a string ("1Gi") or, as Go's resource.Quantity also accepts, a plain number. */
-const quantityValue = () =>
-  v.union(
-    [
-      v.pipe(v.string(), v.check(isQuantity)),
-      v.pipe(v.number(), v.finite()),
-    ],
-    (i) => `expected a quantity like "1Gi", got ${describe(i.input)}`,
-  );
+const quantityValue = () => v.union([v.pipe(v.string(), v.check(isQuantity)), v.pipe(v.number(), v.finite())], (i) => `expected a quantity like "1Gi", got ${describe(i.input)}`);
 
 const outputRouting = () => obj({ splitStream: opt(bool()), infoBufferSize: opt(quantityValue()) });
 
@@ -41,7 +38,13 @@ export const LoggingConfiguration = obj({
   format: opt(str()),
   flushFrequency: opt(
     v.union(
-      [duration(), v.pipe(int64(), v.transform((ns) => ns / 1e6))],
+      [
+        duration(),
+        v.pipe(
+          int64(),
+          v.transform((ns) => ns / 1e6),
+        ),
+      ],
       (i) => `expected a duration like "5s" or an integer of nanoseconds, got ${describe(i.input)}`,
     ),
   ),
@@ -58,9 +61,21 @@ export const TracingConfiguration = obj({
 
 /** core/v1 Taint, for registerWithTaints. */
 export const Taint = obj({
-  key: v.pipe(str(), v.check((k) => checkQualifiedName(k) === null, (i) => checkQualifiedName(String(i.input)) ?? "invalid key")),
+  key: v.pipe(
+    str(),
+    v.check(
+      (k) => checkQualifiedName(k) === null,
+      (i) => checkQualifiedName(String(i.input)) ?? "invalid key",
+    ),
+  ),
   value: opt(str()),
-  effect: v.pipe(str(), v.check((e) => checkTaintEffect(e) === null, (i) => checkTaintEffect(String(i.input)) ?? "invalid effect")),
+  effect: v.pipe(
+    str(),
+    v.check(
+      (e) => checkTaintEffect(e) === null,
+      (i) => checkTaintEffect(String(i.input)) ?? "invalid effect",
+    ),
+  ),
   timeAdded: opt(str()),
 });
 

@@ -50,8 +50,7 @@ export const EVICTION_SIGNALS = [
 ] as const;
 export type EvictionSignal = (typeof EVICTION_SIGNALS)[number];
 
-const signal = () =>
-  v.picklist(EVICTION_SIGNALS, (i) => `unknown eviction signal ${describe(i.input)}, expected one of ${EVICTION_SIGNALS.join(", ")}`);
+const signal = () => v.picklist(EVICTION_SIGNALS, (i) => `unknown eviction signal ${describe(i.input)}, expected one of ${EVICTION_SIGNALS.join(", ")}`);
 const thresholds = () => v.record(signal(), threshold(), (i) => `expected an object of eviction thresholds, got ${describe(i.input)}`);
 
 const literal = (want: string) => v.literal(want, (i) => `expected ${JSON.stringify(want)}, got ${describe(i.input)}`);

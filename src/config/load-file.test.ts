@@ -33,7 +33,10 @@ describe("loading the config file", () => {
   });
 
   test("relative paths resolve against the file's directory; absolute and empty ones stay", () => {
-    const k = load(`${HEAD}staticPodPath: manifests\ntlsCertFile: ../pki/kubelet.crt\nauthentication:\n  x509:\n    clientCAFile: /etc/ca.crt\nresolvConf: ""\n`, "/etc/kubernetes/kubelet.yaml");
+    const k = load(
+      `${HEAD}staticPodPath: manifests\ntlsCertFile: ../pki/kubelet.crt\nauthentication:\n  x509:\n    clientCAFile: /etc/ca.crt\nresolvConf: ""\n`,
+      "/etc/kubernetes/kubelet.yaml",
+    );
     expect(k.staticPodPath).toBe("/etc/kubernetes/manifests");
     expect(k.tlsCertFile).toBe("/etc/pki/kubelet.crt");
     expect(k.authentication.x509.clientCAFile).toBe("/etc/ca.crt");
@@ -53,7 +56,8 @@ describe("loading the config file", () => {
 
 describe("refused files say which file and why", () => {
   const laughs = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]'];
-  for (const n of "bcdefghi") laughs.push(`${n}: &${n} [*${String.fromCharCode(n.charCodeAt(0) - 1)},*${String.fromCharCode(n.charCodeAt(0) - 1)},*${String.fromCharCode(n.charCodeAt(0) - 1)}]`);
+  for (const n of "bcdefghi")
+    laughs.push(`${n}: &${n} [*${String.fromCharCode(n.charCodeAt(0) - 1)},*${String.fromCharCode(n.charCodeAt(0) - 1)},*${String.fromCharCode(n.charCodeAt(0) - 1)}]`);
   test.each([
     ["an alias", `${HEAD}a: &x 1\nmaxPods: *x\n`, "line 3, column 4: YAML anchors are not allowed"],
     ["an alias of a collection", `${HEAD}clusterDNS: *dns\n`, "line 3, column 13: YAML aliases are not allowed"],
@@ -67,10 +71,22 @@ describe("refused files say which file and why", () => {
     ["a mis-indented field", `${HEAD}authentication:\n  anonymous:\n    enabled: false\n   webhook:\n`, "invalid YAML at line 6, column 4: bad indentation of a mapping entry"],
     ["bad JSON", '{"apiVersion": ', "invalid JSON"],
     ["no apiVersion", "kind: KubeletConfiguration\n", 'field "apiVersion": expected "kubelet.config.k8s.io/v1beta1", got nothing'],
-    ["another apiVersion", "apiVersion: kubelet.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\nfoo: 1\n", 'field "apiVersion": expected "kubelet.config.k8s.io/v1beta1", got "kubelet.config.k8s.io/v1alpha1"'],
-    ["another kind", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: CredentialProviderConfig\n", 'field "kind": expected "KubeletConfiguration", got "CredentialProviderConfig"'],
+    [
+      "another apiVersion",
+      "apiVersion: kubelet.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\nfoo: 1\n",
+      'field "apiVersion": expected "kubelet.config.k8s.io/v1beta1", got "kubelet.config.k8s.io/v1alpha1"',
+    ],
+    [
+      "another kind",
+      "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: CredentialProviderConfig\n",
+      'field "kind": expected "KubeletConfiguration", got "CredentialProviderConfig"',
+    ],
     ["an unknown field", `${HEAD}podInfraContainerImage: pause\n`, 'field "podInfraContainerImage": unknown field'],
-    ["a bad quantity", `${HEAD}evictionHard:\n  memory.available: lots\n`, 'field "evictionHard.memory.available": expected a quantity like "100Mi" or a percentage like "10%", got "lots"'],
+    [
+      "a bad quantity",
+      `${HEAD}evictionHard:\n  memory.available: lots\n`,
+      'field "evictionHard.memory.available": expected a quantity like "100Mi" or a percentage like "10%", got "lots"',
+    ],
   ])("%s", (_name, text, message) => {
     const msg = refusal(text);
     expect(msg).toStartWith("config file /etc/kubelet.yaml: ");
@@ -85,7 +101,11 @@ describe("refused files say which file and why", () => {
 
   test("a missing or unreadable file names the path", () => {
     expect(() => loadKubeletConfigFile("/nope.yaml", files({}))).toThrow("config file /nope.yaml: no such file");
-    const denied = { readFile: () => { throw Object.assign(new Error("EACCES: permission denied"), { code: "EACCES" }); } };
+    const denied = {
+      readFile: () => {
+        throw Object.assign(new Error("EACCES: permission denied"), { code: "EACCES" });
+      },
+    };
     expect(() => loadKubeletConfigFile("/root/k.yaml", denied)).toThrow("config file /root/k.yaml: cannot read it: EACCES: permission denied");
   });
 

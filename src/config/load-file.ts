@@ -61,8 +61,7 @@ export function loadKubeletConfigFile(path: string, deps: FileDeps, maxBytes = M
   if (typeof doc !== "object" || doc === null || Array.isArray(doc)) return fail(`expected a ${KIND} object, got ${describe(doc)}`);
   // Say the version is wrong before listing every field the other version does not have.
   const { apiVersion, kind } = doc as { apiVersion?: unknown; kind?: unknown };
-  if (apiVersion !== API_VERSION)
-    return fail(`field "apiVersion": expected ${JSON.stringify(API_VERSION)}, got ${describe(apiVersion)}`);
+  if (apiVersion !== API_VERSION) return fail(`field "apiVersion": expected ${JSON.stringify(API_VERSION)}, got ${describe(apiVersion)}`);
   if (kind !== KIND) return fail(`field "kind": expected ${JSON.stringify(KIND)}, got ${describe(kind)}`);
 
   const result = v.safeParse(KubeletConfigurationSchema, doc);

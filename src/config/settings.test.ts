@@ -253,15 +253,18 @@ describe("the field table", () => {
     const walk = (dir: string) => {
       for (const name of readdirSync(dir)) {
         const p = join(dir, name);
-        if (statSync(p).isDirectory()) { if (name !== "config" && name !== "gen") walk(p); }
-        else if (p.endsWith(".ts") && !p.endsWith(".test.ts")) sources.push(readFileSync(p, "utf8"));
+        if (statSync(p).isDirectory()) {
+          if (name !== "config" && name !== "gen") walk(p);
+        } else if (p.endsWith(".ts") && !p.endsWith(".test.ts")) sources.push(readFileSync(p, "utf8"));
       }
     };
     walk(new URL("..", import.meta.url).pathname);
     const all = sources.join("\n");
     // Acted on inside src/config itself: merged into evictionHard there; checked there.
     const inConfig = new Set(["mergeDefaultEvictionSettings", "featureGates"]);
-    const unread = (Object.keys(SETTINGS) as FieldName[]).filter((f) => SETTINGS[f].kind === "acted" && !(SETTINGS[f] as { builtIn?: true }).builtIn && !inConfig.has(f) && !new RegExp(`\\b${f}\\b`).test(all));
+    const unread = (Object.keys(SETTINGS) as FieldName[]).filter(
+      (f) => SETTINGS[f].kind === "acted" && !(SETTINGS[f] as { builtIn?: true }).builtIn && !inConfig.has(f) && !new RegExp(`\\b${f}\\b`).test(all),
+    );
     expect(unread).toEqual([]);
     // A built-in value is only honest when every other value is refused.
     for (const s of Object.values(SETTINGS)) if (s.kind === "acted" && s.builtIn) expect(s.refuse).toBeDefined();
@@ -313,7 +316,15 @@ describe("feature gates against 1.34's list", () => {
     [{ AllAlpha: true }, "feature gate AllAlpha=true"],
   ])("%p exits 2: %s", (gates, message) => {
     expect(errorOf(load({ featureGates: gates }))).toContain(`field "featureGates" (--feature-gates): ${message}`);
-    expect(errorOf(load({}, [`--feature-gates=${Object.entries(gates).map(([k, v]) => `${k}=${v}`).join(",")}`]))).toContain(message);
+    expect(
+      errorOf(
+        load({}, [
+          `--feature-gates=${Object.entries(gates)
+            .map(([k, v]) => `${k}=${v}`)
+            .join(",")}`,
+        ]),
+      ),
+    ).toContain(message);
   });
 
   test.each([

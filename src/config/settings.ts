@@ -28,8 +28,7 @@ export type Setting =
   /** Not acted on: any value but the config file default exits 2 with `why`. */
   | { kind: "refused"; why: string; defaultGap?: string };
 
-const acted = (where: string, refuse?: (k: KubeletConfiguration) => string | undefined): Setting =>
-  refuse ? { kind: "acted", where, refuse } : { kind: "acted", where };
+const acted = (where: string, refuse?: (k: KubeletConfiguration) => string | undefined): Setting => (refuse ? { kind: "acted", where, refuse } : { kind: "acted", where });
 const builtIn = (where: string, refuse: (k: KubeletConfiguration) => string | undefined): Setting => ({ kind: "acted", where, refuse, builtIn: true });
 const refused = (why: string, defaultGap?: string): Setting => (defaultGap ? { kind: "refused", why, defaultGap } : { kind: "refused", why });
 
@@ -69,10 +68,7 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   enableSystemLogHandler: acted("/logs/ on the kubelet API"),
   enableSystemLogQuery: acted("node log queries on /logs/ (server/node-log-query.ts); needs the NodeLogQuery gate and enableSystemLogHandler"),
   enableProfilingHandler: acted("/debug/heap and /debug/profile on the kubelet API (default false here)"),
-  enableDebugFlagsHandler: refused(
-    `/debug/flags/v is ${NOT_IMPLEMENTED}`,
-    "upstream serves /debug/flags/v by default; this agent does not serve it",
-  ),
+  enableDebugFlagsHandler: refused(`/debug/flags/v is ${NOT_IMPLEMENTED}`, "upstream serves /debug/flags/v by default; this agent does not serve it"),
   streamingConnectionIdleTimeout: acted("idle exec, attach and port-forward streams are closed"),
 
   // Runtime and images
@@ -81,7 +77,7 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   runtimeRequestTimeout: acted("the CRI client's request timeout"),
   serializeImagePulls: acted("one image pull at a time (src/runtime/pull-queue.ts)"),
   maxParallelImagePulls: acted("bound on parallel image pulls (src/runtime/pull-queue.ts)"),
-  registryPullQPS: acted("image pulls per second: a token bucket before each runtime pull, \"pull QPS exceeded\" without a token (src/runtime/pull-queue.ts)"),
+  registryPullQPS: acted('image pulls per second: a token bucket before each runtime pull, "pull QPS exceeded" without a token (src/runtime/pull-queue.ts)'),
   registryBurst: acted("the pull rate limit's bucket size (src/runtime/pull-queue.ts)"),
   imagePullCredentialsVerificationPolicy: refused(`verifying pull credentials of pulled images (KubeletEnsureSecretPulledImages) is ${NOT_IMPLEMENTED}`),
   preloadedImagesVerificationAllowlist: refused(`verifying pull credentials of pulled images (KubeletEnsureSecretPulledImages) is ${NOT_IMPLEMENTED}`),
@@ -126,10 +122,7 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   resolvConf: acted("pod DNS base (src/runtime/dns.ts)"),
   hairpinMode: refused("hairpin mode is the CNI plugin's configuration; this agent sets nothing"),
   podCIDR: refused(`passing a pod CIDR to the runtime (UpdateRuntimeConfig) is ${NOT_IMPLEMENTED}`),
-  makeIPTablesUtilChains: refused(
-    `iptables chains are ${NOT_IMPLEMENTED}`,
-    "upstream creates the KUBE-IPTABLES-HINT chain by default; this agent does not",
-  ),
+  makeIPTablesUtilChains: refused(`iptables chains are ${NOT_IMPLEMENTED}`, "upstream creates the KUBE-IPTABLES-HINT chain by default; this agent does not"),
   iptablesMasqueradeBit: refused(`iptables chains are ${NOT_IMPLEMENTED}`),
   iptablesDropBit: refused(`iptables chains are ${NOT_IMPLEMENTED}`),
 
@@ -252,7 +245,8 @@ export const ACTED_GATES: Readonly<Record<string, string>> = {
   MemoryQoS: "memory.min on pod and QoS cgroups on cgroup v2 (src/cgroups)",
   NodeLogQuery: "node log queries on /logs/ with enableSystemLogQuery (server/node-log-query.ts)",
   KubeletPodResourcesGet: "the pod resources API's Get (src/devices/podresources.ts); false refuses it as upstream",
-  PodLevelResources: "pods with spec.resources are rejected (PodLevelResourcesNotSupported): with false as upstream, with true because this agent does not apply them (src/node/pod-features.ts)",
+  PodLevelResources:
+    "pods with spec.resources are rejected (PodLevelResourcesNotSupported): with false as upstream, with true because this agent does not apply them (src/node/pod-features.ts)",
   UserNamespacesSupport: "pods with hostUsers: false are rejected (UserNamespacesNotSupported), with upstream's message when false (src/node/pod-features.ts)",
 };
 
@@ -288,7 +282,11 @@ function isDefault(field: FieldName, k: KubeletConfiguration, defaults: KubeletC
 function canonical(value: unknown): string {
   return JSON.stringify(value, (_k, v: unknown) =>
     v && typeof v === "object" && !Array.isArray(v)
-      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).filter(([, x]) => x !== undefined).sort(([a], [b]) => (a < b ? -1 : 1)))
+      ? Object.fromEntries(
+          Object.entries(v as Record<string, unknown>)
+            .filter(([, x]) => x !== undefined)
+            .sort(([a], [b]) => (a < b ? -1 : 1)),
+        )
       : v,
   );
 }
@@ -330,7 +328,9 @@ export function helpNote(field: string | undefined): string | undefined {
 export function settingsMarkdown(): string {
   const cell = (s: string) => s.replace(/\|/g, "\\|");
   const flagsOf = (field: string) =>
-    FLAGS.filter((f) => f.field?.split(".")[0] === field).map((f) => `--${f.name}`).join(", ");
+    FLAGS.filter((f) => f.field?.split(".")[0] === field)
+      .map((f) => `--${f.name}`)
+      .join(", ");
   const rows = (Object.keys(SETTINGS) as FieldName[]).map((field) => {
     const s = SETTINGS[field];
     const what =
@@ -339,8 +339,8 @@ export function settingsMarkdown(): string {
         : `**refused** unless default: ${s.why}${s.defaultGap ? ` (gap: ${s.defaultGap})` : ""}`;
     return `| \`${field}\` | ${flagsOf(field)} | ${cell(what)} |`;
   });
-  const flagRows = FLAGS.filter((f) => !f.field).map((f) =>
-    `| \`--${f.name}\` | ${cell(f.refused ? `**refused** unless default: ${f.refused}` : `acted on: ${FLAG_ONLY_ACTED[f.name] ?? "?"}`)} |`,
+  const flagRows = FLAGS.filter((f) => !f.field).map(
+    (f) => `| \`--${f.name}\` | ${cell(f.refused ? `**refused** unless default: ${f.refused}` : `acted on: ${FLAG_ONLY_ACTED[f.name] ?? "?"}`)} |`,
   );
   const gates = Object.entries(ACTED_GATES).map(([g, where]) => `- \`${g}\`: ${where}`);
   return [

@@ -60,12 +60,7 @@ export function validateKubeletConfiguration(k: KubeletConfiguration): string[] 
     "image-gc-low-threshold",
     `must be less than imageGCHighThresholdPercent (${k.imageGCHighThresholdPercent}), got ${k.imageGCLowThresholdPercent}`,
   );
-  check(
-    k.imageMaximumGCAge === 0 || k.imageMaximumGCAge > k.imageMinimumGCAge,
-    "imageMaximumGCAge",
-    undefined,
-    "must be 0 (disabled) or greater than imageMinimumGCAge",
-  );
+  check(k.imageMaximumGCAge === 0 || k.imageMaximumGCAge > k.imageMinimumGCAge, "imageMaximumGCAge", undefined, "must be 0 (disabled) or greater than imageMinimumGCAge");
   nonNegative(k.registryPullQPS, "registryPullQPS", "registry-qps");
   nonNegative(k.registryBurst, "registryBurst", "registry-burst");
   if (k.maxParallelImagePulls !== undefined) {
@@ -131,12 +126,7 @@ export function validateKubeletConfiguration(k: KubeletConfiguration): string[] 
   // Graceful shutdown
   nonNegative(k.shutdownGracePeriod, "shutdownGracePeriod");
   nonNegative(k.shutdownGracePeriodCriticalPods, "shutdownGracePeriodCriticalPods");
-  check(
-    k.shutdownGracePeriodCriticalPods <= k.shutdownGracePeriod,
-    "shutdownGracePeriodCriticalPods",
-    undefined,
-    "must not be greater than shutdownGracePeriod",
-  );
+  check(k.shutdownGracePeriodCriticalPods <= k.shutdownGracePeriod, "shutdownGracePeriodCriticalPods", undefined, "must not be greater than shutdownGracePeriod");
   check(
     k.shutdownGracePeriodByPodPriority.length === 0 || (k.shutdownGracePeriod === 0 && k.shutdownGracePeriodCriticalPods === 0),
     "shutdownGracePeriodByPodPriority",

@@ -16,8 +16,7 @@ export function checkIP(s: string): string | null {
 
 export function checkDns1123Subdomain(s: string): string | null {
   if (s.length > 253) return `${JSON.stringify(s)} must be no more than 253 characters`;
-  if (!DNS1123_SUBDOMAIN.test(s))
-    return `${JSON.stringify(s)} must be a lowercase RFC 1123 subdomain (a-z, 0-9, '-' and '.', starting and ending with a letter or digit)`;
+  if (!DNS1123_SUBDOMAIN.test(s)) return `${JSON.stringify(s)} must be a lowercase RFC 1123 subdomain (a-z, 0-9, '-' and '.', starting and ending with a letter or digit)`;
   return null;
 }
 
@@ -35,16 +34,14 @@ export function checkQualifiedName(s: string): string | null {
   }
   if (name === "") return `key ${JSON.stringify(s)}: name part must not be empty`;
   if (name.length > 63) return `key ${JSON.stringify(s)}: name part must be no more than 63 characters`;
-  if (!QUALIFIED_NAME_PART.test(name))
-    return `key ${JSON.stringify(s)}: name part must consist of alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric`;
+  if (!QUALIFIED_NAME_PART.test(name)) return `key ${JSON.stringify(s)}: name part must consist of alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric`;
   return null;
 }
 
 export function checkLabelValue(s: string): string | null {
   if (s === "") return null;
   if (s.length > 63) return `value ${JSON.stringify(s)} must be no more than 63 characters`;
-  if (!QUALIFIED_NAME_PART.test(s))
-    return `value ${JSON.stringify(s)} must consist of alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric`;
+  if (!QUALIFIED_NAME_PART.test(s)) return `value ${JSON.stringify(s)} must consist of alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric`;
   return null;
 }
 
@@ -82,9 +79,7 @@ export const TAINT_EFFECTS = ["NoSchedule", "PreferNoSchedule", "NoExecute"] as 
 export type TaintEffect = (typeof TAINT_EFFECTS)[number];
 
 export function checkTaintEffect(effect: string): string | null {
-  return (TAINT_EFFECTS as readonly string[]).includes(effect)
-    ? null
-    : `taint effect ${JSON.stringify(effect)} must be one of ${TAINT_EFFECTS.join(", ")}`;
+  return (TAINT_EFFECTS as readonly string[]).includes(effect) ? null : `taint effect ${JSON.stringify(effect)} must be one of ${TAINT_EFFECTS.join(", ")}`;
 }
 
 /** Parses "key=value:effect" or "key:effect", as pkg/util/taints parseTaint does for --register-with-taints. */
@@ -139,8 +134,7 @@ function distance(a: string, b: string): number {
   let prev = Array.from({ length: b.length + 1 }, (_, i) => i);
   for (let i = 1; i <= a.length; i++) {
     const cur = [i];
-    for (let j = 1; j <= b.length; j++)
-      cur[j] = Math.min((prev[j] ?? 0) + 1, (cur[j - 1] ?? 0) + 1, (prev[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1));
+    for (let j = 1; j <= b.length; j++) cur[j] = Math.min((prev[j] ?? 0) + 1, (cur[j - 1] ?? 0) + 1, (prev[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1));
     prev = cur;
   }
   return prev[b.length] ?? 0;

@@ -160,9 +160,7 @@ export function createCriClient(opts: CriClientOptions): CriService {
     runtimeConfig: () => unary("RuntimeConfig", undefined, timeoutMs, (o) => rt().runtimeConfig({}, o)),
 
     async updateRuntimeConfig(podCidr) {
-      await unary("UpdateRuntimeConfig", podCidr, timeoutMs, (o) =>
-        rt().updateRuntimeConfig({ runtimeConfig: { networkConfig: { podCidr } } }, o),
-      );
+      await unary("UpdateRuntimeConfig", podCidr, timeoutMs, (o) => rt().updateRuntimeConfig({ runtimeConfig: { networkConfig: { podCidr } } }, o));
     },
 
     // --- sandboxes ----------------------------------------------------------
@@ -196,9 +194,7 @@ export function createCriClient(opts: CriClientOptions): CriService {
     // --- containers ---------------------------------------------------------
     async createContainer(podSandboxId, config, sandboxConfig) {
       const target = `${podSandboxId}/${config.metadata?.name ?? ""}`;
-      const r = await unary("CreateContainer", target, timeoutMs, (o) =>
-        rt().createContainer(CreateContainerRequest.create({ podSandboxId, config, sandboxConfig }), o),
-      );
+      const r = await unary("CreateContainer", target, timeoutMs, (o) => rt().createContainer(CreateContainerRequest.create({ podSandboxId, config, sandboxConfig }), o));
       if (!r.containerId) throw new CriError({ kind: "Unknown", method: "CreateContainer", target, detail: "runtime returned an empty container id" });
       return r.containerId;
     },
@@ -210,9 +206,7 @@ export function createCriClient(opts: CriClientOptions): CriService {
     async stopContainer(containerId, timeoutSeconds) {
       // Upstream: the call may take the grace period plus the request timeout.
       const deadline = timeoutMs + Math.max(0, timeoutSeconds) * 1000;
-      await unary("StopContainer", containerId, deadline, (o) =>
-        rt().stopContainer({ containerId, timeout: ids(timeoutSeconds) }, o),
-      );
+      await unary("StopContainer", containerId, deadline, (o) => rt().stopContainer({ containerId, timeout: ids(timeoutSeconds) }, o));
     },
 
     async removeContainer(containerId) {

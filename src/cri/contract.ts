@@ -216,11 +216,17 @@ export function criContract(name: string, setup: () => Promise<ContractEnv>): vo
       await expectKind(cri.podSandboxStatus(ghost), "NotFound", "PodSandboxStatus", ghost);
       // The stops are idempotent in the CRI: containerd 2.x answers an unknown id with success,
       // 1.6 with NotFound; the agent treats both as stopped.
-      const stopSandbox = await cri.stopPodSandbox(ghost).then(() => undefined, (e: unknown) => e);
+      const stopSandbox = await cri.stopPodSandbox(ghost).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       if (stopSandbox !== undefined) await expectKind(Promise.reject(stopSandbox), "NotFound", "StopPodSandbox", ghost);
       await expectKind(cri.containerStatus(ghost), "NotFound", "ContainerStatus", ghost);
       await expectKind(cri.startContainer(ghost), "NotFound", "StartContainer", ghost);
-      const stopContainer = await cri.stopContainer(ghost, 0).then(() => undefined, (e: unknown) => e);
+      const stopContainer = await cri.stopContainer(ghost, 0).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       if (stopContainer !== undefined) await expectKind(Promise.reject(stopContainer), "NotFound", "StopContainer", ghost);
       await expectKind(cri.execSync(ghost, ["true"], 5), "NotFound", "ExecSync", ghost);
       // Not expect(p).resolves: on Bun 1.4.5 it blocks without serving

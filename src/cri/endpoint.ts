@@ -39,9 +39,7 @@ export function parseEndpoint(endpoint: string): CriEndpoint {
     }
     path = "/" + rest.replace(/^\/+/, "");
   } else {
-    throw new EndpointError(
-      `CRI endpoint ${JSON.stringify(endpoint)} uses protocol ${JSON.stringify(scheme)}; only unix sockets are supported on Linux`,
-    );
+    throw new EndpointError(`CRI endpoint ${JSON.stringify(endpoint)} uses protocol ${JSON.stringify(scheme)}; only unix sockets are supported on Linux`);
   }
   if (!path.startsWith("/")) {
     throw new EndpointError(`CRI endpoint ${JSON.stringify(endpoint)} is not an absolute path`);
@@ -51,9 +49,7 @@ export function parseEndpoint(endpoint: string): CriEndpoint {
     throw new EndpointError(`CRI endpoint ${JSON.stringify(endpoint)} names a directory, not a socket`);
   }
   if (Buffer.byteLength(path) > MAX_UNIX_SOCKET_PATH) {
-    throw new EndpointError(
-      `CRI endpoint ${JSON.stringify(endpoint)} is ${Buffer.byteLength(path)} bytes; unix socket paths are limited to ${MAX_UNIX_SOCKET_PATH}`,
-    );
+    throw new EndpointError(`CRI endpoint ${JSON.stringify(endpoint)} is ${Buffer.byteLength(path)} bytes; unix socket paths are limited to ${MAX_UNIX_SOCKET_PATH}`);
   }
   return { path, target: `unix://${path}`, deprecatedForm };
 }

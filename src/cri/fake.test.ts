@@ -225,7 +225,10 @@ describe("FakeCri", () => {
     await Bun.sleep(0);
     expect(cri.eventSubscribers()).toBe(1);
     cri.breakEventStreams("Unavailable", "containerd went away");
-    const err = await next.then(() => undefined, (e: unknown) => e);
+    const err = await next.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(isCriError(err, "Unavailable")).toBe(true);
     expect(cri.eventSubscribers()).toBe(0);
   });

@@ -231,7 +231,9 @@ export class FakeCri implements CriService {
   }
 
   private nextId(kind: string): string {
-    return createHash("sha256").update(`${kind}-${++this.seq}`).digest("hex");
+    return createHash("sha256")
+      .update(`${kind}-${++this.seq}`)
+      .digest("hex");
   }
 
   private now(): bigint {
@@ -369,12 +371,17 @@ export class FakeCri implements CriService {
 
   async status(verbose = false): Promise<StatusResponse> {
     await this.enter("status", [verbose]);
-    return { status: { conditions: [...this.conditions.values()].map((c) => ({ ...c })) }, info: {}, runtimeHandlers: [{ name: "", features: { recursiveReadOnlyMounts: false, userNamespaces: false } }] };
+    return {
+      status: { conditions: [...this.conditions.values()].map((c) => ({ ...c })) },
+      info: {},
+      runtimeHandlers: [{ name: "", features: { recursiveReadOnlyMounts: false, userNamespaces: false } }],
+    };
   }
 
   async runtimeConfig(): Promise<RuntimeConfigResponse> {
     await this.enter("runtimeConfig", []);
-    if (this.cgroupDriver === "unimplemented") throw new CriError({ kind: "Unimplemented", method: "RuntimeConfig", detail: "unknown method RuntimeConfig for service runtime.v1.RuntimeService" });
+    if (this.cgroupDriver === "unimplemented")
+      throw new CriError({ kind: "Unimplemented", method: "RuntimeConfig", detail: "unknown method RuntimeConfig for service runtime.v1.RuntimeService" });
     return { linux: { cgroupDriver: this.cgroupDriver === "systemd" ? CgroupDriver.SYSTEMD : CgroupDriver.CGROUPFS } };
   }
 

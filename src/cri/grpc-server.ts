@@ -33,9 +33,7 @@ function handlers(cri: CriService): Record<string, Handler> {
     RemoveContainer: async (r: api.RemoveContainerRequest) => (await cri.removeContainer(r.containerId), {}),
     ListContainers: async (r: api.ListContainersRequest) => ({ containers: await cri.listContainers(r.filter) }),
     ContainerStatus: (r: api.ContainerStatusRequest) => cri.containerStatus(r.containerId, r.verbose),
-    UpdateContainerResources: async (r: api.UpdateContainerResourcesRequest) => (
-      await cri.updateContainerResources(r.containerId, r.linux ?? {}, r.annotations), {}
-    ),
+    UpdateContainerResources: async (r: api.UpdateContainerResourcesRequest) => (await cri.updateContainerResources(r.containerId, r.linux ?? {}, r.annotations), {}),
     ReopenContainerLog: async (r: api.ReopenContainerLogRequest) => (await cri.reopenContainerLog(r.containerId), {}),
     ExecSync: (r: api.ExecSyncRequest) => cri.execSync(r.containerId, r.cmd, Number(r.timeout)),
     Exec: async (r: api.ExecRequest) => ({ url: await cri.exec(r) }),
@@ -116,9 +114,7 @@ export async function serveCri(cri: CriService, socketPath: string): Promise<Cri
     server.addService(definition, impl);
   }
   const endpoint = `unix://${socketPath}`;
-  await new Promise<void>((resolve, reject) =>
-    server.bindAsync(endpoint, ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())),
-  );
+  await new Promise<void>((resolve, reject) => server.bindAsync(endpoint, ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())));
   return {
     socketPath,
     endpoint,

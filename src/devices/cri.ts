@@ -14,7 +14,17 @@ export function withDevices(config: ContainerConfig, opts: DeviceRunOptions): Co
     ...config,
     envs: [...opts.envs, ...config.envs],
     mounts: [
-      ...opts.mounts.map((m) => ({ containerPath: m.containerPath, hostPath: m.hostPath, readonly: m.readonly, selinuxRelabel: false, propagation: 0, uidMappings: [], gidMappings: [], recursiveReadOnly: false, imageSubPath: "" })),
+      ...opts.mounts.map((m) => ({
+        containerPath: m.containerPath,
+        hostPath: m.hostPath,
+        readonly: m.readonly,
+        selinuxRelabel: false,
+        propagation: 0,
+        uidMappings: [],
+        gidMappings: [],
+        recursiveReadOnly: false,
+        imageSubPath: "",
+      })),
       ...config.mounts,
     ],
     devices: [...opts.devices, ...config.devices],

@@ -98,7 +98,12 @@ export class FakeDevicePlugin {
     const transport = dialUnix(posix.join(this.opts.dir, "kubelet.sock"));
     try {
       await new RegistrationClient(transport).register(
-        { version, endpoint: this.opts.endpoint, resourceName: this.opts.resource, options: { preStartRequired: !!this.opts.preStartRequired, getPreferredAllocationAvailable: !!this.opts.preferredAllocation } },
+        {
+          version,
+          endpoint: this.opts.endpoint,
+          resourceName: this.opts.resource,
+          options: { preStartRequired: !!this.opts.preStartRequired, getPreferredAllocationAvailable: !!this.opts.preferredAllocation },
+        },
         { timeout: 5000 },
       );
     } finally {

@@ -51,7 +51,11 @@ function definitionOf(service: ServiceType, table: Record<string, Handler>) {
       responseSerialize: (v: object) => Buffer.from(m.O.toBinary(m.O.create(v))),
       responseDeserialize: (b: Buffer) => m.O.fromBinary(b),
     };
-    const fail = (err: unknown) => Object.assign(new Error(String((err as Error)?.message ?? err)), { code: err instanceof RpcError ? err.code : GrpcStatus.UNKNOWN, details: String((err as Error)?.message ?? err) });
+    const fail = (err: unknown) =>
+      Object.assign(new Error(String((err as Error)?.message ?? err)), {
+        code: err instanceof RpcError ? err.code : GrpcStatus.UNKNOWN,
+        details: String((err as Error)?.message ?? err),
+      });
     impl[m.name] = m.serverStreaming
       ? async (call: ServerWritableStream<object, object>) => {
           const abort = new AbortController();

@@ -16,7 +16,12 @@ const pod = (uid: string, containers: { name: string; n?: number }[], init: { na
     metadata: { name: `p-${uid}`, namespace: "default", uid },
     spec: {
       containers: containers.map((c) => ({ name: c.name, image: "x", ...(c.n ? { resources: { limits: { [R]: String(c.n) } } } : {}) })),
-      initContainers: init.map((c) => ({ name: c.name, image: "x", ...(c.sidecar ? { restartPolicy: "Always" } : {}), ...(c.n ? { resources: { limits: { [R]: String(c.n) } } } : {}) })),
+      initContainers: init.map((c) => ({
+        name: c.name,
+        image: "x",
+        ...(c.sidecar ? { restartPolicy: "Always" } : {}),
+        ...(c.n ? { resources: { limits: { [R]: String(c.n) } } } : {}),
+      })),
     },
   }) as unknown as Pod;
 
@@ -165,7 +170,14 @@ describe("DeviceManager", () => {
   test("an init container's devices are handed on to the containers after it; a sidecar keeps what it took", async () => {
     const s = await setup({ devices: ["d1", "d2", "d3"] });
     await registered(s, "3");
-    const a = pod("a", [{ name: "app", n: 1 }], [{ name: "init", n: 2 }, { name: "side", n: 1, sidecar: true }]);
+    const a = pod(
+      "a",
+      [{ name: "app", n: 1 }],
+      [
+        { name: "init", n: 2 },
+        { name: "side", n: 1, sidecar: true },
+      ],
+    );
     expect(s.manager.admit(a, [])).toEqual({ admit: true });
     const ids = async (c: string) => (await s.manager.runOptions(a, c)).envs[0]?.value;
     expect(await ids("init")).toBe("d1,d2");

@@ -187,7 +187,8 @@ export class DeviceManager implements AsyncDisposable {
       logger.warn("device plugin registration refused", { resource: req.resourceName, message });
       throw new RpcError(GrpcStatus.INVALID_ARGUMENT, message);
     }
-    if (!req.endpoint || req.endpoint.includes("/")) throw new RpcError(GrpcStatus.INVALID_ARGUMENT, `invalid endpoint ${JSON.stringify(req.endpoint)}: a socket file name in ${this.opts.dir}`);
+    if (!req.endpoint || req.endpoint.includes("/"))
+      throw new RpcError(GrpcStatus.INVALID_ARGUMENT, `invalid endpoint ${JSON.stringify(req.endpoint)}: a socket file name in ${this.opts.dir}`);
     const socketPath = posix.join(this.opts.dir, req.endpoint);
     logger.info("device plugin registering", { resource: req.resourceName, endpoint: socketPath });
     void this.connect(req.resourceName, socketPath);
@@ -208,7 +209,12 @@ export class DeviceManager implements AsyncDisposable {
     previous?.endpoint?.close();
     const state: ResourceState = { endpoint, abort: new AbortController(), healthy: previous?.healthy ?? new Set(), unhealthy: previous?.unhealthy ?? new Set() };
     this.resources.set(resource, state);
-    logger.info("device plugin registered", { resource, endpoint: socketPath, preStartRequired: endpoint.options.preStartRequired, preferredAllocation: endpoint.options.getPreferredAllocationAvailable });
+    logger.info("device plugin registered", {
+      resource,
+      endpoint: socketPath,
+      preStartRequired: endpoint.options.preStartRequired,
+      preferredAllocation: endpoint.options.getPreferredAllocationAvailable,
+    });
     const signal = state.abort!.signal;
     endpoint
       .listAndWatch((devices) => this.devicesChanged(resource, state, devices), signal)
@@ -239,7 +245,12 @@ export class DeviceManager implements AsyncDisposable {
   /** The plugin went away: its devices are unhealthy at once, and gone from capacity after the grace period (upstream). */
   private disconnected(resource: string, state: ResourceState, why: string): void {
     const { logger, clock } = this.opts;
-    logger.warn("device plugin disconnected; its devices are unhealthy", { resource, endpoint: state.endpoint?.socketPath, reason: why, devices: state.healthy.size + state.unhealthy.size });
+    logger.warn("device plugin disconnected; its devices are unhealthy", {
+      resource,
+      endpoint: state.endpoint?.socketPath,
+      reason: why,
+      devices: state.healthy.size + state.unhealthy.size,
+    });
     state.endpoint?.close();
     delete state.endpoint;
     for (const id of state.healthy) state.unhealthy.add(id);
@@ -364,11 +375,13 @@ export class DeviceManager implements AsyncDisposable {
       const r = given.response;
       if (!r) continue;
       // Merged as upstream: the first value of an env name, mount path or device path wins.
-      for (const [key, value] of Object.entries(r.envs).sort(([a], [b]) => a.localeCompare(b))) if (!seen.env.has(key)) (seen.env.add(key), out.envs.push({ key, value }));
-      for (const m of r.mounts) if (!seen.mount.has(m.containerPath)) (seen.mount.add(m.containerPath), out.mounts.push({ containerPath: m.containerPath, hostPath: m.hostPath, readonly: m.readOnly }));
-      for (const d of r.devices) if (!seen.dev.has(d.containerPath)) (seen.dev.add(d.containerPath), out.devices.push({ containerPath: d.containerPath, hostPath: d.hostPath, permissions: d.permissions }));
+      for (const [key, value] of Object.entries(r.envs).sort(([a], [b]) => a.localeCompare(b))) if (!seen.env.has(key)) seen.env.add(key), out.envs.push({ key, value });
+      for (const m of r.mounts)
+        if (!seen.mount.has(m.containerPath)) seen.mount.add(m.containerPath), out.mounts.push({ containerPath: m.containerPath, hostPath: m.hostPath, readonly: m.readOnly });
+      for (const d of r.devices)
+        if (!seen.dev.has(d.containerPath)) seen.dev.add(d.containerPath), out.devices.push({ containerPath: d.containerPath, hostPath: d.hostPath, permissions: d.permissions });
       for (const [k, v] of Object.entries(r.annotations)) out.annotations[k] ??= v;
-      for (const c of r.cdiDevices) if (!seen.cdi.has(c.name)) (seen.cdi.add(c.name), out.cdiDevices.push({ name: c.name }));
+      for (const c of r.cdiDevices) if (!seen.cdi.has(c.name)) seen.cdi.add(c.name), out.cdiDevices.push({ name: c.name });
     }
     return out;
   }
@@ -384,7 +397,8 @@ export class DeviceManager implements AsyncDisposable {
       for (const [resource, n] of needs) {
         const state = this.resources.get(resource)!;
         let given = byResource.get(resource);
-        if (given && given.ids.length !== n) throw new DeviceError(`pod "${uid}" container "${container.name}" changed request for resource "${resource}" from ${given.ids.length} to ${n}`);
+        if (given && given.ids.length !== n)
+          throw new DeviceError(`pod "${uid}" container "${container.name}" changed request for resource "${resource}" from ${given.ids.length} to ${n}`);
         if (!given) {
           given = { ids: await this.pick(pod, entry, container.name, resource, n, state) };
           byResource.set(resource, given);
@@ -410,7 +424,11 @@ export class DeviceManager implements AsyncDisposable {
     const uid = pod.metadata.uid ?? "";
     // Devices of this pod's regular init containers can be handed on (they run one at a time, before the
     // others); those of its long-running containers (app containers, sidecars) cannot.
-    const regularInit = new Set(allocationOrder(pod).filter((c) => c.init && !c.sidecar).map((c) => c.container.name));
+    const regularInit = new Set(
+      allocationOrder(pod)
+        .filter((c) => c.init && !c.sidecar)
+        .map((c) => c.container.name),
+    );
     const ownLongRunning = new Set<string>();
     const ownInit = new Set<string>();
     for (const [name, byResource] of entry.containers) {

@@ -43,7 +43,9 @@ export function podResources(pod: Pod, allocations: Map<string, Map<string, stri
     containers: containers.map(
       (c): ContainerResources => ({
         name: c.name,
-        devices: [...(allocations?.get(c.name) ?? new Map<string, string[]>())].sort(([a], [b]) => a.localeCompare(b)).map(([resourceName, ids]) => ({ resourceName, deviceIds: ids })),
+        devices: [...(allocations?.get(c.name) ?? new Map<string, string[]>())]
+          .sort(([a], [b]) => a.localeCompare(b))
+          .map(([resourceName, ids]) => ({ resourceName, deviceIds: ids })),
         cpuIds: [],
         memory: [],
         dynamicResources: [],

@@ -9,15 +9,24 @@ test.each([
   [["memory.available"], ["MemoryPressure"]],
   [["allocatableMemory.available"], ["MemoryPressure"]],
   [["nodefs.available", "imagefs.inodesFree"], ["DiskPressure"]],
-  [["pid.available", "nodefs.inodesFree", "memory.available"], ["MemoryPressure", "DiskPressure", "PIDPressure"]],
+  [
+    ["pid.available", "nodefs.inodesFree", "memory.available"],
+    ["MemoryPressure", "DiskPressure", "PIDPressure"],
+  ],
 ] as [Signal[], NodeConditionType[]][])("thresholds on %p put the node in %p", (signals, want) => {
   expect(nodeConditions(signals.map(t))).toEqual(want);
 });
 
 test("conditions seen now are stamped now; others keep their time (upstream nodeConditionsLastObservedAt)", () => {
-  const last = new Map<NodeConditionType, number>([["DiskPressure", 100], ["MemoryPressure", 100]]);
+  const last = new Map<NodeConditionType, number>([
+    ["DiskPressure", 100],
+    ["MemoryPressure", 100],
+  ]);
   expect(nodeConditionsLastObservedAt(["MemoryPressure"], last, 500)).toEqual(
-    new Map<NodeConditionType, number>([["DiskPressure", 100], ["MemoryPressure", 500]]),
+    new Map<NodeConditionType, number>([
+      ["DiskPressure", 100],
+      ["MemoryPressure", 500],
+    ]),
   );
 });
 

@@ -13,11 +13,7 @@ export function nodeConditions(thresholds: readonly Threshold[]): NodeConditionT
 }
 
 /** Conditions seen now are stamped `now`; the others keep their last time. */
-export function nodeConditionsLastObservedAt(
-  observed: readonly NodeConditionType[],
-  last: ReadonlyMap<NodeConditionType, number>,
-  now: number,
-): Map<NodeConditionType, number> {
+export function nodeConditionsLastObservedAt(observed: readonly NodeConditionType[], last: ReadonlyMap<NodeConditionType, number>, now: number): Map<NodeConditionType, number> {
   const out = new Map(last);
   for (const c of observed) out.set(c, now);
   return out;

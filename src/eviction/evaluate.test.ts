@@ -20,7 +20,18 @@ function run(thresholds: Threshold[], steps: [number, number][]) {
 }
 
 test("a hard threshold acts at once and stays met until available recovers past threshold + minimum reclaim", () => {
-  expect(run([hard], [[0, 50], [10_000, 120], [20_000, 149], [30_000, 151], [40_000, 120]])).toEqual([
+  expect(
+    run(
+      [hard],
+      [
+        [0, 50],
+        [10_000, 120],
+        [20_000, 149],
+        [30_000, 151],
+        [40_000, 120],
+      ],
+    ),
+  ).toEqual([
     { at: 0, actOn: ["hard/memory.available"], conditions: ["MemoryPressure"] },
     // 120Mi is above the 100Mi threshold but below 100 + 50: still reclaiming
     { at: 10_000, actOn: ["hard/memory.available"], conditions: ["MemoryPressure"] },
@@ -33,23 +44,56 @@ test("a hard threshold acts at once and stays met until available recovers past 
 });
 
 test("a soft threshold sets the condition at once but acts only after its grace period, continuously met", () => {
-  expect(run([soft], [[0, 200], [30_000, 250], [59_999, 250], [60_000, 250]]).map((s) => s.actOn)).toEqual([[], [], [], ["soft/memory.available"]]);
+  expect(
+    run(
+      [soft],
+      [
+        [0, 200],
+        [30_000, 250],
+        [59_999, 250],
+        [60_000, 250],
+      ],
+    ).map((s) => s.actOn),
+  ).toEqual([[], [], [], ["soft/memory.available"]]);
   // Recovering in between restarts the grace period.
-  const interrupted = run([soft], [[0, 200], [30_000, 400], [40_000, 200], [90_000, 200], [100_000, 200]]);
+  const interrupted = run(
+    [soft],
+    [
+      [0, 200],
+      [30_000, 400],
+      [40_000, 200],
+      [90_000, 200],
+      [100_000, 200],
+    ],
+  );
   expect(interrupted.map((s) => s.actOn)).toEqual([[], [], [], [], ["soft/memory.available"]]);
   expect(interrupted.map((s) => s.conditions.length)).toEqual([1, 1, 1, 1, 1]);
 });
 
 test("the condition is held for the transition period after pressure was last seen", () => {
   // Last seen at 0: held until just before 0 + PERIOD.
-  expect(run([hard], [[0, 50], [PERIOD - 1, 500], [PERIOD, 500]]).map((s) => s.conditions)).toEqual([["MemoryPressure"], ["MemoryPressure"], []]);
+  expect(
+    run(
+      [hard],
+      [
+        [0, 50],
+        [PERIOD - 1, 500],
+        [PERIOD, 500],
+      ],
+    ).map((s) => s.conditions),
+  ).toEqual([["MemoryPressure"], ["MemoryPressure"], []]);
   // Seen again at 10s: the hold restarts from there.
-  expect(run([hard], [[0, 50], [10_000, 50], [PERIOD, 500], [10_000 + PERIOD, 500]]).map((s) => s.conditions)).toEqual([
-    ["MemoryPressure"],
-    ["MemoryPressure"],
-    ["MemoryPressure"],
-    [],
-  ]);
+  expect(
+    run(
+      [hard],
+      [
+        [0, 50],
+        [10_000, 50],
+        [PERIOD, 500],
+        [10_000 + PERIOD, 500],
+      ],
+    ).map((s) => s.conditions),
+  ).toEqual([["MemoryPressure"], ["MemoryPressure"], ["MemoryPressure"], []]);
 });
 
 test("stale stats (same time as last pass) keep conditions but act on nothing", () => {

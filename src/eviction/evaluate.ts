@@ -8,14 +8,7 @@
  *     → only those whose stats are newer than last pass: what to act on now
  */
 import { nodeConditions, nodeConditionsLastObservedAt, nodeConditionsObservedSince } from "./conditions.ts";
-import {
-  mergeThresholds,
-  sortBySignal,
-  thresholdsFirstObservedAt,
-  thresholdsMet,
-  thresholdsMetGracePeriod,
-  thresholdsUpdatedStats,
-} from "./thresholds.ts";
+import { mergeThresholds, sortBySignal, thresholdsFirstObservedAt, thresholdsMet, thresholdsMetGracePeriod, thresholdsUpdatedStats } from "./thresholds.ts";
 import type { NodeConditionType, Observations, Signal, Threshold } from "./types.ts";
 
 export interface EvictionState {

@@ -55,12 +55,7 @@ describe("memory pressure, step by step", () => {
   const bestEffort = pod({ name: "best-effort" });
   const critical = pod({ name: "static", annotations: { "kubernetes.io/config.source": "file" } });
   const pods = [guaranteed, hog, bestEffort, critical];
-  const usage = [
-    podStats(guaranteed, { memory: 150 * Mi }),
-    podStats(hog, { memory: 300 * Mi }),
-    podStats(bestEffort, { memory: 90 * Mi }),
-    podStats(critical, { memory: Gi }),
-  ];
+  const usage = [podStats(guaranteed, { memory: 150 * Mi }), podStats(hog, { memory: 300 * Mi }), podStats(bestEffort, { memory: 90 * Mi }), podStats(critical, { memory: Gi })];
   const mem = (availableMi: number): SummaryInput => ({ memory: { available: availableMi * Mi, workingSet: 2 * Gi }, pods: usage });
 
   test("pressure appears → condition → one pod evicted, the right one → condition held for the transition period", async () => {

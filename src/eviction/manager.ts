@@ -25,16 +25,7 @@ import { evictionMessage } from "./message.ts";
 import { makeSignalObservations, podStatsLookup, type PodStatsLookup } from "./observations.ts";
 import { rankFuncFor } from "./rank.ts";
 import { parseThresholdConfig, thresholdsMet } from "./thresholds.ts";
-import {
-  IMMEDIATE_EVICTION_GRACE_PERIOD_SECONDS,
-  isHard,
-  REASON,
-  SIGNAL_TO_RESOURCE,
-  type NodeConditionType,
-  type Signal,
-  type StarvedResource,
-  type Threshold,
-} from "./types.ts";
+import { IMMEDIATE_EVICTION_GRACE_PERIOD_SECONDS, isHard, REASON, SIGNAL_TO_RESOURCE, type NodeConditionType, type Signal, type StarvedResource, type Threshold } from "./types.ts";
 import { isCriticalPod } from "../pods/source.ts";
 
 /** What the pod worker is told; `annotations` are those upstream puts on the Evicted event. */

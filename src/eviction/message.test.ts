@@ -8,7 +8,13 @@ const memThreshold: Threshold = { id: "hard/memory.available", signal: "memory.a
 const memObserved: Observations = { "memory.available": { available: 51200 * Ki, capacity: 2 * Gi } };
 
 test("memory: the threshold, what was available, and each container over its request (upstream evictionMessage)", () => {
-  const p = pod({ name: "web", containers: [{ name: "sidecar", requests: { memory: "64Mi" } }, { name: "quiet", requests: { memory: "1Gi" } }] });
+  const p = pod({
+    name: "web",
+    containers: [
+      { name: "sidecar", requests: { memory: "64Mi" } },
+      { name: "quiet", requests: { memory: "1Gi" } },
+    ],
+  });
   const stats = podStatsLookup(
     summary({
       pods: [

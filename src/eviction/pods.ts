@@ -10,7 +10,6 @@ import type { FsStats, PodStats } from "../stats/types.ts";
 /** upstream corev1helpers.PodPriority: unset is 0. */
 export const podPriority = (pod: Pod): number => pod.spec.priority ?? 0;
 
-
 const amount = (q: string | number | undefined): number => (q === undefined ? 0 : typeof q === "number" ? q : parseQuantity(q));
 
 /** A container's request for `resource`, defaulted to its limit as API defaulting does. */

@@ -58,18 +58,27 @@ describe("disk (upstream rankDiskPressureFunc)", () => {
   test("over ephemeral-storage requests first, then priority, then usage above requests (rootfs + logs + local volumes)", () => {
     const requested = pod({ name: "requested", requests: { "ephemeral-storage": "1Gi" } });
     const logs = pod({ name: "logs" });
-    const volume = pod({ name: "volume", volumes: [{ name: "scratch", emptyDir: {} }, { name: "cfg", secret: {} }] });
+    const volume = pod({
+      name: "volume",
+      volumes: [
+        { name: "scratch", emptyDir: {} },
+        { name: "cfg", secret: {} },
+      ],
+    });
     const stats = lookup([
       podStats(requested, { rootfs: 500 * Mi, logs: 100 * Mi }),
       podStats(logs, { rootfs: 10 * Mi, logs: 200 * Mi }), // 210Mi
       // 10Mi + the emptyDir's 300Mi; the secret volume is not local storage
-      podStats(volume, { rootfs: 10 * Mi, logs: 0, volumes: [{ name: "scratch", usedBytes: 300 * Mi }, { name: "cfg", usedBytes: 5 * Gi }] }),
+      podStats(volume, {
+        rootfs: 10 * Mi,
+        logs: 0,
+        volumes: [
+          { name: "scratch", usedBytes: 300 * Mi },
+          { name: "cfg", usedBytes: 5 * Gi },
+        ],
+      }),
     ]);
-    expect(names(rankDiskPressure(["root", "logs", "localVolumeSource"], "ephemeral-storage")([requested, logs, volume], stats))).toEqual([
-      "volume",
-      "logs",
-      "requested",
-    ]);
+    expect(names(rankDiskPressure(["root", "logs", "localVolumeSource"], "ephemeral-storage")([requested, logs, volume], stats))).toEqual(["volume", "logs", "requested"]);
   });
 
   test("with a dedicated image filesystem, nodefs weighs logs and volumes, imagefs weighs writable layers", () => {

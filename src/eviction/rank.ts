@@ -44,9 +44,7 @@ function orderedBy(pods: readonly Pod[], cmps: Cmp[]): Pod[] {
 const byPriority: Cmp = (p1, p2) => sign(podPriority(p1) - podPriority(p2));
 
 export function rankMemoryPressure(pods: readonly Pod[], stats: PodStatsLookup): Pod[] {
-  const exceedsRequests = withStats(stats, (s1, s2, p1, p2) =>
-    cmpBool(podMemoryUsage(s1) > podRequest(p1, "memory"), podMemoryUsage(s2) > podRequest(p2, "memory")),
-  );
+  const exceedsRequests = withStats(stats, (s1, s2, p1, p2) => cmpBool(podMemoryUsage(s1) > podRequest(p1, "memory"), podMemoryUsage(s2) > podRequest(p2, "memory")));
   const aboveRequests = withStats(stats, (s1, s2, p1, p2) => sign(podMemoryUsage(s2) - podRequest(p2, "memory") - (podMemoryUsage(s1) - podRequest(p1, "memory"))));
   return orderedBy(pods, [exceedsRequests, byPriority, aboveRequests]);
 }
@@ -68,9 +66,7 @@ export function rankDiskPressure(measure: readonly FsStatsType[], resource: "eph
       return resource === "inodes" ? u.inodes : u.bytes;
     };
     const exceedsRequests = withStats(stats, (s1, s2, p1, p2) => cmpBool(usage(s1, p1) > podRequest(p1, resource), usage(s2, p2) > podRequest(p2, resource)));
-    const aboveRequests = withStats(stats, (s1, s2, p1, p2) =>
-      sign(usage(s2, p2) - podRequest(p2, "ephemeral-storage") - (usage(s1, p1) - podRequest(p1, "ephemeral-storage"))),
-    );
+    const aboveRequests = withStats(stats, (s1, s2, p1, p2) => sign(usage(s2, p2) - podRequest(p2, "ephemeral-storage") - (usage(s1, p1) - podRequest(p1, "ephemeral-storage"))));
     return orderedBy(pods, [exceedsRequests, byPriority, aboveRequests]);
   };
 }

@@ -37,8 +37,7 @@ export interface PodSpecInput {
 
 /** A pod with one container "app" (plus `containers`); uid defaults to the name. */
 export function pod(p: PodSpecInput): Pod {
-  const resources = (requests?: Resources, limits?: Resources) =>
-    requests || limits ? { resources: { ...(requests ? { requests } : {}), ...(limits ? { limits } : {}) } } : {};
+  const resources = (requests?: Resources, limits?: Resources) => (requests || limits ? { resources: { ...(requests ? { requests } : {}), ...(limits ? { limits } : {}) } } : {});
   return {
     metadata: { name: p.name, namespace: p.namespace ?? "default", uid: p.uid ?? p.name, ...(p.annotations ? { annotations: p.annotations } : {}) },
     spec: {

@@ -72,7 +72,10 @@ describe("parseThresholdConfig", () => {
     [{ evictionHard: { "memory.available": "0" } }, "evictionHard: eviction threshold memory.available must be positive: 0"],
     [{ evictionMinimumReclaim: { "memory.available": "0%" } }, "evictionMinimumReclaim: eviction percentage minimum reclaim memory.available must be positive: 0%"],
     [{ evictionMinimumReclaim: { "memory.available": "-1Mi" } }, "evictionMinimumReclaim: negative eviction minimum reclaim specified for memory.available"],
-    [{ evictionSoft: { "memory.available": "1Gi" }, evictionSoftGracePeriod: { "memory.available": -1 } }, "evictionSoftGracePeriod: invalid eviction grace period specified: -1ms, must be a positive value"],
+    [
+      { evictionSoft: { "memory.available": "1Gi" }, evictionSoftGracePeriod: { "memory.available": -1 } },
+      "evictionSoftGracePeriod: invalid eviction grace period specified: -1ms, must be a positive value",
+    ],
     [{ evictionHard: { "disk.available": "1Gi" } }, "evictionHard: unsupported eviction signal disk.available"],
   ])("%p is refused: %s", (doc, message) => {
     // Raw settings, past the config schema (which already refuses some of these).

@@ -12,10 +12,7 @@ export class EvictionConfigError extends Error {
   readonly kind = "EvictionConfigError";
 }
 
-type EvictionConfig = Pick<
-  KubeletConfiguration,
-  "evictionHard" | "evictionSoft" | "evictionSoftGracePeriod" | "evictionMinimumReclaim" | "enforceNodeAllocatable"
->;
+type EvictionConfig = Pick<KubeletConfiguration, "evictionHard" | "evictionSoft" | "evictionSoftGracePeriod" | "evictionMinimumReclaim" | "enforceNodeAllocatable">;
 
 /**
  * upstream ParseThresholdConfig: hard thresholds, then soft ones (each needs

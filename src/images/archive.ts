@@ -98,9 +98,10 @@ export function normalizeImageName(name: string): string {
 const isIndex = (mediaType: string) => mediaType === MEDIA.ociIndex || mediaType === MEDIA.dockerList;
 const isManifest = (mediaType: string) => mediaType === MEDIA.ociManifest || mediaType === MEDIA.dockerManifest;
 const sha256 = (bytes: Uint8Array) => `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
-const bytesChunks = (bytes: Uint8Array) => async function* () {
-  yield bytes;
-};
+const bytesChunks = (bytes: Uint8Array) =>
+  async function* () {
+    yield bytes;
+  };
 
 /** Reads a tarball's index and plans its import. Throws ArchiveError naming the file and what is wrong. */
 export async function planArchive(file: string): Promise<ArchivePlan> {

@@ -143,9 +143,7 @@ describe("image GC: garbageCollect", () => {
     expect((await t.cri.listImages()).some((i) => i.repoTags.includes(PAUSE))).toBe(true);
     expect(err).toBeInstanceOf(Error);
     expect((err as Error).message).toContain("Attempted to free 16777216 bytes, but only found 5242880 bytes eligible to free");
-    expect(t.events.seen).toEqual([
-      { object: { kind: "Node", name: "n1", uid: "n1" }, type: "Warning", reason: "FreeDiskSpaceFailed", message: (err as Error).message },
-    ]);
+    expect(t.events.seen).toEqual([{ object: { kind: "Node", name: "n1", uid: "n1" }, type: "Warning", reason: "FreeDiskSpaceFailed", message: (err as Error).message }]);
   });
 
   test("a pinned image is never removed", async () => {

@@ -137,8 +137,7 @@ export function createImageGC(opts: ImageGCOptions): ImageGC {
     return run;
   };
 
-  const matches = (image: Image, refs: Set<string>) =>
-    refs.has(image.id) || image.repoTags.some((t) => refs.has(t)) || image.repoDigests.some((d) => refs.has(d));
+  const matches = (image: Image, refs: Set<string>) => refs.has(image.id) || image.repoTags.some((t) => refs.has(t)) || image.repoDigests.some((d) => refs.has(d));
 
   /** Upstream detectImages; returns the ids of images in use. */
   async function detect(detectTime: number): Promise<Set<string>> {

@@ -28,10 +28,25 @@ function makeTar(files: Record<string, Uint8Array | string>, opts: { format?: "g
 function ociImage(name: string) {
   const layer = enc("layer bytes ".repeat(100));
   const config = enc(JSON.stringify({ architecture: "amd64", os: "linux", rootfs: { type: "layers", diff_ids: [sha(layer)] } }));
-  const manifest = enc(JSON.stringify({ schemaVersion: 2, mediaType: MEDIA.ociManifest, config: { mediaType: "application/vnd.oci.image.config.v1+json", digest: sha(config), size: config.length }, layers: [{ mediaType: "application/vnd.oci.image.layer.v1.tar", digest: sha(layer), size: layer.length }] }));
-  const index = { schemaVersion: 2, manifests: [{ mediaType: MEDIA.ociManifest, digest: sha(manifest), size: manifest.length, annotations: { "io.containerd.image.name": name } }] };
+  const manifest = enc(
+    JSON.stringify({
+      schemaVersion: 2,
+      mediaType: MEDIA.ociManifest,
+      config: { mediaType: "application/vnd.oci.image.config.v1+json", digest: sha(config), size: config.length },
+      layers: [{ mediaType: "application/vnd.oci.image.layer.v1.tar", digest: sha(layer), size: layer.length }],
+    }),
+  );
+  const index = {
+    schemaVersion: 2,
+    manifests: [{ mediaType: MEDIA.ociManifest, digest: sha(manifest), size: manifest.length, annotations: { "io.containerd.image.name": name } }],
+  };
   const blob = (b: Uint8Array) => [`blobs/sha256/${sha(b).slice(7)}`, b] as const;
-  return { layer, config, manifest, files: Object.fromEntries([["oci-layout", '{"imageLayoutVersion":"1.0.0"}'], ["index.json", JSON.stringify(index)], blob(layer), blob(config), blob(manifest)]) };
+  return {
+    layer,
+    config,
+    manifest,
+    files: Object.fromEntries([["oci-layout", '{"imageLayoutVersion":"1.0.0"}'], ["index.json", JSON.stringify(index)], blob(layer), blob(config), blob(manifest)]),
+  };
 }
 
 class FakeStore implements ImageStore {
@@ -70,7 +85,10 @@ describe("tar index", () => {
     for (const format of ["gnu", "pax"] as const) {
       const file = makeTar({ "index.json": "{}", [long]: "x".repeat(1000) }, { format });
       const entries = readTarIndex(file).filter((e) => e.type === "file");
-      expect(entries.map((e) => [e.name, e.size])).toEqual([["index.json", 2], [long, 1000]]);
+      expect(entries.map((e) => [e.name, e.size])).toEqual([
+        ["index.json", 2],
+        [long, 1000],
+      ]);
     }
   });
 
@@ -97,7 +115,11 @@ describe("archive plans", () => {
   test("docker save: a schema 2 manifest is made from manifest.json; names normalized as docker does", async () => {
     const layer = enc("docker layer");
     const config = enc('{"rootfs":{"type":"layers","diff_ids":[]}}');
-    const file = makeTar({ "manifest.json": JSON.stringify([{ Config: "cfg.json", RepoTags: ["busybox:1.36", "me/app"], Layers: ["abc/layer.tar"] }]), "cfg.json": config, "abc/layer.tar": layer });
+    const file = makeTar({
+      "manifest.json": JSON.stringify([{ Config: "cfg.json", RepoTags: ["busybox:1.36", "me/app"], Layers: ["abc/layer.tar"] }]),
+      "cfg.json": config,
+      "abc/layer.tar": layer,
+    });
     const plan = await planArchive(file);
     expect(plan.images.map((i) => i.name)).toEqual(["docker.io/library/busybox:1.36", "docker.io/me/app:latest"]);
     const manifest = plan.blobs.at(-1)!;
@@ -123,9 +145,17 @@ describe("archive plans", () => {
     const noLayer = { ...img.files };
     delete noLayer[`blobs/sha256/${sha(img.layer).slice(7)}`];
     await expect(planArchive(makeTar(noLayer))).rejects.toThrow(`blob ${sha(img.layer)} (application/vnd.oci.image.layer.v1.tar) is missing`);
-    const unnamed = { ...img.files, "index.json": JSON.stringify({ manifests: [{ mediaType: MEDIA.ociManifest, digest: sha(img.manifest), size: img.manifest.length, annotations: { "org.opencontainers.image.ref.name": "1.0" } }] }) };
+    const unnamed = {
+      ...img.files,
+      "index.json": JSON.stringify({
+        manifests: [{ mediaType: MEDIA.ociManifest, digest: sha(img.manifest), size: img.manifest.length, annotations: { "org.opencontainers.image.ref.name": "1.0" } }],
+      }),
+    };
     await expect(planArchive(makeTar(unnamed))).rejects.toThrow("has no image name");
-    const wrongSize = { ...img.files, "index.json": JSON.stringify({ manifests: [{ mediaType: MEDIA.ociManifest, digest: sha(img.manifest), size: 1, annotations: { "io.containerd.image.name": "a/b:1" } }] }) };
+    const wrongSize = {
+      ...img.files,
+      "index.json": JSON.stringify({ manifests: [{ mediaType: MEDIA.ociManifest, digest: sha(img.manifest), size: 1, annotations: { "io.containerd.image.name": "a/b:1" } }] }),
+    };
     await expect(planArchive(makeTar(wrongSize))).rejects.toThrow("its descriptor says 1");
     await expect(planArchive(makeTar({ "readme.txt": "hi" }))).rejects.toThrow("neither an OCI image layout");
   });

@@ -23,7 +23,9 @@ export interface PreloadResult {
 export async function preloadImages(dir: string, store: ImageStore, logger: Logger): Promise<PreloadResult[]> {
   let files: string[];
   try {
-    files = readdirSync(dir).filter((f) => f.endsWith(".tar")).sort();
+    files = readdirSync(dir)
+      .filter((f) => f.endsWith(".tar"))
+      .sort();
   } catch (err) {
     logger.warn("cannot read the image preload directory", { dir, err: errorMessage(err) });
     return [];

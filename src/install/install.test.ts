@@ -12,7 +12,12 @@ function setup(opts: { systemd?: boolean } = {}) {
   writeFileSync(exe, "binary v1");
   const lines: string[] = [];
   const runs: string[][] = [];
-  const deps: InstallDeps = { executable: exe, out: (l) => lines.push(l), systemdPresent: () => opts.systemd ?? false, run: (argv) => (runs.push(argv), { status: 0, stderr: "" }) };
+  const deps: InstallDeps = {
+    executable: exe,
+    out: (l) => lines.push(l),
+    systemdPresent: () => opts.systemd ?? false,
+    run: (argv) => (runs.push(argv), { status: 0, stderr: "" }),
+  };
   return { prefix, exe, lines, runs, deps, at: (p: string) => join(prefix, p) };
 }
 

@@ -120,13 +120,16 @@ export function planUninstall(disk: DiskView, opts: { systemd: boolean }): Step[
     if (same(existing, content)) steps.push({ kind: "remove", path, why: what });
     else steps.push({ kind: "keep", path, why: `${what}: edited since install; left as it is` });
   };
-  if (opts.systemd && disk.read(PATHS.unit) !== undefined) steps.push({ kind: "run", argv: ["systemctl", "disable", "--now", "kubelet.service"], why: "stop the agent (pods keep running)" });
+  if (opts.systemd && disk.read(PATHS.unit) !== undefined)
+    steps.push({ kind: "run", argv: ["systemctl", "disable", "--now", "kubelet.service"], why: "stop the agent (pods keep running)" });
   if (disk.read(PATHS.binary) !== undefined) steps.push({ kind: "remove", path: PATHS.binary, why: "the kubelet binary" });
   if (disk.read(PATHS.unit) !== undefined) steps.push({ kind: "remove", path: PATHS.unit, why: "the systemd unit" });
   ours(PATHS.defaults, DEFAULTS, "extra flags for the unit");
   ours(PATHS.config, CONFIG, "the default config file");
-  if (opts.systemd && steps.some((s) => s.kind === "remove" && s.path === PATHS.unit)) steps.push({ kind: "run", argv: ["systemctl", "daemon-reload"], why: "systemd forgets the unit" });
-  for (const path of [PATHS.rootDir, PATHS.podLogs, PATHS.manifests]) if (disk.isDir(path)) steps.push({ kind: "keep", path, why: "node data (pods, certificates, logs, manifests)" });
+  if (opts.systemd && steps.some((s) => s.kind === "remove" && s.path === PATHS.unit))
+    steps.push({ kind: "run", argv: ["systemctl", "daemon-reload"], why: "systemd forgets the unit" });
+  for (const path of [PATHS.rootDir, PATHS.podLogs, PATHS.manifests])
+    if (disk.isDir(path)) steps.push({ kind: "keep", path, why: "node data (pods, certificates, logs, manifests)" });
   return steps;
 }
 

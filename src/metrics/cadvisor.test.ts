@@ -11,7 +11,16 @@ import { machineFactsFromSpec, renderCadvisorMetrics } from "./cadvisor.ts";
 
 const web: PodRef = { uid: "uid-web", name: "web", namespace: "default" };
 const PAUSE = "registry.k8s.io/pause:3.9";
-const machine = machineFactsFromSpec({ num_cores: 2, num_physical_cores: 1, num_sockets: 1, memory_capacity: 8e9, swap_capacity: 0, boot_id: "b", machine_id: "m", system_uuid: "u" });
+const machine = machineFactsFromSpec({
+  num_cores: 2,
+  num_physical_cores: 1,
+  num_sockets: 1,
+  memory_capacity: 8e9,
+  swap_capacity: 0,
+  boot_id: "b",
+  machine_id: "m",
+  system_uuid: "u",
+});
 
 /** Exposition text as `name{labels}` → value, and `name` → TYPE / HELP. */
 function parse(text: string) {
@@ -146,7 +155,7 @@ for (const version of ["v1", "v2"] as const) {
       expect(get("container_threads_max")).toBe(0);
       expect(get("container_last_seen")).toBe(1_700_000_005);
       expect(get("container_start_time_seconds")).toBeGreaterThan(0);
-      const rootfs = [...samples.keys()].find((k) => k.startsWith("container_fs_usage_bytes{container=\"app\""));
+      const rootfs = [...samples.keys()].find((k) => k.startsWith('container_fs_usage_bytes{container="app"'));
       expect(rootfs).toBeDefined();
       expect(samples.get(rootfs!)).toBe(12345);
 

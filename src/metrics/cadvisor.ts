@@ -109,15 +109,40 @@ export function renderCadvisorMetrics(view: CadvisorView | undefined, machine: M
   const counter = (name: string, help: string, get: (c: CadvisorContainer) => number | undefined) => family(name, help, "counter", each(name, get));
   const fsItems = (c: CadvisorContainer) => c.fs;
   const ioItems = (c: CadvisorContainer) => c.io;
-  const fsFamily = (name: string, help: string, get: (f: CadvisorContainer["fs"][number]) => number | undefined) => family(name, help, "gauge", per(name, fsItems, "device", (f) => f.device, get));
-  const ioFamily = (name: string, help: string, get: (d: CadvisorContainer["io"][number]) => number) => family(name, help, "counter", per(name, ioItems, "device", (d) => d.device, get));
+  const fsFamily = (name: string, help: string, get: (f: CadvisorContainer["fs"][number]) => number | undefined) =>
+    family(
+      name,
+      help,
+      "gauge",
+      per(name, fsItems, "device", (f) => f.device, get),
+    );
+  const ioFamily = (name: string, help: string, get: (d: CadvisorContainer["io"][number]) => number) =>
+    family(
+      name,
+      help,
+      "counter",
+      per(name, ioItems, "device", (d) => d.device, get),
+    );
   const net = (name: string, help: string, get: (i: CadvisorContainer["interfaces"][number]) => number) =>
-    family(name, help, "counter", per(name, (c) => c.interfaces, "interface", (i) => i.name, get));
+    family(
+      name,
+      help,
+      "counter",
+      per(
+        name,
+        (c) => c.interfaces,
+        "interface",
+        (i) => i.name,
+        get,
+      ),
+    );
 
   // Families in name order, as client_golang's registry sorts them.
   counter("container_cpu_cfs_periods_total", "Number of elapsed enforcement period intervals.", (c) => (withQuota(c) ? cpu(c)?.nrPeriods : undefined));
   counter("container_cpu_cfs_throttled_periods_total", "Number of throttled period intervals.", (c) => (withQuota(c) ? cpu(c)?.nrThrottled : undefined));
-  counter("container_cpu_cfs_throttled_seconds_total", "Total time duration the container has been throttled.", (c) => (withQuota(c) ? ns(cpu(c)?.throttledNanoseconds) : undefined));
+  counter("container_cpu_cfs_throttled_seconds_total", "Total time duration the container has been throttled.", (c) =>
+    withQuota(c) ? ns(cpu(c)?.throttledNanoseconds) : undefined,
+  );
   counter("container_cpu_system_seconds_total", "Cumulative system cpu time consumed in seconds.", (c) => ns(cpu(c)?.systemNanoseconds));
   {
     const name = "container_cpu_usage_seconds_total";
@@ -160,7 +185,9 @@ export function renderCadvisorMetrics(view: CadvisorView | undefined, machine: M
   gauge("container_spec_memory_limit_bytes", "Memory limit for the container.", (c) => c.cgroup.spec?.memoryLimitBytes);
   gauge("container_start_time_seconds", "Start time of the container since unix epoch in seconds.", (c) => c.startTimeSeconds);
   gauge("container_threads", "Number of threads running inside the container", (c) => c.cgroup.pids);
-  gauge("container_threads_max", "Maximum number of threads allowed inside the container, infinity if value is zero", (c) => (c.cgroup.pids !== undefined ? (c.cgroup.pidsMax ?? 0) : undefined));
+  gauge("container_threads_max", "Maximum number of threads allowed inside the container, infinity if value is zero", (c) =>
+    c.cgroup.pids !== undefined ? (c.cgroup.pidsMax ?? 0) : undefined,
+  );
 
   if (machine) {
     const m = `{boot_id="${escapeLabel(machine.bootId)}",machine_id="${escapeLabel(machine.machineId)}",system_uuid="${escapeLabel(machine.systemUuid)}"}`;

@@ -61,13 +61,29 @@ export class KubeletMetrics implements KubeletMetricsSink {
   constructor(opts: KubeletMetricsOptions) {
     const r = this.registry;
     r.gaugeFn("kubelet_node_name", alpha("The node's name. The count is always 1."), () => [{ labels: { node: opts.nodeName }, value: 1 }]);
-    this.podStartDuration = r.histogram("kubelet_pod_start_duration_seconds", alpha("Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run"), [], POD_START_BUCKETS);
+    this.podStartDuration = r.histogram(
+      "kubelet_pod_start_duration_seconds",
+      alpha("Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run"),
+      [],
+      POD_START_BUCKETS,
+    );
     this.plegRelistDuration = r.histogram("kubelet_pleg_relist_duration_seconds", alpha("Duration in seconds for relisting pods in PLEG."));
     this.plegRelistInterval = r.histogram("kubelet_pleg_relist_interval_seconds", alpha("Interval in seconds between relisting in PLEG."));
-    this.podWorkerDuration = r.histogram("kubelet_pod_worker_duration_seconds", alpha("Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync"), ["operation_type"]);
+    this.podWorkerDuration = r.histogram(
+      "kubelet_pod_worker_duration_seconds",
+      alpha("Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync"),
+      ["operation_type"],
+    );
     this.runtimeOperations = r.counter("kubelet_runtime_operations_total", alpha("Cumulative number of runtime operations by operation type."), ["operation_type"]);
-    this.runtimeOperationsDuration = r.histogram("kubelet_runtime_operations_duration_seconds", alpha("Duration in seconds of runtime operations. Broken down by operation type."), ["operation_type"], exponentialBuckets(0.005, 2.5, 14));
-    this.runtimeOperationsErrors = r.counter("kubelet_runtime_operations_errors_total", alpha("Cumulative number of runtime operation errors by operation type."), ["operation_type"]);
+    this.runtimeOperationsDuration = r.histogram(
+      "kubelet_runtime_operations_duration_seconds",
+      alpha("Duration in seconds of runtime operations. Broken down by operation type."),
+      ["operation_type"],
+      exponentialBuckets(0.005, 2.5, 14),
+    );
+    this.runtimeOperationsErrors = r.counter("kubelet_runtime_operations_errors_total", alpha("Cumulative number of runtime operation errors by operation type."), [
+      "operation_type",
+    ]);
     r.gaugeFn("kubelet_running_pods", alpha("Number of pods that have a running pod sandbox"), () => [{ value: opts.runtimeCounts().pods }]);
     r.gaugeFn("kubelet_running_containers", alpha("Number of containers currently running"), () =>
       Object.entries(opts.runtimeCounts().containers).map(([state, value]) => ({ labels: { container_state: state }, value })),
@@ -75,7 +91,11 @@ export class KubeletMetrics implements KubeletMetricsSink {
     this.startedPods = r.counter("kubelet_started_pods_total", alpha("Cumulative number of pods started"));
     this.startedContainers = r.counter("kubelet_started_containers_total", alpha("Cumulative number of containers started"), ["container_type"]);
     this.startedContainersErrors = r.counter("kubelet_started_containers_errors_total", alpha("Cumulative number of errors when starting containers"), ["container_type", "code"]);
-    this.devicePluginRegistrations = r.counter("kubelet_device_plugin_registration_total", alpha("Cumulative number of device plugin registrations. Broken down by resource name."), ["resource_name"]);
+    this.devicePluginRegistrations = r.counter(
+      "kubelet_device_plugin_registration_total",
+      alpha("Cumulative number of device plugin registrations. Broken down by resource name."),
+      ["resource_name"],
+    );
     this.devicePluginAllocDuration = r.histogram(
       "kubelet_device_plugin_alloc_duration_seconds",
       alpha("Duration in seconds to serve a device plugin Allocation request. Broken down by resource name."),
@@ -125,7 +145,11 @@ export function runtimeOperationName(method: string): string {
  * Wraps every promise-returning CRI call with the runtime operation
  * metrics; streams and synchronous members pass through untouched.
  */
-export function instrumentCri(cri: CriService, metrics: Pick<KubeletMetrics, "runtimeOperations" | "runtimeOperationsDuration" | "runtimeOperationsErrors">, now: () => number): CriService {
+export function instrumentCri(
+  cri: CriService,
+  metrics: Pick<KubeletMetrics, "runtimeOperations" | "runtimeOperationsDuration" | "runtimeOperationsErrors">,
+  now: () => number,
+): CriService {
   return new Proxy(cri, {
     get(target, prop, receiver) {
       const value = Reflect.get(target, prop, receiver) as unknown;
@@ -172,4 +196,3 @@ function registerProcessMetrics(r: Registry, startMs: number, procRoot: string):
     }
   });
 }
-

@@ -71,7 +71,12 @@ describe("kubelet metrics", () => {
   };
 
   test("upstream names: runtime operations, PLEG, pod worker, pod start, running pods, process figures", async () => {
-    const m = new KubeletMetrics({ nodeName: "n1", processStartMs: 1_700_000_000_000, procRoot: procRoot(), runtimeCounts: () => ({ pods: 2, containers: { running: 3, exited: 1 } }) });
+    const m = new KubeletMetrics({
+      nodeName: "n1",
+      processStartMs: 1_700_000_000_000,
+      procRoot: procRoot(),
+      runtimeCounts: () => ({ pods: 2, containers: { running: 3, exited: 1 } }),
+    });
     const now = 0;
     const fake = new FakeCri({ clock: new FakeClock(0) });
     const cri = instrumentCri(fake, m, () => now);
@@ -129,7 +134,9 @@ describe("kubelet metrics", () => {
     expect(les("kubelet_pleg_relist_duration_seconds")).toEqual(DEF);
     expect(les("kubelet_pleg_relist_interval_seconds")).toEqual(DEF);
     expect(les("kubelet_pod_worker_duration_seconds")).toEqual(DEF);
-    expect(les("kubelet_pod_start_duration_seconds")).toEqual([0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600].map(String).concat("+Inf"));
+    expect(les("kubelet_pod_start_duration_seconds")).toEqual(
+      [0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600].map(String).concat("+Inf"),
+    );
   });
 
   test("operation names follow upstream's instrumented service", () => {

@@ -20,7 +20,12 @@ export class ProbeMetrics {
     "namespace",
     "pod_uid",
   ]);
-  private readonly duration = this.registry.histogram("prober_probe_duration_seconds", alpha("Duration in seconds for a probe response."), ["probe_type", "container", "pod", "namespace"]);
+  private readonly duration = this.registry.histogram("prober_probe_duration_seconds", alpha("Duration in seconds for a probe response."), [
+    "probe_type",
+    "container",
+    "pod",
+    "namespace",
+  ]);
 
   private readonly podNames = new Map<string, { pod: string; namespace: string }>();
 

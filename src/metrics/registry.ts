@@ -158,7 +158,8 @@ export class Registry {
       name,
       help,
       type: "gauge",
-      render: (out) => read().forEach((s) => out.push(`${name}${labelText(s.labels ?? {})} ${formatValue(s.value)}${s.timestampMs !== undefined ? ` ${Math.round(s.timestampMs)}` : ""}`)),
+      render: (out) =>
+        read().forEach((s) => out.push(`${name}${labelText(s.labels ?? {})} ${formatValue(s.value)}${s.timestampMs !== undefined ? ` ${Math.round(s.timestampMs)}` : ""}`)),
     });
   }
 
@@ -168,7 +169,8 @@ export class Registry {
       name,
       help,
       type: "counter",
-      render: (out) => read().forEach((s) => out.push(`${name}${labelText(s.labels ?? {})} ${formatValue(s.value)}${s.timestampMs !== undefined ? ` ${Math.round(s.timestampMs)}` : ""}`)),
+      render: (out) =>
+        read().forEach((s) => out.push(`${name}${labelText(s.labels ?? {})} ${formatValue(s.value)}${s.timestampMs !== undefined ? ` ${Math.round(s.timestampMs)}` : ""}`)),
     });
   }
 

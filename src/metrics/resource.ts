@@ -20,9 +20,12 @@ export function renderResourceMetrics(summary: Summary | undefined): string {
   r.gaugeFn("node_memory_working_set_bytes", stable("Current working set of the node in bytes"), () =>
     [s?.node.memory].filter(present).flatMap((m) => (m.workingSetBytes === undefined ? [] : [{ value: m.workingSetBytes, timestampMs: ms(m.time) }])),
   );
-  const containers = () => (s?.pods ?? []).flatMap((p) => p.containers.map((c) => ({ pod: p, c, labels: { container: c.name, namespace: p.podRef.namespace, pod: p.podRef.name } })));
+  const containers = () =>
+    (s?.pods ?? []).flatMap((p) => p.containers.map((c) => ({ pod: p, c, labels: { container: c.name, namespace: p.podRef.namespace, pod: p.podRef.name } })));
   r.counterFn("container_cpu_usage_seconds_total", stable("Cumulative cpu time consumed by the container in core-seconds"), () =>
-    containers().flatMap(({ c, labels }) => (c.cpu?.usageCoreNanoSeconds === undefined ? [] : [{ labels, value: cpuSeconds(c.cpu.usageCoreNanoSeconds)!, timestampMs: ms(c.cpu.time) }])),
+    containers().flatMap(({ c, labels }) =>
+      c.cpu?.usageCoreNanoSeconds === undefined ? [] : [{ labels, value: cpuSeconds(c.cpu.usageCoreNanoSeconds)!, timestampMs: ms(c.cpu.time) }],
+    ),
   );
   r.gaugeFn("container_memory_working_set_bytes", stable("Current working set of the container in bytes"), () =>
     containers().flatMap(({ c, labels }) => (c.memory?.workingSetBytes === undefined ? [] : [{ labels, value: c.memory.workingSetBytes, timestampMs: ms(c.memory.time) }])),

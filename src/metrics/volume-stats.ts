@@ -8,7 +8,10 @@
 import type { Summary } from "../stats/types.ts";
 import { Registry } from "./registry.ts";
 
-type Sample = { labels: { namespace: string; persistentvolumeclaim: string }; fs: { capacityBytes?: number; availableBytes?: number; usedBytes?: number; inodes?: number; inodesFree?: number; inodesUsed?: number } };
+type Sample = {
+  labels: { namespace: string; persistentvolumeclaim: string };
+  fs: { capacityBytes?: number; availableBytes?: number; usedBytes?: number; inodes?: number; inodesFree?: number; inodesUsed?: number };
+};
 
 export function renderVolumeStatsMetrics(summary: Summary | undefined): string {
   const seen = new Set<string>();

@@ -54,7 +54,13 @@ describe("admitPod", () => {
   });
 
   test("only NoExecute taints are checked on the node", () => {
-    const tainted = { ...node, taints: [{ key: "dedicated", value: "db", effect: "NoExecute" }, { key: "other", effect: "NoSchedule" }] };
+    const tainted = {
+      ...node,
+      taints: [
+        { key: "dedicated", value: "db", effect: "NoExecute" },
+        { key: "other", effect: "NoSchedule" },
+      ],
+    };
     expect(admitPod(pod("a"), [], tainted)).toMatchObject({ reason: "TaintToleration" });
     expect(admitPod(pod("a", { tolerations: [{ key: "dedicated", operator: "Equal", value: "db", effect: "NoExecute" }] }), [], tainted)).toEqual({ admit: true });
     expect(admitPod(pod("a", { tolerations: [{ operator: "Exists" }] }), [], tainted)).toEqual({ admit: true });

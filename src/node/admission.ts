@@ -29,8 +29,7 @@ const toUnits = (name: Resource, q: string | number | undefined): number => {
 
 /** Effective requests: max(sum of app containers, any init container) plus overhead, as upstream. */
 export function podRequests(pod: Pod): Record<Resource, number> {
-  const sum = (cs: Pod["spec"]["containers"], name: Resource) =>
-    cs.map((c) => toUnits(name, (c.resources?.requests ?? c.resources?.limits)?.[name])).reduce((a, b) => a + b, 0);
+  const sum = (cs: Pod["spec"]["containers"], name: Resource) => cs.map((c) => toUnits(name, (c.resources?.requests ?? c.resources?.limits)?.[name])).reduce((a, b) => a + b, 0);
   const out = {} as Record<Resource, number>;
   const overhead = ((pod.spec as { overhead?: Record<string, string> }).overhead ?? {}) as Record<string, string>;
   for (const name of RESOURCES) {
@@ -89,7 +88,11 @@ function matchesNodeSelection(pod: Pod, node: NodeFacts): boolean {
   const selector = ((pod.spec as { nodeSelector?: Record<string, string> }).nodeSelector ?? {}) as Record<string, string>;
   if (!Object.entries(selector).every(([k, v]) => node.labels[k] === v)) return false;
   const terms = (
-    pod.spec as { affinity?: { nodeAffinity?: { requiredDuringSchedulingIgnoredDuringExecution?: { nodeSelectorTerms?: { matchExpressions?: Requirement[]; matchFields?: Requirement[] }[] } } } }
+    pod.spec as {
+      affinity?: {
+        nodeAffinity?: { requiredDuringSchedulingIgnoredDuringExecution?: { nodeSelectorTerms?: { matchExpressions?: Requirement[]; matchFields?: Requirement[] }[] } };
+      };
+    }
   ).affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms;
   if (!terms?.length) return true;
   // Terms are ORed; the expressions within a term are ANDed.
@@ -155,6 +158,7 @@ export function admitPod(pod: Pod, others: Pod[], node: NodeFacts): AdmitResult 
     return { admit: false, reason: "TaintToleration", message: `Predicate TaintToleration failed: node(s) had untolerated taint {${untolerated.key}: ${untolerated.value ?? ""}}` };
   }
   const used = others.flatMap(hostPorts);
-  if (hostPorts(pod).some((p) => used.some((u) => portsClash(p, u)))) return { admit: false, reason: "NodePorts", message: "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports" };
+  if (hostPorts(pod).some((p) => used.some((u) => portsClash(p, u))))
+    return { admit: false, reason: "NodePorts", message: "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports" };
   return fitsResources(pod, others, node);
 }

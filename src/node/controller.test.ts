@@ -59,7 +59,7 @@ const startUp = async (clock: FakeClock) => {
     await settle();
   }
 };
-const ready = (api: FakeKubeApi) => ((api.nodes.get("n1")!.status as { conditions: NodeCondition[] }).conditions.find((c) => c.type === "Ready"))!;
+const ready = (api: FakeKubeApi) => (api.nodes.get("n1")!.status as { conditions: NodeCondition[] }).conditions.find((c) => c.type === "Ready")!;
 
 describe("NodeController", () => {
   test("device plugin resources join capacity and allocatable, and a change is sent at once", async () => {
@@ -178,7 +178,8 @@ describe("NodeController", () => {
     expect(ready(api)).toMatchObject({
       status: "False",
       reason: "KubeletNotReady",
-      message: "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:cni config uninitialized, PLEG is not healthy: pleg was last seen active 4m0s ago",
+      message:
+        "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:cni config uninitialized, PLEG is not healthy: pleg was last seen active 4m0s ago",
     });
     expect(ready(api).lastTransitionTime).not.toBe(transitioned);
     await controller[Symbol.asyncDispose]();

@@ -72,15 +72,20 @@ export class NodeController implements AsyncDisposable {
   /** Starts registration (retried until it succeeds), then the status and lease loops. */
   start(): void {
     this.opts.recorder?.event(nodeRef(this.opts.id.nodeName), "Normal", "Starting", "Starting kubelet.");
-    this.loop("register", 0, async () => {
-      if (this.registered) return false;
-      this.registered = await this.register();
-      this.opts.registration?.registered(this.nodeUid());
-      this.opts.logger.info("successfully registered node", { node: this.opts.id.nodeName });
-      this.loop("status", 0, () => this.updateStatus().then(() => true), this.opts.config.nodeStatusUpdateFrequency);
-      this.loop("lease", 0, () => this.renewLease().then(() => true), (this.opts.config.nodeLeaseDurationSeconds * 1000) / 4);
-      return false;
-    }, 7000);
+    this.loop(
+      "register",
+      0,
+      async () => {
+        if (this.registered) return false;
+        this.registered = await this.register();
+        this.opts.registration?.registered(this.nodeUid());
+        this.opts.logger.info("successfully registered node", { node: this.opts.id.nodeName });
+        this.loop("status", 0, () => this.updateStatus().then(() => true), this.opts.config.nodeStatusUpdateFrequency);
+        this.loop("lease", 0, () => this.renewLease().then(() => true), (this.opts.config.nodeLeaseDurationSeconds * 1000) / 4);
+        return false;
+      },
+      7000,
+    );
   }
 
   isRegistered(): boolean {

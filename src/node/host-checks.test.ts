@@ -6,7 +6,9 @@ import { checkHost, swapDevices, type HostCheckDeps } from "./host-checks.ts";
 
 const HEADER = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n";
 const dirs: string[] = [];
-afterEach(() => { for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true }); });
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
 
 /** A fake /proc: swaps and self/oom_score_adj as files. */
 function fakeProc(swaps: string | undefined): HostCheckDeps & { root: string } {
@@ -56,6 +58,11 @@ test("oomScoreAdj is written to the agent's own oom_score_adj; a failure is a wa
   const p = fakeProc(HEADER);
   expect(checkHost({ ...settings, oomScoreAdj: -500 }, p)).toEqual({ ok: true, warnings: [] });
   expect(readFileSync(join(p.root, "self/oom_score_adj"), "utf8")).toBe("-500");
-  const denied = checkHost(settings, { ...p, writeFile: () => { throw new Error("EACCES: permission denied"); } });
+  const denied = checkHost(settings, {
+    ...p,
+    writeFile: () => {
+      throw new Error("EACCES: permission denied");
+    },
+  });
   expect(denied).toEqual({ ok: true, warnings: [expect.stringContaining("could not set the agent's")] });
 });

@@ -26,8 +26,7 @@ export interface HostCheckSettings {
 
 export type HostCheckResult =
   /** The agent must not start: `problem` says why, for the operator. */
-  | { ok: false; problem: string }
-  | { ok: true; warnings: string[] };
+  { ok: false; problem: string } | { ok: true; warnings: string[] };
 
 /** The swap devices /proc/swaps lists (its first line is a header). */
 export function swapDevices(swapsText: string): string[] {

@@ -37,7 +37,10 @@ describe("/spec (cAdvisor MachineInfo)", () => {
       mkdirSync(join(root, "proc"));
       writeFileSync(join(root, "proc/cpuinfo"), [cpu(0, 0, 0), cpu(1, 0, 1)].join("\n"));
       writeFileSync(join(root, "proc/meminfo"), "MemTotal: 8388608 kB\nSwapTotal: 0 kB\n");
-      for (const [size, n] of [["2048", "16"], ["1048576", "0"]]) {
+      for (const [size, n] of [
+        ["2048", "16"],
+        ["1048576", "0"],
+      ]) {
         mkdirSync(join(root, `sys/kernel/mm/hugepages/hugepages-${size}kB`), { recursive: true });
         writeFileSync(join(root, `sys/kernel/mm/hugepages/hugepages-${size}kB/nr_hugepages`), `${n}\n`);
       }

@@ -4,8 +4,16 @@ import type { MachineInfo } from "./machine.ts";
 import { allocatableAmounts, podCapacity, resources } from "./status.ts";
 
 const machine: MachineInfo = {
-  machineID: "m", systemUUID: "s", bootID: "b", kernelVersion: "6", osImage: "Debian", architecture: "amd64",
-  cpuCores: 2, memoryBytes: 8 * 2 ** 30, ephemeralStorageBytes: 100 * 2 ** 30, hostname: "n1",
+  machineID: "m",
+  systemUUID: "s",
+  bootID: "b",
+  kernelVersion: "6",
+  osImage: "Debian",
+  architecture: "amd64",
+  cpuCores: 2,
+  memoryBytes: 8 * 2 ** 30,
+  ephemeralStorageBytes: 100 * 2 ** 30,
+  hostname: "n1",
 };
 const config = (argv: string[]): KubeletConfiguration => {
   const r = loadConfig(argv, { readFile: () => "", hostname: () => "n1" });

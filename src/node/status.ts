@@ -67,8 +67,7 @@ export function podCapacity(machine: MachineInfo, k: KubeletConfiguration): numb
 
 /** Allocatable = capacity − kube-reserved − system-reserved − hard eviction thresholds (cpu in millicores, bytes). */
 export function allocatableAmounts(machine: MachineInfo, k: KubeletConfiguration) {
-  const reserved = (name: string) =>
-    (k.kubeReserved[name] ? parseQuantity(k.kubeReserved[name]!) : 0) + (k.systemReserved[name] ? parseQuantity(k.systemReserved[name]!) : 0);
+  const reserved = (name: string) => (k.kubeReserved[name] ? parseQuantity(k.kubeReserved[name]!) : 0) + (k.systemReserved[name] ? parseQuantity(k.systemReserved[name]!) : 0);
   return {
     cpu: Math.max(0, machine.cpuCores * 1000 - Math.round(reserved("cpu") * 1000)),
     memory: Math.max(0, machine.memoryBytes - reserved("memory") - thresholdBytes(k.evictionHard["memory.available"], machine.memoryBytes)),
@@ -127,7 +126,12 @@ export const noPressure: Pressure = { memoryPressure: false, diskPressure: false
 
 /** [condition, flag, reason and message when False, reason and message when True], as upstream. */
 const pressureConditions = [
-  ["MemoryPressure", "memoryPressure", ["KubeletHasSufficientMemory", "kubelet has sufficient memory available"], ["KubeletHasInsufficientMemory", "kubelet has insufficient memory available"]],
+  [
+    "MemoryPressure",
+    "memoryPressure",
+    ["KubeletHasSufficientMemory", "kubelet has sufficient memory available"],
+    ["KubeletHasInsufficientMemory", "kubelet has insufficient memory available"],
+  ],
   ["DiskPressure", "diskPressure", ["KubeletHasNoDiskPressure", "kubelet has no disk pressure"], ["KubeletHasDiskPressure", "kubelet has disk pressure"]],
   ["PIDPressure", "pidPressure", ["KubeletHasSufficientPID", "kubelet has sufficient PID available"], ["KubeletHasInsufficientPID", "kubelet has insufficient PID available"]],
 ] as const;

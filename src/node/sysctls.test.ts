@@ -11,14 +11,33 @@ const pod = (sysctls: { name: string; value: string }[], spec: Partial<Pod["spec
 describe("sysctl admission", () => {
   test("safe sysctls are admitted by default; others are SysctlForbidden with upstream's message", () => {
     const list = sysctlAllowlist([]);
-    expect(list.admit(pod([{ name: "kernel.shm_rmid_forced", value: "1" }, { name: "net.ipv4.ip_local_port_range", value: "1024 65000" }]))).toEqual({ admit: true });
+    expect(
+      list.admit(
+        pod([
+          { name: "kernel.shm_rmid_forced", value: "1" },
+          { name: "net.ipv4.ip_local_port_range", value: "1024 65000" },
+        ]),
+      ),
+    ).toEqual({ admit: true });
     expect(list.admit(pod([]))).toEqual({ admit: true });
-    expect(list.admit(pod([{ name: "kernel.msgmax", value: "65536" }]))).toEqual({ admit: false, reason: "SysctlForbidden", message: 'forbidden sysctl: "kernel.msgmax" not allowlisted' });
+    expect(list.admit(pod([{ name: "kernel.msgmax", value: "65536" }]))).toEqual({
+      admit: false,
+      reason: "SysctlForbidden",
+      message: 'forbidden sysctl: "kernel.msgmax" not allowlisted',
+    });
   });
 
   test("allowedUnsafeSysctls admits names and prefixes; slash names are normalized", () => {
     const list = sysctlAllowlist(["kernel.msg*", "net.core.somaxconn", "net.ipv6.*"]);
-    expect(list.admit(pod([{ name: "kernel.msgmax", value: "1" }, { name: "net.core.somaxconn", value: "1024" }, { name: "net/ipv6/conf/all/forwarding", value: "1" }]))).toEqual({ admit: true });
+    expect(
+      list.admit(
+        pod([
+          { name: "kernel.msgmax", value: "1" },
+          { name: "net.core.somaxconn", value: "1024" },
+          { name: "net/ipv6/conf/all/forwarding", value: "1" },
+        ]),
+      ),
+    ).toEqual({ admit: true });
     expect(list.admit(pod([{ name: "net.core.rmem_max", value: "1" }])).admit).toBe(false);
   });
 

@@ -40,7 +40,12 @@ class FakeKernelLog implements KernelLog {
 
 describe("OOM watcher", () => {
   test("kmsg records parse; continuation lines are dropped", () => {
-    expect(parseKmsgRecord(containerOom[4]!)).toEqual({ priority: 3, seq: 10876, timestampUs: 10901618268, message: expect.stringMatching(/^Memory cgroup out of memory: Killed process 28645 \(dd\)/) });
+    expect(parseKmsgRecord(containerOom[4]!)).toEqual({
+      priority: 3,
+      seq: 10876,
+      timestampUs: 10901618268,
+      message: expect.stringMatching(/^Memory cgroup out of memory: Killed process 28645 \(dd\)/),
+    });
     expect(parseKmsgRecord(containerOom[4]!)!.message).not.toContain("SUBSYSTEM");
     expect(parseKmsgRecord("no separator")).toBeUndefined();
   });
@@ -50,7 +55,9 @@ describe("OOM watcher", () => {
       const p = new OomParser();
       return lines.map((l) => p.feed(parseKmsgRecord(l)!)).filter((x) => x !== undefined);
     };
-    expect(parse(containerOom)).toEqual([{ pid: 28645, processName: "dd", timestampUs: 10901618268, taskCgroup: `${podCgroup}/d565ae9a`, oomCgroup: podCgroup, constraint: "CONSTRAINT_MEMCG" }]);
+    expect(parse(containerOom)).toEqual([
+      { pid: 28645, processName: "dd", timestampUs: 10901618268, taskCgroup: `${podCgroup}/d565ae9a`, oomCgroup: podCgroup, constraint: "CONSTRAINT_MEMCG" },
+    ]);
     // A global OOM names no oom_memcg: the limit hit is the root's.
     expect(parse(systemOom)).toMatchObject([{ pid: 4242, processName: "stress", taskCgroup: "/", oomCgroup: "/" }]);
     expect(parse(legacySystemOom)).toMatchObject([{ pid: 99, processName: "java", oomCgroup: "/" }]);

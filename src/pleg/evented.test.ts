@@ -36,7 +36,11 @@ const sandboxConfig = { metadata: { name: "web", namespace: "default", uid: "uid
 
 async function runPod(cri: FakeCri) {
   const sb = await cri.runPodSandbox(sandboxConfig);
-  const c = await cri.createContainer(sb, { metadata: { name: "app" }, image: { image: BUSYBOX }, labels: { ...podLabels(identity), "io.kubernetes.container.name": "app" } }, sandboxConfig);
+  const c = await cri.createContainer(
+    sb,
+    { metadata: { name: "app" }, image: { image: BUSYBOX }, labels: { ...podLabels(identity), "io.kubernetes.container.name": "app" } },
+    sandboxConfig,
+  );
   await cri.startContainer(c);
   return { sb, c };
 }
@@ -160,7 +164,14 @@ describe("EventedPleg", () => {
     const clock = new FakeClock();
     const cri = new FakeCri({ clock, images: [BUSYBOX] });
     const { sb, c } = await runPod(cri);
-    const record = (state: "running" | "exited") => ({ ...identity, entities: new Map([[sb, "running" as const], [c, state]]), sandboxIds: new Set([sb]) });
+    const record = (state: "running" | "exited") => ({
+      ...identity,
+      entities: new Map([
+        [sb, "running" as const],
+        [c, state],
+      ]),
+      sandboxIds: new Set([sb]),
+    });
     // A runtime whose relists answer when the test says, with the view of when they began.
     const pending: ((r: ReturnType<typeof record>[]) => void)[] = [];
     const runtime = { relist: () => new Promise<ReturnType<typeof record>[]>((resolve) => pending.push(resolve)) };

@@ -18,7 +18,15 @@
  * ContainerDied, DELETED -> ContainerDied + ContainerRemoved, CREATED only
  * updates the record).
  */
-import { ContainerEventType, ContainerState as CriContainerState, isCriError, PodSandboxState, type ContainerEventResponse, type CriErrorKind, type RuntimeService } from "../cri/index.ts";
+import {
+  ContainerEventType,
+  ContainerState as CriContainerState,
+  isCriError,
+  PodSandboxState,
+  type ContainerEventResponse,
+  type CriErrorKind,
+  type RuntimeService,
+} from "../cri/index.ts";
 import { identityFromLabels } from "../runtime/labels.ts";
 import type { PodRuntime } from "../runtime/index.ts";
 import type { ContainerState, RuntimePodRecord } from "../runtime/types.ts";

@@ -119,7 +119,10 @@ export class GenericPleg implements Pleg {
     const threshold = valueOf(this.opts.unhealthyAfterMs, 3 * 60_000);
     const since = this.lastRelistAt === undefined ? undefined : this.opts.clock.now() - this.lastRelistAt;
     if (since !== undefined && since <= threshold) return { ok: true, message: "ok" };
-    return { ok: false, message: since === undefined ? "PLEG has not relisted yet" : `PLEG was last seen active ${Math.round(since / 1000)}s ago; threshold is ${threshold / 1000}s` };
+    return {
+      ok: false,
+      message: since === undefined ? "PLEG has not relisted yet" : `PLEG was last seen active ${Math.round(since / 1000)}s ago; threshold is ${threshold / 1000}s`,
+    };
   }
 
   private async relist(onEvents: (events: PlegEvent[]) => void): Promise<void> {

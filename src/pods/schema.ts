@@ -13,16 +13,8 @@ export { Volume, VolumeMount };
 const dns1123Label = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const dns1123Subdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
-export const DnsLabel = v.pipe(
-  v.string(),
-  v.maxLength(63, "must be no more than 63 characters"),
-  v.regex(dns1123Label, "must be a lowercase RFC 1123 label (a-z, 0-9, '-')"),
-);
-export const DnsSubdomain = v.pipe(
-  v.string(),
-  v.maxLength(253, "must be no more than 253 characters"),
-  v.regex(dns1123Subdomain, "must be a lowercase RFC 1123 subdomain"),
-);
+export const DnsLabel = v.pipe(v.string(), v.maxLength(63, "must be no more than 63 characters"), v.regex(dns1123Label, "must be a lowercase RFC 1123 label (a-z, 0-9, '-')"));
+export const DnsSubdomain = v.pipe(v.string(), v.maxLength(253, "must be no more than 253 characters"), v.regex(dns1123Subdomain, "must be a lowercase RFC 1123 subdomain"));
 
 const StringMap = v.record(v.string(), v.string());
 const Int = v.pipe(v.number(), v.integer());
@@ -167,8 +159,7 @@ export function parsePod(input: unknown): ParseResult<Pod> {
   });
   problems.push(...volumeProblems(pod));
   if (!pod.metadata.name) problems.push('field "metadata.name": must be set');
-  else if (!v.is(DnsSubdomain, pod.metadata.name))
-    problems.push(`field "metadata.name": "${pod.metadata.name}" must be a lowercase RFC 1123 subdomain`);
+  else if (!v.is(DnsSubdomain, pod.metadata.name)) problems.push(`field "metadata.name": "${pod.metadata.name}" must be a lowercase RFC 1123 subdomain`);
   if (pod.metadata.namespace !== undefined && !v.is(DnsLabel, pod.metadata.namespace))
     problems.push(`field "metadata.namespace": "${pod.metadata.namespace}" must be a lowercase RFC 1123 label`);
   return problems.length ? { ok: false, error: problems.join("; ") } : { ok: true, value: pod };

@@ -20,12 +20,23 @@ describe("volume validation names the field", () => {
   });
 
   test.each([
-    [[{ name: "a", configMap: { name: "x", items: [{ key: "k", path: "../up" }] } }], [], 'field "spec.volumes[0].configMap.items[0].path": must not contain \'..\''],
-    [[{ name: "a", secret: { secretName: "x", defaultMode: 0o1000 } }], [], 'field "spec.volumes[0].secret.defaultMode": must be a number between 0 and 0777 (octal), both inclusive'],
+    [[{ name: "a", configMap: { name: "x", items: [{ key: "k", path: "../up" }] } }], [], "field \"spec.volumes[0].configMap.items[0].path\": must not contain '..'"],
+    [
+      [{ name: "a", secret: { secretName: "x", defaultMode: 0o1000 } }],
+      [],
+      'field "spec.volumes[0].secret.defaultMode": must be a number between 0 and 0777 (octal), both inclusive',
+    ],
     [[{ name: "a", hostPath: { path: "/x", type: "Dir" } }], [], 'field "spec.volumes[0].hostPath.type": must be one of'],
     [[{ name: "a", projected: { sources: [{ serviceAccountToken: { path: "t", expirationSeconds: 60 } }] } }], [], "may not specify a duration less than 10 minutes"],
     [[{ name: "a", emptyDir: {}, hostPath: { path: "/x" } }], [], 'field "spec.volumes[0]": may not specify more than 1 volume type'],
-    [[{ name: "a", emptyDir: {} }, { name: "a", emptyDir: {} }], [], 'field "spec.volumes[1].name": duplicate volume name "a"'],
+    [
+      [
+        { name: "a", emptyDir: {} },
+        { name: "a", emptyDir: {} },
+      ],
+      [],
+      'field "spec.volumes[1].name": duplicate volume name "a"',
+    ],
     [[{ name: "a", emptyDir: {} }], [{ name: "b", mountPath: "/b" }], 'field "spec.containers[0].volumeMounts[0].name": volume "b" not found'],
     [[{ name: "a", emptyDir: {} }], [{ name: "a", mountPath: "/a", subPath: "/etc" }], 'field "spec.containers[0].volumeMounts[0].subPath": must be a relative path'],
     [[{ name: "a", emptyDir: {} }], [{ name: "a", mountPath: "/a", subPath: "x", subPathExpr: "y" }], "subPathExpr and subPath are mutually exclusive"],

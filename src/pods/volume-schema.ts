@@ -19,7 +19,11 @@ export const LocalDescendingPath = v.pipe(
   v.check((p) => !p.startsWith(".."), "must not start with '..'"),
 );
 
-export const FileMode = v.pipe(Int, v.minValue(0, "must be a number between 0 and 0777 (octal), both inclusive"), v.maxValue(0o777, "must be a number between 0 and 0777 (octal), both inclusive"));
+export const FileMode = v.pipe(
+  Int,
+  v.minValue(0, "must be a number between 0 and 0777 (octal), both inclusive"),
+  v.maxValue(0o777, "must be a number between 0 and 0777 (octal), both inclusive"),
+);
 
 export const KeyToPath = v.looseObject({
   key: v.pipe(v.string(), v.minLength(1, "must not be empty")),
@@ -57,7 +61,9 @@ export const DownwardAPIVolumeSource = v.looseObject({ ...DownwardAPIProjection.
 
 export const ServiceAccountTokenProjection = v.looseObject({
   audience: v.optional(v.string()),
-  expirationSeconds: v.optional(v.nullable(v.pipe(Int, v.minValue(600, "may not specify a duration less than 10 minutes"), v.maxValue(2 ** 32, "may not specify a duration larger than 2^32 seconds")))),
+  expirationSeconds: v.optional(
+    v.nullable(v.pipe(Int, v.minValue(600, "may not specify a duration less than 10 minutes"), v.maxValue(2 ** 32, "may not specify a duration larger than 2^32 seconds"))),
+  ),
   path: LocalDescendingPath,
 });
 
@@ -102,7 +108,11 @@ export const SUPPORTED_SOURCES = ["emptyDir", "hostPath", "configMap", "secret",
 
 export const Volume = v.pipe(
   v.looseObject({
-    name: v.pipe(v.string(), v.maxLength(63, "must be no more than 63 characters"), v.regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, "must be a lowercase RFC 1123 label (a-z, 0-9, '-')")),
+    name: v.pipe(
+      v.string(),
+      v.maxLength(63, "must be no more than 63 characters"),
+      v.regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, "must be a lowercase RFC 1123 label (a-z, 0-9, '-')"),
+    ),
     emptyDir: v.optional(v.nullable(EmptyDirVolumeSource)),
     hostPath: v.optional(v.nullable(HostPathVolumeSource)),
     configMap: v.optional(v.nullable(ConfigMapVolumeSource)),

@@ -198,11 +198,7 @@ describe("probe manager", () => {
 
   test("an invalid probe is reported, never a crash; invalid readiness keeps the container not ready", async () => {
     const t = setup();
-    t.manager.addPod(
-      pod("u1", { readinessProbe: { periodSeconds: "ten" }, livenessProbe: { exec: { command: ["x"] }, httpGet: { port: 80 } } }),
-      running("c1", t.clock.now()),
-      "",
-    );
+    t.manager.addPod(pod("u1", { readinessProbe: { periodSeconds: "ten" }, livenessProbe: { exec: { command: ["x"] }, httpGet: { port: 80 } } }), running("c1", t.clock.now()), "");
     await t.tick(10_000);
     expect(t.manager.isReady("u1", "app")).toBe(false);
     expect(t.events.filter((e) => e.startsWith("Warning InvalidProbe"))).toHaveLength(2);

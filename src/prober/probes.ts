@@ -36,12 +36,7 @@ export function resolvePort(port: number | string, container: Pick<ContainerSpec
 }
 
 /** Runs `cmd` in the container through CRI ExecSync; exit code 0 is success, a timeout is failure. */
-export async function execProbe(opts: {
-  cri: Pick<CriService, "execSync">;
-  containerId: string;
-  command: string[];
-  timeoutSeconds: number;
-}): Promise<ProbeOutcome> {
+export async function execProbe(opts: { cri: Pick<CriService, "execSync">; containerId: string; command: string[]; timeoutSeconds: number }): Promise<ProbeOutcome> {
   try {
     const r = await opts.cri.execSync(opts.containerId, opts.command, opts.timeoutSeconds);
     const dec = new TextDecoder();
@@ -88,11 +83,7 @@ export interface ProbeTarget {
 }
 
 /** Runs `spec` once against `target` (upstream prober.runProbe). */
-export async function runProbe(
-  spec: ProbeSpec,
-  target: ProbeTarget,
-  deps: { cri: Pick<CriService, "execSync">; signal?: AbortSignal },
-): Promise<ProbeOutcome> {
+export async function runProbe(spec: ProbeSpec, target: ProbeTarget, deps: { cri: Pick<CriService, "execSync">; signal?: AbortSignal }): Promise<ProbeOutcome> {
   const timeoutMs = spec.timeoutSeconds * 1000;
   try {
     if (spec.exec) {

@@ -65,8 +65,7 @@ export function parseProbe(type: ProbeType, input: unknown): ProbeParse {
   const handlers = [p.exec, p.httpGet, p.tcpSocket, p.grpc].filter((h) => h !== undefined).length;
   if (handlers !== 1) return { ok: false, error: handlers === 0 ? "must specify a handler type" : "may not specify more than 1 handler type" };
   if (type !== "readiness" && p.successThreshold !== 1) return { ok: false, error: `field "successThreshold": must be 1 for a ${type} probe` };
-  if (type === "readiness" && p.terminationGracePeriodSeconds != null)
-    return { ok: false, error: 'field "terminationGracePeriodSeconds": must not be set for a readiness probe' };
+  if (type === "readiness" && p.terminationGracePeriodSeconds != null) return { ok: false, error: 'field "terminationGracePeriodSeconds": must not be set for a readiness probe' };
   return { ok: true, probe: p };
 }
 

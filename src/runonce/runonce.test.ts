@@ -7,13 +7,25 @@ import { memoryLogger } from "../util/log.ts";
 import { recordFirstSnapshots, runOnce } from "./index.ts";
 
 const pod = (name: string): Pod => ({ metadata: { name, namespace: "kube-system", uid: `uid-${name}` }, spec: { containers: [{ name: "c", image: "i" }] } });
-const running: PodStatusView = { phase: "Running", sandboxReady: true, podIPs: [], containerStatuses: [{ name: "c", state: { running: { startedAt: "t" } }, lastState: {}, ready: true, started: true, restartCount: 0, image: "i", imageID: "" }] };
-const pending: PodStatusView = { phase: "Pending", sandboxReady: false, podIPs: [], containerStatuses: [{ name: "c", state: { waiting: { reason: "ContainerCreating" } }, lastState: {}, ready: false, started: false, restartCount: 0, image: "i", imageID: "" }] };
+const running: PodStatusView = {
+  phase: "Running",
+  sandboxReady: true,
+  podIPs: [],
+  containerStatuses: [{ name: "c", state: { running: { startedAt: "t" } }, lastState: {}, ready: true, started: true, restartCount: 0, image: "i", imageID: "" }],
+};
+const pending: PodStatusView = {
+  phase: "Pending",
+  sandboxReady: false,
+  podIPs: [],
+  containerStatuses: [{ name: "c", state: { waiting: { reason: "ContainerCreating" } }, lastState: {}, ready: false, started: false, restartCount: 0, image: "i", imageID: "" }],
+};
 const failed: PodStatusView = {
   phase: "Failed",
   sandboxReady: true,
   podIPs: [],
-  containerStatuses: [{ name: "c", state: { terminated: { exitCode: 3, reason: "Error", containerID: "x" } }, lastState: {}, ready: false, started: false, restartCount: 0, image: "i", imageID: "" }],
+  containerStatuses: [
+    { name: "c", state: { terminated: { exitCode: 3, reason: "Error", containerID: "x" } }, lastState: {}, ready: false, started: false, restartCount: 0, image: "i", imageID: "" },
+  ],
 };
 const flush = async () => {
   for (let i = 0; i < 5; i++) await Promise.resolve();
@@ -22,7 +34,10 @@ const flush = async () => {
 describe("run-once", () => {
   test("a running pod succeeds, a failed one fails at once, and the report names it as upstream's error does", async () => {
     const clock = new FakeClock();
-    const statuses = new Map<string, PodStatusView>([["uid-good", pending], ["uid-bad", failed]]);
+    const statuses = new Map<string, PodStatusView>([
+      ["uid-good", pending],
+      ["uid-bad", failed],
+    ]);
     const done = runOnce({ pods: [pod("good"), pod("bad")], status: (uid) => statuses.get(uid), clock, logger: memoryLogger().logger });
     await flush();
     statuses.set("uid-good", running);
@@ -48,7 +63,11 @@ describe("run-once", () => {
     }
     const report = await done;
     expect(finished - started).toBe(1023_000);
-    expect(report.results[0]).toEqual({ pod: "slow_kube-system(uid-slow)", ok: false, detail: 'timeout error: pod "slow_kube-system(uid-slow)" containers not running after 10 retries' });
+    expect(report.results[0]).toEqual({
+      pod: "slow_kube-system(uid-slow)",
+      ok: false,
+      detail: 'timeout error: pod "slow_kube-system(uid-slow)" containers not running after 10 retries',
+    });
   });
 
   test("a container seen running once and then exited is not started; a restart between two checks is not stable", async () => {
@@ -61,7 +80,12 @@ describe("run-once", () => {
     expect((await done).results[0]).toMatchObject({ ok: false, detail: 'container "c" failed: Error (exit code 3)' });
 
     let restarts = 0;
-    const crashy = runOnce({ pods: [pod("crashy")], status: () => ({ ...running, containerStatuses: [{ ...running.containerStatuses[0]!, restartCount: restarts }] }), clock, logger: memoryLogger().logger });
+    const crashy = runOnce({
+      pods: [pod("crashy")],
+      status: () => ({ ...running, containerStatuses: [{ ...running.containerStatuses[0]!, restartCount: restarts }] }),
+      clock,
+      logger: memoryLogger().logger,
+    });
     await flush();
     restarts = 1;
     clock.advance(1000);
@@ -74,7 +98,10 @@ describe("run-once", () => {
     const clock = new FakeClock();
     const report = await runOnce({
       pods: [pod("big"), pod("job")],
-      status: (uid) => (uid === "uid-big" ? { phase: "Failed", sandboxReady: false, podIPs: [], containerStatuses: [], reason: "OutOfmemory", message: "Node didn't have enough resource" } : { ...pending, phase: "Succeeded" }),
+      status: (uid) =>
+        uid === "uid-big"
+          ? { phase: "Failed", sandboxReady: false, podIPs: [], containerStatuses: [], reason: "OutOfmemory", message: "Node didn't have enough resource" }
+          : { ...pending, phase: "Succeeded" },
       clock,
       logger: memoryLogger().logger,
     });
@@ -102,6 +129,10 @@ describe("run-once", () => {
     await flush();
     clock.advance(1000);
     expect(await waiting).toBe("no pod manifest update after 1s");
-    expect(await recordFirstSnapshots([], { clock }).firstPods().catch((err: Error) => err.message)).toBe("no pod sources: run-once needs staticPodPath or staticPodURL");
+    expect(
+      await recordFirstSnapshots([], { clock })
+        .firstPods()
+        .catch((err: Error) => err.message),
+    ).toBe("no pod sources: run-once needs staticPodPath or staticPodURL");
   });
 });

@@ -7,7 +7,10 @@ const container = (resources: ContainerSpec["resources"], extra: Partial<Contain
 
 describe("resize resources", () => {
   test("only cpu and memory count, by value, with requests defaulting to limits", () => {
-    expect(resourcesOf(container({ requests: { cpu: "100m", "ephemeral-storage": "1Gi" }, limits: { memory: "64Mi" } }))).toEqual({ requests: { cpu: "100m" }, limits: { memory: "64Mi" } });
+    expect(resourcesOf(container({ requests: { cpu: "100m", "ephemeral-storage": "1Gi" }, limits: { memory: "64Mi" } }))).toEqual({
+      requests: { cpu: "100m" },
+      limits: { memory: "64Mi" },
+    });
     expect(changedResources({ limits: { cpu: "0.5" } }, { requests: { cpu: "500m" }, limits: { cpu: "500m" } })).toEqual([]);
     expect(changedResources({ limits: { cpu: "1", memory: "1Gi" } }, { limits: { cpu: "1", memory: "1025Mi" } })).toEqual(["memory"]);
     expect(samePodResources({ a: { limits: { cpu: "1" } } }, { a: { limits: { cpu: "1000m" } } })).toBe(true);
@@ -26,7 +29,13 @@ describe("resize resources", () => {
   test("sidecars are part of a pod's resizable resources; regular init containers are not", () => {
     const p: Pod = {
       metadata: { uid: "u" },
-      spec: { initContainers: [{ ...container({ limits: { cpu: "1" } }), name: "setup" }, { ...container({ limits: { cpu: "2" } }), name: "proxy", restartPolicy: "Always" }], containers: [container({ limits: { cpu: "3" } })] },
+      spec: {
+        initContainers: [
+          { ...container({ limits: { cpu: "1" } }), name: "setup" },
+          { ...container({ limits: { cpu: "2" } }), name: "proxy", restartPolicy: "Always" },
+        ],
+        containers: [container({ limits: { cpu: "3" } })],
+      },
     };
     expect(Object.keys(podResourcesOf(p)).sort()).toEqual(["app", "proxy"]);
     const out = withPodResources(p, () => ({ limits: { cpu: "5" } }));

@@ -1,4 +1,3 @@
-
 import { ContainerConfig, NamespaceMode, type Mount, PodSandboxConfig, Protocol, SecurityProfile_ProfileType } from "../cri/index.ts";
 import { criSecurityContext, effectiveSecurityContext } from "./security.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
@@ -44,7 +43,9 @@ export function sandboxHostname(pod: Pod, clusterDomain: string): string {
 /** Upstream's check of a setHostnameAsFQDN hostname; undefined when it fits. */
 export function sandboxHostnameProblem(pod: Pod, clusterDomain: string): string | undefined {
   const name = sandboxHostname(pod, clusterDomain);
-  return name.length > 64 ? `failed to construct FQDN from pod hostname and cluster domain, FQDN ${name} is too long (64 characters is the max, ${name.length} characters requested)` : undefined;
+  return name.length > 64
+    ? `failed to construct FQDN from pod hostname and cluster domain, FQDN ${name} is too long (64 characters is the max, ${name.length} characters requested)`
+    : undefined;
 }
 
 function namespaceOptions(pod: Pod) {
@@ -136,7 +137,11 @@ export function containerConfig(
         maskedPaths: sc.maskedPaths,
         readonlyPaths: sc.readonlyPaths,
         seccomp: {
-          profileType: { RuntimeDefault: SecurityProfile_ProfileType.RuntimeDefault, Unconfined: SecurityProfile_ProfileType.Unconfined, Localhost: SecurityProfile_ProfileType.Localhost }[sc.seccomp.type],
+          profileType: {
+            RuntimeDefault: SecurityProfile_ProfileType.RuntimeDefault,
+            Unconfined: SecurityProfile_ProfileType.Unconfined,
+            Localhost: SecurityProfile_ProfileType.Localhost,
+          }[sc.seccomp.type],
           localhostRef: sc.seccomp.localhostRef,
         },
       },

@@ -31,7 +31,8 @@ export function parseResolvConf(text: string): DnsSettings {
     const line = raw.replace(/[#;].*$/, "").trim();
     const [keyword, ...fields] = line.split(/\s+/);
     if (keyword === "nameserver" && fields[0]) dns.servers.push(fields[0]);
-    else if (keyword === "search") dns.searches = fields; // the last search line wins, as in libc
+    else if (keyword === "search")
+      dns.searches = fields; // the last search line wins, as in libc
     else if (keyword === "options") dns.options.push(...fields);
   }
   return dns;

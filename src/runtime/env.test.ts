@@ -26,7 +26,10 @@ const errorOf = async (pod: Pod, c = ctx()) => {
 
 describe("env", () => {
   test("expand follows upstream rules", () => {
-    const vars = new Map([["A", "1"], ["B", "two"]]);
+    const vars = new Map([
+      ["A", "1"],
+      ["B", "two"],
+    ]);
     const look = (n: string) => vars.get(n);
     expect(expand("$(A)-$(B)", look)).toBe("1-two");
     expect(expand("$$(A)", look)).toBe("$(A)");

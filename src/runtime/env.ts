@@ -21,7 +21,6 @@ export class EnvError extends Error {
   override readonly name = "EnvError";
 }
 
-
 export interface FieldValues {
   podIP?: string;
   hostIP?: string;
@@ -173,4 +172,3 @@ export async function containerEnv(pod: Pod, container: ContainerSpec, ctx: EnvC
   for (const [key, value] of vars) merged.set(key, value);
   return [...merged].map(([key, value]) => ({ key, value }));
 }
-

@@ -75,7 +75,12 @@ describe("pidTargetOf / joinPidNamespace", () => {
   });
 
   test("no target: nothing to join; a target that is not running: a typed error", () => {
-    const p = debugPod({ ephemeralContainers: [{ name: "plain", image: "busybox" }, { name: "debugger", image: "busybox", targetContainerName: "app" }] });
+    const p = debugPod({
+      ephemeralContainers: [
+        { name: "plain", image: "busybox" },
+        { name: "debugger", image: "busybox", targetContainerName: "app" },
+      ],
+    });
     expect(pidTargetOf(p, "plain", observed(running("app")))).toBeUndefined();
     expect(pidTargetOf(p, "app", observed(running("app")))).toBeUndefined();
     expect(() => pidTargetOf(p, "debugger", observed(running("app", { state: "exited", exitCode: 0 })))).toThrow(TargetContainerError);

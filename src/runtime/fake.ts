@@ -110,10 +110,7 @@ export class FakePodRuntime implements PodRuntime {
       uid: p.uid,
       name: p.name,
       namespace: p.namespace,
-      entities: new Map([
-        ...p.sandboxes.map((s) => [s.id, s.ready ? "running" : "exited"] as const),
-        ...p.containers.map((c) => [c.id, c.state] as const),
-      ]),
+      entities: new Map([...p.sandboxes.map((s) => [s.id, s.ready ? "running" : "exited"] as const), ...p.containers.map((c) => [c.id, c.state] as const)]),
     }));
   }
 

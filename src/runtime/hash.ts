@@ -57,7 +57,8 @@ function goJsonString(s: string): string {
     else if (ch === "\b") out += "\\b";
     else if (ch === "\f") out += "\\f";
     else if (code < 0x20 || ch === "<" || ch === ">" || ch === "&" || code === 0x2028 || code === 0x2029) out += `\\u${code.toString(16).padStart(4, "0")}`;
-    else if (code >= 0xd800 && code <= 0xdfff) out += "\\ufffd"; // a lone surrogate is invalid UTF-8 to Go
+    else if (code >= 0xd800 && code <= 0xdfff)
+      out += "\\ufffd"; // a lone surrogate is invalid UTF-8 to Go
     else out += ch;
   }
   return `${out}"`;

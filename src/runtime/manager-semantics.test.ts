@@ -129,7 +129,10 @@ describe("env references through the runtime", () => {
       { key: "MODE", value: "fast" },
       { key: "CPUS", value: "2" },
     ]);
-    const outcome = await sync(runtime, { ...pod({ env: [{ name: "X", valueFrom: { configMapKeyRef: { name: "cfg", key: "nope" } } }] }), metadata: { name: "other", namespace: "default", uid: "uid-2" } });
+    const outcome = await sync(runtime, {
+      ...pod({ env: [{ name: "X", valueFrom: { configMapKeyRef: { name: "cfg", key: "nope" } } }] }),
+      metadata: { name: "other", namespace: "default", uid: "uid-2" },
+    });
     expect(outcome.waiting.get("app")).toEqual({ reason: "CreateContainerConfigError", message: "couldn't find key nope in ConfigMap default/cfg" });
     expect(events).toContain("Warning Failed Error: couldn't find key nope in ConfigMap default/cfg");
   });
@@ -147,7 +150,9 @@ describe("sandbox settings", () => {
     const [sandbox] = cri.callsOf("runPodSandbox")[0] as [{ linux: { sysctls: Record<string, string> }; dnsConfig: unknown }];
     expect(sandbox.linux.sysctls).toEqual({ "kernel.shm_rmid_forced": "1" });
     expect(sandbox.dnsConfig).toEqual({ servers: ["1.1.1.1", "2.2.2.2", "3.3.3.3"], searches: ["a.example"], options: ["ndots:1"] });
-    expect(events).toContain("Warning DNSConfigForming Nameserver limits were exceeded, some nameservers have been omitted, the applied nameserver line is: 1.1.1.1 2.2.2.2 3.3.3.3");
+    expect(events).toContain(
+      "Warning DNSConfigForming Nameserver limits were exceeded, some nameservers have been omitted, the applied nameserver line is: 1.1.1.1 2.2.2.2 3.3.3.3",
+    );
   });
 });
 
@@ -157,7 +162,9 @@ describe("image pulls", () => {
     const b64 = (s: string) => Buffer.from(s).toString("base64");
     objects.secrets.set("default/regcred", {
       type: "kubernetes.io/dockerconfigjson",
-      data: { ".dockerconfigjson": b64(JSON.stringify({ auths: { "reg.example.com": { auth: b64("first:one") }, "reg.example.com/team": { username: "team", password: "two" } } })) },
+      data: {
+        ".dockerconfigjson": b64(JSON.stringify({ auths: { "reg.example.com": { auth: b64("first:one") }, "reg.example.com/team": { username: "team", password: "two" } } })),
+      },
     });
     const { cri, runtime, events } = setup({ podObjects: objects });
     cri.failNext("pullImage", "Unknown", "unauthorized");
@@ -194,9 +201,14 @@ describe("hostname", () => {
     const { cri, runtime, events } = setup();
     await sync(runtime, pod({}, { hostname: "h", subdomain: "sub", setHostnameAsFQDN: true } as Partial<Pod["spec"]>));
     expect((cri.callsOf("runPodSandbox")[0] as [{ hostname: string }])[0].hostname).toBe("h.sub.default.svc.cluster.local");
-    const long = { ...pod({}, { hostname: "a".repeat(40), subdomain: "sub", setHostnameAsFQDN: true } as Partial<Pod["spec"]>), metadata: { name: "long", namespace: "default", uid: "uid-long" } };
+    const long = {
+      ...pod({}, { hostname: "a".repeat(40), subdomain: "sub", setHostnameAsFQDN: true } as Partial<Pod["spec"]>),
+      metadata: { name: "long", namespace: "default", uid: "uid-long" },
+    };
     const outcome = await sync(runtime, long);
     expect(outcome.results.find((r) => r.error)).toMatchObject({ action: "CreatePodSandbox", error: { reason: "CreatePodSandboxError" } });
-    expect(events.find((e) => e.includes("FailedCreatePodSandBox"))).toContain(`FQDN ${"a".repeat(40)}.sub.default.svc.cluster.local is too long (64 characters is the max, 70 characters requested)`);
+    expect(events.find((e) => e.includes("FailedCreatePodSandBox"))).toContain(
+      `FQDN ${"a".repeat(40)}.sub.default.svc.cluster.local is too long (64 characters is the max, 70 characters requested)`,
+    );
   });
 });

@@ -93,7 +93,11 @@ describe("CriPodRuntime", () => {
     expect(outcome.results.filter((r) => r.error)).toEqual([]);
     const [sandbox] = await cri.listPodSandbox();
     expect(sandbox!.labels).toMatchObject({ app: "web", "io.kubernetes.pod.uid": "uid-1", "io.kubernetes.pod.name": "web" });
-    const [created] = cri.callsOf("createContainer") as [string, { logPath: string; annotations: Record<string, string> }, { logDirectory: string; linux: { cgroupParent: string } }][];
+    const [created] = cri.callsOf("createContainer") as [
+      string,
+      { logPath: string; annotations: Record<string, string> },
+      { logDirectory: string; linux: { cgroupParent: string } },
+    ][];
     expect(created![1].logPath).toBe("app/0.log");
     expect(created![1].annotations["io.kubernetes.container.restartCount"]).toBe("0");
     expect(created![2].logDirectory).toBe(join(logs, "default_web_uid-1"));

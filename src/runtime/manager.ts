@@ -47,7 +47,16 @@ import { terminationMessage } from "./termination.ts";
 import type { PodDirs } from "../pods/dirs.ts";
 import type { ServiceEnv } from "../services/index.ts";
 import type { RuntimeClasses } from "../runtimeclass/index.ts";
-import { actionsOutcome, type ContainerState, type ObservedContainer, type ObservedPod, type ObservedSandbox, type PodSyncOutcome, type RuntimePodRecord, type SyncResult } from "./types.ts";
+import {
+  actionsOutcome,
+  type ContainerState,
+  type ObservedContainer,
+  type ObservedPod,
+  type ObservedSandbox,
+  type PodSyncOutcome,
+  type RuntimePodRecord,
+  type SyncResult,
+} from "./types.ts";
 import { type PodRef, podUid } from "../pods/identity.ts";
 import { podLogDirectory } from "../pods/dirs.ts";
 import { containerSpecOf, isSidecar, restartPolicyOf } from "../pods/spec.ts";
@@ -127,7 +136,14 @@ export type ContainerResourcesFn = (
 
 /** The CRI message for container resource values (created with the container, or updated in place). */
 const criResources = (r: ReturnType<ContainerResourcesFn>) =>
-  LinuxContainerResources.create({ ...r, cpuQuota: BigInt(r.cpuQuota), cpuPeriod: BigInt(r.cpuPeriod), cpuShares: BigInt(r.cpuShares), memoryLimitInBytes: BigInt(r.memoryLimitInBytes), oomScoreAdj: BigInt(r.oomScoreAdj) });
+  LinuxContainerResources.create({
+    ...r,
+    cpuQuota: BigInt(r.cpuQuota),
+    cpuPeriod: BigInt(r.cpuPeriod),
+    cpuShares: BigInt(r.cpuShares),
+    memoryLimitInBytes: BigInt(r.memoryLimitInBytes),
+    oomScoreAdj: BigInt(r.oomScoreAdj),
+  });
 
 const nsToMs = (ns: bigint): number | undefined => (ns > 0n ? Number(ns / 1_000_000n) : undefined);
 
@@ -252,16 +268,25 @@ export class CriPodRuntime implements PodRuntime {
     const actions = planPod(pod, observed, this.crashLoop, this.opts.unhealthy?.(uid) ?? new Map(), resize ? { actuated: (name) => resize.actuated(uid, name) } : undefined);
     const results: SyncResult[] = [];
     const waiting: Waiting = new Map(
-      actions.waiting.map((w) => [w.name, { reason: w.reason, message: `back-off ${Math.ceil(w.remainingMs / 1000)}s restarting failed container=${w.name} pod=${pod.metadata.name}` }]),
+      actions.waiting.map((w) => [
+        w.name,
+        { reason: w.reason, message: `back-off ${Math.ceil(w.remainingMs / 1000)}s restarting failed container=${w.name} pod=${pod.metadata.name}` },
+      ]),
     );
     const retries = actions.waiting.map((w) => w.remainingMs);
     for (const w of actions.waiting) {
-      this.recorder.event(podEventRef(pod, w.name), "Warning", "BackOff", `Back-off restarting failed container ${w.name} in pod ${pod.metadata.name}_${pod.metadata.namespace}(${pod.metadata.uid})`);
+      this.recorder.event(
+        podEventRef(pod, w.name),
+        "Warning",
+        "BackOff",
+        `Back-off restarting failed container ${w.name} in pod ${pod.metadata.name}_${pod.metadata.namespace}(${pod.metadata.uid})`,
+      );
     }
     if (actions.killPod && actions.createSandbox && observed.sandboxes.length) {
       this.recorder.event(podEventRef(pod), "Normal", "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.");
     }
-    const changed = actions.killPod || actions.createSandbox || actions.containersToStart.length > 0 || actions.containersToKill.length > 0 || actions.containersToResize.length > 0;
+    const changed =
+      actions.killPod || actions.createSandbox || actions.containersToStart.length > 0 || actions.containersToKill.length > 0 || actions.containersToResize.length > 0;
     const grace = pod.spec.terminationGracePeriodSeconds ?? 30;
 
     if (actions.killPod) {
@@ -471,7 +496,12 @@ export class CriPodRuntime implements PodRuntime {
     } catch (err) {
       const e = err instanceof ImageError ? err : new ImageError("ErrImagePull", errorMessage(err), 10_000);
       waiting.set(spec.name, { reason: e.reason, message: e.message });
-      this.recorder.event(podEventRef(pod, spec.name), "Warning", e.reason === "ErrImageNeverPull" ? "ErrImageNeverPull" : "Failed", e.reason === "ErrImageNeverPull" ? e.message : `Error: ${e.reason}`);
+      this.recorder.event(
+        podEventRef(pod, spec.name),
+        "Warning",
+        e.reason === "ErrImageNeverPull" ? "ErrImageNeverPull" : "Failed",
+        e.reason === "ErrImageNeverPull" ? e.message : `Error: ${e.reason}`,
+      );
       if (e.retryAfterMs) retries.push(e.retryAfterMs);
       results.push({ action: "PullImage", target: spec.image, error: { reason: e.reason, message: e.message } });
       return results;
@@ -498,7 +528,15 @@ export class CriPodRuntime implements PodRuntime {
       }
       mkdirSync(posix.join(sandbox.logDirectory, spec.name), { recursive: true, mode: 0o755 });
     } catch (err) {
-      const reason = err instanceof EnvError || err instanceof PodObjectError || err instanceof SecurityContextError || err instanceof VolumeMountError || err instanceof TargetContainerError || err instanceof DeviceError ? "CreateContainerConfigError" : "CreateContainerError";
+      const reason =
+        err instanceof EnvError ||
+        err instanceof PodObjectError ||
+        err instanceof SecurityContextError ||
+        err instanceof VolumeMountError ||
+        err instanceof TargetContainerError ||
+        err instanceof DeviceError
+          ? "CreateContainerConfigError"
+          : "CreateContainerError";
       waiting.set(spec.name, { reason, message: errorMessage(err) });
       this.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
       results.push({ action: "StartContainer", target: spec.name, error: { reason, message: errorMessage(err) } });

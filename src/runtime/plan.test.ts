@@ -111,7 +111,9 @@ describe("planPod", () => {
   test("a hash of neither kind restarts the container, as upstream, and says so", () => {
     const p = pod();
     const a = planPod(p, observed([sandbox()], [container(p, { hash: "old" })]), noBackoff);
-    expect(a.containersToKill).toEqual([{ id: "c1", name: "app", reason: `Container app definition changed (hash old → ${containerHash(p.spec.containers[0]!)}: image or name), will be restarted` }]);
+    expect(a.containersToKill).toEqual([
+      { id: "c1", name: "app", reason: `Container app definition changed (hash old → ${containerHash(p.spec.containers[0]!)}: image or name), will be restarted` },
+    ]);
   });
 
   test("a container created by the upstream kubelet, or by an earlier version of this agent, keeps running", () => {
@@ -153,7 +155,18 @@ describe("planPod", () => {
     });
     const c = (p: Pod, name: string, over: Partial<ObservedContainer> = {}): ObservedContainer => {
       const spec = [...(p.spec.initContainers ?? []), ...p.spec.containers].find((x) => x.name === name)!;
-      return { id: `id-${name}`, name, sandboxId: "s1", state: "running", hash: containerHash(spec), restartCount: 0, image: "busybox", imageRef: "sha256:1", createdAt: 1, ...over };
+      return {
+        id: `id-${name}`,
+        name,
+        sandboxId: "s1",
+        state: "running",
+        hash: containerHash(spec),
+        restartCount: 0,
+        image: "busybox",
+        imageRef: "sha256:1",
+        createdAt: 1,
+        ...over,
+      };
     };
     const started = (a: ReturnType<typeof planPod>) => a.containersToStart.map((s) => s.name);
 

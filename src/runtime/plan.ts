@@ -69,8 +69,7 @@ export interface ResizeView {
 /** Running containers the prober found unhealthy (liveness or startup failed): container ID → failure. */
 export type Unhealthy = ReadonlyMap<string, ProbeFailure>;
 
-export const backoffKey = (pod: Pod, container: ContainerSpec): string =>
-  `${pod.metadata.uid}/${container.name}/${containerHash(container)}`;
+export const backoffKey = (pod: Pod, container: ContainerSpec): string => `${pod.metadata.uid}/${container.name}/${containerHash(container)}`;
 
 /** Upstream ShouldContainerBeRestarted, for a container that is not running. */
 export function shouldRestart(pod: Pod, latest: ObservedContainer | undefined): boolean {
@@ -135,8 +134,7 @@ function decide(
   if (latest?.state === "unknown") {
     actions.containersToKill.push({ id: latest.id, name: container.name, reason: "container state is unknown" });
   }
-  const restart =
-    !latest || latest.state === "created" || latest.state === "unknown" || policy === "Always" || (policy === "OnFailure" && latest.exitCode !== 0);
+  const restart = !latest || latest.state === "created" || latest.state === "unknown" || policy === "Always" || (policy === "OnFailure" && latest.exitCode !== 0);
   if (!restart) return latest?.exitCode === 0 ? "succeeded" : "failed";
   if (latest?.state === "exited" && latest.finishedAt !== undefined) {
     const remainingMs = backoff.remainingSince(backoffKey(pod, container), latest.finishedAt);

@@ -62,7 +62,7 @@ test("parallel: at most maxParallelImagePulls at once; unbounded without it; a f
   expect(await one.run(async () => "next")).toBe("next");
 });
 
-test("registryPullQPS/registryBurst: a full bucket of burst pulls, then \"pull QPS exceeded\" until a token is refilled at qps", () => {
+test('registryPullQPS/registryBurst: a full bucket of burst pulls, then "pull QPS exceeded" until a token is refilled at qps', () => {
   let now = 1_000_000;
   const q = PullQueue.fromConfig(true, undefined, { qps: 2, burst: 3, now: () => now });
   for (let i = 0; i < 3; i++) q.throttle();

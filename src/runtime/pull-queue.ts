@@ -54,7 +54,8 @@ export class PullQueue {
       return await pull();
     } finally {
       const next = this.waiting.shift();
-      if (next) next(); // the slot passes straight to the next pull
+      if (next)
+        next(); // the slot passes straight to the next pull
       else this.active--;
     }
   }

@@ -36,13 +36,18 @@ describe("pull secrets keyring", () => {
   });
 
   test("secrets: dockerconfigjson and dockercfg are read; other types, bad JSON and missing secrets are reported", async () => {
-    expect(dockerConfigOf({ type: "kubernetes.io/dockercfg", data: { ".dockercfg": b64(JSON.stringify({ "reg.io": { username: "u", password: "p" } })) } })).toEqual({ "reg.io": { username: "u", password: "p" } });
+    expect(dockerConfigOf({ type: "kubernetes.io/dockercfg", data: { ".dockercfg": b64(JSON.stringify({ "reg.io": { username: "u", password: "p" } })) } })).toEqual({
+      "reg.io": { username: "u", password: "p" },
+    });
     expect(dockerConfigOf({ type: "Opaque", data: {} })).toBeUndefined();
     expect(dockerConfigOf({ type: "kubernetes.io/dockerconfigjson", data: { ".dockerconfigjson": b64("{not json") } })).toBeUndefined();
     const objects = new FakePodObjects();
     objects.secrets.set("ns/regcred", jsonSecret({ "reg.io": { username: "u", password: "p" } }));
     objects.secrets.set("ns/opaque", { type: "Opaque", data: {} });
-    const pod = { metadata: { name: "p", namespace: "ns" }, spec: { containers: [], imagePullSecrets: [{ name: "regcred" }, { name: "gone" }, { name: "opaque" }] } } as unknown as Pod;
+    const pod = {
+      metadata: { name: "p", namespace: "ns" },
+      spec: { containers: [], imagePullSecrets: [{ name: "regcred" }, { name: "gone" }, { name: "opaque" }] },
+    } as unknown as Pod;
     const { keyring, missing } = await podKeyring(pod, objects);
     expect(missing).toEqual(["gone", "opaque"]);
     expect(keyring.lookup("reg.io/app:1")).toEqual([{ username: "u", password: "p" }]);

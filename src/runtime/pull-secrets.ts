@@ -70,7 +70,12 @@ export function dockerConfigOf(secret: { type?: string; data: Record<string, str
 
 /** Go's filepath.Match for one host part, for `*` and `?`. */
 const globMatch = (glob: string, part: string): boolean =>
-  new RegExp(`^${glob.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, "[^/]*").replace(/\?/g, "[^/]")}$`).test(part);
+  new RegExp(
+    `^${glob
+      .replace(/[.+^${}()|[\]\\]/g, "\\$&")
+      .replace(/\*/g, "[^/]*")
+      .replace(/\?/g, "[^/]")}$`,
+  ).test(part);
 
 function splitHost(host: string): { parts: string[]; port: string } {
   const i = host.lastIndexOf(":");
@@ -169,7 +174,8 @@ export interface PullRequest {
  */
 export async function pullWithSecrets(r: PullRequest): Promise<string> {
   const { keyring, missing } = await podKeyring(r.pod, r.objects);
-  if (missing.length) r.warn("FailedToRetrieveImagePullSecret", `Unable to retrieve some image pull secrets (${missing.join(", ")}); attempting to pull the image may not succeed.`);
+  if (missing.length)
+    r.warn("FailedToRetrieveImagePullSecret", `Unable to retrieve some image pull secrets (${missing.join(", ")}); attempting to pull the image may not succeed.`);
   const spec = { image: r.image, annotations: {}, userSpecifiedImage: r.image, runtimeHandler: "" };
   const auths = keyring.lookup(r.image);
   return r.queue.run(async () => {

@@ -31,7 +31,17 @@ describe("planPod with in-place resize", () => {
     name: "web",
     namespace: "default",
     sandboxes: [{ id: "s1", ready: true, attempt: 0, createdAt: 1, ip: "10.0.0.2", additionalIps: [] }],
-    containers: p.spec.containers.map((c, i) => ({ id: `c${i}`, name: c.name, sandboxId: "s1", state: "running" as const, hash: containerHash(c), restartCount: 0, image: "busybox", imageRef: "x", createdAt: 1 })),
+    containers: p.spec.containers.map((c, i) => ({
+      id: `c${i}`,
+      name: c.name,
+      sandboxId: "s1",
+      state: "running" as const,
+      hash: containerHash(c),
+      restartCount: 0,
+      image: "busybox",
+      imageRef: "x",
+      createdAt: 1,
+    })),
   });
   const noBackoff = { remainingSince: () => 0 };
 

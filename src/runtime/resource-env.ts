@@ -36,9 +36,7 @@ export function resourceFieldValue(
   ref: { containerName?: string; resource?: string; divisor?: string | number },
   allocatable: NodeAllocatable,
 ): string {
-  const target = ref.containerName
-    ? [...pod.spec.containers, ...(pod.spec.initContainers ?? [])].find((c) => c.name === ref.containerName)
-    : container;
+  const target = ref.containerName ? [...pod.spec.containers, ...(pod.spec.initContainers ?? [])].find((c) => c.name === ref.containerName) : container;
   if (!target) throw new EnvError(`container ${ref.containerName} not found`);
   const m = /^(limits|requests)\.(cpu|memory|ephemeral-storage)$/.exec(ref.resource ?? "");
   if (!m) throw new EnvError(`unsupported container resource : ${ref.resource}`);

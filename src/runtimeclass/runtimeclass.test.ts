@@ -76,7 +76,9 @@ describe("ApiRuntimeClasses", () => {
 
       const bad = pod("bad", "missing");
       const outcome = await runtime.syncPod(bad, await runtime.observe(podRef(bad)));
-      expect(outcome.results).toEqual([{ action: "CreatePodSandbox", target: "bad", error: { reason: "CreatePodSandboxError", message: 'runtimeclass.node.k8s.io "missing" not found' } }]);
+      expect(outcome.results).toEqual([
+        { action: "CreatePodSandbox", target: "bad", error: { reason: "CreatePodSandboxError", message: 'runtimeclass.node.k8s.io "missing" not found' } },
+      ]);
       expect(cri.callsOf("runPodSandbox")).toHaveLength(1);
       expect(events).toContain('Warning FailedCreatePodSandBox Failed to create pod sandbox: runtimeclass.node.k8s.io "missing" not found');
     } finally {
@@ -91,6 +93,10 @@ describe("ApiRuntimeClasses", () => {
       spec: { containers: [{ name: "c", image: "i", resources: { requests: { cpu: "800m" } } }], ...(overhead ? { overhead } : {}) } as Pod["spec"],
     });
     expect(admitPod(pod(), [], node)).toEqual({ admit: true });
-    expect(admitPod(pod({ cpu: "250m" }), [], node)).toEqual({ admit: false, reason: "OutOfcpu", message: "Node didn't have enough resource: cpu, requested: 1050, used: 0, capacity: 1000" });
+    expect(admitPod(pod({ cpu: "250m" }), [], node)).toEqual({
+      admit: false,
+      reason: "OutOfcpu",
+      message: "Node didn't have enough resource: cpu, requested: 1050, used: 0, capacity: 1000",
+    });
   });
 });

@@ -143,9 +143,7 @@ function withAuthenticatedGroup(u: UserInfo): UserInfo {
 export type Authenticate = (req: { socket: PeerSocket | undefined; authorization: string | undefined }) => Promise<UserInfo | undefined>;
 
 export function createAuthenticator(opts: AuthenticationOptions): Authenticate {
-  const review = opts.tokenReview
-    ? cachedTokenReview(opts.tokenReview, opts.cacheTTLMs ?? DEFAULT_TOKEN_CACHE_TTL_MS, opts.now)
-    : undefined;
+  const review = opts.tokenReview ? cachedTokenReview(opts.tokenReview, opts.cacheTTLMs ?? DEFAULT_TOKEN_CACHE_TTL_MS, opts.now) : undefined;
   return async ({ socket, authorization }) => {
     // Union of x509 and token: the first that knows the user wins; errors count only if none did.
     const errors: string[] = [];

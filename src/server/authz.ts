@@ -96,13 +96,7 @@ export function isSubpath(subpath: string, path: string): boolean {
 }
 
 /** The attributes to try for one request, most specific first. */
-export function requestAttributes(
-  nodeName: string,
-  user: UserInfo,
-  method: string,
-  path: string,
-  fineGrained = true,
-): AuthzAttributes[] {
+export function requestAttributes(nodeName: string, user: UserInfo, method: string, path: string, fineGrained = true): AuthzAttributes[] {
   const attr = (subresource: string): AuthzAttributes => ({
     user,
     verb: VERBS[method.toUpperCase()] ?? "",
@@ -135,8 +129,7 @@ export function requestAttributes(
   return [attr("proxy")];
 }
 
-const describe = (a: AuthzAttributes) =>
-  `(user=${a.user.username}, verb=${a.verb}, resource=${a.resource}, subresource=${a.subresource})`;
+const describe = (a: AuthzAttributes) => `(user=${a.user.username}, verb=${a.verb}, resource=${a.resource}, subresource=${a.subresource})`;
 
 /** The outcome of authorizing one request: through, or the status and upstream's message to answer with. */
 export type AccessDecision = { allowed: true } | { allowed: false; status: 403 | 500; message: string };

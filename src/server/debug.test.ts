@@ -65,8 +65,15 @@ describe("/debug handlers", () => {
         pods: () => [],
         logs: async () => undefined,
         health: new Hono(),
-        authn: authentication({ x509: false, anonymous: false, tokenReview: async (t) => (t === "good" ? { authenticated: true, user: { username: "alice", groups: [] } } : { authenticated: false }) }),
-        authz: authorization({ nodeName: "n1", authorizer: { authorize: async (a) => (decisions.push(a), { allowed: a.user.username === "alice" && a.subresource === "proxy" }) } }),
+        authn: authentication({
+          x509: false,
+          anonymous: false,
+          tokenReview: async (t) => (t === "good" ? { authenticated: true, user: { username: "alice", groups: [] } } : { authenticated: false }),
+        }),
+        authz: authorization({
+          nodeName: "n1",
+          authorizer: { authorize: async (a) => (decisions.push(a), { allowed: a.user.username === "alice" && a.subresource === "proxy" }) },
+        }),
         ...(profiler ? { profiler } : {}),
       });
     const app = make(new FakeProfiler());

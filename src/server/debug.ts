@@ -92,9 +92,7 @@ export const MAX_PROFILE_SECONDS = 60;
 export function debugApp(profiler: Profiler): Hono<KubeletEnv> {
   const app = new Hono<KubeletEnv>();
   let profiling = false;
-  app.get("/debug/heap", (c) =>
-    c.body(profiler.heapSnapshot(), 200, { "content-type": "application/json", "content-disposition": 'attachment; filename="kubelet.heapsnapshot"' }),
-  );
+  app.get("/debug/heap", (c) => c.body(profiler.heapSnapshot(), 200, { "content-type": "application/json", "content-disposition": 'attachment; filename="kubelet.heapsnapshot"' }));
   app.get("/debug/profile", async (c) => {
     const raw = c.req.query("seconds");
     const seconds = raw === undefined ? DEFAULT_PROFILE_SECONDS : Number(raw);

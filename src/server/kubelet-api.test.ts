@@ -124,7 +124,17 @@ const status = (running: string[]): PodStatusView => ({
   phase: "Running",
   sandboxReady: true,
   podIPs: [],
-  containerStatuses: running.map((name) => ({ name, state: { running: { startedAt: "x" } }, lastState: {}, ready: true, started: true, restartCount: 0, image: "img", imageID: "", containerID: "c" })),
+  containerStatuses: running.map((name) => ({
+    name,
+    state: { running: { startedAt: "x" } },
+    lastState: {},
+    ready: true,
+    started: true,
+    restartCount: 0,
+    image: "img",
+    imageID: "",
+    containerID: "c",
+  })),
 });
 const summary: Summary = {
   node: {
@@ -135,7 +145,16 @@ const summary: Summary = {
     fs: { time: "t", usedBytes: 3 },
     systemContainers: [{ name: "kubelet", startTime: "t", cpu: { time: "t" }, rootfs: { time: "t" } }],
   },
-  pods: [{ podRef: { name: "p", namespace: "ns", uid: "u" }, startTime: "t", containers: [{ name: "c", startTime: "t", memory: { time: "t" }, logs: { time: "t" } }], cpu: { time: "t" }, network: { time: "t" }, volume: [] }],
+  pods: [
+    {
+      podRef: { name: "p", namespace: "ns", uid: "u" },
+      startTime: "t",
+      containers: [{ name: "c", startTime: "t", memory: { time: "t" }, logs: { time: "t" } }],
+      cpu: { time: "t" },
+      network: { time: "t" },
+      volume: [],
+    },
+  ],
 };
 
 function api(logs: (ns: string, p: string, c: string, prev: boolean) => ResolvedLogs | undefined, extra: Partial<KubeletApiOptions> = {}) {
@@ -165,7 +184,10 @@ describe("kubeletApi", () => {
     const app = api(() => undefined);
     const pods = (await (await app.request("/pods")).json()) as { kind: string; items: { metadata: { name: string }; kind: string }[] };
     expect(pods.kind).toBe("PodList");
-    expect(pods.items.map((p) => [p.metadata.name, p.kind])).toEqual([["p", "Pod"], ["q", "Pod"]]);
+    expect(pods.items.map((p) => [p.metadata.name, p.kind])).toEqual([
+      ["p", "Pod"],
+      ["q", "Pod"],
+    ]);
     const running = (await (await app.request("/runningpods/")).json()) as { items: { metadata: { name: string }; spec: { containers: { name: string }[] } }[] };
     expect(running.items.map((p) => [p.metadata.name, p.spec.containers.map((c) => c.name)])).toEqual([["p", ["c"]]]);
     expect(await (await app.request("/healthz")).text()).toBe("ok");

@@ -109,9 +109,7 @@ export function kubeletApi(opts: KubeletApiOptions): Hono<KubeletEnv> {
   });
   app.notFound((c) => c.text("404 page not found", 404));
 
-  app.get("/pods", (c) =>
-    c.json({ kind: "PodList", apiVersion: "v1", metadata: {}, items: opts.pods().map(({ pod, status }) => asApiPod(pod, status)) }),
-  );
+  app.get("/pods", (c) => c.json({ kind: "PodList", apiVersion: "v1", metadata: {}, items: opts.pods().map(({ pod, status }) => asApiPod(pod, status)) }));
 
   // Pods with running containers as the runtime sees them: identity and the running containers only (upstream's GetRunningPods).
   app.get("/runningpods/", (c) => {
@@ -176,9 +174,7 @@ export function kubeletApi(opts: KubeletApiOptions): Hono<KubeletEnv> {
     if (!resolved) {
       throw new HttpError(
         400,
-        options.previous
-          ? `previous terminated container "${container}" in pod "${podName}" not found`
-          : `container "${container}" in pod "${podName}" is waiting to start`,
+        options.previous ? `previous terminated container "${container}" in pod "${podName}" not found` : `container "${container}" in pod "${podName}" is waiting to start`,
       );
     }
     const stillRunning = async () => (await opts.logs(namespace, podName, container, options.previous))?.running ?? false;

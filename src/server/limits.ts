@@ -59,7 +59,10 @@ export function enforceConnectionLimits(opts: { tls: TlsServer; http: HttpServer
   const timers = new WeakMap<object, () => void>();
   const arm = (socket: Duplex, ms: number) => {
     timers.get(socket)?.();
-    timers.set(socket, clock.setTimer(ms, () => socket.destroy()));
+    timers.set(
+      socket,
+      clock.setTimer(ms, () => socket.destroy()),
+    );
   };
   const disarm = (socket: object) => {
     timers.get(socket)?.();

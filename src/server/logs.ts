@@ -31,12 +31,7 @@ export interface ResolvedLogs {
 }
 
 /** Injected: finds the log files of a container (`previous`: the previous restart's). */
-export type ContainerLogs = (
-  namespace: string,
-  pod: string,
-  container: string,
-  previous: boolean,
-) => ResolvedLogs | undefined | Promise<ResolvedLogs | undefined>;
+export type ContainerLogs = (namespace: string, pod: string, container: string, previous: boolean) => ResolvedLogs | undefined | Promise<ResolvedLogs | undefined>;
 
 export interface LogOptions {
   tailLines?: number;
@@ -57,9 +52,7 @@ export async function rotatedLogPaths(current: string): Promise<string[]> {
   } catch {
     return [current];
   }
-  const rotated = names
-    .filter((n) => n.startsWith(prefix) && !n.endsWith(".tmp"))
-    .map((n) => ({ n, key: n.slice(prefix.length).replace(/\.gz$/, "") }));
+  const rotated = names.filter((n) => n.startsWith(prefix) && !n.endsWith(".tmp")).map((n) => ({ n, key: n.slice(prefix.length).replace(/\.gz$/, "") }));
   // A file and its .gz twin (a compression that was interrupted): keep the uncompressed one.
   const keys = new Set(rotated.filter((r) => !r.n.endsWith(".gz")).map((r) => r.key));
   const files = rotated.filter((r) => !r.n.endsWith(".gz") || !keys.has(r.key)).sort((x, y) => (x.key < y.key ? -1 : x.key > y.key ? 1 : 0));

@@ -63,7 +63,7 @@ describe("NodeLogQuery parameters", () => {
     ["/logs/?query=kubelet&tailLines=100001", "tailLines: Invalid value: 100001: must be between 0 and 100000, inclusive"],
     ["/logs/?query=kubelet&tailLines=-1", "tailLines: Invalid value: -1"],
     ["/logs/?query=kubelet&boot=1", "boot: Invalid value: 1: must be less than 1"],
-    ["/logs/?query=kubelet&sinceTime=2026-01-02T00:00:00Z&untilTime=2026-01-01T00:00:00Z", "untilTime: Invalid value: \"2026-01-01T00:00:00.000Z\": must be after `sinceTime`"],
+    ["/logs/?query=kubelet&sinceTime=2026-01-02T00:00:00Z&untilTime=2026-01-01T00:00:00Z", 'untilTime: Invalid value: "2026-01-01T00:00:00.000Z": must be after `sinceTime`'],
     ["/logs/?query=kube$(reboot)", "input contains unsupported characters"],
     ["/logs/?query=a&query=b&query=c&query=d&query=e", "query: Too many: 5: must have at most 4 items"],
     ["/logs/?query=/syslog&query=kubelet", "cannot specify a file and service"],
@@ -91,12 +91,27 @@ describe("NodeLogQuery parameters", () => {
 describe("NodeLogQuery answers", () => {
   test("journald units through journalctl with every option as upstream passes it", async () => {
     const { journal, runs } = fakeJournal();
-    const res = await app(journal).request("/logs/?query=kubelet&query=containerd&sinceTime=2026-01-02T03:04:05Z&untilTime=2026-01-02T04:00:00Z&tailLines=10&pattern=err.r&boot=-1");
+    const res = await app(journal).request(
+      "/logs/?query=kubelet&query=containerd&sinceTime=2026-01-02T03:04:05Z&untilTime=2026-01-02T04:00:00Z&tailLines=10&pattern=err.r&boot=-1",
+    );
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toBe("text/plain; charset=utf-8");
     expect(await res.text()).toBe("journal --unit=kubelet --unit=containerd\n");
     expect(runs).toEqual([
-      ["--utc", "--no-pager", "--since=2026-1-2 3:4:5", "--until=2026-1-2 4:0:0", "--pager-end", "--lines=10", "--unit=kubelet", "--unit=containerd", "--grep=err.r", "--boot", "-1", "--output=short-precise"],
+      [
+        "--utc",
+        "--no-pager",
+        "--since=2026-1-2 3:4:5",
+        "--until=2026-1-2 4:0:0",
+        "--pager-end",
+        "--lines=10",
+        "--unit=kubelet",
+        "--unit=containerd",
+        "--grep=err.r",
+        "--boot",
+        "-1",
+        "--output=short-precise",
+      ],
     ]);
   });
 

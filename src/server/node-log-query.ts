@@ -66,7 +66,12 @@ const time = v.pipe(
   v.check((d) => !Number.isNaN(d.getTime()), "invalid time format"),
 );
 // strconv.Atoi: an optional sign and decimal digits.
-const integer = v.pipe(v.string(), v.regex(/^[+-]?\d+$/, "must be an integer"), v.transform(Number), v.check((n: number) => Number.isSafeInteger(n), "value out of range"));
+const integer = v.pipe(
+  v.string(),
+  v.regex(/^[+-]?\d+$/, "must be an integer"),
+  v.transform(Number),
+  v.check((n: number) => Number.isSafeInteger(n), "value out of range"),
+);
 const pattern = v.pipe(
   v.string(),
   v.check((s) => {
@@ -93,7 +98,8 @@ const SINGLE: Record<Exclude<(typeof NODE_LOG_QUERY_PARAMETERS)[number], "query"
 export function parseNodeLogQuery(params: URLSearchParams): NodeLogQuery | undefined {
   const errors: string[] = [];
   for (const key of new Set(params.keys())) {
-    if (!(NODE_LOG_QUERY_PARAMETERS as readonly string[]).includes(key)) errors.push(`${key}: Unsupported value: unknown query parameter (supported: ${NODE_LOG_QUERY_PARAMETERS.join(", ")})`);
+    if (!(NODE_LOG_QUERY_PARAMETERS as readonly string[]).includes(key))
+      errors.push(`${key}: Unsupported value: unknown query parameter (supported: ${NODE_LOG_QUERY_PARAMETERS.join(", ")})`);
   }
   const out: NodeLogQuery = { services: [], files: [] };
   const queries = params.getAll("query");
@@ -132,10 +138,12 @@ export function validateNodeLogQuery(q: NodeLogQuery, logDir: string): void {
   else if (q.files.length > 0 && q.services.length > 0) errors.push(invalid("query", `${q.files}, ${q.services}`, "cannot specify a file and service"));
   else if (q.files.length > 1) errors.push(invalid("query", q.files, "cannot specify more than one file"));
   else if (q.files.length === 1 && hasOptions) errors.push(invalid("query", q.files, "cannot specify file with options"));
-  else if (q.files.length === 1 && !resolveNodeLogPath(logDir, q.files[0]!.replaceAll("\\", "/"))) errors.push(invalid("query", q.files, "no such file under the node's log directory"));
+  else if (q.files.length === 1 && !resolveNodeLogPath(logDir, q.files[0]!.replaceAll("\\", "/")))
+    errors.push(invalid("query", q.files, "no such file under the node's log directory"));
   if (q.sinceTime && q.untilTime && q.sinceTime > q.untilTime) errors.push(invalid("untilTime", q.untilTime.toISOString(), "must be after `sinceTime`"));
   if (q.boot !== undefined && q.boot > 0) errors.push(invalid("boot", q.boot, "must be less than 1"));
-  if (q.tailLines !== undefined && (q.tailLines < 0 || q.tailLines > MAX_TAIL_LINES)) errors.push(invalid("tailLines", q.tailLines, `must be between 0 and ${MAX_TAIL_LINES}, inclusive`));
+  if (q.tailLines !== undefined && (q.tailLines < 0 || q.tailLines > MAX_TAIL_LINES))
+    errors.push(invalid("tailLines", q.tailLines, `must be between 0 and ${MAX_TAIL_LINES}, inclusive`));
   if (errors.length) throw new NodeLogQueryError(406, errors);
 }
 

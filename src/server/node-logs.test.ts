@@ -24,7 +24,9 @@ describe("/logs/ (node log files)", () => {
     const app = nodeLogsApp(root);
     const list = await app.request("/logs/");
     expect(list.status).toBe(200);
-    expect(await list.text()).toBe('<pre>\n<a href="apt/">apt/</a>\n<a href="escape">escape</a>\n<a href="inside-link">inside-link</a>\n<a href="rootlink">rootlink</a>\n<a href="syslog">syslog</a>\n</pre>\n');
+    expect(await list.text()).toBe(
+      '<pre>\n<a href="apt/">apt/</a>\n<a href="escape">escape</a>\n<a href="inside-link">inside-link</a>\n<a href="rootlink">rootlink</a>\n<a href="syslog">syslog</a>\n</pre>\n',
+    );
     expect(await (await app.request("/logs/syslog")).text()).toBe("line one\nline two\n");
     expect(await (await app.request("/logs/apt/history.log")).text()).toBe("installed\n");
     expect((await app.request("/logs/apt")).status).toBe(301);

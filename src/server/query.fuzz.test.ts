@@ -19,7 +19,34 @@ import { kubeletApi } from "./kubelet-api.ts";
 import { BadLogQuery, parseLogQuery } from "./logs.ts";
 
 const LOG_PARAMS = ["tailLines", "tail", "limitBytes", "sinceSeconds", "sinceTime", "timestamps", "follow", "previous", "container", "only_cpu_and_memory"];
-const VALUES = ["", "0", "1", "-1", "+3", " 7 ", "10", "1e3", "0x10", "9999999999999999999999", "all", "true", "false", "f", "no", "x", "1.5", "2024-01-01T00:00:00Z", "2024-13-45T99:99:99Z", "2024-01-01T00:00:00+25:00", "yesterday", "%zz", "%00", "\u0000", "\ud83d\ude00", "a".repeat(500)];
+const VALUES = [
+  "",
+  "0",
+  "1",
+  "-1",
+  "+3",
+  " 7 ",
+  "10",
+  "1e3",
+  "0x10",
+  "9999999999999999999999",
+  "all",
+  "true",
+  "false",
+  "f",
+  "no",
+  "x",
+  "1.5",
+  "2024-01-01T00:00:00Z",
+  "2024-13-45T99:99:99Z",
+  "2024-01-01T00:00:00+25:00",
+  "yesterday",
+  "%zz",
+  "%00",
+  "\u0000",
+  "\ud83d\ude00",
+  "a".repeat(500),
+];
 
 function randomQuery(rng: Rng): Record<string, string> {
   const q: Record<string, string> = {};
@@ -75,7 +102,15 @@ test("kubelet API: 2000 generated containerLogs and stats requests answer 200, 4
     authn: authentication({ x509: false, anonymous: true }),
     authz: authorization({ nodeName: "n1", authorizer: alwaysAllow() }),
   });
-  const paths = ["/containerLogs/ns/p/c", "/containerLogs/ns/p/idle", "/containerLogs/ns/p/nope", "/containerLogs/other/p/c", "/containerLogs/ns/%zz/c", "/containerLogs/ns/p/c/extra", "/stats/summary"];
+  const paths = [
+    "/containerLogs/ns/p/c",
+    "/containerLogs/ns/p/idle",
+    "/containerLogs/ns/p/nope",
+    "/containerLogs/other/p/c",
+    "/containerLogs/ns/%zz/c",
+    "/containerLogs/ns/p/c/extra",
+    "/stats/summary",
+  ];
   const seen = new Map<number, number>();
   await forAllAsync(
     { seed: 0xa11_0c, count: 2000 },

@@ -53,7 +53,16 @@ describe("createSelfSignedCert", () => {
     const file = join(dir, "made.crt");
     writeFileSync(file, made.cert);
     const text = execFileSync("openssl", ["x509", "-in", file, "-noout", "-text"], { encoding: "utf8" });
-    for (const want of ["Version: 3 (0x2)", "ecdsa-with-SHA256", "X509v3 Key Usage: critical", "Digital Signature, Certificate Sign", "TLS Web Server Authentication", "CA:TRUE", "X509v3 Subject Key Identifier", "DNS:node1, IP Address:10.0.0.1"]) {
+    for (const want of [
+      "Version: 3 (0x2)",
+      "ecdsa-with-SHA256",
+      "X509v3 Key Usage: critical",
+      "Digital Signature, Certificate Sign",
+      "TLS Web Server Authentication",
+      "CA:TRUE",
+      "X509v3 Subject Key Identifier",
+      "DNS:node1, IP Address:10.0.0.1",
+    ]) {
       expect(text).toContain(want);
     }
     const parsed = execFileSync("openssl", ["asn1parse", "-in", file], { encoding: "utf8" });

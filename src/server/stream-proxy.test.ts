@@ -44,7 +44,12 @@ async function fakeRuntime() {
   return { port, heads };
 }
 
-const rawReq = (url: string, headers: [string, string][]) => ({ method: "POST", url, rawHeaders: headers.flat(), headers: Object.fromEntries(headers.map(([k, v]) => [k.toLowerCase(), v])) });
+const rawReq = (url: string, headers: [string, string][]) => ({
+  method: "POST",
+  url,
+  rawHeaders: headers.flat(),
+  headers: Object.fromEntries(headers.map(([k, v]) => [k.toLowerCase(), v])),
+});
 
 /** Connects a client to a front server that hands each connection to `handle`; resolves with the client socket. */
 async function front(handle: (client: Socket) => void): Promise<Socket> {
@@ -117,7 +122,15 @@ describe("proxyStream", () => {
     const runtime = await fakeRuntime();
     const clock = new FakeClock();
     const client = await front((socket) =>
-      proxyStream({ client: socket, head: Buffer.from("early"), req: rawReq("/exec/ns/p/c", [["Upgrade", "SPDY/3.1"]]), target: new URL(`http://127.0.0.1:${runtime.port}/exec/T`), idleTimeoutMs: 0, clock, logger: memoryLogger().logger }),
+      proxyStream({
+        client: socket,
+        head: Buffer.from("early"),
+        req: rawReq("/exec/ns/p/c", [["Upgrade", "SPDY/3.1"]]),
+        target: new URL(`http://127.0.0.1:${runtime.port}/exec/T`),
+        idleTimeoutMs: 0,
+        clock,
+        logger: memoryLogger().logger,
+      }),
     );
     const answer = await readUntil(client, "EARLY");
     expect(answer).toStartWith("HTTP/1.1 101 Switching Protocols\r\n");
@@ -163,7 +176,15 @@ describe("proxyStream", () => {
     const unused = await listen(() => {});
     servers.pop()!.close();
     const client = await front((socket) =>
-      proxyStream({ client: socket, head: Buffer.alloc(0), req: rawReq("/exec/ns/p/c", []), target: new URL(`http://127.0.0.1:${unused}/exec/T`), idleTimeoutMs: 0, clock: new FakeClock(), logger: memoryLogger().logger }),
+      proxyStream({
+        client: socket,
+        head: Buffer.alloc(0),
+        req: rawReq("/exec/ns/p/c", []),
+        target: new URL(`http://127.0.0.1:${unused}/exec/T`),
+        idleTimeoutMs: 0,
+        clock: new FakeClock(),
+        logger: memoryLogger().logger,
+      }),
     );
     const answer = await readAll(client);
     expect(answer).toStartWith("HTTP/1.1 500 Internal Server Error\r\n");

@@ -38,7 +38,12 @@ export function writeRawResponse(socket: Duplex, status: number, body: string, e
     "Content-Length": String(bytes.length),
     Connection: "close",
   };
-  const head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Error"}\r\n` + Object.entries(headers).map(([k, val]) => `${k}: ${val}\r\n`).join("") + "\r\n";
+  const head =
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Error"}\r\n` +
+    Object.entries(headers)
+      .map(([k, val]) => `${k}: ${val}\r\n`)
+      .join("") +
+    "\r\n";
   socket.end(Buffer.concat([Buffer.from(head, "latin1"), bytes]));
 }
 
@@ -88,8 +93,7 @@ export function proxyStream(opts: ProxyStreamOptions): void {
   const port = Number(target.port || (target.protocol === "https:" ? 443 : 80));
   const host = target.hostname.replace(/^\[|\]$/g, "");
   // The runtime's streaming server listens on the node (containerd: 127.0.0.1) with a self-made certificate when TLS is on.
-  const backend: Socket =
-    target.protocol === "https:" ? tlsConnect({ host, port, rejectUnauthorized: false, ALPNProtocols: ["http/1.1"] }) : netConnect({ host, port });
+  const backend: Socket = target.protocol === "https:" ? tlsConnect({ host, port, rejectUnauthorized: false, ALPNProtocols: ["http/1.1"] }) : netConnect({ host, port });
   let answered = false;
   let lastActivity = opts.clock.now();
   let cancelIdle: (() => void) | undefined;

@@ -56,7 +56,15 @@ describe("stream options (core/v1 parameter names)", () => {
 describe("streamingResolver against the fake runtime", () => {
   const BUSYBOX = "localhost/bunlet/busybox:1.0";
   const podOf = (name: string, uid: string): Pod =>
-    ({ metadata: { name, namespace: "default", uid }, spec: { containers: [{ name: "main", image: BUSYBOX }, { name: "side", image: BUSYBOX }] } }) as unknown as Pod;
+    ({
+      metadata: { name, namespace: "default", uid },
+      spec: {
+        containers: [
+          { name: "main", image: BUSYBOX },
+          { name: "side", image: BUSYBOX },
+        ],
+      },
+    }) as unknown as Pod;
 
   async function setup() {
     const clock = new FakeClock();
@@ -66,7 +74,11 @@ describe("streamingResolver against the fake runtime", () => {
     const start = async (name: string, attempt: number) => {
       const id = await cri.createContainer(
         sb,
-        { metadata: { name, attempt }, image: { image: BUSYBOX }, labels: { ...podLabels({ name: "web", namespace: "default", uid: "u1" }), "io.kubernetes.container.name": name } },
+        {
+          metadata: { name, attempt },
+          image: { image: BUSYBOX },
+          labels: { ...podLabels({ name: "web", namespace: "default", uid: "u1" }), "io.kubernetes.container.name": name },
+        },
         sandboxConfig,
       );
       await cri.startContainer(id);
@@ -76,7 +88,11 @@ describe("streamingResolver against the fake runtime", () => {
     cri.exitContainer(old, 1);
     clock.advance(1000);
     const main = await start("main", 1);
-    await cri.createContainer(sb, { metadata: { name: "side" }, image: { image: BUSYBOX }, labels: { ...podLabels({ name: "web", namespace: "default", uid: "u1" }), "io.kubernetes.container.name": "side" } }, sandboxConfig);
+    await cri.createContainer(
+      sb,
+      { metadata: { name: "side" }, image: { image: BUSYBOX }, labels: { ...podLabels({ name: "web", namespace: "default", uid: "u1" }), "io.kubernetes.container.name": "side" } },
+      sandboxConfig,
+    );
     const resolver = streamingResolver({ pods: () => [{ pod: podOf("web", "u1") }], cri });
     return { cri, sb, main, resolver };
   }
@@ -95,7 +111,10 @@ describe("streamingResolver against the fake runtime", () => {
 
   test("exec goes to the running container of that name with the command and streams", async () => {
     const { cri, main, resolver } = await setup();
-    const url = await resolver.streamUrl({ kind: "exec", namespace: "default", pod: "web", container: "main" }, new URLSearchParams("command=sh&command=-c&command=id&input=1&output=1&tty=1"));
+    const url = await resolver.streamUrl(
+      { kind: "exec", namespace: "default", pod: "web", container: "main" },
+      new URLSearchParams("command=sh&command=-c&command=id&input=1&output=1&tty=1"),
+    );
     expect(url).toStartWith("http://127.0.0.1:10010/exec/");
     expect(cri.callsOf("exec")).toEqual([[ExecRequest.create({ containerId: main, cmd: ["sh", "-c", "id"], stdin: true, stdout: true, stderr: false, tty: true })]]);
   });
@@ -113,7 +132,9 @@ describe("streamingResolver against the fake runtime", () => {
 
   test("portForward goes to the pod's ready sandbox with the ?port= list", async () => {
     const { cri, sb, resolver } = await setup();
-    expect(await resolver.streamUrl({ kind: "portForward", namespace: "default", pod: "web" }, new URLSearchParams("port=8080"))).toStartWith("http://127.0.0.1:10010/portforward/");
+    expect(await resolver.streamUrl({ kind: "portForward", namespace: "default", pod: "web" }, new URLSearchParams("port=8080"))).toStartWith(
+      "http://127.0.0.1:10010/portforward/",
+    );
     expect(cri.callsOf("portForward")).toEqual([[sb, [8080]]]);
     await cri.stopPodSandbox(sb);
     await fails(resolver.streamUrl({ kind: "portForward", namespace: "default", pod: "web" }, new URLSearchParams()), 404, 'pod "default/web" has no running sandbox');

@@ -62,8 +62,18 @@ describe("serveTls with the options", () => {
   });
 
   test("tlsCipherSuites: a TLS 1.2 client offering only another suite is refused", async () => {
-    await using server = await serveTls({ app, host: "127.0.0.1", port: 0, cert, key, logger: memoryLogger().logger, ...tlsServerOptions("", ["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"]) });
-    expect(await handshake(server.port, { maxVersion: "TLSv1.2", ciphers: "ECDHE-RSA-AES256-GCM-SHA384" })).toEqual({ error: expect.stringMatching(/handshake failure|HANDSHAKE_FAILURE/i) });
+    await using server = await serveTls({
+      app,
+      host: "127.0.0.1",
+      port: 0,
+      cert,
+      key,
+      logger: memoryLogger().logger,
+      ...tlsServerOptions("", ["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"]),
+    });
+    expect(await handshake(server.port, { maxVersion: "TLSv1.2", ciphers: "ECDHE-RSA-AES256-GCM-SHA384" })).toEqual({
+      error: expect.stringMatching(/handshake failure|HANDSHAKE_FAILURE/i),
+    });
     expect(await handshake(server.port, { maxVersion: "TLSv1.2" })).toEqual({ protocol: "TLSv1.2", cipher: "ECDHE-RSA-AES128-GCM-SHA256" });
   });
 });
@@ -71,7 +81,12 @@ describe("serveTls with the options", () => {
 describe("serveTls holdUntilCertificate", () => {
   const dir = mkdtempSync(join(tmpdir(), "tls-hold-"));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
-  for (const n of ["a", "b"]) execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", `${n}.key`, "-out", `${n}.crt`, "-days", "1", "-subj", `/CN=${n}`], { cwd: dir, stdio: "ignore" });
+  for (const n of ["a", "b"])
+    execFileSync(
+      "openssl",
+      ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", `${n}.key`, "-out", `${n}.crt`, "-days", "1", "-subj", `/CN=${n}`],
+      { cwd: dir, stdio: "ignore" },
+    );
   const pem = (f: string) => readFileSync(join(dir, f), "utf8");
   const peer = (port: number) =>
     new Promise<string>((resolve) => {

@@ -95,7 +95,9 @@ export async function serveTls(opts: ServeTlsOptions): Promise<TlsServerHandle> 
   http.on("clientError", (err: Error & { code?: string }, socket: Duplex) => {
     log.v(4).info("http client error", { err: err.message });
     if (socket.writable) {
-      socket.end(err.code === "HPE_HEADER_OVERFLOW" ? "HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n" : "HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n");
+      socket.end(
+        err.code === "HPE_HEADER_OVERFLOW" ? "HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n" : "HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n",
+      );
     }
     socket.destroy();
   });

@@ -26,7 +26,11 @@ describe("servingCertificate", () => {
     const pair = createSelfSignedCert({ hostname: "given", now: base.now });
     writeFileSync(join(dir, "given.crt"), pair.cert);
     writeFileSync(join(dir, "given.key"), pair.key);
-    const got = servingCertificate({ ...base, certDir: join(dir, "unused"), config: config([`--tls-cert-file=${join(dir, "given.crt")}`, `--tls-private-key-file=${join(dir, "given.key")}`]) });
+    const got = servingCertificate({
+      ...base,
+      certDir: join(dir, "unused"),
+      config: config([`--tls-cert-file=${join(dir, "given.crt")}`, `--tls-private-key-file=${join(dir, "given.key")}`]),
+    });
     expect(got).toEqual(pair);
   });
 

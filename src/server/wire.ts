@@ -69,7 +69,9 @@ export function logsFromStatuses(podLogsDir: string, pods: KubeletServerOptions[
   return async (namespace, name, container, previous) => {
     const entry = pods().find(({ pod }) => pod.metadata.namespace === namespace && pod.metadata.name === name);
     if (!entry) return undefined;
-    const status = [...(entry.status.initContainerStatuses ?? []), ...entry.status.containerStatuses, ...(entry.status.ephemeralContainerStatuses ?? [])].find((c) => c.name === container);
+    const status = [...(entry.status.initContainerStatuses ?? []), ...entry.status.containerStatuses, ...(entry.status.ephemeralContainerStatuses ?? [])].find(
+      (c) => c.name === container,
+    );
     if (!status) return undefined;
     const restart = previous ? status.restartCount - 1 : status.restartCount;
     if (restart < 0) return undefined;
@@ -140,32 +142,35 @@ export async function startKubeletServer(opts: KubeletServerOptions): Promise<Tl
     // Upstream: the node's /var/log under /logs/, with the debugging handlers and the system log handler on.
     ...(k.enableDebuggingHandlers && k.enableSystemLogHandler ? { nodeLogDir: opts.nodeLogDir ?? "/var/log" } : {}),
     // Upstream: log queries too with enableSystemLogQuery and the NodeLogQuery feature gate (config validation requires both together).
-    ...(k.enableDebuggingHandlers && k.enableSystemLogHandler && k.enableSystemLogQuery && k.featureGates["NodeLogQuery"] === true ? { nodeLogQuery: { journal: opts.journal ?? journalctl } } : {}),
+    ...(k.enableDebuggingHandlers && k.enableSystemLogHandler && k.enableSystemLogQuery && k.featureGates["NodeLogQuery"] === true
+      ? { nodeLogQuery: { journal: opts.journal ?? journalctl } }
+      : {}),
     health: opts.health,
     ...(opts.metrics ? { metrics: opts.metrics } : {}),
     authn: authenticateWith(authenticate, opts.logger),
     authz: authorizeWith(checkAccess),
     logger: opts.logger,
   });
-  const serve = (cert: string, key: string, holdUntilCertificate = false) => serveTls({
-    app,
-    host: k.address,
-    port: k.port,
-    cert,
-    key,
-    holdUntilCertificate,
-    ...tlsServerOptions(k.tlsMinVersion, k.tlsCipherSuites),
-    ...(clientCA ? { clientCA } : {}),
-    logger: opts.logger,
-    upgrade: streamingUpgrade({
-      authenticate,
-      checkAccess,
-      resolver: streaming,
-      idleTimeoutMs: k.streamingConnectionIdleTimeout,
-      ...(opts.clock ? { clock: opts.clock } : {}),
+  const serve = (cert: string, key: string, holdUntilCertificate = false) =>
+    serveTls({
+      app,
+      host: k.address,
+      port: k.port,
+      cert,
+      key,
+      holdUntilCertificate,
+      ...tlsServerOptions(k.tlsMinVersion, k.tlsCipherSuites),
+      ...(clientCA ? { clientCA } : {}),
       logger: opts.logger,
-    }),
-  });
+      upgrade: streamingUpgrade({
+        authenticate,
+        checkAccess,
+        resolver: streaming,
+        idleTimeoutMs: k.streamingConnectionIdleTimeout,
+        ...(opts.clock ? { clock: opts.clock } : {}),
+        logger: opts.logger,
+      }),
+    });
   if (k.serverTLSBootstrap && opts.csr) return serveOnceIssued(opts, opts.csr, serve);
   if (k.serverTLSBootstrap) opts.logger.warn("serverTLSBootstrap needs the API server; serving a certificate from the files or a self-signed one");
   const serving = servingCertificate({ ...opts, now: (opts.clock ?? realClock).now() });

@@ -61,7 +61,16 @@ describe("service environment variables", () => {
     const pod = (extra: Partial<Pod["spec"]> = {}): Pod => ({
       metadata: { name: "p", namespace: "shop", uid: "u" },
       spec: {
-        containers: [{ name: "c", image: "i", env: [{ name: "URL", value: "redis://$(REDIS_PRIMARY_SERVICE_HOST)" }, { name: "KUBERNETES_SERVICE_PORT", value: "1" }] }],
+        containers: [
+          {
+            name: "c",
+            image: "i",
+            env: [
+              { name: "URL", value: "redis://$(REDIS_PRIMARY_SERVICE_HOST)" },
+              { name: "KUBERNETES_SERVICE_PORT", value: "1" },
+            ],
+          },
+        ],
         ...extra,
       },
     });
@@ -115,7 +124,12 @@ describe("WatchedServices", () => {
     api.putService({ metadata: { namespace: "shop", name: "redis" }, spec: { clusterIP: "10.0.0.11", ports: [{ port: 6379 }] } });
     api.putService({ metadata: { namespace: "shop", name: "broken" }, spec: { ports: "not a list" } });
     await tick();
-    expect(cache.list().map((s) => s.metadata.name).sort()).toEqual(["kubernetes", "redis"]);
+    expect(
+      cache
+        .list()
+        .map((s) => s.metadata.name)
+        .sort(),
+    ).toEqual(["kubernetes", "redis"]);
     api.deleteService("shop", "redis");
     await tick();
     expect(cache.list().map((s) => s.metadata.name)).toEqual(["kubernetes"]);
@@ -127,6 +141,11 @@ describe("WatchedServices", () => {
     expect(lists()).toBe(before); // the watch resumes from its version without a relist
     api.putService({ metadata: { namespace: "shop", name: "late" }, spec: { clusterIP: "10.0.0.12", ports: [{ port: 1 }] } });
     await tick();
-    expect(cache.list().map((s) => s.metadata.name).sort()).toEqual(["kubernetes", "late"]);
+    expect(
+      cache
+        .list()
+        .map((s) => s.metadata.name)
+        .sort(),
+    ).toEqual(["kubernetes", "late"]);
   });
 });

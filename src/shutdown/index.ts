@@ -129,7 +129,11 @@ export class NodeShutdownManager {
       for (const pod of pods) {
         const own = pod.spec.terminationGracePeriodSeconds;
         const grace = own !== undefined && own !== null && own <= group.gracePeriodSeconds ? own : group.gracePeriodSeconds;
-        logger.info("Shutdown manager killing pod with gracePeriod", { pod: `${pod.metadata.namespace}/${pod.metadata.name}`, gracePeriod: grace, priority: pod.spec.priority ?? 0 });
+        logger.info("Shutdown manager killing pod with gracePeriod", {
+          pod: `${pod.metadata.namespace}/${pod.metadata.name}`,
+          gracePeriod: grace,
+          priority: pod.spec.priority ?? 0,
+        });
         this.opts.stopPod(podUid(pod), grace);
       }
       const deadline = started + group.gracePeriodSeconds * 1000;

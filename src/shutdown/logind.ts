@@ -57,7 +57,10 @@ export function logindTools(opts: { logger: Logger }): LogindInhibitor {
   };
   return {
     async inhibitDelayMaxMs() {
-      const p = Bun.spawn(["busctl", "--system", "get-property", "org.freedesktop.login1", "/org/freedesktop/login1", "org.freedesktop.login1.Manager", "InhibitDelayMaxUSec"], { stdout: "pipe", stderr: "pipe" });
+      const p = Bun.spawn(["busctl", "--system", "get-property", "org.freedesktop.login1", "/org/freedesktop/login1", "org.freedesktop.login1.Manager", "InhibitDelayMaxUSec"], {
+        stdout: "pipe",
+        stderr: "pipe",
+      });
       const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
       const m = /^t (\d+)/.exec(out.trim());
       if (code !== 0 || !m) throw new Error(`reading logind's InhibitDelayMaxUSec failed: ${err.trim() || out.trim()}`);

@@ -9,7 +9,11 @@ import { SYSTEM_CRITICAL_PRIORITY } from "../pods/source.ts";
 
 const pod = (name: string, priority?: number, terminationGracePeriodSeconds?: number): Pod => ({
   metadata: { name, namespace: "default", uid: name },
-  spec: { containers: [{ name: "c", image: "i" }], ...(priority !== undefined ? { priority } : {}), ...(terminationGracePeriodSeconds !== undefined ? { terminationGracePeriodSeconds } : {}) },
+  spec: {
+    containers: [{ name: "c", image: "i" }],
+    ...(priority !== undefined ? { priority } : {}),
+    ...(terminationGracePeriodSeconds !== undefined ? { terminationGracePeriodSeconds } : {}),
+  },
 });
 const flush = async () => {
   for (let i = 0; i < 10; i++) await Promise.resolve();
@@ -38,7 +42,10 @@ describe("graceful node shutdown", () => {
     ]);
     const groups = shutdownGroups({ ...base, shutdownGracePeriod: 30_000, shutdownGracePeriodCriticalPods: 10_000 });
     const grouped = groupPods([pod("web"), pod("low", -5), pod("dns", 2_000_000_000), pod("node", 2_000_001_000), pod("high", 1_000_000_000)], groups);
-    expect(grouped.map((g) => g.pods.map((p) => p.metadata.name))).toEqual([["web", "low", "high"], ["dns", "node"]]);
+    expect(grouped.map((g) => g.pods.map((p) => p.metadata.name))).toEqual([
+      ["web", "low", "high"],
+      ["dns", "node"],
+    ]);
   });
 
   test("regular pods stop first within their budget, then critical ones; a shorter own grace period wins; nothing new is admitted", async () => {
@@ -113,7 +120,12 @@ describe("graceful node shutdown", () => {
   });
 
   test("lifecycle: a node shutdown takes a syncing pod to terminating for good", () => {
-    expect(transition({ stage: "syncing" }, { type: "nodeShutdown", gracePeriodSeconds: 4 })).toEqual({ stage: "terminating", gracePeriodSeconds: 4, reason: "nodeShutdown", deleted: false });
+    expect(transition({ stage: "syncing" }, { type: "nodeShutdown", gracePeriodSeconds: 4 })).toEqual({
+      stage: "terminating",
+      gracePeriodSeconds: 4,
+      reason: "nodeShutdown",
+      deleted: false,
+    });
     expect(transition({ stage: "terminated", deleted: false }, { type: "nodeShutdown", gracePeriodSeconds: 4 })).toEqual({ stage: "terminated", deleted: false });
   });
 });

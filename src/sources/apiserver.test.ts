@@ -22,7 +22,11 @@ function setup() {
   const clock = new FakeClock();
   const snapshots: SourceSnapshot[] = [];
   const source = new ApiServerSource({ api, nodeName: "n1", clock, logger: memoryLogger().logger });
-  const names = () => snapshots.at(-1)?.pods.map((p) => p.metadata.name).sort();
+  const names = () =>
+    snapshots
+      .at(-1)
+      ?.pods.map((p) => p.metadata.name)
+      .sort();
   return { api, clock, source, snapshots, names, start: () => source.start((s) => snapshots.push(s)) };
 }
 

@@ -7,9 +7,7 @@ import { upstreamStaticPodUid } from "./upstream-uid/index.ts";
 import { yaml11Ambiguity } from "./upstream-uid/yaml11.ts";
 
 /** Why a static pod's UID is not upstream's: logged by the sources, once per manifest change. */
-export type StaticUidNote =
-  | { kind: "unmodelled"; field: string; reason: string }
-  | { kind: "kept-running"; uid: string; upstreamUid: string };
+export type StaticUidNote = { kind: "unmodelled"; field: string; reason: string } | { kind: "kept-running"; uid: string; upstreamUid: string };
 
 export interface StaticPodDefaultsOptions {
   nodeName: string;
@@ -51,7 +49,10 @@ export function staticPodUid(pod: Pod, opts: StaticPodDefaultsOptions): string {
   }
   let upstream: ReturnType<typeof upstreamStaticPodUid>;
   try {
-    upstream = upstreamStaticPodUid(opts.manifest, opts.source === "file" ? { source: "file", nodeName: opts.nodeName, path: opts.location } : { source: "http", url: opts.location });
+    upstream = upstreamStaticPodUid(
+      opts.manifest,
+      opts.source === "file" ? { source: "file", nodeName: opts.nodeName, path: opts.location } : { source: "http", url: opts.location },
+    );
   } catch (err) {
     // A defect of upstream-uid/ on some input must not stop the pod: its earlier rule still names it.
     upstream = { ok: false, field: "(manifest)", reason: `computing upstream's UID failed: ${(err as Error).message}` };
@@ -91,8 +92,15 @@ export function applyStaticPodDefaults(pod: Pod, opts: StaticPodDefaultsOptions)
 /** The log line for a static pod whose UID is not upstream's. */
 export function logUidNote(logger: Logger, where: Record<string, string>, note: StaticUidNote): void {
   if (note.kind === "unmodelled") {
-    logger.warn("static pod UID: upstream's rule is not modelled for a field of this manifest, so this agent's own rule applies (switching to or from the upstream kubelet recreates this pod)", { ...where, field: note.field, reason: note.reason });
+    logger.warn(
+      "static pod UID: upstream's rule is not modelled for a field of this manifest, so this agent's own rule applies (switching to or from the upstream kubelet recreates this pod)",
+      { ...where, field: note.field, reason: note.reason },
+    );
   } else {
-    logger.info("static pod keeps the UID it runs under (this agent's earlier rule) rather than the upstream kubelet's; it takes upstream's when its manifest changes", { ...where, uid: note.uid, upstreamUid: note.upstreamUid });
+    logger.info("static pod keeps the UID it runs under (this agent's earlier rule) rather than the upstream kubelet's; it takes upstream's when its manifest changes", {
+      ...where,
+      uid: note.uid,
+      upstreamUid: note.upstreamUid,
+    });
   }
 }

@@ -62,9 +62,7 @@ describe("scanManifests", () => {
     expect(byFile["badname.yaml"]).toContain('field "metadata.name"');
     expect(byFile["garbage.yaml"]).toContain("invalid YAML at line 2, column 1: missed comma between flow collection entries");
     writeFileSync(join(dir, "garbage.yaml"), "kind: Pod\n");
-    expect(scanManifests(dir, "n").problems.find((p) => p.file.endsWith("garbage.yaml"))!.reason).toBe(
-      'field "metadata": is required; field "spec": is required',
-    );
+    expect(scanManifests(dir, "n").problems.find((p) => p.file.endsWith("garbage.yaml"))!.reason).toBe('field "metadata": is required; field "spec": is required');
   });
 
   test("duplicate pod names keep the first file", () => {

@@ -93,7 +93,10 @@ function readManifest(file: string, nodeName: string, runtimePodUids?: ReadonlyS
 }
 
 /** One manifest file's text to a static pod (defaults applied), or why not; pure, so it is fuzzed. */
-export function parseManifest(text: string, opts: { file: string; nodeName: string; runtimePodUids?: ReadonlySet<string> }): { ok: true; pod: Pod; uidNote?: StaticUidNote } | { ok: false; error: string } {
+export function parseManifest(
+  text: string,
+  opts: { file: string; nodeName: string; runtimePodUids?: ReadonlySet<string> },
+): { ok: true; pod: Pod; uidNote?: StaticUidNote } | { ok: false; error: string } {
   if (text.trim() === "") return { ok: false, error: "file is empty" };
   let docs: unknown[];
   try {

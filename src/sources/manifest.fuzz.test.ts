@@ -24,7 +24,10 @@ const SEEDS: unknown[] = [
           image: "busybox:1.36",
           imagePullPolicy: "IfNotPresent",
           args: ["httpd", "-f"],
-          env: [{ name: "A", value: "1" }, { name: "B", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } }],
+          env: [
+            { name: "A", value: "1" },
+            { name: "B", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
+          ],
           ports: [{ containerPort: 8080, protocol: "TCP", hostPort: 80 }],
           resources: { requests: { cpu: "100m", memory: "64Mi" }, limits: { memory: "128Mi" } },
           volumeMounts: [{ name: "data", mountPath: "/data", readOnly: true }],

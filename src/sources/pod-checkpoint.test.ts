@@ -5,7 +5,8 @@ import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { PodCheckpoint, POD_CHECKPOINT_KIND } from "./pod-checkpoint.ts";
 
-const apiPod = (uid: string, image = "busybox"): ApiObject => ({ metadata: { name: `p-${uid}`, namespace: "default", uid }, spec: { containers: [{ name: "c", image }] } }) as ApiObject;
+const apiPod = (uid: string, image = "busybox"): ApiObject =>
+  ({ metadata: { name: `p-${uid}`, namespace: "default", uid }, spec: { containers: [{ name: "c", image }] } }) as ApiObject;
 
 describe("PodCheckpoint", () => {
   test("a pass compares only the objects that are new since the last one: the same object is not serialized again", () => {

@@ -170,7 +170,11 @@ export class PodCheckpoint {
  * <rootDir>/checkpoints. Turned off, old checkpoints are removed so that a
  * later start with it on never runs a stale set.
  */
-export function offlineCheckpoint(settings: { enabled: boolean; maxAge: number }, store: CheckpointStore, logger: Logger): { store: CheckpointStore; maxAgeMs: number } | undefined {
+export function offlineCheckpoint(
+  settings: { enabled: boolean; maxAge: number },
+  store: CheckpointStore,
+  logger: Logger,
+): { store: CheckpointStore; maxAgeMs: number } | undefined {
   const { enabled, maxAge } = settings;
   if (enabled) return { store, maxAgeMs: maxAge };
   try {

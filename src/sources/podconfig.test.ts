@@ -11,9 +11,7 @@ describe("PodConfig", () => {
   test("turns snapshots into adds, updates and removes", () => {
     const config = new PodConfig(["file"]);
     expect(config.allSourcesReady()).toBe(false);
-    expect(config.apply({ source: "file", pods: [pod("a"), pod("b")] })).toEqual([
-      { op: "add", source: "file", pods: [pod("a"), pod("b")] },
-    ]);
+    expect(config.apply({ source: "file", pods: [pod("a"), pod("b")] })).toEqual([{ op: "add", source: "file", pods: [pod("a"), pod("b")] }]);
     expect(config.allSourcesReady()).toBe(true);
     expect(config.apply({ source: "file", pods: [pod("a"), pod("b")] })).toEqual([]);
     expect(config.apply({ source: "file", pods: [pod("a", "nginx"), pod("c")] })).toEqual([
@@ -64,8 +62,14 @@ describe("PodConfig", () => {
     const changes: Pod[] = [
       { ...statusOnly, metadata: { ...statusOnly.metadata, labels: { app: "y" } } },
       { ...statusOnly, metadata: { ...statusOnly.metadata, labels: { app: "y" }, annotations: { note: "1" } } },
-      { ...statusOnly, metadata: { ...statusOnly.metadata, labels: { app: "y" }, annotations: { note: "1" }, deletionTimestamp: "2026-11-22T00:00:00Z", deletionGracePeriodSeconds: 30 } },
-      { ...statusOnly, metadata: { ...statusOnly.metadata, labels: { app: "y" }, annotations: { note: "1" }, deletionTimestamp: "2026-11-22T00:00:00Z", deletionGracePeriodSeconds: 0 } },
+      {
+        ...statusOnly,
+        metadata: { ...statusOnly.metadata, labels: { app: "y" }, annotations: { note: "1" }, deletionTimestamp: "2026-11-22T00:00:00Z", deletionGracePeriodSeconds: 30 },
+      },
+      {
+        ...statusOnly,
+        metadata: { ...statusOnly.metadata, labels: { app: "y" }, annotations: { note: "1" }, deletionTimestamp: "2026-11-22T00:00:00Z", deletionGracePeriodSeconds: 0 },
+      },
     ];
     for (const changed of changes) expect(config.apply({ source: "api", pods: [changed] })).toEqual([{ op: "update", source: "api", pods: [changed] }]);
   });

@@ -59,7 +59,10 @@ describe("static pod UIDs of the file and URL sources", () => {
     const parsed = parsePod(decodeDocuments(text)[0]);
     expect(parsed.ok && r.pod.metadata.uid).toBe(parsed.ok ? legacyStaticPodUid(parsed.value, { nodeName: "n", source: "file", location: "/m/p.yaml" }) : "");
     expect(r.uidNote).toMatchObject({ kind: "unmodelled", field: "spec.volumes[0].ephemeral" });
-    const octal = parseManifest("metadata:\n  name: p\nspec:\n  containers:\n  - name: c\n    image: i\n  volumes:\n  - name: s\n    secret:\n      secretName: s\n      defaultMode: 0400\n", { file: "/m/p.yaml", nodeName: "n" });
+    const octal = parseManifest(
+      "metadata:\n  name: p\nspec:\n  containers:\n  - name: c\n    image: i\n  volumes:\n  - name: s\n    secret:\n      secretName: s\n      defaultMode: 0400\n",
+      { file: "/m/p.yaml", nodeName: "n" },
+    );
     expect(octal.ok && octal.uidNote).toMatchObject({ kind: "unmodelled", field: "line 11" });
   });
 });

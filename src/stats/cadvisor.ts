@@ -169,7 +169,8 @@ export function buildCadvisorView(ctx: CadvisorReadContext, summary: Summary, in
   const mounts = readMounts(ctx.fsRoot);
   const hostNetns = netnsOf(ctx.fsRoot, "self");
   const out: CadvisorContainer[] = [];
-  const ioOf = (cg: CgroupStats) => (cg.ioByDevice ?? []).map((d) => ({ device: blockDeviceName(ctx.fsRoot, d.major, d.minor, devices), readBytes: d.readBytes, writeBytes: d.writeBytes }));
+  const ioOf = (cg: CgroupStats) =>
+    (cg.ioByDevice ?? []).map((d) => ({ device: blockDeviceName(ctx.fsRoot, d.major, d.minor, devices), readBytes: d.readBytes, writeBytes: d.writeBytes }));
   const raw = (id: string, startTimeSeconds: number, labels: { pod?: string; namespace?: string } = {}): CadvisorContainer | undefined => {
     const cg = ctx.cgroups.read(id, detail);
     if (!cg) return undefined;

@@ -81,11 +81,16 @@ export interface CgroupReader {
 function firstProcesses(dir: string): number[] {
   const procs = readIfExists(join(dir, "cgroup.procs"));
   if (procs === undefined) return [];
-  const pids = procs.split("\n").filter((l) => l !== "").map(Number);
+  const pids = procs
+    .split("\n")
+    .filter((l) => l !== "")
+    .map(Number);
   if (pids.length > 0) return pids;
   let children: string[];
   try {
-    children = readdirSync(dir, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+    children = readdirSync(dir, { withFileTypes: true })
+      .filter((d) => d.isDirectory())
+      .map((d) => d.name);
   } catch {
     return [];
   }

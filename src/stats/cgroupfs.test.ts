@@ -96,7 +96,18 @@ describe("memory", () => {
     });
     // The pod's own counters are 0 (its processes are in the container
     // child cgroup): only the total_* keys are right.
-    expect(m).toEqual({ usageBytes: 21741568, workingSetBytes: 21741568, rssBytes: 20172800, pageFaults: 11499, majorPageFaults: 0, limitBytes: undefined, oomKills: 0, cacheBytes: 4096, mappedFileBytes: 0, swapBytes: 0 });
+    expect(m).toEqual({
+      usageBytes: 21741568,
+      workingSetBytes: 21741568,
+      rssBytes: 20172800,
+      pageFaults: 11499,
+      majorPageFaults: 0,
+      limitBytes: undefined,
+      oomKills: 0,
+      cacheBytes: 4096,
+      mappedFileBytes: 0,
+      swapBytes: 0,
+    });
   });
 
   test("v1 captured root: inactive file pages are taken off", () => {
@@ -107,7 +118,9 @@ describe("memory", () => {
   });
 
   test("v1 without total_* (use_hierarchy off on old kernels) reads the local keys", () => {
-    expect(memoryFromV1({ usage: "1000", stat: "rss 600\ninactive_file 300\npgfault 7\npgmajfault 1\n", limit: "4096\n", oomControl: "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n" })).toEqual({
+    expect(
+      memoryFromV1({ usage: "1000", stat: "rss 600\ninactive_file 300\npgfault 7\npgmajfault 1\n", limit: "4096\n", oomControl: "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n" }),
+    ).toEqual({
       usageBytes: 1000,
       workingSetBytes: 700,
       rssBytes: 600,
@@ -178,7 +191,9 @@ describe("io", () => {
 
   test("v1 blkio: captured (idle) and a busy one in the kernel's format", () => {
     expect(parseBlkioServiceBytes(v1("blkio", "kubepods/podtest/blkio.throttle.io_service_bytes"))).toEqual({ readBytes: 0, writeBytes: 0 });
-    const busy = ["8:0 Read 4096", "8:0 Write 8192", "8:0 Sync 12288", "8:0 Async 0", "8:0 Discard 0", "8:0 Total 12288", "8:16 Read 1", "8:16 Write 2", "Total 12291", ""].join("\n");
+    const busy = ["8:0 Read 4096", "8:0 Write 8192", "8:0 Sync 12288", "8:0 Async 0", "8:0 Discard 0", "8:0 Total 12288", "8:16 Read 1", "8:16 Write 2", "Total 12291", ""].join(
+      "\n",
+    );
     expect(parseBlkioServiceBytes(busy)).toEqual({ readBytes: 4097, writeBytes: 8194 });
   });
 });
@@ -194,7 +209,18 @@ describe("reader", () => {
     expect(r.version).toBe("v1");
     expect(r.read("/kubepods/podtest", { io: true })).toEqual({
       cpu: { usageNanoseconds: 1216755603, nrPeriods: 0, nrThrottled: 0, throttledNanoseconds: 0 },
-      memory: { usageBytes: 21741568, workingSetBytes: 21741568, rssBytes: 20172800, pageFaults: 11499, majorPageFaults: 0, limitBytes: undefined, oomKills: 0, cacheBytes: 4096, mappedFileBytes: 0, swapBytes: 0 },
+      memory: {
+        usageBytes: 21741568,
+        workingSetBytes: 21741568,
+        rssBytes: 20172800,
+        pageFaults: 11499,
+        majorPageFaults: 0,
+        limitBytes: undefined,
+        oomKills: 0,
+        cacheBytes: 4096,
+        mappedFileBytes: 0,
+        swapBytes: 0,
+      },
       pids: 2,
       io: { readBytes: 0, writeBytes: 0 },
     });
@@ -210,7 +236,14 @@ describe("reader", () => {
   test("v2 pod cgroup", () => {
     const r = createCgroupReader({ fsRoot: root("v2") });
     expect(r.read("/kubepods/podtest", { io: true })).toEqual({
-      cpu: { usageNanoseconds: 2_500_000_000, nrPeriods: 1200, nrThrottled: 34, throttledNanoseconds: 1_700_000_000, userNanoseconds: 2_000_000_000, systemNanoseconds: 500_000_000 },
+      cpu: {
+        usageNanoseconds: 2_500_000_000,
+        nrPeriods: 1200,
+        nrThrottled: 34,
+        throttledNanoseconds: 1_700_000_000,
+        userNanoseconds: 2_000_000_000,
+        systemNanoseconds: 500_000_000,
+      },
       memory: {
         usageBytes: 52428800,
         workingSetBytes: 48234496,

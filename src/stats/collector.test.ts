@@ -110,7 +110,15 @@ describe("cgroup v1 (captured tree)", () => {
     expect(p.memory).toMatchObject({ workingSetBytes: 21741568, rssBytes: 20172800 });
     expect(p.memory?.availableBytes).toBeUndefined(); // no limit
     expect(p.process_stats).toEqual({ process_count: 2 });
-    expect(p.network).toEqual({ time: p.cpu!.time, name: "eth0", rxBytes: 1000, rxErrors: 1, txBytes: 2000, txErrors: 0, interfaces: [{ name: "eth0", rxBytes: 1000, rxErrors: 1, txBytes: 2000, txErrors: 0 }] });
+    expect(p.network).toEqual({
+      time: p.cpu!.time,
+      name: "eth0",
+      rxBytes: 1000,
+      rxErrors: 1,
+      txBytes: 2000,
+      txErrors: 0,
+      interfaces: [{ name: "eth0", rxBytes: 1000, rxErrors: 1, txBytes: 2000, txErrors: 0 }],
+    });
 
     expect(p.containers.map((c) => c.name).sort()).toEqual(["app", "sidecar"]);
     const app = p.containers.find((c) => c.name === "app")!;

@@ -169,10 +169,7 @@ export function createStatsCollector(opts: StatsCollectorOptions): StatsCollecto
     const index = new PodIndex({ sandboxes, containers, containerStats });
 
     rates.beginRound();
-    const node = readNodeStats(
-      { nodeName: opts.nodeName, fsRoot, rootDir: opts.rootDir, podsCgroup: opts.cgroupRoot, cgroups, rates, nowMs, time, statFs: statFsCached },
-      errors,
-    );
+    const node = readNodeStats({ nodeName: opts.nodeName, fsRoot, rootDir: opts.rootDir, podsCgroup: opts.cgroupRoot, cgroups, rates, nowMs, time, statFs: statFsCached }, errors);
     if (image.stats) node.runtime = { imageFs: image.stats, ...(image.containerFs ? { containerFs: image.containerFs } : {}) };
 
     const ctx = {

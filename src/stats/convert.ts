@@ -39,4 +39,3 @@ export function memoryStats(time: string, m: CgroupMemory, capacity?: number): M
   if (m.majorPageFaults !== undefined) out.majorPageFaults = m.majorPageFaults;
   return out;
 }
-

@@ -54,7 +54,15 @@ describe("toFsStats", () => {
   });
 
   test("a part of it: the filesystem's capacity with the part's usage", () => {
-    expect(toFsStats("T", info, { bytes: 5, inodes: 2 })).toEqual({ time: "T", availableBytes: 300, capacityBytes: 1000, usedBytes: 5, inodesFree: 40, inodes: 100, inodesUsed: 2 });
+    expect(toFsStats("T", info, { bytes: 5, inodes: 2 })).toEqual({
+      time: "T",
+      availableBytes: 300,
+      capacityBytes: 1000,
+      usedBytes: 5,
+      inodesFree: 40,
+      inodes: 100,
+      inodesUsed: 2,
+    });
   });
 
   test("no filesystem known: only the usage", () => {

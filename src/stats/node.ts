@@ -27,15 +27,7 @@ import { join } from "node:path";
 import type { CgroupReader } from "./cgroup-reader.ts";
 import { readIfExists } from "./cgroup-reader.ts";
 import { toFsStats, type FsInfo } from "./fs.ts";
-import {
-  cpuBusyNanoseconds,
-  parseDefaultRouteInterface,
-  parseLoadavg,
-  parseMeminfo,
-  parsePidMax,
-  parseProcStat,
-  reportedInterfaces,
-} from "./procfs.ts";
+import { cpuBusyNanoseconds, parseDefaultRouteInterface, parseLoadavg, parseMeminfo, parsePidMax, parseProcStat, reportedInterfaces } from "./procfs.ts";
 import type { CpuRates } from "./rate.ts";
 import { attempt, cpuStats, memoryStats, type PartError } from "./convert.ts";
 import type { ContainerStats, MemoryStats, NetworkStats, NodeStats } from "./types.ts";

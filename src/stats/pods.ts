@@ -21,14 +21,7 @@
  * - volumes: what each volume directory uses (stats/volumes.ts).
  */
 import { join } from "node:path";
-import {
-  ContainerState,
-  PodSandboxState,
-  type Container,
-  type ContainerStats as CriContainerStats,
-  type MemoryUsage,
-  type PodSandbox,
-} from "../cri/index.ts";
+import { ContainerState, PodSandboxState, type Container, type ContainerStats as CriContainerStats, type MemoryUsage, type PodSandbox } from "../cri/index.ts";
 import type { CgroupReader } from "./cgroup-reader.ts";
 import { filesUsage, toFsStats, type FsInfo } from "./fs.ts";
 import { attempt, cpuStats, memoryStats, type PartError } from "./convert.ts";
@@ -151,7 +144,10 @@ export function buildPodStats(ctx: PodReadContext, pod: PodRef, index: PodIndex,
   const volumes = (ctx.volumes && attempt(`pod ${pod.uid} volumes`, errors, () => ctx.volumes!(pod.uid))) || [];
   if (volumes.length) out.volume = volumes.map((v) => ({ ...toFsStats(ctx.time, ctx.statFs(v.path), v.usage), name: v.name, ...(v.pvcRef ? { pvcRef: v.pvcRef } : {}) }));
   const ephemeralVolumes = volumes.filter((v) => v.ephemeral).reduce((a, v) => ({ bytes: a.bytes + v.usage.bytes, inodes: a.inodes + v.usage.inodes }), { bytes: 0, inodes: 0 });
-  out["ephemeral-storage"] = ephemeralStorage(ctx, out.containers, { bytes: (podFiles?.bytes ?? 0) + ephemeralVolumes.bytes, inodes: (podFiles?.inodes ?? 0) + ephemeralVolumes.inodes });
+  out["ephemeral-storage"] = ephemeralStorage(ctx, out.containers, {
+    bytes: (podFiles?.bytes ?? 0) + ephemeralVolumes.bytes,
+    inodes: (podFiles?.inodes ?? 0) + ephemeralVolumes.inodes,
+  });
   return out;
 }
 

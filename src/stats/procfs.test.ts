@@ -3,16 +3,7 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import {
-  cpuBusyNanoseconds,
-  isIgnoredInterface,
-  parseDefaultRouteInterface,
-  parseLoadavg,
-  parseMeminfo,
-  parseNetDev,
-  parsePidMax,
-  parseProcStat,
-} from "./procfs.ts";
+import { cpuBusyNanoseconds, isIgnoredInterface, parseDefaultRouteInterface, parseLoadavg, parseMeminfo, parseNetDev, parsePidMax, parseProcStat } from "./procfs.ts";
 
 const fixture = (rel: string) => readFileSync(join(import.meta.dir, "testdata", rel), "utf8");
 

@@ -106,7 +106,11 @@ export function parseNetDev(text: string): InterfaceCounters[] {
     const colon = line.indexOf(":");
     if (colon < 0) continue;
     const name = line.slice(0, colon).trim();
-    const f = line.slice(colon + 1).trim().split(/\s+/).map(Number);
+    const f = line
+      .slice(colon + 1)
+      .trim()
+      .split(/\s+/)
+      .map(Number);
     if (!name || f.length < 16 || f.some((v) => !Number.isFinite(v))) continue;
     out.push({
       name,

@@ -134,7 +134,10 @@ export class FakeNode {
   /** Adds user jiffies to /proc/stat's aggregate cpu line. */
   addNodeUserJiffies(n: number): void {
     const file = join(this.fsRoot, "proc/stat");
-    writeFileSync(file, readFileSync(file, "utf8").replace(/^cpu {2}(\d+)/m, (_m, user: string) => `cpu  ${Number(user) + n}`));
+    writeFileSync(
+      file,
+      readFileSync(file, "utf8").replace(/^cpu {2}(\d+)/m, (_m, user: string) => `cpu  ${Number(user) + n}`),
+    );
   }
 
   writeLog(pod: PodRef, container: string, name: string, bytes: number): void {

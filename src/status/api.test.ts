@@ -18,7 +18,16 @@ const view = (phase: PodStatusView["phase"], ready: boolean): PodStatusView => (
   podIPs: [{ ip: "10.1.0.4" }],
   startTime: "2026-01-01T00:00:00Z",
   containerStatuses: [
-    { name: "app", state: ready ? { running: { startedAt: "2026-01-01T00:00:01Z" } } : { waiting: { reason: "ContainerCreating" } }, lastState: {}, ready, started: ready, restartCount: 0, image: "busybox", imageID: "sha256:1" },
+    {
+      name: "app",
+      state: ready ? { running: { startedAt: "2026-01-01T00:00:01Z" } } : { waiting: { reason: "ContainerCreating" } },
+      lastState: {},
+      ready,
+      started: ready,
+      restartCount: 0,
+      image: "busybox",
+      imageID: "sha256:1",
+    },
   ],
 });
 const cond = (s: ApiPodStatus, type: string) => s.conditions.find((c) => c.type === type)!;
@@ -74,9 +83,19 @@ describe("readiness gates and other writers' conditions", () => {
       reason: "ReadinessGatesNotReady",
       message: 'corresponding condition of pod readiness gate "example.com/lb" does not exist., corresponding condition of pod readiness gate "example.com/dns" does not exist.',
     });
-    const half = apiPodStatus(gated, view("Running", true), { hostIPs: [], previous: none, now: 1, apiConditions: [foreign("example.com/lb", "True"), foreign("example.com/dns", "False")] });
+    const half = apiPodStatus(gated, view("Running", true), {
+      hostIPs: [],
+      previous: none,
+      now: 1,
+      apiConditions: [foreign("example.com/lb", "True"), foreign("example.com/dns", "False")],
+    });
     expect(cond(half, "Ready")).toMatchObject({ status: "False", message: 'the status of pod readiness gate "example.com/dns" is not "True", but False' });
-    const all = apiPodStatus(gated, view("Running", true), { hostIPs: [], previous: half, now: 2, apiConditions: [foreign("example.com/lb", "True"), foreign("example.com/dns", "True")] });
+    const all = apiPodStatus(gated, view("Running", true), {
+      hostIPs: [],
+      previous: half,
+      now: 2,
+      apiConditions: [foreign("example.com/lb", "True"), foreign("example.com/dns", "True")],
+    });
     expect(cond(all, "Ready").status).toBe("True");
     // Kept (first, untouched) in what is sent: the merge patch replaces the whole list.
     expect(all.conditions.slice(0, 2)).toEqual([foreign("example.com/lb", "True"), foreign("example.com/dns", "True")]);

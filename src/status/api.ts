@@ -99,7 +99,11 @@ export function apiPodStatus(
     condition(
       "Initialized",
       initialized,
-      ...(!initialized ? (["ContainersNotInitialized", `containers with incomplete status: [${view.initPending!.join(" ")}]`] as const) : phase === "Succeeded" ? (["PodCompleted"] as const) : []),
+      ...(!initialized
+        ? (["ContainersNotInitialized", `containers with incomplete status: [${view.initPending!.join(" ")}]`] as const)
+        : phase === "Succeeded"
+          ? (["PodCompleted"] as const)
+          : []),
     ),
     condition("Ready", ready, ...(ready ? [] : (readyWhy as [string, string | undefined]))),
     condition("ContainersReady", containersReady, ...(containersReady ? [] : (notReady as [string, string | undefined]))),
@@ -318,7 +322,11 @@ function ownedFieldsDiffer(sent: ApiPodStatus, api: Partial<ApiPodStatus>): bool
 /** Other writers' conditions (type and status) are the same in both. */
 function sameForeign(sent: ApiPodStatus, api: Partial<ApiPodStatus>): boolean {
   const key = (s: { conditions?: unknown }) =>
-    JSON.stringify(foreignConditions(s).map((c) => [c.type, c.status, c.reason ?? "", c.message ?? ""]).sort());
+    JSON.stringify(
+      foreignConditions(s)
+        .map((c) => [c.type, c.status, c.reason ?? "", c.message ?? ""])
+        .sort(),
+    );
   return key(sent) === key(api);
 }
 

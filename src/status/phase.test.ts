@@ -109,7 +109,16 @@ describe("init containers in the status", () => {
 
 describe("ephemeral container statuses", () => {
   test("reported apart from the containers, never ready, and they do not change the phase", () => {
-    const p: Pod = { ...pod("Always", ["a"]), spec: { ...pod("Always", ["a"]).spec, ephemeralContainers: [{ name: "dbg", image: "busybox" }, { name: "later", image: "busybox" }] } };
+    const p: Pod = {
+      ...pod("Always", ["a"]),
+      spec: {
+        ...pod("Always", ["a"]).spec,
+        ephemeralContainers: [
+          { name: "dbg", image: "busybox" },
+          { name: "later", image: "busybox" },
+        ],
+      },
+    };
     const s = podStatus(p, obs(c("a", "running"), c("dbg", "exited", 0)), new Map());
     expect(s.phase).toBe("Running");
     expect(s.containerStatuses.map((x) => x.name)).toEqual(["a"]);

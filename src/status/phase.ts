@@ -195,9 +195,7 @@ export function podStatus(pod: Pod, observed: ObservedPod, waiting: WaitingReaso
   const ips = sandbox?.ip ? [sandbox.ip, ...sandbox.additionalIps] : [];
   const init = initProgress(pod, observed);
   // App containers wait with reason PodInitializing until the init containers are done, as upstream.
-  const appWaiting: WaitingReasons = init.pending.length
-    ? new Map(pod.spec.containers.map((c) => [c.name, waiting.get(c.name) ?? { reason: "PodInitializing" }]))
-    : waiting;
+  const appWaiting: WaitingReasons = init.pending.length ? new Map(pod.spec.containers.map((c) => [c.name, waiting.get(c.name) ?? { reason: "PodInitializing" }])) : waiting;
   return {
     phase: podPhase(pod, observed, podIsTerminal),
     ...(pod.spec.initContainers?.length ? { initPending: init.pending, initContainerStatuses: initContainerStatuses(pod, observed, waiting) } : {}),
@@ -206,9 +204,7 @@ export function podStatus(pod: Pod, observed: ObservedPod, waiting: WaitingReaso
     podIPs: ips.map((ip) => ({ ip })),
     ...(sandbox ? { startTime: iso(sandbox.createdAt) } : {}),
     containerStatuses: containerStatuses(pod, observed, appWaiting, pod.spec.containers, probes),
-    ...(pod.spec.ephemeralContainers?.length
-      ? { ephemeralContainerStatuses: containerStatuses(pod, observed, waiting, pod.spec.ephemeralContainers, NEVER_READY) }
-      : {}),
+    ...(pod.spec.ephemeralContainers?.length ? { ephemeralContainerStatuses: containerStatuses(pod, observed, waiting, pod.spec.ephemeralContainers, NEVER_READY) } : {}),
   };
 }
 

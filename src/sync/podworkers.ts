@@ -76,7 +76,6 @@ interface Worker {
   firstSeenAt: number | undefined;
 }
 
-
 /** Upstream's status message for a pod past its activeDeadlineSeconds. */
 export const DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline";
 /** Upstream nodeshutdown: the reason and message of a pod stopped because the node shuts down. */
@@ -89,8 +88,7 @@ function throwOnFailedActions(what: string, outcome: PodSyncOutcome): void {
   if (failed.length) throw new Error(`${what}: ${failed.map((r) => `${r.action} ${r.target}: ${r.error!.message}`).join("; ")}`);
 }
 
-export const defaultGracePeriodSeconds = (pod: Pod | undefined): number =>
-  pod?.metadata.deletionGracePeriodSeconds ?? pod?.spec.terminationGracePeriodSeconds ?? 30;
+export const defaultGracePeriodSeconds = (pod: Pod | undefined): number => pod?.metadata.deletionGracePeriodSeconds ?? pod?.spec.terminationGracePeriodSeconds ?? 30;
 
 export class PodWorkers implements AsyncDisposable, PodWorkersQueries {
   private readonly workers = new Map<string, Worker>();
@@ -336,7 +334,11 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries {
         }
         const after = outcome.changed ? await runtime.observe(worker.ref) : observed;
         const running = after.containers.filter((c) => c.state === "running" && c.sandboxId === after.sandboxes[0]?.id);
-        this.opts.probes?.addPod(pod, running.map((c) => ({ containerName: c.name, containerId: c.id, startedAt: c.startedAt ?? c.createdAt })), after.sandboxes[0]?.ip ?? "");
+        this.opts.probes?.addPod(
+          pod,
+          running.map((c) => ({ containerName: c.name, containerId: c.id, startedAt: c.startedAt ?? c.createdAt })),
+          after.sandboxes[0]?.ip ?? "",
+        );
         const computed = podStatus(pod, after, outcome.waiting, false, this.opts.probes);
         const status = this.opts.allocation?.resizeStatus(computed, pod, after, outcome.results) ?? computed;
         this.opts.status.set(desired, status);
@@ -381,7 +383,8 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries {
         // pressure that evicted it would stay. Its status stays until the pod is deleted.
         if (state.reason === "evicted") {
           const removed = await runtime.removePod(worker.ref, await runtime.observe(worker.ref));
-          for (const r of removed.results.filter((r) => r.error)) log.warn("removing an evicted pod's containers failed; GC will retry", { target: r.target, err: r.error!.message });
+          for (const r of removed.results.filter((r) => r.error))
+            log.warn("removing an evicted pod's containers failed; GC will retry", { target: r.target, err: r.error!.message });
         }
         worker.events.push({ type: "killed" });
         worker.dirty = true;
@@ -430,4 +433,3 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries {
     return false;
   }
 }
-

@@ -25,7 +25,11 @@ describe("decodeDocuments", () => {
   });
   test.each([
     // Bun's own message names no place; the line and column are where an editor shows the fault.
-    ["a mis-indented key", "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: a\n     image: b\n", "invalid YAML at line 6, column 11: bad indentation of a mapping entry (Unexpected token)"],
+    [
+      "a mis-indented key",
+      "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: a\n     image: b\n",
+      "invalid YAML at line 6, column 11: bad indentation of a mapping entry (Unexpected token)",
+    ],
     ["a key after a value", "a: 1\nkey: value: other\n", "invalid YAML at line 2, column 11: bad indentation of a mapping entry"],
     ["an unclosed flow list", "a: 1\nb: [1, 2\nc: 3\n", "invalid YAML at line 3, column 1: missed comma between flow collection entries"],
     ["a tab as indentation", "a:\n\tb: 1\n", "invalid YAML at line 2, column 1: "],

@@ -20,5 +20,11 @@ test("mutateValue leaves its input alone and changes the copy", () => {
 });
 
 test("forAll names the seed, the case and the input of a failure", () => {
-  expect(() => forAll({ seed: 1, count: 10 }, (_rng, i) => i, (i) => expect(i).toBeLessThan(3))).toThrow(/fuzz case 3 \(seed 1\) failed: .*\ninput: 3/s);
+  expect(() =>
+    forAll(
+      { seed: 1, count: 10 },
+      (_rng, i) => i,
+      (i) => expect(i).toBeLessThan(3),
+    ),
+  ).toThrow(/fuzz case 3 \(seed 1\) failed: .*\ninput: 3/s);
 });

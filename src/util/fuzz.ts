@@ -166,7 +166,33 @@ export function mutateValue(rng: Rng, value: unknown, keys: readonly string[] = 
   return copy;
 }
 
-const TEXT_INSERTS = [":", "- ", "\n", "  ", "&x ", "*x", "{", "}", "[", "]", "'", '"', "#", "!!str ", "|", ">", ",", "\t", "\u0000", "\ufeff", "---\n", "...\n", "? ", "%YAML 1.2\n", "<<: *x\n"];
+const TEXT_INSERTS = [
+  ":",
+  "- ",
+  "\n",
+  "  ",
+  "&x ",
+  "*x",
+  "{",
+  "}",
+  "[",
+  "]",
+  "'",
+  '"',
+  "#",
+  "!!str ",
+  "|",
+  ">",
+  ",",
+  "\t",
+  "\u0000",
+  "\ufeff",
+  "---\n",
+  "...\n",
+  "? ",
+  "%YAML 1.2\n",
+  "<<: *x\n",
+];
 
 /** A textual mutation: bytes cut, inserted, duplicated or truncated, as a damaged or hand-edited file. */
 export function mutateText(rng: Rng, text: string): string {

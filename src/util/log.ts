@@ -34,8 +34,7 @@ export function createLogger(opts: { verbosity: number; sink?: LogSink; now?: ()
   const sink = opts.sink ?? { write: (line: string) => process.stderr.write(line + "\n") };
   const now = opts.now ?? Date.now;
   const base = opts.fields ?? {};
-  const emit = (level: string, msg: string, fields?: LogFields) =>
-    sink.write(formatLine(level, new Date(now()), msg, { ...base, ...fields }));
+  const emit = (level: string, msg: string, fields?: LogFields) => sink.write(formatLine(level, new Date(now()), msg, { ...base, ...fields }));
   const silent = { info: () => {} };
   const logger: Logger = {
     info: (msg, f) => emit("I", msg, f),

@@ -35,7 +35,10 @@ function setup(withApi = true) {
 const pod = (volume: Record<string, unknown>, readOnlyMount = false): Pod =>
   ({
     metadata: { name: "p", namespace: "ns", uid: "uid-1" },
-    spec: { containers: [{ name: "c", image: "x", volumeMounts: [{ name: "data", mountPath: "/data", ...(readOnlyMount ? { readOnly: true } : {}) }] }], volumes: [{ name: "data", ...volume }] },
+    spec: {
+      containers: [{ name: "c", image: "x", volumeMounts: [{ name: "data", mountPath: "/data", ...(readOnlyMount ? { readOnly: true } : {}) }] }],
+      volumes: [{ name: "data", ...volume }],
+    },
   }) as unknown as Pod;
 
 const claim = (name: string, over: Record<string, unknown> = {}) => ({
@@ -77,7 +80,9 @@ describe("persistentVolumeClaim volumes", () => {
   test("the pod waits with upstream's messages while the claim is missing, unbound or being deleted", async () => {
     const { api, manager } = setup();
     const p = pod({ persistentVolumeClaim: { claimName: "c" } });
-    expect(await setupError(() => manager.setupPod(p))).toBe('MountVolume.SetUp failed for volume "data" : error processing PVC ns/c: failed to fetch PVC from API server: persistentvolumeclaims "c" not found');
+    expect(await setupError(() => manager.setupPod(p))).toBe(
+      'MountVolume.SetUp failed for volume "data" : error processing PVC ns/c: failed to fetch PVC from API server: persistentvolumeclaims "c" not found',
+    );
     api.claims.set("ns/c", claim("c", { status: { phase: "Pending" }, spec: {} }));
     expect(await setupError(() => manager.setupPod(p))).toBe('MountVolume.SetUp failed for volume "data" : error processing PVC ns/c: PVC is not bound');
     api.claims.set("ns/c", claim("c", { metadata: { name: "c", namespace: "ns", uid: "claim-c", deletionTimestamp: "2026-01-01T00:00:00Z" } }));
@@ -90,11 +95,15 @@ describe("persistentVolumeClaim volumes", () => {
     const { api, manager } = setup();
     const dir = join(root, "local");
     mkdirSync(dir);
-    const affinity = (host: string) => ({ nodeAffinity: { required: { nodeSelectorTerms: [{ matchExpressions: [{ key: "kubernetes.io/hostname", operator: "In", values: [host] }] }] } } });
+    const affinity = (host: string) => ({
+      nodeAffinity: { required: { nodeSelectorTerms: [{ matchExpressions: [{ key: "kubernetes.io/hostname", operator: "In", values: [host] }] }] } },
+    });
     api.claims.set("ns/c", claim("c"));
     api.persistentVolumes.set("pv-c", pv("pv-c", { local: { path: dir }, ...affinity("other") }, "claim-c"));
     const p = pod({ persistentVolumeClaim: { claimName: "c" } });
-    expect(await setupError(() => manager.setupPod(p))).toBe('MountVolume.SetUp failed for volume "data" : MountVolume.NodeAffinity check failed for volume "pv-c" : no matching NodeSelectorTerms');
+    expect(await setupError(() => manager.setupPod(p))).toBe(
+      'MountVolume.SetUp failed for volume "data" : MountVolume.NodeAffinity check failed for volume "pv-c" : no matching NodeSelectorTerms',
+    );
     api.persistentVolumes.set("pv-c", pv("pv-c", { local: { path: dir }, ...affinity("n1") }, "claim-c"));
     await manager.setupPod(p);
     expect(await manager.mountsFor(p, p.spec.containers[0]!)).toMatchObject([{ hostPath: dir, readonly: false }]);
@@ -105,7 +114,10 @@ describe("persistentVolumeClaim volumes", () => {
     const dir = join(root, "eph");
     mkdirSync(dir);
     const p = pod({ ephemeral: { volumeClaimTemplate: { spec: { accessModes: ["ReadWriteOnce"] } } } });
-    api.claims.set("ns/p-data", claim("p-data", { metadata: { name: "p-data", namespace: "ns", uid: "claim-p-data", ownerReferences: [{ uid: "someone-else", controller: true }] } }));
+    api.claims.set(
+      "ns/p-data",
+      claim("p-data", { metadata: { name: "p-data", namespace: "ns", uid: "claim-p-data", ownerReferences: [{ uid: "someone-else", controller: true }] } }),
+    );
     api.persistentVolumes.set("pv-p-data", pv("pv-p-data", { hostPath: { path: dir } }, "claim-p-data"));
     expect(await setupError(() => manager.setupPod(p))).toContain("PVC ns/p-data was not created for pod ns/p (pod is not owner)");
     api.claims.set("ns/p-data", claim("p-data", { metadata: { name: "p-data", namespace: "ns", uid: "claim-p-data", ownerReferences: [{ uid: "uid-1", controller: true }] } }));

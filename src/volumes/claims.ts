@@ -110,6 +110,9 @@ export async function resolveClaim(api: KubeApi | undefined, pod: Pod, vol: Volu
     if (!pvFitsNode(pv!, node)) throw new Error(`MountVolume.NodeAffinity check failed for volume "${pvName}" : no matching NodeSelectorTerms`);
     return { claim: name, namespace: ns, pv: pvName, path: pvSpec.local.path, plugin: "kubernetes.io/local-volume", readOnly };
   }
-  const kind = Object.keys(pvSpec).find((k) => !["accessModes", "capacity", "claimRef", "persistentVolumeReclaimPolicy", "storageClassName", "volumeMode", "nodeAffinity", "mountOptions"].includes(k)) ?? "none";
+  const kind =
+    Object.keys(pvSpec).find(
+      (k) => !["accessModes", "capacity", "claimRef", "persistentVolumeReclaimPolicy", "storageClassName", "volumeMode", "nodeAffinity", "mountOptions"].includes(k),
+    ) ?? "none";
   throw new Error(`PersistentVolume ${pvName}: volume type ${JSON.stringify(kind)} is not supported by this node (hostPath and local are)`);
 }

@@ -103,7 +103,9 @@ describe("PodVolumeManager", () => {
     expect(mounter.mounts.get(dir)?.kind).toBe("tmpfs");
     expect(readFileSync(join(dir, "password"), "utf8")).toBe("s3cret");
     expect(statSync(join(dir, "password")).mode & 0o777).toBe(0o400);
-    expect(await failures(() => manager.setupPod(pod([{ name: "t", secret: { secretName: "gone" } }])))).toEqual([{ volume: "t", message: 'secret "gone" not found', mounted: false }]);
+    expect(await failures(() => manager.setupPod(pod([{ name: "t", secret: { secretName: "gone" } }])))).toEqual([
+      { volume: "t", message: 'secret "gone" not found', mounted: false },
+    ]);
   });
 
   test("projected: token bound to the pod, kube-root-ca.crt and the namespace in one tmpfs volume", async () => {
@@ -183,8 +185,12 @@ describe("PodVolumeManager", () => {
     error = undefined;
     await manager.mountsFor(p, c([{ name: "e", mountPath: "/x", mountPropagation: "Bidirectional" }])).catch((e) => (error = e));
     expect(String(error)).toContain("Bidirectional mount propagation is available only to privileged containers");
-    expect((await manager.mountsFor(p, c([{ name: "e", mountPath: "/x", mountPropagation: "Bidirectional" }], { privileged: true })))[0]?.propagation).toBe(MountPropagation.PROPAGATION_BIDIRECTIONAL);
-    expect((await manager.mountsFor(p, c([{ name: "e", mountPath: "/x", mountPropagation: "HostToContainer" }])))[0]?.propagation).toBe(MountPropagation.PROPAGATION_HOST_TO_CONTAINER);
+    expect((await manager.mountsFor(p, c([{ name: "e", mountPath: "/x", mountPropagation: "Bidirectional" }], { privileged: true })))[0]?.propagation).toBe(
+      MountPropagation.PROPAGATION_BIDIRECTIONAL,
+    );
+    expect((await manager.mountsFor(p, c([{ name: "e", mountPath: "/x", mountPropagation: "HostToContainer" }])))[0]?.propagation).toBe(
+      MountPropagation.PROPAGATION_HOST_TO_CONTAINER,
+    );
   });
 
   test("subPath and subPathExpr bind below volume-subpaths/<volume>/<container>/<index>; an escaping subPath is a config error without detail", async () => {
@@ -219,7 +225,14 @@ describe("PodVolumeManager", () => {
   test("fsGroup: emptyDir and projected files get the group and group permissions", async () => {
     const { manager, objects } = setup();
     objects.configMaps.set("ns/app", { data: { a: "1" }, binaryData: {} });
-    const p = pod([{ name: "e", emptyDir: {} }, { name: "cfg", configMap: { name: "app", defaultMode: 0o600 } }], [], { securityContext: { fsGroup: 1234 } });
+    const p = pod(
+      [
+        { name: "e", emptyDir: {} },
+        { name: "cfg", configMap: { name: "app", defaultMode: 0o600 } },
+      ],
+      [],
+      { securityContext: { fsGroup: 1234 } },
+    );
     await manager.setupPod(p);
     const e = statSync(volDir("kubernetes.io~empty-dir", "e"));
     expect([e.gid, e.mode & 0o7777]).toEqual([1234, 0o2777]);

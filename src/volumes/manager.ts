@@ -23,16 +23,7 @@ import { checkHostPathType } from "./host-path.ts";
 import { VolumeMountError, VolumeSetupError, type ClaimedVolume, type VolumeFailure, type VolumeManager } from "./index.ts";
 import type { Mounter } from "./mount.ts";
 import { setVolumeOwnership, type FsGroupChangePolicy } from "./ownership.ts";
-import {
-  configMapBytes,
-  configMapMissingKey,
-  DEFAULT_MODE,
-  projectDownwardAPI,
-  projectKeys,
-  secretBytes,
-  secretMissingKey,
-  type NodeAllocatable,
-} from "./projection.ts";
+import { configMapBytes, configMapMissingKey, DEFAULT_MODE, projectDownwardAPI, projectKeys, secretBytes, secretMissingKey, type NodeAllocatable } from "./projection.ts";
 import { prepareSubPath } from "./subpath.ts";
 import type { TokenSource } from "./token.ts";
 import { expand } from "../pods/expansion.ts";
@@ -114,7 +105,11 @@ function subPathEnv(pod: Pod, container: ContainerSpec): Map<string, string> {
     "spec.nodeName": pod.spec.nodeName,
   };
   for (const e of container.env ?? []) {
-    if (e.value !== undefined) env.set(e.name, expand(e.value, (n) => env.get(n)));
+    if (e.value !== undefined)
+      env.set(
+        e.name,
+        expand(e.value, (n) => env.get(n)),
+      );
     const path = (e.valueFrom as { fieldRef?: { fieldPath?: string } } | undefined)?.fieldRef?.fieldPath;
     if (path && meta[path] !== undefined) env.set(e.name, meta[path]!);
   }
@@ -413,4 +408,3 @@ export class PodVolumeManager implements VolumeManager {
     }
   }
 }
-

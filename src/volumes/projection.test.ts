@@ -22,7 +22,17 @@ describe("projectKeys", () => {
 
   test("items pick keys, place them at their paths, and take their own mode", () => {
     const p: Payload = new Map();
-    projectKeys(p, keys, [{ key: "a", path: "dir/first" }, { key: "b", path: "second", mode: 0o400 }], 0o640, false, configMapMissingKey);
+    projectKeys(
+      p,
+      keys,
+      [
+        { key: "a", path: "dir/first" },
+        { key: "b", path: "second", mode: 0o400 },
+      ],
+      0o640,
+      false,
+      configMapMissingKey,
+    );
     expect(text(p)).toEqual({ "dir/first": { text: "1", mode: "640" }, second: { text: "2", mode: "400" } });
   });
 
@@ -39,7 +49,7 @@ describe("projectKeys", () => {
 });
 
 describe("projectDownwardAPI", () => {
-  test("metadata fields, label and annotation maps in upstream's key=\"value\" format", () => {
+  test('metadata fields, label and annotation maps in upstream\'s key="value" format', () => {
     const p: Payload = new Map();
     projectDownwardAPI(
       p,
@@ -76,11 +86,19 @@ describe("projectDownwardAPI", () => {
       0o644,
       node,
     );
-    expect(Object.fromEntries([...p].map(([k, v]) => [k, new TextDecoder().decode(v.content)]))).toEqual({ cpu: "2", "cpu-m": "1500", "mem-mi": "64", "req-cpu-m": "250", storage: "100" });
+    expect(Object.fromEntries([...p].map(([k, v]) => [k, new TextDecoder().decode(v.content)]))).toEqual({
+      cpu: "2",
+      "cpu-m": "1500",
+      "mem-mi": "64",
+      "req-cpu-m": "250",
+      storage: "100",
+    });
   });
 
   test("unsupported field paths fail with upstream's message", () => {
-    expect(() => projectDownwardAPI(new Map(), pod, [{ path: "x", fieldRef: { fieldPath: "status.podIP" } }], 0o644, node)).toThrow(new ProjectionError("unsupported fieldPath: status.podIP"));
+    expect(() => projectDownwardAPI(new Map(), pod, [{ path: "x", fieldRef: { fieldPath: "status.podIP" } }], 0o644, node)).toThrow(
+      new ProjectionError("unsupported fieldPath: status.podIP"),
+    );
   });
 
   test("formatMap sorts keys", () => {

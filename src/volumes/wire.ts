@@ -59,9 +59,7 @@ export async function createVolumeManager(w: VolumeWiring): Promise<VolumeSubsys
         return { token: tr.token, expiresAt: Date.parse(tr.expirationTimestamp) };
       }
     : undefined;
-  const tokens = requestToken
-    ? new TokenManager({ clock: w.clock, request: w.checkpoint ? checkpointedTokenRequest(requestToken, w.checkpoint) : requestToken })
-    : undefined;
+  const tokens = requestToken ? new TokenManager({ clock: w.clock, request: w.checkpoint ? checkpointedTokenRequest(requestToken, w.checkpoint) : requestToken }) : undefined;
   const manager = new PodVolumeManager({
     rootDir: w.rootDir,
     mounter,

@@ -30,7 +30,12 @@ export interface AgentHandle {
   /** For a failed test's report: whether the agent runs, and its last warnings and errors. */
   describe(lines?: number): string;
   /** GET on the read-only port; the parsed JSON. */
-  pods(): Promise<{ items: { metadata: { name: string; uid: string }; status: { phase: string; podIP?: string; containerStatuses: { name: string; restartCount: number; ready: boolean; state: Record<string, unknown> }[] } }[] }>;
+  pods(): Promise<{
+    items: {
+      metadata: { name: string; uid: string };
+      status: { phase: string; podIP?: string; containerStatuses: { name: string; restartCount: number; ready: boolean; state: Record<string, unknown> }[] };
+    }[];
+  }>;
 }
 
 export async function freePort(): Promise<number> {
@@ -82,9 +87,7 @@ export async function startAgent(
   const logFile = join(dir, "agent.log");
   writeFileSync(logFile, "");
   let proc: Subprocess | undefined;
-  const cmd = process.env.BUNLET_BINARY
-    ? [process.env.BUNLET_BINARY]
-    : [process.execPath, join(repoRoot, "src/main.ts")];
+  const cmd = process.env.BUNLET_BINARY ? [process.env.BUNLET_BINARY] : [process.execPath, join(repoRoot, "src/main.ts")];
   const handle: AgentHandle = {
     dir,
     manifests,
@@ -97,11 +100,22 @@ export async function startAgent(
     start() {
       // Appended: Bun's file writer would overwrite the previous run's log from offset 0.
       const fd = openSync(logFile, "a");
-      proc = Bun.spawn([...cmd, `--config=${configFile}`, `--root-dir=${rootDir}`, `--cert-dir=${join(dir, "pki")}`, `--hostname-override=${opts.nodeName ?? "test-node"}`, "--v=2", ...(opts.extraArgs ?? [])], {
-        stdout: "pipe",
-        stderr: "pipe",
-        ...(opts.env ? { env: { ...process.env, ...opts.env } } : {}),
-      });
+      proc = Bun.spawn(
+        [
+          ...cmd,
+          `--config=${configFile}`,
+          `--root-dir=${rootDir}`,
+          `--cert-dir=${join(dir, "pki")}`,
+          `--hostname-override=${opts.nodeName ?? "test-node"}`,
+          "--v=2",
+          ...(opts.extraArgs ?? []),
+        ],
+        {
+          stdout: "pipe",
+          stderr: "pipe",
+          ...(opts.env ? { env: { ...process.env, ...opts.env } } : {}),
+        },
+      );
       const pump = async (stream: ReadableStream<Uint8Array>) => {
         for await (const chunk of stream) writeSync(fd, chunk);
       };
@@ -121,8 +135,18 @@ export async function startAgent(
       return code;
     },
     describe(lines = 15) {
-      const state = proc === undefined ? "not running" : proc.exitCode === null && proc.signalCode === null ? `running (pid ${proc.pid})` : `exited (code ${proc.exitCode}, signal ${proc.signalCode})`;
-      const problems = handle.log().split("\n").filter((l) => /^[WE]\d{4}-/.test(l)).slice(-lines).map((l) => l.slice(0, 400));
+      const state =
+        proc === undefined
+          ? "not running"
+          : proc.exitCode === null && proc.signalCode === null
+            ? `running (pid ${proc.pid})`
+            : `exited (code ${proc.exitCode}, signal ${proc.signalCode})`;
+      const problems = handle
+        .log()
+        .split("\n")
+        .filter((l) => /^[WE]\d{4}-/.test(l))
+        .slice(-lines)
+        .map((l) => l.slice(0, 400));
       return `agent ${dir}: ${state}; its last ${problems.length} warnings and errors:\n${problems.join("\n")}`;
     },
     async pods() {

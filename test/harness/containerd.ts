@@ -93,10 +93,7 @@ export function requireRoot(): void {
     missing.push(`test images in ${imagesDir} (and /bin/busybox from busybox-static to build them)`);
   }
   if (missing.length > 0) {
-    throw new Error(
-      `integration tests need a real runtime; missing: ${missing.join(", ")}. ` +
-        `Run scripts/setup.sh as root on Debian 12.`,
-    );
+    throw new Error(`integration tests need a real runtime; missing: ${missing.join(", ")}. ` + `Run scripts/setup.sh as root on Debian 12.`);
   }
 }
 
@@ -132,7 +129,6 @@ export function ownCgroup(procSelfCgroup = readFileSync("/proc/self/cgroup", "ut
   throw new Error("cannot find the memory or unified cgroup in /proc/self/cgroup");
 }
 
-
 async function run(cmd: string, dir: string, env: Record<string, string> = {}): Promise<void> {
   const proc = Bun.spawn(["bash", script, cmd, dir], {
     env: { ...process.env, ...env },
@@ -140,11 +136,7 @@ async function run(cmd: string, dir: string, env: Record<string, string> = {}): 
     stdout: "pipe",
     stderr: "pipe",
   });
-  const [code, out, err] = await Promise.all([
-    proc.exited,
-    new Response(proc.stdout).text(),
-    new Response(proc.stderr).text(),
-  ]);
+  const [code, out, err] = await Promise.all([proc.exited, new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
   if (code !== 0) {
     throw new Error(`scripts/containerd.sh ${cmd} ${dir} exited ${code}:\n${out}${err}`);
   }
@@ -163,13 +155,20 @@ function describeContainerd(dir: string, lines: number): string {
   const stat = pid === "" ? "" : read(`/proc/${pid}/stat`);
   const alive = /^\d+ \(containerd\) [^Z]/.test(stat);
   const state = pid === "" ? "no pid file" : alive ? `running (pid ${pid})` : `not running (pid ${pid} exited)`;
-  const problems = read(join(dir, "containerd.log")).split("\n").filter((l) => /level=(error|fatal|panic)|^panic:|^fatal error:/.test(l)).slice(-lines).map((l) => l.slice(0, 400));
+  const problems = read(join(dir, "containerd.log"))
+    .split("\n")
+    .filter((l) => /level=(error|fatal|panic)|^panic:|^fatal error:/.test(l))
+    .slice(-lines)
+    .map((l) => l.slice(0, 400));
   return `containerd ${dir}: ${state}; the last ${problems.length} errors of its log:\n${problems.join("\n")}`;
 }
 
 /** Starts a private containerd with the test images imported (about 0.4 s warm). */
 export async function startContainerd(opts: { name?: string } = {}): Promise<ContainerdHandle> {
-  const name = (opts.name ?? "t").toLowerCase().replace(/[^a-z0-9-]/g, "-").slice(0, 20);
+  const name = (opts.name ?? "t")
+    .toLowerCase()
+    .replace(/[^a-z0-9-]/g, "-")
+    .slice(0, 20);
   // Short and under /tmp: the socket path must fit in sun_path (108 bytes).
   const id = `bunlet-${name}-${randomBytes(3).toString("hex")}`;
   const dir = `/tmp/${id}`;

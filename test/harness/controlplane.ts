@@ -72,12 +72,10 @@ export function requireControlPlane(): void {
   for (const tool of ["openssl", "ss", "flock", "setsid"]) if (!Bun.which(tool)) missing.push(`${tool} binary`);
   if (missing.length > 0) {
     throw new Error(
-      `control-plane tests need: ${missing.join(", ")}. ` +
-        `Run \`bash scripts/controlplane/build.sh\` (minutes when cold, cached in BUNLET_CACHE, default /var/cache/bunlet).`,
+      `control-plane tests need: ${missing.join(", ")}. ` + `Run \`bash scripts/controlplane/build.sh\` (minutes when cold, cached in BUNLET_CACHE, default /var/cache/bunlet).`,
     );
   }
 }
-
 
 async function run(argv: string[], env: Record<string, string> = {}, stdin?: string): Promise<KubectlResult> {
   const proc = Bun.spawn(argv, {
@@ -86,11 +84,7 @@ async function run(argv: string[], env: Record<string, string> = {}, stdin?: str
     stdout: "pipe",
     stderr: "pipe",
   });
-  const [code, stdout, stderr] = await Promise.all([
-    proc.exited,
-    new Response(proc.stdout).text(),
-    new Response(proc.stderr).text(),
-  ]);
+  const [code, stdout, stderr] = await Promise.all([proc.exited, new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
   return { code, stdout, stderr };
 }
 
@@ -118,7 +112,10 @@ export async function startControlPlane(
   opts: { name?: string; nodeMonitorGracePeriod?: string; apiServerArgs?: string[]; controllerManagerArgs?: string[] } = {},
 ): Promise<ControlPlaneHandle> {
   requireControlPlane();
-  const name = (opts.name ?? "t").toLowerCase().replace(/[^a-z0-9-]/g, "-").slice(0, 20);
+  const name = (opts.name ?? "t")
+    .toLowerCase()
+    .replace(/[^a-z0-9-]/g, "-")
+    .slice(0, 20);
   const dir = `/tmp/bunlet-cp-${name}-${randomBytes(3).toString("hex")}`;
   const env: Record<string, string> = {};
   if (opts.nodeMonitorGracePeriod) env.BUNLET_NODE_MONITOR_GRACE_PERIOD = opts.nodeMonitorGracePeriod;
@@ -153,8 +150,7 @@ export async function startControlPlane(
     caFile: cpEnv.CA_FILE!,
     binDir,
     kubernetesVersion: cpEnv.KUBERNETES_VERSION!,
-    kubectl: (args, o = {}) =>
-      run([join(binDir, "kubectl"), "--kubeconfig", o.kubeconfig ?? adminKubeconfig, ...args], {}, o.stdin),
+    kubectl: (args, o = {}) => run([join(binDir, "kubectl"), "--kubeconfig", o.kubeconfig ?? adminKubeconfig, ...args], {}, o.stdin),
     nodeKubeconfig: async (nodeName) => (await script("pki.sh", [dir, "node", nodeName])).trim(),
     restartApiServer: async (o = {}) => {
       await script("restart-apiserver.sh", [dir, String(o.downSeconds ?? 0)], { BUNLET_RESTART_SIGNAL: o.signal ?? "TERM" });

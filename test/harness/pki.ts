@@ -13,11 +13,30 @@ export function openssl(...args: string[]): void {
  * `<outDir>/<name>.crt` and `.key` for `subject` (an openssl -subj string),
  * for client or server authentication, with DNS/IP SANs when given.
  */
-export function issueCertificate(opts: { caDir: string; outDir: string; name: string; subject: string; usage: "clientAuth" | "serverAuth"; altNames?: string }): { cert: string; key: string } {
+export function issueCertificate(opts: { caDir: string; outDir: string; name: string; subject: string; usage: "clientAuth" | "serverAuth"; altNames?: string }): {
+  cert: string;
+  key: string;
+} {
   const { caDir, outDir, name } = opts;
   const at = (ext: string) => join(outDir, `${name}.${ext}`);
   openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", at("key"), "-subj", opts.subject, "-out", at("csr"));
   writeFileSync(at("ext"), `${opts.altNames ? `subjectAltName=${opts.altNames}\n` : ""}extendedKeyUsage=${opts.usage}\n`);
-  openssl("x509", "-req", "-in", at("csr"), "-CA", join(caDir, "ca.crt"), "-CAkey", join(caDir, "ca.key"), "-CAcreateserial", "-days", "2", "-extfile", at("ext"), "-out", at("crt"));
+  openssl(
+    "x509",
+    "-req",
+    "-in",
+    at("csr"),
+    "-CA",
+    join(caDir, "ca.crt"),
+    "-CAkey",
+    join(caDir, "ca.key"),
+    "-CAcreateserial",
+    "-days",
+    "2",
+    "-extfile",
+    at("ext"),
+    "-out",
+    at("crt"),
+  );
   return { cert: at("crt"), key: at("key") };
 }

@@ -48,7 +48,15 @@ export function startRegistry(opts: { credentials?: { username: string; password
       const header = req.headers.get("authorization") ?? "";
       const basicAuth = header.startsWith("Basic ") ? Buffer.from(header.slice(6), "base64").toString("utf8") : undefined;
       const record = (status: number) =>
-        requests.push({ method: req.method, repository: m?.[1] ?? "", kind: (m?.[2] as "manifests" | "blobs") ?? "base", ...(basicAuth ? { basicAuth } : {}), startedAt, answeredAt: Date.now(), status });
+        requests.push({
+          method: req.method,
+          repository: m?.[1] ?? "",
+          kind: (m?.[2] as "manifests" | "blobs") ?? "base",
+          ...(basicAuth ? { basicAuth } : {}),
+          startedAt,
+          answeredAt: Date.now(),
+          status,
+        });
       if (expected && basicAuth !== expected) {
         record(401);
         return new Response("unauthorized", { status: 401, headers: { "WWW-Authenticate": 'Basic realm="bunlet-test"' } });

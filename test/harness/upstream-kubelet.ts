@@ -136,7 +136,11 @@ export function startUpstreamKubelet(ctd: ContainerdHandle, opts: UpstreamKubele
     },
     describe(lines = 15) {
       const state = proc.exitCode === null && proc.signalCode === null ? `running (pid ${proc.pid})` : `exited (code ${proc.exitCode}, signal ${proc.signalCode})`;
-      const problems = log().split("\n").filter((l) => /^[WE]\d{4} /.test(l)).slice(-lines).map((l) => l.slice(0, 400));
+      const problems = log()
+        .split("\n")
+        .filter((l) => /^[WE]\d{4} /.test(l))
+        .slice(-lines)
+        .map((l) => l.slice(0, 400));
       return `upstream kubelet ${opts.dir}: ${state}; its last ${problems.length} warnings and errors:\n${problems.join("\n")}`;
     },
   };

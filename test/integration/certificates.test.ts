@@ -82,7 +82,14 @@ describe("client certificates on a real control plane", () => {
     const now = Date.now();
     const lifetimeMs = 30_000;
     const shortCert = createCertificate(
-      { subject: { organizations: ["system:nodes"], commonName: "system:node:rotate-node" }, publicKey: key.privateKey, notBeforeMs: now - 1000, notAfterMs: now - 1000 + lifetimeMs, serial: BigInt(now), usages: ["clientAuth"] },
+      {
+        subject: { organizations: ["system:nodes"], commonName: "system:node:rotate-node" },
+        publicKey: key.privateKey,
+        notBeforeMs: now - 1000,
+        notAfterMs: now - 1000 + lifetimeMs,
+        serial: BigInt(now),
+        usages: ["clientAuth"],
+      },
       createPrivateKey(readFileSync(join(pki, "ca.key"), "utf8")),
       { certificatePem: readFileSync(join(pki, "ca.crt"), "utf8") },
     );
@@ -109,7 +116,16 @@ describe("client certificates on a real control plane", () => {
     });
     agents.push(agent);
     await eventually("rotate-node Ready", () => ready("rotate-node"), 30_000);
-    const manifest = { apiVersion: "v1", kind: "Pod", metadata: { name: "steady", namespace: "default" }, spec: { nodeName: "rotate-node", terminationGracePeriodSeconds: 1, containers: [{ name: "c", image: ctdRotate.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sleep", "3600"] }] } };
+    const manifest = {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "steady", namespace: "default" },
+      spec: {
+        nodeName: "rotate-node",
+        terminationGracePeriodSeconds: 1,
+        containers: [{ name: "c", image: ctdRotate.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sleep", "3600"] }],
+      },
+    };
     const r = await cp.kubectl(["apply", "-f", "-"], { stdin: JSON.stringify(manifest) });
     expect(r.code).toBe(0);
     const running = await eventually("steady Running", async () => {

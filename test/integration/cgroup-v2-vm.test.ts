@@ -90,7 +90,11 @@ describe("cgroup v2 writer on a real kernel (qemu)", () => {
   });
 
   test("the stats reader reads the v2 files the collector uses: CPU with throttling, memory with the OOM kill, pids", () => {
-    type Read = { cpu?: { usageNanoseconds: number; nrThrottled?: number }; memory?: { usageBytes: number; workingSetBytes: number; limitBytes?: number; oomKills?: number }; pids?: number };
+    type Read = {
+      cpu?: { usageNanoseconds: number; nrThrottled?: number };
+      memory?: { usageBytes: number; workingSetBytes: number; limitBytes?: number; oomKills?: number };
+      pids?: number;
+    };
     const s = value<{ version: string; guaranteed: Read; burstable: Read; kubepods: Read }>("stats-v2-reader");
     expect(s.version).toBe("v2");
     // The busy loop ran ~0.1 s of CPU under its 100m limit and was throttled.

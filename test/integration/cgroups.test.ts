@@ -138,7 +138,11 @@ describe("cgroup v1 writer with containerd and runc", () => {
     const usage0 = Number(readCg("cpuacct", own, "cpuacct.usage"));
     await Bun.sleep(1500);
     const usedSeconds = (Number(readCg("cpuacct", own, "cpuacct.usage")) - usage0) / 1e9;
-    const stat = Object.fromEntries(readCg("cpu", own, "cpu.stat").split("\n").map((l) => l.split(" ") as [string, string]));
+    const stat = Object.fromEntries(
+      readCg("cpu", own, "cpu.stat")
+        .split("\n")
+        .map((l) => l.split(" ") as [string, string]),
+    );
     expect(Number(stat.nr_throttled)).toBeGreaterThan(0);
     // Unthrottled this loop would use 1.5 s of CPU; 100m allows 0.15 s.
     expect(usedSeconds).toBeGreaterThan(0.05);

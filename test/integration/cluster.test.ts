@@ -29,7 +29,11 @@ const podSpec = (name: string, command: string[], extra: Record<string, unknown>
   metadata: { name, namespace: "default" },
   spec: { containers: [{ name: "main", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command }], ...extra },
 });
-const containerIds = async () => (await cri.listContainers(ContainerFilter.create({}))).filter((c) => c.state === ContainerState.CONTAINER_RUNNING).map((c) => c.id).sort();
+const containerIds = async () =>
+  (await cri.listContainers(ContainerFilter.create({})))
+    .filter((c) => c.state === ContainerState.CONTAINER_RUNNING)
+    .map((c) => c.id)
+    .sort();
 
 beforeAll(async () => {
   requireRoot();
@@ -133,7 +137,9 @@ describe("cluster mode on a real control plane", () => {
       ...podSpec("probed", ["sleep", "3600"]),
       spec: {
         terminationGracePeriodSeconds: 1,
-        containers: [{ name: "c", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sleep", "3600"], readinessProbe: { exec: { command: ["true"] }, periodSeconds: 1 } }],
+        containers: [
+          { name: "c", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sleep", "3600"], readinessProbe: { exec: { command: ["true"] }, periodSeconds: 1 } },
+        ],
       },
     });
     await eventually("probed ready", async () => (await tryJson("pod", "probed"))?.status?.containerStatuses?.[0]?.ready === true);
@@ -146,7 +152,11 @@ describe("cluster mode on a real control plane", () => {
       expect(res.headers.get("content-type")).toStartWith("text/plain; version=0.0.4");
       return await res.text();
     };
-    const value = (text: string, series: string) => text.split("\n").find((l) => l.startsWith(`${series} `))?.split(" ")[1];
+    const value = (text: string, series: string) =>
+      text
+        .split("\n")
+        .find((l) => l.startsWith(`${series} `))
+        ?.split(" ")[1];
     const kubelet = await raw("/metrics");
     expect(Number(value(kubelet, "kubelet_running_pods"))).toBeGreaterThanOrEqual(1);
     expect(Number(value(kubelet, 'kubelet_runtime_operations_total{operation_type="run_podsandbox"}'))).toBeGreaterThanOrEqual(1);
@@ -161,7 +171,9 @@ describe("cluster mode on a real control plane", () => {
     expect(resource).toMatch(/^node_cpu_usage_seconds_total \d+(\.\d+)? \d+$/m);
     const probes = await raw("/metrics/probes");
     const uid = (await tryJson("pod", "probed")).metadata.uid;
-    expect(Number(value(probes, `prober_probe_total{probe_type="Readiness",result="successful",container="c",pod="probed",namespace="default",pod_uid="${uid}"}`))).toBeGreaterThanOrEqual(1);
+    expect(
+      Number(value(probes, `prober_probe_total{probe_type="Readiness",result="successful",container="c",pod="probed",namespace="default",pod_uid="${uid}"}`)),
+    ).toBeGreaterThanOrEqual(1);
   }, 60_000);
 
   test("env from a configMap and a secret (keyRef and envFrom) through the watched cache; a missing one is CreateContainerConfigError", async () => {
@@ -194,7 +206,18 @@ describe("cluster mode on a real control plane", () => {
     expect(out).toBe("color=blue password=s3cret cfg_size=xl\n");
     await apply("lost", {
       ...podSpec("lost", ["sleep", "3600"]),
-      spec: { terminationGracePeriodSeconds: 1, containers: [{ name: "main", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sleep", "3600"], env: [{ name: "X", valueFrom: { configMapKeyRef: { name: "missing", key: "k" } } }] }] },
+      spec: {
+        terminationGracePeriodSeconds: 1,
+        containers: [
+          {
+            name: "main",
+            image: ctd.busyboxImage,
+            imagePullPolicy: "IfNotPresent",
+            command: ["sleep", "3600"],
+            env: [{ name: "X", valueFrom: { configMapKeyRef: { name: "missing", key: "k" } } }],
+          },
+        ],
+      },
     });
     const waiting = await eventually("lost waiting", async () => (await tryJson("pod", "lost"))?.status?.containerStatuses?.[0]?.state?.waiting);
     expect(waiting).toEqual({ reason: "CreateContainerConfigError", message: 'configmap "missing" not found' });
@@ -202,7 +225,12 @@ describe("cluster mode on a real control plane", () => {
 
   test("kubectl logs -f follows a container's log across rotations: every line once, in order", async () => {
     // About 7 KiB/s of log: with containerLogMaxSize 20Ki the file rotates every few seconds.
-    await apply("counter", podSpec("counter", ["sh", "-c", 'i=0; pad=$(head -c 100 /dev/zero | tr "\\0" x); while true; do i=$((i+1)); echo "n=$i $pad"; sleep 0.02; done'], { terminationGracePeriodSeconds: 1 }));
+    await apply(
+      "counter",
+      podSpec("counter", ["sh", "-c", 'i=0; pad=$(head -c 100 /dev/zero | tr "\\0" x); while true; do i=$((i+1)); echo "n=$i $pad"; sleep 0.02; done'], {
+        terminationGracePeriodSeconds: 1,
+      }),
+    );
     const pod = await eventually("counter Running", async () => {
       const p = await tryJson("pod", "counter");
       return p?.status?.phase === "Running" ? p : undefined;
@@ -218,7 +246,10 @@ describe("cluster mode on a real control plane", () => {
     await Bun.sleep(1500);
     follow.kill();
     await reader.catch(() => {});
-    const numbers = text.split("\n").filter((l) => l.startsWith("n=")).map((l) => Number(l.slice(2, l.indexOf(" "))));
+    const numbers = text
+      .split("\n")
+      .filter((l) => l.startsWith("n="))
+      .map((l) => Number(l.slice(2, l.indexOf(" "))));
     expect(numbers.length).toBeGreaterThan(300);
     // Consecutive from the first line seen to the last: nothing lost or repeated at the rotations.
     expect(numbers).toEqual(numbers.map((_, i) => numbers[0]! + i));
@@ -232,7 +263,10 @@ describe("cluster mode on a real control plane", () => {
       spec: {
         replicas: 3,
         selector: { matchLabels: { app: "d3" } },
-        template: { metadata: { labels: { app: "d3" } }, spec: { terminationGracePeriodSeconds: 1, containers: [{ name: "c", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sleep", "3600"] }] } },
+        template: {
+          metadata: { labels: { app: "d3" } },
+          spec: { terminationGracePeriodSeconds: 1, containers: [{ name: "c", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sleep", "3600"] }] },
+        },
       },
     });
     await eventually(

@@ -84,26 +84,37 @@ describe("node conformance behaviours", () => {
     explained(async () => {
       const init = (name: string, command: string[]) => ({ name, image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command });
       await apply(
-        { ...podOf("init-ok", { command: ["sleep", "3600"] }), spec: { ...podOf("init-ok", { command: ["sleep", "3600"] }).spec, initContainers: [init("init1", ["true"]), init("init2", ["true"])] } },
+        {
+          ...podOf("init-ok", { command: ["sleep", "3600"] }),
+          spec: { ...podOf("init-ok", { command: ["sleep", "3600"] }).spec, initContainers: [init("init1", ["true"]), init("init2", ["true"])] },
+        },
         {
           ...podOf("init-fails", { command: ["true"] }, { restartPolicy: "Never" }),
           spec: { ...podOf("init-fails", { command: ["true"] }, { restartPolicy: "Never" }).spec, initContainers: [init("init1", ["false"]), init("init2", ["true"])] },
         },
       );
-      const ok = await eventually("init-ok running", async () => {
-        const s = await statusOf("init-ok");
-        return s?.containerStatuses?.[0]?.state?.running ? s : undefined;
-      }, 60_000);
+      const ok = await eventually(
+        "init-ok running",
+        async () => {
+          const s = await statusOf("init-ok");
+          return s?.containerStatuses?.[0]?.state?.running ? s : undefined;
+        },
+        60_000,
+      );
       expect(ok.initContainerStatuses.map((c: any) => [c.name, c.ready, c.state.terminated?.reason])).toEqual([
         ["init1", true, "Completed"],
         ["init2", true, "Completed"],
       ]);
       expect(ok.conditions.find((c: any) => c.type === "Initialized").status).toBe("True");
 
-      const failed = await eventually("init-fails Failed", async () => {
-        const s = await statusOf("init-fails");
-        return s?.phase === "Failed" ? s : undefined;
-      }, 60_000);
+      const failed = await eventually(
+        "init-fails Failed",
+        async () => {
+          const s = await statusOf("init-fails");
+          return s?.phase === "Failed" ? s : undefined;
+        },
+        60_000,
+      );
       expect(failed.initContainerStatuses[0]).toMatchObject({ name: "init1", ready: false, state: { terminated: { exitCode: 1, reason: "Error" } } });
       expect(failed.initContainerStatuses[1]).toMatchObject({ name: "init2", ready: false, state: { waiting: { reason: "PodInitializing" } } });
       expect(failed.containerStatuses[0]).toMatchObject({ name: "main", ready: false, state: { waiting: { reason: "PodInitializing" } } });
@@ -126,10 +137,14 @@ describe("node conformance behaviours", () => {
       const probe = { exec: { command: ["false"] }, initialDelaySeconds: 1, periodSeconds: 1, failureThreshold: 1, terminationGracePeriodSeconds: 5 };
       await apply(podOf("probe-grace", { command: ["sh", "-c", "sleep 1000"], livenessProbe: probe }, { terminationGracePeriodSeconds: 500 }));
       const startedAt = await eventually("probe-grace running", async () => (await mainState("probe-grace"))?.state?.running?.startedAt, 60_000);
-      const restarted = await eventually("probe-grace restarted", async () => {
-        const s = await mainState("probe-grace");
-        return s?.restartCount >= 1 ? s : undefined;
-      }, 40_000);
+      const restarted = await eventually(
+        "probe-grace restarted",
+        async () => {
+          const s = await mainState("probe-grace");
+          return s?.restartCount >= 1 ? s : undefined;
+        },
+        40_000,
+      );
       const killed = restarted.lastState.terminated;
       expect(killed.exitCode).toBe(137);
       const tookMs = Date.parse(killed.finishedAt) - Date.parse(startedAt);
@@ -151,10 +166,15 @@ describe("node conformance behaviours", () => {
       await Bun.sleep(4000);
       expect((await cp.kubectl(["delete", "pod", "kill-then-delete", "--grace-period=1", "--wait=false"])).code).toBe(0);
       const seen = new Set<string>();
-      await eventually("kill-then-delete gone from the API", async () => {
-        for (const c of await ofPod()) seen.add(c.id);
-        return (await cp.kubectl(["get", "pod", "kill-then-delete"])).code !== 0;
-      }, 60_000, 100);
+      await eventually(
+        "kill-then-delete gone from the API",
+        async () => {
+          for (const c of await ofPod()) seen.add(c.id);
+          return (await cp.kubectl(["get", "pod", "kill-then-delete"])).code !== 0;
+        },
+        60_000,
+        100,
+      );
       for (const c of await ofPod()) seen.add(c.id);
       expect(seen.size).toBe(1);
     }),
@@ -165,16 +185,24 @@ describe("node conformance behaviours", () => {
     "a pod whose spec.os.name is not the node's OS is rejected at admission: Failed, reason PodOSNotSupported, an event",
     explained(async () => {
       await apply(podOf("windows-pod", { command: ["sleep", "3600"] }, { os: { name: "windows" } }));
-      const status = await eventually("windows-pod Failed", async () => {
-        const s = await statusOf("windows-pod");
-        return s?.phase === "Failed" ? s : undefined;
-      }, 60_000);
+      const status = await eventually(
+        "windows-pod Failed",
+        async () => {
+          const s = await statusOf("windows-pod");
+          return s?.phase === "Failed" ? s : undefined;
+        },
+        60_000,
+      );
       expect(status).toMatchObject({ reason: "PodOSNotSupported", message: "Failed to admit pod as the OS field doesn't match node OS" });
-      const events = await eventually("PodOSNotSupported event", async () => {
-        const r = await cp.kubectl(["get", "events", "--field-selector", "involvedObject.name=windows-pod,reason=PodOSNotSupported", "-o", "json"]);
-        const items = r.code === 0 ? JSON.parse(r.stdout).items : [];
-        return items.length ? items : undefined;
-      }, 30_000);
+      const events = await eventually(
+        "PodOSNotSupported event",
+        async () => {
+          const r = await cp.kubectl(["get", "events", "--field-selector", "involvedObject.name=windows-pod,reason=PodOSNotSupported", "-o", "json"]);
+          const items = r.code === 0 ? JSON.parse(r.stdout).items : [];
+          return items.length ? items : undefined;
+        },
+        30_000,
+      );
       expect(events[0].type).toBe("Warning");
       expect((await cri.listPodSandbox()).filter((s) => s.metadata?.name === "windows-pod")).toEqual([]);
     }),
@@ -187,17 +215,26 @@ describe("node conformance behaviours", () => {
       // The busybox image is present (imported); its registry (localhost) answers nothing.
       await apply(podOf("pull-always", { command: ["sleep", "3600"], imagePullPolicy: "Always" }));
       const reasons = new Set<string>();
-      await eventually("ImagePullBackOff", async () => {
-        const s = await mainState("pull-always");
-        expect(s?.state?.running).toBeUndefined();
-        if (s?.state?.waiting?.reason) reasons.add(s.state.waiting.reason);
-        return reasons.has("ImagePullBackOff");
-      }, 60_000, 100);
+      await eventually(
+        "ImagePullBackOff",
+        async () => {
+          const s = await mainState("pull-always");
+          expect(s?.state?.running).toBeUndefined();
+          if (s?.state?.waiting?.reason) reasons.add(s.state.waiting.reason);
+          return reasons.has("ImagePullBackOff");
+        },
+        60_000,
+        100,
+      );
       // ErrImagePull comes first and is soon ImagePullBackOff: the event is what stays.
-      const failed = await eventually("Failed pull event", async () => {
-        const r = await cp.kubectl(["get", "events", "--field-selector", "involvedObject.name=pull-always,reason=Failed", "-o", "json"]);
-        return r.code === 0 ? JSON.parse(r.stdout).items[0] : undefined;
-      }, 30_000);
+      const failed = await eventually(
+        "Failed pull event",
+        async () => {
+          const r = await cp.kubectl(["get", "events", "--field-selector", "involvedObject.name=pull-always,reason=Failed", "-o", "json"]);
+          return r.code === 0 ? JSON.parse(r.stdout).items[0] : undefined;
+        },
+        30_000,
+      );
       expect(failed.message).toStartWith(`Failed to pull image "${ctd.busyboxImage}"`);
       expect((await mainState("pull-always")).restartCount).toBe(0);
     }),
@@ -224,7 +261,10 @@ describe("node conformance behaviours", () => {
       await eventually("Ready True", async () => (await condition("Ready"))?.status === "True", 30_000);
       await setGate("k8s.io/test-condition1", "False");
       await eventually("Ready False again", async () => (await condition("Ready"))?.status === "False", 30_000);
-      expect(await condition("Ready")).toMatchObject({ reason: "ReadinessGatesNotReady", message: 'the status of pod readiness gate "k8s.io/test-condition1" is not "True", but False' });
+      expect(await condition("Ready")).toMatchObject({
+        reason: "ReadinessGatesNotReady",
+        message: 'the status of pod readiness gate "k8s.io/test-condition1" is not "True", but False',
+      });
       // The agent's patches keep the gates' conditions.
       expect((await condition("k8s.io/test-condition2"))?.status).toBe("True");
     }),

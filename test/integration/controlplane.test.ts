@@ -115,9 +115,7 @@ describe("control plane harness", () => {
     // not-ready and never reported), so they stay Pending, Unschedulable.
     const pods = await eventually("2 pods marked Unschedulable", async () => {
       const l = await json(cp, ["get", "pods", "-l", "app=web"]);
-      const seen = l.items.filter((p: any) =>
-        p.status.conditions?.some((c: any) => c.type === "PodScheduled" && c.status === "False" && c.reason === "Unschedulable"),
-      );
+      const seen = l.items.filter((p: any) => p.status.conditions?.some((c: any) => c.type === "PodScheduled" && c.status === "False" && c.reason === "Unschedulable"));
       return seen.length === 2 ? l.items : undefined;
     });
     for (const p of pods) {
@@ -132,9 +130,7 @@ describe("control plane harness", () => {
     const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");
     const status = {
       status: {
-        conditions: [
-          { type: "Ready", status: "True", reason: "KubeletReady", message: "test", lastHeartbeatTime: now, lastTransitionTime: now },
-        ],
+        conditions: [{ type: "Ready", status: "True", reason: "KubeletReady", message: "test", lastHeartbeatTime: now, lastTransitionTime: now }],
       },
     };
     // A node may write its own status, as the kubelet does: one PATCH (the

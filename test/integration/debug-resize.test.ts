@@ -90,10 +90,14 @@ describe("kubectl debug: ephemeral containers", () => {
       stderr: "pipe",
     });
     const [stdout, stderr] = [new Response(proc.stdout).text(), new Response(proc.stderr).text()];
-    await eventually("shell running", async () => {
-      const s = (await getJson("pod", "target"))?.status?.ephemeralContainerStatuses?.find((c: { name: string }) => c.name === "shell");
-      return s?.state?.running !== undefined;
-    }, 60_000);
+    await eventually(
+      "shell running",
+      async () => {
+        const s = (await getJson("pod", "target"))?.status?.ephemeralContainerStatuses?.find((c: { name: string }) => c.name === "shell");
+        return s?.state?.running !== undefined;
+      },
+      60_000,
+    );
     await Bun.sleep(2000);
     proc.stdin.write("ps; echo debug-$((40+2))\n");
     proc.stdin.flush();
@@ -148,7 +152,11 @@ describe("in-place pod resize (kubectl patch --subresource resize)", () => {
     const id = (p.status.containerStatuses.find((c: { name: string }) => c.name === name).containerID as string).replace("containerd://", "");
     const pod = podCgroup(p.metadata.uid, qos);
     return {
-      pod: { quota: Number(readCg("cpu", pod, "cpu.cfs_quota_us")), memory: Number(readCg("memory", pod, "memory.limit_in_bytes")), shares: Number(readCg("cpu", pod, "cpu.shares")) },
+      pod: {
+        quota: Number(readCg("cpu", pod, "cpu.cfs_quota_us")),
+        memory: Number(readCg("memory", pod, "memory.limit_in_bytes")),
+        shares: Number(readCg("cpu", pod, "cpu.shares")),
+      },
       container: {
         quota: Number(readCg("cpu", join(pod, id), "cpu.cfs_quota_us")),
         memory: Number(readCg("memory", join(pod, id), "memory.limit_in_bytes")),
@@ -159,7 +167,7 @@ describe("in-place pod resize (kubectl patch --subresource resize)", () => {
   }
   const resize = (podName: string, containers: unknown[]) =>
     kubectl("patch", "pod", podName, "--subresource", "resize", "--type", "strategic", "--patch", JSON.stringify({ spec: { containers } }));
-  const conditionsOf = async (podName: string) => ((await getJson("pod", podName))!.status.conditions as { type: string; status: string; reason?: string; message?: string }[]);
+  const conditionsOf = async (podName: string) => (await getJson("pod", podName))!.status.conditions as { type: string; status: string; reason?: string; message?: string }[];
   const app = (name: string, resources: unknown, extra: Record<string, unknown> = {}) => ({
     name,
     image: ctd.busyboxImage,
@@ -185,7 +193,11 @@ describe("in-place pod resize (kubectl patch --subresource resize)", () => {
         spec: {
           terminationGracePeriodSeconds: 1,
           containers: [
-            app("strict", { requests: { cpu: "50m", memory: "32Mi" }, limits: { cpu: "100m", memory: "64Mi" } }, { resizePolicy: [{ resourceName: "memory", restartPolicy: "RestartContainer" }] }),
+            app(
+              "strict",
+              { requests: { cpu: "50m", memory: "32Mi" }, limits: { cpu: "100m", memory: "64Mi" } },
+              { resizePolicy: [{ resourceName: "memory", restartPolicy: "RestartContainer" }] },
+            ),
             app("easy", { requests: { cpu: "50m", memory: "32Mi" }, limits: { cpu: "100m", memory: "64Mi" } }),
           ],
         },
@@ -269,11 +281,7 @@ describe("in-place pod resize (kubectl patch --subresource resize)", () => {
   test("a resize larger than the node is Infeasible and changes nothing", async () => {
     const before = await cgroupsOf("resizable", "app");
     await resize("resizable", [{ name: "app", resources: { requests: { cpu: "500", memory: "32Mi" }, limits: { cpu: "500", memory: "48Mi" } } }]);
-    const pending = await eventually(
-      "PodResizePending Infeasible",
-      async () => (await conditionsOf("resizable")).find((c) => c.type === "PodResizePending"),
-      60_000,
-    );
+    const pending = await eventually("PodResizePending Infeasible", async () => (await conditionsOf("resizable")).find((c) => c.type === "PodResizePending"), 60_000);
     expect(pending).toMatchObject({ status: "True", reason: "Infeasible" });
     expect(pending.message).toStartWith("Node didn't have enough capacity: cpu, requested: 500000, capacity: ");
     await Bun.sleep(2000);

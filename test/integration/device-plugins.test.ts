@@ -84,7 +84,11 @@ const devicePod = (name: string, n: number, extra: Record<string, unknown> = {})
   },
 });
 
-const checkpoint = () => JSON.parse(readFileSync(join(agent.dir, "root", "device-plugins", "kubelet_internal_checkpoint"), "utf8")).Data.PodDeviceEntries as { PodUID: string; DeviceIDs: Record<string, string[]> }[];
+const checkpoint = () =>
+  JSON.parse(readFileSync(join(agent.dir, "root", "device-plugins", "kubelet_internal_checkpoint"), "utf8")).Data.PodDeviceEntries as {
+    PodUID: string;
+    DeviceIDs: Record<string, string[]>;
+  }[];
 const seen = (name: string) => (existsSync(join(out, name)) ? readFileSync(join(out, name), "utf8").trim() : undefined);
 let binary: string;
 let kubeletPort: number;
@@ -98,7 +102,11 @@ beforeAll(async () => {
     nodeName: NODE,
     extraArgs: [`--kubeconfig=${await cp.nodeKubeconfig(NODE)}`, "--node-ip=127.0.0.1"],
     // /metrics on 10250 for the cluster admin's client certificate.
-    extraConfig: { port: kubeletPort, authentication: { x509: { clientCAFile: cp.caFile }, webhook: { enabled: true }, anonymous: { enabled: false } }, authorization: { mode: "Webhook" } },
+    extraConfig: {
+      port: kubeletPort,
+      authentication: { x509: { clientCAFile: cp.caFile }, webhook: { enabled: true }, anonymous: { enabled: false } },
+      authorization: { mode: "Webhook" },
+    },
   });
   out = join(agent.dir, "out");
   mkdirSync(out, { recursive: true });
@@ -118,10 +126,14 @@ const pluginTail = () => (existsSync(pluginLog) ? readFileSync(pluginLog, "utf8"
 
 describe("device plugins with the sample device plugin", () => {
   test("its two devices appear in the node's capacity and allocatable", async () => {
-    await eventually("example.com/resource: 2", async () => {
-      const c = await capacity();
-      return c.capacity === "2" && c.allocatable === "2";
-    }, 60_000).catch((e) => {
+    await eventually(
+      "example.com/resource: 2",
+      async () => {
+        const c = await capacity();
+        return c.capacity === "2" && c.allocatable === "2";
+      },
+      60_000,
+    ).catch((e) => {
       throw new Error(`${(e as Error).message}\nplugin log:\n${pluginTail()}\n${agent.describe()}`);
     });
   }, 90_000);
@@ -140,10 +152,14 @@ describe("device plugins with the sample device plugin", () => {
 
   test("a scheduled pod asking one device gets its mount", async () => {
     await apply(devicePod("one", 1));
-    const pod = await eventually("pod one Running", async () => {
-      const p = await tryJson("pod", "one");
-      return p?.status?.phase === "Running" ? p : undefined;
-    }, 90_000);
+    const pod = await eventually(
+      "pod one Running",
+      async () => {
+        const p = await tryJson("pod", "one");
+        return p?.status?.phase === "Running" ? p : undefined;
+      },
+      90_000,
+    );
     expect(pod.spec.nodeName).toBe(NODE);
     const files = await eventually("pod one wrote what it sees", () => seen("one"));
     expect(files).toMatch(/^\/tmp\/Dev-[12]$/);
@@ -159,10 +175,14 @@ describe("device plugins with the sample device plugin", () => {
 
   test("a pod bound to the node asking more devices than exist is rejected with upstream's reason and never runs", async () => {
     await apply(devicePod("three", 3, { nodeName: NODE }));
-    const pod = await eventually("pod three Failed", async () => {
-      const p = await tryJson("pod", "three");
-      return p?.status?.phase === "Failed" ? p : undefined;
-    }, 60_000);
+    const pod = await eventually(
+      "pod three Failed",
+      async () => {
+        const p = await tryJson("pod", "three");
+        return p?.status?.phase === "Failed" ? p : undefined;
+      },
+      60_000,
+    );
     expect(pod.status.reason).toBe("UnexpectedAdmissionError");
     expect(pod.status.message).toBe("Allocate failed due to requested number of devices unavailable for example.com/resource. Requested: 3, Available: 1, which is unexpected");
     expect(seen("three")).toBeUndefined();
@@ -172,11 +192,18 @@ describe("device plugins with the sample device plugin", () => {
 
   test("a static pod asking more devices than exist is rejected the same way", async () => {
     const manifest = devicePod("static-three", 3);
-    writeFileSync(join(agent.manifests, "static-three.json"), JSON.stringify({ ...manifest, spec: { ...manifest.spec, volumes: [], containers: [{ ...manifest.spec.containers[0], volumeMounts: [] }] } }));
-    const pod = await eventually("static pod rejected", async () => {
-      const p = (await agent.pods()).items.find((i) => i.metadata.name === `static-three-${NODE}`) as any;
-      return p?.status?.phase === "Failed" ? p : undefined;
-    }, 60_000);
+    writeFileSync(
+      join(agent.manifests, "static-three.json"),
+      JSON.stringify({ ...manifest, spec: { ...manifest.spec, volumes: [], containers: [{ ...manifest.spec.containers[0], volumeMounts: [] }] } }),
+    );
+    const pod = await eventually(
+      "static pod rejected",
+      async () => {
+        const p = (await agent.pods()).items.find((i) => i.metadata.name === `static-three-${NODE}`) as any;
+        return p?.status?.phase === "Failed" ? p : undefined;
+      },
+      60_000,
+    );
     expect(pod.status.reason).toBe("UnexpectedAdmissionError");
     expect(pod.status.message).toContain("requested number of devices unavailable for example.com/resource. Requested: 3");
     rmSync(join(agent.manifests, "static-three.json"));
@@ -193,7 +220,11 @@ describe("device plugins with the sample device plugin", () => {
     // The sample plugin sees kubelet.sock created again and registers anew (it retries every 10 s). Until then the
     // restarted agent has no healthy device (a pod arriving meanwhile is refused, as upstream), and the Node may still
     // show the count from before the restart: wait for the new registration itself.
-    await eventually("example.com/resource registered again and allocatable", async () => registrations() > registeredBefore && (await capacity()).allocatable === "2", 90_000).catch((e) => {
+    await eventually(
+      "example.com/resource registered again and allocatable",
+      async () => registrations() > registeredBefore && (await capacity()).allocatable === "2",
+      90_000,
+    ).catch((e) => {
       throw new Error(`${(e as Error).message}\nplugin log:\n${pluginTail()}\n${agent.describe()}`);
     });
     expect(checkpoint().filter((e) => e.PodUID === one.metadata.uid)).toEqual(before.filter((e) => e.PodUID === one.metadata.uid));

@@ -69,15 +69,23 @@ test("filling nodefs brings DiskPressure and evicts the pod using the disk, not 
   );
   expect(evicted.status.reason).toBe("Evicted");
   expect(evicted.status.message).toStartWith("The node was low on resource: ephemeral-storage.");
-  const pressure = await eventually("DiskPressure reported", async () => {
-    const node = await getJson("node", NODE);
-    return node?.status.conditions.find((c: any) => c.type === "DiskPressure" && c.status === "True");
-  }, 30_000, 1000);
+  const pressure = await eventually(
+    "DiskPressure reported",
+    async () => {
+      const node = await getJson("node", NODE);
+      return node?.status.conditions.find((c: any) => c.type === "DiskPressure" && c.status === "True");
+    },
+    30_000,
+    1000,
+  );
   expect(pressure.reason).toBe("KubeletHasDiskPressure");
   // As upstream, the node lifecycle controller turns the condition into the taint.
-  await eventually("disk-pressure taint", async () =>
-    (await getJson("node", NODE))?.spec.taints?.some((t: any) => t.key === "node.kubernetes.io/disk-pressure" && t.effect === "NoSchedule"),
-  30_000, 1000);
+  await eventually(
+    "disk-pressure taint",
+    async () => (await getJson("node", NODE))?.spec.taints?.some((t: any) => t.key === "node.kubernetes.io/disk-pressure" && t.effect === "NoSchedule"),
+    30_000,
+    1000,
+  );
   expect((await getJson("pod", "quiet")).status.phase).toBe("Running");
   const events = await getJson("events", "--field-selector", "involvedObject.name=hog");
   expect(events.items.map((e: any) => e.reason)).toContain("Evicted");

@@ -44,10 +44,14 @@ const apiPod = (name: string, containers: unknown[], extra: Record<string, unkno
   spec: { nodeName: NODE, terminationGracePeriodSeconds: 2, containers, ...extra },
 });
 const runningPod = async (name: string) =>
-  eventually(`${name} Running in the API`, async () => {
-    const p = await tryJson("pod", name);
-    return p?.status?.phase === "Running" && p.status.containerStatuses?.every((c: any) => c.state?.running) ? p : undefined;
-  }, 60_000);
+  eventually(
+    `${name} Running in the API`,
+    async () => {
+      const p = await tryJson("pod", name);
+      return p?.status?.phase === "Running" && p.status.containerStatuses?.every((c: any) => c.state?.running) ? p : undefined;
+    },
+    60_000,
+  );
 
 const sandboxesOf = (uid: string) => cri.listPodSandbox(PodSandboxFilter.create({ labelSelector: { "io.kubernetes.pod.uid": uid } }));
 const containersOf = (uid: string) => cri.listContainers(ContainerFilter.create({ labelSelector: { "io.kubernetes.pod.uid": uid } }));
@@ -62,11 +66,15 @@ async function runningByName(uid: string): Promise<Record<string, string[]>> {
 }
 const readySandboxes = async (uid: string) => (await sandboxesOf(uid)).filter((s) => s.state === PodSandboxState.SANDBOX_READY).map((s) => s.id);
 /** What must not change across a fault: the pod's ready sandboxes and running containers. */
-const runtimeView = async (uids: string[]) => Object.fromEntries(await Promise.all(uids.map(async (uid) => [uid, { sandboxes: await readySandboxes(uid), containers: await runningByName(uid) }] as const)));
+const runtimeView = async (uids: string[]) =>
+  Object.fromEntries(await Promise.all(uids.map(async (uid) => [uid, { sandboxes: await readySandboxes(uid), containers: await runningByName(uid) }] as const)));
 /** The agent's own view of restart counts and container IDs (read-only /pods: works without the API server). */
 const localStatuses = async () =>
   Object.fromEntries(
-    (await agent.pods()).items.map((p) => [p.metadata.uid, Object.fromEntries(p.status.containerStatuses.map((c: any) => [c.name, { id: c.containerID as string, restartCount: c.restartCount }]))]),
+    (await agent.pods()).items.map((p) => [
+      p.metadata.uid,
+      Object.fromEntries(p.status.containerStatuses.map((c: any) => [c.name, { id: c.containerID as string, restartCount: c.restartCount }])),
+    ]),
   );
 
 /** What a reboot does to the pods' volumes: every mount below the pods directory is gone, and so is tmpfs content. */
@@ -101,7 +109,12 @@ const nodeReady = async () => {
 };
 
 /** A failed test also prints the agent's and containerd's state and last problems. */
-const explained = (body: () => Promise<void>) => explainFailure(body, () => agent, () => ctd);
+const explained = (body: () => Promise<void>) =>
+  explainFailure(
+    body,
+    () => agent,
+    () => ctd,
+  );
 
 beforeAll(async () => {
   requireRoot();
@@ -120,175 +133,224 @@ afterAll(async () => {
 }, 60_000);
 
 describe("faults (issue #8)", () => {
-  test("kill -9 of the agent while it creates a pod: after the restart one sandbox and one running container per name", explained(async () => {
-    await apply(apiPod("born", [sleeper("a"), sleeper("b"), sleeper("c")]));
-    const uid = await eventually("born has a UID", async () => (await tryJson("pod", "born"))?.metadata?.uid as string | undefined);
-    await eventually("born's sandbox exists", async () => (await sandboxesOf(uid)).length > 0, 30_000, 10);
-    expect(await agent.kill("SIGKILL")).not.toBe(0);
-    agent.start();
-    await runningPod("born");
-    const running = await eventually("three running containers", async () => {
-      const r = await runningByName(uid);
-      return Object.keys(r).length === 3 ? r : undefined;
-    });
-    expect(Object.values(running).map((ids) => ids.length)).toEqual([1, 1, 1]);
-    expect(await sandboxesOf(uid)).toHaveLength(1);
-  }), 90_000);
+  test(
+    "kill -9 of the agent while it creates a pod: after the restart one sandbox and one running container per name",
+    explained(async () => {
+      await apply(apiPod("born", [sleeper("a"), sleeper("b"), sleeper("c")]));
+      const uid = await eventually("born has a UID", async () => (await tryJson("pod", "born"))?.metadata?.uid as string | undefined);
+      await eventually("born's sandbox exists", async () => (await sandboxesOf(uid)).length > 0, 30_000, 10);
+      expect(await agent.kill("SIGKILL")).not.toBe(0);
+      agent.start();
+      await runningPod("born");
+      const running = await eventually("three running containers", async () => {
+        const r = await runningByName(uid);
+        return Object.keys(r).length === 3 ? r : undefined;
+      });
+      expect(Object.values(running).map((ids) => ids.length)).toEqual([1, 1, 1]);
+      expect(await sandboxesOf(uid)).toHaveLength(1);
+    }),
+    90_000,
+  );
 
-  test("kill -9 of the agent while it terminates a pod: the restart finishes the deletion and starts nothing again", explained(async () => {
-    // TERM makes the container linger 4 s, so the agent is killed mid-termination.
-    await apply(apiPod("lingers", [sleeper("c", { command: ["sh", "-c", "trap 'sleep 4; exit 0' TERM; while true; do sleep 1; done"] })], { terminationGracePeriodSeconds: 30 }));
-    const pod = await runningPod("lingers");
-    const uid = pod.metadata.uid as string;
-    const before = await runtimeView([uid]);
-    const logBefore = agent.log().length;
-    await kubectl("delete", "pod", "lingers", "--wait=false");
-    await eventually("the agent kills lingers", () => agent.log().slice(logBefore).includes("killing pod"), 30_000, 50);
-    await agent.kill("SIGKILL");
-    agent.start();
-    await eventually("lingers gone from the API", async () => (await cp.kubectl(["get", "pod", "lingers"])).code !== 0, 60_000);
-    expect(await runningByName(uid)).toEqual({});
-    // Nothing was started again: no sandbox or container other than the ones it had (the agent may have removed them).
-    for (const s of await sandboxesOf(uid)) expect(before[uid]!.sandboxes).toContain(s.id);
-    for (const c of await containersOf(uid)) expect(before[uid]!.containers["c"]!).toContain(c.id);
-    expect(agent.log().slice(logBefore)).not.toContain("created pod sandbox\" pod=lingers");
-  }), 90_000);
+  test(
+    "kill -9 of the agent while it terminates a pod: the restart finishes the deletion and starts nothing again",
+    explained(async () => {
+      // TERM makes the container linger 4 s, so the agent is killed mid-termination.
+      await apply(apiPod("lingers", [sleeper("c", { command: ["sh", "-c", "trap 'sleep 4; exit 0' TERM; while true; do sleep 1; done"] })], { terminationGracePeriodSeconds: 30 }));
+      const pod = await runningPod("lingers");
+      const uid = pod.metadata.uid as string;
+      const before = await runtimeView([uid]);
+      const logBefore = agent.log().length;
+      await kubectl("delete", "pod", "lingers", "--wait=false");
+      await eventually("the agent kills lingers", () => agent.log().slice(logBefore).includes("killing pod"), 30_000, 50);
+      await agent.kill("SIGKILL");
+      agent.start();
+      await eventually("lingers gone from the API", async () => (await cp.kubectl(["get", "pod", "lingers"])).code !== 0, 60_000);
+      expect(await runningByName(uid)).toEqual({});
+      // Nothing was started again: no sandbox or container other than the ones it had (the agent may have removed them).
+      for (const s of await sandboxesOf(uid)) expect(before[uid]!.sandboxes).toContain(s.id);
+      for (const c of await containersOf(uid)) expect(before[uid]!.containers["c"]!).toContain(c.id);
+      expect(agent.log().slice(logBefore)).not.toContain('created pod sandbox" pod=lingers');
+    }),
+    90_000,
+  );
 
-  test("restart after a reboot while kube-apiserver is down: pods come back from the checkpoint, a truncated file is reported and ignored, the reconnect applies the API's view and recreates nothing", explained(async () => {
-    await apply(apiPod("edge-a", [sleeper("main")]), apiPod("edge-b", [sleeper("main"), sleeper("side")]), apiPod("edge-c", [sleeper("main")]), apiPod("edge-gone", [sleeper("main")]));
-    const uids = Object.fromEntries(await Promise.all(["edge-a", "edge-b", "edge-c", "edge-gone"].map(async (n) => [n, (await runningPod(n)).metadata.uid as string] as const)));
-    await eventually("checkpoint files of the edge pods", () => Object.values(uids).every((uid) => existsSync(join(checkpointDir(), `${uid}.json`))));
+  test(
+    "restart after a reboot while kube-apiserver is down: pods come back from the checkpoint, a truncated file is reported and ignored, the reconnect applies the API's view and recreates nothing",
+    explained(async () => {
+      await apply(
+        apiPod("edge-a", [sleeper("main")]),
+        apiPod("edge-b", [sleeper("main"), sleeper("side")]),
+        apiPod("edge-c", [sleeper("main")]),
+        apiPod("edge-gone", [sleeper("main")]),
+      );
+      const uids = Object.fromEntries(await Promise.all(["edge-a", "edge-b", "edge-c", "edge-gone"].map(async (n) => [n, (await runningPod(n)).metadata.uid as string] as const)));
+      await eventually("checkpoint files of the edge pods", () => Object.values(uids).every((uid) => existsSync(join(checkpointDir(), `${uid}.json`))));
 
-    // The reboot: the agent dies, every container on the node stops, and every tmpfs is gone:
-    // the pods' service account token volumes must be rebuilt from the checkpoint, offline.
-    await agent.kill("SIGKILL");
-    for (const s of await cri.listPodSandbox()) await cri.stopPodSandbox(s.id);
-    forgetPodVolumes(join(agent.dir, "root", "pods"));
-    const truncated = join(checkpointDir(), `${uids["edge-c"]}.json`);
-    const text = readFileSync(truncated, "utf8");
-    writeFileSync(truncated, text.slice(0, Math.floor(text.length / 2)));
-    // Deleted while the agent was down: the checkpoint still has it, the API's view will not.
-    await kubectl("delete", "pod", "edge-gone", "--force", "--grace-period=0");
+      // The reboot: the agent dies, every container on the node stops, and every tmpfs is gone:
+      // the pods' service account token volumes must be rebuilt from the checkpoint, offline.
+      await agent.kill("SIGKILL");
+      for (const s of await cri.listPodSandbox()) await cri.stopPodSandbox(s.id);
+      forgetPodVolumes(join(agent.dir, "root", "pods"));
+      const truncated = join(checkpointDir(), `${uids["edge-c"]}.json`);
+      const text = readFileSync(truncated, "utf8");
+      writeFileSync(truncated, text.slice(0, Math.floor(text.length / 2)));
+      // Deleted while the agent was down: the checkpoint still has it, the API's view will not.
+      await kubectl("delete", "pod", "edge-gone", "--force", "--grace-period=0");
 
-    const outage = await apiServerOutage(40);
-    const logBefore = agent.log().length;
-    agent.start();
-    for (const name of ["edge-a", "edge-b", "edge-gone"]) {
-      await eventually(`${name} runs again from the checkpoint`, async () => Object.keys(await runningByName(uids[name]!)).length === (name === "edge-b" ? 2 : 1), 45_000);
-    }
-    const offlineLog = agent.log().slice(logBefore);
-    expect(offlineLog).toContain("running the pods of the local checkpoint");
-    expect(offlineLog).toContain("ignoring corrupt checkpoint");
-    expect(offlineLog).toContain("the API cannot issue a token; using the checkpointed one until it expires");
-    expect(offlineLog).toContain("the API cannot answer; using the checkpointed copy");
-    expect(offlineLog).toContain(truncated);
-    expect(await runningByName(uids["edge-c"]!)).toEqual({}); // its checkpoint was ignored
-    // Startup did not wait for the API server: the syncLoop runs and the agent reports itself healthy.
-    expect(await (await fetch(`http://127.0.0.1:${agent.healthzPort}/healthz`)).text()).toBe("ok");
-    expect(await apiReachable()).toBe(false);
-    // Let the offline agent settle (statuses, probes), then take the reference view.
-    await eventually("the agent reports the restored pods", async () => {
-      const local = await localStatuses();
-      return [uids["edge-a"]!, uids["edge-b"]!].every((uid) => Object.values(local[uid] ?? {}).length > 0 && Object.values(local[uid]!).every((c: any) => c.id));
-    });
-    const restored = [uids["edge-a"]!, uids["edge-b"]!];
-    const offline = await runtimeView(restored);
-    const offlineLocal = await localStatuses();
-
-    await outage.back;
-    // edge-c exists in the API: it runs once the API answers; its checkpoint is written whole again.
-    await runningPod("edge-c");
-    await eventually("edge-c checkpoint rewritten", () => {
-      try {
-        return JSON.parse(readFileSync(truncated, "utf8")).key === uids["edge-c"];
-      } catch {
-        return false;
+      const outage = await apiServerOutage(40);
+      const logBefore = agent.log().length;
+      agent.start();
+      for (const name of ["edge-a", "edge-b", "edge-gone"]) {
+        await eventually(`${name} runs again from the checkpoint`, async () => Object.keys(await runningByName(uids[name]!)).length === (name === "edge-b" ? 2 : 1), 45_000);
       }
-    });
-    // The statuses queued offline reach the API: the restored containers' IDs.
-    for (const uid of restored) {
-      const name = Object.entries(uids).find(([, u]) => u === uid)![0];
-      await eventually(`${name} status in the API shows the restored containers`, async () => {
-        const p = await tryJson("pod", name);
-        return p?.status?.containerStatuses?.every((c: any) => c.containerID === offlineLocal[uid]![c.name]!.id && c.restartCount === offlineLocal[uid]![c.name]!.restartCount);
-      }, 45_000);
-    }
-    expect(agent.log().slice(logBefore)).toContain("API server reachable again");
-    // The API's view wins: the pod deleted meanwhile is stopped, and its checkpoint removed.
-    await eventually("edge-gone stopped", async () => Object.keys(await runningByName(uids["edge-gone"]!)).length === 0, 45_000);
-    await eventually("edge-gone's checkpoint removed", () => !existsSync(join(checkpointDir(), `${uids["edge-gone"]}.json`)));
-    // Zero recreations on reconnect: same sandboxes, containers and restart counts.
-    expect(await runtimeView(restored)).toEqual(offline);
-    const local = await localStatuses();
-    for (const uid of restored) expect(local[uid]).toEqual(offlineLocal[uid]!);
-  }), 150_000);
+      const offlineLog = agent.log().slice(logBefore);
+      expect(offlineLog).toContain("running the pods of the local checkpoint");
+      expect(offlineLog).toContain("ignoring corrupt checkpoint");
+      expect(offlineLog).toContain("the API cannot issue a token; using the checkpointed one until it expires");
+      expect(offlineLog).toContain("the API cannot answer; using the checkpointed copy");
+      expect(offlineLog).toContain(truncated);
+      expect(await runningByName(uids["edge-c"]!)).toEqual({}); // its checkpoint was ignored
+      // Startup did not wait for the API server: the syncLoop runs and the agent reports itself healthy.
+      expect(await (await fetch(`http://127.0.0.1:${agent.healthzPort}/healthz`)).text()).toBe("ok");
+      expect(await apiReachable()).toBe(false);
+      // Let the offline agent settle (statuses, probes), then take the reference view.
+      await eventually("the agent reports the restored pods", async () => {
+        const local = await localStatuses();
+        return [uids["edge-a"]!, uids["edge-b"]!].every((uid) => Object.values(local[uid] ?? {}).length > 0 && Object.values(local[uid]!).every((c: any) => c.id));
+      });
+      const restored = [uids["edge-a"]!, uids["edge-b"]!];
+      const offline = await runtimeView(restored);
+      const offlineLocal = await localStatuses();
 
-  test("kube-apiserver down 2 minutes: a crashed container is restarted, probes run, a static pod file starts; the reconnect reconciles statuses and recreates nothing", explained(async () => {
-    const readiness = { exec: { command: ["true"] }, periodSeconds: 1 };
-    await apply(apiPod("crashy", [sleeper("main", { readinessProbe: readiness })]));
-    const uid = (await runningPod("crashy")).metadata.uid as string;
-    const first = (await runningByName(uid))["main"]![0]!;
+      await outage.back;
+      // edge-c exists in the API: it runs once the API answers; its checkpoint is written whole again.
+      await runningPod("edge-c");
+      await eventually("edge-c checkpoint rewritten", () => {
+        try {
+          return JSON.parse(readFileSync(truncated, "utf8")).key === uids["edge-c"];
+        } catch {
+          return false;
+        }
+      });
+      // The statuses queued offline reach the API: the restored containers' IDs.
+      for (const uid of restored) {
+        const name = Object.entries(uids).find(([, u]) => u === uid)![0];
+        await eventually(
+          `${name} status in the API shows the restored containers`,
+          async () => {
+            const p = await tryJson("pod", name);
+            return p?.status?.containerStatuses?.every((c: any) => c.containerID === offlineLocal[uid]![c.name]!.id && c.restartCount === offlineLocal[uid]![c.name]!.restartCount);
+          },
+          45_000,
+        );
+      }
+      expect(agent.log().slice(logBefore)).toContain("API server reachable again");
+      // The API's view wins: the pod deleted meanwhile is stopped, and its checkpoint removed.
+      await eventually("edge-gone stopped", async () => Object.keys(await runningByName(uids["edge-gone"]!)).length === 0, 45_000);
+      await eventually("edge-gone's checkpoint removed", () => !existsSync(join(checkpointDir(), `${uids["edge-gone"]}.json`)));
+      // Zero recreations on reconnect: same sandboxes, containers and restart counts.
+      expect(await runtimeView(restored)).toEqual(offline);
+      const local = await localStatuses();
+      for (const uid of restored) expect(local[uid]).toEqual(offlineLocal[uid]!);
+    }),
+    150_000,
+  );
 
-    const outage = await apiServerOutage(120);
-    await cri.stopContainer(first, 0); // the crash
-    const restarted = await eventually("crashy restarted while offline, and ready again", async () => {
-      const p = (await agent.pods()).items.find((i) => i.metadata.uid === uid);
-      const c = p?.status.containerStatuses[0] as any;
-      return c && c.restartCount === 1 && c.ready && c.containerID && !c.containerID.endsWith(first) ? c : undefined;
-    }, 40_000);
-    writeFileSync(join(agent.manifests, "offline-static.json"), JSON.stringify(apiPod("offline-static", [sleeper("main")], { nodeName: undefined })));
-    const staticPod = await eventually("the static pod runs while offline", async () => (await agent.pods()).items.find((p) => p.metadata.name === `offline-static-${NODE}` && p.status.phase === "Running"), 30_000);
-    expect(await apiReachable()).toBe(false);
-    const everyUid = (await agent.pods()).items.map((p) => p.metadata.uid);
-    const offline = await runtimeView(everyUid);
-    const offlineLocal = await localStatuses();
+  test(
+    "kube-apiserver down 2 minutes: a crashed container is restarted, probes run, a static pod file starts; the reconnect reconciles statuses and recreates nothing",
+    explained(async () => {
+      const readiness = { exec: { command: ["true"] }, periodSeconds: 1 };
+      await apply(apiPod("crashy", [sleeper("main", { readinessProbe: readiness })]));
+      const uid = (await runningPod("crashy")).metadata.uid as string;
+      const first = (await runningByName(uid))["main"]![0]!;
 
-    await outage.back;
-    await eventually("crashy's status in the API has the restart", async () => {
-      const c = (await tryJson("pod", "crashy"))?.status?.containerStatuses?.[0];
-      return c?.restartCount === 1 && c.containerID === restarted.containerID && c.ready === true;
-    }, 45_000);
-    await eventually("the static pod's mirror is Running in the API", async () => {
-      const m = await tryJson("pod", `offline-static-${NODE}`);
-      return m?.metadata?.annotations?.["kubernetes.io/config.mirror"] === staticPod.metadata.uid && m.status?.phase === "Running";
-    }, 45_000);
-    await eventually("node Ready again", nodeReady, 45_000);
-    expect(await runtimeView(everyUid)).toEqual(offline);
-    expect(await localStatuses()).toEqual(offlineLocal);
-  }), 240_000);
+      const outage = await apiServerOutage(120);
+      await cri.stopContainer(first, 0); // the crash
+      const restarted = await eventually(
+        "crashy restarted while offline, and ready again",
+        async () => {
+          const p = (await agent.pods()).items.find((i) => i.metadata.uid === uid);
+          const c = p?.status.containerStatuses[0] as any;
+          return c && c.restartCount === 1 && c.ready && c.containerID && !c.containerID.endsWith(first) ? c : undefined;
+        },
+        40_000,
+      );
+      writeFileSync(join(agent.manifests, "offline-static.json"), JSON.stringify(apiPod("offline-static", [sleeper("main")], { nodeName: undefined })));
+      const staticPod = await eventually(
+        "the static pod runs while offline",
+        async () => (await agent.pods()).items.find((p) => p.metadata.name === `offline-static-${NODE}` && p.status.phase === "Running"),
+        30_000,
+      );
+      expect(await apiReachable()).toBe(false);
+      const everyUid = (await agent.pods()).items.map((p) => p.metadata.uid);
+      const offline = await runtimeView(everyUid);
+      const offlineLocal = await localStatuses();
 
-  test("containerd restart with 20 pods running: the agent reconnects and recreates nothing", explained(async () => {
-    const names = Array.from({ length: 20 }, (_, i) => `many-${i}`);
-    await apply(...names.map((n) => apiPod(n, [sleeper("main")])));
-    const uids = await Promise.all(names.map(async (n) => (await runningPod(n)).metadata.uid as string));
-    const before = await runtimeView(uids);
-    for (const uid of uids) expect(Object.values(before[uid]!.containers).flat()).toHaveLength(1);
-    const logBefore = agent.log().length;
+      await outage.back;
+      await eventually(
+        "crashy's status in the API has the restart",
+        async () => {
+          const c = (await tryJson("pod", "crashy"))?.status?.containerStatuses?.[0];
+          return c?.restartCount === 1 && c.containerID === restarted.containerID && c.ready === true;
+        },
+        45_000,
+      );
+      await eventually(
+        "the static pod's mirror is Running in the API",
+        async () => {
+          const m = await tryJson("pod", `offline-static-${NODE}`);
+          return m?.metadata?.annotations?.["kubernetes.io/config.mirror"] === staticPod.metadata.uid && m.status?.phase === "Running";
+        },
+        45_000,
+      );
+      await eventually("node Ready again", nodeReady, 45_000);
+      expect(await runtimeView(everyUid)).toEqual(offline);
+      expect(await localStatuses()).toEqual(offlineLocal);
+    }),
+    240_000,
+  );
 
-    await ctd.restart();
-    // The agent still works: a new pod runs through the restarted runtime.
-    await apply(apiPod("after-restart", [sleeper("main")]));
-    await runningPod("after-restart");
-    // A few PLEG relists and resyncs later, nothing was recreated.
-    await Bun.sleep(5000);
-    expect(await runtimeView(uids)).toEqual(before);
-    const statuses = await Promise.all(names.map((n) => tryJson("pod", n)));
-    expect(statuses.map((p) => p?.status?.containerStatuses?.[0]?.restartCount)).toEqual(names.map(() => 0));
-    expect(agent.log().slice(logBefore)).not.toContain("created pod sandbox\" pod=many-");
-    await fetch(`http://127.0.0.1:${agent.healthzPort}/healthz`).then(async (r) => expect(await r.text()).toBe("ok"));
-  }), 150_000);
+  test(
+    "containerd restart with 20 pods running: the agent reconnects and recreates nothing",
+    explained(async () => {
+      const names = Array.from({ length: 20 }, (_, i) => `many-${i}`);
+      await apply(...names.map((n) => apiPod(n, [sleeper("main")])));
+      const uids = await Promise.all(names.map(async (n) => (await runningPod(n)).metadata.uid as string));
+      const before = await runtimeView(uids);
+      for (const uid of uids) expect(Object.values(before[uid]!.containers).flat()).toHaveLength(1);
+      const logBefore = agent.log().length;
 
-  test("SIGTERM stops the agent cleanly and leaves every pod running", explained(async () => {
-    const uids = (await agent.pods()).items.map((p) => p.metadata.uid);
-    const before = await runtimeView(uids);
-    expect(await agent.kill("SIGTERM")).toBe(0);
-    const log = agent.log();
-    expect(log).toContain("stopping node agent; pods keep running");
-    expect(log).not.toContain("stopping with pod statuses the API server has not accepted");
-    expect(await runtimeView(uids)).toEqual(before);
-    agent.start();
-    await eventually("node Ready after the restart", nodeReady, 45_000);
-    await eventually("the agent adopted the pods", async () => (await agent.pods()).items.length === uids.length);
-    expect(await runtimeView(uids)).toEqual(before);
-  }), 90_000);
+      await ctd.restart();
+      // The agent still works: a new pod runs through the restarted runtime.
+      await apply(apiPod("after-restart", [sleeper("main")]));
+      await runningPod("after-restart");
+      // A few PLEG relists and resyncs later, nothing was recreated.
+      await Bun.sleep(5000);
+      expect(await runtimeView(uids)).toEqual(before);
+      const statuses = await Promise.all(names.map((n) => tryJson("pod", n)));
+      expect(statuses.map((p) => p?.status?.containerStatuses?.[0]?.restartCount)).toEqual(names.map(() => 0));
+      expect(agent.log().slice(logBefore)).not.toContain('created pod sandbox" pod=many-');
+      await fetch(`http://127.0.0.1:${agent.healthzPort}/healthz`).then(async (r) => expect(await r.text()).toBe("ok"));
+    }),
+    150_000,
+  );
+
+  test(
+    "SIGTERM stops the agent cleanly and leaves every pod running",
+    explained(async () => {
+      const uids = (await agent.pods()).items.map((p) => p.metadata.uid);
+      const before = await runtimeView(uids);
+      expect(await agent.kill("SIGTERM")).toBe(0);
+      const log = agent.log();
+      expect(log).toContain("stopping node agent; pods keep running");
+      expect(log).not.toContain("stopping with pod statuses the API server has not accepted");
+      expect(await runtimeView(uids)).toEqual(before);
+      agent.start();
+      await eventually("node Ready after the restart", nodeReady, 45_000);
+      await eventually("the agent adopted the pods", async () => (await agent.pods()).items.length === uids.length);
+      expect(await runtimeView(uids)).toEqual(before);
+    }),
+    90_000,
+  );
 });

@@ -3,29 +3,23 @@
 // restart with its containers, and purges without leftovers.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
-import {
-  BUSYBOX_IMAGE,
-  PAUSE_IMAGE,
-  type ContainerdHandle,
-  ownCgroup,
-  requireRoot,
-  startContainerd,
-} from "../harness/containerd.ts";
+import { BUSYBOX_IMAGE, PAUSE_IMAGE, type ContainerdHandle, ownCgroup, requireRoot, startContainerd } from "../harness/containerd.ts";
 
 async function ctr(h: ContainerdHandle, ...args: string[]): Promise<string> {
   const proc = Bun.spawn(["ctr", "-a", h.socket, "-n", "k8s.io", ...args], { stdout: "pipe", stderr: "pipe" });
-  const [code, out, err] = await Promise.all([
-    proc.exited,
-    new Response(proc.stdout).text(),
-    new Response(proc.stderr).text(),
-  ]);
+  const [code, out, err] = await Promise.all([proc.exited, new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
   if (code !== 0) throw new Error(`ctr ${args.join(" ")} exited ${code}: ${err}`);
   return out;
 }
 
 function networkOf(h: ContainerdHandle): Record<string, string> {
   const env = readFileSync(`${h.dir}/network.env`, "utf8");
-  return Object.fromEntries(env.trim().split("\n").map((l) => l.split("=") as [string, string]));
+  return Object.fromEntries(
+    env
+      .trim()
+      .split("\n")
+      .map((l) => l.split("=") as [string, string]),
+  );
 }
 
 describe("containerd harness", () => {
@@ -54,10 +48,7 @@ describe("containerd harness", () => {
   });
 
   test("runs a busybox container under the test's cgroup", async () => {
-    const out = await ctr(
-      a, "run", "--rm", "--cgroup", `${a.cgroupParent}/t1`, BUSYBOX_IMAGE, "t1",
-      "sh", "-c", "echo hi; grep memory /proc/self/cgroup",
-    );
+    const out = await ctr(a, "run", "--rm", "--cgroup", `${a.cgroupParent}/t1`, BUSYBOX_IMAGE, "t1", "sh", "-c", "echo hi; grep memory /proc/self/cgroup");
     expect(out).toContain("hi\n");
     expect(out).toContain(`memory:${a.cgroupParent}/t1`);
   });

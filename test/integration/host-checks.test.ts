@@ -16,7 +16,17 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 async function startAgent(config: Record<string, unknown>, killAfterMs = 30_000): Promise<{ code: number; stderr: string }> {
   const file = join(dir, `kubelet-${Math.random().toString(36).slice(2)}.json`);
   // Nothing listens there: a check that let the agent through would fail later, on the runtime, with another message.
-  writeFileSync(file, JSON.stringify({ apiVersion: "kubelet.config.k8s.io/v1beta1", kind: "KubeletConfiguration", containerRuntimeEndpoint: `unix://${dir}/none.sock`, healthzPort: 0, enableServer: false, ...config }));
+  writeFileSync(
+    file,
+    JSON.stringify({
+      apiVersion: "kubelet.config.k8s.io/v1beta1",
+      kind: "KubeletConfiguration",
+      containerRuntimeEndpoint: `unix://${dir}/none.sock`,
+      healthzPort: 0,
+      enableServer: false,
+      ...config,
+    }),
+  );
   const cmd = process.env.BUNLET_BINARY ? [process.env.BUNLET_BINARY] : [process.execPath, join(import.meta.dir, "../../src/main.ts")];
   const proc = Bun.spawn([...cmd, `--config=${file}`, `--root-dir=${join(dir, "root")}`, "--hostname-override=host-checks"], { stdout: "pipe", stderr: "pipe" });
   const timer = setTimeout(() => proc.kill(), killAfterMs);

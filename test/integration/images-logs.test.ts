@@ -72,7 +72,9 @@ async function importImage(name: string, content: string): Promise<void> {
     join(work, "layout/index.json"),
     JSON.stringify({
       schemaVersion: 2,
-      manifests: [{ mediaType: "application/vnd.oci.image.manifest.v1+json", ...manifest, platform: { architecture: arch, os: "linux" }, annotations: { "io.containerd.image.name": name } }],
+      manifests: [
+        { mediaType: "application/vnd.oci.image.manifest.v1+json", ...manifest, platform: { architecture: arch, os: "linux" }, annotations: { "io.containerd.image.name": name } },
+      ],
     }),
   );
   await run(["tar", "-cf", join(work, "image.tar"), "-C", join(work, "layout"), "oci-layout", "index.json", "blobs"]);
@@ -155,7 +157,10 @@ describe("image GC on containerd", () => {
     await gc.detectImages();
     // Everything was first seen just now: too young. (Not `expect(p).rejects`:
     // on Bun 1.4.5 it stalls the gRPC socket's I/O until the call's deadline.)
-    const young = await gc.garbageCollect().then(() => undefined, (e: Error) => e);
+    const young = await gc.garbageCollect().then(
+      () => undefined,
+      (e: Error) => e,
+    );
     expect(young?.message).toMatch(/only found 0 bytes eligible/);
     expect(await tagged(EXTRA)).toBeDefined();
 

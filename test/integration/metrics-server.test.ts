@@ -51,10 +51,7 @@ const apply = async (obj: unknown) => {
 beforeAll(async () => {
   requireRoot();
   const binary = metricsServerBinary();
-  [ctd, cp] = await Promise.all([
-    startContainerd({ name: "top" }),
-    startControlPlane({ name: "top", apiServerArgs: ["--enable-aggregator-routing=true"] }),
-  ]);
+  [ctd, cp] = await Promise.all([startContainerd({ name: "top" }), startControlPlane({ name: "top", apiServerArgs: ["--enable-aggregator-routing=true"] })]);
   agent = await startAgent(ctd, {
     nodeName: NODE,
     extraArgs: [`--kubeconfig=${await cp.nodeKubeconfig(NODE)}`, "--node-ip=127.0.0.1"],
@@ -94,7 +91,12 @@ beforeAll(async () => {
   process.once("exit", () => metricsServer?.kill("SIGKILL"));
 
   // What the metrics-server manifests register, with an endpoint of our own instead of a selector.
-  await apply({ apiVersion: "v1", kind: "Service", metadata: { name: "metrics-server", namespace: "kube-system" }, spec: { ports: [{ name: "https", port: 443, targetPort: port, protocol: "TCP" }] } });
+  await apply({
+    apiVersion: "v1",
+    kind: "Service",
+    metadata: { name: "metrics-server", namespace: "kube-system" },
+    spec: { ports: [{ name: "https", port: 443, targetPort: port, protocol: "TCP" }] },
+  });
   await apply({
     apiVersion: "v1",
     kind: "Endpoints",

@@ -33,7 +33,13 @@ const podSpec = (name: string, command: string[], extra: Record<string, unknown>
   metadata: { name, namespace: "default" },
   spec: { terminationGracePeriodSeconds: 1, containers: [{ name: "main", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command, ...container }], ...extra },
 });
-const envOfLogs = (text: string) => new Map(text.split("\n").filter((l) => l.includes("=")).map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]));
+const envOfLogs = (text: string) =>
+  new Map(
+    text
+      .split("\n")
+      .filter((l) => l.includes("="))
+      .map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]),
+  );
 /** A client the API server authorizes (the admin's certificate), straight to the node's 10250. */
 const adminTls = () => {
   const pki = join(cp.dir, "pki");
@@ -81,7 +87,12 @@ describe("parity with the upstream kubelet", () => {
       apiVersion: "v1",
       kind: "Service",
       metadata: { name: "redis-primary", namespace: "default" },
-      spec: { ports: [{ name: "redis", port: 6379, protocol: "TCP" }, { name: "metrics", port: 9121, protocol: "UDP" }] },
+      spec: {
+        ports: [
+          { name: "redis", port: 6379, protocol: "TCP" },
+          { name: "metrics", port: 9121, protocol: "UDP" },
+        ],
+      },
     });
     expect(created.code).toBe(0);
     const redis = await getJson("service", "redis-primary");
@@ -90,10 +101,14 @@ describe("parity with the upstream kubelet", () => {
     await apply("linked", podSpec("linked", command, {}, { env: [{ name: "REDIS_URL", value: "redis://$(REDIS_PRIMARY_SERVICE_HOST):$(REDIS_PRIMARY_SERVICE_PORT)" }] }));
     await apply("unlinked", podSpec("unlinked", command, { enableServiceLinks: false }));
     const envOf = async (pod: string) =>
-      eventually(`${pod} env`, async () => {
-        const r = await cp.kubectl(["logs", pod]);
-        return r.code === 0 && r.stdout.includes("KUBERNETES_SERVICE_HOST") ? envOfLogs(r.stdout) : undefined;
-      }, 60_000);
+      eventually(
+        `${pod} env`,
+        async () => {
+          const r = await cp.kubectl(["logs", pod]);
+          return r.code === 0 && r.stdout.includes("KUBERNETES_SERVICE_HOST") ? envOfLogs(r.stdout) : undefined;
+        },
+        60_000,
+      );
     const linked = await envOf("linked");
     expect(linked.get("KUBERNETES_SERVICE_HOST")).toBe(kubernetes.spec.clusterIP);
     expect(linked.get("KUBERNETES_SERVICE_PORT")).toBe(String(kubernetes.spec.ports[0].port));
@@ -113,10 +128,14 @@ describe("parity with the upstream kubelet", () => {
   test("RuntimeClass: a class naming containerd's runc handler runs the pod with that handler; an unknown class is refused (API server) or fails the sandbox (static pod)", async () => {
     expect((await apply("rc", { apiVersion: "node.k8s.io/v1", kind: "RuntimeClass", metadata: { name: "runc-class" }, handler: "runc" })).code).toBe(0);
     await apply("classy", podSpec("classy", ["sleep", "3600"], { runtimeClassName: "runc-class" }));
-    const pod = await eventually("classy Running", async () => {
-      const p = await tryJson("pod", "classy");
-      return p?.status?.phase === "Running" ? p : undefined;
-    }, 60_000);
+    const pod = await eventually(
+      "classy Running",
+      async () => {
+        const p = await tryJson("pod", "classy");
+        return p?.status?.phase === "Running" ? p : undefined;
+      },
+      60_000,
+    );
     const [sandbox] = await cri.listPodSandbox(PodSandboxFilter.create({ labelSelector: { "io.kubernetes.pod.uid": pod.metadata.uid } }));
     expect(sandbox?.runtimeHandler).toBe("runc");
 
@@ -127,10 +146,14 @@ describe("parity with the upstream kubelet", () => {
 
     // A static pod reaches the node unchecked: no sandbox, upstream's lookup error as a FailedCreatePodSandBox event.
     writeFileSync(join(agent.manifests, "classless.json"), JSON.stringify(podSpec("classless", ["sleep", "3600"], { runtimeClassName: "no-such-class" })));
-    const event = await eventually("FailedCreatePodSandBox", async () => {
-      const list = await getJson("events", "--field-selector", `involvedObject.name=classless-${NODE},reason=FailedCreatePodSandBox`);
-      return list.items[0];
-    }, 60_000);
+    const event = await eventually(
+      "FailedCreatePodSandBox",
+      async () => {
+        const list = await getJson("events", "--field-selector", `involvedObject.name=classless-${NODE},reason=FailedCreatePodSandBox`);
+        return list.items[0];
+      },
+      60_000,
+    );
     expect(event.type).toBe("Warning");
     expect(event.message).toBe('Failed to create pod sandbox: runtimeclass.node.k8s.io "no-such-class" not found');
     const sandboxes = await cri.listPodSandbox(PodSandboxFilter.create({ labelSelector: { "io.kubernetes.pod.name": `classless-${NODE}` } }));
@@ -155,14 +178,15 @@ describe("parity with the upstream kubelet", () => {
   }, 60_000);
 
   test("a memory hog over its limit is OOM-killed: reason OOMKilled in the API status and an OOMKilling event from the kernel log", async () => {
-    await apply(
-      "hog",
-      podSpec("hog", ["dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"], { restartPolicy: "Never" }, { resources: { limits: { memory: "16Mi" } } }),
+    await apply("hog", podSpec("hog", ["dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"], { restartPolicy: "Never" }, { resources: { limits: { memory: "16Mi" } } }));
+    const pod = await eventually(
+      "hog Failed",
+      async () => {
+        const p = await tryJson("pod", "hog");
+        return p?.status?.phase === "Failed" ? p : undefined;
+      },
+      60_000,
     );
-    const pod = await eventually("hog Failed", async () => {
-      const p = await tryJson("pod", "hog");
-      return p?.status?.phase === "Failed" ? p : undefined;
-    }, 60_000);
     expect(pod.status.containerStatuses[0].state.terminated).toMatchObject({ reason: "OOMKilled", exitCode: 137 });
     // The kernel's report of the kill, read from /dev/kmsg, as a Warning on the pod.
     const event = await eventually("OOMKilling event", async () => (await getJson("events", "--field-selector", "involvedObject.name=hog,reason=OOMKilling")).items[0], 30_000);
@@ -183,10 +207,15 @@ describe("parity with the upstream kubelet", () => {
       return list.items.find((e: any) => e.message.includes(String(pid)));
     };
     // The kernel rate-limits what user space writes to /dev/kmsg (shared with everything else on the machine): write the report again until it is taken whole.
-    const event = await eventually("SystemOOM event", async () => {
-      for (const line of report) writeFileSync("/dev/kmsg", line);
-      return eventually("event", systemOom, 6_000).catch(() => undefined);
-    }, 40_000, 100);
+    const event = await eventually(
+      "SystemOOM event",
+      async () => {
+        for (const line of report) writeFileSync("/dev/kmsg", line);
+        return eventually("event", systemOom, 6_000).catch(() => undefined);
+      },
+      40_000,
+      100,
+    );
     expect(event.type).toBe("Warning");
     expect(event.message).toBe(`System OOM encountered, victim process: bunlet-oom-test, pid: ${pid}`);
     expect(event.source.component).toBe("kubelet");
@@ -235,7 +264,10 @@ describe("parity with the upstream kubelet", () => {
     const critical = sleeper("critical", { priorityClassName: "system-node-critical" });
     critical.metadata.namespace = "kube-system";
     await apply("critical", critical);
-    for (const [ns, name] of [["default", "regular"], ["kube-system", "critical"]] as const) {
+    for (const [ns, name] of [
+      ["default", "regular"],
+      ["kube-system", "critical"],
+    ] as const) {
       await eventually(`${name} Running`, async () => (await tryJson("pod", name, "-n", ns))?.status?.phase === "Running", 60_000);
     }
     expect((await getJson("pod", "critical", "-n", "kube-system")).spec.priority).toBe(2000001000);
@@ -248,10 +280,14 @@ describe("parity with the upstream kubelet", () => {
     expect(elapsed).toBeLessThan(15_000);
 
     const finishedAt = async (ns: string, name: string) => {
-      const pod = await eventually(`${name} Failed`, async () => {
-        const p = await tryJson("pod", name, "-n", ns);
-        return p?.status?.phase === "Failed" ? p : undefined;
-      }, 20_000);
+      const pod = await eventually(
+        `${name} Failed`,
+        async () => {
+          const p = await tryJson("pod", name, "-n", ns);
+          return p?.status?.phase === "Failed" ? p : undefined;
+        },
+        20_000,
+      );
       expect(pod.status).toMatchObject({ phase: "Failed", reason: "Terminated", message: "Pod was terminated in response to imminent node shutdown." });
       return Date.parse(pod.status.containerStatuses[0].state.terminated.finishedAt);
     };

@@ -66,7 +66,11 @@ beforeAll(async () => {
     nodeName: NODE,
     extraArgs: [`--kubeconfig=${await cp.nodeKubeconfig(NODE)}`, "--node-ip=127.0.0.1"],
     // /metrics and /stats/summary on 10250 for the cluster admin's client certificate (cluster CA).
-    extraConfig: { port: kubeletPort, authentication: { x509: { clientCAFile: cp.caFile }, webhook: { enabled: true }, anonymous: { enabled: false } }, authorization: { mode: "Webhook" } },
+    extraConfig: {
+      port: kubeletPort,
+      authentication: { x509: { clientCAFile: cp.caFile }, webhook: { enabled: true }, anonymous: { enabled: false } },
+      authorization: { mode: "Webhook" },
+    },
   });
   storage = join(agent.dir, "local-path");
   mkdirSync(storage, { recursive: true });
@@ -76,7 +80,12 @@ beforeAll(async () => {
   // The upstream helper pod template, with the test's busybox image (no registry here).
   writeFileSync(
     join(conf, "helperPod.yaml"),
-    JSON.stringify({ apiVersion: "v1", kind: "Pod", metadata: { name: "helper-pod" }, spec: { containers: [{ name: "helper-pod", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent" }] } }),
+    JSON.stringify({
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "helper-pod" },
+      spec: { containers: [{ name: "helper-pod", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent" }] },
+    }),
   );
   await apply(
     { apiVersion: "v1", kind: "Namespace", metadata: { name: NS } },
@@ -99,7 +108,21 @@ beforeAll(async () => {
   provisionerLog = join(agent.dir, "local-path-provisioner.log");
   const fd = openSync(provisionerLog, "a");
   provisioner = Bun.spawn(
-    [binary, "--debug", "start", "--config", join(conf, "config.json"), "--helper-pod-file", join(conf, "helperPod.yaml"), "--kubeconfig", cp.adminKubeconfig, "--namespace", NS, "--helper-image", ctd.busyboxImage],
+    [
+      binary,
+      "--debug",
+      "start",
+      "--config",
+      join(conf, "config.json"),
+      "--helper-pod-file",
+      join(conf, "helperPod.yaml"),
+      "--kubeconfig",
+      cp.adminKubeconfig,
+      "--namespace",
+      NS,
+      "--helper-image",
+      ctd.busyboxImage,
+    ],
     { stdout: fd, stderr: fd },
   );
   process.once("exit", () => provisioner?.kill("SIGKILL"));
@@ -132,10 +155,14 @@ describe("PersistentVolumeClaims from the local-path provisioner", () => {
 
     await kubectl("delete", "pod", "writer", "--wait=true", "--timeout=60s");
     await apply(claimPod("reader", "data", 'test "$(cat /data/msg)" = hello-from-writer && touch /data/read-ok && sleep 3600'));
-    await eventually("reader read what the writer wrote", async () => {
-      if ((await phaseOf("reader")) === "Failed") throw new Error("reader Failed: the data was not there");
-      return existsSync(join(pv.spec.hostPath.path, "read-ok"));
-    }, 90_000);
+    await eventually(
+      "reader read what the writer wrote",
+      async () => {
+        if ((await phaseOf("reader")) === "Failed") throw new Error("reader Failed: the data was not there");
+        return existsSync(join(pv.spec.hostPath.path, "read-ok"));
+      },
+      90_000,
+    );
 
     // The claim's usage in kubelet_volume_stats_* (and /stats/summary) once a stats pass measured it.
     let last = "";
@@ -143,7 +170,12 @@ describe("PersistentVolumeClaims from the local-path provisioner", () => {
       "kubelet_volume_stats_used_bytes for the claim",
       async () => {
         const r = await kubeletGet("/metrics");
-        last = `${r.status} ${r.body.split("\n").filter((l) => l.includes("volume_stats")).join("\n") || r.body.slice(0, 300)}`;
+        last = `${r.status} ${
+          r.body
+            .split("\n")
+            .filter((l) => l.includes("volume_stats"))
+            .join("\n") || r.body.slice(0, 300)
+        }`;
         return r.status === 200 ? /^kubelet_volume_stats_used_bytes\{namespace="default",persistentvolumeclaim="data"\} (\d+)$/m.exec(r.body)?.[1] : undefined;
       },
       60_000,
@@ -167,7 +199,9 @@ describe("PersistentVolumeClaims from the local-path provisioner", () => {
       },
       60_000,
     );
-    expect(events).toContain('MountVolume.SetUp failed for volume "data" : error processing PVC default/nope: failed to fetch PVC from API server: persistentvolumeclaims "nope" not found');
+    expect(events).toContain(
+      'MountVolume.SetUp failed for volume "data" : error processing PVC default/nope: failed to fetch PVC from API server: persistentvolumeclaims "nope" not found',
+    );
     const pod = await tryJson("pod", "orphan");
     expect(pod.status.phase).toBe("Pending");
     expect(pod.status.containerStatuses?.[0]?.state?.running).toBeUndefined();

@@ -18,7 +18,11 @@ let agent: AgentHandle;
 let cri: CriService;
 const evented = runtimeUnderTest() === "containerd2";
 
-const relists = () => agent.log().split("\n").filter((l) => l.includes("GenericPLEG: Relisting")).length;
+const relists = () =>
+  agent
+    .log()
+    .split("\n")
+    .filter((l) => l.includes("GenericPLEG: Relisting")).length;
 
 beforeAll(async () => {
   requireRoot();

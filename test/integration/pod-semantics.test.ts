@@ -65,14 +65,11 @@ afterAll(async () => {
 describe("pod semantics on a real control plane and containerd", () => {
   test("termination messages: the file's content on success, the log tail with FallbackToLogsOnError on failure", async () => {
     await apply(podOf("msg-file", { command: ["sh", "-c", "printf 'all done' > /dev/termination-log"] }, { restartPolicy: "Never" }));
-    await apply(
-      podOf("msg-custom", { command: ["sh", "-c", "echo custom > /tmp/msg; exit 4"], terminationMessagePath: "/tmp/msg" }, { restartPolicy: "Never" }),
-    );
+    await apply(podOf("msg-custom", { command: ["sh", "-c", "echo custom > /tmp/msg; exit 4"], terminationMessagePath: "/tmp/msg" }, { restartPolicy: "Never" }));
     await apply(
       podOf("msg-logs", { command: ["sh", "-c", "echo first; sleep 0.3; echo second >&2; exit 3"], terminationMessagePolicy: "FallbackToLogsOnError" }, { restartPolicy: "Never" }),
     );
-    const terminated = async (name: string) =>
-      eventually(`${name} terminated`, async () => (await mainState(name))?.state?.terminated, 60_000);
+    const terminated = async (name: string) => eventually(`${name} terminated`, async () => (await mainState(name))?.state?.terminated, 60_000);
     expect(await terminated("msg-file")).toMatchObject({ exitCode: 0, reason: "Completed", message: "all done" });
     expect(await terminated("msg-custom")).toMatchObject({ exitCode: 4, reason: "Error", message: "custom\n" });
     expect(await terminated("msg-logs")).toMatchObject({ exitCode: 3, reason: "Error", message: "first\nsecond\n" });
@@ -87,16 +84,20 @@ describe("pod semantics on a real control plane and containerd", () => {
   }, 90_000);
 
   test("reasons: OOMKilled from the kernel, a failed start (RunContainerError, then StartError with the runtime's message), CreateContainerConfigError", async () => {
-    await apply(
-      podOf(
-        "oom",
-        { command: ["dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"], resources: { limits: { memory: "16Mi" } } },
-        { restartPolicy: "Never" },
-      ),
-    );
+    await apply(podOf("oom", { command: ["dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"], resources: { limits: { memory: "16Mi" } } }, { restartPolicy: "Never" }));
     // Every status the API server stores for cannot-run: RunContainerError lasts only until the next sync.
     const watch = Bun.spawn(
-      [join(cp.binDir, "kubectl"), `--kubeconfig=${cp.adminKubeconfig}`, "get", "pods", "--watch", "--output-watch-events", "-o", "json", "--field-selector=metadata.name=cannot-run"],
+      [
+        join(cp.binDir, "kubectl"),
+        `--kubeconfig=${cp.adminKubeconfig}`,
+        "get",
+        "pods",
+        "--watch",
+        "--output-watch-events",
+        "-o",
+        "json",
+        "--field-selector=metadata.name=cannot-run",
+      ],
       { stdout: "pipe", stderr: "pipe" },
     );
     const watched = new Response(watch.stdout).text();
@@ -124,9 +125,7 @@ describe("pod semantics on a real control plane and containerd", () => {
   }, 120_000);
 
   test("/etc/hosts is kubelet-managed: pod IP with hostname and FQDN, host aliases; host-network pods get the node's; setHostnameAsFQDN", async () => {
-    await apply(
-      podOf("hosts", { command: ["sleep", "3600"] }, { hostname: "myhost", subdomain: "sub", hostAliases: [{ ip: "10.9.8.7", hostnames: ["foo.local", "bar.local"] }] }),
-    );
+    await apply(podOf("hosts", { command: ["sleep", "3600"] }, { hostname: "myhost", subdomain: "sub", hostAliases: [{ ip: "10.9.8.7", hostnames: ["foo.local", "bar.local"] }] }));
     await running("hosts");
     const podIP = (await statusOf("hosts")).podIP;
     const hosts = (await execIn("hosts", ["cat", "/etc/hosts"])).out;
@@ -150,7 +149,11 @@ describe("pod semantics on a real control plane and containerd", () => {
   test("pod DNS: ClusterFirst gets the cluster server and searches; dnsPolicy None uses only dnsConfig; too many servers are cut with an event", async () => {
     // The cluster server plus three of the pod's make four: upstream keeps the first three and says so in an event.
     await apply(
-      podOf("dns-cluster", { command: ["sleep", "3600"] }, { dnsConfig: { nameservers: ["1.1.1.1", "2.2.2.2", "3.3.3.3"], options: [{ name: "ndots", value: "2" }, { name: "edns0" }] } }),
+      podOf(
+        "dns-cluster",
+        { command: ["sleep", "3600"] },
+        { dnsConfig: { nameservers: ["1.1.1.1", "2.2.2.2", "3.3.3.3"], options: [{ name: "ndots", value: "2" }, { name: "edns0" }] } },
+      ),
     );
     await apply(
       podOf(
@@ -176,7 +179,18 @@ describe("pod semantics on a real control plane and containerd", () => {
 
   test("sysctls: safe and allowed unsafe ones are set in the pod; others are rejected at admission with SysctlForbidden", async () => {
     await apply(
-      podOf("sysctl-ok", { command: ["sleep", "3600"] }, { securityContext: { sysctls: [{ name: "net.ipv4.ip_unprivileged_port_start", value: "80" }, { name: "kernel.msgmax", value: "12345" }] } }),
+      podOf(
+        "sysctl-ok",
+        { command: ["sleep", "3600"] },
+        {
+          securityContext: {
+            sysctls: [
+              { name: "net.ipv4.ip_unprivileged_port_start", value: "80" },
+              { name: "kernel.msgmax", value: "12345" },
+            ],
+          },
+        },
+      ),
     );
     await apply(podOf("sysctl-bad", { command: ["sleep", "3600"] }, { securityContext: { sysctls: [{ name: "kernel.sem", value: "250 32000 32 128" }] } }));
     await running("sysctl-ok");

@@ -54,12 +54,25 @@ async function buildTarballs(dir: string) {
     const extra = layerWith("from an OCI layout");
     const config = new TextEncoder().encode(JSON.stringify({ ...base.config, rootfs: { type: "layers", diff_ids: [sha(base.layer), sha(extra)] } }));
     const layers = [base.layer, extra].map((l) => ({ mediaType: "application/vnd.oci.image.layer.v1.tar", digest: sha(l), size: l.length }));
-    const manifest = new TextEncoder().encode(JSON.stringify({ schemaVersion: 2, mediaType: MEDIA.ociManifest, config: { mediaType: "application/vnd.oci.image.config.v1+json", digest: sha(config), size: config.length }, layers }));
+    const manifest = new TextEncoder().encode(
+      JSON.stringify({
+        schemaVersion: 2,
+        mediaType: MEDIA.ociManifest,
+        config: { mediaType: "application/vnd.oci.image.config.v1+json", digest: sha(config), size: config.length },
+        layers,
+      }),
+    );
     const src = mkdtempSync(join(work, "oci-"));
     mkdirSync(join(src, "blobs/sha256"), { recursive: true });
     for (const b of [base.layer, extra, config, manifest]) writeFileSync(join(src, "blobs/sha256", sha(b).slice(7)), b);
     writeFileSync(join(src, "oci-layout", ""), '{"imageLayoutVersion":"1.0.0"}');
-    writeFileSync(join(src, "index.json"), JSON.stringify({ schemaVersion: 2, manifests: [{ mediaType: MEDIA.ociManifest, digest: sha(manifest), size: manifest.length, annotations: { "io.containerd.image.name": OCI_IMAGE } }] }));
+    writeFileSync(
+      join(src, "index.json"),
+      JSON.stringify({
+        schemaVersion: 2,
+        manifests: [{ mediaType: MEDIA.ociManifest, digest: sha(manifest), size: manifest.length, annotations: { "io.containerd.image.name": OCI_IMAGE } }],
+      }),
+    );
     tar(join(dir, "oci.tar"), src, "oci-layout", "index.json", "blobs");
   }
   // docker save

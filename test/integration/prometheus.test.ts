@@ -86,12 +86,17 @@ beforeAll(async () => {
   const token = (await kubectl("create", "token", "prometheus-k8s", "-n", "monitoring", "--duration=2h")).trim();
 
   // Role "node" discovery: the kubelet endpoint the Node object advertises.
-  const node = await eventually("Node registered with its kubelet endpoint", async () => {
-    const r = await cp.kubectl(["get", "node", NODE, "-o", "json"]);
-    if (r.code !== 0) return undefined;
-    const n = JSON.parse(r.stdout);
-    return n.status?.daemonEndpoints?.kubeletEndpoint?.Port ? n : undefined;
-  }, 60_000, 500);
+  const node = await eventually(
+    "Node registered with its kubelet endpoint",
+    async () => {
+      const r = await cp.kubectl(["get", "node", NODE, "-o", "json"]);
+      if (r.code !== 0) return undefined;
+      const n = JSON.parse(r.stdout);
+      return n.status?.daemonEndpoints?.kubeletEndpoint?.Port ? n : undefined;
+    },
+    60_000,
+    500,
+  );
   const address = node.status.addresses.find((a: { type: string }) => a.type === "InternalIP").address as string;
   const target = `${address}:${node.status.daemonEndpoints.kubeletEndpoint.Port}`;
   expect(target).toBe(`127.0.0.1:${kubeletPort}`);
@@ -134,10 +139,15 @@ beforeAll(async () => {
     { stdout: fd, stderr: fd },
   );
   process.once("exit", () => prometheus?.kill("SIGKILL"));
-  await eventually("Prometheus ready", async () => {
-    if (prometheus?.exitCode !== null) throw new Error(`prometheus exited:\n${logTail()}`);
-    return (await fetch(`${promUrl}/-/ready`).catch(() => undefined))?.ok;
-  }, 60_000, 500).catch((e) => {
+  await eventually(
+    "Prometheus ready",
+    async () => {
+      if (prometheus?.exitCode !== null) throw new Error(`prometheus exited:\n${logTail()}`);
+      return (await fetch(`${promUrl}/-/ready`).catch(() => undefined))?.ok;
+    },
+    60_000,
+    500,
+  ).catch((e) => {
     throw new Error(`${(e as Error).message}\n${logTail()}`);
   });
 }, 1_800_000);
@@ -155,7 +165,9 @@ describe("Prometheus scraping /metrics/cadvisor", () => {
       "kubelet target up",
       async () => {
         if (prometheus?.exitCode !== null) throw new Error(`prometheus exited:\n${logTail()}`);
-        const body = (await (await fetch(`${promUrl}/api/v1/targets`)).json()) as { data: { activeTargets: { health: string; scrapeUrl: string; lastError: string; labels: Record<string, string> }[] } };
+        const body = (await (await fetch(`${promUrl}/api/v1/targets`)).json()) as {
+          data: { activeTargets: { health: string; scrapeUrl: string; lastError: string; labels: Record<string, string> }[] };
+        };
         const t = body.data.activeTargets.find((x) => x.labels["node"] === NODE);
         return t?.health === "up" ? t : undefined;
       },
@@ -206,10 +218,15 @@ describe("Prometheus scraping /metrics/cadvisor", () => {
     const running = Date.now();
 
     const rate = `sum by (pod) (rate(container_cpu_usage_seconds_total{container!="",node="${NODE}"}[1m]))`;
-    const cores = await eventually("burner in the CPU rate query", async () => {
-      const v = valueFor(await query(rate), "burner");
-      return v !== undefined && v > 0.02 ? v : undefined;
-    }, 60_000, 250);
+    const cores = await eventually(
+      "burner in the CPU rate query",
+      async () => {
+        const v = valueFor(await query(rate), "burner");
+        return v !== undefined && v > 0.02 ? v : undefined;
+      },
+      60_000,
+      250,
+    );
     const seenAfterMs = Date.now() - running;
     console.log(`burner: ${cores.toFixed(3)} cores in the rate query ${seenAfterMs} ms after Running`);
     // Two scrapes make a rate; one more interval of slack for the phase of the scrape loop.
@@ -217,10 +234,15 @@ describe("Prometheus scraping /metrics/cadvisor", () => {
 
     // Throttling as the dashboards show it (CPU throttling panel of kube-prometheus).
     const throttled = `sum by (pod) (increase(container_cpu_cfs_throttled_periods_total{container!="",node="${NODE}"}[1m])) / sum by (pod) (increase(container_cpu_cfs_periods_total{container!="",node="${NODE}"}[1m]))`;
-    const ratio = await eventually("burner throttled", async () => {
-      const v = valueFor(await query(throttled), "burner");
-      return v !== undefined && v > 0.3 ? v : undefined;
-    }, 60_000, 1000);
+    const ratio = await eventually(
+      "burner throttled",
+      async () => {
+        const v = valueFor(await query(throttled), "burner");
+        return v !== undefined && v > 0.3 ? v : undefined;
+      },
+      60_000,
+      1000,
+    );
     console.log(`burner: throttled in ${(ratio * 100).toFixed(0)}% of its CFS periods`);
     const quota = await query(`container_spec_cpu_quota{pod="burner",container="burn"}`);
     expect(Number(quota[0]?.value[1])).toBe(20000);
@@ -230,18 +252,28 @@ describe("Prometheus scraping /metrics/cadvisor", () => {
 
     // Memory: the working set follows the allocation.
     const ws = `container_memory_working_set_bytes{container="alloc",pod="burner",node="${NODE}"}`;
-    const before = await eventually("alloc working set", async () => {
-      const v = await query(ws);
-      return v[0] ? Number(v[0].value[1]) : undefined;
-    }, 30_000, 500);
+    const before = await eventually(
+      "alloc working set",
+      async () => {
+        const v = await query(ws);
+        return v[0] ? Number(v[0].value[1]) : undefined;
+      },
+      30_000,
+      500,
+    );
     expect(before).toBeLessThan(20e6);
     await kubectl("exec", "burner", "-c", "alloc", "--", "touch", "/tmp/go");
     let last = 0;
-    const after = await eventually("alloc working set above 40 MB", async () => {
-      const v = await query(ws);
-      last = v[0] ? Number(v[0].value[1]) : 0;
-      return last > 40e6 ? last : undefined;
-    }, 90_000, 500).catch(async (e) => {
+    const after = await eventually(
+      "alloc working set above 40 MB",
+      async () => {
+        const v = await query(ws);
+        last = v[0] ? Number(v[0].value[1]) : 0;
+        return last > 40e6 ? last : undefined;
+      },
+      90_000,
+      500,
+    ).catch(async (e) => {
       const pod = await cp.kubectl(["get", "pod", "burner", "-o", "jsonpath={.status.containerStatuses}"]);
       const held = await cp.kubectl(["exec", "burner", "-c", "alloc", "--", "ls", "/tmp"]);
       throw new Error(`${(e as Error).message}; last working set ${last}; /tmp: ${held.stdout} ${held.stderr}; statuses: ${pod.stdout}\n${agent.describe()}`);

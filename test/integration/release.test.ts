@@ -30,7 +30,12 @@ describe("release binaries", () => {
     expect(sums.map((l) => l.split("  ")[1])).toEqual(["kubelet-linux-x64", "kubelet-linux-arm64", "kubelet-linux-x64-musl", "kubelet-linux-arm64-musl"]);
     const check = run(["sha256sum", "-c", "SHA256SUMS"], { cwd: out });
     expect(check.code).toBe(0);
-    expect(check.stdout.trim().split("\n").every((l) => l.endsWith(": OK"))).toBe(true);
+    expect(
+      check.stdout
+        .trim()
+        .split("\n")
+        .every((l) => l.endsWith(": OK")),
+    ).toBe(true);
   });
 
   test("x64 and arm64 (under qemu) print the version and help from an empty directory", () => {
@@ -53,7 +58,10 @@ describe("release binaries", () => {
   }, 60_000);
 
   test("musl binaries are for Alpine's loader and need only its libstdc++ besides libc (documented)", () => {
-    for (const [file, loader] of [["kubelet-linux-x64-musl", "ld-musl-x86_64.so.1"], ["kubelet-linux-arm64-musl", "ld-musl-aarch64.so.1"]] as const) {
+    for (const [file, loader] of [
+      ["kubelet-linux-x64-musl", "ld-musl-x86_64.so.1"],
+      ["kubelet-linux-arm64-musl", "ld-musl-aarch64.so.1"],
+    ] as const) {
       const headers = run(["readelf", "-l", "-d", join(out, file)]).stdout;
       expect(headers).toContain(`[Requesting program interpreter: /lib/${loader}]`);
       const needed = [...headers.matchAll(/\(NEEDED\)\s+Shared library: \[([^\]]+)\]/g)].map((m) => m[1]).sort();

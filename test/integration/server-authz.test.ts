@@ -102,7 +102,23 @@ beforeAll(async () => {
   // The same name as a real identity, from a CA the agent does not trust.
   const foreignCA = join(cp.dir, "foreign-ca");
   mkdirSync(foreignCA, { recursive: true });
-  openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", join(foreignCA, "ca.key"), "-subj", "/CN=foreign-ca", "-days", "2", "-out", join(foreignCA, "ca.crt"));
+  openssl(
+    "req",
+    "-x509",
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:P-256",
+    "-nodes",
+    "-keyout",
+    join(foreignCA, "ca.key"),
+    "-subj",
+    "/CN=foreign-ca",
+    "-days",
+    "2",
+    "-out",
+    join(foreignCA, "ca.crt"),
+  );
   issueCertificate({ caDir: foreignCA, outDir: pki, name: "foreign", subject: "/CN=kube-apiserver-kubelet-client", usage: "clientAuth" });
   kubeletPort = await freePort();
   agent = await startAgent(ctd, {
@@ -120,7 +136,10 @@ beforeAll(async () => {
     apiVersion: "v1",
     kind: "Pod",
     metadata: { name: "shell", namespace: "default" },
-    spec: { terminationGracePeriodSeconds: 1, containers: [{ name: "main", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sh", "-c", "echo started; exec sleep 3600"] }] },
+    spec: {
+      terminationGracePeriodSeconds: 1,
+      containers: [{ name: "main", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sh", "-c", "echo started; exec sleep 3600"] }],
+    },
   };
   const r = await cp.kubectl(["apply", "-f", "-"], { stdin: JSON.stringify(pod) });
   if (r.code !== 0) throw new Error(`kubectl apply: ${r.stderr}`);
@@ -142,17 +161,21 @@ afterAll(async () => {
 const label = (e: Endpoint) => `${e.method} ${e.path.split("?")[0]}${e.upgrade ? " (upgrade)" : ""}`;
 
 describe("authentication and authorization on every kubelet API endpoint", () => {
-  test.each(ENDPOINTS.map((e) => [label(e), e] as const))("%s: 401 without a certificate and with another CA's; 403 for a user without rights; served to the API server's kubelet client", async (_, e) => {
-    const upgrade = e.upgrade ?? false;
-    expect(await request(e.method, e.path, "none", upgrade)).toEqual({ status: 401, body: "Unauthorized" });
-    expect(await request(e.method, e.path, "foreign", upgrade)).toEqual({ status: 401, body: "Unauthorized" });
-    expect(await request(e.method, e.path, "nobody", upgrade)).toEqual({
-      status: 403,
-      body: `Forbidden (user=nobody, verb=${e.verb}, resource=nodes, subresource(s)=[${e.subresources.join(" ")}])\n`,
-    });
-    const served = await request(e.method, e.path, "apiserver-kubelet-client", upgrade);
-    expect({ path: e.path, status: served.status }).toEqual({ path: e.path, status: e.allowed });
-  }, 30_000);
+  test.each(ENDPOINTS.map((e) => [label(e), e] as const))(
+    "%s: 401 without a certificate and with another CA's; 403 for a user without rights; served to the API server's kubelet client",
+    async (_, e) => {
+      const upgrade = e.upgrade ?? false;
+      expect(await request(e.method, e.path, "none", upgrade)).toEqual({ status: 401, body: "Unauthorized" });
+      expect(await request(e.method, e.path, "foreign", upgrade)).toEqual({ status: 401, body: "Unauthorized" });
+      expect(await request(e.method, e.path, "nobody", upgrade)).toEqual({
+        status: 403,
+        body: `Forbidden (user=nobody, verb=${e.verb}, resource=nodes, subresource(s)=[${e.subresources.join(" ")}])\n`,
+      });
+      const served = await request(e.method, e.path, "apiserver-kubelet-client", upgrade);
+      expect({ path: e.path, status: served.status }).toEqual({ path: e.path, status: e.allowed });
+    },
+    30_000,
+  );
 
   test("tlsMinVersion VersionTLS13: a TLS 1.2 client is refused in the handshake", async () => {
     const refused = await new Promise<string>((resolve) => {
@@ -173,10 +196,15 @@ describe("authentication and authorization on every kubelet API endpoint", () =>
     expect((await request("POST", "/run/default/shell/main?cmd=echo%20ran", who, false)).body).toBe("ran\n");
     expect((await request("GET", "/containerLogs/default/shell/main", who, false)).body).toBe("started\n");
     // Stats are collected every 10 s: the pod appears in the resource metrics within one period.
-    const resource = await eventually("shell in /metrics/resource", async () => {
-      const body = (await request("GET", "/metrics/resource", who, false)).body;
-      return body.includes('container_cpu_usage_seconds_total{container="main",namespace="default",pod="shell"}') ? body : undefined;
-    }, 30_000, 1000);
+    const resource = await eventually(
+      "shell in /metrics/resource",
+      async () => {
+        const body = (await request("GET", "/metrics/resource", who, false)).body;
+        return body.includes('container_cpu_usage_seconds_total{container="main",namespace="default",pod="shell"}') ? body : undefined;
+      },
+      30_000,
+      1000,
+    );
     expect(resource).toContain('pod_memory_working_set_bytes{namespace="default",pod="shell"}');
   }, 60_000);
 });

@@ -78,10 +78,15 @@ describe("serverTLSBootstrap", () => {
     expect(await handshake()).toEqual({ error: expect.stringMatching(/disconnected before secure TLS connection|ECONNRESET|socket hang up/) });
 
     await kubectl("certificate", "approve", csr.metadata.name);
-    const served = await eventually("10250 served with the issued certificate", async () => {
-      const r = await handshake();
-      return "cert" in r ? r.cert : undefined;
-    }, 60_000, 500);
+    const served = await eventually(
+      "10250 served with the issued certificate",
+      async () => {
+        const r = await handshake();
+        return "cert" in r ? r.cert : undefined;
+      },
+      60_000,
+      500,
+    );
     expect(served.subject).toMatchObject({ O: "system:nodes", CN: `system:node:${NODE}` });
     expect(`CN=${served.issuer.CN}`).toBe(new X509Certificate(readFileSync(cp.caFile)).subject.split("\n").find((l) => l.startsWith("CN="))!);
     expect(served.subjectaltname).toBe(`DNS:${NODE}, IP Address:127.0.0.1`);
@@ -90,10 +95,15 @@ describe("serverTLSBootstrap", () => {
     // A restart serves the stored certificate at once: no second request.
     await agent.kill("SIGTERM");
     agent.start();
-    const again = await eventually("10250 served after a restart", async () => {
-      const r = await handshake();
-      return "cert" in r ? r.cert : undefined;
-    }, 30_000, 250);
+    const again = await eventually(
+      "10250 served after a restart",
+      async () => {
+        const r = await handshake();
+        return "cert" in r ? r.cert : undefined;
+      },
+      30_000,
+      250,
+    );
     expect(again.serialNumber).toBe(served.serialNumber);
     const requests = JSON.parse(await kubectl("get", "csr", "-o", "json")).items.filter((c: any) => c.spec.signerName === "kubernetes.io/kubelet-serving");
     expect(requests.length).toBe(1);
@@ -104,7 +114,15 @@ describe("serverTLSBootstrap", () => {
     const key = generateEcKey();
     const now = Date.now();
     const shortCert = createCertificate(
-      { subject: { organizations: ["system:nodes"], commonName: `system:node:${NODE}` }, publicKey: key.privateKey, notBeforeMs: now - 1000, notAfterMs: now + 29_000, serial: BigInt(now), usages: ["serverAuth"], altNames: [NODE, "127.0.0.1"] },
+      {
+        subject: { organizations: ["system:nodes"], commonName: `system:node:${NODE}` },
+        publicKey: key.privateKey,
+        notBeforeMs: now - 1000,
+        notAfterMs: now + 29_000,
+        serial: BigInt(now),
+        usages: ["serverAuth"],
+        altNames: [NODE, "127.0.0.1"],
+      },
       createPrivateKey(readFileSync(join(pki, "ca.key"), "utf8")),
       { certificatePem: readFileSync(join(pki, "ca.crt"), "utf8") },
     );
@@ -114,21 +132,38 @@ describe("serverTLSBootstrap", () => {
     writeFileSync(current, shortCert + key.privateKeyPem, { mode: 0o600 });
     agent.start();
     const shortSerial = new X509Certificate(shortCert).serialNumber;
-    const first = await eventually("the short certificate served", async () => {
-      const r = await handshake();
-      return "cert" in r ? r.cert : undefined;
-    }, 30_000, 250);
+    const first = await eventually(
+      "the short certificate served",
+      async () => {
+        const r = await handshake();
+        return "cert" in r ? r.cert : undefined;
+      },
+      30_000,
+      250,
+    );
     expect(first.serialNumber).toBe(shortSerial);
     // 70-90% of 30 s: a second kubelet-serving request 21-27 s in; approve it as an admin would.
-    const renewal = await eventually("a renewal CSR", async () => {
-      const items = JSON.parse(await kubectl("get", "csr", "-o", "json")).items.filter((c: any) => c.spec.signerName === "kubernetes.io/kubelet-serving" && !c.status?.conditions);
-      return items[0];
-    }, 40_000, 500);
+    const renewal = await eventually(
+      "a renewal CSR",
+      async () => {
+        const items = JSON.parse(await kubectl("get", "csr", "-o", "json")).items.filter(
+          (c: any) => c.spec.signerName === "kubernetes.io/kubelet-serving" && !c.status?.conditions,
+        );
+        return items[0];
+      },
+      40_000,
+      500,
+    );
     await kubectl("certificate", "approve", renewal.metadata.name);
-    const renewed = await eventually("the renewed certificate served", async () => {
-      const r = await handshake();
-      return "cert" in r && r.cert.serialNumber !== shortSerial ? r.cert : undefined;
-    }, 30_000, 250);
+    const renewed = await eventually(
+      "the renewed certificate served",
+      async () => {
+        const r = await handshake();
+        return "cert" in r && r.cert.serialNumber !== shortSerial ? r.cert : undefined;
+      },
+      30_000,
+      250,
+    );
     expect(renewed.subjectaltname).toBe(`DNS:${NODE}, IP Address:127.0.0.1`);
     expect(Date.parse(renewed.valid_to)).toBeGreaterThan(now + 3_600_000);
     expect(agent.log()).toContain("rotated the serving certificate");

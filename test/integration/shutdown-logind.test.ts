@@ -77,10 +77,14 @@ describe("graceful node shutdown through logind (private D-Bus)", () => {
     });
     const inhibit = await eventually("inhibitor lock taken", () => logindEvents.find((e) => e.event === "inhibit"), 30_000);
     expect(inhibit).toMatchObject({ what: "shutdown", who: "kubelet", why: "Kubelet needs time to handle node shutdown", mode: "delay" });
-    await eventually("both pods running", async () => {
-      const pods = (await agent!.pods()).items;
-      return pods.length === 2 && pods.every((p) => p.status.phase === "Running");
-    }, 60_000);
+    await eventually(
+      "both pods running",
+      async () => {
+        const pods = (await agent!.pods()).items;
+        return pods.length === 2 && pods.every((p) => p.status.phase === "Running");
+      },
+      60_000,
+    );
 
     const call = Bun.spawnSync(["busctl", "--system", "call", "org.freedesktop.login1", "/org/freedesktop/login1", "org.bunlet.Test", "EmitPrepareForShutdown", "b", "true"], {
       env: { ...process.env, DBUS_SYSTEM_BUS_ADDRESS: address },
@@ -93,14 +97,19 @@ describe("graceful node shutdown through logind (private D-Bus)", () => {
     expect(released.at - signalled.at).toBeLessThan(9_000);
 
     // The lock goes when the last group's budget is over, as upstream; the runtime's SIGKILL lands just after it.
-    const finished = await eventually("both containers exited", async () => {
-      const ends = new Map<string, number>();
-      for (const c of await cri.listContainers(ContainerFilter.create({}))) {
-        const status = (await cri.containerStatus(c.id)).status!;
-        if (status.finishedAt > 0n) ends.set(c.labels["io.kubernetes.pod.name"]!, Number(status.finishedAt / 1_000_000n));
-      }
-      return ends.size === 2 ? ends : undefined;
-    }, 10_000, 100);
+    const finished = await eventually(
+      "both containers exited",
+      async () => {
+        const ends = new Map<string, number>();
+        for (const c of await cri.listContainers(ContainerFilter.create({}))) {
+          const status = (await cri.containerStatus(c.id)).status!;
+          if (status.finishedAt > 0n) ends.set(c.labels["io.kubernetes.pod.name"]!, Number(status.finishedAt / 1_000_000n));
+        }
+        return ends.size === 2 ? ends : undefined;
+      },
+      10_000,
+      100,
+    );
     const regular = finished.get("regular-test-node")! - signalled.at;
     const critical = finished.get("critical-test-node")! - signalled.at;
     expect(regular).toBeGreaterThan(3_500);
@@ -111,15 +120,23 @@ describe("graceful node shutdown through logind (private D-Bus)", () => {
     // The agent keeps running (systemd stops it later); the pods' statuses say why they ended (written as each kill returns,
     // which can be just after its group's budget ran out, as upstream).
     type Status = { phase: string; reason?: string; message?: string };
-    const statuses = await eventually("both pods Failed", async () => {
-      const pods = (await agent!.pods()).items as unknown as { status: Status }[];
-      return pods.every((p) => p.status.phase === "Failed") ? pods.map((p) => p.status) : undefined;
-    }, 10_000);
+    const statuses = await eventually(
+      "both pods Failed",
+      async () => {
+        const pods = (await agent!.pods()).items as unknown as { status: Status }[];
+        return pods.every((p) => p.status.phase === "Failed") ? pods.map((p) => p.status) : undefined;
+      },
+      10_000,
+    );
     for (const status of statuses) expect(status).toMatchObject({ phase: "Failed", reason: "Terminated", message: "Pod was terminated in response to imminent node shutdown." });
     expect(agent.pid()).toBeDefined();
 
     // A clean stop leaves no helper behind (the lock holder and the signal monitor are child processes).
-    const helpers = Bun.spawnSync(["pgrep", "-P", String(agent.pid()), "busctl|systemd-inhibit"]).stdout.toString().trim().split("\n").filter(Boolean);
+    const helpers = Bun.spawnSync(["pgrep", "-P", String(agent.pid()), "busctl|systemd-inhibit"])
+      .stdout.toString()
+      .trim()
+      .split("\n")
+      .filter(Boolean);
     expect(helpers.length).toBeGreaterThan(0); // the monitor still runs
     expect(await agent.kill("SIGINT")).toBe(0);
     agent = undefined;

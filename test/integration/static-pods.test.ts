@@ -25,8 +25,7 @@ const manifest = (name: string, container: Record<string, unknown>, spec: Record
     spec: { terminationGracePeriodSeconds: 2, ...spec, containers: [{ name, image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", ...container }] },
   });
 
-const web = (page: string) =>
-  manifest("web", { command: ["sh", "-c", `echo ${page} > /tmp/index.html && exec httpd -f -p 8080 -h /tmp`], ports: [{ containerPort: 8080 }] });
+const web = (page: string) => manifest("web", { command: ["sh", "-c", `echo ${page} > /tmp/index.html && exec httpd -f -p 8080 -h /tmp`], ports: [{ containerPort: 8080 }] });
 
 type Pods = Awaited<ReturnType<AgentHandle["pods"]>>["items"];
 const podNamed = async (name: string): Promise<Pods[number] | undefined> => (await agent.pods()).items.find((p) => p.metadata.name === `${name}-test-node`);
@@ -92,10 +91,7 @@ describe("static pods on a real containerd", () => {
   }, 60_000);
 
   test("pods get their QoS cgroup with the limits of their spec, enforced by the kernel", async () => {
-    writeFileSync(
-      join(agent.manifests, "limited.json"),
-      manifest("limited", { command: ["sleep", "3600"], resources: { limits: { cpu: "200m", memory: "32Mi" } } }),
-    );
+    writeFileSync(join(agent.manifests, "limited.json"), manifest("limited", { command: ["sleep", "3600"], resources: { limits: { cpu: "200m", memory: "32Mi" } } }));
     const pod = await eventually("limited pod Running", async () => {
       const p = await podNamed("limited");
       return p?.status.phase === "Running" ? p : undefined;
@@ -103,7 +99,10 @@ describe("static pods on a real containerd", () => {
     const [container] = await containersOf(pod.metadata.uid);
     const pid = JSON.parse((await cri.containerStatus(container!.id, true)).info["info"]!).pid as number;
     // Guaranteed (limits only: requests default to them): directly under kubepods.
-    const memoryPath = readFileSync(`/proc/${pid}/cgroup`, "utf8").split("\n").find((l) => l.split(":")[1] === "memory")!.split(":")[2]!;
+    const memoryPath = readFileSync(`/proc/${pid}/cgroup`, "utf8")
+      .split("\n")
+      .find((l) => l.split(":")[1] === "memory")!
+      .split(":")[2]!;
     expect(memoryPath.startsWith(`${ctd.cgroupParent}/kubepods/pod${pod.metadata.uid}/`)).toBe(true);
     const podDir = `/sys/fs/cgroup/memory${ctd.cgroupParent}/kubepods/pod${pod.metadata.uid}`;
     expect(Number(readFileSync(`${podDir}/memory.limit_in_bytes`, "utf8"))).toBe(32 * 1024 * 1024);
@@ -140,10 +139,14 @@ describe("static pods on a real containerd", () => {
         },
       }),
     );
-    const pod = await eventually("withinit Running", async () => {
-      const p = await podNamed("withinit");
-      return p?.status.phase === "Running" && p.status.containerStatuses[0]?.state.running ? p : undefined;
-    }, 30_000);
+    const pod = await eventually(
+      "withinit Running",
+      async () => {
+        const p = await podNamed("withinit");
+        return p?.status.phase === "Running" && p.status.containerStatuses[0]?.state.running ? p : undefined;
+      },
+      30_000,
+    );
     const times = new Map<string, { startedAt: bigint; finishedAt: bigint; exitCode: number }>();
     const record = async () => {
       for (const c of await containersOf(pod.metadata.uid)) {
@@ -183,10 +186,14 @@ describe("static pods on a real containerd", () => {
     await cri.execSync(first!.id, ["touch", "/tmp/ready"], 5);
     await eventually("ready", async () => (await podNamed("probed"))?.status.containerStatuses[0]?.ready === true, 15_000);
     await cri.execSync(first!.id, ["rm", "/tmp/healthy"], 5);
-    const restarted = await eventually("restarted by liveness", async () => {
-      const p = await podNamed("probed");
-      return p?.status.containerStatuses[0]?.restartCount === 1 && p.status.containerStatuses[0].state.running ? p : undefined;
-    }, 30_000);
+    const restarted = await eventually(
+      "restarted by liveness",
+      async () => {
+        const p = await podNamed("probed");
+        return p?.status.containerStatuses[0]?.restartCount === 1 && p.status.containerStatuses[0].state.running ? p : undefined;
+      },
+      30_000,
+    );
     expect(restarted.status.containerStatuses[0]!.ready).toBe(false); // the new container has no /tmp/ready
     const ids = (await containersOf(running.metadata.uid)).map((c) => c.id);
     expect(ids).toContain(first!.id); // the killed one is kept (exited) for logs
@@ -227,10 +234,14 @@ describe("static pods on a real containerd", () => {
 
   test("activeDeadlineSeconds: the pod is stopped and Failed with reason DeadlineExceeded", async () => {
     writeFileSync(join(agent.manifests, "deadline.json"), manifest("deadline", { command: ["sleep", "3600"] }, { activeDeadlineSeconds: 3 }));
-    const failed = await eventually("deadline Failed", async () => {
-      const p = (await podNamed("deadline")) as unknown as { metadata: { uid: string }; status: { phase: string; reason?: string; message?: string } } | undefined;
-      return p?.status.phase === "Failed" ? p : undefined;
-    }, 30_000);
+    const failed = await eventually(
+      "deadline Failed",
+      async () => {
+        const p = (await podNamed("deadline")) as unknown as { metadata: { uid: string }; status: { phase: string; reason?: string; message?: string } } | undefined;
+        return p?.status.phase === "Failed" ? p : undefined;
+      },
+      30_000,
+    );
     expect(failed.status).toMatchObject({ reason: "DeadlineExceeded", message: "Pod was active on the node longer than the specified deadline" });
     const [c] = await containersOf(failed.metadata.uid);
     expect((await cri.containerStatus(c!.id)).status!.state).toBe(ContainerState.CONTAINER_EXITED);
@@ -349,10 +360,15 @@ describe("static pods on a real containerd", () => {
     const [container] = await containersOf(pod.metadata.uid);
     const deletedAt = Date.now();
     rmSync(join(agent.manifests, "slow.json"));
-    const status = await eventually("container stopped", async () => {
-      const s = (await cri.containerStatus(container!.id).catch(() => undefined))?.status;
-      return s?.state === ContainerState.CONTAINER_EXITED ? s : undefined;
-    }, 30_000, 100);
+    const status = await eventually(
+      "container stopped",
+      async () => {
+        const s = (await cri.containerStatus(container!.id).catch(() => undefined))?.status;
+        return s?.state === ContainerState.CONTAINER_EXITED ? s : undefined;
+      },
+      30_000,
+      100,
+    );
     const stoppedAfter = Number(status.finishedAt / 1_000_000n) - deletedAt;
     expect(stoppedAfter).toBeGreaterThanOrEqual(3500);
     expect(stoppedAfter).toBeLessThan(9000);
@@ -374,25 +390,45 @@ describe("static pods on a real containerd", () => {
           terminationGracePeriodSeconds: 1,
           volumes: [{ name: "shared", emptyDir: {} }],
           initContainers: [
-            { name: "one", image: ctd.busyboxImage, command: note("one", `sleep 1; echo "${now} one end" >> /shared/order`), volumeMounts: [{ name: "shared", mountPath: "/shared" }] },
+            {
+              name: "one",
+              image: ctd.busyboxImage,
+              command: note("one", `sleep 1; echo "${now} one end" >> /shared/order`),
+              volumeMounts: [{ name: "shared", mountPath: "/shared" }],
+            },
             { name: "two", image: ctd.busyboxImage, command: note("two", `echo "${now} two end" >> /shared/order`), volumeMounts: [{ name: "shared", mountPath: "/shared" }] },
-            { name: "sidecar", image: ctd.busyboxImage, restartPolicy: "Always", command: note("sidecar", "exec sleep 3600"), volumeMounts: [{ name: "shared", mountPath: "/shared" }] },
+            {
+              name: "sidecar",
+              image: ctd.busyboxImage,
+              restartPolicy: "Always",
+              command: note("sidecar", "exec sleep 3600"),
+              volumeMounts: [{ name: "shared", mountPath: "/shared" }],
+            },
           ],
-          containers: [{ name: "app", image: ctd.busyboxImage, command: note("app", "cat /shared/order; exec sleep 3600"), volumeMounts: [{ name: "shared", mountPath: "/shared" }] }],
+          containers: [
+            { name: "app", image: ctd.busyboxImage, command: note("app", "cat /shared/order; exec sleep 3600"), volumeMounts: [{ name: "shared", mountPath: "/shared" }] },
+          ],
         },
       }),
     );
-    const pod = await eventually("order Running", async () => {
-      const p = await podNamed("order");
-      return p?.status.phase === "Running" ? p : undefined;
-    }, 30_000);
+    const pod = await eventually(
+      "order Running",
+      async () => {
+        const p = await podNamed("order");
+        return p?.status.phase === "Running" ? p : undefined;
+      },
+      30_000,
+    );
     const log = await eventually("the app's copy of the order", () => {
       const file = join(agent.podLogsDir, `default_order-test-node_${pod.metadata.uid}`, "app", "0.log");
       const text = existsSync(file) ? readFileSync(file, "utf8") : "";
       return text.includes("app start") ? text : undefined;
     });
     // CRI log lines: "<time> stdout F <content>"; the content is "<uptime> <name> <event>".
-    const events = log.trim().split("\n").map((l) => l.split(" ").slice(3));
+    const events = log
+      .trim()
+      .split("\n")
+      .map((l) => l.split(" ").slice(3));
     expect(events.map(([, name, what]) => `${name} ${what}`)).toEqual(["one start", "one end", "two start", "two end", "sidecar start", "app start"]);
     const times = events.map(([uptime]) => Number(uptime));
     for (let i = 1; i < times.length; i++) expect(times[i]!).toBeGreaterThanOrEqual(times[i - 1]!);
@@ -403,11 +439,16 @@ describe("static pods on a real containerd", () => {
   test("an image that cannot be pulled waits with ErrImagePull, then ImagePullBackOff", async () => {
     writeFileSync(join(agent.manifests, "nopull.json"), manifest("nopull", { image: "127.0.0.1:1/nothing/here:1.0", imagePullPolicy: "Always", command: ["true"] }));
     const reasons = new Set<string>();
-    await eventually("ImagePullBackOff", async () => {
-      const waiting = (await podNamed("nopull"))?.status.containerStatuses[0]?.state["waiting"] as { reason?: string } | undefined;
-      if (waiting?.reason) reasons.add(waiting.reason);
-      return reasons.has("ImagePullBackOff");
-    }, 40_000, 100);
+    await eventually(
+      "ImagePullBackOff",
+      async () => {
+        const waiting = (await podNamed("nopull"))?.status.containerStatuses[0]?.state["waiting"] as { reason?: string } | undefined;
+        if (waiting?.reason) reasons.add(waiting.reason);
+        return reasons.has("ImagePullBackOff");
+      },
+      40_000,
+      100,
+    );
     expect([...reasons]).toContain("ErrImagePull");
     rmSync(join(agent.manifests, "nopull.json"));
   }, 60_000);

@@ -212,7 +212,11 @@ describe("stats collector on containerd", () => {
       expect(passes).toBeGreaterThan(40);
       expect(logs.lines.filter((l) => l.includes("stats part failed"))).toEqual([]);
     } finally {
-      for (const id of extra) await cri.stopPodSandbox(id).then(() => cri.removePodSandbox(id)).catch(() => {});
+      for (const id of extra)
+        await cri
+          .stopPodSandbox(id)
+          .then(() => cri.removePodSandbox(id))
+          .catch(() => {});
     }
   }, 60_000);
 });

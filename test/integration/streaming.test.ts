@@ -175,7 +175,12 @@ describe("direct clients of 10250", () => {
       ws.onerror = () => reject(new Error("websocket error"));
     });
     expect(ws.protocol).toBe("v4.channel.k8s.io");
-    expect(frames.filter((f) => f.channel === 1).map((f) => f.text).join("")).toBe("ws-hello\n");
+    expect(
+      frames
+        .filter((f) => f.channel === 1)
+        .map((f) => f.text)
+        .join(""),
+    ).toBe("ws-hello\n");
     const status = frames.find((f) => f.channel === 3 && f.text);
     expect(JSON.parse(status!.text)).toMatchObject({ status: "Success" });
   }, 30_000);

@@ -22,7 +22,9 @@ let facts: Record<string, string>;
 beforeAll(async () => {
   run = await runNode({ timeoutMs: 840_000, log: (l) => console.error(`vm: ${l}`) });
   facts = run.facts;
-  console.error(`systemd node VM: image ${run.imageBuilt ? "built" : "cached"} ${run.ms.image} ms, binary ${run.ms.binary} ms, payload ${run.ms.payload} ms, boot to power-off ${run.ms.boot} ms`);
+  console.error(
+    `systemd node VM: image ${run.imageBuilt ? "built" : "cached"} ${run.ms.image} ms, binary ${run.ms.binary} ms, payload ${run.ms.payload} ms, boot to power-off ${run.ms.boot} ms`,
+  );
   if (run.timedOut) console.error(`the VM did not power off in time; console tail:\n${run.output.slice(-6000)}`);
 }, 900_000);
 
@@ -34,7 +36,12 @@ function fact(name: string): string {
 }
 /** key=value words of a fact. */
 function fields(name: string): Record<string, string> {
-  return Object.fromEntries(fact(name).split(/\s+/).filter((w) => w.includes("=")).map((w) => [w.slice(0, w.indexOf("=")), w.slice(w.indexOf("=") + 1)]));
+  return Object.fromEntries(
+    fact(name)
+      .split(/\s+/)
+      .filter((w) => w.includes("="))
+      .map((w) => [w.slice(0, w.indexOf("=")), w.slice(w.indexOf("=") + 1)]),
+  );
 }
 
 const manifest = (name: string) => Bun.YAML.parse(readFileSync(join(repoRoot, "test/vm/node/manifests", `${name}.yaml`), "utf8")) as Pod;

@@ -40,7 +40,10 @@ const manifests = (): Record<string, Record<string, unknown>> => ({
     metadata: { name: "init" },
     spec: {
       terminationGracePeriodSeconds: 2,
-      initContainers: [{ name: "setup", ...busybox(), command: ["sh", "-c", "echo ready > /work/state"], volumeMounts: [{ name: "work", mountPath: "/work" }] }, { ...sleeper("sidecar"), restartPolicy: "Always" }],
+      initContainers: [
+        { name: "setup", ...busybox(), command: ["sh", "-c", "echo ready > /work/state"], volumeMounts: [{ name: "work", mountPath: "/work" }] },
+        { ...sleeper("sidecar"), restartPolicy: "Always" },
+      ],
       containers: [{ ...sleeper("app"), volumeMounts: [{ name: "work", mountPath: "/work" }] }],
       volumes: [{ name: "work", emptyDir: {} }],
     },
@@ -76,7 +79,10 @@ async function runtimeState(): Promise<{ containers: Map<string, { id: string; r
     const key = `${c.labels["io.kubernetes.pod.name"]}/${c.metadata?.name}`;
     containers.set(key, { id: c.id, restartCount: c.annotations["io.kubernetes.container.restartCount"] ?? "" });
   }
-  const sandboxes = (await cri.listPodSandbox(PodSandboxFilter.create({}))).filter((s) => s.state === PodSandboxState.SANDBOX_READY).map((s) => s.id).sort();
+  const sandboxes = (await cri.listPodSandbox(PodSandboxFilter.create({})))
+    .filter((s) => s.state === PodSandboxState.SANDBOX_READY)
+    .map((s) => s.id)
+    .sort();
   return { containers, sandboxes };
 }
 
@@ -142,7 +148,12 @@ afterAll(async () => {
   await ctd?.stop();
 });
 
-const explain = <T>(body: () => Promise<T>) => explainFailure(body, () => upstream, () => agent);
+const explain = <T>(body: () => Promise<T>) =>
+  explainFailure(
+    body,
+    () => upstream,
+    () => agent,
+  );
 
 describe("switching kubelets on a live node (standalone)", () => {
   let started: Awaited<ReturnType<typeof runtimeState>>;
@@ -160,7 +171,11 @@ describe("switching kubelets on a live node (standalone)", () => {
       await throughResyncs();
       expectSame(started, await runtimeState());
       const pods = (await agent!.pods()).items;
-      expect(pods.map((p) => [p.metadata.name, p.status.phase]).sort()).toEqual([["init-swap-node", "Running"], ["multi-swap-node", "Running"], ["probed-swap-node", "Running"]]);
+      expect(pods.map((p) => [p.metadata.name, p.status.phase]).sort()).toEqual([
+        ["init-swap-node", "Running"],
+        ["multi-swap-node", "Running"],
+        ["probed-swap-node", "Running"],
+      ]);
       expect(agent!.log()).not.toContain("definition changed");
       expect(agent!.log()).not.toMatch(/upstream's rule is not modelled|keeps the UID it runs under/);
     }),
@@ -207,7 +222,9 @@ describe("switching kubelets on a live node (standalone)", () => {
       expect(Number(settled.containers.get("multi-swap-node/two")!.restartCount)).toBe(Number(started.containers.get("multi-swap-node/two")!.restartCount) + 1);
       // Both names are one image here, so the runtime may show either name: the message names the image either way.
       // (The log quotes the message: its own quotes come escaped.)
-      expect(agent!.log()).toMatch(/Container two definition changed \((image \\"[^"\\]+\\" → \\"[^"\\]+swapped\\"|hash [0-9a-f]+ → [0-9a-f]+: image or name)\), will be restarted/);
+      expect(agent!.log()).toMatch(
+        /Container two definition changed \((image \\"[^"\\]+\\" → \\"[^"\\]+swapped\\"|hash [0-9a-f]+ → [0-9a-f]+: image or name)\), will be restarted/,
+      );
     }),
     150_000,
   );

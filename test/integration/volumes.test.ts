@@ -51,10 +51,14 @@ const staticPod = (name: string, command: string, volumes: unknown[], mounts: un
 
 /** The running container of a pod (by pod name as the runtime labels it). */
 async function runningContainer(podName: string): Promise<string> {
-  return eventually(`${podName} running`, async () => {
-    const list = await cri.listContainers(ContainerFilter.create({ labelSelector: { "io.kubernetes.pod.name": podName } }));
-    return list.find((c) => c.state === ContainerState.CONTAINER_RUNNING)?.id;
-  }, 60_000);
+  return eventually(
+    `${podName} running`,
+    async () => {
+      const list = await cri.listContainers(ContainerFilter.create({ labelSelector: { "io.kubernetes.pod.name": podName } }));
+      return list.find((c) => c.state === ContainerState.CONTAINER_RUNNING)?.id;
+    },
+    60_000,
+  );
 }
 async function sh(containerId: string, script: string): Promise<string> {
   const r = await cri.execSync(containerId, ["sh", "-c", script], 20);
@@ -76,7 +80,11 @@ beforeAll(async () => {
   writeFileSync(join(hostDir, "a-file"), "host file\n");
   const kubeconfig = await cp.nodeKubeconfig(NODE);
   // syncFrequency 3s: configMap and secret changes reach running pods within it.
-  agent = await startAgent(ctd, { nodeName: NODE, extraArgs: [`--kubeconfig=${kubeconfig}`, "--node-ip=127.0.0.1"], extraConfig: { syncFrequency: "3s", volumeStatsAggPeriod: "2s" } });
+  agent = await startAgent(ctd, {
+    nodeName: NODE,
+    extraArgs: [`--kubeconfig=${kubeconfig}`, "--node-ip=127.0.0.1"],
+    extraConfig: { syncFrequency: "3s", volumeStatsAggPeriod: "2s" },
+  });
   await eventually("node registered", async () => (await cp.kubectl(["get", "node", NODE])).code === 0, 60_000);
 }, 180_000);
 
@@ -98,16 +106,32 @@ describe("volumes on a real containerd and control plane", () => {
           terminationGracePeriodSeconds: 1,
           volumes: [{ name: "scratch", emptyDir: {} }],
           containers: [
-            { name: "writer", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sh", "-c", "echo from-writer > /data/msg; sleep 3600"], volumeMounts: [{ name: "scratch", mountPath: "/data" }] },
-            { name: "reader", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sleep", "3600"], volumeMounts: [{ name: "scratch", mountPath: "/in", readOnly: true }] },
+            {
+              name: "writer",
+              image: ctd.busyboxImage,
+              imagePullPolicy: "IfNotPresent",
+              command: ["sh", "-c", "echo from-writer > /data/msg; sleep 3600"],
+              volumeMounts: [{ name: "scratch", mountPath: "/data" }],
+            },
+            {
+              name: "reader",
+              image: ctd.busyboxImage,
+              imagePullPolicy: "IfNotPresent",
+              command: ["sleep", "3600"],
+              volumeMounts: [{ name: "scratch", mountPath: "/in", readOnly: true }],
+            },
           ],
         },
       }),
     );
-    const reader = await eventually("reader running", async () => {
-      const list = await cri.listContainers(ContainerFilter.create({ labelSelector: { "io.kubernetes.pod.name": `shared-${NODE}`, "io.kubernetes.container.name": "reader" } }));
-      return list.find((c) => c.state === ContainerState.CONTAINER_RUNNING)?.id;
-    }, 60_000);
+    const reader = await eventually(
+      "reader running",
+      async () => {
+        const list = await cri.listContainers(ContainerFilter.create({ labelSelector: { "io.kubernetes.pod.name": `shared-${NODE}`, "io.kubernetes.container.name": "reader" } }));
+        return list.find((c) => c.state === ContainerState.CONTAINER_RUNNING)?.id;
+      },
+      60_000,
+    );
     expect(await eventually("message", async () => (await sh(reader, "cat /in/msg 2>/dev/null || true")).trim())).toBe("from-writer");
     // The reader's mount is read-only.
     expect((await cri.execSync(reader, ["sh", "-c", "touch /in/x"], 10)).exitCode).not.toBe(0);
@@ -116,7 +140,10 @@ describe("volumes on a real containerd and control plane", () => {
   });
 
   test("emptyDir medium Memory is a tmpfs of its sizeLimit inside the container", async () => {
-    writeFileSync(join(agent.manifests, "mem.json"), staticPod("mem", "sleep 3600", [{ name: "m", emptyDir: { medium: "Memory", sizeLimit: "16Mi" } }], [{ name: "m", mountPath: "/mem" }]));
+    writeFileSync(
+      join(agent.manifests, "mem.json"),
+      staticPod("mem", "sleep 3600", [{ name: "m", emptyDir: { medium: "Memory", sizeLimit: "16Mi" } }], [{ name: "m", mountPath: "/mem" }]),
+    );
     const id = await runningContainer(`mem-${NODE}`);
     const line = (await sh(id, "grep ' /mem ' /proc/mounts")).trim();
     expect(line).toMatch(/^tmpfs \/mem tmpfs /);
@@ -135,7 +162,15 @@ describe("volumes on a real containerd and control plane", () => {
           securityContext: { fsGroup: 2000, fsGroupChangePolicy: "OnRootMismatch" },
           volumes: [
             { name: "data", emptyDir: {} },
-            { name: "info", downwardAPI: { items: [{ path: "labels", fieldRef: { fieldPath: "metadata.labels" } }, { path: "mem", resourceFieldRef: { containerName: "main", resource: "limits.memory", divisor: "1Mi" } }] } },
+            {
+              name: "info",
+              downwardAPI: {
+                items: [
+                  { path: "labels", fieldRef: { fieldPath: "metadata.labels" } },
+                  { path: "mem", resourceFieldRef: { containerName: "main", resource: "limits.memory", divisor: "1Mi" } },
+                ],
+              },
+            },
           ],
           containers: [
             {
@@ -164,7 +199,15 @@ describe("volumes on a real containerd and control plane", () => {
     const missing = join(hostDir, "missing-dir");
     writeFileSync(
       join(agent.manifests, "hp-bad.json"),
-      staticPod("hp-bad", "sleep 3600", [{ name: "d", hostPath: { path: missing, type: "Directory" } }, { name: "f", hostPath: { path: join(hostDir, "a-dir"), type: "File" } }], [{ name: "d", mountPath: "/d" }]),
+      staticPod(
+        "hp-bad",
+        "sleep 3600",
+        [
+          { name: "d", hostPath: { path: missing, type: "Directory" } },
+          { name: "f", hostPath: { path: join(hostDir, "a-dir"), type: "File" } },
+        ],
+        [{ name: "d", mountPath: "/d" }],
+      ),
     );
     writeFileSync(
       join(agent.manifests, "hp-good.json"),
@@ -259,7 +302,8 @@ describe("volumes on a real containerd and control plane", () => {
     await apply(cm(1));
     // Each pass reads the three files through one resolution of ..data (what a consistent reader does) and records a mix.
     // The count is renamed into place: a plain `>` truncates first, and a read in that instant sees an empty file (the likely cause of one CI failure whose message was not kept).
-    const loop = "n=0; while true; do if cd /cfg/..data 2>/dev/null; then a=$(cat a 2>/dev/null); b=$(cat b 2>/dev/null); c=$(cat c 2>/dev/null); cd /; if [ -n \"$a\" ] && [ -n \"$b\" ] && [ -n \"$c\" ]; then n=$((n+1)); echo $n > /tmp/reads.new; mv /tmp/reads.new /tmp/reads; if [ \"$a\" != \"$b\" ] || [ \"$b\" != \"$c\" ]; then echo \"$a $b $c\" >> /tmp/mix; fi; fi; fi; done";
+    const loop =
+      'n=0; while true; do if cd /cfg/..data 2>/dev/null; then a=$(cat a 2>/dev/null); b=$(cat b 2>/dev/null); c=$(cat c 2>/dev/null); cd /; if [ -n "$a" ] && [ -n "$b" ] && [ -n "$c" ]; then n=$((n+1)); echo $n > /tmp/reads.new; mv /tmp/reads.new /tmp/reads; if [ "$a" != "$b" ] || [ "$b" != "$c" ]; then echo "$a $b $c" >> /tmp/mix; fi; fi; fi; done';
     await apply(apiPod("cm-reader", loop, { volumes: [{ name: "cfg", configMap: { name: "app-config" } }], nodeName: NODE }, [{ name: "cfg", mountPath: "/cfg" }]));
     const id = await runningContainer("cm-reader");
     expect((await sh(id, "cat /cfg/a")).trim()).toBe("v1");
@@ -276,7 +320,9 @@ describe("volumes on a real containerd and control plane", () => {
 
   test("an emptyDir past its sizeLimit gets the pod evicted with upstream's message", async () => {
     await apply(
-      apiPod("hog", "dd if=/dev/zero of=/data/fill bs=1M count=4 && sleep 3600", { volumes: [{ name: "data", emptyDir: { sizeLimit: "1Mi" } }], nodeName: NODE }, [{ name: "data", mountPath: "/data" }]),
+      apiPod("hog", "dd if=/dev/zero of=/data/fill bs=1M count=4 && sleep 3600", { volumes: [{ name: "data", emptyDir: { sizeLimit: "1Mi" } }], nodeName: NODE }, [
+        { name: "data", mountPath: "/data" },
+      ]),
     );
     const status = await eventually(
       "hog evicted",
@@ -317,9 +363,9 @@ describe("volumes on a real containerd and control plane", () => {
     expect((await sh(id, `cat ${dir}/namespace`)).trim()).toBe("default");
     expect(await sh(id, `cat ${dir}/ca.crt`)).toContain("BEGIN CERTIFICATE");
     const token = (await sh(id, `cat ${dir}/token`)).trim();
-    const review = JSON.parse(
-      await kubectl("create", "-o", "json", "-f", writeJson({ apiVersion: "authentication.k8s.io/v1", kind: "TokenReview", spec: { token } })),
-    ) as { status: { authenticated?: boolean; user?: { username: string; extra?: Record<string, string[]> } } };
+    const review = JSON.parse(await kubectl("create", "-o", "json", "-f", writeJson({ apiVersion: "authentication.k8s.io/v1", kind: "TokenReview", spec: { token } }))) as {
+      status: { authenticated?: boolean; user?: { username: string; extra?: Record<string, string[]> } };
+    };
     expect(review.status.authenticated).toBe(true);
     expect(review.status.user?.username).toBe("system:serviceaccount:default:default");
     expect(review.status.user?.extra?.["authentication.kubernetes.io/pod-name"]).toEqual(["sa"]);

@@ -127,7 +127,8 @@ function convertStruct(typeName: string, json: Obj, path: string): Obj {
   const info = typeInfo(typeName);
   const hook = HOOKS[typeName];
   if (!hook) {
-    for (const f of info.v1Only ?? []) if (f.json && json[f.json] != null) throw new UnmodelledField(`${path}.${f.json}`, `the conversion of v1 ${typeName}.${f.name} is not modelled`);
+    for (const f of info.v1Only ?? [])
+      if (f.json && json[f.json] != null) throw new UnmodelledField(`${path}.${f.json}`, `the conversion of v1 ${typeName}.${f.name} is not modelled`);
   }
   const out: Obj = {};
   for (const f of info.fields ?? []) {

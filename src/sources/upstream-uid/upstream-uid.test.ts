@@ -24,7 +24,11 @@ describe("upstream static pod UID", () => {
       expect(yaml11Ambiguity(text)).toBeUndefined();
       const doc = decodeDocuments(text)[0] as { kind?: string; items?: unknown[] };
       const pods = doc.kind === "PodList" ? doc.items! : [doc];
-      const uids = (at: Parameters<typeof upstreamStaticPodUid>[1]) => pods.map((p) => upstreamStaticPodUid(p, at)).map((r) => (r.ok ? r.uid : `${r.field}: ${r.reason}`)).join(",");
+      const uids = (at: Parameters<typeof upstreamStaticPodUid>[1]) =>
+        pods
+          .map((p) => upstreamStaticPodUid(p, at))
+          .map((r) => (r.ok ? r.uid : `${r.field}: ${r.reason}`))
+          .join(",");
       expect(uids({ source: "file", nodeName: "node-1", path: `/etc/kubernetes/manifests/${name}` })).toBe(expected[name]!.file);
       expect(uids({ source: "http", url: `http://config.example/${name}` })).toBe(expected[name]!.url);
     });
@@ -41,16 +45,28 @@ describe("upstream static pod UID", () => {
   test("a manifest using what is not modelled names the field instead of a wrong UID", () => {
     const base = { metadata: { name: "p" }, spec: { containers: [{ name: "c", image: "i" }] } };
     const at = { source: "file", nodeName: "n", path: "/m/p.yaml" } as const;
-    expect(upstreamStaticPodUid({ ...base, metadata: { name: "p", creationTimestamp: "2024-01-01T00:00:00Z" } }, at)).toMatchObject({ ok: false, field: "metadata.creationTimestamp" });
+    expect(upstreamStaticPodUid({ ...base, metadata: { name: "p", creationTimestamp: "2024-01-01T00:00:00Z" } }, at)).toMatchObject({
+      ok: false,
+      field: "metadata.creationTimestamp",
+    });
     expect(upstreamStaticPodUid({ ...base, spec: { ...base.spec, resources: { limits: { cpu: "1" } } } }, at)).toMatchObject({ ok: false, field: "spec.resources" });
     expect(upstreamStaticPodUid({ ...base, spec: { ...base.spec, volumes: [{ name: "v", ephemeral: {} }] } }, at)).toMatchObject({ ok: false, field: "spec.volumes[0].ephemeral" });
     expect(upstreamStaticPodUid({ ...base, status: { phase: "Running" } }, at)).toMatchObject({ ok: false, field: "status" });
-    expect(upstreamStaticPodUid({ ...base, spec: { containers: [{ name: "c", image: "i", resources: { limits: { cpu: "1x" } } }] } }, at)).toMatchObject({ ok: false, field: "spec.containers[0].resources.limits.cpu" });
+    expect(upstreamStaticPodUid({ ...base, spec: { containers: [{ name: "c", image: "i", resources: { limits: { cpu: "1x" } } }] } }, at)).toMatchObject({
+      ok: false,
+      field: "spec.containers[0].resources.limits.cpu",
+    });
     expect(upstreamStaticPodUid({ ...base, spec: { containers: [{ name: "c", image: 5 }] } }, at)).toMatchObject({ ok: false, field: "spec.containers[0].image" });
     expect(upstreamStaticPodUid({ ...base, spec: { containers: [{ name: "c", image: "i", resources: { limits: { cpu: 1e-7 } } }] } }, at)).toMatchObject({ ok: false });
     // An integer beyond 2^53 lost digits when parsed here; Go keeps them.
-    expect(upstreamStaticPodUid({ ...base, spec: { containers: [{ name: "c", image: "i", resources: { limits: { memory: 2 ** 63 } } }] } }, at)).toMatchObject({ ok: false, field: "spec.containers[0].resources.limits.memory" });
-    expect(upstreamStaticPodUid({ ...base, spec: { ...base.spec, securityContext: { runAsUser: 2 ** 60 } } }, at)).toMatchObject({ ok: false, field: "spec.securityContext.runAsUser" });
+    expect(upstreamStaticPodUid({ ...base, spec: { containers: [{ name: "c", image: "i", resources: { limits: { memory: 2 ** 63 } } }] } }, at)).toMatchObject({
+      ok: false,
+      field: "spec.containers[0].resources.limits.memory",
+    });
+    expect(upstreamStaticPodUid({ ...base, spec: { ...base.spec, securityContext: { runAsUser: 2 ** 60 } } }, at)).toMatchObject({
+      ok: false,
+      field: "spec.securityContext.runAsUser",
+    });
     expect(upstreamStaticPodUid(base, at).ok).toBe(true);
   });
 
