@@ -118,6 +118,7 @@ export function containerConfig(
       [L.TerminationMessagePathAnnotation]: container.terminationMessagePath ?? "/dev/termination-log",
       [L.TerminationMessagePolicyAnnotation]: container.terminationMessagePolicy ?? "File",
       [L.PodTerminationGracePeriodAnnotation]: String(pod.spec.terminationGracePeriodSeconds ?? 30),
+      ...(pod.metadata.deletionGracePeriodSeconds !== undefined ? { [L.PodDeletionGracePeriodAnnotation]: String(pod.metadata.deletionGracePeriodSeconds) } : {}),
       ...(container.ports?.length ? { [L.ContainerPortsAnnotation]: JSON.stringify(container.ports) } : {}),
     },
     logPath: containerLogPath(container.name, restartCount),

@@ -16,6 +16,16 @@ export const ContainerRestartCountAnnotation = "io.kubernetes.container.restartC
 export const TerminationMessagePathAnnotation = "io.kubernetes.container.terminationMessagePath";
 export const TerminationMessagePolicyAnnotation = "io.kubernetes.container.terminationMessagePolicy";
 export const PodTerminationGracePeriodAnnotation = "io.kubernetes.pod.terminationGracePeriod";
+export const PodDeletionGracePeriodAnnotation = "io.kubernetes.pod.deletionGracePeriod";
+
+/** The grace period a container carries for a kill without its pod's spec (an orphan): deletion, then termination, as upstream. */
+export function podGracePeriodFrom(annotations: Record<string, string>): number | undefined {
+  for (const key of [PodDeletionGracePeriodAnnotation, PodTerminationGracePeriodAnnotation]) {
+    const value = annotations[key];
+    if (value !== undefined && /^\d+$/.test(value)) return Number(value);
+  }
+  return undefined;
+}
 export const ContainerPortsAnnotation = "io.kubernetes.container.ports";
 
 export const podLabels = (p: PodRef): Record<string, string> => ({

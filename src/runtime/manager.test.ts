@@ -189,6 +189,18 @@ describe("CriPodRuntime", () => {
     expect(existsSync(join(logs, "default_web_uid-1"))).toBe(false);
   });
 
+  test("an orphan (no pod spec) is killed with the grace period its containers were created with, as upstream", async () => {
+    const { cri, runtime } = setup();
+    const p = pod();
+    p.spec.terminationGracePeriodSeconds = 5;
+    await sync(runtime, p);
+    const observed = await runtime.observe(podRef(p));
+    expect(observed.containers[0]!.podGracePeriodSeconds).toBe(5);
+    await runtime.killPod(podRef(p), observed, 30); // the 30 a pod without a spec is terminated with
+    const stops = cri.calls.filter((c) => c.method === "stopContainer").map((c) => c.args[1]);
+    expect(stops).toEqual([5]);
+  });
+
   test("pod cgroups are made before the sandbox and removed with the pod; containers get their resources", async () => {
     const clock = new FakeClock();
     const cri = new FakeCri({ clock, images: ["busybox:1.0"] });

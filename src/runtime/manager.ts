@@ -145,6 +145,10 @@ const criResources = (r: ReturnType<ContainerResourcesFn>) =>
     oomScoreAdj: BigInt(r.oomScoreAdj),
   });
 
+/** upstream minimumGracePeriodInSeconds: a kill with no grace period known. */
+const MINIMUM_ORPHAN_GRACE_SECONDS = 2;
+const optionalGrace = (seconds: number | undefined) => (seconds === undefined ? {} : { podGracePeriodSeconds: seconds });
+
 const nsToMs = (ns: bigint): number | undefined => (ns > 0n ? Number(ns / 1_000_000n) : undefined);
 
 function containerStateOf(s: CriContainerState): ContainerState {
@@ -233,6 +237,7 @@ export class CriPodRuntime implements PodRuntime {
             state: containerStateOf(s.state),
             hash: s.annotations[L.ContainerHashAnnotation] ?? c.annotations[L.ContainerHashAnnotation] ?? "",
             restartCount: Number(s.annotations[L.ContainerRestartCountAnnotation] ?? s.metadata?.attempt ?? 0),
+            ...optionalGrace(L.podGracePeriodFrom(s.annotations)),
             image: s.image?.image ?? "",
             imageRef: s.imageRef,
             createdAt: nsToMs(s.createdAt) ?? 0,
@@ -616,10 +621,13 @@ export class CriPodRuntime implements PodRuntime {
     const sidecars = (pod?.spec.initContainers ?? []).filter(isSidecar).map((c) => c.name);
     const target = pod ?? ref;
     const podIP = observed.sandboxes[0]?.ip ?? "";
-    const results = await Promise.all(live.filter((c) => !sidecars.includes(c.name)).map((c) => this.stopContainer(target, c.id, c.name, gracePeriodSeconds, undefined, podIP)));
+    // Without the pod's spec (an orphan no source wants), each container is stopped with the grace period
+    // it was created with, or upstream's minimum, as upstream restores it from the container's annotations.
+    const graceOf = (c: ObservedContainer) => (pod ? gracePeriodSeconds : (c.podGracePeriodSeconds ?? MINIMUM_ORPHAN_GRACE_SECONDS));
+    const results = await Promise.all(live.filter((c) => !sidecars.includes(c.name)).map((c) => this.stopContainer(target, c.id, c.name, graceOf(c), undefined, podIP)));
     // Sidecars serve the app containers until they are gone, then stop in reverse order (upstream).
     for (const name of [...sidecars].reverse()) {
-      for (const c of live.filter((c) => c.name === name)) results.push(await this.stopContainer(target, c.id, c.name, gracePeriodSeconds, undefined, podIP));
+      for (const c of live.filter((c) => c.name === name)) results.push(await this.stopContainer(target, c.id, c.name, graceOf(c), undefined, podIP));
     }
     for (const s of observed.sandboxes) {
       try {

@@ -12,6 +12,8 @@ export interface ObservedContainer {
   /** Hash of the spec fields that require a restart when changed (see hash.ts). */
   hash: string;
   restartCount: number;
+  /** The pod's grace period written on the container when it was created (kills without the pod's spec use it). */
+  podGracePeriodSeconds?: number;
   image: string;
   imageRef: string;
   createdAt: number;
