@@ -7,6 +7,7 @@
  */
 import { parseQuantity } from "../config/index.ts";
 import type { Pod } from "../pods/schema.ts";
+import { nodeMatchesTerms, type NodeSelectorTerm } from "../pods/node-selector.ts";
 
 export type AdmitResult = { admit: true } | { admit: false; reason: string; message: string };
 
@@ -60,48 +61,17 @@ function fitsResources(pod: Pod, others: Pod[], node: NodeFacts): AdmitResult {
   return { admit: true };
 }
 
-type Requirement = { key: string; operator: string; values?: string[] };
-
-function matchRequirement(labels: Record<string, string>, r: Requirement): boolean {
-  const v = labels[r.key];
-  switch (r.operator) {
-    case "In":
-      return v !== undefined && (r.values ?? []).includes(v);
-    case "NotIn":
-      return v === undefined || !(r.values ?? []).includes(v);
-    case "Exists":
-      return v !== undefined;
-    case "DoesNotExist":
-      return v === undefined;
-    case "Gt":
-    case "Lt": {
-      const n = Number(v);
-      const bound = Number(r.values?.[0]);
-      return v !== undefined && Number.isFinite(n) && (r.operator === "Gt" ? n > bound : n < bound);
-    }
-    default:
-      return false;
-  }
-}
-
 function matchesNodeSelection(pod: Pod, node: NodeFacts): boolean {
   const selector = ((pod.spec as { nodeSelector?: Record<string, string> }).nodeSelector ?? {}) as Record<string, string>;
   if (!Object.entries(selector).every(([k, v]) => node.labels[k] === v)) return false;
   const terms = (
     pod.spec as {
       affinity?: {
-        nodeAffinity?: { requiredDuringSchedulingIgnoredDuringExecution?: { nodeSelectorTerms?: { matchExpressions?: Requirement[]; matchFields?: Requirement[] }[] } };
+        nodeAffinity?: { requiredDuringSchedulingIgnoredDuringExecution?: { nodeSelectorTerms?: NodeSelectorTerm[] } };
       };
     }
   ).affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms;
-  if (!terms?.length) return true;
-  // Terms are ORed; the expressions within a term are ANDed.
-  return terms.some(
-    (t) =>
-      (t.matchExpressions?.length || t.matchFields?.length) &&
-      (t.matchExpressions ?? []).every((r) => matchRequirement(node.labels, r)) &&
-      (t.matchFields ?? []).every((r) => matchRequirement({ "metadata.name": node.name }, r)),
-  );
+  return nodeMatchesTerms(terms, node);
 }
 
 type Toleration = { key?: string; operator?: string; value?: string; effect?: string };

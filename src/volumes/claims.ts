@@ -13,6 +13,7 @@ import type { KubeApi, ApiObject } from "../api/index.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { VolumeSpec } from "../pods/volume-schema.ts";
 import { checkHostPathType } from "./host-path.ts";
+import { nodeMatchesTerms, type NodeSelectorTerm } from "../pods/node-selector.ts";
 
 export interface ClaimVolume {
   claim: string;
@@ -24,41 +25,10 @@ export interface ClaimVolume {
   readOnly: boolean;
 }
 
-type Requirement = { key: string; operator: string; values?: string[] };
-type Term = { matchExpressions?: Requirement[]; matchFields?: Requirement[] };
-
-function matches(labels: Record<string, string>, r: Requirement): boolean {
-  const v = labels[r.key];
-  switch (r.operator) {
-    case "In":
-      return v !== undefined && (r.values ?? []).includes(v);
-    case "NotIn":
-      return v === undefined || !(r.values ?? []).includes(v);
-    case "Exists":
-      return v !== undefined;
-    case "DoesNotExist":
-      return v === undefined;
-    case "Gt":
-    case "Lt": {
-      const n = Number(v);
-      const bound = Number(r.values?.[0]);
-      return v !== undefined && Number.isFinite(n) && (r.operator === "Gt" ? n > bound : n < bound);
-    }
-    default:
-      return false;
-  }
-}
-
 /** A PV's required node affinity against this node: terms are ORed, requirements within one ANDed. */
 export function pvFitsNode(pv: ApiObject, node: { name: string; labels: Record<string, string> }): boolean {
-  const terms = (pv.spec as { nodeAffinity?: { required?: { nodeSelectorTerms?: Term[] } } } | undefined)?.nodeAffinity?.required?.nodeSelectorTerms;
-  if (!terms?.length) return true;
-  return terms.some(
-    (t) =>
-      (t.matchExpressions?.length || t.matchFields?.length) &&
-      (t.matchExpressions ?? []).every((r) => matches(node.labels, r)) &&
-      (t.matchFields ?? []).every((r) => matches({ "metadata.name": node.name }, r)),
-  );
+  const terms = (pv.spec as { nodeAffinity?: { required?: { nodeSelectorTerms?: NodeSelectorTerm[] } } } | undefined)?.nodeAffinity?.required?.nodeSelectorTerms;
+  return nodeMatchesTerms(terms, node);
 }
 
 /** The claim a volume uses: its own, or `<pod>-<volume>` for a generic ephemeral volume (upstream ephemeral.VolumeClaimName). */
