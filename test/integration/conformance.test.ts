@@ -226,12 +226,14 @@ describe("node conformance behaviours", () => {
         60_000,
         100,
       );
-      // ErrImagePull comes first and is soon ImagePullBackOff: the event is what stays.
+      // ErrImagePull comes first and is soon ImagePullBackOff: the event is what stays. Reason Failed also
+      // carries "Error: ErrImagePull" and "Error: ImagePullBackOff" (as upstream), in no fixed order.
       const failed = await eventually(
         "Failed pull event",
         async () => {
           const r = await cp.kubectl(["get", "events", "--field-selector", "involvedObject.name=pull-always,reason=Failed", "-o", "json"]);
-          return r.code === 0 ? JSON.parse(r.stdout).items[0] : undefined;
+          if (r.code !== 0) return undefined;
+          return (JSON.parse(r.stdout).items as { message: string }[]).find((e) => e.message.startsWith("Failed to pull image"));
         },
         30_000,
       );
