@@ -18,15 +18,8 @@
  * ContainerDied, DELETED -> ContainerDied + ContainerRemoved, CREATED only
  * updates the record).
  */
-import {
-  ContainerEventType,
-  ContainerState as CriContainerState,
-  isCriError,
-  PodSandboxState,
-  type ContainerEventResponse,
-  type CriErrorKind,
-  type RuntimeService,
-} from "../cri/index.ts";
+import { ContainerEventType, isCriError, PodSandboxState, type ContainerEventResponse, type CriErrorKind, type RuntimeService } from "../cri/index.ts";
+import { containerStateOf } from "../runtime/container-state.ts";
 import { identityFromLabels } from "../runtime/labels.ts";
 import type { PodRuntime } from "../runtime/index.ts";
 import type { ContainerState, RuntimePodRecord } from "../runtime/types.ts";
@@ -182,7 +175,7 @@ export class EventedPleg implements Pleg {
       }
       for (const c of ev.containersStatuses) {
         if (!c.id) continue;
-        entities.set(c.id, stateOf(c.state));
+        entities.set(c.id, containerStateOf(c.state));
         listed.add(c.id);
       }
       const byType = stateAfter(ev.containerEventType);
@@ -207,19 +200,6 @@ export class EventedPleg implements Pleg {
     this.abort.abort();
     await this.relister[Symbol.asyncDispose]();
     await this.running;
-  }
-}
-
-function stateOf(s: CriContainerState): ContainerState {
-  switch (s) {
-    case CriContainerState.CONTAINER_CREATED:
-      return "created";
-    case CriContainerState.CONTAINER_RUNNING:
-      return "running";
-    case CriContainerState.CONTAINER_EXITED:
-      return "exited";
-    default:
-      return "unknown";
   }
 }
 

@@ -22,6 +22,7 @@ import type { KubeletMetricsSink } from "../metrics/kubelet.ts";
 import type { Pod } from "../pods/schema.ts";
 import { VolumeMountError, VolumeSetupError, type VolumeManager } from "../volumes/index.ts";
 import { StartGate } from "./start-gate.ts";
+import { containerStateOf } from "./container-state.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
@@ -47,16 +48,7 @@ import { terminationMessage } from "./termination.ts";
 import type { PodDirs } from "../pods/dirs.ts";
 import type { ServiceEnv } from "../services/index.ts";
 import type { RuntimeClasses } from "../runtimeclass/index.ts";
-import {
-  actionsOutcome,
-  type ContainerState,
-  type ObservedContainer,
-  type ObservedPod,
-  type ObservedSandbox,
-  type PodSyncOutcome,
-  type RuntimePodRecord,
-  type SyncResult,
-} from "./types.ts";
+import { actionsOutcome, type ObservedContainer, type ObservedPod, type ObservedSandbox, type PodSyncOutcome, type RuntimePodRecord, type SyncResult } from "./types.ts";
 import { type PodRef, podUid } from "../pods/identity.ts";
 import { podLogDirectory } from "../pods/dirs.ts";
 import { containerSpecOf, isSidecar, restartPolicyOf } from "../pods/spec.ts";
@@ -150,19 +142,6 @@ const MINIMUM_ORPHAN_GRACE_SECONDS = 2;
 const optionalGrace = (seconds: number | undefined) => (seconds === undefined ? {} : { podGracePeriodSeconds: seconds });
 
 const nsToMs = (ns: bigint): number | undefined => (ns > 0n ? Number(ns / 1_000_000n) : undefined);
-
-function containerStateOf(s: CriContainerState): ContainerState {
-  switch (s) {
-    case CriContainerState.CONTAINER_CREATED:
-      return "created";
-    case CriContainerState.CONTAINER_RUNNING:
-      return "running";
-    case CriContainerState.CONTAINER_EXITED:
-      return "exited";
-    default:
-      return "unknown";
-  }
-}
 
 type Waiting = Map<string, { reason: string; message?: string }>;
 
