@@ -56,35 +56,16 @@ names=(containerd containerd-shim-runc-v2 ctr runc)
 # needs Go 1.26).
 GO="$(bash "$here/../go.sh" | tail -n 1)" || die "no Go toolchain (scripts/go.sh)"
 
-export GOMODCACHE="$cache/go/mod"
-export GOCACHE="$cache/go/build"
-export GOFLAGS="-trimpath -buildvcs=false -mod=readonly -modcacherw"
-export GOTOOLCHAIN=local
-# go.sum (committed) holds every checksum; the checksum database is not
-# reachable from these machines.
-export GOSUMDB=off
-export GOWORK=off
-
-origin() { # module version field(Hash|Time)
-  local f="$GOMODCACHE/cache/download/$1/@v/$2.info"
-  [[ -f "$f" ]] || return 0
-  if [[ "$3" == Hash ]]; then sed -n 's/.*"Hash":"\([0-9a-f]*\)".*/\1/p' "$f"
-  else sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "$f"; fi
-}
+source "$here/../lib/go-cache.sh"
+go_cache_env "$cache"
 
 # RECIPE: bump it when the build commands, tags or ldflags below change.
 RECIPE=1
 go_version="$("$GO" env GOVERSION 2>/dev/null)" || die "$GO does not run"
 seccomp_version="$(pkg-config --modversion libseccomp 2>/dev/null || true)"
-key="$(cat "$gomod/go.mod" "$gomod/go.sum" <(echo "$go_version recipe=$RECIPE $GOFLAGS libseccomp=$seccomp_version") | sha256sum | cut -c1-32)"
+key="$(go_build_key "$gomod" "$go_version recipe=$RECIPE $GOFLAGS libseccomp=$seccomp_version")"
 
-stale() {
-  local n out=()
-  for n in "${names[@]}"; do
-    [[ -x "$bin/$n" && "$(cat "$bin/.$n.stamp" 2>/dev/null)" == "$key" ]] || out+=("$n")
-  done
-  echo "${out[*]}"
-}
+stale() { go_stale "$bin" "$key" "${names[@]}"; }
 
 if [[ -z "$(stale)" ]]; then
   log "up to date: ${names[*]} (containerd $ctd_version, runc $runc_version) in $(ms "$t0") ms"
@@ -93,11 +74,7 @@ fi
 [[ -n "$seccomp_version" ]] || die "libseccomp-dev (and pkg-config) missing: runc needs them (run scripts/setup.sh)"
 
 mkdir -p "$bin" "$GOMODCACHE" "$GOCACHE"
-exec 9>"$cache/.build.lock"
-if ! flock -n 9; then
-  log "another build holds $cache/.build.lock; waiting"
-  flock 9
-fi
+go_lock 9 "$cache/.build.lock"
 todo="$(stale)"
 if [[ -z "$todo" ]]; then
   log "up to date after waiting: ${names[*]}"; flock -u 9; echo "$bin"; exit 0
@@ -111,8 +88,8 @@ t=$(date +%s%N)
   || die "go mod download failed (is the Go module proxy reachable? GOPROXY=$("$GO" env GOPROXY))"
 log "release modules ready in $(ms "$t") ms"
 
-ctd_commit="$(origin github.com/containerd/containerd/v2 "$ctd_version" Hash)"
-runc_commit="$(origin github.com/opencontainers/runc "$runc_version" Hash)"
+ctd_commit="$(go_origin github.com/containerd/containerd/v2 "$ctd_version" Hash)"
+runc_commit="$(go_origin github.com/opencontainers/runc "$runc_version" Hash)"
 ctd_pkg=github.com/containerd/containerd/v2
 ctd_ldflags="-s -w -X $ctd_pkg/version.Version=$ctd_version -X $ctd_pkg/version.Package=github.com/containerd/containerd/v2"
 [[ -n "$ctd_commit" ]] && ctd_ldflags+=" -X $ctd_pkg/version.Revision=$ctd_commit"
@@ -145,11 +122,7 @@ if want runc; then
     -o "$tmp/runc" github.com/opencontainers/runc >&2 || die "go build of runc failed"
 fi
 log "go build done in $(ms "$t") ms"
-for n in "${todo[@]}"; do
-  [[ -x "$tmp/$n" ]] || die "go build produced no $n"
-  mv -f "$tmp/$n" "$bin/$n"
-  echo "$key" >"$bin/.$n.stamp"
-done
+go_install_built "$tmp" "$bin" "$key" "${todo[@]}"
 log "built ${todo[*]} in $(ms "$t0") ms"
 flock -u 9
 echo "$bin"

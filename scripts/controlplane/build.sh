@@ -90,96 +90,37 @@ names=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl)
 # the pinned release that scripts/go.sh installs into the cache.
 GO="$(bash "$here/../go.sh" | tail -n 1)" || die "no Go toolchain (scripts/go.sh)"
 
-export GOMODCACHE="$cache/go/mod"
-export GOCACHE="$cache/go/build"
-# -modcacherw: the module cache can be removed with rm -rf (CI cache resets).
-export GOFLAGS="-trimpath -buildvcs=false -mod=readonly -modcacherw"
+source "$here/../lib/go-cache.sh"
+go_cache_env "$cache"
 export CGO_ENABLED=0
-export GOTOOLCHAIN=local
-# go.sum (committed) holds every checksum the build needs and -mod=readonly
-# forbids adding any, so the checksum database is never needed; it is not
-# reachable from these machines (the proxy answers 404 for /sumdb/).
-export GOSUMDB=off
-export GOWORK=off
-
-# The commit and date of a release, from the proxy's .info file that
-# `go mod download` keeps in the module cache (empty if it is not there).
-origin() { # module version field(Hash|Time)
-  local f="$GOMODCACHE/cache/download/$1/@v/$2.info"
-  [[ -f "$f" ]] || return 0
-  if [[ "$3" == Hash ]]; then sed -n 's/.*"Hash":"\([0-9a-f]*\)".*/\1/p' "$f"
-  else sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "$f"; fi
-}
 
 # What makes a binary: the module graph, the toolchain, and how this script
 # builds (RECIPE: bump it when the go build command, flags or ldflags below
 # change, so cached binaries are rebuilt; comments and logging do not count).
 RECIPE=1
 go_version="$("$GO" env GOVERSION 2>/dev/null)" || die "$GO does not run"
-key="$(cat "$gomod/go.mod" "$gomod/go.sum" <(echo "$go_version recipe=$RECIPE $GOFLAGS CGO_ENABLED=$CGO_ENABLED") | sha256sum | cut -c1-32)"
+recipe="$go_version recipe=$RECIPE $GOFLAGS CGO_ENABLED=$CGO_ENABLED"
+key="$(go_build_key "$gomod" "$recipe")"
 
-# metrics-server, from a module of its own (gomod-metrics-server/) with its own
-# stamp key, so adding or bumping it never rebuilds the control plane.
-ms_gomod="$here/gomod-metrics-server"
+# metrics-server and local-path-provisioner, each from a module of its own
+# (gomod-metrics-server/, gomod-local-path-provisioner/) with its own stamp key,
+# so adding or bumping one never rebuilds the control plane.
 build_metrics_server() {
   ((with_metrics_server)) || return 0
-  local mkey mversion
-  mkey="$(cat "$ms_gomod/go.mod" "$ms_gomod/go.sum" <(echo "$go_version recipe=$RECIPE $GOFLAGS CGO_ENABLED=$CGO_ENABLED") | sha256sum | cut -c1-32)"
-  ms_fresh() { [[ -x "$bin/metrics-server" && "$(cat "$bin/.metrics-server.stamp" 2>/dev/null)" == "$mkey" ]]; }
-  if ms_fresh; then log "up to date: metrics-server"; return 0; fi
-  mkdir -p "$bin" "$GOMODCACHE" "$GOCACHE"
-  exec 8>"$cache/.build.lock"
-  flock 8
-  if ms_fresh; then log "up to date after waiting: metrics-server"; exec 8>&-; return 0; fi
-  mversion="$(awk '$1=="require" && $2=="sigs.k8s.io/metrics-server" {print $3; exit}' "$ms_gomod/go.mod")"
-  log "building metrics-server $mversion with $go_version into $bin"
-  local t mtmp
-  t=$(date +%s%N)
-  mtmp="$(mktemp -d "$cache/$k8s_version/.tmp.XXXXXX")"
-  (cd "$ms_gomod" && "$GO" build -p "${BUNLET_GO_PARALLEL:-2}" \
-    -ldflags "-s -w -X sigs.k8s.io/metrics-server/pkg/version.gitVersion=$mversion" \
-    -o "$mtmp/metrics-server" sigs.k8s.io/metrics-server/cmd/metrics-server) >&2 \
-    || { rm -rf "$mtmp"; die "go build of metrics-server failed"; }
-  mv -f "$mtmp/metrics-server" "$bin/metrics-server"
-  rm -rf "$mtmp"
-  echo "$mkey" >"$bin/.metrics-server.stamp"
-  exec 8>&-
-  log "built metrics-server in $(ms "$t") ms"
+  local dir="$here/gomod-metrics-server" version
+  version="$(awk '$1=="require" && $2=="sigs.k8s.io/metrics-server" {print $3; exit}' "$dir/go.mod")"
+  go_module_binary metrics-server "$dir" sigs.k8s.io/metrics-server/cmd/metrics-server \
+    "-s -w -X sigs.k8s.io/metrics-server/pkg/version.gitVersion=$version" "$bin" "$cache/.build.lock" "$recipe"
 }
-
-# local-path-provisioner, from a module of its own (gomod-local-path-provisioner/), as metrics-server.
-lpp_gomod="$here/gomod-local-path-provisioner"
 build_local_path_provisioner() {
   ((with_local_path_provisioner)) || return 0
-  local lkey lversion t ltmp
-  lkey="$(cat "$lpp_gomod/go.mod" "$lpp_gomod/go.sum" <(echo "$go_version recipe=$RECIPE $GOFLAGS CGO_ENABLED=$CGO_ENABLED") | sha256sum | cut -c1-32)"
-  lpp_fresh() { [[ -x "$bin/local-path-provisioner" && "$(cat "$bin/.local-path-provisioner.stamp" 2>/dev/null)" == "$lkey" ]]; }
-  if lpp_fresh; then log "up to date: local-path-provisioner"; return 0; fi
-  mkdir -p "$bin" "$GOMODCACHE" "$GOCACHE"
-  exec 7>"$cache/.build.lock"
-  flock 7
-  if lpp_fresh; then log "up to date after waiting: local-path-provisioner"; exec 7>&-; return 0; fi
-  lversion="$(awk '$1=="require" && $2=="github.com/rancher/local-path-provisioner" {print $3; exit}' "$lpp_gomod/go.mod")"
-  log "building local-path-provisioner $lversion with $go_version into $bin"
-  t=$(date +%s%N)
-  ltmp="$(mktemp -d "$cache/$k8s_version/.tmp.XXXXXX")"
-  (cd "$lpp_gomod" && "$GO" build -p "${BUNLET_GO_PARALLEL:-2}" -ldflags "-s -w -X main.VERSION=$lversion" \
-    -o "$ltmp/local-path-provisioner" github.com/rancher/local-path-provisioner) >&2 \
-    || { rm -rf "$ltmp"; die "go build of local-path-provisioner failed"; }
-  mv -f "$ltmp/local-path-provisioner" "$bin/local-path-provisioner"
-  rm -rf "$ltmp"
-  echo "$lkey" >"$bin/.local-path-provisioner.stamp"
-  exec 7>&-
-  log "built local-path-provisioner in $(ms "$t") ms"
+  local dir="$here/gomod-local-path-provisioner" version
+  version="$(awk '$1=="require" && $2=="github.com/rancher/local-path-provisioner" {print $3; exit}' "$dir/go.mod")"
+  go_module_binary local-path-provisioner "$dir" github.com/rancher/local-path-provisioner \
+    "-s -w -X main.VERSION=$version" "$bin" "$cache/.build.lock" "$recipe"
 }
 
-stale() {
-  local n out=()
-  for n in "${names[@]}"; do
-    [[ -x "$bin/$n" && "$(cat "$bin/.$n.stamp" 2>/dev/null)" == "$key" ]] || out+=("$n")
-  done
-  echo "${out[*]}"
-}
+stale() { go_stale "$bin" "$key" "${names[@]}"; }
 
 todo="$(stale)"
 if [[ -z "$todo" ]]; then
@@ -190,11 +131,7 @@ if [[ -z "$todo" ]]; then
 fi
 
 mkdir -p "$bin" "$GOMODCACHE" "$GOCACHE"
-exec 9>"$cache/.build.lock"
-if ! flock -n 9; then
-  log "another build holds $cache/.build.lock; waiting"
-  flock 9
-fi
+go_lock 9 "$cache/.build.lock"
 todo="$(stale)"   # the other build may have done it
 if [[ -z "$todo" ]]; then
   log "up to date after waiting: ${names[*]}"; flock -u 9; build_metrics_server; build_local_path_provisioner; echo "$bin"; exit 0
@@ -210,9 +147,9 @@ t=$(date +%s%N)
   || die "go mod download failed (is the Go module proxy reachable? GOPROXY=$("$GO" env GOPROXY))"
 log "release modules ready in $(ms "$t") ms"
 
-k8s_commit="$(origin k8s.io/kubernetes "$k8s_version" Hash)"
-k8s_date="$(origin k8s.io/kubernetes "$k8s_version" Time)"
-etcd_commit="$(origin go.etcd.io/etcd/server/v3 "$etcd_version" Hash)"
+k8s_commit="$(go_origin k8s.io/kubernetes "$k8s_version" Hash)"
+k8s_date="$(go_origin k8s.io/kubernetes "$k8s_version" Time)"
+etcd_commit="$(go_origin go.etcd.io/etcd/server/v3 "$etcd_version" Hash)"
 major="${k8s_version#v}"; major="${major%%.*}"
 minor="${k8s_version#v*.}"; minor="${minor%%.*}"
 # As upstream's hack/lib/version.sh does, for component-base (servers,
@@ -238,11 +175,7 @@ log "go build done in $(ms "$t") ms"
 # `go build -o DIR/` names a binary after its package path's last element,
 # skipping a /vN suffix: etcd's comes out as "server".
 [[ -f "$tmp/server" ]] && mv "$tmp/server" "$tmp/etcd"
-for n in "${todo[@]}"; do
-  [[ -x "$tmp/$n" ]] || die "go build produced no $n"
-  mv -f "$tmp/$n" "$bin/$n"
-  echo "$key" >"$bin/.$n.stamp"
-done
+go_install_built "$tmp" "$bin" "$key" "${todo[@]}"
 log "built ${todo[*]} in $(ms "$t0") ms"
 flock -u 9
 build_metrics_server
