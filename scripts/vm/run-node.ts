@@ -61,10 +61,17 @@ export function nodeImage(): { dir: string; built: boolean; ms: number } {
 }
 
 /** BUNLET_BINARY, or dist/kubelet built from this tree now (the VM must test this code). */
-export function agentBinary(): { path: string; ms: number } {
+export function agentBinary(): { path: string; ms: number; version?: string } {
   const t0 = performance.now();
   const given = process.env.BUNLET_BINARY;
-  if (given) return { path: resolve(given), ms: 0 };
+  if (given) {
+    // CI passes dist/kubelet (absolute): it must be the agent and run here before it goes into the node.
+    const path = resolve(given);
+    if (!existsSync(path)) throw new Error(`BUNLET_BINARY=${given}: no such file`);
+    const r = Bun.spawnSync([path, "--version"], { stdout: "pipe", stderr: "pipe" });
+    if (r.exitCode !== 0) throw new Error(`BUNLET_BINARY=${given}: --version exited ${r.exitCode}: ${r.stderr.toString().slice(-500)}`);
+    return { path, ms: Math.round(performance.now() - t0), version: r.stdout.toString().trim() };
+  }
   sh([process.execPath, join(repoRoot, "scripts/build.ts")], { cwd: repoRoot });
   return { path: join(repoRoot, "dist/kubelet"), ms: Math.round(performance.now() - t0) };
 }
@@ -98,7 +105,7 @@ export async function runNode(opts: { timeoutMs?: number; memoryMb?: number; log
   const image = nodeImage();
   log(`node image ${image.built ? "built" : "cached"} in ${image.ms} ms: ${image.dir}`);
   const binary = agentBinary();
-  log(`agent binary ${binary.path} (${binary.ms} ms)`);
+  log(`agent binary ${binary.path}${binary.version ? ` (${binary.version})` : ""} (${binary.ms} ms)`);
 
   const t1 = performance.now();
   const work = mkdtempSync(join(tmpdir(), "bunlet-node-vm-"));

@@ -28,11 +28,35 @@ beforeAll(async () => {
   if (run.timedOut) console.error(`the VM did not power off in time; console tail:\n${run.output.slice(-6000)}`);
 }, 900_000);
 
+/** The console's last lines (CI shows about 50 lines of a failed test: keep it short). */
+const consoleTail = (lines: number) => run.output.replace(/\r/g, "").trimEnd().split("\n").slice(-lines).join("\n");
+
 /** A fact's value; a missing one fails with the console's tail. */
 function fact(name: string): string {
   const v = facts[name];
-  if (v === undefined) throw new Error(`the node did not report ${name}; console tail:\n${run.output.slice(-5000)}`);
+  if (v === undefined) throw new Error(`the node did not report ${name}${run.timedOut ? " (the VM did not power off in time)" : ""}; console tail:\n${consoleTail(15)}`);
   return v;
+}
+
+/**
+ * What run.sh printed when it gave up (the agent not serving its read-only
+ * port, or the static pods not running): the unit's status, the agent's and
+ * containerd's journal tails, ctr's listings, the kernel's complaints, one
+ * line each. The first check that needs the agent puts them in its error.
+ */
+function diagnostics(): string {
+  const lines = Object.entries(facts)
+    .filter(([k]) => k.startsWith("diag-") || ["gave-up", "agent-up", "pods-running", "pods"].includes(k))
+    .map(([k, v]) => `${k}: ${v}`);
+  return lines.length > 0 ? lines.join("\n") : `no diagnostics from the node; console tail:\n${consoleTail(15)}`;
+}
+
+/**
+ * The checks after the first need a running agent; when run.sh gave up, each fails with the diagnostics
+ * (CI's log keeps only its tail: any failed check there must carry them).
+ */
+function requireAgent(): void {
+  if (facts["gave-up"] !== undefined) throw new Error(`the node gave up: ${facts["gave-up"]}\n${diagnostics()}`);
 }
 /** key=value words of a fact. */
 function fields(name: string): Record<string, string> {
@@ -55,13 +79,14 @@ describe("a systemd + cgroup v2 node (qemu)", () => {
     expect(fact("containerd-active")).toBe("active");
   });
 
-  test("kubelet install, then systemctl enable --now kubelet", () => {
+  test("kubelet install, then systemctl enable --now kubelet: the agent serves its read-only port", () => {
     expect(fields("install")).toEqual({ rc: "0", unit: "yes", binary: "yes" });
     expect(fact("kubelet-active")).toMatch(/^active enabled=enabled/);
+    if (!facts["agent-up"]?.startsWith("yes")) throw new Error(`the agent did not come up on the node:\n${diagnostics()}`);
   });
 
   test("static pods of each QoS class run", () => {
-    expect(fact("pods-running")).toMatch(/^yes/);
+    if (!facts["pods-running"]?.startsWith("yes")) throw new Error(`the static pods did not run on the node:\n${diagnostics()}`);
     const pods = JSON.parse(fact("pods")) as { name: string; state: string }[];
     // Each manifest is of the class its name says (where its slice is, is checked below).
     expect(QOS.map((name) => podQosClass(manifest(name)).toLowerCase())).toEqual([...QOS]);
@@ -69,12 +94,14 @@ describe("a systemd + cgroup v2 node (qemu)", () => {
   });
 
   test("the agent took cgroupDriver systemd from its config (containerd 1.6 cannot answer RuntimeConfig)", () => {
+    requireAgent();
     expect(fact("journal-driver")).toContain("systemd");
     expect(fact("journal-driver")).toContain("config");
   });
 
   for (const name of QOS) {
     test(`${name}: its slice where upstream puts it, cpu.weight / cpu.max / memory.max / pids.max as the spec says, and the container's scope inside`, () => {
+      requireAgent();
       const pod = manifest(name);
       const uid = JSON.parse(fact("pods")).find((q: { name: string }) => q.name.startsWith(`${name}-`)).uid as string;
       const qos = podQosClass(pod);
@@ -96,21 +123,41 @@ describe("a systemd + cgroup v2 node (qemu)", () => {
     });
   }
 
-  test("a container over its memory limit is OOMKilled with exit code 137", () => {
-    expect(fields("oom")).toMatchObject({ reason: "OOMKilled", exitCode: "137" });
+  // The kernel's memcg OOM killer kills the container (the kernel log names its scope) and its exit code is
+  // 137. The reason is OOMKilled, or Error: with the systemd cgroup driver, containerd may see the task
+  // exit before the OOM event of its scope and then reports Error (containerd issues 8893 and 12714;
+  // containerd's own CRI tests skip their OOMKilled case with systemd cgroups). The agent reports what
+  // containerd says, as upstream's kubelet does, so only those two reasons are accepted, and either way the
+  // kernel must have killed it in this container's scope.
+  test("a container over its memory limit is killed by the kernel's memcg OOM killer in its scope: exit code 137, reason OOMKilled (or Error: containerd's race)", () => {
+    requireAgent();
+    const oom = fields("oom");
+    expect(oom.exitCode).toBe("137");
+    expect(["OOMKilled", "Error"]).toContain(oom.reason ?? "");
+    const id = oom.containerID?.replace(/^containerd:\/\//, "") ?? "";
+    expect(id).toMatch(/^[0-9a-f]{64}$/);
+    const qos = podQosClass(manifest("oom"));
+    const components = qos === "Guaranteed" ? ["kubepods", `pod${oom.uid}`] : ["kubepods", qos.toLowerCase(), `pod${oom.uid}`];
+    const killedIn = fact("oom-kernel")
+      .split(/\s+/)
+      .map((w) => w.replace(/^task_memcg=/, ""));
+    expect(killedIn).toContain(`${systemdCgroupPath(components)}/cri-containerd-${id}.scope`);
   });
 
   test("the agent's logs are in the journal", () => {
+    requireAgent();
     expect(Number(fields("journal").lines)).toBeGreaterThan(10);
   });
 
   test("systemctl restart kubelet restarts no container", () => {
+    requireAgent();
     const r = fields("restart");
     expect(r.same).toBe("yes");
     expect(r.active).toBe("active");
   });
 
   test("systemctl stop kubelet leaves the pods running", () => {
+    requireAgent();
     const s = fields("stop");
     expect(s.kubelet).toBe("inactive");
     expect(Number(s.running_tasks)).toBeGreaterThanOrEqual(6); // three sandboxes and their containers
@@ -119,6 +166,7 @@ describe("a systemd + cgroup v2 node (qemu)", () => {
   });
 
   test("logind shutdown: the agent holds a delay lock, and on poweroff stops the pods by priority (priority 0 before 2000000000)", () => {
+    requireAgent();
     expect(fact("inhibitor")).toContain("delay");
     // "<unix time> <pod>" per stopped container, in the order they got TERM, then poweroff-at=<unix time>.
     const words = fact("shutdown-order").split(/\s+/);

@@ -30,6 +30,36 @@ pod() { pods_json | jq -r --arg n "$1" ".items[] | select(.metadata.name | start
 running() { [ "$(pod "$1" '.status.containerStatuses[0].state | has("running")')" = "true" ]; }
 all_running() { running guaranteed && running burstable && running besteffort; }
 container_ids() { for p in guaranteed burstable besteffort; do pod $p '.status.containerStatuses[0].containerID'; done | tr '\n' ' '; }
+agent_up() { curl -sf --max-time 5 -o /dev/null http://127.0.0.1:10255/pods; }
+# The agent never exits on its own: a restart by systemd (Restart=always) means it died.
+agent_died() { [ "$(systemctl show kubelet -p NRestarts --value)" != "0" ] || [ "$(systemctl show kubelet -p SubState --value)" = "auto-restart" ] || [ "$(systemctl is-active kubelet)" = "failed" ]; }
+agent_up_or_died() { agent_up || agent_died; }
+oneline() { tr '\n' '|' | tr -s ' ' | cut -c1-9000; }
+# When the agent is not up or the pods do not run: what the agent, systemd and
+# containerd say, one fact per source on one line each (the host test puts
+# them in its first failure: CI shows only a failed test's last lines).
+diagnose() {
+  fact diag-kubelet-status "$(systemctl status kubelet --no-pager -n 0 2>&1 | oneline) NRestarts=$(systemctl show kubelet -p NRestarts --value)"
+  fact diag-kubelet-journal "$(journalctl -u kubelet -n 40 -o cat --no-pager 2>&1 | oneline)"
+  fact diag-kubelet-version "$(timeout 60 /usr/bin/kubelet --version 2>&1 | oneline; echo " rc=${PIPESTATUS[0]}")"
+  fact diag-containerd-journal "$(journalctl -u containerd -n 20 -o cat --no-pager 2>&1 | oneline)"
+  fact diag-ctr "containers: $(ctr -n k8s.io containers ls 2>&1 | oneline) tasks: $(ctr -n k8s.io tasks ls 2>&1 | oneline) images: $(ctr -n k8s.io images ls -q 2>&1 | oneline)"
+  fact diag-kernel "$(dmesg | grep -iE 'segfault|traps:|invalid opcode|killed process|oom-kill' | tail -8 | oneline)"
+}
+# The OOM pod (32Mi, over its limit) once it terminated: its status, and the memcg of each task the
+# kernel's OOM killer killed (the oom-kill lines), which must be this container's scope.
+oom_facts() {
+  wait_for 120 sh -c "[ -n \"\$(curl -sf http://127.0.0.1:10255/pods | jq -r '.items[] | select(.metadata.name | startswith(\"oom-\")) | .status.containerStatuses[0].state.terminated.reason // empty')\" ]"
+  fact oom "$(pod oom '.status.containerStatuses[0].state.terminated | "reason=\(.reason) exitCode=\(.exitCode)"') containerID=$(pod oom '.status.containerStatuses[0].containerID') phase=$(pod oom '.status.phase') uid=$(pod oom '.metadata.uid')"
+  fact oom-kernel "$(dmesg | grep 'oom-kill:' | grep -o 'task_memcg=[^,]*' | tr '\n' ' ')"
+}
+# Stops here: the diagnostics, then power off (the later checks need a running agent).
+give_up() {
+  fact gave-up "$1 t=$(elapsed)"
+  diagnose
+  systemctl poweroff
+  exit 0
+}
 
 # Hook for another containerd (e.g. 2.x built from Go modules): the payload's
 # containerd/bin replaces the binaries and containerd/config.toml the config.
@@ -62,7 +92,17 @@ cp $P/manifests/*.yaml /etc/kubernetes/manifests/
 systemctl enable --now kubelet 2>&1
 fact kubelet-active "$(systemctl is-active kubelet) enabled=$(systemctl is-enabled kubelet) t=$(elapsed)"
 
-if wait_for 600 all_running; then fact pods-running "yes t=$(elapsed)"; else fact pods-running "no t=$(elapsed)"; fi
+# The agent serves its read-only port within seconds of starting (about 20 s under TCG on a busy host);
+# when it dies or does not serve it, the run stops here with the diagnostics (not after every later wait).
+if wait_for 120 agent_up_or_died && agent_up; then fact agent-up "yes t=$(elapsed)"; else
+  fact agent-up "no t=$(elapsed) active=$(systemctl is-active kubelet) NRestarts=$(systemctl show kubelet -p NRestarts --value)"
+  give_up "the agent did not serve its read-only port"
+fi
+if wait_for 300 all_running; then fact pods-running "yes t=$(elapsed)"; else
+  fact pods-running "no t=$(elapsed)"
+  fact pods "$(pods_json | jq -c '[.items[] | {name: .metadata.name, phase: .status.phase, state: .status.containerStatuses}]')"
+  give_up "the static pods did not run"
+fi
 fact pods "$(pods_json | jq -c '[.items[] | {name: .metadata.name, uid: .metadata.uid, qos: .status.qosClass, state: (.status.containerStatuses[0].state | keys[0])}]')"
 
 # The slices and their files, read in /sys/fs/cgroup; the unit properties as systemd shows them.
@@ -85,8 +125,7 @@ for i in 1 2 3 4 5 6 7 8 9 10; do busctl --system call org.freedesktop.systemd1 
 fact busctl-ms "$(( ($(date +%s%N) - t) / 10000000 ))"
 
 # OOM: the 32Mi container over its limit.
-wait_for 240 sh -c "[ -n \"\$(curl -sf http://127.0.0.1:10255/pods | jq -r '.items[] | select(.metadata.name | startswith(\"oom-\")) | .status.containerStatuses[0].state.terminated.reason // empty')\" ]"
-fact oom "$(pod oom '.status.containerStatuses[0].state.terminated | "reason=\(.reason) exitCode=\(.exitCode)"') phase=$(pod oom '.status.phase')"
+oom_facts
 
 # Logs: the agent's own lines are in the journal.
 fact journal "lines=$(journalctl -u kubelet --no-pager -o cat | wc -l) driver=$(journalctl -u kubelet --no-pager -o cat | grep -c 'cgroup driver')"
