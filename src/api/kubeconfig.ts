@@ -17,6 +17,7 @@
 import { readFileSync } from "node:fs";
 import { dirname, isAbsolute, join } from "node:path";
 import { newClusters, newContexts, newUsers } from "@kubernetes/client-node/dist/config_types.js";
+import { decodeDocuments } from "../util/decode.ts";
 import { errorMessage } from "../util/errors.ts";
 
 export interface Credentials {
@@ -47,7 +48,7 @@ export async function loadCredentials(kubeconfigPath: string): Promise<Credentia
   };
   let doc: Record<string, unknown>;
   try {
-    const parsed = Bun.YAML.parse(readText(kubeconfigPath));
+    const parsed = decodeDocuments(readText(kubeconfigPath))[0] ?? null;
     doc = parsed !== null && typeof parsed === "object" && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : fail("not a YAML or JSON mapping");
   } catch (err) {
     if (err instanceof KubeconfigError) throw err;

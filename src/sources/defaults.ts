@@ -4,7 +4,6 @@ import type { Logger } from "../util/log.ts";
 import { ConfigHashAnnotation, ConfigSourceAnnotation } from "../pods/source.ts";
 import { canonicalJson } from "../util/canonical-json.ts";
 import { upstreamStaticPodUid } from "./upstream-uid/index.ts";
-import { yaml11Ambiguity } from "./upstream-uid/yaml11.ts";
 
 /** Why a static pod's UID is not upstream's: logged by the sources, once per manifest change. */
 export type StaticUidNote = { kind: "unmodelled"; field: string; reason: string } | { kind: "kept-running"; uid: string; upstreamUid: string };
@@ -15,8 +14,6 @@ export interface StaticPodDefaultsOptions {
   location: string;
   /** The manifest as decoded (before parsePod), for upstream's UID; without it, this agent's own rule. */
   manifest?: unknown;
-  /** The manifest's text, to spot YAML 1.1 scalars upstream reads otherwise (yaml11.ts). */
-  text?: string;
   /** Pod UIDs the container runtime has sandboxes for when the agent started. */
   runtimePodUids?: ReadonlySet<string>;
   onUidNote?: (note: StaticUidNote) => void;
@@ -42,11 +39,6 @@ export function legacyStaticPodUid(pod: Pod, opts: { nodeName: string; source: "
 export function staticPodUid(pod: Pod, opts: StaticPodDefaultsOptions): string {
   const legacy = legacyStaticPodUid(pod, opts);
   if (opts.manifest === undefined) return legacy;
-  const ambiguous = opts.text === undefined ? undefined : yaml11Ambiguity(opts.text);
-  if (ambiguous) {
-    opts.onUidNote?.({ kind: "unmodelled", field: `line ${ambiguous.line}`, reason: `YAML 1.1 reads the plain scalar ${ambiguous.scalar} otherwise than YAML 1.2; quote it` });
-    return legacy;
-  }
   let upstream: ReturnType<typeof upstreamStaticPodUid>;
   try {
     upstream = upstreamStaticPodUid(

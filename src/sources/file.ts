@@ -113,7 +113,6 @@ export function parseManifest(
     source: "file",
     location: opts.file,
     manifest: docs[0],
-    text,
     runtimePodUids: opts.runtimePodUids,
     onUidNote: (note) => (uidNote = note),
   });

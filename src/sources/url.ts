@@ -55,7 +55,6 @@ export function podsFromBody(
       source: "http",
       location: opts.url,
       manifest: item,
-      text: body,
       runtimePodUids: opts.runtimePodUids,
       onUidNote: (note) => (uidNote = note),
     });

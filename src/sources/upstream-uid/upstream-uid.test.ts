@@ -4,7 +4,6 @@ import { join } from "node:path";
 import { decodeDocuments } from "../../util/decode.ts";
 import { upstreamPodDump, upstreamStaticPodUid } from "./index.ts";
 import { decodeQuantity } from "./quantity.ts";
-import { yaml11Ambiguity } from "./yaml11.ts";
 
 // uids.json: what the upstream kubelet v1.34.12 computes for each manifest
 // (scripts/staticuid/fixtures.sh runs its code on them).
@@ -21,7 +20,6 @@ describe("upstream static pod UID", () => {
   for (const name of manifests) {
     test(`${name}: the file and URL UIDs are upstream's`, () => {
       const text = readFileSync(join(dir, name), "utf8");
-      expect(yaml11Ambiguity(text)).toBeUndefined();
       const doc = decodeDocuments(text)[0] as { kind?: string; items?: unknown[] };
       const pods = doc.kind === "PodList" ? doc.items! : [doc];
       const uids = (at: Parameters<typeof upstreamStaticPodUid>[1]) =>
@@ -76,15 +74,5 @@ describe("upstream static pod UID", () => {
     expect(decodeQuantity("1n", { roundToMilli: false })).toEqual({ i: { value: 1n, scale: -9 }, d: { Dec: null }, s: "1n", Format: "DecimalSI" });
     expect(decodeQuantity("1000m", { roundToMilli: true }).s).toBe("");
     expect(decodeQuantity("1.5Gi", { roundToMilli: true }).d.Dec).toEqual({ unscaled: { neg: false, abs: [1610612736000n] }, scale: 3 });
-  });
-
-  test("YAML scalars that YAML 1.1 reads otherwise are found", () => {
-    expect(yaml11Ambiguity("spec:\n  volumes:\n  - secret:\n      defaultMode: 0400\n")).toEqual({ line: 4, scalar: "0400" });
-    expect(yaml11Ambiguity("a:\n  b: yes\n")).toEqual({ line: 2, scalar: "yes" });
-    expect(yaml11Ambiguity("a: [1, on]\n")).toEqual({ line: 1, scalar: "on" });
-    expect(yaml11Ambiguity("- 1_000\n")).toEqual({ line: 1, scalar: "1_000" });
-    expect(yaml11Ambiguity("requests:\n  y: 1m\n")).toEqual({ line: 2, scalar: "y" });
-    expect(yaml11Ambiguity("  - name: n\n")).toEqual({ line: 1, scalar: "n" });
-    expect(yaml11Ambiguity("a: \"0400\"\nb: 'yes'\nc: 400\nd: 0\ne: no-way\n")).toBeUndefined();
   });
 });
