@@ -171,7 +171,20 @@ export class FakeKubeApi implements KubeApi {
     this.enter("patchPodStatus", [namespace, name, patch]);
     const pod = this.pods.get(`${namespace}/${name}`);
     if (!pod) throw new ApiError("NotFound", 404, "PATCH", `pods/${name}/status`, "not found");
-    return this.putPod({ ...pod, status: { ...(pod.status as object), ...(patch as { status: object }).status } });
+    // A strategic merge patch, as the agent sends: conditions merge by type (PodStatus' patchMergeKey), the rest replaces.
+    const before = (pod.status ?? {}) as { conditions?: { type: string }[] };
+    const change = (patch as { status: { conditions?: { type: string }[] } }).status;
+    const status = { ...before, ...change };
+    if (change.conditions) {
+      const merged = [...(before.conditions ?? [])];
+      for (const c of change.conditions) {
+        const i = merged.findIndex((m) => m.type === c.type);
+        if (i >= 0) merged[i] = c;
+        else merged.push(c);
+      }
+      status.conditions = merged;
+    }
+    return this.putPod({ ...pod, status });
   }
   async deletePod(namespace: string, name: string, opts: { uid: string; gracePeriodSeconds: number }) {
     this.enter("deletePod", [namespace, name, opts]);

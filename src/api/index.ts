@@ -31,7 +31,7 @@ export interface KubeApi {
   watchPods(fieldSelector: string, resourceVersion: string, onEvent: (e: WatchEvent<ApiObject>) => void, signal: AbortSignal): Promise<void>;
   getPod(namespace: string, name: string): Promise<ApiObject | undefined>;
   createPod(namespace: string, pod: ApiObject): Promise<ApiObject>;
-  /** Merge patch of the pod's status subresource. */
+  /** Strategic merge patch of the pod's status subresource: `conditions` merge by type, so conditions the patch leaves out (other writers') are kept. */
   patchPodStatus(namespace: string, name: string, patch: unknown): Promise<ApiObject>;
   /** Deletes with a UID precondition, so a newer pod of the same name is never touched. NotFound counts as done. */
   deletePod(namespace: string, name: string, opts: { uid: string; gracePeriodSeconds: number }): Promise<void>;
@@ -74,7 +74,6 @@ export interface TokenRequestSpec {
 }
 
 const STRATEGIC = "application/strategic-merge-patch+json";
-const MERGE = "application/merge-patch+json";
 
 async function orUndefined<T>(p: Promise<T>): Promise<T | undefined> {
   try {
@@ -109,7 +108,7 @@ export function createKubeApi(rest: RestClient): KubeApi {
       ),
     getPod: (ns, name) => orUndefined(rest.request("GET", `${pods(ns)}/${name}`)),
     createPod: (ns, pod) => rest.request("POST", pods(ns), { body: pod }),
-    patchPodStatus: (ns, name, patch) => rest.request("PATCH", `${pods(ns)}/${name}/status`, { body: patch, contentType: MERGE }),
+    patchPodStatus: (ns, name, patch) => rest.request("PATCH", `${pods(ns)}/${name}/status`, { body: patch, contentType: STRATEGIC }),
     async deletePod(ns, name, { uid, gracePeriodSeconds }) {
       await orUndefined(rest.request("DELETE", `${pods(ns)}/${name}`, { body: { kind: "DeleteOptions", apiVersion: "v1", gracePeriodSeconds, preconditions: { uid } } }));
     },

@@ -137,6 +137,35 @@ describe("readiness gates and other writers' conditions", () => {
   });
 });
 
+describe("two writers of the pod's conditions", () => {
+  test("a patch of the agent's never carries another writer's condition, so a change the agent has not seen yet survives it", async () => {
+    // The suite's readiness-gate test: the test sets a gate condition through the API while the agent,
+    // from its older copy of the pod, patches a container's readiness.
+    const gated: Pod = { ...pod, spec: { ...pod.spec, readinessGates: [{ conditionType: "example.com/lb" }] } };
+    const gate = (status: "True" | "False") => ({ type: "example.com/lb", status, lastProbeTime: null, lastTransitionTime: "2026-01-01T00:00:00Z" });
+    const api = new FakeKubeApi();
+    const stored = api.putPod({ ...gated, status: { phase: "Pending", conditions: [gate("False")] } } as never);
+    const manager = new ApiStatusManager({ api, hostIPs: () => [], clock: new FakeClock(), logger: memoryLogger().logger });
+    const settle = async () => {
+      for (let i = 0; i < 10; i++) await Bun.sleep(0);
+    };
+    const stale = { ...gated, metadata: { ...gated.metadata, uid: stored.metadata!.uid }, status: stored.status } as Pod;
+    manager.set(stale, view("Running", false));
+    await settle();
+    const current = () => api.pods.get("default/web")!.status as ApiPodStatus;
+    // The other writer turns the gate True; the agent's watch has not brought it back yet.
+    api.pods.get("default/web")!.status = { ...current(), conditions: current().conditions.map((c) => (c.type === "example.com/lb" ? gate("True") : c)) };
+    manager.set(stale, view("Running", true));
+    await settle();
+    expect(cond(current(), "ContainersReady").status).toBe("True");
+    expect(cond(current(), "example.com/lb").status).toBe("True");
+    for (const call of api.calls.filter((c) => c.method === "patchPodStatus")) {
+      const sent = (call.args[2] as { status: ApiPodStatus }).status.conditions.map((c) => c.type);
+      expect(sent).not.toContain("example.com/lb");
+    }
+  });
+});
+
 describe("ApiStatusManager", () => {
   const settle = async () => {
     for (let i = 0; i < 10; i++) await Bun.sleep(0);

@@ -284,7 +284,10 @@ export class ApiStatusManager implements StatusSink, AsyncDisposable {
       try {
         if (entry.pending) {
           const status = entry.pending;
-          await api.patchPodStatus(ns, name, { metadata: { uid: targetUid }, status });
+          // Only the agent's own conditions: the strategic merge keeps other writers' (readiness gates',
+          // DisruptionTarget) as the API server has them, even when they changed after this status was computed.
+          const own = status.conditions.filter((c) => isKubeletCondition(c.type));
+          await api.patchPodStatus(ns, name, { metadata: { uid: targetUid }, status: { ...status, conditions: own } });
           entry.sent = status;
           if (entry.pending === status) entry.pending = undefined;
           logger.v(3).info("pod status patched", { pod: `${ns}/${name}`, phase: status.phase });
