@@ -55,6 +55,32 @@ function pod(uid: string, probes: Record<string, unknown>, name = "app"): Pod {
 const running = (id: string, startedAt: number, name = "app") => [{ containerName: name, containerId: id, startedAt }];
 
 describe("probe manager", () => {
+  test("a sidecar (init container with restartPolicy Always) is probed like an app container; a regular init container is not", async () => {
+    const t = setup();
+    t.answers.ready = "failure";
+    t.answers.alive = "failure";
+    const p = {
+      metadata: { name: "pod-u9", namespace: "default", uid: "u9" },
+      spec: {
+        initContainers: [
+          { name: "setup", image: "busybox", readinessProbe: exec("never") },
+          { name: "proxy", image: "busybox", restartPolicy: "Always", readinessProbe: exec("ready"), livenessProbe: exec("alive", { failureThreshold: 1 }) },
+        ],
+        containers: [{ name: "app", image: "busybox" }],
+      },
+    } as unknown as Pod;
+    t.manager.addPod(p, [...running("s1", t.clock.now(), "setup"), ...running("p1", t.clock.now(), "proxy"), ...running("a1", t.clock.now(), "app")], "10.0.0.9");
+    await t.tick(0);
+    expect(t.calls.ready).toBe(1);
+    expect(t.calls.never).toBeUndefined();
+    expect(t.manager.isReady("u9", "proxy")).toBe(false);
+    expect(t.kills.map((k) => k.name)).toEqual(["proxy"]);
+    t.answers.ready = "success";
+    await t.tick(10_000);
+    expect(t.manager.isReady("u9", "proxy")).toBe(true);
+    await t.manager[Symbol.asyncDispose]();
+  });
+
   test("readiness starts not ready and follows success/failure thresholds", async () => {
     const t = setup();
     t.answers.ready = "success";

@@ -18,7 +18,8 @@
  *   event once per container instance: an invalid liveness probe is not
  *   run; an invalid readiness probe keeps the container not ready; an
  *   invalid startup probe keeps it not started (so not ready and no liveness).
- * - Only `spec.containers` are probed; init and sidecar containers are not yet.
+ * - `spec.containers` and sidecars (init containers with restartPolicy Always) are probed, as
+ *   upstream; regular init containers have no probes.
  * - No start jitter: upstream sleeps a random part of the period before the
  *   first probe only right after a kubelet restart.
  */
@@ -32,6 +33,7 @@ import { ResultsCache } from "./results.ts";
 import { parseProbe, probeField, type ProbeSpec, type ProbeType } from "./schema.ts";
 import { ProbeWorker } from "./worker.ts";
 import { podFullName, podUid } from "../pods/identity.ts";
+import { isSidecar } from "../pods/spec.ts";
 
 export interface RunningContainer {
   containerName: string;
@@ -196,7 +198,7 @@ export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
       if (!entry) pods.set(uid, (entry = { pod, podIP, containers: new Map() }));
       entry.pod = pod;
       entry.podIP = podIP;
-      const specs = new Map(pod.spec.containers.map((c) => [c.name, c]));
+      const specs = new Map([...(pod.spec.initContainers ?? []).filter(isSidecar), ...pod.spec.containers].map((c) => [c.name, c]));
       for (const [name, c] of entry.containers) {
         const run = running.find((r) => r.containerName === name);
         if (!specs.has(name) || !run || run.containerId !== c.containerId) {

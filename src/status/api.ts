@@ -16,6 +16,7 @@ import type { StatusSink } from "./index.ts";
 import { isTerminalPhase, type PodStatusView } from "./phase.ts";
 import { isApiPod } from "../pods/source.ts";
 import { podUid } from "../pods/identity.ts";
+import { isSidecar } from "../pods/spec.ts";
 
 export interface PodCondition {
   type: string;
@@ -57,8 +58,9 @@ export function unreadyGates(pod: Pod, conditions: readonly PodCondition[]): str
  * v1 PodStatus from the computed view; pure, so conditions and phase rules
  * are unit-tested. `apiConditions`: the conditions of the API server's copy
  * (the newest the agent saw); those of other writers are kept, first, as
- * upstream's mergePodStatus does (the status goes out as a merge patch,
- * which replaces the whole list), and readiness gates are judged on them.
+ * upstream's mergePodStatus does, and readiness gates are judged on them
+ * (the patch leaves them out: ApiStatusManager's strategic merge keeps the
+ * API server's own copy of them).
  */
 export function apiPodStatus(
   pod: Pod,
@@ -68,7 +70,9 @@ export function apiPodStatus(
   const previous = ctx.previous;
   const phase = previous && isTerminalPhase(previous.phase as PodStatusView["phase"]) ? previous.phase : view.phase;
   const terminal = phase === "Succeeded" || phase === "Failed";
-  const unready = view.containerStatuses.filter((c) => !c.ready).map((c) => c.name);
+  // Upstream GenerateContainersReadyCondition: sidecars (restartable init containers) first, then the app containers.
+  const sidecars = new Set((pod.spec.initContainers ?? []).filter(isSidecar).map((c) => c.name));
+  const unready = [...(view.initContainerStatuses ?? []).filter((c) => sidecars.has(c.name)), ...view.containerStatuses].filter((c) => !c.ready).map((c) => c.name);
   // Upstream PodObservedGenerationTracking (beta, on in 1.34): which spec generation (a resize bumps it) this status reflects.
   const generation = (pod.metadata as { generation?: number }).generation;
   const observed = typeof generation === "number" ? { observedGeneration: generation } : {};

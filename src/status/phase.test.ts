@@ -2,6 +2,7 @@ import { describe, expect, test } from "bun:test";
 import type { Pod } from "../pods/schema.ts";
 import type { ObservedContainer, ObservedPod } from "../runtime/types.ts";
 import { podPhase, podStatus } from "./phase.ts";
+import { apiPodStatus } from "./api.ts";
 
 const pod = (restartPolicy: "Always" | "OnFailure" | "Never", names = ["a", "b"]): Pod => ({
   metadata: { name: "p", uid: "u" },
@@ -99,6 +100,17 @@ describe("init containers in the status", () => {
     const ready = (s: ReturnType<typeof podStatus>) => s.initContainerStatuses!.map((x) => x.ready);
     expect(ready(podStatus(p, obs(c("setup", "running")), new Map()))).toEqual([false, false]);
     expect(ready(podStatus(p, obs(c("setup", "exited", 0), c("proxy", "running"), c("app", "running")), new Map()))).toEqual([true, true]);
+  });
+  test("a running sidecar is ready only when its readiness probe passes, and an unready one keeps the pod's ContainersReady False", () => {
+    const probes = { isReady: (_uid: string, name: string) => name !== "proxy", isStarted: () => true };
+    const s = podStatus(p, obs(c("setup", "exited", 0), c("proxy", "running"), c("app", "running")), new Map(), false, probes);
+    expect(s.initContainerStatuses!.map((x) => [x.name, x.ready])).toEqual([
+      ["setup", true],
+      ["proxy", false],
+    ]);
+    const api = apiPodStatus(p, s, { hostIPs: [], previous: undefined, now: 0 });
+    expect(api.conditions.find((x) => x.type === "ContainersReady")).toMatchObject({ status: "False", message: "containers with unready status: [proxy]" });
+    expect(api.conditions.find((x) => x.type === "Ready")!.status).toBe("False");
   });
   test("initialized once the app ran, even while a sidecar restarts", () => {
     const s = podStatus(p, obs(c("setup", "exited", 0), c("proxy", "exited", 137), c("app", "running")), new Map());

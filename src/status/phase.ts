@@ -176,11 +176,11 @@ export function podPhase(pod: Pod, observed: ObservedPod, podIsTerminal = false)
 /**
  * Upstream prober manager UpdatePodStatus: a regular init container is ready
  * once it exited with code 0 (not while it runs); a sidecar (restartPolicy
- * Always) while it runs (the prober probes app containers only).
+ * Always) while it runs, started, and passing its readiness probe, as an app container.
  */
-function initContainerStatuses(pod: Pod, observed: ObservedPod, waiting: WaitingReasons): ContainerStatusView[] {
+function initContainerStatuses(pod: Pod, observed: ObservedPod, waiting: WaitingReasons, probes?: ProbeView): ContainerStatusView[] {
   const specs = pod.spec.initContainers ?? [];
-  return containerStatuses(pod, observed, waiting, specs).map((status, i) => {
+  return containerStatuses(pod, observed, waiting, specs, probes).map((status, i) => {
     if (isSidecar(specs[i]!)) return status;
     return { ...status, ready: "terminated" in status.state && status.state.terminated.exitCode === 0 };
   });
@@ -198,7 +198,7 @@ export function podStatus(pod: Pod, observed: ObservedPod, waiting: WaitingReaso
   const appWaiting: WaitingReasons = init.pending.length ? new Map(pod.spec.containers.map((c) => [c.name, waiting.get(c.name) ?? { reason: "PodInitializing" }])) : waiting;
   return {
     phase: podPhase(pod, observed, podIsTerminal),
-    ...(pod.spec.initContainers?.length ? { initPending: init.pending, initContainerStatuses: initContainerStatuses(pod, observed, waiting) } : {}),
+    ...(pod.spec.initContainers?.length ? { initPending: init.pending, initContainerStatuses: initContainerStatuses(pod, observed, waiting, probes) } : {}),
     sandboxReady: !!sandbox?.ready && (ips.length > 0 || !!pod.spec.hostNetwork),
     ...(ips[0] ? { podIP: ips[0] } : {}),
     podIPs: ips.map((ip) => ({ ip })),

@@ -272,4 +272,39 @@ describe("node conformance behaviours", () => {
     }),
     120_000,
   );
+
+  test(
+    "a sidecar's readiness probe: the sidecar and the pod are not Ready until it passes",
+    explained(async () => {
+      // The suite's restartable-init-container readiness checks: the prober probed app containers only,
+      // so a running sidecar was ready at once, whatever its probe said.
+      const sidecar = {
+        name: "proxy",
+        image: ctd.busyboxImage,
+        imagePullPolicy: "IfNotPresent",
+        restartPolicy: "Always",
+        command: ["sleep", "3600"],
+        readinessProbe: { exec: { command: ["cat", "/tmp/ready"] }, periodSeconds: 1 },
+      };
+      const base = podOf("sidecar-ready", { command: ["sleep", "3600"] });
+      await apply({ ...base, spec: { ...base.spec, initContainers: [sidecar] } });
+      const running = await eventually(
+        "app running",
+        async () => {
+          const s = await statusOf("sidecar-ready");
+          return s?.containerStatuses?.[0]?.state?.running ? s : undefined;
+        },
+        60_000,
+      );
+      await Bun.sleep(3000);
+      const now = (await statusOf("sidecar-ready")) ?? running;
+      expect(now.initContainerStatuses[0]).toMatchObject({ name: "proxy", ready: false, started: true });
+      expect(now.conditions.find((c: any) => c.type === "ContainersReady")).toMatchObject({ status: "False", message: "containers with unready status: [proxy]" });
+      const r = await cp.kubectl(["exec", "sidecar-ready", "-c", "proxy", "--", "touch", "/tmp/ready"]);
+      expect(r.code).toBe(0);
+      await eventually("pod Ready", async () => (await statusOf("sidecar-ready"))?.conditions?.find((c: any) => c.type === "Ready")?.status === "True", 30_000);
+      expect((await statusOf("sidecar-ready")).initContainerStatuses[0].ready).toBe(true);
+    }),
+    120_000,
+  );
 });
