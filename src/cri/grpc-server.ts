@@ -4,15 +4,11 @@
  * without containerd: errors with real status codes, deadlines, large
  * messages, the server going away and coming back. Not used by the agent.
  */
-import { Server, ServerCredentials, type ServerUnaryCall, type ServerWritableStream, type sendUnaryData, type UntypedServiceImplementation } from "@grpc/grpc-js";
-import type { MethodInfo, ServiceType } from "@protobuf-ts/runtime-rpc";
-import { unlinkSync } from "node:fs";
 import { CriError, GrpcCode } from "./errors.ts";
 import { ImageService as ImageServiceType, RuntimeService as RuntimeServiceType } from "./gen/api.ts";
 import type * as api from "./gen/api.ts";
 import type { CriService } from "./index.ts";
-
-type Handler = (req: any, signal: AbortSignal) => Promise<object> | AsyncIterable<object>;
+import { type Handler, serveUnix } from "../util/grpc.ts";
 
 function handlers(cri: CriService): Record<string, Handler> {
   return {
@@ -56,42 +52,6 @@ function grpcStatus(err: unknown): { code: number; details: string } {
   return { code: GrpcCode.UNKNOWN, details: err instanceof Error ? err.message : String(err) };
 }
 
-function implement(service: ServiceType, table: Record<string, Handler>): [Record<string, any>, UntypedServiceImplementation] {
-  const definition: Record<string, any> = {};
-  const impl: UntypedServiceImplementation = {};
-  for (const m of service.methods as MethodInfo[]) {
-    const handler = table[m.name];
-    if (!handler) continue; // grpc-js answers UNIMPLEMENTED, as an older runtime would
-    definition[m.name] = {
-      path: `/${service.typeName}/${m.name}`,
-      requestStream: false,
-      responseStream: m.serverStreaming,
-      requestSerialize: (v: object) => Buffer.from(m.I.toBinary(v)),
-      requestDeserialize: (b: Buffer) => m.I.fromBinary(b),
-      responseSerialize: (v: object) => Buffer.from(m.O.toBinary(m.O.create(v))),
-      responseDeserialize: (b: Buffer) => m.O.fromBinary(b),
-    };
-    impl[m.name] = m.serverStreaming
-      ? async (call: ServerWritableStream<object, object>) => {
-          const abort = new AbortController();
-          call.on("cancelled", () => abort.abort());
-          try {
-            for await (const msg of handler(call.request, abort.signal) as AsyncIterable<object>) call.write(msg);
-            call.end();
-          } catch (err) {
-            call.destroy(Object.assign(new Error(grpcStatus(err).details), grpcStatus(err)));
-          }
-        }
-      : (call: ServerUnaryCall<object, object>, callback: sendUnaryData<object>) => {
-          (handler(call.request, new AbortController().signal) as Promise<object>).then(
-            (res) => callback(null, res),
-            (err) => callback(Object.assign(new Error(grpcStatus(err).details), grpcStatus(err))),
-          );
-        };
-  }
-  return [definition, impl];
-}
-
 export interface CriGrpcServer {
   socketPath: string;
   endpoint: string;
@@ -101,30 +61,15 @@ export interface CriGrpcServer {
 
 /** Serves `cri` on `socketPath` (removing a stale socket file first). */
 export async function serveCri(cri: CriService, socketPath: string): Promise<CriGrpcServer> {
-  try {
-    unlinkSync(socketPath);
-  } catch {
-    // absent: fine
-  }
-  // containerd's CRI server allows 16 MiB both ways too.
-  const server = new Server({ "grpc.max_receive_message_length": 16 * 1024 * 1024, "grpc.max_send_message_length": 16 * 1024 * 1024 });
   const table = handlers(cri);
-  for (const svc of [RuntimeServiceType, ImageServiceType]) {
-    const [definition, impl] = implement(svc, table);
-    server.addService(definition, impl);
-  }
-  const endpoint = `unix://${socketPath}`;
-  await new Promise<void>((resolve, reject) => server.bindAsync(endpoint, ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())));
-  return {
+  // containerd's CRI server allows 16 MiB both ways too.
+  const server = await serveUnix(
     socketPath,
-    endpoint,
-    kill() {
-      server.forceShutdown();
-      try {
-        unlinkSync(socketPath);
-      } catch {
-        // already gone
-      }
-    },
-  };
+    [
+      [RuntimeServiceType, table],
+      [ImageServiceType, table],
+    ],
+    { server: { "grpc.max_receive_message_length": 16 * 1024 * 1024, "grpc.max_send_message_length": 16 * 1024 * 1024 }, statusOf: grpcStatus },
+  );
+  return { socketPath, endpoint: `unix://${socketPath}`, kill: () => server.close() };
 }

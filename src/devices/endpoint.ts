@@ -7,7 +7,7 @@
 import type { GrpcTransport } from "@protobuf-ts/grpc-transport";
 import { DevicePluginClient } from "./gen/deviceplugin/api.client.ts";
 import type { ContainerAllocateResponse, Device, DevicePluginOptions } from "./gen/deviceplugin/api.ts";
-import { dialUnix } from "./grpc.ts";
+import { dialUnix } from "../util/grpc.ts";
 
 /** Upstream's deadline for Allocate, PreStartContainer and GetPreferredAllocation. */
 const CALL_TIMEOUT_MS = 30_000;

@@ -6,7 +6,7 @@
  */
 import { DevicePlugin, type ContainerAllocateResponse, type Device } from "./gen/deviceplugin/api.ts";
 import { RegistrationClient } from "./gen/deviceplugin/api.client.ts";
-import { dialUnix, serveUnix, type UnixServer } from "./grpc.ts";
+import { dialUnix, serveUnix, type UnixServer } from "../util/grpc.ts";
 import { posix } from "node:path";
 
 export interface FakePluginOptions {

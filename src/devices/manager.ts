@@ -31,7 +31,7 @@ import { GrpcPluginEndpoint, type PluginEndpoint } from "./endpoint.ts";
 import { ContainerAllocateResponse, type DevicePluginOptions, type RegisterRequest } from "./gen/deviceplugin/api.ts";
 import { DevicePluginClient, RegistrationClient } from "./gen/deviceplugin/api.client.ts";
 import { Registration } from "./gen/deviceplugin/api.ts";
-import { dialUnix, RpcError, serveUnix, type UnixServer } from "./grpc.ts";
+import { dialUnix, RpcError, serveUnix, type UnixServer } from "../util/grpc.ts";
 import { allocationOrder, containerNeeds, podNeeds } from "./needs.ts";
 import { status as GrpcStatus } from "@grpc/grpc-js";
 

@@ -5,7 +5,7 @@ import { posix } from "node:path";
 import type { Pod } from "../pods/schema.ts";
 import { memoryLogger } from "../util/log.ts";
 import { PodResourcesListerClient } from "./gen/podresources/api.client.ts";
-import { dialUnix, type UnixServer } from "./grpc.ts";
+import { dialUnix, type UnixServer } from "../util/grpc.ts";
 import { servePodResources } from "./podresources.ts";
 
 let dir: string;

@@ -12,7 +12,7 @@ import { status as GrpcStatus } from "@grpc/grpc-js";
 import type { Pod } from "../pods/schema.ts";
 import type { Logger } from "../util/log.ts";
 import { PodResourcesLister, type ContainerResources, type GetPodResourcesRequest, type PodResources } from "./gen/podresources/api.ts";
-import { RpcError, serveUnix, type UnixServer } from "./grpc.ts";
+import { RpcError, serveUnix, type UnixServer } from "../util/grpc.ts";
 
 export const POD_RESOURCES_SOCKET = "kubelet.sock";
 

@@ -11,7 +11,7 @@ import { existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } 
 import { join, resolve } from "node:path";
 import type { Subprocess } from "bun";
 import { PodResourcesListerClient } from "../../src/devices/gen/podresources/api.client.ts";
-import { dialUnix } from "../../src/devices/grpc.ts";
+import { dialUnix } from "../../src/util/grpc.ts";
 import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";

@@ -1,10 +1,20 @@
 /**
- * gRPC over unix sockets for the device plugin and pod resources APIs:
- * serving a protobuf-ts service description with grpc-js (the agent serves
- * Registration and PodResourcesLister; tests serve DevicePlugin), and a client
- * transport for dialing a plugin back.
+ * gRPC over unix sockets from protobuf-ts service descriptions, one helper
+ * for every API this project speaks or fakes: the agent serves the device
+ * plugin Registration and PodResourcesLister services; tests serve a CRI
+ * runtime, a device plugin, a CSI driver and a plugin registrar with it.
+ * `dialUnix` is the client side (generated clients take its transport).
  */
-import { ChannelCredentials, Server, ServerCredentials, status as GrpcStatus, type ServerUnaryCall, type ServerWritableStream, type sendUnaryData } from "@grpc/grpc-js";
+import {
+  ChannelCredentials,
+  Server,
+  ServerCredentials,
+  status as GrpcStatus,
+  type ServerUnaryCall,
+  type ServerWritableStream,
+  type sendUnaryData,
+  type UntypedServiceImplementation,
+} from "@grpc/grpc-js";
 import { GrpcTransport } from "@protobuf-ts/grpc-transport";
 import type { MethodInfo, ServiceType } from "@protobuf-ts/runtime-rpc";
 import { unlinkSync } from "node:fs";
@@ -22,26 +32,29 @@ export class RpcError extends Error {
   }
 }
 
-export interface UnixServer {
-  readonly socketPath: string;
-  /** Stops serving at once and removes the socket file. Idempotent. */
-  close(): void;
-}
+/** How a handler's error becomes the call's status: RpcError keeps its code, anything else is UNKNOWN. */
+export type StatusOf = (err: unknown) => { code: number; details: string };
 
-const removeSocket = (path: string) => {
-  try {
-    unlinkSync(path);
-  } catch {
-    // absent
-  }
+const defaultStatus: StatusOf = (err) => {
+  const details = err instanceof Error ? err.message : String(err);
+  return { code: err instanceof RpcError ? err.code : GrpcStatus.UNKNOWN, details };
 };
 
-function definitionOf(service: ServiceType, table: Record<string, Handler>) {
+/** The grpc-js service definition and implementation of `service`, answering with `table` (methods it lacks answer UNIMPLEMENTED). */
+export function serviceDefinition(
+  service: ServiceType,
+  table: Record<string, Handler>,
+  statusOf: StatusOf = defaultStatus,
+): [Record<string, object>, UntypedServiceImplementation] {
   const definition: Record<string, object> = {};
-  const impl: Record<string, (...args: any[]) => void> = {};
+  const impl: UntypedServiceImplementation = {};
+  const fail = (err: unknown) => {
+    const s = statusOf(err);
+    return Object.assign(new Error(s.details), s);
+  };
   for (const m of service.methods as MethodInfo[]) {
     const handler = table[m.name];
-    if (!handler) continue; // grpc-js answers UNIMPLEMENTED
+    if (!handler) continue;
     definition[m.name] = {
       path: `/${service.typeName}/${m.name}`,
       requestStream: false,
@@ -51,11 +64,6 @@ function definitionOf(service: ServiceType, table: Record<string, Handler>) {
       responseSerialize: (v: object) => Buffer.from(m.O.toBinary(m.O.create(v))),
       responseDeserialize: (b: Buffer) => m.O.fromBinary(b),
     };
-    const fail = (err: unknown) =>
-      Object.assign(new Error(String((err as Error)?.message ?? err)), {
-        code: err instanceof RpcError ? err.code : GrpcStatus.UNKNOWN,
-        details: String((err as Error)?.message ?? err),
-      });
     impl[m.name] = m.serverStreaming
       ? async (call: ServerWritableStream<object, object>) => {
           const abort = new AbortController();
@@ -74,17 +82,34 @@ function definitionOf(service: ServiceType, table: Record<string, Handler>) {
           );
         };
   }
-  return { definition, impl };
+  return [definition, impl];
 }
 
-/** Serves the services on `socketPath`, replacing a stale socket file there. */
-export async function serveUnix(socketPath: string, services: [ServiceType, Record<string, Handler>][]): Promise<UnixServer> {
-  removeSocket(socketPath);
-  const server = new Server();
-  for (const [service, table] of services) {
-    const { definition, impl } = definitionOf(service, table);
-    server.addService(definition as never, impl);
+export interface UnixServer {
+  readonly socketPath: string;
+  /** Stops serving at once (calls in flight fail) and removes the socket file. Idempotent. */
+  close(): void;
+}
+
+export interface ServeOptions {
+  /** grpc-js server options (message size limits). */
+  server?: Record<string, number>;
+  statusOf?: StatusOf;
+}
+
+const removeSocket = (path: string) => {
+  try {
+    unlinkSync(path);
+  } catch {
+    // absent
   }
+};
+
+/** Serves the services on `socketPath`, replacing a stale socket file there. */
+export async function serveUnix(socketPath: string, services: [ServiceType, Record<string, Handler>][], options: ServeOptions = {}): Promise<UnixServer> {
+  removeSocket(socketPath);
+  const server = new Server(options.server);
+  for (const [service, table] of services) server.addService(...(serviceDefinition(service, table, options.statusOf) as [never, UntypedServiceImplementation]));
   await new Promise<void>((resolve, reject) => server.bindAsync(`unix://${socketPath}`, ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())));
   let closed = false;
   return {
