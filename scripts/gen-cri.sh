@@ -12,6 +12,11 @@
 #   scripts/gen-cri.sh --verify-devices v0.34.12
 #                                      the same for proto/deviceplugin and proto/podresources
 #                                      against k8s.io/kubelet at that version
+#   scripts/gen-cri.sh --verify-csi v0.34.12 v1.9.0
+#                                      proto/pluginregistration against k8s.io/kubelet at the
+#                                      first version (identical), proto/csi against the CSI spec
+#                                      (github.com/container-storage-interface/spec) at the
+#                                      second (every declared line is the spec's: a subset)
 #
 # Options: optimize_speed (generated binary readers/writers; measured about
 # 20% faster than optimize_code_size on a 500-container ListContainers reply
@@ -39,6 +44,9 @@ CONTAINERD_OUT="src/images/containerd/gen"
 # The device plugin API (v1beta1) and the pod resources API (v1), for src/devices.
 DEVICES_OUT="src/devices/gen"
 DEVICES_PROTOS="deviceplugin podresources"
+# The plugin registration API (v1) and the CSI node calls (csi.v1), for src/csi.
+CSI_OUT="src/csi/gen"
+CSI_PROTOS="pluginregistration:api.proto csi:csi.proto"
 
 # generate <proto dir> <proto file> <out dir>
 generate() {
@@ -58,6 +66,11 @@ generate_devices() {
   for d in $DEVICES_PROTOS; do generate "proto/$d" "proto/$d/api.proto" "$1/$d"; done
 }
 
+generate_csi() {
+  local p
+  for p in $CSI_PROTOS; do generate "proto/${p%%:*}" "proto/${p%%:*}/${p#*:}" "$1/${p%%:*}"; done
+}
+
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
@@ -74,7 +87,11 @@ case "${1:-}" in
   rm -rf "$DEVICES_OUT"
   mkdir -p "$(dirname "$DEVICES_OUT")"
   cp -r "$tmp/devices" "$DEVICES_OUT"
-  echo "gen-cri: wrote $(ls "$OUT" | tr '\n' ' ')$CONTAINERD_OUT and $DEVICES_OUT ($("$PROTOC" --version))"
+  generate_csi "$tmp/csi"
+  rm -rf "$CSI_OUT"
+  mkdir -p "$(dirname "$CSI_OUT")"
+  cp -r "$tmp/csi" "$CSI_OUT"
+  echo "gen-cri: wrote $(ls "$OUT" | tr '\n' ' ')$CONTAINERD_OUT, $DEVICES_OUT and $CSI_OUT ($("$PROTOC" --version))"
   ;;
 --check)
   generate proto proto/api.proto "$tmp/gen"
@@ -83,7 +100,9 @@ case "${1:-}" in
   diff -r "$tmp/containerd" "$CONTAINERD_OUT" >/dev/null || die "$CONTAINERD_OUT is stale: run scripts/gen-cri.sh"
   generate_devices "$tmp/devices"
   diff -r "$tmp/devices" "$DEVICES_OUT" >/dev/null || die "$DEVICES_OUT is stale: run scripts/gen-cri.sh"
-  echo "gen-cri: $OUT, $CONTAINERD_OUT and $DEVICES_OUT are up to date"
+  generate_csi "$tmp/csi"
+  diff -r "$tmp/csi" "$CSI_OUT" >/dev/null || die "$CSI_OUT is stale: run scripts/gen-cri.sh"
+  echo "gen-cri: $OUT, $CONTAINERD_OUT, $DEVICES_OUT and $CSI_OUT are up to date"
   ;;
 --verify)
   version="${2:?usage: scripts/gen-cri.sh --verify <cri-api version, e.g. v0.33.13>}"
@@ -123,7 +142,33 @@ case "${1:-}" in
   done
   exit "$status"
   ;;
+--verify-csi)
+  kversion="${2:?usage: scripts/gen-cri.sh --verify-csi <k8s.io/kubelet version> <CSI spec version>}"
+  sversion="${3:?usage: scripts/gen-cri.sh --verify-csi <k8s.io/kubelet version> <CSI spec version, e.g. v1.9.0>}"
+  proxy="${GOPROXY_URL:-https://proxy.golang.org}"
+  curl -fsS -m 120 -o "$tmp/kubelet.zip" "$proxy/k8s.io/kubelet/@v/$kversion.zip" ||
+    die "could not fetch k8s.io/kubelet@$kversion from $proxy"
+  curl -fsS -m 120 -o "$tmp/spec.zip" "$proxy/github.com/container-storage-interface/spec/@v/$sversion.zip" ||
+    die "could not fetch github.com/container-storage-interface/spec@$sversion from $proxy"
+  ln -s "$PWD/node_modules" "$tmp/node_modules"
+  src="k8s.io/kubelet@$kversion/pkg/apis/pluginregistration/v1/api.proto"
+  unzip -q -o "$tmp/kubelet.zip" "$src" -d "$tmp/zip"
+  mkdir -p "$tmp/upstream/pluginregistration" "$tmp/upstream/csi"
+  sed -E -e '/^import "github.com\/gogo/d' -e '/^option \(gogoproto/d' -e '/^option go_package/d' \
+    -e 's/ *\[ *\(gogoproto[^]]*\]//g' "$tmp/zip/$src" >"$tmp/upstream/pluginregistration/api.proto"
+  src="github.com/container-storage-interface/spec@$sversion/csi.proto"
+  unzip -q -o "$tmp/spec.zip" "$src" -d "$tmp/zip"
+  cp "$tmp/zip/$src" "$tmp/upstream/csi/csi.proto"
+  generate "$tmp/upstream/pluginregistration" "$tmp/upstream/pluginregistration/api.proto" "$tmp/theirs/pluginregistration"
+  mkdir -p "$tmp/theirs/csi"
+  "$PROTOC" --plugin=protoc-gen-ts="$PLUGIN" --ts_out="$tmp/theirs/csi" --ts_opt="$TS_OPT" -I "$tmp/upstream/csi" -I /usr/include "$tmp/upstream/csi/csi.proto"
+  generate_csi "$tmp/ours"
+  status=0
+  "$BUN" src/cri/wire-compare.ts "$tmp/ours/pluginregistration/api.ts" "$tmp/theirs/pluginregistration/api.ts" || status=1
+  "$BUN" src/cri/wire-compare.ts --subset "$tmp/ours/csi/csi.ts" "$tmp/theirs/csi/csi.ts" || status=1
+  exit "$status"
+  ;;
 *)
-  die "unknown argument: $1 (expected nothing, --check, --verify <version> or --verify-devices <version>)"
+  die "unknown argument: $1 (expected nothing, --check, --verify <version>, --verify-devices <version> or --verify-csi <versions>)"
   ;;
 esac

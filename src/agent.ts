@@ -11,6 +11,7 @@ import type { CriService } from "./cri/index.ts";
 import { createKubeApi, type KubeApi } from "./api/index.ts";
 import { admitPod } from "./node/admission.ts";
 import { admitPodFeatures } from "./node/pod-features.ts";
+import { CSI_PLUGIN_TYPE, CsiDrivers, PluginWatcher } from "./csi/index.ts";
 import { DeviceManager, servePodResources } from "./devices/index.ts";
 import { renderVolumeStatsMetrics } from "./metrics/volume-stats.ts";
 import { sysctlAllowlist } from "./node/sysctls.ts";
@@ -203,6 +204,12 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   // One store for every local checkpoint (one node key for what is encrypted): <rootDir>/checkpoints.
   const checkpoints = new FileCheckpointStore({ dir: posix.join(config.rootDir, "checkpoints"), clock, logger });
   const autonomy = cluster ? offlineCheckpoint(k.offlineAutonomy, checkpoints, logger) : undefined;
+  // Cluster mode: API copies of static pods, made once the node controller (built later) registered the Node.
+  const nodeRegistration = new NodeRegistration();
+  // CSI drivers register through <rootDir>/plugins_registry (node-driver-registrar); the watcher starts once the node controller has.
+  const csiDrivers = new CsiDrivers({ nodeName: config.nodeName, ...(cluster ? { api: cluster.api } : {}), nodeUid: () => nodeRegistration.uid(), clock, logger });
+  stack.defer(() => csiDrivers.close());
+  const pluginWatcher = stack.use(new PluginWatcher({ dir: posix.join(config.rootDir, "plugins_registry"), handlers: { [CSI_PLUGIN_TYPE]: csiDrivers }, clock, logger }));
   const { volumes, podObjects } = stack.use(
     await createVolumeManager({
       rootDir: config.rootDir,
@@ -286,8 +293,6 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     nodeAllocatable: () => ({ cpuMilli: nodeAllocatable.cpu, memoryBytes: nodeAllocatable.memory, ephemeralStorageBytes: nodeAllocatable["ephemeral-storage"] }),
   });
   const statuses = new LocalStatusStore();
-  // Cluster mode: API copies of static pods, made once the node controller (built later) registered the Node.
-  const nodeRegistration = new NodeRegistration();
   const mirrors = cluster ? new MirrorPods({ api: cluster.api, nodeName: config.nodeName, nodeUid: () => nodeRegistration.uid(), logger }) : undefined;
   // Disposed after the pod workers (the stack unwinds in reverse): the last statuses they write get a short flush.
   const apiStatus = cluster
@@ -490,6 +495,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
       ),
     );
   }
+  await pluginWatcher.start();
   const podConfig = new PodConfig(sources.map((s) => s.name));
   // Garbage is collected by heap growth, as Go's GOGC does, not by the machine's RAM (memory/gc-pacer.ts).
   const gcPacer = new GcPacer({ heap: deps.heap ?? bunHeap, clock, logger });

@@ -91,9 +91,19 @@ export class FakeKubeApi implements KubeApi {
     this.enter("patchNode", [name, patch]);
     const node = this.nodes.get(name);
     if (!node) throw new ApiError("NotFound", 404, "PATCH", `/api/v1/nodes/${name}`, "not found");
-    const p = patch as { metadata?: { labels?: Record<string, string> } };
-    const meta = node.metadata as { labels?: Record<string, string> };
-    meta.labels = { ...meta.labels, ...p.metadata?.labels };
+    const p = patch as { metadata?: { labels?: Record<string, string | null>; annotations?: Record<string, string | null> } };
+    const meta = node.metadata as { labels?: Record<string, string>; annotations?: Record<string, string> };
+    // Strategic merge of maps: null removes a key.
+    const merge = (into: Record<string, string> | undefined, from: Record<string, string | null> | undefined) => {
+      const out = { ...into };
+      for (const [k, v] of Object.entries(from ?? {})) {
+        if (v === null) delete out[k];
+        else out[k] = v;
+      }
+      return out;
+    };
+    meta.labels = merge(meta.labels, p.metadata?.labels);
+    if (p.metadata?.annotations) meta.annotations = merge(meta.annotations, p.metadata.annotations);
     return structuredClone(node);
   }
   async patchNodeStatus(name: string, patch: unknown) {
@@ -331,5 +341,45 @@ export class FakeKubeApi implements KubeApi {
   async getPersistentVolume(name: string) {
     this.enter("getPersistentVolume", [name]);
     return structuredClone(this.persistentVolumes.get(name));
+  }
+
+  /** storage.k8s.io/v1 objects by name. */
+  readonly csiNodes = new Map<string, ApiObject>();
+  readonly csiDrivers = new Map<string, ApiObject>();
+  readonly volumeAttachments = new Map<string, ApiObject>();
+
+  async getCSINode(name: string) {
+    this.enter("getCSINode", [name]);
+    return structuredClone(this.csiNodes.get(name));
+  }
+
+  async createCSINode(csiNode: ApiObject) {
+    this.enter("createCSINode", [csiNode]);
+    const name = String(csiNode.metadata?.name);
+    if (this.csiNodes.has(name)) throw new ApiError("AlreadyExists", 409, "POST", "csinodes", "already exists");
+    const stored = this.stamp(csiNode);
+    this.csiNodes.set(name, stored);
+    return structuredClone(stored);
+  }
+
+  async updateCSINode(csiNode: ApiObject) {
+    this.enter("updateCSINode", [csiNode]);
+    const name = String(csiNode.metadata?.name);
+    const current = this.csiNodes.get(name);
+    if (!current) throw new ApiError("NotFound", 404, "PUT", "csinodes", "not found");
+    if (current.metadata?.resourceVersion !== csiNode.metadata?.resourceVersion) throw new ApiError("Conflict", 409, "PUT", "csinodes", "the object has been modified");
+    const stored = this.stamp(csiNode);
+    this.csiNodes.set(name, stored);
+    return structuredClone(stored);
+  }
+
+  async getCSIDriver(name: string) {
+    this.enter("getCSIDriver", [name]);
+    return structuredClone(this.csiDrivers.get(name));
+  }
+
+  async getVolumeAttachment(name: string) {
+    this.enter("getVolumeAttachment", [name]);
+    return structuredClone(this.volumeAttachments.get(name));
   }
 }

@@ -63,6 +63,15 @@ export interface KubeApi {
   getPersistentVolumeClaim(namespace: string, name: string): Promise<ApiObject | undefined>;
   /** A PersistentVolume bound to such a claim; undefined when it does not exist. */
   getPersistentVolume(name: string): Promise<ApiObject | undefined>;
+  /** storage.k8s.io/v1 CSINode (named as the node); undefined when it does not exist. */
+  getCSINode(name: string): Promise<ApiObject | undefined>;
+  createCSINode(csiNode: ApiObject): Promise<ApiObject>;
+  /** Optimistic update: rejects with reason Conflict when the resourceVersion is stale. */
+  updateCSINode(csiNode: ApiObject): Promise<ApiObject>;
+  /** storage.k8s.io/v1 CSIDriver by driver name; undefined when it does not exist. */
+  getCSIDriver(name: string): Promise<ApiObject | undefined>;
+  /** storage.k8s.io/v1 VolumeAttachment by name; undefined when it does not exist. */
+  getVolumeAttachment(name: string): Promise<ApiObject | undefined>;
 }
 
 export type ObjectResource = "configmaps" | "secrets";
@@ -74,6 +83,7 @@ export interface TokenRequestSpec {
 }
 
 const STRATEGIC = "application/strategic-merge-patch+json";
+const STORAGE = "/apis/storage.k8s.io/v1";
 
 async function orUndefined<T>(p: Promise<T>): Promise<T | undefined> {
   try {
@@ -165,6 +175,11 @@ export function createKubeApi(rest: RestClient): KubeApi {
     getRuntimeClass: (name) => orUndefined(rest.request("GET", `/apis/node.k8s.io/v1/runtimeclasses/${encodeURIComponent(name)}`)),
     getPersistentVolumeClaim: (ns, name) => orUndefined(rest.request("GET", `/api/v1/namespaces/${encodeURIComponent(ns)}/persistentvolumeclaims/${encodeURIComponent(name)}`)),
     getPersistentVolume: (name) => orUndefined(rest.request("GET", `/api/v1/persistentvolumes/${encodeURIComponent(name)}`)),
+    getCSINode: (name) => orUndefined(rest.request("GET", `${STORAGE}/csinodes/${encodeURIComponent(name)}`)),
+    createCSINode: (csiNode) => rest.request("POST", `${STORAGE}/csinodes`, { body: csiNode }),
+    updateCSINode: (csiNode) => rest.request("PUT", `${STORAGE}/csinodes/${encodeURIComponent(String(csiNode.metadata?.name))}`, { body: csiNode }),
+    getCSIDriver: (name) => orUndefined(rest.request("GET", `${STORAGE}/csidrivers/${encodeURIComponent(name)}`)),
+    getVolumeAttachment: (name) => orUndefined(rest.request("GET", `${STORAGE}/volumeattachments/${encodeURIComponent(name)}`)),
     async patchEvent(ns, name, patch) {
       await rest.request("PATCH", `/api/v1/namespaces/${encodeURIComponent(ns)}/events/${name}`, { body: patch, contentType: STRATEGIC });
     },

@@ -7,6 +7,11 @@
  * imported by the agent.
  *
  *   bun src/cri/wire-compare.ts <ours/api.ts> <theirs/api.ts>
+ *   bun src/cri/wire-compare.ts --subset <ours/api.ts> <theirs/api.ts>
+ *
+ * --subset: ours declares only part of the upstream API (the CSI calls a
+ * node agent makes); every line of ours must be upstream's, and what only
+ * upstream has is counted, not reported.
  */
 import type { FieldInfo, IMessageType } from "@protobuf-ts/runtime";
 import type { ServiceType } from "@protobuf-ts/runtime-rpc";
@@ -76,14 +81,17 @@ export function diffSignatures(ours: string[], theirs: string[]): { missing: str
 }
 
 if (import.meta.main) {
-  const [oursPath, theirsPath] = process.argv.slice(2);
+  const subset = process.argv[2] === "--subset";
+  const [oursPath, theirsPath] = process.argv.slice(subset ? 3 : 2);
   if (!oursPath || !theirsPath) {
-    console.error("usage: bun src/cri/wire-compare.ts <ours/api.ts> <theirs/api.ts>");
+    console.error("usage: bun src/cri/wire-compare.ts [--subset] <ours/api.ts> <theirs/api.ts>");
     process.exit(2);
   }
   const ours = wireSignature((await import(oursPath)) as Module);
   const theirs = wireSignature((await import(theirsPath)) as Module);
-  const { missing, extra } = diffSignatures(ours, theirs);
+  const diff = diffSignatures(ours, theirs);
+  const { extra } = diff;
+  const missing = subset ? [] : diff.missing;
   for (const l of missing) console.log(`- upstream only: ${l}`);
   for (const l of extra) console.log(`+ ours only:     ${l}`);
   const rpcs = ours.filter((l) => l.startsWith("rpc ")).length;
@@ -92,5 +100,6 @@ if (import.meta.main) {
     console.log(`wire-compare: ${missing.length + extra.length} difference(s)`);
     process.exit(1);
   }
-  console.log(`wire-compare: identical (${messages} messages, ${rpcs} rpcs, ${ours.length} lines)`);
+  const left = subset ? `; ${diff.missing.length} upstream lines not declared` : "";
+  console.log(`wire-compare: ${subset ? "a subset" : "identical"} (${messages} messages, ${rpcs} rpcs, ${ours.length} lines${left})`);
 }
