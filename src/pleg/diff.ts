@@ -11,6 +11,12 @@ export interface PlegEvent {
   uid: string;
   type: PlegEventType;
   id: string;
+  /**
+   * When the runtime made the change (ms since the epoch), on events the
+   * runtime stamps (CRI container events). A relist's events have none: what
+   * a relist saw may be newer than its start.
+   */
+  at?: number;
 }
 
 type Observed = ContainerState | "nonexistent";

@@ -61,28 +61,31 @@ describe("EventedPleg", () => {
     const after = relists();
     const { sb, c } = await runPod(cri);
     await settle();
-    expect(seen).toContainEqual({ uid: "uid-1", type: "ContainerStarted", id: sb });
-    expect(seen).toContainEqual({ uid: "uid-1", type: "ContainerStarted", id: c });
+    // Each carries the runtime's stamp of the change (ms), for the pod worker's newer-than-its-last-read check.
+    const at = clock.now();
+    expect(seen).toContainEqual({ uid: "uid-1", type: "ContainerStarted", id: sb, at });
+    expect(seen).toContainEqual({ uid: "uid-1", type: "ContainerStarted", id: c, at });
     seen.length = 0;
+    clock.advance(7);
     cri.exitContainer(c, 1, "Error");
     await settle();
-    expect(seen).toEqual([{ uid: "uid-1", type: "ContainerDied", id: c }]);
+    expect(seen).toEqual([{ uid: "uid-1", type: "ContainerDied", id: c, at: at + 7 }]);
     expect(relists()).toBe(after);
     // What the sync loop's housekeeping reads is up to date too.
     expect(pleg.runtimePods()[0]?.entities.get(c)).toBe("exited");
     // The safety net: a relist at the evented period, not every second.
-    clock.advance(EVENTED_RELIST_PERIOD_MS - 1);
+    clock.advance(EVENTED_RELIST_PERIOD_MS - 8);
     await settle();
     expect(relists()).toBe(after);
     clock.advance(1);
     await settle();
     expect(relists()).toBe(after + 1);
     // That relist agreed with the events: nothing more to report.
-    expect(seen).toEqual([{ uid: "uid-1", type: "ContainerDied", id: c }]);
+    expect(seen).toEqual([{ uid: "uid-1", type: "ContainerDied", id: c, at: at + 7 }]);
   });
 
   test("removal: the container's and then the sandbox's DELETED event (which has no sandbox status) report Removed", async () => {
-    const { cri, pleg, seen, start } = setup();
+    const { clock, cri, pleg, seen, start } = setup();
     await using _ = pleg;
     start();
     await settle();
@@ -92,11 +95,12 @@ describe("EventedPleg", () => {
     await cri.stopPodSandbox(sb);
     await cri.removePodSandbox(sb);
     await settle();
+    const at = clock.now();
     expect(seen).toEqual([
-      { uid: "uid-1", type: "ContainerDied", id: c },
-      { uid: "uid-1", type: "ContainerDied", id: sb },
-      { uid: "uid-1", type: "ContainerRemoved", id: c },
-      { uid: "uid-1", type: "ContainerRemoved", id: sb },
+      { uid: "uid-1", type: "ContainerDied", id: c, at },
+      { uid: "uid-1", type: "ContainerDied", id: sb, at },
+      { uid: "uid-1", type: "ContainerRemoved", id: c, at },
+      { uid: "uid-1", type: "ContainerRemoved", id: sb, at },
     ]);
     expect(pleg.runtimePods()).toEqual([]);
   });
@@ -192,10 +196,11 @@ describe("EventedPleg", () => {
     expect(pending).toHaveLength(1);
     cri.exitContainer(c, 1); // ... the exit event arrives while it is in flight ...
     await settle();
-    expect(seen).toEqual([{ uid: "uid-1", type: "ContainerDied", id: c }]);
+    const died: PlegEvent = { uid: "uid-1", type: "ContainerDied", id: c, at: clock.now() };
+    expect(seen).toEqual([died]);
     pending.shift()?.([record("running")]); // ... and it answers with its older view
     await settle();
-    expect(seen).toEqual([{ uid: "uid-1", type: "ContainerDied", id: c }]);
+    expect(seen).toEqual([died]);
     expect(pleg.runtimePods()[0]?.entities.get(c)).toBe("exited");
     // The next relist is believed again.
     clock.advance(EVENTED_RELIST_PERIOD_MS);

@@ -164,7 +164,9 @@ export class EventedPleg implements Pleg {
     const known = this.relister.podOf(ev.containerId);
     const uid = identity?.uid ?? known?.uid;
     if (!uid) return []; // not a kubelet's pod, or not seen yet: the next relist has it
-    return this.relister.observe(uid, (previous) => {
+    // The runtime's stamp lets the pod worker drop a wake its last status read already covered.
+    const at = ev.createdAt > 0n ? Number(ev.createdAt / 1_000_000n) : undefined;
+    const events = this.relister.observe(uid, (previous) => {
       const entities = new Map(previous?.entities ?? []);
       const sandboxIds = new Set(previous?.sandboxIds ?? []);
       const listed = new Set<string>();
@@ -194,6 +196,7 @@ export class EventedPleg implements Pleg {
         ...(sandboxIds.size ? { sandboxIds } : {}),
       };
     });
+    return at === undefined ? events : events.map((e) => ({ ...e, at }));
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

@@ -4,7 +4,7 @@ import { FakePodRuntime } from "../runtime/fake.ts";
 import { LocalStatusStore } from "../status/index.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
-import { PodWorkers } from "./podworkers.ts";
+import { PodWorkers, STALE_WAKE_DELAY_MS } from "./podworkers.ts";
 import { AllocationManager } from "../allocation/index.ts";
 import { admitPod } from "../node/admission.ts";
 
@@ -53,6 +53,68 @@ describe("PodWorkers", () => {
     workers.sync("u1");
     workers.sync("u1");
     workers.sync("u1");
+    await workers.idle();
+    expect(runtime.calls.filter((c) => c.method === "syncPod")).toHaveLength(2);
+  });
+
+  test("a runtime event older than the worker's last read of the pod runs it a second later, not at once (upstream's pod cache: a status newer than the last sync)", async () => {
+    const { clock, runtime, workers } = setup();
+    // As the evented PLEG: the sandbox and container starts a step causes are
+    // stamped by the runtime while the step runs, before its final read.
+    const syncPod = runtime.syncPod.bind(runtime);
+    runtime.syncPod = async (...args) => {
+      const outcome = await syncPod(...args);
+      if (outcome.changed) workers.sync("u1", clock.now());
+      clock.advance(2);
+      return outcome;
+    };
+    const syncs = () => runtime.calls.filter((c) => c.method === "syncPod").length;
+    const advance = async (ms: number) => {
+      clock.advance(ms);
+      await workers.idle();
+    };
+    workers.upsert(pod("u1"));
+    await workers.idle();
+    expect(syncs()).toBe(1); // its own start events did not run it again at once ...
+    await advance(STALE_WAKE_DELAY_MS - 1);
+    expect(syncs()).toBe(1);
+    await advance(1);
+    expect(syncs()).toBe(2); // ... but a second later
+    // A change after the last read runs it at once.
+    runtime.exitContainer("u1", "app", 1);
+    workers.sync("u1", clock.now());
+    await workers.idle();
+    expect(syncs()).toBe(3);
+    expect(runtime.pods.get("u1")!.containers[0]).toMatchObject({ state: "running", restartCount: 1 });
+    await advance(STALE_WAKE_DELAY_MS);
+    expect(syncs()).toBe(4);
+    // Stale wakes one after the other do not put the step off.
+    const beforeLastRead = clock.now() - 5;
+    workers.sync("u1", beforeLastRead);
+    await advance(600);
+    workers.sync("u1", beforeLastRead);
+    await advance(399);
+    expect(syncs()).toBe(4);
+    await advance(1);
+    expect(syncs()).toBe(5);
+    // A relist's events carry no stamp: they run the pod at once.
+    workers.sync("u1");
+    await workers.idle();
+    expect(syncs()).toBe(6);
+  });
+
+  test("a runtime event during a step that is not older than the step's read runs the pod once more", async () => {
+    const { clock, runtime, workers } = setup();
+    const observe = runtime.observe.bind(runtime);
+    let reads = 0;
+    runtime.observe = async (ref) => {
+      const observed = await observe(ref);
+      // The container changes just as the step's last read (after starting it) began.
+      if (++reads === 2) workers.sync("u1", clock.now());
+      clock.advance(1);
+      return observed;
+    };
+    workers.upsert(pod("u1"));
     await workers.idle();
     expect(runtime.calls.filter((c) => c.method === "syncPod")).toHaveLength(2);
   });

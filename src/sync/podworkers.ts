@@ -4,6 +4,14 @@
  * (pods/lifecycle.ts) and at most one pending request: new requests while
  * a step runs only mark the worker dirty, so bursts of PLEG events collapse
  * into one more step.
+ *
+ * A wake from a runtime event that happened before the worker's last read
+ * of the pod's state runs the pod no sooner than a second later (upstream's
+ * pod cache: the worker waits for a status newer than its last sync, which
+ * the evented PLEG's global cache time gives every second). The events a
+ * step causes itself (its sandbox's start, a failed pull's container state)
+ * would otherwise run the next step at once, and a waiting reason such as
+ * ErrImagePull would last milliseconds.
  */
 import { transition, type LifecycleEvent, type PodLifecycle } from "../pods/lifecycle.ts";
 import type { KubeletMetricsSink } from "../metrics/kubelet.ts";
@@ -22,6 +30,8 @@ import type { PodWorkersView, PodWorkersQueries } from "./view.ts";
 
 /** upstream workerResyncIntervalJitterFactor: a resync comes after syncFrequency × [1, 1.5). */
 const RESYNC_JITTER_FACTOR = 0.5;
+/** upstream evented PLEG's globalCacheUpdatePeriod: a worker waiting for a newer status than its last sync gets it within this. */
+export const STALE_WAKE_DELAY_MS = 1000;
 
 export interface PodWorkersOptions {
   runtime: PodRuntime;
@@ -66,6 +76,8 @@ interface Worker {
   dirty: boolean;
   running: Promise<void> | undefined;
   cancelTimer: (() => void) | undefined;
+  /** When the scheduled timer fires (clock ms), while one is set. */
+  timerAt: number | undefined;
   /** The pod was added again (same UID) while terminating: start over once finished. */
   restartWith: Pod | undefined;
   /** A sync step ran for this pod in this process; only then does its kill write a final status. */
@@ -74,6 +86,10 @@ interface Worker {
   activeSince: number | undefined;
   /** When this agent first saw the pod; cleared once its start was measured (kubelet_pod_start_duration_seconds). */
   firstSeenAt: number | undefined;
+  /** When the last read of the pod's runtime state began: a runtime event older than this is in it. */
+  readAt: number | undefined;
+  /** The newest stamp of runtime events that woke the worker during a step, decided on when the step ends. */
+  eventAt: number | undefined;
 }
 
 /** Upstream's status message for a pod past its activeDeadlineSeconds. */
@@ -175,10 +191,46 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries {
     this.kick(worker);
   }
 
-  /** Something changed in the runtime for this pod (PLEG) or a timer fired. */
-  sync(uid: string): void {
+  /**
+   * Something changed in the runtime for this pod (PLEG) or a timer fired.
+   * `eventAt`, the runtime's stamp of the change (container events): a wake
+   * that the worker's last read of the pod already covers runs it within
+   * STALE_WAKE_DELAY_MS rather than at once. Without it (a relist, a prober)
+   * the worker runs at once.
+   */
+  sync(uid: string, eventAt?: number): void {
     const worker = this.workers.get(uid);
-    if (worker) this.kick(worker);
+    if (!worker) return;
+    if (eventAt === undefined) this.kick(worker);
+    // During a step, its own read decides once it ends.
+    else if (worker.running) worker.eventAt = Math.max(worker.eventAt ?? eventAt, eventAt);
+    else if (this.newerThanRead(worker, eventAt)) this.kick(worker);
+    else this.wakeWithin(worker, STALE_WAKE_DELAY_MS);
+  }
+
+  private newerThanRead(worker: Worker, eventAt: number): boolean {
+    return worker.readAt === undefined || eventAt >= worker.readAt;
+  }
+
+  /** Folds the event wakes that came during a step into `dirty`, or a wake within STALE_WAKE_DELAY_MS. */
+  private settleEvents(worker: Worker): void {
+    const eventAt = worker.eventAt;
+    worker.eventAt = undefined;
+    if (eventAt === undefined || this.workers.get(worker.ref.uid) !== worker) return;
+    if (this.newerThanRead(worker, eventAt)) worker.dirty = true;
+    else this.wakeWithin(worker, STALE_WAKE_DELAY_MS);
+  }
+
+  /** Runs the worker within `delayMs`: keeps a timer due sooner. */
+  private wakeWithin(worker: Worker, delayMs: number): void {
+    if (worker.timerAt !== undefined && worker.timerAt <= this.opts.clock.now() + delayMs) return;
+    this.schedule(worker, delayMs);
+  }
+
+  /** The pod's runtime state, noting when the read began. */
+  private observe(worker: Worker) {
+    worker.readAt = this.opts.clock.now();
+    return this.opts.runtime.observe(worker.ref);
   }
 
   /**
@@ -260,10 +312,13 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries {
       dirty: false,
       running: undefined,
       cancelTimer: undefined,
+      timerAt: undefined,
       restartWith: undefined,
       synced: false,
       activeSince: undefined,
       firstSeenAt: this.opts.clock.now(),
+      readAt: undefined,
+      eventAt: undefined,
     };
     this.workers.set(ref.uid, worker);
     return worker;
@@ -274,6 +329,7 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries {
     if (worker.running || this.stopped) return;
     worker.running = this.run(worker).finally(() => {
       worker.running = undefined;
+      this.settleEvents(worker);
       if (worker.dirty && !this.stopped) this.kick(worker);
     });
   }
@@ -284,13 +340,18 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries {
 
   private schedule(worker: Worker, delayMs: number): void {
     worker.cancelTimer?.();
-    worker.cancelTimer = this.opts.clock.setTimer(delayMs, () => this.kick(worker));
+    worker.timerAt = this.opts.clock.now() + delayMs;
+    worker.cancelTimer = this.opts.clock.setTimer(delayMs, () => {
+      worker.timerAt = undefined;
+      this.kick(worker);
+    });
   }
 
   private async run(worker: Worker): Promise<void> {
     while (worker.dirty && !this.stopped) {
       worker.dirty = false;
       worker.cancelTimer?.();
+      worker.timerAt = undefined;
       for (const event of worker.events.splice(0)) worker.lifecycle = transition(worker.lifecycle, event);
       const log = this.opts.logger.with({ pod: worker.fullName, uid: worker.ref.uid });
       const stage = worker.lifecycle.stage;
@@ -303,6 +364,7 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries {
         log.error("pod sync failed; will retry", { stage: worker.lifecycle.stage, err: errorMessage(err) });
         this.schedule(worker, this.opts.errorRetryMs ?? 10_000);
       }
+      this.settleEvents(worker);
     }
   }
 
@@ -324,7 +386,7 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries {
           worker.dirty = true;
           return;
         }
-        const observed = await runtime.observe(worker.ref);
+        const observed = await this.observe(worker);
         worker.synced = true;
         // A termination asked for while this step runs (a delete during a long probe kill) starts nothing more.
         const outcome = await runtime.syncPod(pod, observed, () => worker.events.length > 0 || this.stopped);
@@ -332,7 +394,7 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries {
           if (r.error) log.warn("sync action failed", { action: r.action, target: r.target, reason: r.error.reason, message: r.error.message });
           else log.v(2).info("sync action done", { action: r.action, target: r.target });
         }
-        const after = outcome.changed ? await runtime.observe(worker.ref) : observed;
+        const after = outcome.changed ? await this.observe(worker) : observed;
         const running = after.containers.filter((c) => c.state === "running" && c.sandboxId === after.sandboxes[0]?.id);
         this.opts.probes?.addPod(
           pod,
@@ -360,13 +422,13 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries {
       }
       case "terminating": {
         this.opts.probes?.removePod(worker.ref.uid);
-        const observed = await runtime.observe(worker.ref);
+        const observed = await this.observe(worker);
         log.info("killing pod", { reason: state.reason, gracePeriodSeconds: state.gracePeriodSeconds });
         throwOnFailedActions("killing pod", await runtime.killPod(worker.ref, observed, state.gracePeriodSeconds, worker.pod));
         // The final status: every container stopped, the phase terminal.
         // A pod first seen already terminal keeps the status it has.
         if (worker.pod && worker.synced) {
-          const final = podStatus(worker.pod, await runtime.observe(worker.ref), new Map(), true);
+          const final = podStatus(worker.pod, await this.observe(worker), new Map(), true);
           const failedFor =
             state.reason === "evicted"
               ? { reason: "Evicted", message: state.message ?? "" }
@@ -382,7 +444,7 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries {
         // An evicted pod's containers and logs go at once (upstream: its content is removable), or the
         // pressure that evicted it would stay. Its status stays until the pod is deleted.
         if (state.reason === "evicted") {
-          const removed = await runtime.removePod(worker.ref, await runtime.observe(worker.ref));
+          const removed = await runtime.removePod(worker.ref, await this.observe(worker));
           for (const r of removed.results.filter((r) => r.error))
             log.warn("removing an evicted pod's containers failed; GC will retry", { target: r.target, err: r.error!.message });
         }
@@ -392,7 +454,7 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries {
       }
       case "terminated": {
         if (!state.deleted) return; // a completed pod keeps its containers for logs
-        const observed = await runtime.observe(worker.ref);
+        const observed = await this.observe(worker);
         throwOnFailedActions("removing pod", await runtime.removePod(worker.ref, observed));
         worker.events.push({ type: "cleanedUp" });
         worker.dirty = true;

@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { GenericPleg } from "../pleg/generic.ts";
+import type { PlegEvent } from "../pleg/diff.ts";
+import { GenericPleg, type Pleg } from "../pleg/generic.ts";
 import type { Pod } from "../pods/schema.ts";
 import { FakePodRuntime } from "../runtime/fake.ts";
 import { PodConfig } from "../sources/podconfig.ts";
@@ -78,6 +79,34 @@ describe("SyncLoop", () => {
     clock.advance(1000);
     await settle(workers);
     expect(runtime.pods.get("a")!.containers[0]).toMatchObject({ state: "running", restartCount: 1 });
+    await loop[Symbol.asyncDispose]();
+  });
+
+  test("a pod's PLEG events reach its worker with their newest runtime stamp, or none when one came from a relist", async () => {
+    const { clock, runtime, workers, source } = await setup();
+    let emit: (events: PlegEvent[]) => void = () => {};
+    const pleg: Pleg = {
+      start: (onEvents) => void (emit = onEvents),
+      runtimePods: () => [],
+      hasRelisted: () => false,
+      healthy: () => ({ ok: true, message: "" }),
+      [Symbol.asyncDispose]: async () => {},
+    };
+    const loop = new SyncLoop({ sources: [source], podConfig: new PodConfig(["file"]), workers, pleg, runtime, backoff: runtime.backoff, clock, logger: memoryLogger().logger });
+    const wakes: [string, number | undefined][] = [];
+    workers.sync = (uid, at) => void wakes.push([uid, at]);
+    loop.start();
+    emit([
+      { uid: "a", type: "ContainerStarted", id: "s1", at: 5 },
+      { uid: "a", type: "ContainerStarted", id: "c1", at: 9 },
+      { uid: "b", type: "ContainerDied", id: "c2", at: 4 },
+      { uid: "b", type: "ContainerRemoved", id: "c2" },
+      { uid: "b", type: "ContainerChanged", id: "c3", at: 8 },
+    ]);
+    expect(wakes).toEqual([
+      ["a", 9],
+      ["b", undefined],
+    ]);
     await loop[Symbol.asyncDispose]();
   });
 

@@ -102,12 +102,15 @@ export class SyncLoop implements AsyncDisposable {
   private onPlegEvents(events: PlegEvent[]): void {
     if (this.stopped) return;
     this.lastIterationAt = this.opts.clock.now();
-    const uids = new Set<string>();
+    // Per pod: the newest runtime stamp of its events, or undefined when one is unstamped (a relist's).
+    const uids = new Map<string, number | undefined>();
     for (const e of events) {
       this.opts.logger.v(2).info("SyncLoop (PLEG): event for pod", { uid: e.uid, event: e.type, id: e.id });
-      uids.add(e.uid);
+      const seen = uids.has(e.uid);
+      const before = uids.get(e.uid);
+      uids.set(e.uid, e.at === undefined || (seen && before === undefined) ? undefined : Math.max(before ?? e.at, e.at));
     }
-    for (const uid of uids) this.opts.workers.sync(uid);
+    for (const [uid, at] of uids) this.opts.workers.sync(uid, at);
   }
 
   /**
