@@ -16,7 +16,7 @@ import { DeviceManager, servePodResources } from "./devices/index.ts";
 import { renderVolumeStatsMetrics } from "./metrics/volume-stats.ts";
 import { sysctlAllowlist } from "./node/sysctls.ts";
 import { NodeController } from "./node/controller.ts";
-import { allocatableAmounts, nodeFacts } from "./node/status.ts";
+import { allocatableAmounts, nodeFacts, reservedMilliCpu } from "./node/status.ts";
 import { defaultRouteIPv4, goArch, readMachineInfo } from "./node/machine.ts";
 import { readMachineSpec } from "./node/machine-spec.ts";
 import { ApiEventRecorder, LogEventRecorder, podEventRef } from "./events/recorder.ts";
@@ -52,6 +52,7 @@ import { ApiServerSource } from "./sources/apiserver.ts";
 import { offlineCheckpoint } from "./sources/pod-checkpoint.ts";
 import { FileCheckpointStore } from "./checkpoint/index.ts";
 import { AllocationManager } from "./allocation/index.ts";
+import { createCpuManager, CpuManagerError, parseCpuSet, readCpuTopology } from "./cpumanager/index.ts";
 import { FileSource } from "./sources/file.ts";
 import { UrlSource } from "./sources/url.ts";
 import { PodConfig } from "./sources/podconfig.ts";
@@ -179,6 +180,31 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     allocatable: { cpuMilli: nodeAllocatable.cpu, memoryBytes: nodeAllocatable.memory },
     enforce: k.enforceNodeAllocatable.includes("pods"),
   });
+  // The CPU manager (cpuManagerPolicy): exclusive CPUs for Guaranteed containers, kept in <rootDir>/cpu_manager_state.
+  const cpuManager = stack.use(
+    (() => {
+      try {
+        return createCpuManager({
+          rootDir: config.rootDir,
+          policy: k.cpuManagerPolicy === "static" ? "static" : "none",
+          policyOptions: k.cpuManagerPolicyOptions,
+          topology: k.cpuManagerPolicy === "static" ? readCpuTopology("/sys") : { cpus: [] },
+          reservedSystemCpus: parseCpuSet(k.reservedSystemCPUs),
+          reservedMilliCpu: reservedMilliCpu(k),
+          cri,
+          activePods: () => pods.activePods(),
+          sourcesReady: () => podConfig.allSourcesReady(),
+          reconcilePeriodMs: k.cpuManagerReconcilePeriod,
+          clock,
+          logger,
+        });
+      } catch (err) {
+        // upstream: the container manager fails and the kubelet does not start.
+        if (err instanceof CpuManagerError) throw new Error(`failed to initialize the CPU manager: ${err.message}`);
+        throw err;
+      }
+    })(),
+  );
   const recorder = cluster
     ? new ApiEventRecorder({ api: cluster.api, nodeName: config.nodeName, qps: k.eventRecordQPS, burst: k.eventBurst, clock, logger })
     : new LogEventRecorder(logger);
@@ -274,8 +300,13 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
           },
         }
       : {}),
-    containerResources: (pod, container) =>
-      containerLinuxResources(pod, container, { memoryCapacityBytes: machine.memoryBytes, cpuCFSQuota: k.cpuCFSQuota, cpuCFSQuotaPeriodUs: k.cpuCFSQuotaPeriod * 1000 }),
+    containerResources: (pod, container) => {
+      const cpusetCpus = cpuManager.cpusetFor(pod, container);
+      return {
+        ...containerLinuxResources(pod, container, { memoryCapacityBytes: machine.memoryBytes, cpuCFSQuota: k.cpuCFSQuota, cpuCFSQuotaPeriodUs: k.cpuCFSQuotaPeriod * 1000 }),
+        ...(cpusetCpus ? { cpusetCpus } : {}),
+      };
+    },
     node: {
       podLogsDir: k.podLogsDir,
       podsCgroupParent,
@@ -392,6 +423,9 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     // A pod counts with what it was allocated (checkpointed; active pods come allocated), not with a resize it
     // asked for: after a restart, a pod whose resize is pending is admitted again as it runs (upstream).
     const allocated = (p: Pod) => (allocation ? allocation.allocatedPod(p) : p);
+    // Exclusive CPUs after devices, as upstream's topology manager asks its hint providers.
+    const cpuResult = cpuManager.admit(allocated(pod), active);
+    if (!cpuResult.admit) return cpuResult;
     return admitPod(allocated(pod), active, facts);
   };
   const workers: PodWorkers = stack.use(
@@ -533,6 +567,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     { name: "log", check: () => ({ ok: true }) },
     syncLoopCheck({ lastIteration: () => syncLoop.lastIteration(), pleg: () => pleg.healthy(), now: () => clock.now(), thresholdMs: 2 * k.syncFrequency + 60_000 }),
   ]);
+  cpuManager.start();
   if (once) {
     syncLoop.start();
     const pods = await once.firstPods().catch((err: unknown) => errorMessage(err));

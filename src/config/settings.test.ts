@@ -179,7 +179,9 @@ const REFUSED_VALUE: Partial<Record<FieldName, unknown>> = {
   configMapAndSecretChangeDetectionStrategy: "Get",
   enableControllerAttachDetach: false,
   enforceNodeAllocatable: ["pods", "system-reserved"],
-  cpuManagerPolicy: "static",
+  cpuManagerPolicy: "static", // without reserved CPU
+  cpuManagerPolicyOptions: { "distribute-cpus-across-numa": "true" },
+  reservedSystemCPUs: "3-1",
   memoryManagerPolicy: "Static",
   topologyManagerPolicy: "single-numa-node",
   logging: { format: "json" },
@@ -190,7 +192,6 @@ const ACTED_VALUE: Partial<Record<FieldName, unknown>> = {
   containerLogMaxWorkers: 1,
   configMapAndSecretChangeDetectionStrategy: "Watch",
   enableControllerAttachDetach: true,
-  cpuManagerPolicy: "none",
   memoryManagerPolicy: "None",
   topologyManagerPolicy: "none",
 };
@@ -218,6 +219,8 @@ const COMPANIONS: Partial<Record<FieldName, Record<string, unknown>>> = {
   systemCgroups: { cgroupRoot: "/" },
   shutdownGracePeriodByPodPriority: {},
   imageGCLowThresholdPercent: {},
+  cpuManagerPolicy: { reservedSystemCPUs: "0" },
+  cpuManagerPolicyOptions: { cpuManagerPolicy: "static", reservedSystemCPUs: "0" },
 };
 
 describe("the field table", () => {
@@ -289,8 +292,12 @@ describe("the flags", () => {
   });
 
   test("a flag of a refused field is named with the field", () => {
-    expect(errorOf(load({}, ["--reserved-cpus=0"]))).toContain('field "reservedSystemCPUs" (--reserved-cpus): reserved CPU lists');
-    expect(errorOf(load({}, ["--cpu-manager-policy=static"]))).toContain('field "cpuManagerPolicy" (--cpu-manager-policy): "static" is not implemented');
+    expect(errorOf(load({}, ["--kube-reserved-cgroup=/kube"]))).toContain('field "kubeReservedCgroup" (--kube-reserved-cgroup): enforcing kubeReserved on a cgroup');
+    // static with nothing reserved: upstream's container manager refuses it; here it is refused at start.
+    expect(errorOf(load({}, ["--cpu-manager-policy=static"]))).toContain("the static policy requires systemreserved.cpu + kubereserved.cpu to be greater than zero");
+    expect(errorOf(load({ kubeReserved: { cpu: "100m" } }, ["--cpu-manager-policy=static"]))).toBe("loaded (run)");
+    expect(errorOf(load({}, ["--cpu-manager-policy=static", "--reserved-cpus=0"]))).toBe("loaded (run)");
+    expect(errorOf(load({}, ["--cpu-manager-policy-options=full-pcpus-only=true"]))).toContain('policy options need the "static" policy');
   });
 
   test("--cloud-provider=external is refused", () => {

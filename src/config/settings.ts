@@ -15,6 +15,13 @@ import { KNOWN_GATES } from "./feature-gates-1.34.ts";
 import { FLAGS } from "./flag-table.ts";
 import type { KubeletConfiguration, KubeletConfigurationFile } from "./kubelet-config.ts";
 import { parseQuantity } from "./quantity.ts";
+import { parseCpuSet } from "../util/cpuset.ts";
+
+/** CPU manager policy options acted on (src/cpumanager/policy.ts reads them). */
+const CPU_POLICY_OPTIONS = ["full-pcpus-only"] as const;
+
+const reservedCpuOf = (k: KubeletConfiguration) =>
+  (k.kubeReserved["cpu"] ? parseQuantity(k.kubeReserved["cpu"]) : 0) + (k.systemReserved["cpu"] ? parseQuantity(k.systemReserved["cpu"]) : 0);
 
 export type FieldName = Exclude<keyof KubeletConfigurationFile, "apiVersion" | "kind">;
 
@@ -143,7 +150,17 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   kubeReserved: acted("Node allocatable and admission (src/node/status.ts)"),
   systemReservedCgroup: refused(`enforcing systemReserved on a cgroup is ${NOT_IMPLEMENTED}`),
   kubeReservedCgroup: refused(`enforcing kubeReserved on a cgroup is ${NOT_IMPLEMENTED}`),
-  reservedSystemCPUs: refused(`reserved CPU lists (and the static CPU manager) are ${NOT_IMPLEMENTED}`),
+  reservedSystemCPUs: acted(
+    "the CPUs the static CPU manager never gives out exclusively; their count replaces the reserved cpu in Node allocatable (src/cpumanager, src/node/status.ts)",
+    (k) => {
+      try {
+        parseCpuSet(k.reservedSystemCPUs);
+        return undefined;
+      } catch (err) {
+        return (err as Error).message;
+      }
+    },
+  ),
   enforceNodeAllocatable: acted("allocatable limits on the kubepods cgroup (src/cgroups)", (k) => {
     const other = k.enforceNodeAllocatable.filter((l) => l !== "pods" && l !== "none");
     return other.length ? `${other.map((l) => JSON.stringify(l)).join(", ")}: enforcing reserved cgroups is ${NOT_IMPLEMENTED}; only "pods" is` : undefined;
@@ -151,11 +168,24 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   qosReserved: refused(`qosReserved (QOSReserved) is ${NOT_IMPLEMENTED}`),
   cpuCFSQuota: acted("CFS quota of pod and container cgroups"),
   cpuCFSQuotaPeriod: acted("CFS period of pod and container cgroups"),
-  cpuManagerPolicy: builtIn('the "none" CPU manager: every container shares all CPUs', (k) =>
-    only("none", `is ${NOT_IMPLEMENTED}: only the "none" CPU manager policy is`, k.cpuManagerPolicy),
+  cpuManagerPolicy: acted(
+    '"none" (every container shares all CPUs) or "static": exclusive CPUs for Guaranteed containers with whole CPU requests, cpusets through the CRI, <root-dir>/cpu_manager_state (src/cpumanager)',
+    (k) => {
+      if (k.cpuManagerPolicy === "static" && k.reservedSystemCPUs === "" && reservedCpuOf(k) <= 0)
+        return '"static": the static policy requires systemreserved.cpu + kubereserved.cpu to be greater than zero (or reservedSystemCPUs)';
+      return undefined;
+    },
   ),
-  cpuManagerPolicyOptions: refused(`CPU manager policy options need the static policy, which is ${NOT_IMPLEMENTED}`),
-  cpuManagerReconcilePeriod: refused(`the CPU manager's reconcile loop runs only with the static policy, which is ${NOT_IMPLEMENTED}`),
+  cpuManagerPolicyOptions: acted('"full-pcpus-only" with the static policy: exclusive CPUs in whole physical cores (src/cpumanager)', (k) => {
+    for (const [name, value] of Object.entries(k.cpuManagerPolicyOptions)) {
+      if (k.cpuManagerPolicy !== "static") return `${name}: policy options need the "static" policy (upstream: None policy: received unsupported options)`;
+      if (!(CPU_POLICY_OPTIONS as readonly string[]).includes(name))
+        return `${JSON.stringify(name)}: this CPU manager policy option is ${NOT_IMPLEMENTED}; only ${CPU_POLICY_OPTIONS.map((o) => JSON.stringify(o)).join(", ")} is`;
+      if (value !== "true" && value !== "false") return `${name}: ${JSON.stringify(value)} is not a boolean`;
+    }
+    return undefined;
+  }),
+  cpuManagerReconcilePeriod: acted("how often the static CPU manager releases CPUs of finished pods and writes containers' cpusets (src/cpumanager)"),
   draManagerReconcilePeriod: refused(`dynamic resource allocation is ${NOT_IMPLEMENTED} (a field newer than 1.34)`),
   memoryManagerPolicy: builtIn('the "None" memory manager: no NUMA memory pinning', (k) =>
     only("None", `is ${NOT_IMPLEMENTED}: only the "None" memory manager policy is`, k.memoryManagerPolicy),

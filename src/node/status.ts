@@ -8,6 +8,7 @@ import { parseQuantity, parseThreshold } from "../config/index.ts";
 import type { ApiObject } from "../api/index.ts";
 import type { NodeFacts } from "./admission.ts";
 import type { MachineInfo } from "./machine.ts";
+import { parseCpuSet } from "../util/cpuset.ts";
 
 export interface NodeCondition {
   type: string;
@@ -65,11 +66,24 @@ export function podCapacity(machine: MachineInfo, k: KubeletConfiguration): numb
   return k.podsPerCore > 0 ? Math.min(k.maxPods, machine.cpuCores * k.podsPerCore) : k.maxPods;
 }
 
+const reservedAmount = (k: KubeletConfiguration, name: string) =>
+  (k.kubeReserved[name] ? parseQuantity(k.kubeReserved[name]!) : 0) + (k.systemReserved[name] ? parseQuantity(k.systemReserved[name]!) : 0);
+
+/**
+ * Reserved CPU in millicores: kube-reserved + system-reserved, or, when
+ * reservedSystemCPUs lists CPUs, that many whole CPUs (upstream: the list
+ * overwrites the cpu of both reservations).
+ */
+export function reservedMilliCpu(k: KubeletConfiguration): number {
+  const listed = parseCpuSet(k.reservedSystemCPUs).length;
+  return listed > 0 ? listed * 1000 : Math.round(reservedAmount(k, "cpu") * 1000);
+}
+
 /** Allocatable = capacity − kube-reserved − system-reserved − hard eviction thresholds (cpu in millicores, bytes). */
 export function allocatableAmounts(machine: MachineInfo, k: KubeletConfiguration) {
-  const reserved = (name: string) => (k.kubeReserved[name] ? parseQuantity(k.kubeReserved[name]!) : 0) + (k.systemReserved[name] ? parseQuantity(k.systemReserved[name]!) : 0);
+  const reserved = (name: string) => reservedAmount(k, name);
   return {
-    cpu: Math.max(0, machine.cpuCores * 1000 - Math.round(reserved("cpu") * 1000)),
+    cpu: Math.max(0, machine.cpuCores * 1000 - reservedMilliCpu(k)),
     memory: Math.max(0, machine.memoryBytes - reserved("memory") - thresholdBytes(k.evictionHard["memory.available"], machine.memoryBytes)),
     "ephemeral-storage": Math.max(
       0,

@@ -124,7 +124,7 @@ export interface PodCgroupHooks {
 export type ContainerResourcesFn = (
   pod: Pod,
   container: Pod["spec"]["containers"][number],
-) => { cpuShares: number; cpuQuota: number; cpuPeriod: number; memoryLimitInBytes: number; oomScoreAdj: number };
+) => { cpuShares: number; cpuQuota: number; cpuPeriod: number; memoryLimitInBytes: number; oomScoreAdj: number; cpusetCpus?: string };
 
 /** The CRI message for container resource values (created with the container, or updated in place). */
 const criResources = (r: ReturnType<ContainerResourcesFn>) =>

@@ -1,0 +1,109 @@
+/**
+ * The CPU manager (upstream pkg/kubelet/cm/cpumanager): admission allocates
+ * exclusive CPUs (policy.ts), container creation asks for a container's
+ * cpuset (CRI LinuxContainerResources.cpuset_cpus), and a reconcile loop
+ * every cpuManagerReconcilePeriod releases the CPUs of pods that are no
+ * longer active and writes each running container's cpuset through the CRI
+ * (UpdateContainerResources) when it differs from the last one written, so
+ * the shared pool's containers follow it as it shrinks and grows.
+ */
+import { ContainerState, type CriService } from "../cri/index.ts";
+import type { ContainerSpec, Pod } from "../pods/schema.ts";
+import { ContainerNameLabel, PodUidLabel } from "../runtime/labels.ts";
+import type { Clock } from "../util/clock.ts";
+import type { Logger } from "../util/log.ts";
+import { formatCpuSet } from "../util/cpuset.ts";
+import type { CpuAdmitResult, CpuPolicy } from "./policy.ts";
+
+export interface CpuManager {
+  /** Allocates the pod's exclusive CPUs, or says why it cannot be admitted. */
+  admit(pod: Pod, active: readonly Pod[]): CpuAdmitResult;
+  /** The cpuset a container is created with; undefined: none is written. */
+  cpusetFor(pod: Pod, container: ContainerSpec): string | undefined;
+  /** Starts the reconcile loop (static policy only). */
+  start(): void;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+export interface CpuManagerDeps {
+  policy: CpuPolicy;
+  cri: Pick<CriService, "listContainers" | "updateContainerResources">;
+  activePods(): readonly Pod[];
+  /** Stale state is released only once every pod source delivered its pods (upstream: sourcesReady). */
+  sourcesReady(): boolean;
+  reconcilePeriodMs: number;
+  clock: Clock;
+  logger: Logger;
+}
+
+export class PolicyCpuManager implements CpuManager {
+  /** Container ID → the cpuset last written to it (upstream lastUpdateState). */
+  private written = new Map<string, string>();
+  private cancel: (() => void) | undefined;
+  private stopped = false;
+  private running: Promise<void> | undefined;
+
+  constructor(private readonly d: CpuManagerDeps) {}
+
+  admit(pod: Pod, active: readonly Pod[]): CpuAdmitResult {
+    // upstream Allocate removes stale state first, so CPUs of finished pods are free again.
+    if (this.d.sourcesReady()) this.d.policy.removeStale([...active, pod]);
+    const result = this.d.policy.allocatePod(pod);
+    if (!result.admit) this.d.logger.warn("CPU manager: pod not admitted", { pod: pod.metadata.name, reason: result.reason, message: result.message });
+    return result;
+  }
+
+  cpusetFor(pod: Pod, container: ContainerSpec): string | undefined {
+    const set = this.d.policy.cpusOf(pod.metadata.uid ?? "", container.name);
+    return set?.length ? formatCpuSet(set) : undefined;
+  }
+
+  start(): void {
+    if (this.d.policy.name !== "static" || this.stopped) return;
+    const tick = () => {
+      this.running = this.reconcile().finally(() => {
+        if (!this.stopped) this.cancel = this.d.clock.setTimer(this.d.reconcilePeriodMs, tick);
+      });
+    };
+    tick();
+  }
+
+  /** One pass of upstream reconcileState. */
+  async reconcile(): Promise<void> {
+    const active = this.d.activePods();
+    if (this.d.sourcesReady()) this.d.policy.removeStale(active);
+    const byUid = new Map(active.map((p) => [p.metadata.uid ?? "", p]));
+    let containers: Awaited<ReturnType<CpuManagerDeps["cri"]["listContainers"]>>;
+    try {
+      containers = await this.d.cri.listContainers({ state: { state: ContainerState.CONTAINER_RUNNING } });
+    } catch (err) {
+      this.d.logger.warn("CPU manager: cannot list containers to reconcile cpusets", { err: (err as Error).message });
+      return;
+    }
+    const seen = new Set<string>();
+    for (const c of containers) {
+      seen.add(c.id);
+      const pod = byUid.get(c.labels[PodUidLabel] ?? "");
+      const name = c.labels[ContainerNameLabel];
+      if (!pod || !name) continue;
+      const set = this.d.policy.cpusOf(pod.metadata.uid ?? "", name);
+      if (!set?.length) continue;
+      const cpus = formatCpuSet(set);
+      if (this.written.get(c.id) === cpus) continue;
+      try {
+        await this.d.cri.updateContainerResources(c.id, { cpusetCpus: cpus });
+        this.written.set(c.id, cpus);
+        this.d.logger.info("CPU manager: container cpuset updated", { pod: pod.metadata.name, container: name, cpuset: cpus });
+      } catch (err) {
+        this.d.logger.warn("CPU manager: cannot update a container's cpuset", { pod: pod.metadata.name, container: name, cpuset: cpus, err: (err as Error).message });
+      }
+    }
+    for (const id of this.written.keys()) if (!seen.has(id)) this.written.delete(id);
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.stopped = true;
+    this.cancel?.();
+    await this.running;
+  }
+}

@@ -1,0 +1,231 @@
+/**
+ * The CPU manager's policies (upstream cpumanager policy_none.go and
+ * policy_static.go) over one state that is written to the state file after
+ * every change.
+ *
+ * static: the shared pool (`defaultCpuSet`) starts as every CPU; a container
+ * of a Guaranteed pod whose CPU request is a whole number gets that many CPUs
+ * to itself, taken from the pool minus the reserved CPUs (reservedSystemCPUs,
+ * or kube + system reserved CPU rounded up, taken by topology from CPU 0 up).
+ * Every other container runs on the shared pool, reserved CPUs included.
+ * Non-restartable init containers hand their CPUs on to the pod's next
+ * containers (upstream's cpusToReuse). A container keeps its CPUs until its
+ * pod is no longer active.
+ */
+import type { ContainerSpec, Pod } from "../pods/schema.ts";
+import { podQosClass } from "../cgroups/qos.ts";
+import { containerRequests } from "../cgroups/resources.ts";
+import { type CpuManagerState, CheckpointError, decodeCheckpoint, encodeCheckpoint, type StateStore } from "./checkpoint.ts";
+import { type CpuSet, difference, formatCpuSet, intersection, sameSet, union } from "../util/cpuset.ts";
+import { takeByTopology } from "./assignment.ts";
+import { allCpus, type CpuTopology, cpusPerCore } from "./topology.ts";
+
+export type CpuAdmitResult = { admit: true } | { admit: false; reason: string; message: string };
+
+/** The CPU manager cannot start with this configuration or state: the agent does not start (upstream: NewContainerManager fails). */
+export class CpuManagerError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "CpuManagerError";
+  }
+}
+
+export type PolicyName = "none" | "static";
+export const CPU_MANAGER_POLICIES: readonly PolicyName[] = ["none", "static"];
+/** Policy options acted on (static only); upstream's others are refused at start (src/config/settings.ts). */
+export const CPU_MANAGER_POLICY_OPTIONS = ["full-pcpus-only"] as const;
+
+export interface PolicyConfig {
+  policy: PolicyName;
+  /** full-pcpus-only: exclusive CPUs come in whole physical cores (SMTAlignmentError otherwise). */
+  fullPcpusOnly: boolean;
+  topology: CpuTopology;
+  /** reservedSystemCPUs; empty: reserve kube + system reserved CPU, rounded up. */
+  reservedSystemCpus: CpuSet;
+  reservedMilliCpu: number;
+  store: StateStore;
+  /** The state file's path, for messages. */
+  statePath: string;
+}
+
+const isRestartableInit = (pod: Pod, c: ContainerSpec) => c.restartPolicy === "Always" && (pod.spec.initContainers ?? []).includes(c);
+
+/** upstream guaranteedCPUs: a Guaranteed pod's container with a whole CPU request; 0 otherwise. */
+export function guaranteedCpus(pod: Pod, container: ContainerSpec): number {
+  if (podQosClass(pod) !== "Guaranteed") return 0;
+  const milli = containerRequests(container).cpu ?? 0;
+  return milli % 1000 === 0 ? milli / 1000 : 0;
+}
+
+const uidOf = (pod: Pod) => pod.metadata.uid ?? "";
+
+export class CpuPolicy {
+  readonly reserved: CpuSet;
+  private state: CpuManagerState;
+  /** Pod UID → CPUs its finished init containers hand on (upstream cpusToReuse; one pod at a time). */
+  private reuse = new Map<string, CpuSet>();
+
+  constructor(private readonly cfg: PolicyConfig) {
+    this.reserved = cfg.policy === "static" ? reservedCpus(cfg) : [];
+    this.state = this.restore();
+    this.save();
+  }
+
+  get name(): PolicyName {
+    return this.cfg.policy;
+  }
+
+  snapshot(): CpuManagerState {
+    return structuredClone(this.state);
+  }
+
+  private restore(): CpuManagerState {
+    const fresh: CpuManagerState = { policyName: this.cfg.policy, defaultCpuSet: [], entries: {} };
+    const fail = (why: string) =>
+      new CpuManagerError(
+        `could not restore state from checkpoint: ${why}, please drain this node and delete the CPU manager checkpoint file "${this.cfg.statePath}" before restarting Kubelet`,
+      );
+    const text = this.cfg.store.read();
+    let s = fresh;
+    if (text !== undefined) {
+      try {
+        s = decodeCheckpoint(text);
+      } catch (err) {
+        if (err instanceof CheckpointError) throw fail(err.message);
+        throw err;
+      }
+      if (s.policyName !== this.cfg.policy) throw fail(`configured policy "${this.cfg.policy}" differs from state checkpoint policy "${s.policyName}"`);
+    }
+    if (this.cfg.policy === "static") {
+      const why = this.validateStatic(s);
+      if (why) throw new CpuManagerError(`static policy invalid state, please drain node and remove policy state file "${this.cfg.statePath}": ${why}`);
+    }
+    return s;
+  }
+
+  /** upstream staticPolicy.validateState; an empty state starts with every CPU shared. */
+  private validateStatic(s: CpuManagerState): string | undefined {
+    const all = allCpus(this.cfg.topology);
+    const assigned = Object.entries(s.entries).flatMap(([uid, cs]) => Object.entries(cs).map(([name, set]) => ({ uid, name, set })));
+    if (s.defaultCpuSet.length === 0) {
+      if (assigned.length) return "default cpuset cannot be empty";
+      s.defaultCpuSet = all;
+      return undefined;
+    }
+    if (!sameSet(intersection(this.reserved, s.defaultCpuSet), this.reserved))
+      return `not all reserved cpus: "${formatCpuSet(this.reserved)}" are present in defaultCpuSet: "${formatCpuSet(s.defaultCpuSet)}"`;
+    for (const a of assigned)
+      if (intersection(s.defaultCpuSet, a.set).length)
+        return `pod: ${a.uid}, container: ${a.name} cpuset: "${formatCpuSet(a.set)}" overlaps with default cpuset "${formatCpuSet(s.defaultCpuSet)}"`;
+    const known = union(s.defaultCpuSet, ...assigned.map((a) => a.set));
+    if (!sameSet(known, all)) return `current set of available CPUs "${formatCpuSet(all)}" doesn't match with CPUs in state "${formatCpuSet(known)}"`;
+    return undefined;
+  }
+
+  private save(): void {
+    this.cfg.store.write(encodeCheckpoint(this.state));
+  }
+
+  /** The CPUs a container runs on: its own, or the shared pool; undefined with the none policy (no cpuset is written). */
+  cpusOf(podUid: string, container: string): CpuSet | undefined {
+    if (this.cfg.policy !== "static") return undefined;
+    return this.state.entries[podUid]?.[container] ?? this.state.defaultCpuSet;
+  }
+
+  /** upstream topology manager (container scope) Allocate: every container of the pod, init containers first. */
+  allocatePod(pod: Pod): CpuAdmitResult {
+    if (this.cfg.policy !== "static") return { admit: true };
+    const uid = uidOf(pod);
+    const before = structuredClone(this.state);
+    for (const c of [...(pod.spec.initContainers ?? []), ...pod.spec.containers]) {
+      const err = this.allocate(pod, c);
+      if (err) {
+        this.state = before;
+        this.reuse.delete(uid);
+        return err;
+      }
+    }
+    this.save();
+    return { admit: true };
+  }
+
+  private allocate(pod: Pod, c: ContainerSpec): CpuAdmitResult | undefined {
+    const n = guaranteedCpus(pod, c);
+    if (n === 0) return undefined;
+    const uid = uidOf(pod);
+    const perCore = cpusPerCore(this.cfg.topology);
+    if (this.cfg.fullPcpusOnly) {
+      const smt = (message: string): CpuAdmitResult => ({ admit: false, reason: "SMTAlignmentError", message });
+      if (n % perCore !== 0) return smt(`SMT Alignment Error: requested ${n} cpus not multiple cpus per core = ${perCore}`);
+      const reservedCores = new Set(this.cfg.topology.cpus.filter((x) => this.reserved.includes(x.cpu)).map((x) => x.core));
+      const physical = difference(
+        this.state.defaultCpuSet,
+        this.cfg.topology.cpus.filter((x) => reservedCores.has(x.core)).map((x) => x.cpu),
+      );
+      if (n > physical.length)
+        return smt(`SMT Alignment Error: not enough free physical CPUs: available physical CPUs = ${physical.length}, requested CPUs = ${n}, CPUs per core = ${perCore}`);
+    }
+    const existing = this.state.entries[uid]?.[c.name];
+    if (existing) {
+      this.updateReuse(pod, c, existing);
+      return undefined;
+    }
+    const reusable = this.reuse.get(uid) ?? [];
+    const available = union(difference(this.state.defaultCpuSet, this.reserved), reusable);
+    const took = takeByTopology(this.cfg.topology, available, n);
+    // Errors that are not admission errors of their own get upstream's UnexpectedAdmissionError wording.
+    if (!took.ok) return { admit: false, reason: "UnexpectedAdmissionError", message: `Allocate failed due to ${took.error}, which is unexpected` };
+    this.state.defaultCpuSet = difference(this.state.defaultCpuSet, took.cpus);
+    this.state.entries[uid] = { ...this.state.entries[uid], [c.name]: took.cpus };
+    this.updateReuse(pod, c, took.cpus);
+    return undefined;
+  }
+
+  private updateReuse(pod: Pod, c: ContainerSpec, set: CpuSet): void {
+    const uid = uidOf(pod);
+    for (const other of this.reuse.keys()) if (other !== uid) this.reuse.delete(other);
+    const current = this.reuse.get(uid) ?? [];
+    const plainInit = (pod.spec.initContainers ?? []).includes(c) && !isRestartableInit(pod, c);
+    this.reuse.set(uid, plainInit ? union(current, set) : difference(current, set));
+  }
+
+  /** upstream RemoveContainer: CPUs no sibling shares go back to the pool. */
+  private release(podUid: string, container: string): void {
+    const set = this.state.entries[podUid]?.[container];
+    if (!set) return;
+    const { [container]: _gone, ...rest } = this.state.entries[podUid]!;
+    const siblings = union(...Object.values(rest));
+    if (Object.keys(rest).length) this.state.entries[podUid] = rest;
+    else delete this.state.entries[podUid];
+    this.state.defaultCpuSet = union(this.state.defaultCpuSet, difference(set, siblings));
+  }
+
+  /** upstream removeStaleState: assignments of containers no active pod has are released. Returns whether anything was. */
+  removeStale(active: readonly Pod[]): boolean {
+    const containers = new Map(active.map((p) => [uidOf(p), new Set([...(p.spec.initContainers ?? []), ...p.spec.containers].map((c) => c.name))]));
+    let changed = false;
+    for (const [uid, cs] of Object.entries(this.state.entries))
+      for (const name of Object.keys(cs))
+        if (!containers.get(uid)?.has(name)) {
+          this.release(uid, name);
+          changed = true;
+        }
+    if (changed) this.save();
+    return changed;
+  }
+}
+
+function reservedCpus(cfg: PolicyConfig): CpuSet {
+  const all = allCpus(cfg.topology);
+  if (cfg.reservedSystemCpus.length) {
+    const offline = difference(cfg.reservedSystemCpus, all);
+    if (offline.length) throw new CpuManagerError(`[cpumanager] reservedSystemCPUs "${formatCpuSet(offline)}" are not online CPUs of this host ("${formatCpuSet(all)}")`);
+    return cfg.reservedSystemCpus;
+  }
+  if (cfg.reservedMilliCpu <= 0) throw new CpuManagerError("[cpumanager] the static policy requires systemreserved.cpu + kubereserved.cpu to be greater than zero");
+  const n = Math.ceil(cfg.reservedMilliCpu / 1000);
+  const took = takeByTopology(cfg.topology, all, n);
+  if (!took.ok || took.cpus.length !== n)
+    throw new CpuManagerError(`[cpumanager] unable to reserve the required amount of CPUs (size of ${took.ok ? formatCpuSet(took.cpus) : "none"} did not equal ${n})`);
+  return took.cpus;
+}
