@@ -39,6 +39,31 @@ const settle = async (workers: PodWorkers) => {
 };
 
 describe("SyncLoop", () => {
+  test("its periodic tasks hold one timer each however long it runs (the list of timers grew by one every tick)", async () => {
+    const clock = new FakeClock();
+    const { logger } = memoryLogger();
+    const runtime = new FakePodRuntime(clock);
+    const workers = new PodWorkers({ runtime, status: new LocalStatusStore(), clock, logger, resyncIntervalMs: 60_000 });
+    const pleg = new GenericPleg({ runtime, clock, logger });
+    let passes = 0;
+    const loop = new SyncLoop({
+      sources: [new ManualSource()],
+      podConfig: new PodConfig(["file"]),
+      workers,
+      pleg,
+      runtime,
+      backoff: runtime.backoff,
+      clock,
+      logger,
+      housekeepingTasks: [() => void passes++],
+    });
+    loop.start();
+    for (let i = 0; i < 1800; i++) clock.advance(2000); // one hour
+    expect(passes).toBe(1800);
+    expect(loop.pendingTimers()).toBe(2); // housekeeping and container garbage collection
+    await loop[Symbol.asyncDispose]();
+  });
+
   test("config adds and removes reach the workers", async () => {
     const { runtime, workers, source, loop } = await setup();
     loop.start();

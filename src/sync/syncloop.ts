@@ -39,7 +39,8 @@ export interface SyncLoopOptions {
 
 export class SyncLoop implements AsyncDisposable {
   private lastIterationAt: number | undefined;
-  private timers: (() => void)[] = [];
+  /** The pending timer of each periodic task, by task: one entry each, replaced at every tick. */
+  private readonly timers = new Map<string, () => void>();
   private gcRunning: Promise<void> | undefined;
   private stopped = false;
 
@@ -49,8 +50,8 @@ export class SyncLoop implements AsyncDisposable {
     const { clock } = this.opts;
     for (const source of this.opts.sources) source.start((snapshot) => this.onSnapshot(snapshot));
     this.opts.pleg.start((events) => this.onPlegEvents(events));
-    this.every(this.opts.housekeepingIntervalMs ?? 2000, () => this.housekeeping());
-    this.every(this.opts.gcIntervalMs ?? 60_000, () => this.garbageCollect());
+    this.every("housekeeping", this.opts.housekeepingIntervalMs ?? 2000, () => this.housekeeping());
+    this.every("gc", this.opts.gcIntervalMs ?? 60_000, () => this.garbageCollect());
     this.lastIterationAt = clock.now();
   }
 
@@ -59,13 +60,18 @@ export class SyncLoop implements AsyncDisposable {
     return this.lastIterationAt;
   }
 
-  private every(periodMs: number, fn: () => void): void {
+  private every(name: string, periodMs: number, fn: () => void): void {
     const tick = () => {
       if (this.stopped) return;
       fn();
-      this.timers.push(this.opts.clock.setTimer(periodMs, tick));
+      this.timers.set(name, this.opts.clock.setTimer(periodMs, tick));
     };
-    this.timers.push(this.opts.clock.setTimer(periodMs, tick));
+    this.timers.set(name, this.opts.clock.setTimer(periodMs, tick));
+  }
+
+  /** Timers the loop holds (one per periodic task); exposed for tests. */
+  pendingTimers(): number {
+    return this.timers.size;
   }
 
   private onSnapshot(snapshot: SourceSnapshot): void {
@@ -143,7 +149,7 @@ export class SyncLoop implements AsyncDisposable {
 
   async [Symbol.asyncDispose](): Promise<void> {
     this.stopped = true;
-    for (const cancel of this.timers) cancel();
+    for (const cancel of this.timers.values()) cancel();
     await this.gcRunning;
   }
 }
