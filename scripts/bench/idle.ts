@@ -1,0 +1,399 @@
+// The cost of a quiet node (issue #24), side by side in one run: this agent
+// (dist/kubelet) and the upstream kubelet idle at the same time, each on its
+// own private containerd (an upstream kubelet removes sandboxes it does not
+// know), both against one private control plane. Two idle windows: with 0
+// pods, then with BENCH_PODS pods on each node. For each window and agent:
+// - CPU: utime + stime from /proc/<pid>/stat over the window (the process's
+//   own time, so other load on a shared machine barely moves it), split by
+//   thread name (/proc/<pid>/task/*/stat), and its containerd's;
+// - RSS: the mean of one VmRSS sample every 10 s;
+// - API load: the API server's own audit log (level Metadata for the group
+//   system:nodes): requests by verb and resource per node-hour, watches
+//   started and open. apiserver_request_total has no user or user-agent
+//   label since Kubernetes 1.17, so the per-node split comes from the audit
+//   log; the metric's total over all clients is printed beside it.
+//
+// Run: bun run bench:idle   (root; builds dist/kubelet first)
+// Environment: IDLE_MINUTES=10 (each window), BUSY_MINUTES (the window with
+// pods; default IDLE_MINUTES), BENCH_PODS=110, SETTLE_SECONDS=60 (after Ready
+// and after the pods are Running, before a window), BENCH_HEAVY_LOCK (a lock
+// file, e.g. /tmp/bunlet-heavy.lock: held with flock(1) while the control
+// plane starts and while the pods start, not while idling),
+// BENCH_BUNLET_ENV="NAME=VALUE ..." (this agent's environment only).
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { createRestClient, loadCredentials, type RestClient } from "../../src/api/rest.ts";
+import { realClock } from "../../src/util/clock.ts";
+import { freePort, startAgent } from "../../test/harness/agent.ts";
+import { type ContainerdHandle, requireRoot, runtimeUnderTest, startContainerd } from "../../test/harness/containerd.ts";
+import { type ControlPlaneHandle, startControlPlane } from "../../test/harness/controlplane.ts";
+import { startUpstreamKubelet } from "../../test/harness/upstream-kubelet.ts";
+import { CLK_TCK, cpuTicks, rssMiB } from "./proc.ts";
+
+const repoRoot = resolve(import.meta.dir, "../..");
+const IDLE_MINUTES = Number(process.env.IDLE_MINUTES ?? 10);
+const BUSY_MINUTES = Number(process.env.BUSY_MINUTES ?? IDLE_MINUTES);
+const PODS = Number(process.env.BENCH_PODS ?? 110);
+const SETTLE_MS = Number(process.env.SETTLE_SECONDS ?? 60) * 1000;
+const LOCK = process.env.BENCH_HEAVY_LOCK;
+const BUNLET_ENV = Object.fromEntries(
+  (process.env.BENCH_BUNLET_ENV ?? "")
+    .split(/\s+/)
+    .filter(Boolean)
+    .map((kv) => {
+      const eq = kv.indexOf("=");
+      if (eq < 1) throw new Error(`BENCH_BUNLET_ENV: ${JSON.stringify(kv)} is not NAME=VALUE`);
+      return [kv.slice(0, eq), kv.slice(eq + 1)];
+    }),
+);
+const NAMESPACE = "idle";
+const work = join(tmpdir(), `bunlet-bench-idle-${new Date().toISOString().replace(/[:.]/g, "-")}`);
+
+type Kind = "bunlet" | "upstream";
+interface Agent {
+  kind: Kind;
+  node: string;
+  pid: number;
+  ctd: ContainerdHandle;
+  ctdPid: number;
+  logFile: string;
+  stop(): Promise<void>;
+}
+
+/** Runs `body` holding BENCH_HEAVY_LOCK (flock(1) in a child that holds it until released), or directly without one. */
+async function heavy<T>(what: string, body: () => Promise<T>): Promise<T> {
+  if (!LOCK) return body();
+  const t0 = performance.now();
+  const holder = Bun.spawn(["flock", LOCK, "sh", "-c", "echo held; exec cat"], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
+  const reader = holder.stdout.getReader();
+  if ((await reader.read()).done) throw new Error(`flock ${LOCK} ended without taking the lock (exit ${await holder.exited})`);
+  console.error(`idle: holding ${LOCK} for ${what} (waited ${((performance.now() - t0) / 1000).toFixed(0)} s)`);
+  try {
+    return await body();
+  } finally {
+    holder.stdin.end();
+    await holder.exited;
+  }
+}
+
+/** CPU ticks of every thread of `pid`, summed by thread name. */
+function threadTicks(pid: number): Map<string, number> {
+  const byName = new Map<string, number>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+    } catch {
+      continue; // the thread ended
+    }
+    const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")).replace(/[0-9]+$/, "#");
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    byName.set(name, (byName.get(name) ?? 0) + Number(f[11]) + Number(f[12]));
+  }
+  return byName;
+}
+
+interface AuditEvent {
+  auditID: string;
+  stage: string;
+  verb: string;
+  user: { username: string };
+  userAgent?: string;
+  objectRef?: { resource?: string; subresource?: string };
+  stageTimestamp: string;
+}
+
+function readAudit(file: string): AuditEvent[] {
+  let text = "";
+  try {
+    text = readFileSync(file, "utf8");
+  } catch {
+    return [];
+  }
+  return text
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as AuditEvent);
+}
+
+interface ApiLoad {
+  /** "verb resource[/subresource]" → requests in the window (watches counted when they start). */
+  requests: Map<string, number>;
+  watchesOpenAtEnd: number;
+  userAgent: string;
+}
+
+function apiLoad(events: AuditEvent[], user: string, t0: number, t1: number): ApiLoad {
+  const requests = new Map<string, number>();
+  const started = new Set<string>();
+  const completed = new Set<string>();
+  let userAgent = "";
+  for (const e of events) {
+    if (e.user.username !== user) continue;
+    const t = Date.parse(e.stageTimestamp);
+    if (t > t1) continue;
+    if (e.verb === "watch") {
+      if (e.stage === "ResponseStarted") started.add(e.auditID);
+      if (e.stage === "ResponseComplete") completed.add(e.auditID);
+    }
+    const counts = e.verb === "watch" ? e.stage === "ResponseStarted" : e.stage === "ResponseComplete";
+    if (!counts || t < t0) continue;
+    userAgent ||= e.userAgent ?? "";
+    const key = `${e.verb} ${e.objectRef?.resource ?? "(none)"}${e.objectRef?.subresource ? `/${e.objectRef.subresource}` : ""}`;
+    requests.set(key, (requests.get(key) ?? 0) + 1);
+  }
+  let open = 0;
+  for (const id of started) if (!completed.has(id)) open++;
+  return { requests, watchesOpenAtEnd: open, userAgent };
+}
+
+/** apiserver_request_total summed over every label but verb: all clients, from the API server's /metrics. */
+async function requestTotals(cp: ControlPlaneHandle): Promise<number> {
+  const r = await cp.kubectl(["get", "--raw", "/metrics"]);
+  let sum = 0;
+  for (const line of r.stdout.split("\n")) if (line.startsWith("apiserver_request_total{")) sum += Number(line.slice(line.lastIndexOf(" ") + 1));
+  return sum;
+}
+
+interface Window {
+  label: string;
+  seconds: number;
+  cpu: Map<Kind, number>;
+  ctdCpu: Map<Kind, number>;
+  threads: Map<Kind, Map<string, number>>;
+  rss: Map<Kind, number>;
+  api: Map<Kind, ApiLoad>;
+  allClientsPerHour: number;
+}
+
+/** The window's figures as JSON (Maps as objects), kept beside the logs. */
+function saveWindow(w: Window): void {
+  const plain = JSON.stringify(w, (_, v) => (v instanceof Map ? Object.fromEntries(v) : v), 2);
+  writeFileSync(join(work, `window-${w.label.replace(/\W+/g, "-")}.json`), plain);
+}
+
+async function idleWindow(label: string, minutes: number, agents: Agent[], cp: ControlPlaneHandle, auditFile: string): Promise<Window> {
+  console.error(`idle: ${label}: measuring for ${minutes} min`);
+  const w0 = Date.now();
+  const t0 = performance.now();
+  const m0 = await requestTotals(cp);
+  const c0 = new Map(agents.map((a) => [a.kind, cpuTicks(a.pid)]));
+  const d0 = new Map(agents.map((a) => [a.kind, cpuTicks(a.ctdPid)]));
+  const th0 = new Map(agents.map((a) => [a.kind, threadTicks(a.pid)]));
+  const rss = new Map<Kind, number[]>(agents.map((a) => [a.kind, []]));
+  while (performance.now() - t0 < minutes * 60_000) {
+    await Bun.sleep(Math.min(10_000, minutes * 60_000 - (performance.now() - t0)));
+    for (const a of agents) rss.get(a.kind)!.push(rssMiB(a.pid));
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  const w1 = Date.now();
+  const m1 = await requestTotals(cp);
+  const pct = (ticks: number) => (ticks / CLK_TCK / seconds) * 100;
+  const threads = new Map<Kind, Map<string, number>>();
+  for (const a of agents) {
+    const before = th0.get(a.kind)!;
+    const after = threadTicks(a.pid);
+    threads.set(a.kind, new Map([...after].map(([n, t]) => [n, pct(t - (before.get(n) ?? 0))])));
+  }
+  // The audit backend writes in batches: let the window's last events reach the file.
+  await Bun.sleep(3000);
+  const events = readAudit(auditFile);
+  const w: Window = {
+    label,
+    seconds,
+    cpu: new Map(agents.map((a) => [a.kind, pct(cpuTicks(a.pid) - c0.get(a.kind)!)])),
+    ctdCpu: new Map(agents.map((a) => [a.kind, pct(cpuTicks(a.ctdPid) - d0.get(a.kind)!)])),
+    threads,
+    rss: new Map([...rss].map(([k, v]) => [k, v.reduce((x, y) => x + y, 0) / v.length])),
+    api: new Map(agents.map((a) => [a.kind, apiLoad(events, `system:node:${a.node}`, w0, w1)])),
+    allClientsPerHour: ((m1 - m0) / seconds) * 3600,
+  };
+  saveWindow(w);
+  return w;
+}
+
+async function waitNodeReady(rest: RestClient, node: string): Promise<void> {
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const n = await rest.request<any>("GET", `/api/v1/nodes/${node}`).catch(() => undefined);
+    if (n?.status?.conditions?.find((c: any) => c.type === "Ready")?.status === "True") return;
+    if (Date.now() > deadline) throw new Error(`node ${node} not Ready after 120 s`);
+    await Bun.sleep(500);
+  }
+}
+
+async function startPods(rest: RestClient, ctd: ContainerdHandle, node: string, count: number): Promise<void> {
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: count }, (_, i) =>
+      rest.request("POST", `/api/v1/namespaces/${NAMESPACE}/pods`, {
+        body: {
+          apiVersion: "v1",
+          kind: "Pod",
+          metadata: { name: `${node}-${i}`, labels: { node } },
+          spec: {
+            nodeName: node,
+            terminationGracePeriodSeconds: 1,
+            containers: [{ name: "c", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sleep", "86400"] }],
+          },
+        },
+      }),
+    ),
+  );
+  const deadline = Date.now() + 600_000;
+  for (;;) {
+    const list = await rest.request<any>("GET", `/api/v1/namespaces/${NAMESPACE}/pods`, { query: { labelSelector: `node=${node}` } });
+    const running = list.items.filter((p: any) => p.status?.phase === "Running").length;
+    if (running === count) break;
+    if (Date.now() > deadline) throw new Error(`${running} of ${count} pods Running on ${node} after 600 s`);
+    await Bun.sleep(1000);
+  }
+  console.error(`idle: ${count} pods Running on ${node} after ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+}
+
+async function startBunlet(cp: ControlPlaneHandle): Promise<Agent> {
+  const ctd = await startContainerd({ name: "idle-bunlet" });
+  const node = "bunlet-node";
+  process.env.BUNLET_BINARY = resolve(repoRoot, process.env.BUNLET_BINARY ?? "dist/kubelet");
+  const agent = await startAgent(ctd, {
+    name: "bunlet",
+    nodeName: node,
+    extraArgs: [`--kubeconfig=${await cp.nodeKubeconfig(node)}`, "--node-ip=127.0.0.1"],
+    extraConfig: { authentication: { x509: { clientCAFile: cp.caFile }, webhook: { enabled: true }, anonymous: { enabled: false } }, authorization: { mode: "Webhook" } },
+    ...(Object.keys(BUNLET_ENV).length ? { env: BUNLET_ENV } : {}),
+  });
+  return {
+    kind: "bunlet",
+    node,
+    pid: agent.pid()!,
+    ctd,
+    ctdPid: Number(readFileSync(join(ctd.dir, "containerd.pid"), "utf8")),
+    logFile: agent.logFile,
+    stop: async () => {
+      await agent.kill("SIGTERM");
+    },
+  };
+}
+
+async function startUpstream(cp: ControlPlaneHandle): Promise<Agent> {
+  const ctd = await startContainerd({ name: "idle-upstream" });
+  const node = "upstream-node";
+  const dir = join(ctd.dir, "agent-upstream");
+  const kubelet = startUpstreamKubelet(ctd, {
+    binDir: cp.binDir,
+    dir,
+    nodeName: node,
+    rootDir: join(dir, "root"),
+    podLogsDir: join(dir, "pod-logs"),
+    kubeconfig: await cp.nodeKubeconfig(node),
+    clientCAFile: cp.caFile,
+    healthzPort: await freePort(),
+    port: await freePort(),
+  });
+  return {
+    kind: "upstream",
+    node,
+    pid: kubelet.pid,
+    ctd,
+    ctdPid: Number(readFileSync(join(ctd.dir, "containerd.pid"), "utf8")),
+    logFile: kubelet.logFile,
+    stop: () => kubelet.stop(),
+  };
+}
+
+function ratio(a: number | undefined, b: number | undefined): string {
+  return a === undefined || b === undefined || !Number.isFinite(a) || !Number.isFinite(b) || b === 0 ? "–" : `${(a / b).toFixed(2)}x`;
+}
+
+function report(w: Window): string {
+  const out: string[] = [];
+  const hours = w.seconds / 3600;
+  out.push(`### ${w.label} (${(w.seconds / 60).toFixed(1)} min)`, "");
+  out.push("| figure | bunlet | upstream kubelet | bunlet / upstream |", "| --- | ---: | ---: | ---: |");
+  const row = (name: string, a: number | undefined, b: number | undefined, unit: string, digits: number) =>
+    out.push(`| ${name} | ${a === undefined ? "–" : `${a.toFixed(digits)} ${unit}`} | ${b === undefined ? "–" : `${b.toFixed(digits)} ${unit}`} | ${ratio(a, b)} |`);
+  row("agent CPU (one core = 100%)", w.cpu.get("bunlet"), w.cpu.get("upstream"), "%", 2);
+  row("its containerd's CPU", w.ctdCpu.get("bunlet"), w.ctdCpu.get("upstream"), "%", 2);
+  row("agent RSS (mean)", w.rss.get("bunlet"), w.rss.get("upstream"), "MiB", 1);
+  const total = (k: Kind) => {
+    const l = w.api.get(k);
+    return l ? [...l.requests.values()].reduce((a, b) => a + b, 0) / hours : undefined;
+  };
+  row("API requests per node-hour (audit log, watches counted when started)", total("bunlet"), total("upstream"), "", 0);
+  const watches = (k: Kind) => {
+    const l = w.api.get(k);
+    return l ? [...l.requests].filter(([key]) => key.startsWith("watch ")).reduce((a, [, n]) => a + n, 0) / hours : undefined;
+  };
+  row("watches started per node-hour", watches("bunlet"), watches("upstream"), "", 0);
+  row("watches open at the window's end", w.api.get("bunlet")?.watchesOpenAtEnd, w.api.get("upstream")?.watchesOpenAtEnd, "", 0);
+  out.push("", `All clients together (apiserver_request_total): ${w.allClientsPerHour.toFixed(0)} requests per hour.`, "");
+  const keys = new Set([...(w.api.get("bunlet")?.requests.keys() ?? []), ...(w.api.get("upstream")?.requests.keys() ?? [])]);
+  out.push("| requests per node-hour, by verb and resource | bunlet | upstream kubelet |", "| --- | ---: | ---: |");
+  for (const key of [...keys].sort())
+    out.push(`| ${key} | ${((w.api.get("bunlet")?.requests.get(key) ?? 0) / hours).toFixed(0)} | ${((w.api.get("upstream")?.requests.get(key) ?? 0) / hours).toFixed(0)} |`);
+  out.push("", "| agent CPU by thread (% of one core) | bunlet | upstream kubelet |", "| --- | ---: | ---: |");
+  for (const k of ["bunlet", "upstream"] as Kind[]) {
+    const th = [...(w.threads.get(k) ?? new Map<string, number>())].filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]);
+    for (const [name, v] of th.slice(0, 8)) out.push(k === "bunlet" ? `| ${name} | ${v.toFixed(2)} % | |` : `| ${name} | | ${v.toFixed(2)} % |`);
+  }
+  for (const k of ["bunlet", "upstream"] as Kind[]) if (w.api.get(k)?.userAgent) out.push("", `${k}'s user agent: ${w.api.get(k)!.userAgent}`);
+  return out.join("\n");
+}
+
+requireRoot();
+mkdirSync(work, { recursive: true });
+const auditFile = join(work, "audit.log");
+const policy = join(work, "audit-policy.yaml");
+writeFileSync(
+  policy,
+  ["apiVersion: audit.k8s.io/v1", "kind: Policy", "omitStages: [RequestReceived]", "rules:", "- level: Metadata", "  userGroups: [system:nodes]", "- level: None", ""].join("\n"),
+);
+const agents: Agent[] = [];
+let cp: ControlPlaneHandle | undefined;
+try {
+  // One heavy step: the control plane's and the agents' start, up to both nodes Ready.
+  const rest = await heavy("the control plane and the agents' start", async () => {
+    const c = await startControlPlane({
+      name: "idle",
+      apiServerArgs: [`--audit-policy-file=${policy}`, `--audit-log-path=${auditFile}`, "--audit-log-mode=batch", "--audit-log-batch-max-wait=1s"],
+    });
+    cp = c;
+    const r = createRestClient({ credentials: await loadCredentials(c.adminKubeconfig), qps: 0, burst: 0, clock: realClock, userAgent: "bench-idle" });
+    await r.request("POST", "/api/v1/namespaces", { body: { apiVersion: "v1", kind: "Namespace", metadata: { name: NAMESPACE } } });
+    agents.push(await startBunlet(c));
+    agents.push(await startUpstream(c));
+    await Promise.all(agents.map((a) => waitNodeReady(r, a.node)));
+    return r;
+  });
+  for (;;) {
+    const sa = await rest.request("GET", `/api/v1/namespaces/${NAMESPACE}/serviceaccounts/default`).catch(() => undefined);
+    if (sa) break;
+    await Bun.sleep(200);
+  }
+  console.error(`idle: both nodes Ready; settling ${SETTLE_MS / 1000} s`);
+  await Bun.sleep(SETTLE_MS);
+  const windows = [await idleWindow("0 pods", IDLE_MINUTES, agents, cp!, auditFile)];
+  console.log(report(windows[0]!));
+  if (PODS > 0) {
+    await heavy(`${PODS} pods per node`, async () => {
+      for (const a of agents) await startPods(rest, a.ctd, a.node, PODS);
+    });
+    await Bun.sleep(SETTLE_MS);
+    windows.push(await idleWindow(`${PODS} pods`, BUSY_MINUTES, agents, cp!, auditFile));
+    console.log(`\n${report(windows[1]!)}`);
+  }
+  const memGiB = Number(/MemTotal:\s+(\d+)/.exec(readFileSync("/proc/meminfo", "utf8"))?.[1] ?? 0) / 2 ** 20;
+  console.log(
+    `\n${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC; ${navigator.hardwareConcurrency} CPUs, ${memGiB.toFixed(1)} GiB, runtime ${runtimeUnderTest()}, Kubernetes ${cp!.kubernetesVersion}; bunlet ${process.env.BUNLET_BINARY}; logs and audit log in ${work}`,
+  );
+} finally {
+  await Promise.all(
+    agents.map(async (a) => {
+      await a.stop().catch(() => {});
+      writeFileSync(join(work, `${a.kind}.log`), readFileSync(a.logFile));
+      await a.ctd.stop();
+    }),
+  );
+  await cp?.stop();
+}
