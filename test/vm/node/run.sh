@@ -40,8 +40,9 @@ oneline() { tr '\n' '|' | tr -s ' ' | cut -c1-9000; }
 # them in its first failure: CI shows only a failed test's last lines).
 diagnose() {
   fact diag-kubelet-status "$(systemctl status kubelet --no-pager -n 0 2>&1 | oneline) NRestarts=$(systemctl show kubelet -p NRestarts --value)"
-  fact diag-kubelet-journal "$(journalctl -u kubelet -n 40 -o cat --no-pager 2>&1 | oneline)"
-  fact diag-kubelet-version "$(timeout 60 /usr/bin/kubelet --version 2>&1 | oneline; echo " rc=${PIPESTATUS[0]}")"
+  fact diag-kubelet-journal-head "$(journalctl -u kubelet -n 10000 -o cat --no-pager 2>&1 | head -15 | oneline)"
+  fact diag-kubelet-journal "$(journalctl -u kubelet -n 30 -o cat --no-pager 2>&1 | oneline)"
+  fact diag-kubelet-version "$(timeout 60 /usr/bin/kubelet --version 2>&1 | oneline; printf ' rc=%s' "${PIPESTATUS[0]}")"
   fact diag-containerd-journal "$(journalctl -u containerd -n 20 -o cat --no-pager 2>&1 | oneline)"
   fact diag-ctr "containers: $(ctr -n k8s.io containers ls 2>&1 | oneline) tasks: $(ctr -n k8s.io tasks ls 2>&1 | oneline) images: $(ctr -n k8s.io images ls -q 2>&1 | oneline)"
   fact diag-kernel "$(dmesg | grep -iE 'segfault|traps:|invalid opcode|killed process|oom-kill' | tail -8 | oneline)"
