@@ -57,7 +57,8 @@ import { FileSource } from "./sources/file.ts";
 import { UrlSource } from "./sources/url.ts";
 import { PodConfig } from "./sources/podconfig.ts";
 import type { PodSource } from "./sources/types.ts";
-import { ApiStatusManager } from "./status/api.ts";
+import { ApiStatusManager, reportedContainer } from "./status/api.ts";
+import { isApiPod } from "./pods/source.ts";
 import { LocalStatusStore } from "./status/index.ts";
 import { PodWorkers } from "./sync/podworkers.ts";
 import { PodWorkersView } from "./sync/view.ts";
@@ -208,6 +209,10 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   const recorder = cluster
     ? new ApiEventRecorder({ api: cluster.api, nodeName: config.nodeName, qps: k.eventRecordQPS, burst: k.eventBurst, clock, logger })
     : new LogEventRecorder(logger);
+  // Cluster mode: API copies of static pods, made once the node controller (built later) registered the Node
+  // (its UID also owns CSINode); the prober reads mirrors' statuses.
+  const nodeRegistration = new NodeRegistration();
+  const mirrors = cluster ? new MirrorPods({ api: cluster.api, nodeName: config.nodeName, nodeUid: () => nodeRegistration.uid(), logger }) : undefined;
   // Probes: liveness and startup failures restart that container; readiness feeds the statuses.
   // The prober is built before the pod workers: the syncs it asks for go through a channel the workers serve.
   const syncRequests = new Requests<string>();
@@ -222,6 +227,8 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
       onChange: (uid) => syncRequests.request(uid),
       onProbed: (run) => probeMetrics.observe(run),
       onPodRemoved: (uid) => probeMetrics.forgetPod(uid),
+      // What the kubelet before this one (upstream, or this agent before a restart) reported: a ready pod stays Ready.
+      lastReported: (pod, name, id) => reportedContainer(isApiPod(pod) ? pod.status : mirrors?.mirrorOf(pod)?.status, name, id),
     }),
   );
   const verdicts = new ProbeVerdicts(prober, restarts);
@@ -230,8 +237,6 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   // One store for every local checkpoint (one node key for what is encrypted): <rootDir>/checkpoints.
   const checkpoints = new FileCheckpointStore({ dir: posix.join(config.rootDir, "checkpoints"), clock, logger });
   const autonomy = cluster ? offlineCheckpoint(k.offlineAutonomy, checkpoints, logger) : undefined;
-  // Cluster mode: API copies of static pods, made once the node controller (built later) registered the Node.
-  const nodeRegistration = new NodeRegistration();
   // CSI drivers register through <rootDir>/plugins_registry (node-driver-registrar); the watcher starts once the node controller has.
   const csiDrivers = new CsiDrivers({ nodeName: config.nodeName, ...(cluster ? { api: cluster.api } : {}), nodeUid: () => nodeRegistration.uid(), clock, logger });
   stack.defer(() => csiDrivers.close());
@@ -324,7 +329,6 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     nodeAllocatable: () => ({ cpuMilli: nodeAllocatable.cpu, memoryBytes: nodeAllocatable.memory, ephemeralStorageBytes: nodeAllocatable["ephemeral-storage"] }),
   });
   const statuses = new LocalStatusStore();
-  const mirrors = cluster ? new MirrorPods({ api: cluster.api, nodeName: config.nodeName, nodeUid: () => nodeRegistration.uid(), logger }) : undefined;
   // Disposed after the pod workers (the stack unwinds in reverse): the last statuses they write get a short flush.
   const apiStatus = cluster
     ? stack.use(new ApiStatusManager({ api: cluster.api, hostIPs: () => (hostIP ? [hostIP] : []), clock, logger, local: statuses, mirrorOf: (pod) => mirrors?.mirrorOf(pod) }))

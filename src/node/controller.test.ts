@@ -194,6 +194,23 @@ describe("NodeController", () => {
     await controller[Symbol.asyncDispose]();
   });
 
+  test("an existing node's Ready condition that stays True keeps its lastTransitionTime (a restart, or a kubelet switch); a flip moves it", async () => {
+    const { api, controller, clock, setPleg } = setup();
+    const since = "2020-01-01T00:00:00Z";
+    const conditions = [{ type: "Ready", status: "True", reason: "KubeletReady", message: "kubelet is posting ready status", lastHeartbeatTime: since, lastTransitionTime: since }];
+    api.nodes.set("n1", { metadata: { name: "n1", uid: "old", labels: { "kubernetes.io/hostname": "n1" } }, status: { conditions } });
+    controller.start();
+    await startUp(clock);
+    expect(ready(api)).toMatchObject({ status: "True", lastTransitionTime: since });
+    expect(ready(api).lastHeartbeatTime).not.toBe(since);
+    setPleg(false);
+    clock.advance(10_000);
+    await settle();
+    expect(ready(api).status).toBe("False");
+    expect(ready(api).lastTransitionTime).not.toBe(since);
+    await controller[Symbol.asyncDispose]();
+  });
+
   test("pressure from the eviction manager shows in the conditions with upstream's reasons", async () => {
     const { api, controller, clock } = setup();
     let pressure = { memoryPressure: false, diskPressure: false, pidPressure: false };

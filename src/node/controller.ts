@@ -47,6 +47,12 @@ export interface NodeControllerOptions {
 export const microTime = (ms: number): string => new Date(ms).toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
 const rfc3339 = (ms: number): string => new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
 
+/** The conditions of the Node as registration read or created it. */
+function registeredConditions(node: ApiObject | undefined): NodeCondition[] {
+  const conditions = (node?.status as { conditions?: unknown } | undefined)?.conditions;
+  return Array.isArray(conditions) ? (conditions as NodeCondition[]).filter((c) => c && typeof c.type === "string" && typeof c.lastTransitionTime === "string") : [];
+}
+
 export class NodeController implements AsyncDisposable {
   private registered: ApiObject | undefined;
   private lastSent: { key: string; at: number; conditions: NodeCondition[] } | undefined;
@@ -169,7 +175,10 @@ export class NodeController implements AsyncDisposable {
       health,
       images: images.map((i) => ({ names: [...i.repoDigests, ...i.repoTags], sizeBytes: Number(i.size) })),
       internalIP: this.opts.internalIP,
-      previousConditions: this.lastSent?.conditions ?? [],
+      // Before its first update: the conditions the Node already has (written by this agent before a restart, or by the
+      // kubelet it took the node over from), so a Ready that stays True keeps its lastTransitionTime, as upstream's
+      // update of the API's copy does.
+      previousConditions: this.lastSent?.conditions ?? registeredConditions(this.registered),
       now: rfc3339(now),
       ...(this.opts.pressure ? { pressure: this.opts.pressure() } : {}),
       ...(this.opts.extendedResources ? { extended: this.opts.extendedResources() } : {}),

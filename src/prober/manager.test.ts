@@ -104,6 +104,26 @@ describe("probe manager", () => {
     expect(t.clock.pendingTimers()).toBe(0);
   });
 
+  test("a container the pod's reported status shows ready and started keeps both until its probes say otherwise; another container ID does not", async () => {
+    const reported: Record<string, { ready: boolean; started: boolean }> = { c1: { ready: true, started: true } };
+    const t = setup({ lastReported: (_pod, _name, id) => reported[id] });
+    t.answers.ready = "failure";
+    const probes = { startupProbe: exec("start", { periodSeconds: 60 }), readinessProbe: exec("ready", { failureThreshold: 2 }) };
+    t.manager.addPod(pod("u1", probes), running("c1", t.clock.now()), "10.0.0.1");
+    expect(t.manager.isStarted("u1", "app")).toBe(true);
+    expect(t.manager.isReady("u1", "app")).toBe(true);
+    await t.tick(0);
+    expect(t.calls.start).toBeUndefined(); // started already: the startup probe does not run again
+    expect(t.manager.isReady("u1", "app")).toBe(true); // one failure of two
+    await t.tick(10_000);
+    expect(t.manager.isReady("u1", "app")).toBe(false);
+    // A new instance (a restart) starts from the usual values: not started, not ready.
+    t.manager.addPod(pod("u1", probes), running("c2", t.clock.now()), "10.0.0.1");
+    expect(t.manager.isStarted("u1", "app")).toBe(false);
+    expect(t.manager.isReady("u1", "app")).toBe(false);
+    await t.manager[Symbol.asyncDispose]();
+  });
+
   test("no readiness probe: ready and started once running; unknown containers are neither", async () => {
     const t = setup();
     t.manager.addPod(pod("u1", { livenessProbe: exec("live") }), running("c1", t.clock.now()), "10.0.0.1");

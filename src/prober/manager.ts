@@ -22,6 +22,12 @@
  *   upstream; regular init containers have no probes.
  * - No start jitter: upstream sleeps a random part of the period before the
  *   first probe only right after a kubelet restart.
+ * - A container instance the pod's API status already shows ready (or
+ *   started), by its container ID, starts its readiness (startup) worker
+ *   from that result instead of not ready: after a restart of this agent, or
+ *   when it takes a node over from the upstream kubelet, a ready pod stays
+ *   Ready (and in its Services' endpoints) until a probe fails. Upstream
+ *   starts from not ready and the pod flaps (kubernetes#100277, open).
  */
 import type { CriService } from "../cri/index.ts";
 import { podEventRef, type EventRecorder } from "../events/recorder.ts";
@@ -60,6 +66,12 @@ export interface ProbeManagerOptions {
   probe?: (spec: ProbeSpec, target: ProbeTarget, signal: AbortSignal) => Promise<ProbeOutcome>;
   /** Every probe run with its outcome and duration, for `/metrics/probes`. */
   onProbed?: (run: ProbeRun) => void;
+  /**
+   * What the API server's copy of the pod's status last said of a container
+   * instance (a static pod's: its mirror's), as written by the kubelet that
+   * ran it before; undefined when it says nothing of that container ID.
+   */
+  lastReported?: (pod: Pod, containerName: string, containerId: string) => { ready: boolean; started: boolean } | undefined;
   /** A pod's probes are gone for good (its metric series can go too). */
   onPodRemoved?: (uid: string) => void;
 }
@@ -153,6 +165,10 @@ export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
     const uid = podUid(entry.pod);
     const c: ContainerEntry = { name: spec.name, containerId: run.containerId, workers: new Map(), declared: new Set(), killRequested: false };
     const logger = opts.logger.with({ pod: podFullName(entry.pod), container: spec.name, containerId: run.containerId });
+    const reported = opts.lastReported?.(entry.pod, spec.name, run.containerId);
+    const carried: Partial<Record<ProbeType, "success">> = { ...(reported?.started ? { startup: "success" } : {}), ...(reported?.ready ? { readiness: "success" } : {}) };
+    if (reported?.ready || reported?.started)
+      logger.v(2).info("probe results carried over from the pod's reported status until probed", { ready: reported.ready, started: reported.started });
     for (const type of TYPES) {
       const raw = (spec as Record<string, unknown>)[probeField[type]];
       if (raw == null) continue;
@@ -169,6 +185,7 @@ export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
         spec: probe,
         target: () => ({ pod: entry.pod, container: spec, containerId: run.containerId, podIP: entry.podIP }),
         startedAt: run.startedAt,
+        ...(carried[type] ? { initial: carried[type] } : {}),
         isStarted: () => started(c),
         results: caches[type],
         cri: opts.cri,

@@ -49,6 +49,12 @@ export interface ProbeWorkerOptions {
   clock: Clock;
   logger: Logger;
   recorder?: EventRecorder;
+  /**
+   * The cached result before the first attempt, instead of the type's usual
+   * one: a container the API's status already shows ready (or started) keeps
+   * that until its probe says otherwise (a kubelet restart or switch).
+   */
+  initial?: ProbeResult;
   /** Called once when a liveness or startup failure reaches failureThreshold; the worker then holds. */
   onFailureThreshold?: () => void;
   /** Runs one probe; defaults to runProbe. Tests inject outcomes here. */
@@ -77,7 +83,7 @@ export class ProbeWorker {
   /** Sets the initial result and runs the first attempt. Called once, by the manager. */
   start(): void {
     const t = this.opts.target();
-    this.opts.results.set(t.containerId, initialResult[this.opts.type], podUid(t.pod));
+    this.opts.results.set(t.containerId, this.opts.initial ?? initialResult[this.opts.type], podUid(t.pod));
     this.run();
   }
 

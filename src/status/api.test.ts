@@ -4,7 +4,7 @@ import { FakeKubeApi } from "../api/fake.ts";
 import type { Pod } from "../pods/schema.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
-import { ApiStatusManager, apiPodStatus, type ApiPodStatus } from "./api.ts";
+import { ApiStatusManager, apiPodStatus, reportedContainer, type ApiPodStatus } from "./api.ts";
 import { podStatus, type PodStatusView } from "./phase.ts";
 
 const pod: Pod = {
@@ -335,5 +335,27 @@ describe("observedGeneration (PodObservedGenerationTracking)", () => {
     const { generation: _g, ...meta } = p.metadata;
     const without = build({ ...p, metadata: meta }, view(p, observed, new Map()), { hostIPs: [], previous: undefined, now: 0 });
     expect("observedGeneration" in without).toBe(false);
+  });
+});
+
+describe("reportedContainer", () => {
+  const status = {
+    containerStatuses: [
+      { name: "web", containerID: "containerd://abc", ready: true, started: true },
+      { name: "side", containerID: "containerd://def", ready: false, started: true },
+    ],
+    initContainerStatuses: [{ name: "proxy", containerID: "containerd://0a1", ready: true, started: true }],
+  };
+  test("what the API's status says of that container instance, by container ID", () => {
+    expect(reportedContainer(status, "web", "abc")).toEqual({ ready: true, started: true });
+    expect(reportedContainer(status, "side", "def")).toEqual({ ready: false, started: true });
+    expect(reportedContainer(status, "proxy", "0a1")).toEqual({ ready: true, started: true }); // a sidecar
+  });
+  test("nothing for another instance of the container, an unknown name or no status", () => {
+    expect(reportedContainer(status, "web", "abc2")).toBeUndefined();
+    expect(reportedContainer(status, "web", "ab")).toBeUndefined();
+    expect(reportedContainer(status, "other", "abc")).toBeUndefined();
+    expect(reportedContainer(undefined, "web", "abc")).toBeUndefined();
+    expect(reportedContainer({ containerStatuses: "x" }, "web", "abc")).toBeUndefined();
   });
 });

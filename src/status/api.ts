@@ -55,6 +55,21 @@ export function unreadyGates(pod: Pod, conditions: readonly PodCondition[]): str
 }
 
 /**
+ * What a pod's API status (a static pod's: its mirror's) says of one
+ * container instance: ready and started as the kubelet that wrote it last
+ * judged them, or undefined when it names another container ID (or none).
+ * The API's containerID is `<runtime>://<id>`.
+ */
+export function reportedContainer(status: unknown, containerName: string, containerId: string): { ready: boolean; started: boolean } | undefined {
+  // Sidecars (restartable init containers) are probed too: their statuses are the init containers'.
+  const of = (key: "containerStatuses" | "initContainerStatuses") => (status as Record<string, unknown> | undefined)?.[key];
+  const list = [of("containerStatuses"), of("initContainerStatuses")].flatMap((l) => (Array.isArray(l) ? (l as unknown[]) : []));
+  const c = list.find((x): x is { name: string; containerID?: unknown; ready?: unknown; started?: unknown } => !!x && (x as { name?: unknown }).name === containerName);
+  if (!c || typeof c.containerID !== "string" || !c.containerID.endsWith(`://${containerId}`)) return undefined;
+  return { ready: c.ready === true, started: c.started === true };
+}
+
+/**
  * v1 PodStatus from the computed view; pure, so conditions and phase rules
  * are unit-tested. `apiConditions`: the conditions of the API server's copy
  * (the newest the agent saw); those of other writers are kept, first, as
