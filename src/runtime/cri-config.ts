@@ -4,6 +4,7 @@ import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import { podDnsConfig, type DnsSettings } from "./dns.ts";
 import { containerHash } from "./hash.ts";
 import * as L from "./labels.ts";
+import { orphanSpecAnnotations } from "./orphan-spec.ts";
 import { podHostnameAndDomain } from "./hosts.ts";
 import { sandboxSysctls } from "../node/sysctls.ts";
 import { podLogDirectory } from "../pods/dirs.ts";
@@ -119,7 +120,8 @@ export function containerConfig(
       [L.TerminationMessagePolicyAnnotation]: container.terminationMessagePolicy ?? "File",
       [L.PodTerminationGracePeriodAnnotation]: String(pod.spec.terminationGracePeriodSeconds ?? 30),
       ...(pod.metadata.deletionGracePeriodSeconds !== undefined ? { [L.PodDeletionGracePeriodAnnotation]: String(pod.metadata.deletionGracePeriodSeconds) } : {}),
-      ...(container.ports?.length ? { [L.ContainerPortsAnnotation]: JSON.stringify(container.ports) } : {}),
+      // preStop handler and ports, as upstream: what a kill without the pod's spec (an orphan) restores.
+      ...orphanSpecAnnotations(container),
     },
     logPath: containerLogPath(container.name, restartCount),
     stdin: container.stdin ?? false,

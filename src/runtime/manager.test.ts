@@ -201,6 +201,23 @@ describe("CriPodRuntime", () => {
     expect(stops).toEqual([5]);
   });
 
+  test("an orphan's preStop hook runs from the annotation its container was created with (upstream's preStopHandler), before the stop", async () => {
+    const { cri, runtime } = setup();
+    const preStop = { exec: { command: ["sh", "-c", "echo bye"] } };
+    const p = pod({ lifecycle: { preStop }, ports: [{ name: "http", containerPort: 8080 }] } as never);
+    p.spec.terminationGracePeriodSeconds = 5;
+    await sync(runtime, p);
+    const [, created] = cri.callsOf("createContainer")[0] as [string, { annotations: Record<string, string> }];
+    expect(JSON.parse(created.annotations["io.kubernetes.container.preStopHandler"]!)).toEqual(preStop);
+    expect(JSON.parse(created.annotations["io.kubernetes.container.ports"]!)).toEqual([{ name: "http", containerPort: 8080 }]);
+    await runtime.killPod(podRef(p), await runtime.observe(podRef(p)), 30);
+    const order = cri.calls.filter((c) => c.method === "execSync" || c.method === "stopContainer").map((c) => [c.method, c.args[1]]);
+    expect(order).toEqual([
+      ["execSync", ["sh", "-c", "echo bye"]],
+      ["stopContainer", 5],
+    ]);
+  });
+
   test("pod cgroups are made before the sandbox and removed with the pod; containers get their resources", async () => {
     const clock = new FakeClock();
     const cri = new FakeCri({ clock, images: ["busybox:1.0"] });

@@ -33,6 +33,7 @@ import { containerEnv, EnvError } from "./env.ts";
 import { noPodObjects, PodObjectError, type PodObjects } from "../api/objects.ts";
 import type { NodeAllocatable } from "./resource-env.ts";
 import { hookOf, MINIMUM_GRACE_AFTER_PRESTOP_SECONDS, runHook } from "./hooks.ts";
+import { restoreOrphanSpec, type RestoredSpec } from "./orphan-spec.ts";
 import { effectiveSecurityContext, SecurityContextError, verifyRunAsNonRoot } from "./security.ts";
 import type { PodRuntime } from "./index.ts";
 import * as L from "./labels.ts";
@@ -217,6 +218,7 @@ export class CriPodRuntime implements PodRuntime {
             hash: s.annotations[L.ContainerHashAnnotation] ?? c.annotations[L.ContainerHashAnnotation] ?? "",
             restartCount: Number(s.annotations[L.ContainerRestartCountAnnotation] ?? s.metadata?.attempt ?? 0),
             ...optionalGrace(L.podGracePeriodFrom(s.annotations)),
+            restoredSpec: restoreOrphanSpec(s.metadata?.name ?? c.labels[L.ContainerNameLabel] ?? "", s.annotations),
             image: s.image?.image ?? "",
             imageRef: s.imageRef,
             createdAt: nsToMs(s.createdAt) ?? 0,
@@ -572,17 +574,34 @@ export class CriPodRuntime implements PodRuntime {
     return results;
   }
 
-  /** Stops a container: its preStop hook first (when the pod's spec is known), then the runtime's stop with what is left of the grace period. */
-  private async stopContainer(pod: PodRef | Pod, id: string, name: string, graceSeconds: number, why?: string, podIP = ""): Promise<SyncResult> {
+  /**
+   * Stops a container: its preStop hook first, then the runtime's stop with what is left of the grace period.
+   * Without the pod's spec (an orphan) the hook is the one the container's annotations restore, as upstream's.
+   */
+  private async stopContainer(pod: PodRef | Pod, id: string, name: string, graceSeconds: number, why?: string, podIP = "", restored?: RestoredSpec): Promise<SyncResult> {
     const meta = "metadata" in pod ? pod.metadata : pod;
     this.recorder.event(podEventRef({ metadata: meta }, name), "Normal", "Killing", why?.startsWith("Container ") ? why : `Stopping container ${name}`);
     if (why) this.opts.logger.info("stopping container", { pod: `${meta.namespace}/${meta.name}`, container: name, why });
-    const spec = "spec" in pod ? containerSpecOf(pod, name) : undefined;
-    const preStop = spec && why !== "FailedPostStartHook" ? hookOf(spec, "preStop") : undefined;
-    if (preStop && "spec" in pod) {
+    if (!("spec" in pod) && restored && !restored.ok) {
+      this.opts.logger.warn("an orphaned container's annotations do not restore its preStop hook; stopping it without", {
+        pod: `${meta.namespace}/${meta.name}`,
+        container: name,
+        err: restored.error,
+      });
+    }
+    const specPod: Pod | undefined =
+      "spec" in pod
+        ? pod
+        : restored?.ok
+          ? ({ metadata: { name: meta.name, namespace: meta.namespace, uid: meta.uid }, spec: { containers: [restored.container] } } as Pod)
+          : undefined;
+    const spec = specPod ? containerSpecOf(specPod, name) : undefined;
+    const preStop = spec && why !== "FailedPostStartHook" && graceSeconds > 0 ? hookOf(spec, "preStop") : undefined;
+    if (preStop && specPod) {
       const started = this.opts.clock.now();
-      const failure = await runHook(preStop, { cri: this.opts.cri, clock: this.opts.clock, pod, container: spec!, containerId: id, podIP, timeoutSeconds: graceSeconds });
-      if (failure) this.recorder.event(podEventRef(pod, name), "Warning", "FailedPreStopHook", failure);
+      if (!("spec" in pod)) this.opts.logger.info("running an orphaned container's preStop hook", { pod: `${meta.namespace}/${meta.name}`, container: name });
+      const failure = await runHook(preStop, { cri: this.opts.cri, clock: this.opts.clock, pod: specPod, container: spec!, containerId: id, podIP, timeoutSeconds: graceSeconds });
+      if (failure) this.recorder.event(podEventRef(specPod, name), "Warning", "FailedPreStopHook", failure);
       const spent = Math.floor((this.opts.clock.now() - started) / 1000);
       graceSeconds = Math.max(MINIMUM_GRACE_AFTER_PRESTOP_SECONDS, graceSeconds - spent);
     }
@@ -603,10 +622,13 @@ export class CriPodRuntime implements PodRuntime {
     // Without the pod's spec (an orphan no source wants), each container is stopped with the grace period
     // it was created with, or upstream's minimum, as upstream restores it from the container's annotations.
     const graceOf = (c: ObservedContainer) => (pod ? gracePeriodSeconds : (c.podGracePeriodSeconds ?? MINIMUM_ORPHAN_GRACE_SECONDS));
-    const results = await Promise.all(live.filter((c) => !sidecars.includes(c.name)).map((c) => this.stopContainer(target, c.id, c.name, graceOf(c), undefined, podIP)));
+    const restoredOf = (c: ObservedContainer) => (pod ? undefined : c.restoredSpec);
+    const results = await Promise.all(
+      live.filter((c) => !sidecars.includes(c.name)).map((c) => this.stopContainer(target, c.id, c.name, graceOf(c), undefined, podIP, restoredOf(c))),
+    );
     // Sidecars serve the app containers until they are gone, then stop in reverse order (upstream).
     for (const name of [...sidecars].reverse()) {
-      for (const c of live.filter((c) => c.name === name)) results.push(await this.stopContainer(target, c.id, c.name, graceOf(c), undefined, podIP));
+      for (const c of live.filter((c) => c.name === name)) results.push(await this.stopContainer(target, c.id, c.name, graceOf(c), undefined, podIP, restoredOf(c)));
     }
     for (const s of observed.sandboxes) {
       try {

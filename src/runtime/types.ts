@@ -2,6 +2,8 @@
  * What the runtime manager observes of a pod, in the agent's own terms
  * (milliseconds, plain strings), independent of the CRI wire types.
  */
+import type { RestoredSpec } from "./orphan-spec.ts";
+
 export type ContainerState = "created" | "running" | "exited" | "unknown";
 
 export interface ObservedContainer {
@@ -14,6 +16,8 @@ export interface ObservedContainer {
   restartCount: number;
   /** The pod's grace period written on the container when it was created (kills without the pod's spec use it). */
   podGracePeriodSeconds?: number;
+  /** The spec its annotations restore (preStop handler, ports), for a kill without the pod's spec. */
+  restoredSpec?: RestoredSpec;
   image: string;
   imageRef: string;
   createdAt: number;

@@ -10,7 +10,7 @@
 // switch is a change of one container, not a new pod (a manifest without a UID
 // gets a new UID when its content changes, on either kubelet).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createCriClient } from "../../src/cri/client.ts";
 import { ContainerFilter, ContainerState, PodSandboxFilter, PodSandboxState, type CriService } from "../../src/cri/index.ts";
@@ -225,6 +225,55 @@ describe("switching kubelets on a live node (standalone)", () => {
       expect(agent!.log()).toMatch(
         /Container two definition changed \((image \\"[^"\\]+\\" → \\"[^"\\]+swapped\\"|hash [0-9a-f]+ → [0-9a-f]+: image or name)\), will be restarted/,
       );
+    }),
+    150_000,
+  );
+
+  /**
+   * A static pod whose manifest is removed while no kubelet runs is an orphan
+   * for the next one: its containers carry their preStop handler
+   * (io.kubernetes.container.preStopHandler, JSON), which this agent runs
+   * before it stops them.
+   */
+  const farewellDir = () => join(ctd.dir, "farewell");
+  const farewell = (name: string) => ({
+    metadata: { name },
+    spec: {
+      terminationGracePeriodSeconds: 5,
+      containers: [
+        {
+          ...sleeper("main"),
+          lifecycle: { preStop: { exec: { command: ["sh", "-c", `echo bye from ${name} > /out/${name}`] } } },
+          volumeMounts: [{ name: "out", mountPath: "/out" }],
+        },
+      ],
+      volumes: [{ name: "out", hostPath: { path: farewellDir(), type: "DirectoryOrCreate" } }],
+    },
+  });
+  const writeFarewell = (name: string) => writeFileSync(join(paths.manifests, `${name}.json`), JSON.stringify({ apiVersion: "v1", kind: "Pod", ...farewell(name) }));
+  const runningContainerOf = async (pod: string) =>
+    (await cri.listContainers(ContainerFilter.create({}))).find((c) => c.state === ContainerState.CONTAINER_RUNNING && c.labels["io.kubernetes.pod.name"] === pod);
+  const goneAfterPreStop = async (name: string) => {
+    await eventually(`the orphan ${name}'s preStop hook ran`, () => existsSync(join(farewellDir(), name)), 60_000);
+    expect(readFileSync(join(farewellDir(), name), "utf8")).toBe(`bye from ${name}\n`);
+    await eventually(`the orphan ${name} stopped`, async () => !(await runningContainerOf(`${name}-${NODE}`)), 30_000);
+  };
+
+  test(
+    "an orphan upstream created gets its preStop hook run by this agent (the annotation upstream writes)",
+    explain(async () => {
+      await agent!.kill("SIGTERM");
+      writeFarewell("farewell-up");
+      await startUpstream();
+      const created = await eventually("upstream runs farewell-up", () => runningContainerOf(`farewell-up-${NODE}`), 60_000);
+      // What upstream 1.34 writes: the container's lifecycle.preStop as JSON.
+      const status = await cri.containerStatus(created.id);
+      expect(JSON.parse(status.status!.annotations["io.kubernetes.container.preStopHandler"]!)).toEqual(farewell("farewell-up").spec.containers[0]!.lifecycle.preStop);
+      await stopUpstream();
+      rmSync(join(paths.manifests, "farewell-up.json"));
+      await startBunlet();
+      await goneAfterPreStop("farewell-up");
+      expect(agent!.log()).toContain("running an orphaned container's preStop hook");
     }),
     150_000,
   );
