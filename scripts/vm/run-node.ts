@@ -76,6 +76,36 @@ export function agentBinary(): { path: string; ms: number; version?: string } {
   return { path: join(repoRoot, "dist/kubelet"), ms: Math.round(performance.now() - t0) };
 }
 
+/**
+ * containerd 2.x and runc for the node (scripts/containerd2/build.sh: built
+ * from Go modules once, cached), written to `dest` as run.sh's hook wants
+ * it: bin/ and config.toml. The config is the binary's own default (2.4
+ * writes `version = 4`) with the node's settings: the runc runtime with
+ * `SystemdCgroup = true` (what CRI RuntimeConfig then reports), the offline
+ * pause image, and Debian's CNI plugin directory.
+ */
+export function containerd2Payload(dest: string): { version: string } {
+  const bin =
+    sh(["bash", join(repoRoot, "scripts/containerd2/build.sh")])
+      .trim()
+      .split("\n")
+      .at(-1) ?? "";
+  mkdirSync(join(dest, "bin"), { recursive: true });
+  for (const name of ["containerd", "containerd-shim-runc-v2", "ctr", "runc"]) cpSync(join(bin, name), join(dest, "bin", name));
+  let config = sh([join(bin, "containerd"), "config", "default"]);
+  const edits: [RegExp, string][] = [
+    [/^(\s*)SystemdCgroup = false$/m, "$1SystemdCgroup = true"],
+    [/^(\s*)sandbox = '[^']*'$/m, "$1sandbox = 'localhost/bunlet/pause:1.0'"],
+    [/^(\s*)bin_dirs = \['\/opt\/cni\/bin'\]$/m, "$1bin_dirs = ['/usr/lib/cni']"],
+  ];
+  for (const [from, to] of edits) {
+    if (!from.test(config)) throw new Error(`containerd 2.x's default config has no line matching ${from}: its format changed`);
+    config = config.replace(from, to);
+  }
+  writeFileSync(join(dest, "config.toml"), config);
+  return { version: sh([join(bin, "containerd"), "--version"]).trim() };
+}
+
 /** Parses the console: `BUNLET-FACT name rest` lines (the last of a name wins). */
 export function parseFacts(output: string): Record<string, string> {
   const facts: Record<string, string> = {};
@@ -99,7 +129,19 @@ function dirBytes(dir: string): number {
   return total;
 }
 
-export async function runNode(opts: { timeoutMs?: number; memoryMb?: number; log?: (line: string) => void } = {}): Promise<NodeRun> {
+export interface NodeOptions {
+  timeoutMs?: number;
+  memoryMb?: number;
+  log?: (line: string) => void;
+  /**
+   * What run.sh checks: "full" (every check, on the image's containerd 1.6 unless BUNLET_VM_CONTAINERD_DIR
+   * says otherwise) or "containerd2" (containerd 2.x from containerd2Payload: the cgroup driver from CRI
+   * RuntimeConfig, a config/runtime mismatch, the pods and their slices; then power off).
+   */
+  mode?: "full" | "containerd2";
+}
+
+export async function runNode(opts: NodeOptions = {}): Promise<NodeRun> {
   requireNodeVm();
   const log = opts.log ?? (() => {});
   const image = nodeImage();
@@ -118,8 +160,13 @@ export async function runNode(opts: { timeoutMs?: number; memoryMb?: number; log
     mkdirSync(join(payload, "images"));
     for (const f of ["pause.tar", "busybox.tar"]) cpSync(join(images, f), join(payload, "images", f));
     cpSync(join(repoRoot, "test/vm/node"), payload, { recursive: true });
+    const mode = opts.mode ?? "full";
+    writeFileSync(join(payload, "mode"), `${mode}\n`);
     const containerd = process.env.BUNLET_VM_CONTAINERD_DIR;
-    if (containerd) {
+    if (mode === "containerd2") {
+      const c = containerd2Payload(join(payload, "containerd"));
+      log(`containerd 2.x for the node: ${c.version}`);
+    } else if (containerd) {
       if (!existsSync(join(containerd, "bin"))) throw new Error(`BUNLET_VM_CONTAINERD_DIR=${containerd} has no bin/ directory`);
       cpSync(containerd, join(payload, "containerd"), { recursive: true });
     }

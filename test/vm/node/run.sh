@@ -11,6 +11,9 @@
 # a unit stopped after the agent prints which pod stopped when.
 set -u
 P=/payload
+# full: every check, on the image's containerd 1.6; containerd2: containerd 2.x (the hook below), the
+# cgroup driver it reports, a config that disagrees, the pods and their slices, then power off.
+MODE=$(cat $P/mode 2>/dev/null || echo full)
 fact() { local name=$1; shift; echo "BUNLET-FACT $name $*"; }
 t0=$(date +%s)
 elapsed() { echo $(( $(date +%s) - t0 )); }
@@ -79,6 +82,16 @@ fact runtime "containerd=$(containerd --version | awk '{print $3}') runc=$(runc 
 wait_for 60 systemctl is-active --quiet containerd
 fact containerd-active "$(systemctl is-active containerd)"
 
+# containerd 2.x answers CRI RuntimeConfig (1.6 does not): a config file that says cgroupfs while the
+# runtime says systemd must stop the agent at start, exit 2, with a message naming both settings.
+if [ "$MODE" = containerd2 ]; then
+  sed 's/^cgroupDriver: systemd$/cgroupDriver: cgroupfs/' $P/kubelet.yaml >/tmp/mismatch.yaml
+  timeout -k 10 150 $P/kubelet --config=/tmp/mismatch.yaml >/tmp/mismatch.log 2>&1
+  fact mismatch "rc=$? config=$(grep '^cgroupDriver' /tmp/mismatch.yaml | tr -d ' ')"
+  fact mismatch-message "$(grep -m1 '^kubelet: ' /tmp/mismatch.log)"
+  fact mismatch-log "$(head -12 /tmp/mismatch.log | oneline) ... $(tail -8 /tmp/mismatch.log | oneline)"
+fi
+
 # logind lets a delay lock hold a shutdown this long (the agent needs its grace periods: 15 s + 10 s).
 mkdir -p /etc/systemd/logind.conf.d
 printf '[Login]\nInhibitDelayMaxSec=40\n' >/etc/systemd/logind.conf.d/kubelet.conf
@@ -119,6 +132,15 @@ for p in guaranteed burstable besteffort; do
   fact "scopes-$p" "$(find "$slice" -mindepth 1 -maxdepth 1 -type d -name '*.scope' -printf '%f ' | sed 's/cri-containerd-[0-9a-f]*/cri-containerd-ID/g')"
 done
 fact qos-slices "burstable=$(cat /sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/cpu.weight) besteffort=$(cat /sys/fs/cgroup/kubepods.slice/kubepods-besteffort.slice/cpu.weight)"
+
+# containerd 2.x: the OOM kill too, then power off (the rest is the full run's, on containerd 1.6).
+if [ "$MODE" = containerd2 ]; then
+  fact journal-driver "$(journalctl -u kubelet --no-pager -o cat | grep -m1 'cgroup driver')"
+  oom_facts
+  fact done "t=$(elapsed)"
+  systemctl poweroff
+  exit 0
+fi
 
 # What one busctl call to systemd costs here (the systemd driver makes about three per pod start).
 t=$(date +%s%N)
