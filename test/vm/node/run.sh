@@ -49,6 +49,15 @@ diagnose() {
   fact diag-containerd-journal "$(journalctl -u containerd -n 20 -o cat --no-pager 2>&1 | oneline)"
   fact diag-ctr "containers: $(ctr -n k8s.io containers ls 2>&1 | oneline) tasks: $(ctr -n k8s.io tasks ls 2>&1 | oneline) images: $(ctr -n k8s.io images ls -q 2>&1 | oneline)"
   fact diag-kernel "$(dmesg | grep -iE 'segfault|traps:|invalid opcode|killed process|oom-kill' | tail -8 | oneline)"
+  proc_facts "$(systemctl show kubelet -p MainPID --value)"
+}
+# The agent's process when it is alive but not serving: busy (CPU ticks in 5 s) or blocked (each
+# thread's wchan), its threads and children.
+proc_facts() {
+  local pid=$1 cpu1 cpu2
+  [ -n "$pid" ] && [ "$pid" != 0 ] && [ -d "/proc/$pid" ] || { fact diag-kubelet-proc "no process (MainPID=$pid)"; return; }
+  cpu1=$(awk '{print $14+$15}' "/proc/$pid/stat"); sleep 5; cpu2=$(awk '{print $14+$15}' "/proc/$pid/stat")
+  fact diag-kubelet-proc "pid=$pid $(grep -E '^(State|Threads|VmRSS):' "/proc/$pid/status" | tr -s '\t ' ' ' | oneline) cpu_ticks_in_5s=$((cpu2 - cpu1)) wchan=$(for t in /proc/"$pid"/task/*; do printf '%s:%s ' "$(cat "$t/comm")" "$(cat "$t/wchan")"; done) children=$(pgrep -P "$pid" -a | oneline)"
 }
 # The OOM pod (32Mi, over its limit) once it terminated: its status, and the memcg of each task the
 # kernel's OOM killer killed (the oom-kill lines), which must be this container's scope.
