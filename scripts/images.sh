@@ -7,6 +7,8 @@
 #
 # Usage: scripts/images.sh [OUTDIR]        (default: <repo>/.cache/images)
 #        scripts/images.sh --names         (print the two image names)
+#        scripts/images.sh --oci NAME ROOTFS_DIR CONFIG_FRAGMENT OUTFILE
+#                                          (one image from a directory, same layout)
 #
 # Layout of each tarball: oci-layout, index.json (annotated with
 # io.containerd.image.name and org.opencontainers.image.ref.name),
@@ -51,29 +53,6 @@ case "$(uname -m)" in
   *) arch="$(uname -m)" ;;
 esac
 
-[[ -x "$busybox_bin" ]] || { log "missing $busybox_bin (apt-get install busybox-static)"; exit 1; }
-if command -v gcc >/dev/null 2>&1; then cc_version="$(gcc --version | head -1)"; else cc_version="none"; fi
-
-mkdir -p "$out"
-# Two concurrent runs (parallel test files, setup.sh) must not interleave.
-exec 9>"$out/.lock"
-flock 9
-
-stamp="$(
-  {
-    sha256sum "${BASH_SOURCE[0]}" | cut -d' ' -f1
-    sha256sum "$busybox_bin" | cut -d' ' -f1
-    echo "$cc_version" "$arch"
-  } | sha256sum | cut -d' ' -f1
-)"
-if [[ -f "$out/stamp" && "$(cat "$out/stamp")" == "$stamp" && -s "$out/pause.tar" && -s "$out/busybox.tar" ]]; then
-  log "up to date in $out"
-  exit 0
-fi
-
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-
 # tar with everything that makes it reproducible.
 dtar() { tar --sort=name --mtime="@$epoch" --owner=0 --group=0 --numeric-owner --format=gnu "$@"; }
 sha() { sha256sum "$1" | cut -d' ' -f1; }
@@ -112,6 +91,39 @@ oci_image() {
   mv -f "$outfile.tmp" "$outfile"
   log "built $name -> $outfile (manifest sha256:$mdig)"
 }
+
+# One more image from a directory, for other image sets (scripts/conformance/images.sh):
+#   scripts/images.sh --oci NAME ROOTFS_DIR CONFIG_FRAGMENT OUTFILE
+if [[ "${1:-}" == "--oci" ]]; then
+  [[ $# -eq 5 ]] || { log "usage: $0 --oci NAME ROOTFS_DIR CONFIG_FRAGMENT OUTFILE"; exit 2; }
+  work="$(mktemp -d)"
+  trap 'rm -rf "$work"' EXIT
+  oci_image "$2" "$3" "$4" "$5"
+  exit 0
+fi
+
+[[ -x "$busybox_bin" ]] || { log "missing $busybox_bin (apt-get install busybox-static)"; exit 1; }
+if command -v gcc >/dev/null 2>&1; then cc_version="$(gcc --version | head -1)"; else cc_version="none"; fi
+
+mkdir -p "$out"
+# Two concurrent runs (parallel test files, setup.sh) must not interleave.
+exec 9>"$out/.lock"
+flock 9
+
+stamp="$(
+  {
+    sha256sum "${BASH_SOURCE[0]}" | cut -d' ' -f1
+    sha256sum "$busybox_bin" | cut -d' ' -f1
+    echo "$cc_version" "$arch"
+  } | sha256sum | cut -d' ' -f1
+)"
+if [[ -f "$out/stamp" && "$(cat "$out/stamp")" == "$stamp" && -s "$out/pause.tar" && -s "$out/busybox.tar" ]]; then
+  log "up to date in $out"
+  exit 0
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
 
 # ---- pause ------------------------------------------------------------------
 pause_root="$work/pause-root"
