@@ -8,7 +8,8 @@
 # What each image is made of:
 #   .../agnhost:*    the project's busybox root + /agnhost built from Go modules at the
 #                    control plane's version (scripts/conformance/build.sh); entrypoint
-#                    /agnhost, cmd `pause`, the files and users of upstream's Dockerfile
+#                    /agnhost, cmd `pause`, the files and users of upstream's Dockerfile,
+#                    and a `curl` shim on busybox wget (the suite's curl calls are plain GETs)
 #   .../busybox:*    the project's busybox image (scripts/images.sh) under that name
 #   .../nonroot:*    the same, with USER 1234 as upstream's
 #   .../pause:*      the project's pause image under that name
@@ -76,6 +77,29 @@ for image in "${images[@]}"; do
       ln -s agnhost "$root/agnhost-2"
       install -m 0644 "$k8s_src/test/images/agnhost/porter/localhost.crt" "$k8s_src/test/images/agnhost/porter/localhost.key" "$root/"
       mkdir -m 0755 "$root/uploads"
+      # Upstream's image has curl (Alpine's); the suite runs `curl [-g -q -s -k -m N] URL` in agnhost
+      # containers (networking checks, lifecycle hooks). busybox has no curl: a shim on its wget
+      # for those forms, refusing any other option by name.
+      cat >"$root/usr/bin/curl" <<'SH'
+#!/bin/sh
+# curl for the offline agnhost image (scripts/conformance/images.sh): GET URL to stdout with
+# busybox wget. Understands -g -q -s -S -f -L -k/--insecure -m/--max-time N --connect-timeout N.
+max=""; insecure=""; url=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -g|-q|-s|-S|-f|-L|-sS|-fsS|-fs|-gs|--silent|--fail|--globoff|--location) ;;
+    -k|--insecure) insecure=--no-check-certificate ;;
+    -m|--max-time|--connect-timeout) max="$2"; shift ;;
+    -*) echo "curl (busybox shim): option $1 is not supported" >&2; exit 2 ;;
+    *) url="$1" ;;
+  esac
+  shift
+done
+[ -n "$url" ] || { echo "curl (busybox shim): no URL" >&2; exit 2; }
+if [ -n "$max" ]; then exec timeout "${max%%.*}" wget -q -O - $insecure "$url"; fi
+exec wget -q -O - $insecure "$url"
+SH
+      chmod 0755 "$root/usr/bin/curl"
       echo 'user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh' >>"$root/etc/passwd"
       printf 'user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n' >>"$root/etc/group"
       cfg="$path_env,\"Entrypoint\":[\"/agnhost\"],\"Cmd\":[\"pause\"]" ;;
