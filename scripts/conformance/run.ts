@@ -146,7 +146,8 @@ export function renderSummary(
     ...(o.merged ? [`- Merged from: ${o.merged.join(", ")}`] : []),
     `- Passed ${s.passed}, failed ${s.failed.length}, skipped ${s.skipped} (of ${s.passed + s.failed.length + s.skipped} selected); wall time ${Math.floor(s.wallSeconds / 60)} min ${s.wallSeconds % 60} s`,
   ];
-  if (o.missingImages.length > 0) lines.push(`- Images not built offline (tests using them fail on the pull): ${o.missingImages.join(", ")}`);
+  if (o.missingImages.length > 0)
+    lines.push(`- ${o.missingImages.length} images of e2e.test --list-images are not built offline (tests using them fail on the pull; .cache/conformance/images/missing.txt)`);
   lines.push("", "## Failed", "");
   for (const f of s.failed) lines.push(`- ${f.name}`, `  - ${f.message.replaceAll("\n", " ")}`);
   if (s.failed.length === 0) lines.push("(none)");
