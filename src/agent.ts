@@ -10,7 +10,7 @@ import { parseQuantity, type AgentConfig } from "./config/index.ts";
 import type { CriService } from "./cri/index.ts";
 import { createKubeApi, type KubeApi } from "./api/index.ts";
 import { admitPod } from "./node/admission.ts";
-import { admitPodFeatures } from "./node/pod-features.ts";
+import { admitPodFeatures, appArmorEnabled } from "./node/pod-features.ts";
 import { CSI_PLUGIN_TYPE, CsiDrivers, PluginWatcher } from "./csi/index.ts";
 import { DeviceManager, servePodResources } from "./devices/index.ts";
 import { renderVolumeStatsMetrics } from "./metrics/volume-stats.ts";
@@ -410,7 +410,11 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   }
   // Admission: node shutdown, then eviction (pods under pressure), sysctls, devices, then the resource checks, as upstream.
   const sysctls = sysctlAllowlist(k.allowedUnsafeSysctls);
-  const podFeatureGates = { podLevelResources: k.featureGates["PodLevelResources"] !== false, userNamespacesSupport: k.featureGates["UserNamespacesSupport"] !== false };
+  const podFeatureGates = {
+    podLevelResources: k.featureGates["PodLevelResources"] !== false,
+    userNamespacesSupport: k.featureGates["UserNamespacesSupport"] !== false,
+    appArmorEnabled: appArmorEnabled(),
+  };
   const admit = (pod: Pod, active: Pod[]) => {
     const shuttingDown = nodeShutdown?.admit();
     if (shuttingDown && !shuttingDown.admit) return shuttingDown;
