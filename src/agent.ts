@@ -249,6 +249,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
       ...(autonomy ? { checkpoint: { ...autonomy, clock, logger } } : {}),
       allocatable: nodeAllocatable,
       nodeIdentity: { name: config.nodeName, labels: facts.labels },
+      csi: { drivers: csiDrivers, controllerAttachDetach: k.enableControllerAttachDetach },
       clock,
       logger,
     }),

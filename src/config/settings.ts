@@ -119,8 +119,9 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   ),
   volumeStatsAggPeriod: acted("how long measured volume usage is reused (src/stats)"),
   volumePluginDir: refused("FlexVolume plugins are not supported by this agent"),
-  enableControllerAttachDetach: builtIn("the Node's controller-managed-attach-detach annotation: the attach/detach controller attaches volumes", (k) =>
-    k.enableControllerAttachDetach ? undefined : `false: attaching volumes from the kubelet is ${NOT_IMPLEMENTED}`,
+  enableControllerAttachDetach: builtIn(
+    "the Node's controller-managed-attach-detach annotation: the attach/detach controller attaches volumes (a CSI volume whose driver requires attach waits for its VolumeAttachment)",
+    (k) => (k.enableControllerAttachDetach ? undefined : `false: attaching volumes from the kubelet is ${NOT_IMPLEMENTED}`),
   ),
 
   // Networking and DNS

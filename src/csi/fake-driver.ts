@@ -20,6 +20,8 @@ export interface FakeCsiDriverOptions {
   maxVolumesPerNode?: number;
   /** Advertise STAGE_UNSTAGE_VOLUME. */
   stageUnstage?: boolean;
+  /** Advertise VOLUME_MOUNT_GROUP (the driver applies fsGroup when it mounts). */
+  mountGroup?: boolean;
 }
 
 export interface FakeCall {
@@ -61,7 +63,12 @@ export class FakeCsiDriver {
           ),
           NodeGetCapabilities: async (r: object) => (
             record("NodeGetCapabilities", r),
-            { capabilities: o.stageUnstage ? [{ type: { oneofKind: "rpc", rpc: { type: NodeServiceCapability_RPC_Type.STAGE_UNSTAGE_VOLUME } } }] : [] }
+            {
+              capabilities: [
+                ...(o.stageUnstage ? [NodeServiceCapability_RPC_Type.STAGE_UNSTAGE_VOLUME] : []),
+                ...(o.mountGroup ? [NodeServiceCapability_RPC_Type.VOLUME_MOUNT_GROUP] : []),
+              ].map((type) => ({ type: { oneofKind: "rpc", rpc: { type } } })),
+            }
           ),
           NodeStageVolume: async (r: NodeStageVolumeRequest) => {
             record("NodeStageVolume", r);

@@ -2,7 +2,7 @@
  * The volume sources this agent acts on (core/v1 Volume and VolumeMount),
  * as valibot schemas checked the way upstream API validation does: relative
  * item paths without "..", modes within 0777, token lifetimes of at least
- * 10 minutes. Other sources (csi, nfs, ...) are kept loose; the volume
+ * 10 minutes. Other sources (nfs, ...) are kept loose; the volume
  * manager reports them as unsupported.
  */
 import * as v from "valibot";
@@ -104,7 +104,16 @@ export const EphemeralVolumeSource = v.looseObject({
 });
 
 /** The sources this agent sets up; the first one present names the volume's kind. */
-export const SUPPORTED_SOURCES = ["emptyDir", "hostPath", "configMap", "secret", "downwardAPI", "projected", "persistentVolumeClaim", "ephemeral"] as const;
+/** An inline CSI volume: published by the named driver for this pod only (the driver must allow the Ephemeral lifecycle mode). */
+export const CSIVolumeSource = v.looseObject({
+  driver: v.pipe(v.string(), v.minLength(1, "must not be empty")),
+  readOnly: v.optional(v.nullable(v.boolean())),
+  fsType: v.optional(v.nullable(v.string())),
+  volumeAttributes: v.optional(v.nullable(v.record(v.string(), v.string()))),
+  nodePublishSecretRef: v.optional(v.nullable(v.looseObject({ name: v.optional(v.string()) }))),
+});
+
+export const SUPPORTED_SOURCES = ["emptyDir", "hostPath", "configMap", "secret", "downwardAPI", "projected", "persistentVolumeClaim", "ephemeral", "csi"] as const;
 
 export const Volume = v.pipe(
   v.looseObject({
@@ -121,6 +130,7 @@ export const Volume = v.pipe(
     projected: v.optional(v.nullable(ProjectedVolumeSource)),
     persistentVolumeClaim: v.optional(v.nullable(PersistentVolumeClaimVolumeSource)),
     ephemeral: v.optional(v.nullable(EphemeralVolumeSource)),
+    csi: v.optional(v.nullable(CSIVolumeSource)),
   }),
   v.check((vol) => SUPPORTED_SOURCES.filter((k) => vol[k] != null).length <= 1, "may not specify more than 1 volume type"),
 );

@@ -4,7 +4,7 @@
  * world populator, getPVCExtractPV / getPVSpec), with upstream's messages
  * while the claim is missing, unbound or being deleted. The volume plugins of
  * this agent for persistent volumes are the in-tree `hostPath` and `local`
- * ones: both bind the PV's path on the node into containers (`local` after
+ * ones, and CSI (csi.ts publishes those; here the PV is only checked): both in-tree ones bind the PV's path on the node into containers (`local` after
  * checking the PV's node affinity against this node's labels, as upstream's
  * MountVolume.NodeAffinity check). Nothing is mounted on the host for them,
  * so releasing the volume when the pod goes is dropping the record.
@@ -21,8 +21,10 @@ export interface ClaimVolume {
   pv: string;
   /** The directory containers bind. */
   path: string;
-  plugin: "kubernetes.io/host-path" | "kubernetes.io/local-volume";
+  plugin: "kubernetes.io/host-path" | "kubernetes.io/local-volume" | "kubernetes.io/csi";
   readOnly: boolean;
+  /** A CSI PersistentVolume: the CSI plugin publishes it (csi.ts), and `path` is where. */
+  csiPv?: ApiObject;
 }
 
 /** A PV's required node affinity against this node: terms are ORed, requirements within one ANDed. */
@@ -70,7 +72,7 @@ export async function resolveClaim(api: KubeApi | undefined, pod: Pod, vol: Volu
   if (!pv) fail(`failed to fetch PV ${pvName} from API server: persistentvolumes "${pvName}" not found`);
   const claimRef = (pv!.spec as { claimRef?: { uid?: string; name?: string; namespace?: string } } | undefined)?.claimRef;
   if (!claimRef || claimRef.uid !== meta.uid) fail(`failed to fetch PV ${pvName}: claimRef does not match the PVC`);
-  const pvSpec = pv!.spec as { hostPath?: { path: string; type?: string }; local?: { path: string } };
+  const pvSpec = pv!.spec as { hostPath?: { path: string; type?: string }; local?: { path: string }; csi?: { driver?: string; volumeHandle?: string } };
   const readOnly = vol.persistentVolumeClaim?.readOnly === true;
   if (pvSpec.hostPath) {
     checkHostPathType(pvSpec.hostPath.path, (pvSpec.hostPath.type ?? "") as never);
@@ -80,9 +82,14 @@ export async function resolveClaim(api: KubeApi | undefined, pod: Pod, vol: Volu
     if (!pvFitsNode(pv!, node)) throw new Error(`MountVolume.NodeAffinity check failed for volume "${pvName}" : no matching NodeSelectorTerms`);
     return { claim: name, namespace: ns, pv: pvName, path: pvSpec.local.path, plugin: "kubernetes.io/local-volume", readOnly };
   }
+  if (pvSpec.csi) {
+    if (!pvSpec.csi.driver || !pvSpec.csi.volumeHandle) fail(`PersistentVolume ${pvName}: its csi source needs a driver and a volumeHandle`);
+    if (!pvFitsNode(pv!, node)) throw new Error(`MountVolume.NodeAffinity check failed for volume "${pvName}" : no matching NodeSelectorTerms`);
+    return { claim: name, namespace: ns, pv: pvName, path: "", plugin: "kubernetes.io/csi", readOnly, csiPv: pv! };
+  }
   const kind =
     Object.keys(pvSpec).find(
       (k) => !["accessModes", "capacity", "claimRef", "persistentVolumeReclaimPolicy", "storageClassName", "volumeMode", "nodeAffinity", "mountOptions"].includes(k),
     ) ?? "none";
-  throw new Error(`PersistentVolume ${pvName}: volume type ${JSON.stringify(kind)} is not supported by this node (hostPath and local are)`);
+  throw new Error(`PersistentVolume ${pvName}: volume type ${JSON.stringify(kind)} is not supported by this node (hostPath, local and csi are)`);
 }

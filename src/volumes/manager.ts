@@ -30,6 +30,7 @@ import { expand } from "../pods/expansion.ts";
 import { podUid } from "../pods/identity.ts";
 import { resolveClaim, type ClaimVolume } from "./claims.ts";
 import type { KubeApi } from "../api/index.ts";
+import type { CsiVolumes } from "./csi.ts";
 
 export interface VolumeManagerOptions {
   rootDir: string;
@@ -49,12 +50,14 @@ export interface VolumeManagerOptions {
   claims?: KubeApi;
   /** This node's name and labels, for a local PersistentVolume's node affinity. */
   nodeIdentity?: { name: string; labels: Record<string, string> };
+  /** The CSI volume plugin; without it csi volumes fail with why. */
+  csi?: CsiVolumes;
 }
 
-type Kind = "emptyDir" | "hostPath" | "configMap" | "secret" | "downwardAPI" | "projected" | "persistentVolumeClaim" | "ephemeral";
+type Kind = "emptyDir" | "hostPath" | "configMap" | "secret" | "downwardAPI" | "projected" | "persistentVolumeClaim" | "ephemeral" | "csi";
 
 /** Upstream plugin names: the directory of a volume is volumes/<plugin with ~>/<name>. */
-const PLUGIN: Record<Exclude<Kind, "hostPath" | "persistentVolumeClaim" | "ephemeral">, string> = {
+const PLUGIN: Record<Exclude<Kind, "hostPath" | "persistentVolumeClaim" | "ephemeral" | "csi">, string> = {
   emptyDir: "kubernetes.io/empty-dir",
   configMap: "kubernetes.io/configmap",
   secret: "kubernetes.io/secret",
@@ -70,7 +73,7 @@ interface Location {
   readOnly: boolean;
 }
 
-const KINDS: Kind[] = ["emptyDir", "hostPath", "configMap", "secret", "downwardAPI", "projected", "persistentVolumeClaim", "ephemeral"];
+const KINDS: Kind[] = ["emptyDir", "hostPath", "configMap", "secret", "downwardAPI", "projected", "persistentVolumeClaim", "ephemeral", "csi"];
 
 function fsGroupOf(pod: Pod): { fsGroup?: number; policy?: FsGroupChangePolicy } {
   const sc = (pod.spec.securityContext ?? {}) as { fsGroup?: unknown; fsGroupChangePolicy?: unknown };
@@ -143,6 +146,10 @@ export class PodVolumeManager implements VolumeManager {
       if (!claim) throw new Error(`volume ${JSON.stringify(vol.name)}: its claim is not bound to a volume on this node yet`);
       return { kind, hostPath: claim.path, readOnly: claim.readOnly };
     }
+    if (kind === "csi") {
+      if (!this.opts.csi) throw new Error("csi volumes are not supported by this node");
+      return { kind, hostPath: this.opts.csi.mountPath(podUid(pod), vol.name), readOnly: vol.csi!.readOnly === true };
+    }
     return { kind, hostPath: this.dirs.volume(podUid(pod), PLUGIN[kind], vol.name), readOnly: kind !== "emptyDir" };
   }
 
@@ -171,6 +178,7 @@ export class PodVolumeManager implements VolumeManager {
     if (this.ready(pod).has(vol.name)) return true;
     try {
       const loc = this.locate(pod, vol);
+      if (loc.kind === "csi") return this.opts.csi?.isPublished(podUid(pod), vol.name) === true;
       return loc.kind !== "hostPath" && loc.kind !== "emptyDir" && existsSync(`${loc.hostPath}/..data`);
     } catch {
       return false;
@@ -181,6 +189,10 @@ export class PodVolumeManager implements VolumeManager {
     if (vol.persistentVolumeClaim || vol.ephemeral) {
       const uid = podUid(pod);
       const claim = await resolveClaim(this.opts.claims, pod, vol, this.opts.nodeIdentity ?? { name: pod.spec.nodeName ?? "", labels: {} });
+      if (claim.csiPv) {
+        if (!this.opts.csi) throw new Error(`PersistentVolume ${claim.pv}: csi volumes are not supported by this node`);
+        claim.path = await this.opts.csi.setUpPersistent(pod, vol.name, claim.csiPv, claim.readOnly);
+      }
       const known = this.claims.get(uid) ?? new Map<string, ClaimVolume>();
       if (!known.has(vol.name)) this.opts.logger.info("persistent volume ready", { pod: pod.metadata.name, volume: vol.name, claim: claim.claim, pv: claim.pv, path: claim.path });
       known.set(vol.name, claim);
@@ -195,6 +207,9 @@ export class PodVolumeManager implements VolumeManager {
       case "persistentVolumeClaim":
       case "ephemeral":
         return; // resolved in setupVolume before locate
+      case "csi":
+        await this.opts.csi!.setUpInline(pod, vol);
+        return;
       case "emptyDir": {
         const medium = vol.emptyDir!.medium ?? "";
         if (medium === "HugePages") throw new Error("hugepages volumes are not supported by this node");
@@ -374,9 +389,11 @@ export class PodVolumeManager implements VolumeManager {
   async teardownPod(uid: string): Promise<void> {
     if (!uid || uid.includes("/") || uid === "." || uid === "..") return;
     this.opts.tokens?.forgetPod(uid);
+    const dir = this.dirs.pod(uid);
+    // The drivers unpublish (and unstage) first: what they mounted is theirs to unmount. A failure keeps it all for the retry.
+    await this.opts.csi?.tearDownPod(uid);
     this.setUp.delete(uid);
     this.claims.delete(uid);
-    const dir = this.dirs.pod(uid);
     if (!existsSync(dir)) return;
     for (const m of await this.opts.mounter.mountsUnder(dir)) await this.opts.mounter.unmount(m);
     const left = await this.opts.mounter.mountsUnder(dir);

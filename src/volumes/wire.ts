@@ -14,6 +14,7 @@ import type { VolumeManager } from "./index.ts";
 import { PodVolumeManager } from "./manager.ts";
 import { createMounter, type Mounter } from "./mount.ts";
 import { TokenManager } from "./token.ts";
+import { type CsiDriverLookup, CsiVolumes } from "./csi.ts";
 import { checkpointedPodObjects, checkpointedTokenRequest, pruneObjectCheckpoints, type ObjectCheckpointOptions } from "../checkpoint/objects.ts";
 
 export interface VolumeWiring {
@@ -28,6 +29,8 @@ export interface VolumeWiring {
   checkpoint?: ObjectCheckpointOptions;
   /** This node's name and labels (a local PersistentVolume's node affinity is checked against them). */
   nodeIdentity: { name: string; labels: Record<string, string> };
+  /** The registered CSI drivers and enableControllerAttachDetach, for csi volumes. */
+  csi: { drivers: CsiDriverLookup; controllerAttachDetach: boolean };
 }
 
 /** The volume manager and the PodObjects it reads (env references should read the same); disposing stops the watches. */
@@ -70,6 +73,14 @@ export async function createVolumeManager(w: VolumeWiring): Promise<VolumeSubsys
     logger: w.logger,
     ...(w.api ? { claims: w.api } : {}),
     nodeIdentity: w.nodeIdentity,
+    csi: new CsiVolumes({
+      rootDir: w.rootDir,
+      drivers: w.csi.drivers,
+      ...(w.api ? { api: w.api } : {}),
+      nodeName: w.nodeIdentity.name,
+      controllerAttachDetach: w.csi.controllerAttachDetach,
+      logger: w.logger,
+    }),
   });
   if (!cache) return { podObjects: noPodObjects, volumes: manager, [Symbol.asyncDispose]: async () => {} };
   // A pod's referenced objects are watched from its first setup until its volumes are torn down.

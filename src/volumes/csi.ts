@@ -1,0 +1,413 @@
+/**
+ * The CSI volume plugin (upstream pkg/volume/csi): inline `csi:` volumes
+ * (the Ephemeral lifecycle mode) and PersistentVolumes with a `csi` source,
+ * published by the registered driver into the pod's volume directory
+ * `pods/<uid>/volumes/kubernetes.io~csi/<name>/mount`. A driver with
+ * STAGE_UNSTAGE_VOLUME first stages a persistent volume once per node in
+ * `plugins/kubernetes.io/csi/<driver>/<sha256(volumeHandle)>/globalmount`,
+ * unstaged when the last pod using it is gone. What was published is
+ * recorded beside it in `vol_data.json` (upstream's file), so teardown after
+ * an agent restart knows the driver and the volume handle.
+ *
+ * The CSIDriver object decides: attachRequired (the VolumeAttachment the
+ * attach/detach controller makes must be attached first; its
+ * attachmentMetadata is the publish context), podInfoOnMount (the pod's
+ * name, namespace, UID and service account in volume_context, with
+ * `csi.storage.k8s.io/ephemeral`), fsGroupPolicy, and whether inline use
+ * (volumeLifecycleModes: Ephemeral) is allowed.
+ */
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import type { ApiObject, KubeApi } from "../api/index.ts";
+import type { CsiNodeClient } from "../csi/index.ts";
+import type { VolumeCapability } from "../csi/gen/csi/csi.ts";
+import { podUid } from "../pods/identity.ts";
+import type { Pod } from "../pods/schema.ts";
+import type { VolumeSpec } from "../pods/volume-schema.ts";
+import { errorMessage } from "../util/errors.ts";
+import type { Logger } from "../util/log.ts";
+import { setVolumeOwnership, type FsGroupChangePolicy } from "./ownership.ts";
+
+export const CSI_PLUGIN = "kubernetes.io/csi";
+const PLUGIN_DIR = "kubernetes.io~csi";
+const EPHEMERAL_KEY = "csi.storage.k8s.io/ephemeral";
+
+/** The registered drivers (csi/drivers.ts CsiDrivers); throws CsiDriverNotFoundError for one that is not. */
+export interface CsiDriverLookup {
+  client(driver: string): CsiNodeClient;
+}
+
+export interface CsiVolumeOptions {
+  rootDir: string;
+  drivers: CsiDriverLookup;
+  /** CSIDriver, VolumeAttachment and secrets; standalone there is none and CSI volumes fail with why. */
+  api?: KubeApi;
+  nodeName: string;
+  /** enableControllerAttachDetach: the attach/detach controller attaches volumes (the agent only waits for it). */
+  controllerAttachDetach: boolean;
+  logger: Logger;
+}
+
+/** What upstream writes to vol_data.json. */
+interface VolData {
+  driverName: string;
+  volumeHandle: string;
+  specVolumeID: string;
+  volumeLifecycleMode: "Ephemeral" | "Persistent";
+  nodeName: string;
+  attachmentID?: string;
+}
+
+interface DriverPolicy {
+  attachRequired: boolean;
+  podInfoOnMount: boolean;
+  fsGroupPolicy: "ReadWriteOnceWithFSType" | "File" | "None";
+  lifecycleModes: string[];
+}
+
+const sha256 = (s: string) => createHash("sha256").update(s).digest("hex");
+
+/** Upstream makeVolumeHandle: the handle of an inline volume. */
+export const inlineVolumeHandle = (podUid: string, volumeName: string) => `csi-${sha256(podUid + volumeName)}`;
+/** Upstream getAttachmentName: the VolumeAttachment the attach/detach controller makes. */
+export const attachmentName = (volumeHandle: string, driver: string, nodeName: string) => `csi-${sha256(volumeHandle + driver + nodeName)}`;
+
+const ACCESS_MODE: Record<string, number> = {
+  // csi.v1 VolumeCapability.AccessMode.Mode
+  ReadWriteOnce: 1,
+  ReadOnlyMany: 3,
+  ReadWriteMany: 5,
+  ReadWriteOncePod: 6,
+};
+
+interface Fs {
+  fsGroup?: number;
+  changePolicy?: FsGroupChangePolicy;
+}
+
+function fsOf(pod: Pod): Fs {
+  const sc = (pod.spec.securityContext ?? {}) as { fsGroup?: unknown; fsGroupChangePolicy?: unknown };
+  return {
+    ...(typeof sc.fsGroup === "number" && Number.isInteger(sc.fsGroup) ? { fsGroup: sc.fsGroup } : {}),
+    ...(sc.fsGroupChangePolicy === "OnRootMismatch" || sc.fsGroupChangePolicy === "Always" ? { changePolicy: sc.fsGroupChangePolicy } : {}),
+  };
+}
+
+export class CsiVolumes {
+  constructor(private readonly opts: CsiVolumeOptions) {}
+
+  private volumeDir(uid: string, name: string) {
+    return join(this.opts.rootDir, "pods", uid, "volumes", PLUGIN_DIR, name);
+  }
+
+  /** The directory containers bind: the driver publishes there. */
+  mountPath(uid: string, name: string): string {
+    return join(this.volumeDir(uid, name), "mount");
+  }
+
+  private stagingPath(driver: string, volumeHandle: string) {
+    return join(this.opts.rootDir, "plugins", CSI_PLUGIN, driver, sha256(volumeHandle), "globalmount");
+  }
+
+  /** Published for this pod (by this process or, before a restart, by an earlier one). */
+  isPublished(uid: string, name: string): boolean {
+    return existsSync(join(this.volumeDir(uid, name), "vol_data.json"));
+  }
+
+  private async policyOf(driver: string): Promise<DriverPolicy> {
+    const api = this.opts.api;
+    if (!api) throw new Error(`CSI volumes need an API server (the CSIDriver object of ${driver}); this node runs standalone`);
+    let obj: ApiObject | undefined;
+    try {
+      obj = await api.getCSIDriver(driver);
+    } catch (err) {
+      throw new Error(`failed to get CSIDriver ${driver}: ${errorMessage(err)}`);
+    }
+    // Without a CSIDriver object upstream assumes attach is required and only the Persistent mode.
+    const spec = (obj?.spec ?? {}) as { attachRequired?: boolean; podInfoOnMount?: boolean; fsGroupPolicy?: string; volumeLifecycleModes?: string[] };
+    const fsGroupPolicy = spec.fsGroupPolicy === "File" || spec.fsGroupPolicy === "None" ? spec.fsGroupPolicy : "ReadWriteOnceWithFSType";
+    return {
+      attachRequired: spec.attachRequired !== false,
+      podInfoOnMount: spec.podInfoOnMount === true,
+      fsGroupPolicy,
+      lifecycleModes: spec.volumeLifecycleModes?.length ? spec.volumeLifecycleModes : ["Persistent"],
+    };
+  }
+
+  private podInfo(pod: Pod, ephemeral: boolean): Record<string, string> {
+    return {
+      "csi.storage.k8s.io/pod.name": pod.metadata.name ?? "",
+      "csi.storage.k8s.io/pod.namespace": pod.metadata.namespace ?? "default",
+      "csi.storage.k8s.io/pod.uid": podUid(pod),
+      "csi.storage.k8s.io/serviceAccount.name": (pod.spec as { serviceAccountName?: string }).serviceAccountName ?? "",
+      [EPHEMERAL_KEY]: String(ephemeral),
+    };
+  }
+
+  private async secretData(namespace: string, name: string): Promise<Record<string, string>> {
+    const api = this.opts.api!;
+    const list = await api.listObjects("secrets", namespace, `metadata.name=${name}`);
+    const secret = list.items[0];
+    if (!secret) throw new Error(`failed to get secret ${namespace}/${name}: not found`);
+    const data = (secret.data ?? {}) as Record<string, string>;
+    return Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v, "base64").toString("utf8")]));
+  }
+
+  /** An inline `csi:` volume: published with its attributes (and the pod's, when the driver asks). Returns the mount path. */
+  async setUpInline(pod: Pod, vol: VolumeSpec): Promise<string> {
+    const src = vol.csi!;
+    const uid = podUid(pod);
+    const target = this.mountPath(uid, vol.name);
+    if (this.isPublished(uid, vol.name)) return target;
+    const policy = await this.policyOf(src.driver);
+    if (!policy.lifecycleModes.includes("Ephemeral")) {
+      throw new Error(`volume mode "Ephemeral" not supported by driver ${src.driver} (only supports ${JSON.stringify(policy.lifecycleModes)})`);
+    }
+    const client = this.opts.drivers.client(src.driver);
+    const fsType = src.fsType ?? "";
+    const volumeContext = { ...(src.volumeAttributes ?? {}), ...(policy.podInfoOnMount ? this.podInfo(pod, true) : {}) };
+    const secrets = src.nodePublishSecretRef?.name ? await this.secretData(pod.metadata.namespace ?? "default", src.nodePublishSecretRef.name) : {};
+    await this.publish(pod, client, policy, {
+      name: vol.name,
+      data: { driverName: src.driver, volumeHandle: inlineVolumeHandle(uid, vol.name), specVolumeID: vol.name, volumeLifecycleMode: "Ephemeral", nodeName: this.opts.nodeName },
+      // Inline volumes are always published ReadWriteOnce, as upstream.
+      accessMode: ACCESS_MODE.ReadWriteOnce!,
+      fsType,
+      mountFlags: [],
+      volumeContext,
+      publishContext: {},
+      secrets,
+      readOnly: src.readOnly === true,
+      fsGroupSupported: fsType !== "",
+      staging: "",
+    });
+    return target;
+  }
+
+  /** A PersistentVolume with a `csi` source: attached (waited for), staged when the driver stages, then published. Returns the mount path. */
+  async setUpPersistent(pod: Pod, volumeName: string, pv: ApiObject, claimReadOnly: boolean): Promise<string> {
+    const uid = podUid(pod);
+    const target = this.mountPath(uid, volumeName);
+    if (this.isPublished(uid, volumeName)) return target;
+    const pvName = String(pv.metadata?.name);
+    const spec = pv.spec as {
+      csi: {
+        driver: string;
+        volumeHandle: string;
+        readOnly?: boolean;
+        fsType?: string;
+        volumeAttributes?: Record<string, string>;
+        nodeStageSecretRef?: { name?: string; namespace?: string };
+        nodePublishSecretRef?: { name?: string; namespace?: string };
+      };
+      accessModes?: string[];
+      mountOptions?: string[];
+      volumeMode?: string;
+    };
+    const src = spec.csi;
+    if (spec.volumeMode === "Block") throw new Error(`PersistentVolume ${pvName}: raw block volumes (volumeMode: Block) are not supported by this node`);
+    const policy = await this.policyOf(src.driver);
+    if (!policy.lifecycleModes.includes("Persistent")) {
+      throw new Error(`volume mode "Persistent" not supported by driver ${src.driver} (only supports ${JSON.stringify(policy.lifecycleModes)})`);
+    }
+    const client = this.opts.drivers.client(src.driver);
+    let publishContext: Record<string, string> = {};
+    let attachmentID: string | undefined;
+    if (policy.attachRequired) {
+      attachmentID = attachmentName(src.volumeHandle, src.driver, this.opts.nodeName);
+      publishContext = await this.attached(attachmentID, src.volumeHandle, src.driver);
+    }
+    const accessModes = spec.accessModes ?? [];
+    const accessMode = ACCESS_MODE[accessModes[0] ?? "ReadWriteOnce"] ?? 0;
+    const fsType = src.fsType ?? "";
+    const secret = async (ref: { name?: string; namespace?: string } | undefined) => (ref?.name ? this.secretData(ref.namespace ?? "default", ref.name) : {});
+    const capability = (mountGroup: string): VolumeCapability => ({
+      accessType: { oneofKind: "mount", mount: { fsType, mountFlags: spec.mountOptions ?? [], volumeMountGroup: mountGroup } },
+      accessMode: { mode: accessMode },
+    });
+    const volumeContext = { ...(src.volumeAttributes ?? {}) };
+    let staging = "";
+    const caps = await client.capabilities();
+    if (caps.has("STAGE_UNSTAGE_VOLUME")) {
+      staging = this.stagingPath(src.driver, src.volumeHandle);
+      const marker = join(dirname(staging), "vol_data.json");
+      if (!existsSync(marker)) {
+        mkdirSync(staging, { recursive: true, mode: 0o750 });
+        writeFileSync(marker, JSON.stringify({ driverName: src.driver, volumeHandle: src.volumeHandle }));
+        try {
+          await client.stage({
+            volumeId: src.volumeHandle,
+            stagingTargetPath: staging,
+            publishContext,
+            volumeContext,
+            secrets: await secret(src.nodeStageSecretRef),
+            capability: capability(""),
+          });
+        } catch (err) {
+          rmSync(marker, { force: true });
+          throw new Error(`MountVolume.MountDevice failed for volume "${pvName}": rpc error: ${errorMessage(err)}`);
+        }
+        this.opts.logger.info("CSI volume staged", { driver: src.driver, volumeHandle: src.volumeHandle, staging });
+      }
+    }
+    const rwo = accessModes.length === 1 && (accessModes[0] === "ReadWriteOnce" || accessModes[0] === "ReadWriteOncePod");
+    await this.publish(pod, client, policy, {
+      name: volumeName,
+      data: {
+        driverName: src.driver,
+        volumeHandle: src.volumeHandle,
+        specVolumeID: pvName,
+        volumeLifecycleMode: "Persistent",
+        nodeName: this.opts.nodeName,
+        ...(attachmentID ? { attachmentID } : {}),
+      },
+      accessMode,
+      fsType,
+      mountFlags: spec.mountOptions ?? [],
+      volumeContext: { ...volumeContext, ...(policy.podInfoOnMount ? this.podInfo(pod, false) : {}) },
+      publishContext,
+      secrets: await secret(src.nodePublishSecretRef),
+      readOnly: claimReadOnly || src.readOnly === true,
+      fsGroupSupported: fsType !== "" && rwo,
+      staging,
+    });
+    return target;
+  }
+
+  /** The VolumeAttachment's attachment metadata once attached; throws (the pod retries) until then. */
+  private async attached(name: string, volumeHandle: string, driver: string): Promise<Record<string, string>> {
+    if (!this.opts.controllerAttachDetach) {
+      throw new Error(
+        `volume ${volumeHandle} of CSI driver ${driver} requires attach, and attaching by the node agent (enableControllerAttachDetach: false) is not supported by this node`,
+      );
+    }
+    const va = await this.opts.api!.getVolumeAttachment(name);
+    const status = (va?.status ?? {}) as { attached?: boolean; attachmentMetadata?: Record<string, string>; attachError?: { message?: string } };
+    if (!va) throw new Error(`waiting for VolumeAttachment ${name} (volume ${volumeHandle}) to be created by the attach/detach controller`);
+    if (status.attachError?.message) throw new Error(`attachment ${name} failed: ${status.attachError.message}`);
+    if (status.attached !== true) throw new Error(`waiting for external-attacher of ${driver} CSI driver to attach volume ${volumeHandle} (VolumeAttachment ${name})`);
+    return { ...(status.attachmentMetadata ?? {}) };
+  }
+
+  private async publish(
+    pod: Pod,
+    client: CsiNodeClient,
+    policy: DriverPolicy,
+    p: {
+      name: string;
+      data: VolData;
+      accessMode: number;
+      fsType: string;
+      mountFlags: string[];
+      volumeContext: Record<string, string>;
+      publishContext: Record<string, string>;
+      secrets: Record<string, string>;
+      readOnly: boolean;
+      fsGroupSupported: boolean;
+      staging: string;
+    },
+  ): Promise<void> {
+    const uid = podUid(pod);
+    const dir = this.volumeDir(uid, p.name);
+    const target = this.mountPath(uid, p.name);
+    const { fsGroup, changePolicy } = fsOf(pod);
+    // fsGroupPolicy: None never changes ownership; File always; ReadWriteOnceWithFSType only for a ReadWriteOnce volume with an fsType.
+    const applyFsGroup = fsGroup !== undefined && policy.fsGroupPolicy !== "None" && (policy.fsGroupPolicy === "File" || p.fsGroupSupported);
+    // A driver with VOLUME_MOUNT_GROUP applies the group itself when it mounts.
+    const byDriver = applyFsGroup && (await client.capabilities()).has("VOLUME_MOUNT_GROUP");
+    // Upstream creates the target's parent; the driver creates the target (the runtime makes it when it does not).
+    mkdirSync(dir, { recursive: true, mode: 0o750 });
+    const dataFile = join(dir, "vol_data.json");
+    writeFileSync(dataFile, JSON.stringify(p.data));
+    try {
+      await client.publish({
+        volumeId: p.data.volumeHandle,
+        stagingTargetPath: p.staging,
+        targetPath: target,
+        publishContext: p.publishContext,
+        volumeContext: p.volumeContext,
+        secrets: p.secrets,
+        capability: {
+          accessType: { oneofKind: "mount", mount: { fsType: p.fsType, mountFlags: p.mountFlags, volumeMountGroup: byDriver ? String(fsGroup) : "" } },
+          accessMode: { mode: p.accessMode },
+        },
+        readonly: p.readOnly,
+      });
+    } catch (err) {
+      rmSync(dataFile, { force: true });
+      throw new Error(`rpc error: NodePublishVolume of ${p.data.driverName}: ${errorMessage(err)}`);
+    }
+    if (applyFsGroup && !byDriver && existsSync(target)) setVolumeOwnership(target, fsGroup, { readOnly: p.readOnly, ...(changePolicy ? { policy: changePolicy } : {}) });
+    this.opts.logger.info("CSI volume published", { pod: pod.metadata.name, volume: p.name, driver: p.data.driverName, volumeHandle: p.data.volumeHandle, target });
+  }
+
+  /** Unpublishes every CSI volume of the pod (and unstages those no other pod uses). Throws when a driver call fails: the pod's directory stays and teardown is retried. */
+  async tearDownPod(uid: string): Promise<void> {
+    const root = join(this.opts.rootDir, "pods", uid, "volumes", PLUGIN_DIR);
+    let names: string[];
+    try {
+      names = readdirSync(root);
+    } catch {
+      return;
+    }
+    const errors: string[] = [];
+    for (const name of names) {
+      const dataFile = join(root, name, "vol_data.json");
+      let data: VolData;
+      try {
+        data = JSON.parse(readFileSync(dataFile, "utf8")) as VolData;
+      } catch {
+        continue; // never published (or already unpublished)
+      }
+      try {
+        const client = this.opts.drivers.client(data.driverName);
+        await client.unpublish(data.volumeHandle, join(root, name, "mount"));
+        rmSync(dataFile, { force: true });
+        this.opts.logger.info("CSI volume unpublished", { uid, volume: name, driver: data.driverName, volumeHandle: data.volumeHandle });
+        if (data.volumeLifecycleMode === "Persistent") await this.unstageIfUnused(client, data);
+      } catch (err) {
+        errors.push(`UnmountVolume.TearDown failed for volume ${JSON.stringify(name)} (driver ${data.driverName}): ${errorMessage(err)}`);
+      }
+    }
+    if (errors.length) throw new Error(errors.join("; "));
+  }
+
+  private async unstageIfUnused(client: CsiNodeClient, data: VolData): Promise<void> {
+    const staging = this.stagingPath(data.driverName, data.volumeHandle);
+    const marker = join(dirname(staging), "vol_data.json");
+    if (!existsSync(marker) || this.publishedElsewhere(data)) return;
+    await client.unstage(data.volumeHandle, staging);
+    rmSync(dirname(staging), { recursive: true, force: true });
+    this.opts.logger.info("CSI volume unstaged", { driver: data.driverName, volumeHandle: data.volumeHandle });
+  }
+
+  /** Some pod still has this volume published. */
+  private publishedElsewhere(data: VolData): boolean {
+    const pods = join(this.opts.rootDir, "pods");
+    let uids: string[] = [];
+    try {
+      uids = readdirSync(pods);
+    } catch {
+      return false;
+    }
+    for (const uid of uids) {
+      const dir = join(pods, uid, "volumes", PLUGIN_DIR);
+      let names: string[] = [];
+      try {
+        names = readdirSync(dir);
+      } catch {
+        continue;
+      }
+      for (const name of names) {
+        try {
+          const other = JSON.parse(readFileSync(join(dir, name, "vol_data.json"), "utf8")) as VolData;
+          if (other.driverName === data.driverName && other.volumeHandle === data.volumeHandle) return true;
+        } catch {
+          // not published
+        }
+      }
+    }
+    return false;
+  }
+}
