@@ -28,7 +28,7 @@ import { bootstrapClientCertificate, ClientCertificateRotation, csrApi, CURRENT_
 import { certificateValidity } from "./certificates/x509.ts";
 import { createLogRotation } from "./logs/index.ts";
 import { createStatsCollector } from "./stats/index.ts";
-import { chooseCgroupDriver, containerLinuxResources, createPodCgroups } from "./cgroups/index.ts";
+import { chooseCgroupDriver, containerLinuxResources, containerSwapResources, createPodCgroups, detectCgroupLayout, nodeCgroupFs, readSwapHost } from "./cgroups/index.ts";
 import { runtimeCgroupDriver } from "./runtime/cgroup-driver.ts";
 import type { Pod } from "./pods/schema.ts";
 import { EventedPleg } from "./pleg/evented.ts";
@@ -181,6 +181,12 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     allocatable: { cpuMilli: nodeAllocatable.cpu, memoryBytes: nodeAllocatable.memory },
     enforce: k.enforceNodeAllocatable.includes("pods"),
   });
+  // Swap for containers (memorySwap.swapBehavior), as upstream: NoSwap unless LimitedSwap on cgroup v2 (cgroups/swap.ts).
+  const swapHost = readSwapHost(detectCgroupLayout("/", nodeCgroupFs).version, machine.memoryBytes);
+  if (k.memorySwap.swapBehavior === "LimitedSwap" && swapHost.cgroupVersion === "v1")
+    logger.warn("memorySwap.swapBehavior LimitedSwap needs cgroup v2: on this cgroup v1 host every container gets NoSwap (memory+swap limit = memory limit), as upstream");
+  else if (k.memorySwap.swapBehavior === "LimitedSwap" && !swapHost.swapController)
+    logger.warn("memorySwap.swapBehavior LimitedSwap: the kernel has no swap controller (memory.swap.max); no swap limit is written, as upstream");
   // The CPU manager (cpuManagerPolicy): exclusive CPUs for Guaranteed containers, kept in <rootDir>/cpu_manager_state.
   const cpuManager = stack.use(
     (() => {
@@ -308,9 +314,15 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
       : {}),
     containerResources: (pod, container) => {
       const cpusetCpus = cpuManager.cpusetFor(pod, container);
+      const base = containerLinuxResources(pod, container, {
+        memoryCapacityBytes: machine.memoryBytes,
+        cpuCFSQuota: k.cpuCFSQuota,
+        cpuCFSQuotaPeriodUs: k.cpuCFSQuotaPeriod * 1000,
+      });
       return {
-        ...containerLinuxResources(pod, container, { memoryCapacityBytes: machine.memoryBytes, cpuCFSQuota: k.cpuCFSQuota, cpuCFSQuotaPeriodUs: k.cpuCFSQuotaPeriod * 1000 }),
+        ...base,
         ...(cpusetCpus ? { cpusetCpus } : {}),
+        ...containerSwapResources(k.memorySwap.swapBehavior, pod, container, base.memoryLimitInBytes, swapHost),
       };
     },
     node: {

@@ -47,6 +47,7 @@ export {
 export { CgroupError, isCgroupError, type CgroupErrorKind } from "./errors.ts";
 export { detectCgroupLayout, parseMountinfo, type CgroupLayout, type Hierarchy } from "./detect.ts";
 export { nodeCgroupFs, type CgroupFs } from "./fs.ts";
+export { containerSwapBehavior, containerSwapResources, readSwapHost, swapForBurstableContainer, type SwapBehavior, type SwapHost, type SwapResources } from "./swap.ts";
 export { FakePodCgroups } from "./fake.ts";
 export { CgroupDriverMismatchError, chooseCgroupDriver, type CgroupDriverName, type RuntimeDriverAnswer } from "./driver.ts";
 export { expandSlice, parseSystemdName, resourceProperties, systemdCgroupPath } from "./systemd.ts";

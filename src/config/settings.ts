@@ -200,7 +200,9 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   singleProcessOOMKill: refused(`choosing between group and single-process OOM kills is ${NOT_IMPLEMENTED}`),
   memoryThrottlingFactor: refused(`memory.high throttling (MemoryQoS) is ${NOT_IMPLEMENTED}`),
   memoryReservationPolicy: refused(`memory reservation policies are ${NOT_IMPLEMENTED} (a field newer than 1.34)`),
-  memorySwap: refused(`swap for pods (memory.swap.max) is ${NOT_IMPLEMENTED}`),
+  memorySwap: acted(
+    'swapBehavior NoSwap ("", default: no swap above the memory limit) or LimitedSwap (Burstable containers get request/node memory × node swap in memory.swap.max, cgroup v2 only; on cgroup v1 NoSwap, as upstream) (src/cgroups/swap.ts)',
+  ),
   failSwapOn: acted("start refused while /proc/swaps lists a device (src/node/host-checks.ts)"),
   failCgroupV1: acted("start refused on a cgroup v1 host (src/node/host-checks.ts)"),
   localStorageCapacityIsolation: acted("ephemeral-storage limits and eviction (src/eviction/local-storage.ts)"),

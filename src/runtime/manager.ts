@@ -125,7 +125,16 @@ export interface PodCgroupHooks {
 export type ContainerResourcesFn = (
   pod: Pod,
   container: Pod["spec"]["containers"][number],
-) => { cpuShares: number; cpuQuota: number; cpuPeriod: number; memoryLimitInBytes: number; oomScoreAdj: number; cpusetCpus?: string };
+) => {
+  cpuShares: number;
+  cpuQuota: number;
+  cpuPeriod: number;
+  memoryLimitInBytes: number;
+  oomScoreAdj: number;
+  cpusetCpus?: string;
+  memorySwapLimitInBytes?: number;
+  unified?: Record<string, string>;
+};
 
 /** The CRI message for container resource values (created with the container, or updated in place). */
 const criResources = (r: ReturnType<ContainerResourcesFn>) =>
@@ -136,6 +145,7 @@ const criResources = (r: ReturnType<ContainerResourcesFn>) =>
     cpuShares: BigInt(r.cpuShares),
     memoryLimitInBytes: BigInt(r.memoryLimitInBytes),
     oomScoreAdj: BigInt(r.oomScoreAdj),
+    memorySwapLimitInBytes: BigInt(r.memorySwapLimitInBytes ?? 0),
   });
 
 /** upstream minimumGracePeriodInSeconds: a kill with no grace period known. */
