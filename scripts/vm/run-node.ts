@@ -139,6 +139,53 @@ export interface NodeOptions {
    * RuntimeConfig, a config/runtime mismatch, the pods and their slices; then power off).
    */
   mode?: "full" | "containerd2";
+  /**
+   * A control plane on this host for the node's API pods (run.sh's eviction check: the agent never
+   * evicts static pods, as upstream). The node reaches it as https://kubernetes:PORT (10.0.2.2, the
+   * host's loopback through qemu's user network; the serving certificate names "kubernetes").
+   */
+  cluster?: NodeCluster;
+}
+
+/** The files of a control plane (test/harness/controlplane.ts) the node needs. */
+export interface NodeCluster {
+  apiServerUrl: string;
+  caFile: string;
+  /** The node's client certificate and key (CN=system:node:bunlet-node). */
+  nodeCert: string;
+  nodeKey: string;
+  /** The admin's (O=system:masters), for run.sh to create and delete API pods. */
+  adminCert: string;
+  adminKey: string;
+}
+
+/** payload/cluster: the certificates, the API server's port and the agent's kubeconfig, by their paths in the node. */
+function clusterPayload(dir: string, c: NodeCluster): void {
+  mkdirSync(dir, { recursive: true });
+  const files = { "ca.crt": c.caFile, "node.crt": c.nodeCert, "node.key": c.nodeKey, "admin.crt": c.adminCert, "admin.key": c.adminKey };
+  for (const [name, from] of Object.entries(files)) cpSync(from, join(dir, name));
+  const port = new URL(c.apiServerUrl).port;
+  writeFileSync(join(dir, "port"), `${port}\n`);
+  writeFileSync(
+    join(dir, "kubeconfig"),
+    `apiVersion: v1
+kind: Config
+clusters:
+  - name: vm
+    cluster:
+      server: https://kubernetes:${port}
+      certificate-authority: /payload/cluster/ca.crt
+users:
+  - name: node
+    user:
+      client-certificate: /payload/cluster/node.crt
+      client-key: /payload/cluster/node.key
+contexts:
+  - name: vm
+    context: { cluster: vm, user: node }
+current-context: vm
+`,
+  );
 }
 
 export async function runNode(opts: NodeOptions = {}): Promise<NodeRun> {
@@ -170,6 +217,7 @@ export async function runNode(opts: NodeOptions = {}): Promise<NodeRun> {
       if (!existsSync(join(containerd, "bin"))) throw new Error(`BUNLET_VM_CONTAINERD_DIR=${containerd} has no bin/ directory`);
       cpSync(containerd, join(payload, "containerd"), { recursive: true });
     }
+    if (opts.cluster) clusterPayload(join(payload, "cluster"), opts.cluster);
     const payloadImg = join(work, "payload.img");
     const sizeMb = Math.ceil(dirBytes(payload) / 2 ** 20) + 256;
     sh(["mkfs.ext4", "-q", "-F", "-L", "payload", "-d", payload, payloadImg, `${sizeMb}M`]);
@@ -201,7 +249,8 @@ export async function runNode(opts: NodeOptions = {}): Promise<NodeRun> {
         "-drive",
         `file=${payloadImg},if=virtio,format=raw`,
         "-nic",
-        "user,model=virtio-net-pci,restrict=on",
+        // Isolated, but with a cluster the node must reach the host's loopback (10.0.2.2) for the API server.
+        `user,model=virtio-net-pci,restrict=${opts.cluster ? "off" : "on"}`,
         "-no-reboot",
         "-nodefaults",
         "-display",

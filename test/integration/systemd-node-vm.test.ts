@@ -8,25 +8,46 @@
 // Measured (2 shared cores): a cold image build 60-80 s, the boot with every
 // check to power-off 2.1-4.7 min under TCG (2 vCPUs, 2 GiB); a warm run builds
 // nothing but dist/kubelet (1-2 s) and the payload disk (2-3 s).
-import { beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { podQosClass, podResourceConfig, sharesToCpuWeight, systemdCgroupPath } from "../../src/cgroups/index.ts";
 import type { Pod } from "../../src/pods/schema.ts";
 import { runNode, type NodeRun } from "../../scripts/vm/run-node.ts";
+import { type ControlPlaneHandle, startControlPlane } from "../harness/controlplane.ts";
 
 const repoRoot = resolve(import.meta.dir, "../..");
 let run: NodeRun;
 let facts: Record<string, string>;
 
+let cp: ControlPlaneHandle | undefined;
+
 beforeAll(async () => {
-  run = await runNode({ timeoutMs: 840_000, log: (l) => console.error(`vm: ${l}`) });
+  // A control plane on this host for the eviction check's API pods (the agent never evicts static pods).
+  cp = await startControlPlane({ name: "systemd-vm" });
+  await cp.nodeKubeconfig("bunlet-node");
+  const pki = join(cp.dir, "pki");
+  run = await runNode({
+    timeoutMs: 840_000,
+    log: (l) => console.error(`vm: ${l}`),
+    cluster: {
+      apiServerUrl: cp.apiServerUrl,
+      caFile: cp.caFile,
+      nodeCert: join(pki, "nodes/bunlet-node.crt"),
+      nodeKey: join(pki, "nodes/bunlet-node.key"),
+      adminCert: join(pki, "admin.crt"),
+      adminKey: join(pki, "admin.key"),
+    },
+  });
   facts = run.facts;
   console.error(
     `systemd node VM: image ${run.imageBuilt ? "built" : "cached"} ${run.ms.image} ms, binary ${run.ms.binary} ms, payload ${run.ms.payload} ms, boot to power-off ${run.ms.boot} ms`,
   );
   if (run.timedOut) console.error(`the VM did not power off in time; console tail:\n${run.output.slice(-6000)}`);
 }, 900_000);
+afterAll(async () => {
+  await cp?.stop();
+});
 
 /** The console's last lines (CI shows about 50 lines of a failed test: keep it short). */
 const consoleTail = (lines: number) => run.output.replace(/\r/g, "").trimEnd().split("\n").slice(-lines).join("\n");
@@ -70,6 +91,14 @@ function fields(name: string): Record<string, string> {
 
 const manifest = (name: string) => Bun.YAML.parse(readFileSync(join(repoRoot, "test/vm/node/manifests", `${name}.yaml`), "utf8")) as Pod;
 const QOS = ["guaranteed", "burstable", "besteffort"] as const;
+/** test/vm/node/eviction/NAME.json, with sizes in place of those run.sh writes into the hog (any will do for its class). */
+const evictionPod = (name: string) =>
+  JSON.parse(
+    readFileSync(join(repoRoot, "test/vm/node/eviction", `${name}.json`), "utf8")
+      .replace(/REQUEST_MIB/g, "100")
+      .replace(/FILL_MIB/g, "36"),
+  ) as Pod;
+const kubeletConfig = () => Bun.YAML.parse(readFileSync(join(repoRoot, "test/vm/node/kubelet.yaml"), "utf8")) as { evictionHard: Record<string, string> };
 
 describe("a systemd + cgroup v2 node (qemu)", () => {
   test("systemd is PID 1 on the unified hierarchy with every controller; containerd runs with SystemdCgroup", () => {
@@ -143,6 +172,39 @@ describe("a systemd + cgroup v2 node (qemu)", () => {
       .split(/\s+/)
       .map((w) => w.replace(/^task_memcg=/, ""));
     expect(killedIn).toContain(`${systemdCgroupPath(components)}/cri-containerd-${id}.scope`);
+  });
+
+  // run.sh, with the agent restarted in cluster mode (static pods are never evicted, as upstream): a
+  // BestEffort API pod (victim, 16 MiB) runs; run.sh itself holds 400 MiB as the system would on a real
+  // node (an idle test node is so empty that a pod crossing the threshold alone could not request what it
+  // holds: allocatable is capacity minus the threshold); a Burstable API pod (hog) then fills a tmpfs until the
+  // agent's memory.available (root cgroup memory.stat, cgroup v2) is 200 MiB under evictionHard; its
+  // request covers what it holds. Upstream ranks pods over their requests first, then by priority (both 0
+  // here), then by usage above requests: the victim goes first although the hog holds far more. Once it is
+  // gone, run.sh frees the tmpfs: the pressure ends and no other pod may be evicted.
+  test("under real memory pressure (evictionHard memory.available) the BestEffort pod is evicted first, Failed/Evicted, before a Burstable pod holding far more within its requests; nothing else is evicted", () => {
+    requireAgent();
+    expect(fact("eviction-node")).toMatch(/^registered/);
+    const victim = evictionPod("victim");
+    const hog = evictionPod("hog");
+    expect(podQosClass(victim)).toBe("BestEffort");
+    expect(podQosClass(hog)).toBe("Burstable");
+    const p = fields("eviction-pressure");
+    const threshold = Number((kubeletConfig().evictionHard["memory.available"] ?? "").replace(/Mi$/, ""));
+    expect(Number(p.threshold_mib)).toBe(threshold);
+    expect(Number(p.available_before_mib)).toBeGreaterThan(threshold);
+    // Real pressure: the hog's cgroup holds the fill, and the agent sees less than the threshold available.
+    expect(Number(p.hog_memory_current)).toBeGreaterThanOrEqual(Number(p.fill_mib) * 2 ** 20);
+    expect(Number(p.available_mib)).toBeLessThan(threshold);
+    expect(p.hog).toBe("Running/-");
+    const v = fields("eviction-victim");
+    expect(v).toMatchObject({ phase: "Failed", reason: "Evicted" });
+    expect(v.message).toStartWith("The_node_was_low_on_resource:_memory.");
+    expect(fact("eviction-reclaim")).toContain("resourceName=memory");
+    expect(fact("evicted-pods").replace(/"/g, "").split(/\s+/).filter(Boolean)).toEqual(["pod=default/victim-0"]);
+    const after = fields("eviction-after");
+    expect(after).toMatchObject({ hog: "Running/-", besteffort: "Running/-", burstable: "Running/-", guaranteed: "Running/-" });
+    expect(Number(after.available_mib)).toBeGreaterThan(threshold);
   });
 
   test("the agent's logs are in the journal", () => {

@@ -186,6 +186,61 @@ systemctl start kubelet
 wait_for 180 all_running
 fact restarted "kubelet=$(systemctl is-active kubelet) same=$([ "$before" = "$(container_ids)" ] && echo yes || echo no)"
 
+# Eviction under real memory pressure. The agent never evicts static pods (upstream: they are
+# critical), so this needs API pods: with a control plane on the host (payload/cluster), the agent
+# is restarted in cluster mode (its containers keep running), and run.sh creates two pods through
+# the API. kubelet.yaml's evictionHard memory.available is the threshold; the agent reads the node's
+# memory from the root cgroup's memory.stat (cgroup v2). The BestEffort victim runs, then the
+# Burstable hog fills a tmpfs until what the agent reports available (its /stats/summary) is 200 MiB
+# under the threshold. The victim must be evicted first; then this script frees the tmpfs, the
+# pressure ends, and nothing else may be evicted.
+eviction_check() {
+  local port threshold before fill t_fill
+  port=$(cat $P/cluster/port)
+  api() { local path=$1; shift; curl -sf --max-time 20 --cacert $P/cluster/ca.crt --cert $P/cluster/admin.crt --key $P/cluster/admin.key "https://kubernetes:$port$path" "$@"; }
+  create() { sed -e "s/FILL_MIB/${2:-0}/" -e "s/REQUEST_MIB/${3:-0}/" "$1" | api /api/v1/namespaces/default/pods -X POST -H 'Content-Type: application/json' --data-binary @- >/dev/null; }
+  node_available_mib() { curl -sfk --max-time 10 https://127.0.0.1:10250/stats/summary | jq -r '.node.memory.availableBytes / 1048576 | floor'; }
+  above_threshold() { [ "$(node_available_mib)" -gt "$threshold" ]; }
+  evicted() { [ "$(pod "$1" '"\(.status.phase)/\(.status.reason)"')" = "Failed/Evicted" ]; }
+  echo "10.0.2.2 kubernetes" >>/etc/hosts
+  echo "KUBELET_ARGS=--kubeconfig=$P/cluster/kubeconfig" >/etc/default/kubelet
+  systemctl restart kubelet
+  if ! wait_for 180 api /api/v1/nodes/bunlet-node; then
+    fact eviction-node "no t=$(elapsed) api=$(api /healthz 2>&1 || echo unreachable)"
+    diagnose
+    return 0
+  fi
+  fact eviction-node "registered t=$(elapsed)"
+  threshold=$(sed -n 's/^ *memory.available: *\([0-9]*\)Mi$/\1/p' /etc/kubernetes/kubelet.yaml)
+  create $P/eviction/victim.json
+  wait_for 120 running victim
+  sleep 12 # the victim's stats are in the agent's summary
+  # What the system itself uses on a real node (daemons, caches): 400 MiB of the tmpfs, written by this
+  # script (charged to its own service's cgroup). Without it, this idle node is so empty that a pod big
+  # enough to cross the threshold could not request what it holds: allocatable is capacity minus the threshold.
+  mkdir -p /var/lib/bunlet-vm/fill
+  mount -t tmpfs -o size=1900m bunlet-fill /var/lib/bunlet-vm/fill
+  dd if=/dev/zero of=/var/lib/bunlet-vm/fill/system bs=1M count=400 2>/dev/null
+  sleep 12 # the agent's summary has it
+  before=$(node_available_mib)
+  if [ -z "$before" ] || [ "$before" -le "$threshold" ]; then fact eviction-pressure "threshold_mib=$threshold available_before_mib=$before (no room to add pressure)"; return 0; fi
+  fill=$(( before - threshold + 200 ))
+  create $P/eviction/hog.json $fill $(( fill + 64 ))
+  t_fill=$(elapsed)
+  wait_for 240 evicted victim
+  fact eviction-victim "$(pod victim '"phase=\(.status.phase) reason=\(.status.reason)"') t=$(( $(elapsed) - t_fill )) message=$(pod victim '.status.message' | tr ' ' '_')"
+  fact eviction-pressure "threshold_mib=$threshold available_before_mib=$before system_mib=400 fill_mib=$fill hog=$(pod hog '"\(.status.phase)/\(.status.reason // "-")"') available_mib=$(node_available_mib) hog_memory_current=$(cat /sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod$(pod hog '.metadata.uid | gsub("-"; "_")').slice/memory.current 2>/dev/null) psi_some=$(awk '/^some/ {print $2}' /proc/pressure/memory 2>/dev/null)"
+  rm -f /var/lib/bunlet-vm/fill/data /var/lib/bunlet-vm/fill/system
+  wait_for 60 above_threshold
+  sleep 20 # two more eviction passes: nothing else may be evicted now
+  fact eviction-after "$(for p in hog besteffort burstable guaranteed; do printf '%s=%s ' $p "$(pod $p '"\(.status.phase)/\(.status.reason // "-")"')"; done) available_mib=$(node_available_mib)"
+  fact evicted-pods "$(journalctl -u kubelet --no-pager -o cat | grep 'pod is evicted successfully' | grep -o 'pod=[^ ]*' | tr '\n' ' ')"
+  fact eviction-reclaim "$(journalctl -u kubelet --no-pager -o cat | grep -m1 'attempting to reclaim')"
+  api /api/v1/namespaces/default/pods/hog-0 -X DELETE >/dev/null
+  api /api/v1/namespaces/default/pods/victim-0 -X DELETE >/dev/null
+}
+[ -d $P/cluster ] && eviction_check
+
 # The shutdown: the agent holds logind's delay lock; a unit ordered before
 # kubelet.service is stopped after it, once the pods have stopped, and prints
 # which pod's container got TERM when (each appends to /var/lib/bunlet-vm/stopped).
