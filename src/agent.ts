@@ -61,6 +61,7 @@ import { ApiStatusManager, reportedContainer } from "./status/api.ts";
 import { isApiPod } from "./pods/source.ts";
 import { LocalStatusStore } from "./status/index.ts";
 import { PodWorkers } from "./sync/podworkers.ts";
+import { HostPodSyncer } from "./sync/pod-syncer.ts";
 import { PodWorkersView } from "./sync/view.ts";
 import { createVolumeManager } from "./volumes/wire.ts";
 import type { Mounter } from "./volumes/mount.ts";
@@ -449,22 +450,9 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     if (!cpuResult.admit) return cpuResult;
     return admitPod(allocated(pod), active, facts);
   };
+  const syncer = new HostPodSyncer({ runtime, status: statusSink, clock, logger, recorder, probes: verdicts, metrics, ...(allocation ? { allocation } : {}) });
   const workers: PodWorkers = stack.use(
-    new PodWorkers({
-      runtime,
-      status: statusSink,
-      clock,
-      logger,
-      resyncIntervalMs: k.syncFrequency,
-      random: deps.random ?? Math.random,
-      admit,
-      recorder,
-      probes: verdicts,
-      requests: syncRequests,
-      view: pods,
-      metrics,
-      ...(allocation ? { allocation } : {}),
-    }),
+    new PodWorkers({ syncer, clock, logger, resyncIntervalMs: k.syncFrequency, random: deps.random ?? Math.random, admit, requests: syncRequests, view: pods, metrics }),
   );
   // The pod resources API (v1) on <rootDir>/pod-resources/kubelet.sock: which devices each container holds.
   const podResources = await servePodResources({

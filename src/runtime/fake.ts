@@ -10,8 +10,8 @@ import { Backoff } from "./backoff.ts";
 import { containerHash } from "./hash.ts";
 import type { PodRuntime } from "./index.ts";
 import { backoffKey, planPod } from "./plan.ts";
-import { actionsOutcome, type ObservedContainer, type ObservedPod, type PodSyncOutcome, type RuntimePodRecord } from "./types.ts";
-import type { PodRef } from "../pods/identity.ts";
+import { actionsOutcome, type ObservedContainer, type ObservedPod, type PodRemoveOutcome, type PodStepOutcome, type RuntimePodRecord } from "./types.ts";
+import { type PodRef, podRef } from "../pods/identity.ts";
 import { containerSpecOf } from "../pods/spec.ts";
 
 export class FakePodRuntime implements PodRuntime {
@@ -50,8 +50,9 @@ export class FakePodRuntime implements PodRuntime {
     return structuredClone(pod ?? { uid: ref.uid, name: ref.name, namespace: ref.namespace, sandboxes: [], containers: [] });
   }
 
-  async syncPod(pod: Pod, observed: ObservedPod): Promise<PodSyncOutcome> {
+  async syncPod(pod: Pod): Promise<PodStepOutcome> {
     const uid = pod.metadata.uid!;
+    const observed = await this.observe(podRef(pod));
     this.check("syncPod", uid);
     const actions = planPod(pod, observed, this.backoff);
     const state = this.pods.get(uid) ?? { uid, name: pod.metadata.name!, namespace: pod.metadata.namespace!, sandboxes: [], containers: [] };
@@ -88,20 +89,24 @@ export class FakePodRuntime implements PodRuntime {
       waiting,
       changed: actions.createSandbox || actions.containersToStart.length > 0 || actions.containersToKill.length > 0 || actions.killPod,
       ...(retry === undefined ? {} : { retryAfterMs: retry }),
+      observed: structuredClone(state),
+      readAt: now,
     };
   }
 
-  async killPod(ref: PodRef): Promise<PodSyncOutcome> {
+  async killPod(ref: PodRef): Promise<PodStepOutcome> {
+    await this.observe(ref);
     this.check("killPod", ref.uid);
     const state = this.pods.get(ref.uid);
     if (state) this.stopAll(state);
-    return actionsOutcome([]);
+    return { ...actionsOutcome([]), observed: await this.observe(ref), readAt: this.clock.now() };
   }
 
-  async removePod(ref: PodRef): Promise<PodSyncOutcome> {
+  async removePod(ref: PodRef): Promise<PodRemoveOutcome> {
+    await this.observe(ref);
     this.check("removePod", ref.uid);
     this.pods.delete(ref.uid);
-    return actionsOutcome([]);
+    return { ...actionsOutcome([]), readAt: this.clock.now() };
   }
 
   async relist(): Promise<RuntimePodRecord[]> {

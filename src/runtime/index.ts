@@ -5,31 +5,32 @@
  */
 import type { PodRef } from "../pods/identity.ts";
 import type { Pod } from "../pods/schema.ts";
-import type { ObservedPod, PodSyncOutcome, RuntimePodRecord } from "./types.ts";
+import type { ObservedPod, PodRemoveOutcome, PodStepOutcome, RuntimePodRecord } from "./types.ts";
 
 export interface PodRuntime {
-  /** The runtime's current view of one pod; empty when it has nothing. Read-only. */
+  /** The runtime's current view of one pod; empty when it has nothing. Read-only. The steps below read it themselves. */
   observe(ref: PodRef): Promise<ObservedPod>;
   /**
-   * Converges one pod toward its spec: one step of plan then execute.
+   * Converges one pod toward its spec: one step of read, plan, execute;
+   * returns what it did and the pod as the runtime holds it after.
    * `terminating` is asked before a sandbox is created and before each
    * container start: once it answers true (the pod is being deleted,
    * evicted... while a kill in this step waited out a grace period) nothing
    * more is started, as upstream cancels a sync when the pod must stop.
    */
-  syncPod(pod: Pod, observed: ObservedPod, terminating?: () => boolean): Promise<PodSyncOutcome>;
+  syncPod(pod: Pod, terminating?: () => boolean): Promise<PodStepOutcome>;
   /**
    * Stops every container (within the grace period) and the sandboxes. With
    * the pod's spec, sidecars stop after the app containers, last one first.
-   * Idempotent.
+   * Idempotent; returns the pod as the runtime holds it after.
    */
-  killPod(ref: PodRef, observed: ObservedPod, gracePeriodSeconds: number, pod?: Pod): Promise<PodSyncOutcome>;
+  killPod(ref: PodRef, gracePeriodSeconds: number, pod?: Pod): Promise<PodStepOutcome>;
   /** Removes the stopped containers and sandboxes of a deleted pod. Idempotent. */
-  removePod(ref: PodRef, observed: ObservedPod): Promise<PodSyncOutcome>;
+  removePod(ref: PodRef): Promise<PodRemoveOutcome>;
   /** Every pod the runtime holds, for the PLEG relist and orphan housekeeping. */
   relist(): Promise<RuntimePodRecord[]>;
   /** Removes dead containers and sandboxes beyond what upstream keeps. */
   garbageCollect(): Promise<void>;
 }
 
-export type { ObservedPod, PodSyncOutcome, RuntimePodRecord, SyncResult } from "./types.ts";
+export type { ObservedPod, PodRemoveOutcome, PodStepOutcome, PodSyncOutcome, RuntimePodRecord, SyncResult } from "./types.ts";

@@ -39,7 +39,7 @@ function setup(over: Partial<CriPodRuntimeOptions> = {}) {
   return { clock, cri, runtime, events };
 }
 
-const sync = async (runtime: CriPodRuntime, p: Pod) => runtime.syncPod(p, await runtime.observe(podRef(p)));
+const sync = async (runtime: CriPodRuntime, p: Pod) => runtime.syncPod(p);
 type Created = [string, { mounts: { containerPath: string; hostPath: string }[]; envs: { key: string; value: string }[] }];
 const created = (cri: FakeCri) => cri.callsOf("createContainer") as Created[];
 
@@ -56,8 +56,8 @@ describe("pod files", () => {
     ]);
     const ip = (await runtime.observe(podRef(p))).sandboxes[0]!.ip!;
     expect(readFileSync(join(root, "etc-hosts"), "utf8")).toEndWith(`${ip}\tweb\n\n# Entries added by HostAliases.\n1.2.3.4\talias\n`);
-    await runtime.killPod(podRef(p), await runtime.observe(podRef(p)), 0);
-    await runtime.removePod(podRef(p), await runtime.observe(podRef(p)));
+    await runtime.killPod(podRef(p), 0);
+    await runtime.removePod(podRef(p));
     expect(existsSync(root)).toBe(false);
   });
 

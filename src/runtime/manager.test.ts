@@ -29,7 +29,7 @@ function setup(clock = new FakeClock(), cri = new FakeCri({ clock, images: ["bus
 }
 
 async function sync(runtime: CriPodRuntime, p: Pod) {
-  return runtime.syncPod(p, await runtime.observe(podRef(p)));
+  return runtime.syncPod(p);
 }
 
 describe("CriPodRuntime", () => {
@@ -76,7 +76,7 @@ describe("CriPodRuntime", () => {
     verdicts.set(second.id, { message: "Container app failed liveness probe, will be restarted" });
     let deleted = false;
     const release = cri.holdNext("stopContainer");
-    const syncing = runtime.syncPod(p, await runtime.observe(podRef(p)), () => deleted);
+    const syncing = runtime.syncPod(p, () => deleted);
     for (let i = 0; i < 20; i++) await Bun.sleep(0);
     deleted = true;
     release();
@@ -181,10 +181,10 @@ describe("CriPodRuntime", () => {
     const { cri, runtime } = setup();
     const p = pod();
     await sync(runtime, p);
-    const killed = await runtime.killPod(podRef(p), await runtime.observe(podRef(p)), 5);
+    const killed = await runtime.killPod(podRef(p), 5);
     expect(killed.results.filter((r) => r.error)).toEqual([]);
     expect((await runtime.observe(podRef(p))).containers[0]!.state).toBe("exited");
-    await runtime.removePod(podRef(p), await runtime.observe(podRef(p)));
+    await runtime.removePod(podRef(p));
     expect(cri.counts()).toMatchObject({ sandboxes: 0, containers: 0 });
     expect(existsSync(join(logs, "default_web_uid-1"))).toBe(false);
   });
@@ -196,7 +196,7 @@ describe("CriPodRuntime", () => {
     await sync(runtime, p);
     const observed = await runtime.observe(podRef(p));
     expect(observed.containers[0]!.podGracePeriodSeconds).toBe(5);
-    await runtime.killPod(podRef(p), observed, 30); // the 30 a pod without a spec is terminated with
+    await runtime.killPod(podRef(p), 30); // the 30 a pod without a spec is terminated with
     const stops = cri.calls.filter((c) => c.method === "stopContainer").map((c) => c.args[1]);
     expect(stops).toEqual([5]);
   });
@@ -239,8 +239,8 @@ describe("CriPodRuntime", () => {
     expect(sandboxCfg.linux.cgroupParent).toBe("/kubepods/burstable/poduid-1");
     const [, containerCfg] = cri.callsOf("createContainer")[0] as [string, { linux: { resources: Record<string, bigint> } }];
     expect(containerCfg.linux.resources).toMatchObject({ cpuShares: 512n, cpuQuota: 50_000n, memoryLimitInBytes: BigInt(64 << 20), oomScoreAdj: 900n });
-    await runtime.killPod(podRef(p), await runtime.observe(podRef(p)), 0);
-    await runtime.removePod(podRef(p), await runtime.observe(podRef(p)));
+    await runtime.killPod(podRef(p), 0);
+    await runtime.removePod(podRef(p));
     expect(calls).toEqual(["ensure uid-1", "remove uid-1"]);
   });
 
@@ -266,7 +266,7 @@ describe("CriPodRuntime", () => {
     await sync(runtime, p);
     await sync(runtime, p);
     expect(names()).toEqual(["setup", "proxy", "app"]);
-    await runtime.killPod(podRef(p), await runtime.observe(podRef(p)), 5, p);
+    await runtime.killPod(podRef(p), 5, p);
     const stopped = (cri.callsOf("stopContainer") as [string][]).map(([id]) => id);
     const byId = new Map((await runtime.observe(podRef(p))).containers.map((c) => [c.id, c.name]));
     expect(stopped.map((id) => byId.get(id))).toEqual(["app", "proxy"]);
@@ -286,10 +286,10 @@ describe("CriPodRuntime", () => {
     const order = () => cri.calls.map((c) => c.method).filter((m) => ["startContainer", "execSync", "stopContainer"].includes(m));
     expect(order()).toEqual(["startContainer", "execSync"]);
     expect((await runtime.observe(podRef(p))).containers[0]!.state).toBe("running");
-    await runtime.killPod(podRef(p), await runtime.observe(podRef(p)), 10, p);
+    await runtime.killPod(podRef(p), 10, p);
     expect(order()).toEqual(["startContainer", "execSync", "execSync", "stopContainer"]);
     expect((cri.callsOf("execSync")[1] as [string, string[]])[1]).toEqual(["echo", "bye"]);
-    await runtime.removePod(podRef(p), await runtime.observe(podRef(p)));
+    await runtime.removePod(podRef(p));
 
     const failing = await sync(runtime, hooked(["false"]));
     expect(failing.results.find((r) => r.error)).toMatchObject({ action: "StartContainer", error: { reason: "PostStartHookError" } });

@@ -49,8 +49,18 @@ import { terminationMessage } from "./termination.ts";
 import type { PodDirs } from "../pods/dirs.ts";
 import type { ServiceEnv } from "../services/index.ts";
 import type { RuntimeClasses } from "../runtimeclass/index.ts";
-import { actionsOutcome, type ObservedContainer, type ObservedPod, type ObservedSandbox, type PodSyncOutcome, type RuntimePodRecord, type SyncResult } from "./types.ts";
-import { type PodRef, podUid } from "../pods/identity.ts";
+import {
+  actionsOutcome,
+  type ObservedContainer,
+  type ObservedPod,
+  type ObservedSandbox,
+  type PodRemoveOutcome,
+  type PodStepOutcome,
+  type PodSyncOutcome,
+  type RuntimePodRecord,
+  type SyncResult,
+} from "./types.ts";
+import { type PodRef, podRef, podUid } from "../pods/identity.ts";
 import { podLogDirectory } from "../pods/dirs.ts";
 import { containerSpecOf, isSidecar, restartPolicyOf } from "../pods/spec.ts";
 import { DeviceError, withDevices, type DeviceRunOptions } from "../devices/index.ts";
@@ -246,14 +256,21 @@ export class CriPodRuntime implements PodRuntime {
     return { uid: ref.uid, name: ref.name, namespace: ref.namespace, sandboxes: observedSandboxes, containers: observedContainers };
   }
 
-  async syncPod(pod: Pod, observed: ObservedPod, terminating: () => boolean = () => false): Promise<PodSyncOutcome> {
+  async syncPod(pod: Pod, terminating: () => boolean = () => false): Promise<PodStepOutcome> {
+    const ref = podRef(pod);
+    const readAt = this.opts.clock.now();
+    const observed = await this.observe(ref);
     // A pod's first start, up to its containers started, goes through the start gate (start-gate.ts).
     const leaveGate = observed.sandboxes.length === 0 ? await this.startGate.enter() : () => {};
+    let outcome: PodSyncOutcome;
     try {
-      return await this.sync(pod, observed, terminating);
+      outcome = await this.sync(pod, observed, terminating);
     } finally {
       leaveGate();
     }
+    if (!outcome.changed) return { ...outcome, observed, readAt };
+    const rereadAt = this.opts.clock.now();
+    return { ...outcome, observed: await this.observe(ref), readAt: rereadAt };
   }
 
   private async sync(pod: Pod, observed: ObservedPod, terminating: () => boolean): Promise<PodSyncOutcome> {
@@ -286,7 +303,7 @@ export class CriPodRuntime implements PodRuntime {
     const grace = pod.spec.terminationGracePeriodSeconds ?? 30;
 
     if (actions.killPod) {
-      const killed = await this.killPod(observed, observed, grace, pod);
+      const killed = await this.kill(observed, observed, grace, pod);
       results.push(...killed.results);
       if (killed.results.some((r) => r.error)) return { results, waiting, changed, retryAfterMs: 1000 };
     }
@@ -624,7 +641,13 @@ export class CriPodRuntime implements PodRuntime {
     }
   }
 
-  async killPod(ref: PodRef, observed: ObservedPod, gracePeriodSeconds: number, pod?: Pod): Promise<PodSyncOutcome> {
+  async killPod(ref: PodRef, gracePeriodSeconds: number, pod?: Pod): Promise<PodStepOutcome> {
+    const outcome = await this.kill(ref, await this.observe(ref), gracePeriodSeconds, pod);
+    const readAt = this.opts.clock.now();
+    return { ...outcome, observed: await this.observe(ref), readAt };
+  }
+
+  private async kill(ref: PodRef, observed: ObservedPod, gracePeriodSeconds: number, pod?: Pod): Promise<PodSyncOutcome> {
     const live = observed.containers.filter((c) => c.state !== "exited");
     const sidecars = (pod?.spec.initContainers ?? []).filter(isSidecar).map((c) => c.name);
     const target = pod ?? ref;
@@ -651,7 +674,9 @@ export class CriPodRuntime implements PodRuntime {
     return actionsOutcome(results);
   }
 
-  async removePod(ref: PodRef, observed: ObservedPod): Promise<PodSyncOutcome> {
+  async removePod(ref: PodRef): Promise<PodRemoveOutcome> {
+    const readAt = this.opts.clock.now();
+    const observed = await this.observe(ref);
     const results: SyncResult[] = [];
     for (const c of observed.containers) results.push(await this.remove("RemoveContainer", c.id, () => this.opts.cri.removeContainer(c.id)));
     for (const s of observed.sandboxes) results.push(await this.remove("RemovePodSandbox", s.id, () => this.opts.cri.removePodSandbox(s.id)));
@@ -677,7 +702,7 @@ export class CriPodRuntime implements PodRuntime {
       this.imagePulls.forgetPrefix(`${ref.uid}/`);
       this.mountFailures.delete(ref.uid);
     }
-    return actionsOutcome(results);
+    return { ...actionsOutcome(results), readAt };
   }
 
   private async remove(action: SyncResult["action"], id: string, fn: () => Promise<void>): Promise<SyncResult> {

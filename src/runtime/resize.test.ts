@@ -13,7 +13,7 @@ import { containerHash } from "./hash.ts";
 import { CriPodRuntime } from "./manager.ts";
 import { planPod } from "./plan.ts";
 import type { ObservedPod } from "./types.ts";
-import { podRef, podUid } from "../pods/identity.ts";
+import { podUid } from "../pods/identity.ts";
 
 const MI = 2 ** 20;
 const app = (limits: { cpu: string; memory: string }, extra: Partial<ContainerSpec> = {}): ContainerSpec => ({
@@ -141,7 +141,7 @@ describe("CriPodRuntime applies a resize in upstream's order", () => {
     };
     const sync = async (desired: Pod) => {
       const p = allocation.allocate(desired, () => []);
-      return runtime.syncPod(p, await runtime.observe(podRef(p)));
+      return runtime.syncPod(p);
     };
     return { cri, allocation, order, sync };
   }

@@ -72,6 +72,18 @@ export interface PodSyncOutcome {
   changed: boolean;
 }
 
+/** A sync or kill and the pod as the runtime holds it after it (read again only when something changed). */
+export interface PodStepOutcome extends PodSyncOutcome {
+  observed: ObservedPod;
+  /** When the read of `observed` began (clock ms): a runtime event older than this is in it. */
+  readAt: number;
+}
+
+/** A removal, and when its read of the pod began (clock ms). */
+export interface PodRemoveOutcome extends PodSyncOutcome {
+  readAt: number;
+}
+
 /** The outcome of a kill or remove: its results, nothing waiting. */
 export const actionsOutcome = (results: SyncResult[]): PodSyncOutcome => ({ results, waiting: new Map(), changed: results.length > 0 });
 

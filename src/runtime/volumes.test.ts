@@ -52,12 +52,12 @@ function setup(volumes: Partial<VolumeManager>) {
 describe("CriPodRuntime with volumes", () => {
   test("volumes are set up on every sync; the container config carries their mounts; teardown follows removal", async () => {
     const { cri, runtime, calls } = setup({});
-    await runtime.syncPod(pod, await runtime.observe(podRef(pod)));
-    await runtime.syncPod(pod, await runtime.observe(podRef(pod)));
+    await runtime.syncPod(pod);
+    await runtime.syncPod(pod);
     const [, config] = cri.callsOf("createContainer")[0] as [string, { mounts: Mount[] }];
     expect(config.mounts).toMatchObject([{ containerPath: "/cfg", readonly: true }]);
-    await runtime.killPod(podRef(pod), await runtime.observe(podRef(pod)), 0);
-    await runtime.removePod(podRef(pod), await runtime.observe(podRef(pod)));
+    await runtime.killPod(podRef(pod), 0);
+    await runtime.removePod(podRef(pod));
     expect(calls).toEqual(["setup uid-1", "setup uid-1", "teardown uid-1"]);
   });
 
@@ -67,13 +67,13 @@ describe("CriPodRuntime with volumes", () => {
         throw new VolumeSetupError([{ volume: "cfg", message: 'configmap "app" not found', mounted: false }]);
       },
     });
-    const outcome = await runtime.syncPod(pod, await runtime.observe(podRef(pod)));
+    const outcome = await runtime.syncPod(pod);
     expect(events).toEqual(['Warning FailedMount MountVolume.SetUp failed for volume "cfg" : configmap "app" not found']);
     expect(cri.callsOf("runPodSandbox")).toEqual([]);
     expect(outcome.retryAfterMs).toBe(500);
     expect(outcome.results[0]?.error?.reason).toBe("FailedMount");
     const retries: (number | undefined)[] = [];
-    for (let i = 0; i < 6; i++) retries.push((await runtime.syncPod(pod, await runtime.observe(podRef(pod)))).retryAfterMs);
+    for (let i = 0; i < 6; i++) retries.push((await runtime.syncPod(pod)).retryAfterMs);
     expect(retries).toEqual([1000, 2000, 4000, 8000, 10_000, 10_000]);
   });
 
@@ -83,7 +83,7 @@ describe("CriPodRuntime with volumes", () => {
         throw new VolumeSetupError([{ volume: "cfg", message: 'configmap "app" not found', mounted: true }]);
       },
     });
-    await runtime.syncPod(pod, await runtime.observe(podRef(pod)));
+    await runtime.syncPod(pod);
     expect(events).toContain('Warning FailedMount MountVolume.SetUp failed for volume "cfg" : configmap "app" not found');
     expect(cri.callsOf("createContainer")).toHaveLength(1);
   });
@@ -94,7 +94,7 @@ describe("CriPodRuntime with volumes", () => {
         throw new VolumeMountError('failed to prepare subPath for volumeMount "cfg" of container "app"');
       },
     });
-    const outcome = await runtime.syncPod(pod, await runtime.observe(podRef(pod)));
+    const outcome = await runtime.syncPod(pod);
     expect(outcome.waiting.get("app")).toEqual({ reason: "CreateContainerConfigError", message: 'failed to prepare subPath for volumeMount "cfg" of container "app"' });
     expect(cri.callsOf("createContainer")).toEqual([]);
   });

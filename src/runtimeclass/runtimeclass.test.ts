@@ -11,7 +11,6 @@ import { CriPodRuntime } from "../runtime/manager.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { ApiRuntimeClasses, RuntimeClassError } from "./index.ts";
-import { podRef } from "../pods/identity.ts";
 
 async function rejection(p: Promise<unknown>): Promise<unknown> {
   try {
@@ -71,11 +70,11 @@ describe("ApiRuntimeClasses", () => {
         spec: { runtimeClassName, containers: [{ name: "app", image: "busybox:1.0" }] },
       });
       const good = pod("good", "runc-class");
-      expect((await runtime.syncPod(good, await runtime.observe(podRef(good)))).results.filter((r) => r.error)).toEqual([]);
+      expect((await runtime.syncPod(good)).results.filter((r) => r.error)).toEqual([]);
       expect(cri.callsOf("runPodSandbox")[0]![1]).toBe("runc");
 
       const bad = pod("bad", "missing");
-      const outcome = await runtime.syncPod(bad, await runtime.observe(podRef(bad)));
+      const outcome = await runtime.syncPod(bad);
       expect(outcome.results).toEqual([
         { action: "CreatePodSandbox", target: "bad", error: { reason: "CreatePodSandboxError", message: 'runtimeclass.node.k8s.io "missing" not found' } },
       ]);

@@ -4,6 +4,7 @@ import { FakePodRuntime } from "../runtime/fake.ts";
 import { LocalStatusStore } from "../status/index.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
+import { HostPodSyncer } from "./pod-syncer.ts";
 import { PodWorkers, STALE_WAKE_DELAY_MS } from "./podworkers.ts";
 import { AllocationManager } from "../allocation/index.ts";
 import { admitPod } from "../node/admission.ts";
@@ -17,7 +18,12 @@ function setup() {
   const clock = new FakeClock();
   const runtime = new FakePodRuntime(clock);
   const status = new LocalStatusStore();
-  const workers = new PodWorkers({ runtime, status, clock, logger: memoryLogger().logger, resyncIntervalMs: 60_000 });
+  const workers = new PodWorkers({
+    syncer: new HostPodSyncer({ runtime, status, clock, logger: memoryLogger().logger }),
+    clock,
+    logger: memoryLogger().logger,
+    resyncIntervalMs: 60_000,
+  });
   return { clock, runtime, status, workers };
 }
 
@@ -34,7 +40,13 @@ describe("PodWorkers", () => {
     const syncsAfter = async (random: (() => number) | undefined, ms: number) => {
       const clock = new FakeClock();
       const runtime = new FakePodRuntime(clock);
-      const workers = new PodWorkers({ runtime, status: new LocalStatusStore(), clock, logger: memoryLogger().logger, resyncIntervalMs: 60_000, ...(random ? { random } : {}) });
+      const workers = new PodWorkers({
+        syncer: new HostPodSyncer({ runtime, status: new LocalStatusStore(), clock, logger: memoryLogger().logger }),
+        clock,
+        logger: memoryLogger().logger,
+        resyncIntervalMs: 60_000,
+        ...(random ? { random } : {}),
+      });
       workers.upsert(pod("u1"));
       await workers.idle();
       clock.advance(ms);
@@ -60,13 +72,14 @@ describe("PodWorkers", () => {
   test("a runtime event older than the worker's last read of the pod runs it a second later, not at once (upstream's pod cache: a status newer than the last sync)", async () => {
     const { clock, runtime, workers } = setup();
     // As the evented PLEG: the sandbox and container starts a step causes are
-    // stamped by the runtime while the step runs, before its final read.
+    // stamped by the runtime while the step runs, before its final read
+    // (the runtime reads the pod again after a change and says when).
     const syncPod = runtime.syncPod.bind(runtime);
     runtime.syncPod = async (...args) => {
       const outcome = await syncPod(...args);
       if (outcome.changed) workers.sync("u1", clock.now());
       clock.advance(2);
-      return outcome;
+      return { ...outcome, readAt: clock.now() };
     };
     const syncs = () => runtime.calls.filter((c) => c.method === "syncPod").length;
     const advance = async (ms: number) => {
@@ -105,14 +118,14 @@ describe("PodWorkers", () => {
 
   test("a runtime event during a step that is not older than the step's read runs the pod once more", async () => {
     const { clock, runtime, workers } = setup();
-    const observe = runtime.observe.bind(runtime);
-    let reads = 0;
-    runtime.observe = async (ref) => {
-      const observed = await observe(ref);
+    const syncPod = runtime.syncPod.bind(runtime);
+    let steps = 0;
+    runtime.syncPod = async (...args) => {
+      const outcome = await syncPod(...args);
       // The container changes just as the step's last read (after starting it) began.
-      if (++reads === 2) workers.sync("u1", clock.now());
+      if (++steps === 1) workers.sync("u1", outcome.readAt);
       clock.advance(1);
-      return observed;
+      return outcome;
     };
     workers.upsert(pod("u1"));
     await workers.idle();
@@ -226,8 +239,7 @@ describe("PodWorkers", () => {
     const runtime = new FakePodRuntime(clock);
     const status = new LocalStatusStore();
     const workers = new PodWorkers({
-      runtime,
-      status,
+      syncer: new HostPodSyncer({ runtime, status, clock, logger: memoryLogger().logger }),
       clock,
       logger: memoryLogger().logger,
       resyncIntervalMs: 60_000,
@@ -303,7 +315,12 @@ describe("PodWorkers with in-place resize", () => {
       allocatable: () => ({ cpu: 2000, memory: 2 ** 30 }),
       admit: (p, others) => admitPod(p, others, { name: "n", labels: {}, taints: [], allocatable: { cpu: 2000, memory: 2 ** 30, "ephemeral-storage": 2 ** 30, pods: 10 } }),
     });
-    const workers = new PodWorkers({ runtime, status, clock, logger: memoryLogger().logger, resyncIntervalMs: 600_000, allocation });
+    const workers = new PodWorkers({
+      syncer: new HostPodSyncer({ runtime, status, clock, logger: memoryLogger().logger, allocation }),
+      clock,
+      logger: memoryLogger().logger,
+      resyncIntervalMs: 600_000,
+    });
     workers.upsert(sized("a", "500m"));
     workers.upsert(sized("b", "1000m"));
     await workers.idle();

@@ -11,21 +11,19 @@
  * the evented PLEG's global cache time gives every second). The events a
  * step causes itself (its sandbox's start, a failed pull's container state)
  * would otherwise run the next step at once, and a waiting reason such as
- * ErrImagePull would last milliseconds.
+ * ErrImagePull would last milliseconds. The syncer says when the last read
+ * of each step began.
  */
 import { transition, type LifecycleEvent, type PodLifecycle } from "../pods/lifecycle.ts";
 import type { KubeletMetricsSink } from "../metrics/kubelet.ts";
 import type { Pod } from "../pods/schema.ts";
-import type { PodRuntime, PodSyncOutcome } from "../runtime/index.ts";
-import { podEventRef, type EventRecorder } from "../events/recorder.ts";
 import type { AdmitResult } from "../node/admission.ts";
-import type { PodAllocation } from "../allocation/index.ts";
-import { isTerminalPhase, podStatus, rejectedStatus, type ProbeView, type StatusSink } from "../status/index.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import { type PodRef, podUid, podRef } from "../pods/identity.ts";
 import type { Requests } from "../util/requests.ts";
+import { defaultGracePeriodSeconds, type PodSyncer } from "./pod-syncer.ts";
 import type { PodWorkersView, PodWorkersQueries } from "./view.ts";
 
 /** upstream workerResyncIntervalJitterFactor: a resync comes after syncFrequency × [1, 1.5). */
@@ -34,8 +32,8 @@ const RESYNC_JITTER_FACTOR = 0.5;
 export const STALE_WAKE_DELAY_MS = 1000;
 
 export interface PodWorkersOptions {
-  runtime: PodRuntime;
-  status: StatusSink;
+  /** Does each step's host work (sync, kill, clean up); the workers decide which step and when. */
+  syncer: PodSyncer;
   clock: Clock;
   logger: Logger;
   /** How often a converged pod is synced again (syncFrequency), plus up to half of it at random. */
@@ -51,20 +49,12 @@ export interface PodWorkersOptions {
   errorRetryMs?: number;
   /** Node admission for new pods, against the pods already running (upstream canAdmitPod). */
   admit?: (pod: Pod, active: Pod[]) => AdmitResult;
-  recorder?: EventRecorder;
-  /** Pod worker step durations and pod start latency. */
-  metrics?: Pick<KubeletMetricsSink, "podWorkerStep" | "podStarted">;
-  /** In-place resize: runs each pod with its allocated resources and reports resizes in its status. */
-  allocation?: PodAllocation;
+  /** Pod worker step durations. */
+  metrics?: Pick<KubeletMetricsSink, "podWorkerStep">;
   /** Syncs asked for by subsystems built before the workers (the prober); served from construction on. */
   requests?: Requests<string>;
   /** What subsystems built before the workers ask of them (active pods, evict, shut down); served from construction on. */
   view?: PodWorkersView;
-  /** The prober: told about running containers after each sync, asked for readiness, dropped on termination. */
-  probes?: ProbeView & {
-    addPod(pod: Pod, running: { containerName: string; containerId: string; startedAt: number }[], podIP: string): void;
-    removePod(uid: string): void;
-  };
 }
 
 interface Worker {
@@ -80,31 +70,15 @@ interface Worker {
   timerAt: number | undefined;
   /** The pod was added again (same UID) while terminating: start over once finished. */
   restartWith: Pod | undefined;
-  /** A sync step ran for this pod in this process; only then does its kill write a final status. */
+  /** A sync step ran for this pod (the first is a "create" in the step metrics). */
   synced: boolean;
-  /** When the pod became active here (activeDeadlineSeconds counts from it; the API's startTime wins). */
-  activeSince: number | undefined;
-  /** When this agent first saw the pod; cleared once its start was measured (kubelet_pod_start_duration_seconds). */
-  firstSeenAt: number | undefined;
+  /** When this agent first saw the pod (kubelet_pod_start_duration_seconds counts from it). */
+  seenAt: number;
   /** When the last read of the pod's runtime state began: a runtime event older than this is in it. */
   readAt: number | undefined;
   /** The newest stamp of runtime events that woke the worker during a step, decided on when the step ends. */
   eventAt: number | undefined;
 }
-
-/** Upstream's status message for a pod past its activeDeadlineSeconds. */
-export const DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline";
-/** Upstream nodeshutdown: the reason and message of a pod stopped because the node shuts down. */
-export const NODE_SHUTDOWN_REASON = "Terminated";
-export const NODE_SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown.";
-
-/** Kill and remove must complete before the lifecycle moves on; a failed action retries the step. */
-function throwOnFailedActions(what: string, outcome: PodSyncOutcome): void {
-  const failed = outcome.results.filter((r) => r.error);
-  if (failed.length) throw new Error(`${what}: ${failed.map((r) => `${r.action} ${r.target}: ${r.error!.message}`).join("; ")}`);
-}
-
-export const defaultGracePeriodSeconds = (pod: Pod | undefined): number => pod?.metadata.deletionGracePeriodSeconds ?? pod?.spec.terminationGracePeriodSeconds ?? 30;
 
 export class PodWorkers implements AsyncDisposable, PodWorkersQueries {
   private readonly workers = new Map<string, Worker>();
@@ -164,7 +138,7 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries {
     const worker = this.workers.get(podUid(pod));
     if (!worker?.pod || worker.lifecycle.stage !== "syncing") return;
     worker.pod = pod;
-    this.opts.status.reconcile?.(pod);
+    this.opts.syncer.reconcile(pod);
   }
 
   /** Runs admission once per pod; a rejected pod is Failed with the reason and never started. */
@@ -175,9 +149,7 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries {
     const result = this.opts.admit(pod, this.activePods());
     if (result.admit) return true;
     this.rejected.add(uid);
-    this.opts.logger.warn("pod rejected by node admission", { pod: `${pod.metadata.namespace}/${pod.metadata.name}`, reason: result.reason, message: result.message });
-    this.opts.recorder?.event(podEventRef(pod), "Warning", result.reason, result.message);
-    this.opts.status.set(pod, rejectedStatus(result.reason, result.message));
+    this.opts.syncer.rejectPod(pod, result.reason, result.message);
     return false;
   }
 
@@ -227,12 +199,6 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries {
     this.schedule(worker, delayMs);
   }
 
-  /** The pod's runtime state, noting when the read began. */
-  private observe(worker: Worker) {
-    worker.readAt = this.opts.clock.now();
-    return this.opts.runtime.observe(worker.ref);
-  }
-
   /**
    * The eviction manager chose this pod: stop it within `gracePeriodSeconds`
    * and report it Failed with reason Evicted. False when the pod is not
@@ -266,9 +232,7 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries {
 
   /** Pods admitted and not terminating, with their allocated resources: what admission, QoS cgroups and eviction weigh. */
   activePods(): Pod[] {
-    const pods = [...this.workers.values()].filter((w) => w.lifecycle.stage === "syncing" && w.pod).map((w) => w.pod!);
-    const allocation = this.opts.allocation;
-    return allocation ? pods.map((p) => allocation.allocatedPod(p)) : pods;
+    return [...this.workers.values()].filter((w) => w.lifecycle.stage === "syncing" && w.pod).map((w) => this.opts.syncer.allocatedPod(w.pod!));
   }
 
   /** A pod the runtime has but no source wants: kill and remove it. */
@@ -315,8 +279,7 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries {
       timerAt: undefined,
       restartWith: undefined,
       synced: false,
-      activeSince: undefined,
-      firstSeenAt: this.opts.clock.now(),
+      seenAt: this.opts.clock.now(),
       readAt: undefined,
       eventAt: undefined,
     };
@@ -368,104 +331,51 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries {
     }
   }
 
+  /** One step of the pod's lifecycle: the syncer does the work, the worker moves the lifecycle and times the next step. */
   private async step(worker: Worker, log: Logger): Promise<void> {
-    const { runtime } = this.opts;
+    const { syncer } = this.opts;
     const state = worker.lifecycle;
     switch (state.stage) {
       case "syncing": {
-        const desired = worker.pod!;
-        const pod = this.opts.allocation?.allocate(desired, () => this.activePods()) ?? desired;
         // Upstream allowStaticPodStart: a replaced static pod starts only
         // after its predecessor of the same full name is gone (host ports, names).
         if (this.predecessorTerminating(worker)) return;
-        const deadlineMs = this.activeDeadlineRemaining(worker, pod);
-        if (deadlineMs !== undefined && deadlineMs <= 0) {
-          log.info("pod exceeded its activeDeadlineSeconds; stopping it");
-          this.opts.recorder?.event(podEventRef(pod), "Normal", "DeadlineExceeded", DEADLINE_MESSAGE);
-          worker.events.push({ type: "deadlineExceeded", gracePeriodSeconds: defaultGracePeriodSeconds(pod) });
-          worker.dirty = true;
-          return;
-        }
-        const observed = await this.observe(worker);
         worker.synced = true;
-        // A termination asked for while this step runs (a delete during a long probe kill) starts nothing more.
-        const outcome = await runtime.syncPod(pod, observed, () => worker.events.length > 0 || this.stopped);
-        for (const r of outcome.results) {
-          if (r.error) log.warn("sync action failed", { action: r.action, target: r.target, reason: r.error.reason, message: r.error.message });
-          else log.v(2).info("sync action done", { action: r.action, target: r.target });
-        }
-        const after = outcome.changed ? await this.observe(worker) : observed;
-        const running = after.containers.filter((c) => c.state === "running" && c.sandboxId === after.sandboxes[0]?.id);
-        this.opts.probes?.addPod(
-          pod,
-          running.map((c) => ({ containerName: c.name, containerId: c.id, startedAt: c.startedAt ?? c.createdAt })),
-          after.sandboxes[0]?.ip ?? "",
-        );
-        const computed = podStatus(pod, after, outcome.waiting, false, this.opts.probes);
-        const status = this.opts.allocation?.resizeStatus(computed, pod, after, outcome.results) ?? computed;
-        this.opts.status.set(desired, status);
-        // Adopted pods already ran before this agent saw them: their start is not this agent's to measure.
-        if (worker.firstSeenAt !== undefined && (status.phase === "Running" || isTerminalPhase(status.phase))) {
-          if (outcome.changed && status.phase === "Running") this.opts.metrics?.podStarted(worker.firstSeenAt, this.opts.clock.now());
-          worker.firstSeenAt = undefined;
-        }
-        if (isTerminalPhase(status.phase)) {
-          log.info("pod completed; stopping it", { phase: status.phase });
-          worker.events.push({ type: "completed", gracePeriodSeconds: defaultGracePeriodSeconds(pod) });
+        const result = await syncer.syncPod({
+          ref: worker.ref,
+          pod: worker.pod!,
+          seenAt: worker.seenAt,
+          others: () => this.activePods(),
+          // A termination asked for while this step runs (a delete during a long probe kill) starts nothing more.
+          terminating: () => worker.events.length > 0 || this.stopped,
+        });
+        if (result.readAt !== undefined) worker.readAt = result.readAt;
+        if (result.kind === "terminate") {
+          worker.events.push(result.event);
           worker.dirty = true;
           return;
         }
-        const failed = outcome.results.some((r) => r.error);
-        const next = outcome.retryAfterMs ?? (failed ? (this.opts.errorRetryMs ?? 10_000) : this.resyncDelayMs());
-        this.schedule(worker, deadlineMs === undefined ? next : Math.min(next, deadlineMs));
+        const next = result.retryAfterMs ?? (result.failed ? (this.opts.errorRetryMs ?? 10_000) : this.resyncDelayMs());
+        this.schedule(worker, result.deadlineMs === undefined ? next : Math.min(next, result.deadlineMs));
         return;
       }
       case "terminating": {
-        this.opts.probes?.removePod(worker.ref.uid);
-        const observed = await this.observe(worker);
-        log.info("killing pod", { reason: state.reason, gracePeriodSeconds: state.gracePeriodSeconds });
-        throwOnFailedActions("killing pod", await runtime.killPod(worker.ref, observed, state.gracePeriodSeconds, worker.pod));
-        // The final status: every container stopped, the phase terminal.
-        // A pod first seen already terminal keeps the status it has.
-        if (worker.pod && worker.synced) {
-          const final = podStatus(worker.pod, await this.observe(worker), new Map(), true);
-          const failedFor =
-            state.reason === "evicted"
-              ? { reason: "Evicted", message: state.message ?? "" }
-              : state.reason === "deadlineExceeded"
-                ? { reason: "DeadlineExceeded", message: DEADLINE_MESSAGE }
-                : state.reason === "nodeShutdown"
-                  ? { reason: NODE_SHUTDOWN_REASON, message: NODE_SHUTDOWN_MESSAGE }
-                  : undefined;
-          // Upstream keeps Succeeded for a pod that had already completed when the node shut down.
-          const phase = state.reason === "nodeShutdown" && final.phase === "Succeeded" ? "Succeeded" : "Failed";
-          this.opts.status.set(worker.pod, failedFor ? { ...final, phase, ...failedFor } : final);
-        }
-        // An evicted pod's containers and logs go at once (upstream: its content is removable), or the
-        // pressure that evicted it would stay. Its status stays until the pod is deleted.
-        if (state.reason === "evicted") {
-          const removed = await runtime.removePod(worker.ref, await this.observe(worker));
-          for (const r of removed.results.filter((r) => r.error))
-            log.warn("removing an evicted pod's containers failed; GC will retry", { target: r.target, err: r.error!.message });
-        }
+        worker.readAt = (await syncer.syncTerminatingPod({ ref: worker.ref, pod: worker.pod, state })).readAt;
         worker.events.push({ type: "killed" });
         worker.dirty = true;
         return;
       }
       case "terminated": {
         if (!state.deleted) return; // a completed pod keeps its containers for logs
-        const observed = await this.observe(worker);
-        throwOnFailedActions("removing pod", await runtime.removePod(worker.ref, observed));
+        worker.readAt = (await syncer.syncTerminatedPod(worker.ref, worker.pod)).readAt;
         worker.events.push({ type: "cleanedUp" });
         worker.dirty = true;
         return;
       }
       case "finished": {
         this.workers.delete(worker.ref.uid);
-        this.opts.status.delete(worker.ref.uid, worker.pod);
-        this.opts.allocation?.removePod(worker.ref.uid);
         // Resources were freed: resizes waiting for room (Deferred) are decided again (upstream retries them on pod removal).
-        for (const other of this.workers.values()) if (this.opts.allocation?.pendingResize(other.ref.uid)) this.kick(other);
+        for (const other of this.workers.values()) if (syncer.resizePending(other.ref.uid)) this.kick(other);
         log.info("pod removed from the runtime");
         if (worker.restartWith) this.upsert(worker.restartWith);
         // Wake a successor of the same full name waiting for this one.
@@ -474,15 +384,6 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries {
         return;
       }
     }
-  }
-
-  /** Milliseconds left before activeDeadlineSeconds, counted from the pod's start; undefined without a deadline. */
-  private activeDeadlineRemaining(worker: Worker, pod: Pod): number | undefined {
-    const deadline = pod.spec.activeDeadlineSeconds;
-    if (!deadline) return undefined;
-    const apiStart = Date.parse(((pod.status ?? {}) as { startTime?: string }).startTime ?? "");
-    worker.activeSince ??= Number.isNaN(apiStart) ? this.opts.clock.now() : apiStart;
-    return worker.activeSince + deadline * 1000 - this.opts.clock.now();
   }
 
   private predecessorTerminating(worker: Worker): boolean {

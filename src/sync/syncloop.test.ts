@@ -9,6 +9,7 @@ import { LocalStatusStore } from "../status/index.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { PodWorkers } from "./podworkers.ts";
+import { HostPodSyncer } from "./pod-syncer.ts";
 import { SyncLoop } from "./syncloop.ts";
 
 const pod = (uid: string): Pod => ({ metadata: { name: `p-${uid}`, namespace: "default", uid }, spec: { containers: [{ name: "c", image: "busybox" }] } });
@@ -26,7 +27,7 @@ async function setup(_opts: { emitFirst?: boolean } = {}) {
   const clock = new FakeClock();
   const { logger } = memoryLogger();
   const runtime = new FakePodRuntime(clock);
-  const workers = new PodWorkers({ runtime, status: new LocalStatusStore(), clock, logger, resyncIntervalMs: 60_000 });
+  const workers = new PodWorkers({ syncer: new HostPodSyncer({ runtime, status: new LocalStatusStore(), clock, logger }), clock, logger, resyncIntervalMs: 60_000 });
   const pleg = new GenericPleg({ runtime, clock, logger });
   const source = new ManualSource();
   const loop = new SyncLoop({ sources: [source], podConfig: new PodConfig(["file"]), workers, pleg, runtime, backoff: runtime.backoff, clock, logger });
@@ -43,7 +44,7 @@ describe("SyncLoop", () => {
     const clock = new FakeClock();
     const { logger } = memoryLogger();
     const runtime = new FakePodRuntime(clock);
-    const workers = new PodWorkers({ runtime, status: new LocalStatusStore(), clock, logger, resyncIntervalMs: 60_000 });
+    const workers = new PodWorkers({ syncer: new HostPodSyncer({ runtime, status: new LocalStatusStore(), clock, logger }), clock, logger, resyncIntervalMs: 60_000 });
     const pleg = new GenericPleg({ runtime, clock, logger });
     let passes = 0;
     const loop = new SyncLoop({

@@ -6,6 +6,7 @@ import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { Requests } from "../util/requests.ts";
 import { PodWorkers } from "./podworkers.ts";
+import { HostPodSyncer } from "./pod-syncer.ts";
 import { PodWorkersView } from "./view.ts";
 
 const pod: Pod = { metadata: { name: "web", namespace: "default", uid: "u1" }, spec: { terminationGracePeriodSeconds: 5, containers: [{ name: "app", image: "busybox" }] } };
@@ -18,7 +19,14 @@ test("the view has no pods until the workers serve it, then answers and acts thr
   const clock = new FakeClock();
   const runtime = new FakePodRuntime(clock);
   const requests = new Requests<string>();
-  const workers = new PodWorkers({ runtime, status: new LocalStatusStore(), clock, logger: memoryLogger().logger, resyncIntervalMs: 60_000, view, requests });
+  const workers = new PodWorkers({
+    syncer: new HostPodSyncer({ runtime, status: new LocalStatusStore(), clock, logger: memoryLogger().logger }),
+    clock,
+    logger: memoryLogger().logger,
+    resyncIntervalMs: 60_000,
+    view,
+    requests,
+  });
   expect(() => view.serve(workers)).toThrow("already served");
   workers.upsert(pod);
   await workers.idle();

@@ -265,12 +265,12 @@ describe("pod semantics on a real control plane and containerd", () => {
         metadata: { name: "private", namespace: "default", uid: "pull-auth-uid" },
         spec: { imagePullSecrets: [{ name: "regcred" }], containers: [{ name: "main", image: `${registry.host}/private/app:1`, command: ["sleep", "3600"] }] },
       } as unknown as Pod;
-      const outcome = await runtime.syncPod(pod, await runtime.observe(podRef(pod)));
+      const outcome = await runtime.syncPod(pod);
       expect(outcome.results.filter((r) => r.error)).toEqual([]);
       expect(registry.requests.some((r) => r.status === 401 && !r.basicAuth)).toBe(true); // the challenge
       expect(registry.requests.filter((r) => r.status === 200 && r.kind === "manifests").map((r) => r.basicAuth)).toContain("puller:s3cret");
-      await runtime.killPod(podRef(pod), await runtime.observe(podRef(pod)), 0);
-      await runtime.removePod(podRef(pod), await runtime.observe(podRef(pod)));
+      await runtime.killPod(podRef(pod), 0);
+      await runtime.removePod(podRef(pod));
     } finally {
       ownCri.close();
       await own.stop();

@@ -1,0 +1,166 @@
+import { describe, expect, test } from "bun:test";
+import type { EventRecorder } from "../events/recorder.ts";
+import { podRef } from "../pods/identity.ts";
+import type { Pod } from "../pods/schema.ts";
+import { FakePodRuntime } from "../runtime/fake.ts";
+import type { PodRuntime } from "../runtime/index.ts";
+import { LocalStatusStore } from "../status/index.ts";
+import { FakeClock } from "../util/clock.ts";
+import { memoryLogger } from "../util/log.ts";
+import { DEADLINE_MESSAGE, HostPodSyncer, NODE_SHUTDOWN_MESSAGE, type SyncPodRequest } from "./pod-syncer.ts";
+
+const pod = (uid: string, restartPolicy: "Always" | "Never" = "Always"): Pod => ({
+  metadata: { name: "web", namespace: "default", uid },
+  spec: { restartPolicy, terminationGracePeriodSeconds: 5, containers: [{ name: "app", image: "busybox" }] },
+});
+
+function setup() {
+  const clock = new FakeClock();
+  const runtime = new FakePodRuntime(clock);
+  // Which PodRuntime methods the syncer itself calls (the fake's own reads are not counted).
+  const called: string[] = [];
+  const counted = new Proxy(runtime, {
+    get(target, name, receiver) {
+      const value = Reflect.get(target, name, receiver);
+      if (typeof value !== "function") return value;
+      return (...args: unknown[]) => {
+        called.push(String(name));
+        return value.apply(target, args);
+      };
+    },
+  }) as PodRuntime;
+  const status = new LocalStatusStore();
+  const events: { reason: string; message: string }[] = [];
+  const recorder: EventRecorder = { event: (_ref, _type, reason, message) => events.push({ reason, message }) };
+  const started: number[] = [];
+  const probed: string[] = [];
+  const probes = {
+    addPod: (p: Pod, running: { containerName: string }[]) => probed.push(`add ${p.metadata.uid} ${running.map((r) => r.containerName).join(",")}`),
+    removePod: (uid: string) => probed.push(`remove ${uid}`),
+    isReady: () => true,
+    isStarted: () => true,
+  };
+  const syncer = new HostPodSyncer({
+    runtime: counted,
+    status,
+    clock,
+    logger: memoryLogger().logger,
+    recorder,
+    probes,
+    metrics: { podStarted: (firstSeen, running) => started.push(running - firstSeen) },
+  });
+  const request = (p: Pod): SyncPodRequest => ({ ref: podRef(p), pod: p, seenAt: 0, others: () => [], terminating: () => false });
+  return { clock, runtime, called, status, events, started, probed, syncer, request };
+}
+
+describe("HostPodSyncer.syncPod", () => {
+  test("starts the pod with one runtime call, records its status, tells the prober and measures its start once", async () => {
+    const { clock, runtime, called, status, started, probed, syncer, request } = setup();
+    const seenAt = clock.now();
+    clock.advance(1500);
+    const p = pod("u1");
+    // The runtime's read after the start is the step's last: events older than it are in this status.
+    expect(await syncer.syncPod({ ...request(p), seenAt })).toEqual({ kind: "running", failed: false, readAt: clock.now() });
+    expect(called).toEqual(["syncPod"]);
+    expect(runtime.pods.get("u1")!.containers[0]!.state).toBe("running");
+    expect(status.get("u1")).toMatchObject({ phase: "Running", podIP: "10.88.0.2" });
+    expect(probed).toEqual(["add u1 app"]);
+    expect(started).toEqual([1500]);
+    await syncer.syncPod(request(p));
+    expect(started).toEqual([1500]);
+  });
+
+  test("a pod past its activeDeadlineSeconds is to stop, with an event, and nothing runs", async () => {
+    const { clock, called, events, syncer, request } = setup();
+    const p = { ...pod("u1"), spec: { ...pod("u1").spec, activeDeadlineSeconds: 10 } };
+    const first = await syncer.syncPod(request(p));
+    expect(first).toMatchObject({ kind: "running", failed: false, deadlineMs: 10_000 });
+    clock.advance(10_000);
+    // Nothing was read: no readAt.
+    expect(await syncer.syncPod(request(p))).toEqual({ kind: "terminate", event: { type: "deadlineExceeded", gracePeriodSeconds: 5 } });
+    expect(called).toEqual(["syncPod"]);
+    expect(events).toContainEqual({ reason: "DeadlineExceeded", message: DEADLINE_MESSAGE });
+  });
+
+  test("a pod whose containers completed is to stop", async () => {
+    const { runtime, syncer, request } = setup();
+    const p = pod("u1", "Never");
+    await syncer.syncPod(request(p));
+    runtime.exitContainer("u1", "app", 0);
+    expect(await syncer.syncPod(request(p))).toMatchObject({ kind: "terminate", event: { type: "completed", gracePeriodSeconds: 5 } });
+  });
+
+  test("a container in backoff asks to be synced again when it ends", async () => {
+    const { runtime, syncer, request, status } = setup();
+    const p = pod("u1");
+    await syncer.syncPod(request(p));
+    runtime.exitContainer("u1", "app", 1);
+    await syncer.syncPod(request(p)); // the first restart is immediate
+    runtime.exitContainer("u1", "app", 1);
+    expect(await syncer.syncPod(request(p))).toMatchObject({ kind: "running", failed: false, retryAfterMs: 10_000 });
+    expect(status.get("u1")!.containerStatuses[0]!.state).toMatchObject({ waiting: { reason: "CrashLoopBackOff" } });
+  });
+});
+
+describe("HostPodSyncer.syncTerminatingPod", () => {
+  test("an evicted pod is killed, Failed with reason Evicted, and its containers go at once", async () => {
+    const { runtime, called, status, probed, syncer, request } = setup();
+    const p = pod("u1");
+    await syncer.syncPod(request(p));
+    called.length = 0;
+    await syncer.syncTerminatingPod({
+      ref: podRef(p),
+      pod: p,
+      state: { stage: "terminating", gracePeriodSeconds: 3, reason: "evicted", deleted: false, message: "low on memory" },
+    });
+    expect(called).toEqual(["killPod", "removePod"]);
+    expect(probed).toContain("remove u1");
+    expect(status.get("u1")).toMatchObject({ phase: "Failed", reason: "Evicted", message: "low on memory" });
+    expect(runtime.pods.has("u1")).toBe(false);
+  });
+
+  test("a pod stopped for the node's shutdown is Failed with upstream's reason; a deleted one keeps what its containers say", async () => {
+    const { status, syncer, request } = setup();
+    const a = pod("a");
+    const b = pod("b");
+    await syncer.syncPod(request(a));
+    await syncer.syncPod(request(b));
+    await syncer.syncTerminatingPod({ ref: podRef(a), pod: a, state: { stage: "terminating", gracePeriodSeconds: 3, reason: "nodeShutdown", deleted: false } });
+    await syncer.syncTerminatingPod({ ref: podRef(b), pod: b, state: { stage: "terminating", gracePeriodSeconds: 3, reason: "deleted", deleted: true } });
+    expect(status.get("a")).toMatchObject({ phase: "Failed", reason: "Terminated", message: NODE_SHUTDOWN_MESSAGE });
+    expect(status.get("b")!.reason).toBeUndefined();
+    expect(status.get("b")!.containerStatuses[0]!.state).toMatchObject({ terminated: { exitCode: 137 } });
+  });
+
+  test("a pod never synced here (first seen terminal, or an orphan) gets no status; a failed kill throws", async () => {
+    const { runtime, status, syncer } = setup();
+    const p = pod("u1");
+    runtime.pods.set("u1", { uid: "u1", name: "web", namespace: "default", sandboxes: [], containers: [] });
+    await syncer.syncTerminatingPod({ ref: podRef(p), pod: p, state: { stage: "terminating", gracePeriodSeconds: 3, reason: "completed", deleted: false } });
+    expect(status.get("u1")).toBeUndefined();
+    runtime.failNext("killPod", new Error("runtime is down"));
+    expect(syncer.syncTerminatingPod({ ref: podRef(p), pod: undefined, state: { stage: "terminating", gracePeriodSeconds: 3, reason: "deleted", deleted: true } })).rejects.toThrow(
+      "runtime is down",
+    );
+  });
+});
+
+describe("HostPodSyncer.syncTerminatedPod", () => {
+  test("removes the pod from the runtime and forgets its status and its deadline; a failed removal throws and keeps them", async () => {
+    const { clock, runtime, called, status, syncer, request } = setup();
+    const p = { ...pod("u1"), spec: { ...pod("u1").spec, activeDeadlineSeconds: 10 } };
+    await syncer.syncPod(request(p));
+    await syncer.syncTerminatingPod({ ref: podRef(p), pod: p, state: { stage: "terminating", gracePeriodSeconds: 3, reason: "deleted", deleted: true } });
+    runtime.failNext("removePod", new Error("busy"));
+    expect(syncer.syncTerminatedPod(podRef(p), p)).rejects.toThrow("busy");
+    expect(status.get("u1")).toBeDefined();
+    called.length = 0;
+    await syncer.syncTerminatedPod(podRef(p), p);
+    expect(called).toEqual(["removePod"]);
+    expect(runtime.pods.has("u1")).toBe(false);
+    expect(status.get("u1")).toBeUndefined();
+    // The same UID added again starts afresh: its deadline counts from now.
+    clock.advance(60_000);
+    expect(await syncer.syncPod(request(p))).toMatchObject({ kind: "running", deadlineMs: 10_000 });
+  });
+});

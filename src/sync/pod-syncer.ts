@@ -1,0 +1,250 @@
+/**
+ * The host work of one pod step (upstream's podSyncer: SyncPod,
+ * SyncTerminatingPod, SyncTerminatedPod). The pod workers decide when a pod
+ * is synced, killed or cleaned up and in which order; the syncer does it:
+ * allocation, the active deadline, probes, statuses, the final reason of a
+ * stopped pod, the pod's start latency. Each step makes one runtime call,
+ * which reads the pod itself and returns what it holds after.
+ */
+import type { PodAllocation } from "../allocation/index.ts";
+import { podEventRef, type EventRecorder } from "../events/recorder.ts";
+import type { KubeletMetricsSink } from "../metrics/kubelet.ts";
+import type { PodRef } from "../pods/identity.ts";
+import type { LifecycleEvent, PodLifecycle } from "../pods/lifecycle.ts";
+import type { Pod } from "../pods/schema.ts";
+import type { PodRuntime, PodSyncOutcome } from "../runtime/index.ts";
+import { isTerminalPhase, podStatus, rejectedStatus, type ProbeView, type StatusSink } from "../status/index.ts";
+import type { Clock } from "../util/clock.ts";
+import type { Logger } from "../util/log.ts";
+
+/** Upstream's status message for a pod past its activeDeadlineSeconds. */
+export const DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline";
+/** Upstream nodeshutdown: the reason and message of a pod stopped because the node shuts down. */
+export const NODE_SHUTDOWN_REASON = "Terminated";
+export const NODE_SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown.";
+
+export const defaultGracePeriodSeconds = (pod: Pod | undefined): number => pod?.metadata.deletionGracePeriodSeconds ?? pod?.spec.terminationGracePeriodSeconds ?? 30;
+
+export interface SyncPodRequest {
+  ref: PodRef;
+  /** The desired pod, as its source has it. */
+  pod: Pod;
+  /** When the pod workers first saw the pod (its start latency counts from it). */
+  seenAt: number;
+  /** The other active pods, asked for only when a resize is to be decided. */
+  others: () => Pod[];
+  /** True once the pod must stop (a delete arrived during this step): nothing more is started. */
+  terminating: () => boolean;
+}
+
+export type SyncPodResult =
+  /** The pod must stop for good: it completed, or its active deadline passed. */
+  (
+    | { kind: "terminate"; event: Extract<LifecycleEvent, { type: "completed" | "deadlineExceeded" }> }
+    /** The pod runs: sync it again after `retryAfterMs` (a backoff) or the resync period; a failed action means the error delay; never later than `deadlineMs`. */
+    | { kind: "running"; retryAfterMs?: number; failed: boolean; deadlineMs?: number }
+  ) &
+    /** When the step's last read of the pod began (clock ms); none when it read nothing (past its deadline). */
+    StepRead;
+
+/** When a step's last read of the pod's runtime state began: runtime events older than that are in what it saw. */
+export interface StepRead {
+  readAt?: number;
+}
+
+export interface TerminatingPodRequest {
+  ref: PodRef;
+  /** The pod's latest spec; none for an orphan no source wants. */
+  pod: Pod | undefined;
+  state: Extract<PodLifecycle, { stage: "terminating" }>;
+}
+
+/** What the pod workers call (sync/podworkers.ts); fake.ts records calls for their unit tests. */
+export interface PodSyncer {
+  /** One step toward the pod's spec; throws when the runtime cannot be read (the workers retry). */
+  syncPod(req: SyncPodRequest): Promise<SyncPodResult>;
+  /** Stops everything of the pod within its grace period and writes its final status; throws when a kill failed. */
+  syncTerminatingPod(req: TerminatingPodRequest): Promise<Required<StepRead>>;
+  /** Removes what is left of a stopped, deleted pod (containers, sandboxes, its status, its allocation); throws when a removal failed. */
+  syncTerminatedPod(ref: PodRef, pod: Pod | undefined): Promise<Required<StepRead>>;
+  /** A pod refused by admission: Failed with the reason, an event, never started. */
+  rejectPod(pod: Pod, reason: string, message: string): void;
+  /** Only the pod's status changed at its source (a reconcile): the status manager compares it with what it sent. */
+  reconcile(pod: Pod): void;
+  /** The pod with its allocated resources: what admission, QoS cgroups and eviction weigh. */
+  allocatedPod(pod: Pod): Pod;
+  /** A resize of the pod waits for room (Deferred): it is decided again when another pod's resources are freed. */
+  resizePending(uid: string): boolean;
+}
+
+export interface PodSyncerOptions {
+  runtime: PodRuntime;
+  status: StatusSink;
+  clock: Clock;
+  logger: Logger;
+  recorder?: EventRecorder;
+  /** kubelet_pod_start_duration_seconds. */
+  metrics?: Pick<KubeletMetricsSink, "podStarted">;
+  /** In-place resize: runs each pod with its allocated resources and reports resizes in its status. */
+  allocation?: PodAllocation;
+  /** The prober: told about running containers after each sync, asked for readiness, dropped on termination. */
+  probes?: ProbeView & {
+    addPod(pod: Pod, running: { containerName: string; containerId: string; startedAt: number }[], podIP: string): void;
+    removePod(uid: string): void;
+  };
+}
+
+/** What the syncer remembers of a pod between its steps; dropped once the pod is cleaned up. */
+interface PodRecord {
+  /** A sync ran for the pod in this process; only then does its kill write a final status. */
+  synced: boolean;
+  /** When the pod became active here (activeDeadlineSeconds counts from it; the API's startTime wins). */
+  activeSince: number | undefined;
+  /** Its start was measured, or it was first seen already running or done (adopted: not this agent's to measure). */
+  startSeen: boolean;
+}
+
+/** Kill and remove must complete before the lifecycle moves on; a failed action retries the step. */
+function throwOnFailedActions(what: string, outcome: PodSyncOutcome): void {
+  const failed = outcome.results.filter((r) => r.error);
+  if (failed.length) throw new Error(`${what}: ${failed.map((r) => `${r.action} ${r.target}: ${r.error!.message}`).join("; ")}`);
+}
+
+/** The reason and message a stopped pod is Failed with, when its stop was not asked for by its owner. */
+function failedFor(state: TerminatingPodRequest["state"]): { reason: string; message: string } | undefined {
+  switch (state.reason) {
+    case "evicted":
+      return { reason: "Evicted", message: state.message ?? "" };
+    case "deadlineExceeded":
+      return { reason: "DeadlineExceeded", message: DEADLINE_MESSAGE };
+    case "nodeShutdown":
+      return { reason: NODE_SHUTDOWN_REASON, message: NODE_SHUTDOWN_MESSAGE };
+    case "deleted":
+    case "completed":
+      return undefined;
+  }
+}
+
+export class HostPodSyncer implements PodSyncer {
+  private readonly records = new Map<string, PodRecord>();
+
+  constructor(private readonly opts: PodSyncerOptions) {}
+
+  async syncPod({ ref, pod: desired, seenAt, others, terminating }: SyncPodRequest): Promise<SyncPodResult> {
+    const { runtime, clock } = this.opts;
+    const log = this.logFor(ref);
+    const record = this.record(ref.uid);
+    const pod = this.opts.allocation?.allocate(desired, others) ?? desired;
+    const deadlineMs = this.activeDeadlineRemaining(record, pod);
+    if (deadlineMs !== undefined && deadlineMs <= 0) {
+      log.info("pod exceeded its activeDeadlineSeconds; stopping it");
+      this.opts.recorder?.event(podEventRef(pod), "Normal", "DeadlineExceeded", DEADLINE_MESSAGE);
+      return { kind: "terminate", event: { type: "deadlineExceeded", gracePeriodSeconds: defaultGracePeriodSeconds(pod) } };
+    }
+    record.synced = true;
+    const outcome = await runtime.syncPod(pod, terminating);
+    for (const r of outcome.results) {
+      if (r.error) log.warn("sync action failed", { action: r.action, target: r.target, reason: r.error.reason, message: r.error.message });
+      else log.v(2).info("sync action done", { action: r.action, target: r.target });
+    }
+    const after = outcome.observed;
+    const running = after.containers.filter((c) => c.state === "running" && c.sandboxId === after.sandboxes[0]?.id);
+    this.opts.probes?.addPod(
+      pod,
+      running.map((c) => ({ containerName: c.name, containerId: c.id, startedAt: c.startedAt ?? c.createdAt })),
+      after.sandboxes[0]?.ip ?? "",
+    );
+    const computed = podStatus(pod, after, outcome.waiting, false, this.opts.probes);
+    const status = this.opts.allocation?.resizeStatus(computed, pod, after, outcome.results) ?? computed;
+    this.opts.status.set(desired, status);
+    // Adopted pods already ran before this agent saw them: their start is not this agent's to measure.
+    if (!record.startSeen && (status.phase === "Running" || isTerminalPhase(status.phase))) {
+      if (outcome.changed && status.phase === "Running") this.opts.metrics?.podStarted(seenAt, clock.now());
+      record.startSeen = true;
+    }
+    if (isTerminalPhase(status.phase)) {
+      log.info("pod completed; stopping it", { phase: status.phase });
+      return { kind: "terminate", event: { type: "completed", gracePeriodSeconds: defaultGracePeriodSeconds(pod) }, readAt: outcome.readAt };
+    }
+    const failed = outcome.results.some((r) => r.error);
+    return {
+      kind: "running",
+      failed,
+      readAt: outcome.readAt,
+      ...(outcome.retryAfterMs === undefined ? {} : { retryAfterMs: outcome.retryAfterMs }),
+      ...(deadlineMs === undefined ? {} : { deadlineMs }),
+    };
+  }
+
+  async syncTerminatingPod({ ref, pod, state }: TerminatingPodRequest): Promise<Required<StepRead>> {
+    const { runtime } = this.opts;
+    const log = this.logFor(ref);
+    this.opts.probes?.removePod(ref.uid);
+    log.info("killing pod", { reason: state.reason, gracePeriodSeconds: state.gracePeriodSeconds });
+    const killed = await runtime.killPod(ref, state.gracePeriodSeconds, pod);
+    throwOnFailedActions("killing pod", killed);
+    // The final status: every container stopped, the phase terminal.
+    // A pod first seen already terminal keeps the status it has.
+    if (pod && this.records.get(ref.uid)?.synced) {
+      const final = podStatus(pod, killed.observed, new Map(), true);
+      const failed = failedFor(state);
+      // Upstream keeps Succeeded for a pod that had already completed when the node shut down.
+      const phase = state.reason === "nodeShutdown" && final.phase === "Succeeded" ? "Succeeded" : "Failed";
+      this.opts.status.set(pod, failed ? { ...final, phase, ...failed } : final);
+    }
+    // An evicted pod's containers and logs go at once (upstream: its content is removable), or the
+    // pressure that evicted it would stay. Its status stays until the pod is deleted.
+    if (state.reason === "evicted") {
+      const removed = await runtime.removePod(ref);
+      for (const r of removed.results.filter((r) => r.error)) log.warn("removing an evicted pod's containers failed; GC will retry", { target: r.target, err: r.error!.message });
+      return { readAt: removed.readAt };
+    }
+    return { readAt: killed.readAt };
+  }
+
+  async syncTerminatedPod(ref: PodRef, pod: Pod | undefined): Promise<Required<StepRead>> {
+    const removed = await this.opts.runtime.removePod(ref);
+    throwOnFailedActions("removing pod", removed);
+    this.records.delete(ref.uid);
+    this.opts.status.delete(ref.uid, pod);
+    this.opts.allocation?.removePod(ref.uid);
+    return { readAt: removed.readAt };
+  }
+
+  rejectPod(pod: Pod, reason: string, message: string): void {
+    this.opts.logger.warn("pod rejected by node admission", { pod: `${pod.metadata.namespace}/${pod.metadata.name}`, reason, message });
+    this.opts.recorder?.event(podEventRef(pod), "Warning", reason, message);
+    this.opts.status.set(pod, rejectedStatus(reason, message));
+  }
+
+  reconcile(pod: Pod): void {
+    this.opts.status.reconcile?.(pod);
+  }
+
+  allocatedPod(pod: Pod): Pod {
+    return this.opts.allocation?.allocatedPod(pod) ?? pod;
+  }
+
+  resizePending(uid: string): boolean {
+    return Boolean(this.opts.allocation?.pendingResize(uid));
+  }
+
+  private record(uid: string): PodRecord {
+    let record = this.records.get(uid);
+    if (!record) this.records.set(uid, (record = { synced: false, activeSince: undefined, startSeen: false }));
+    return record;
+  }
+
+  private logFor(ref: PodRef): Logger {
+    return this.opts.logger.with({ pod: `${ref.name}_${ref.namespace}`, uid: ref.uid });
+  }
+
+  /** Milliseconds left before activeDeadlineSeconds, counted from the pod's start; undefined without a deadline. */
+  private activeDeadlineRemaining(record: PodRecord, pod: Pod): number | undefined {
+    const deadline = pod.spec.activeDeadlineSeconds;
+    if (!deadline) return undefined;
+    const apiStart = Date.parse(((pod.status ?? {}) as { startTime?: string }).startTime ?? "");
+    record.activeSince ??= Number.isNaN(apiStart) ? this.opts.clock.now() : apiStart;
+    return record.activeSince + deadline * 1000 - this.opts.clock.now();
+  }
+}
