@@ -62,6 +62,7 @@ import { isApiPod } from "./pods/source.ts";
 import { LocalStatusStore } from "./status/index.ts";
 import { PodWorkers } from "./sync/podworkers.ts";
 import { HostPodSyncer } from "./sync/pod-syncer.ts";
+import { PodHost } from "./sync/pod-host.ts";
 import { PodWorkersView } from "./sync/view.ts";
 import { createVolumeManager } from "./volumes/wire.ts";
 import type { Mounter } from "./volumes/mount.ts";
@@ -289,18 +290,14 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   const pods = new PodWorkersView();
   // Service environment variables come from one watch of every Service (cluster mode only, as upstream).
   const services = cluster ? stack.use(new WatchedServices({ api: cluster.api, clock, logger })).start() : undefined;
-  const runtime = new CriPodRuntime({
-    cri,
-    volumes,
-    ...(allocation ? { resize: allocation } : {}),
-    devices,
-    ...(services ? { serviceEnv: serviceEnvFrom(services) } : {}),
-    ...(cluster ? { runtimeClasses: new ApiRuntimeClasses({ api: cluster.api, clock }) } : {}),
-    clock,
-    logger,
+  // The pods' host side: volumes, pod cgroups, pod files and log directories (set up and torn down by the pod syncer).
+  const podHost = new PodHost({
+    podLogsDir: k.podLogsDir,
+    podsCgroupParent,
+    clusterDomain: k.clusterDomain,
     recorder,
-    unhealthy: (uid) => restarts.unhealthy(uid),
-    metrics,
+    volumes,
+    podDirs: podDirs(config.rootDir),
     ...(podCgroups
       ? {
           cgroups: {
@@ -313,6 +310,19 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
           },
         }
       : {}),
+  });
+  const runtime = new CriPodRuntime({
+    cri,
+    host: podHost,
+    ...(allocation ? { resize: allocation } : {}),
+    devices,
+    ...(services ? { serviceEnv: serviceEnvFrom(services) } : {}),
+    ...(cluster ? { runtimeClasses: new ApiRuntimeClasses({ api: cluster.api, clock }) } : {}),
+    clock,
+    logger,
+    recorder,
+    unhealthy: (uid) => restarts.unhealthy(uid),
+    metrics,
     containerResources: (pod, container) => {
       const cpusetCpus = cpuManager.cpusetFor(pod, container);
       const base = containerLinuxResources(pod, container, {
@@ -337,7 +347,6 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
       seccompDefault: k.seccompDefault,
     },
     ...(hostIP ? { hostIP } : {}),
-    podDirs: podDirs(config.rootDir),
     podObjects, // env references and pull secrets read the same watched cache as volumes
     pullQueue: PullQueue.fromConfig(k.serializeImagePulls, k.maxParallelImagePulls, { qps: k.registryPullQPS, burst: k.registryBurst, now: () => clock.now() }),
     nodeAllocatable: () => ({ cpuMilli: nodeAllocatable.cpu, memoryBytes: nodeAllocatable.memory, ephemeralStorageBytes: nodeAllocatable["ephemeral-storage"] }),
@@ -450,7 +459,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     if (!cpuResult.admit) return cpuResult;
     return admitPod(allocated(pod), active, facts);
   };
-  const syncer = new HostPodSyncer({ runtime, status: statusSink, clock, logger, recorder, probes: verdicts, metrics, ...(allocation ? { allocation } : {}) });
+  const syncer = new HostPodSyncer({ runtime, host: podHost, status: statusSink, clock, logger, recorder, probes: verdicts, metrics, ...(allocation ? { allocation } : {}) });
   const workers: PodWorkers = stack.use(
     new PodWorkers({ syncer, clock, logger, resyncIntervalMs: k.syncFrequency, random: deps.random ?? Math.random, admit, requests: syncRequests, view: pods, metrics }),
   );

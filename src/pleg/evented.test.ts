@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
+import { PodHost } from "../sync/pod-host.ts";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -24,6 +25,7 @@ function setup() {
     clock,
     logger,
     node: { podLogsDir: logs, podsCgroupParent: "/test", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+    host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test", clusterDomain: "" }),
   });
   const pleg = new EventedPleg({ runtime, cri, clock, logger });
   const seen: PlegEvent[] = [];

@@ -3,8 +3,9 @@
  * workers and the PLEG need. The CRI implementation is manager.ts; fake.ts
  * is an in-memory one for unit tests of the loop.
  */
+import type { Mount } from "../cri/index.ts";
 import type { PodRef } from "../pods/identity.ts";
-import type { Pod } from "../pods/schema.ts";
+import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import type { ObservedPod, PodRemoveOutcome, PodStepOutcome, RuntimePodRecord } from "./types.ts";
 
 export interface PodRuntime {
@@ -31,6 +32,27 @@ export interface PodRuntime {
   relist(): Promise<RuntimePodRecord[]>;
   /** Removes dead containers and sandboxes beyond what upstream keeps. */
   garbageCollect(): Promise<void>;
+}
+
+/**
+ * What the runtime asks of the host while it starts a pod: everything the
+ * pod needs outside the container runtime. The pod syncer's PodHost serves
+ * it (sync/pod-host.ts), and sets up and tears down the rest (volumes, the
+ * pod's files and directories) around the runtime's steps.
+ */
+export interface PodHostResources {
+  /** The pod cgroup's path for the sandbox config, touching nothing ("" when the runtime places pods itself). */
+  cgroupParent(pod: Pod): string;
+  /** Creates or updates the pod cgroup with the pod's limits (QoS totals first); returns its path. Idempotent. */
+  ensureCgroup(pod: Pod): Promise<string>;
+  /** Creates a log directory (the pod's, or one container's in it) before the runtime writes there. */
+  ensureLogDirectory(path: string): void;
+  /**
+   * What one container start mounts: its volumes, then the pod's own files
+   * (the managed hosts file for `podIPs`, a new termination message file).
+   * Throws VolumeMountError when a mount cannot be made.
+   */
+  containerMounts(pod: Pod, container: ContainerSpec, podIPs: string[]): Promise<Mount[]>;
 }
 
 export type { ObservedPod, PodRemoveOutcome, PodStepOutcome, PodSyncOutcome, RuntimePodRecord, SyncResult } from "./types.ts";

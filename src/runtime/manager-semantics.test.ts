@@ -1,6 +1,7 @@
 // The runtime manager's pod semantics with a FakeCri: pod files (hosts,
 // termination messages), reasons, env references, DNS, sysctls and pulls.
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { PodHost } from "../sync/pod-host.ts";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -22,21 +23,24 @@ const pod = (container: Partial<Pod["spec"]["containers"][number]> = {}, spec: P
   spec: { containers: [{ name: "app", image: "busybox:1.0", ...container }], ...spec },
 });
 
-function setup(over: Partial<CriPodRuntimeOptions> = {}) {
+function setup(over: Partial<CriPodRuntimeOptions> = {}, nodeHostsPath?: string) {
   const clock = new FakeClock();
   const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
   const events: string[] = [];
+  const host = PodHost.forNode(
+    { podLogsDir: join(dir, "logs"), podsCgroupParent: "", clusterDomain: "cluster.local" },
+    { podDirs: podDirs(join(dir, "root")), random: () => 0.5, ...(nodeHostsPath ? { nodeHostsPath } : {}) },
+  );
   const runtime = new CriPodRuntime({
     cri,
     clock,
     logger: memoryLogger().logger,
     node: { podLogsDir: join(dir, "logs"), podsCgroupParent: "", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "cluster.local" },
-    podDirs: podDirs(join(dir, "root")),
-    random: () => 0.5,
+    host,
     recorder: { event: (_ref, type, reason, message) => void events.push(`${type} ${reason} ${message}`) },
     ...over,
   });
-  return { clock, cri, runtime, events };
+  return { clock, cri, runtime, events, host };
 }
 
 const sync = async (runtime: CriPodRuntime, p: Pod) => runtime.syncPod(p);
@@ -44,8 +48,8 @@ type Created = [string, { mounts: { containerPath: string; hostPath: string }[];
 const created = (cri: FakeCri) => cri.callsOf("createContainer") as Created[];
 
 describe("pod files", () => {
-  test("containers mount the managed /etc/hosts and a fresh termination message file; both go with the pod", async () => {
-    const { cri, runtime } = setup();
+  test("containers mount the managed /etc/hosts and a fresh termination message file; both go with the pod's host side", async () => {
+    const { cri, runtime, host } = setup();
     const p = pod({}, { hostAliases: [{ ip: "1.2.3.4", hostnames: ["alias"] }] } as Partial<Pod["spec"]>);
     await sync(runtime, p);
     const [[, config]] = created(cri) as [Created];
@@ -58,12 +62,13 @@ describe("pod files", () => {
     expect(readFileSync(join(root, "etc-hosts"), "utf8")).toEndWith(`${ip}\tweb\n\n# Entries added by HostAliases.\n1.2.3.4\talias\n`);
     await runtime.killPod(podRef(p), 0);
     await runtime.removePod(podRef(p));
+    await host.teardown(podRef(p));
     expect(existsSync(root)).toBe(false);
   });
 
   test("a host-network pod mounts the node's hosts file under the host-network header; its IP is the node's", async () => {
     writeFileSync(join(dir, "node-hosts"), "127.0.0.1 localhost thisnode\n");
-    const { cri, runtime } = setup({ nodeHostsPath: join(dir, "node-hosts"), hostIP: "192.0.2.7" });
+    const { cri, runtime } = setup({ hostIP: "192.0.2.7" }, join(dir, "node-hosts"));
     await sync(runtime, pod({ env: [{ name: "IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } }] }, { hostNetwork: true }));
     const [[, config]] = created(cri) as [Created];
     expect(config.mounts.map((m) => m.containerPath)).toEqual(["/etc/hosts", "/dev/termination-log"]);

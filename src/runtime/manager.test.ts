@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { PodHost } from "../sync/pod-host.ts";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -19,13 +20,15 @@ const pod = (over: Partial<Pod["spec"]["containers"][number]> = {}, restartPolic
 });
 
 function setup(clock = new FakeClock(), cri = new FakeCri({ clock, images: ["busybox:1.0"] })) {
+  const host = PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", clusterDomain: "" });
   const runtime = new CriPodRuntime({
     cri,
     clock,
     logger: memoryLogger().logger,
     node: { podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+    host,
   });
-  return { clock, cri, runtime };
+  return { clock, cri, runtime, host };
 }
 
 async function sync(runtime: CriPodRuntime, p: Pod) {
@@ -61,6 +64,7 @@ describe("CriPodRuntime", () => {
       clock,
       logger: memoryLogger().logger,
       node: { podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+      host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", clusterDomain: "" }),
       unhealthy: () => verdicts,
     });
     const p: Pod = { ...pod(), spec: { ...pod().spec, terminationGracePeriodSeconds: 500 } };
@@ -177,8 +181,8 @@ describe("CriPodRuntime", () => {
     ]);
   });
 
-  test("kill then remove leaves nothing of the pod, logs included", async () => {
-    const { cri, runtime } = setup();
+  test("kill then remove leaves nothing of the pod; the pod host's teardown takes the logs", async () => {
+    const { cri, runtime, host } = setup();
     const p = pod();
     await sync(runtime, p);
     const killed = await runtime.killPod(podRef(p), 5);
@@ -186,6 +190,8 @@ describe("CriPodRuntime", () => {
     expect((await runtime.observe(podRef(p))).containers[0]!.state).toBe("exited");
     await runtime.removePod(podRef(p));
     expect(cri.counts()).toMatchObject({ sandboxes: 0, containers: 0 });
+    expect(existsSync(join(logs, "default_web_uid-1"))).toBe(true);
+    expect(await host.teardown(podRef(p))).toEqual([]);
     expect(existsSync(join(logs, "default_web_uid-1"))).toBe(false);
   });
 
@@ -210,7 +216,7 @@ describe("CriPodRuntime", () => {
     const [, created] = cri.callsOf("createContainer")[0] as [string, { annotations: Record<string, string> }];
     expect(JSON.parse(created.annotations["io.kubernetes.container.preStopHandler"]!)).toEqual(preStop);
     expect(JSON.parse(created.annotations["io.kubernetes.container.ports"]!)).toEqual([{ name: "http", containerPort: 8080 }]);
-    await runtime.killPod(podRef(p), await runtime.observe(podRef(p)), 30);
+    await runtime.killPod(podRef(p), 30);
     const order = cri.calls.filter((c) => c.method === "execSync" || c.method === "stopContainer").map((c) => [c.method, c.args[1]]);
     expect(order).toEqual([
       ["execSync", ["sh", "-c", "echo bye"]],
@@ -218,19 +224,25 @@ describe("CriPodRuntime", () => {
     ]);
   });
 
-  test("pod cgroups are made before the sandbox and removed with the pod; containers get their resources", async () => {
+  test("pod cgroups are made before the sandbox and removed with the pod's host side; containers get their resources", async () => {
     const clock = new FakeClock();
     const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
     const calls: string[] = [];
+    const host = PodHost.forNode(
+      { podLogsDir: logs, podsCgroupParent: "/unused", clusterDomain: "" },
+      {
+        cgroups: {
+          ensurePod: async (p) => (calls.push(`ensure ${p.metadata.uid}`), `/kubepods/burstable/pod${p.metadata.uid}`),
+          removePod: async (uid) => void calls.push(`remove ${uid}`),
+        },
+      },
+    );
     const runtime = new CriPodRuntime({
       cri,
       clock,
       logger: memoryLogger().logger,
       node: { podLogsDir: logs, podsCgroupParent: "/unused", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
-      cgroups: {
-        ensurePod: async (p) => (calls.push(`ensure ${p.metadata.uid}`), `/kubepods/burstable/pod${p.metadata.uid}`),
-        removePod: async (uid) => void calls.push(`remove ${uid}`),
-      },
+      host,
       containerResources: () => ({ cpuShares: 512, cpuQuota: 50_000, cpuPeriod: 100_000, memoryLimitInBytes: 64 << 20, oomScoreAdj: 900 }),
     });
     const p = pod();
@@ -241,6 +253,8 @@ describe("CriPodRuntime", () => {
     expect(containerCfg.linux.resources).toMatchObject({ cpuShares: 512n, cpuQuota: 50_000n, memoryLimitInBytes: BigInt(64 << 20), oomScoreAdj: 900n });
     await runtime.killPod(podRef(p), 0);
     await runtime.removePod(podRef(p));
+    expect(calls).toEqual(["ensure uid-1"]);
+    await host.teardown(podRef(p));
     expect(calls).toEqual(["ensure uid-1", "remove uid-1"]);
   });
 

@@ -1,10 +1,3 @@
-/**
- * The runtime manager over the CRI (upstream kuberuntime_manager.go): reads
- * a pod's sandboxes and containers, plans with planPod, and executes the
- * plan, collecting one SyncResult per action instead of stopping at the
- * first error.
- */
-import { mkdirSync, rmSync } from "node:fs";
 import { posix } from "node:path";
 import {
   ContainerState as CriContainerState,
@@ -15,12 +8,11 @@ import {
   isNotFound,
   type ContainerStatus as CriContainerStatus,
   type CriService,
-  type Mount,
   type PodSandboxConfig,
 } from "../cri/index.ts";
 import type { KubeletMetricsSink } from "../metrics/kubelet.ts";
 import type { Pod } from "../pods/schema.ts";
-import { VolumeMountError, VolumeSetupError, type VolumeManager } from "../volumes/index.ts";
+import { VolumeMountError } from "../volumes/index.ts";
 import { StartGate } from "./start-gate.ts";
 import { containerStateOf } from "./container-state.ts";
 import type { Clock } from "../util/clock.ts";
@@ -35,10 +27,9 @@ import type { NodeAllocatable } from "./resource-env.ts";
 import { hookOf, MINIMUM_GRACE_AFTER_PRESTOP_SECONDS, runHook } from "./hooks.ts";
 import { restoreOrphanSpec, type RestoredSpec } from "./orphan-spec.ts";
 import { effectiveSecurityContext, SecurityContextError, verifyRunAsNonRoot } from "./security.ts";
-import type { PodRuntime } from "./index.ts";
+import type { PodHostResources, PodRuntime } from "./index.ts";
 import * as L from "./labels.ts";
 import { backoffKey, planPod, type Unhealthy } from "./plan.ts";
-import { PodFiles } from "./pod-files.ts";
 import { joinPidNamespace, pidTargetOf, TargetContainerError } from "./ephemeral.ts";
 import { isResizable, resourcesOf, type ContainerResources } from "./container-resources.ts";
 import { podResizeSteps } from "./resize-steps.ts";
@@ -46,7 +37,6 @@ import { podDnsConfig } from "./dns.ts";
 import { PullQueue } from "./pull-queue.ts";
 import { pullWithSecrets } from "./pull-secrets.ts";
 import { terminationMessage } from "./termination.ts";
-import type { PodDirs } from "../pods/dirs.ts";
 import type { ServiceEnv } from "../services/index.ts";
 import type { RuntimeClasses } from "../runtimeclass/index.ts";
 import {
@@ -61,7 +51,6 @@ import {
   type SyncResult,
 } from "./types.ts";
 import { type PodRef, podRef, podUid } from "../pods/identity.ts";
-import { podLogDirectory } from "../pods/dirs.ts";
 import { containerSpecOf, isSidecar, restartPolicyOf } from "../pods/spec.ts";
 import { DeviceError, withDevices, type DeviceRunOptions } from "../devices/index.ts";
 
@@ -76,28 +65,20 @@ export interface CriPodRuntimeOptions {
   imagePullBackoff?: Backoff;
   /** Where Pulling/Created/Started/Killing/BackOff... go; logs by default. */
   recorder?: EventRecorder;
-  /** Pod cgroups (created with their limits before the sandbox, removed with the pod); without it, a fixed parent path. */
-  cgroups?: PodCgroupHooks;
+  /** The pod's host side the runtime asks for while it starts a pod: its cgroup, its mounts, its log directories (sync/pod-host.ts). */
+  host: PodHostResources;
   /** Container-level CPU, memory and OOM score values for the CRI. */
   containerResources?: ContainerResourcesFn;
   /** The prober's verdicts: running containers of a pod to restart (container ID → why). */
   unhealthy?: (podUid: string) => Unhealthy;
   /** kubelet_started_containers_total and its errors. */
   metrics?: Pick<KubeletMetricsSink, "containerStarted">;
-  /** Where pod files live (<rootDir>/pods); with it, containers get the managed /etc/hosts and a termination message file. */
-  podDirs?: PodDirs;
-  /** Uniform in [0, 1); names termination message files. Default Math.random. */
-  random?: () => number;
-  /** The node's hosts file, for host-network pods (default /etc/hosts). */
-  nodeHostsPath?: string;
   /** ConfigMaps and secrets for env references (and image pull secrets); none by default. */
   podObjects?: PodObjects;
   /** What resourceFieldRef limits default to when a container sets none. */
   nodeAllocatable?: () => NodeAllocatable;
   /** Node-wide pull concurrency (serializeImagePulls / maxParallelImagePulls); one at a time by default, as upstream. */
   pullQueue?: PullQueue;
-  /** Volumes: set up (and refreshed) on every sync before anything starts, torn down with the pod. */
-  volumes?: VolumeManager;
   /** Service environment variables (cluster mode); none without it. */
   serviceEnv?: ServiceEnv;
   /** spec.runtimeClassName → the CRI runtime handler; the default handler for every pod without it. */
@@ -124,13 +105,6 @@ const NO_ALLOCATABLE: NodeAllocatable = { cpuMilli: 0, memoryBytes: 0, ephemeral
 /** Pods in their first start at once, and how long one keeps its slot at most (start-gate.ts). */
 const START_GATE_SLOTS = 8;
 const START_GATE_MAX_HOLD_MS = 3000;
-
-export interface PodCgroupHooks {
-  /** Creates or updates the pod cgroup; returns the cgroup parent for the runtime. Idempotent. */
-  ensurePod(pod: Pod): Promise<string>;
-  /** Removes the pod cgroup once nothing of the pod runs. Idempotent. */
-  removePod(uid: string): Promise<void>;
-}
 
 export type ContainerResourcesFn = (
   pod: Pod,
@@ -184,9 +158,6 @@ export class CriPodRuntime implements PodRuntime {
   readonly crashLoop: Backoff;
   private readonly imagePulls: Backoff;
   private readonly recorder: EventRecorder;
-  /** Consecutive volume setup failures per pod UID: the retry comes sooner for the first ones. */
-  private readonly mountFailures = new Map<string, number>();
-  private readonly podFiles: PodFiles | undefined;
   private readonly pullQueue: PullQueue;
   private readonly startGate: StartGate;
 
@@ -196,9 +167,6 @@ export class CriPodRuntime implements PodRuntime {
     this.imagePulls = opts.imagePullBackoff ?? Backoff.crashLoop(opts.clock);
     this.recorder = opts.recorder ?? new LogEventRecorder(opts.logger);
     this.pullQueue = opts.pullQueue ?? new PullQueue(1);
-    this.podFiles = opts.podDirs
-      ? new PodFiles({ dirs: opts.podDirs, random: opts.random ?? Math.random, clusterDomain: opts.node.clusterDomain, nodeHostsPath: opts.nodeHostsPath ?? "/etc/hosts" })
-      : undefined;
   }
 
   async observe(ref: PodRef): Promise<ObservedPod> {
@@ -274,8 +242,6 @@ export class CriPodRuntime implements PodRuntime {
   }
 
   private async sync(pod: Pod, observed: ObservedPod, terminating: () => boolean): Promise<PodSyncOutcome> {
-    const unmounted = await this.setupVolumes(pod);
-    if (unmounted) return unmounted;
     const uid = podUid(pod);
     const resize = this.opts.resize;
     const actions = planPod(pod, observed, this.crashLoop, this.opts.unhealthy?.(uid) ?? new Map(), resize ? { actuated: (name) => resize.actuated(uid, name) } : undefined);
@@ -316,10 +282,10 @@ export class CriPodRuntime implements PodRuntime {
       return { results, waiting, changed };
     }
     let sandboxId = actions.sandboxId;
-    let cgroupParent = this.cgroupParent(pod);
+    let cgroupParent = this.opts.host.cgroupParent(pod);
     if (actions.createSandbox || actions.containersToStart.length) {
       try {
-        if (this.opts.cgroups) cgroupParent = await this.opts.cgroups.ensurePod(pod);
+        cgroupParent = await this.opts.host.ensureCgroup(pod);
       } catch (err) {
         results.push({ action: "CreatePodSandbox", target: podUid(pod), error: { reason: "FailedCreatePodContainer", message: errorMessage(err) } });
         this.recorder.event(podEventRef(pod), "Warning", "FailedCreatePodContainer", `unable to ensure pod container exists: ${errorMessage(err)}`);
@@ -332,7 +298,7 @@ export class CriPodRuntime implements PodRuntime {
       try {
         const hostnameProblem = sandboxHostnameProblem(pod, this.opts.node.clusterDomain);
         if (hostnameProblem) throw new Error(hostnameProblem);
-        mkdirSync(config.logDirectory, { recursive: true, mode: 0o755 });
+        this.opts.host.ensureLogDirectory(config.logDirectory);
         const runtimeHandler = (await this.opts.runtimeClasses?.handlerFor(pod.spec.runtimeClassName)) ?? "";
         sandboxId = await this.opts.cri.runPodSandbox(config, runtimeHandler);
         results.push({ action: "CreatePodSandbox", target: podUid(pod) });
@@ -380,7 +346,7 @@ export class CriPodRuntime implements PodRuntime {
       return [...results, { action: "ResizePodInPlace", target, error: { reason: "ResizePodInPlaceError", message } }];
     };
     try {
-      if (this.opts.cgroups) await this.opts.cgroups.ensurePod(plan.podFirst);
+      await this.opts.host.ensureCgroup(plan.podFirst);
     } catch (err) {
       return fail(uid, err);
     }
@@ -399,47 +365,11 @@ export class CriPodRuntime implements PodRuntime {
       }
     }
     try {
-      if (this.opts.cgroups) await this.opts.cgroups.ensurePod(pod);
+      await this.opts.host.ensureCgroup(pod);
     } catch (err) {
       return fail(uid, err);
     }
     return results;
-  }
-
-  /** What a container mounts: its volumes and the pod's own files (hosts file, termination log). */
-  private async containerMounts(pod: Pod, spec: Pod["spec"]["containers"][number]): Promise<Mount[]> {
-    return [...((await this.opts.volumes?.mountsFor(pod, spec)) ?? []), ...(this.podFiles?.mounts(pod, spec) ?? [])];
-  }
-
-  /**
-   * Upstream WaitForAttachAndMount: nothing of the pod starts (or restarts)
-   * until its volumes are ready; each volume that fails is a FailedMount
-   * event, and the sync is retried.
-   */
-  private async setupVolumes(pod: Pod): Promise<PodSyncOutcome | undefined> {
-    const uid = podUid(pod);
-    try {
-      await this.opts.volumes?.setupPod(pod);
-      this.mountFailures.delete(uid);
-      return undefined;
-    } catch (err) {
-      const failures = err instanceof VolumeSetupError ? err.failures : [{ volume: "", message: errorMessage(err), mounted: false }];
-      for (const f of failures) this.recorder.event(podEventRef(pod), "Warning", "FailedMount", `MountVolume.SetUp failed for volume ${JSON.stringify(f.volume)} : ${f.message}`);
-      // A failed refresh of a volume the containers already have does not stop the pod (upstream remounts in the background).
-      if (failures.every((f) => f.mounted)) return undefined;
-      const message = `unmounted volumes=[${failures.map((f) => f.volume).join(" ")}]: ${errorMessage(err)}`;
-      // Soon at first, as upstream's volume manager retries within a second: a fresh pod's token or
-      // configMap is often refused only until the API server's node authorizer has seen the binding.
-      const attempt = this.mountFailures.get(uid) ?? 0;
-      this.mountFailures.set(uid, attempt + 1);
-      const retryAfterMs = Math.min(10_000, 500 * 2 ** attempt);
-      return { results: [{ action: "CreatePodSandbox", target: uid, error: { reason: "FailedMount", message } }], waiting: new Map(), changed: false, retryAfterMs };
-    }
-  }
-
-  private cgroupParent(pod: Pod): string {
-    const root = this.opts.node.podsCgroupParent;
-    return root ? posix.join(root, `pod${pod.metadata.uid}`) : "";
   }
 
   private async ensureImage(pod: Pod, container: string, image: string, policy: "Always" | "IfNotPresent" | "Never", sandbox: PodSandboxConfig): Promise<ImageInfo> {
@@ -522,8 +452,7 @@ export class CriPodRuntime implements PodRuntime {
     let config;
     try {
       verifyRunAsNonRoot(effectiveSecurityContext(pod, spec), imageUser);
-      this.podFiles?.prepare(pod, podIP ? [podIP] : []);
-      const mounts = await this.containerMounts(pod, spec);
+      const mounts = await this.opts.host.containerMounts(pod, spec, podIP ? [podIP] : []);
       const envs = await containerEnv(pod, spec, {
         values: { podIP, ...(this.opts.hostIP ? { hostIP: this.opts.hostIP } : {}) },
         objects: this.opts.podObjects ?? noPodObjects,
@@ -539,7 +468,7 @@ export class CriPodRuntime implements PodRuntime {
         const r = this.opts.containerResources(pod, spec);
         config.linux = { ...config.linux!, resources: criResources(r) };
       }
-      mkdirSync(posix.join(sandbox.logDirectory, spec.name), { recursive: true, mode: 0o755 });
+      this.opts.host.ensureLogDirectory(posix.join(sandbox.logDirectory, spec.name));
     } catch (err) {
       const reason =
         err instanceof EnvError ||
@@ -680,27 +609,9 @@ export class CriPodRuntime implements PodRuntime {
     const results: SyncResult[] = [];
     for (const c of observed.containers) results.push(await this.remove("RemoveContainer", c.id, () => this.opts.cri.removeContainer(c.id)));
     for (const s of observed.sandboxes) results.push(await this.remove("RemovePodSandbox", s.id, () => this.opts.cri.removePodSandbox(s.id)));
-    if (results.every((r) => !r.error) && this.opts.cgroups) {
-      try {
-        await this.opts.cgroups.removePod(ref.uid);
-      } catch (err) {
-        results.push({ action: "RemovePodSandbox", target: ref.uid, error: { reason: "RemovePodCgroupError", message: errorMessage(err) } });
-      }
-    }
-    if (results.every((r) => !r.error) && this.opts.volumes) {
-      try {
-        await this.opts.volumes.teardownPod(ref.uid);
-      } catch (err) {
-        results.push({ action: "RemovePodSandbox", target: ref.uid, error: { reason: "UnmountVolumeError", message: errorMessage(err) } });
-      }
-    }
     if (results.every((r) => !r.error)) {
-      // Upstream removes a deleted pod's log directory with its containers.
-      rmSync(podLogDirectory(this.opts.node.podLogsDir, ref), { recursive: true, force: true });
-      this.podFiles?.remove(ref.uid);
       this.crashLoop.forgetPrefix(`${ref.uid}/`);
       this.imagePulls.forgetPrefix(`${ref.uid}/`);
-      this.mountFailures.delete(ref.uid);
     }
     return { ...actionsOutcome(results), readAt };
   }

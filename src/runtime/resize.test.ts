@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { PodHost } from "../sync/pod-host.ts";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -122,17 +123,22 @@ describe("CriPodRuntime applies a resize in upstream's order", () => {
       clock,
       logger: memoryLogger().logger,
       resize: allocation,
-      cgroups: {
-        ensurePod: async (p) => {
-          const path = await cgroups.ensurePod(p);
-          const c = cgroups.pods.get(podUid(p))!.config;
-          order.push(`pod cpu=${c.cpuQuota} memory=${c.memoryLimit}`);
-          return path;
-        },
-        removePod: (uid) => cgroups.removePod(uid),
-      },
       containerResources: (p, c) => containerLinuxResources(p, c, { memoryCapacityBytes: 4096 * MI, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000 }),
       node: { podLogsDir: logs, podsCgroupParent: "/kubepods", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+      host: PodHost.forNode(
+        { podLogsDir: logs, podsCgroupParent: "/kubepods", clusterDomain: "" },
+        {
+          cgroups: {
+            ensurePod: async (p) => {
+              const path = await cgroups.ensurePod(p);
+              const c = cgroups.pods.get(podUid(p))!.config;
+              order.push(`pod cpu=${c.cpuQuota} memory=${c.memoryLimit}`);
+              return path;
+            },
+            removePod: (uid) => cgroups.removePod(uid),
+          },
+        },
+      ),
     });
     const origUpdate = cri.updateContainerResources.bind(cri);
     cri.updateContainerResources = async (id, linux, annotations) => {

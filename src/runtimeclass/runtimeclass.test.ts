@@ -1,4 +1,5 @@
 import { describe, expect, test } from "bun:test";
+import { PodHost } from "../sync/pod-host.ts";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -62,6 +63,7 @@ describe("ApiRuntimeClasses", () => {
         clock,
         logger: memoryLogger().logger,
         node: { podLogsDir: logs, podsCgroupParent: "", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+        host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "", clusterDomain: "" }),
         runtimeClasses: new ApiRuntimeClasses({ api, clock }),
         recorder: { event: (_ref, type, reason, message) => void events.push(`${type} ${reason} ${message}`) },
       });

@@ -2,9 +2,10 @@
  * The host work of one pod step (upstream's podSyncer: SyncPod,
  * SyncTerminatingPod, SyncTerminatedPod). The pod workers decide when a pod
  * is synced, killed or cleaned up and in which order; the syncer does it:
- * allocation, the active deadline, probes, statuses, the final reason of a
- * stopped pod, the pod's start latency. Each step makes one runtime call,
- * which reads the pod itself and returns what it holds after.
+ * allocation, the active deadline, volumes, probes, statuses, the final
+ * reason of a stopped pod, the pod's start latency, and the teardown of its
+ * host side (PodHost, pod-host.ts). Each step makes one runtime call, which
+ * reads the pod itself and returns what it holds after.
  */
 import type { PodAllocation } from "../allocation/index.ts";
 import { podEventRef, type EventRecorder } from "../events/recorder.ts";
@@ -12,10 +13,11 @@ import type { KubeletMetricsSink } from "../metrics/kubelet.ts";
 import type { PodRef } from "../pods/identity.ts";
 import type { LifecycleEvent, PodLifecycle } from "../pods/lifecycle.ts";
 import type { Pod } from "../pods/schema.ts";
-import type { PodRuntime, PodSyncOutcome } from "../runtime/index.ts";
+import type { PodRuntime, PodStepOutcome, SyncResult } from "../runtime/index.ts";
 import { isTerminalPhase, podStatus, rejectedStatus, type ProbeView, type StatusSink } from "../status/index.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
+import type { PodHost, VolumesNotReady } from "./pod-host.ts";
 
 /** Upstream's status message for a pod past its activeDeadlineSeconds. */
 export const DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline";
@@ -79,6 +81,8 @@ export interface PodSyncer {
 
 export interface PodSyncerOptions {
   runtime: PodRuntime;
+  /** Volumes before each step, the pod's cgroup, files and log directory torn down after its removal; none without it. */
+  host?: PodHost;
   status: StatusSink;
   clock: Clock;
   logger: Logger;
@@ -105,8 +109,8 @@ interface PodRecord {
 }
 
 /** Kill and remove must complete before the lifecycle moves on; a failed action retries the step. */
-function throwOnFailedActions(what: string, outcome: PodSyncOutcome): void {
-  const failed = outcome.results.filter((r) => r.error);
+function throwOnFailedActions(what: string, results: SyncResult[]): void {
+  const failed = results.filter((r) => r.error);
   if (failed.length) throw new Error(`${what}: ${failed.map((r) => `${r.action} ${r.target}: ${r.error!.message}`).join("; ")}`);
 }
 
@@ -142,7 +146,8 @@ export class HostPodSyncer implements PodSyncer {
       return { kind: "terminate", event: { type: "deadlineExceeded", gracePeriodSeconds: defaultGracePeriodSeconds(pod) } };
     }
     record.synced = true;
-    const outcome = await runtime.syncPod(pod, terminating);
+    const volumesNotReady = await this.opts.host?.setupVolumes(pod);
+    const outcome: PodStepOutcome = volumesNotReady ? await this.volumesNotReady(ref, volumesNotReady) : await runtime.syncPod(pod, terminating);
     for (const r of outcome.results) {
       if (r.error) log.warn("sync action failed", { action: r.action, target: r.target, reason: r.error.reason, message: r.error.message });
       else log.v(2).info("sync action done", { action: r.action, target: r.target });
@@ -182,7 +187,7 @@ export class HostPodSyncer implements PodSyncer {
     this.opts.probes?.removePod(ref.uid);
     log.info("killing pod", { reason: state.reason, gracePeriodSeconds: state.gracePeriodSeconds });
     const killed = await runtime.killPod(ref, state.gracePeriodSeconds, pod);
-    throwOnFailedActions("killing pod", killed);
+    throwOnFailedActions("killing pod", killed.results);
     // The final status: every container stopped, the phase terminal.
     // A pod first seen already terminal keeps the status it has.
     if (pod && this.records.get(ref.uid)?.synced) {
@@ -195,7 +200,7 @@ export class HostPodSyncer implements PodSyncer {
     // An evicted pod's containers and logs go at once (upstream: its content is removable), or the
     // pressure that evicted it would stay. Its status stays until the pod is deleted.
     if (state.reason === "evicted") {
-      const removed = await runtime.removePod(ref);
+      const removed = await this.removePod(ref);
       for (const r of removed.results.filter((r) => r.error)) log.warn("removing an evicted pod's containers failed; GC will retry", { target: r.target, err: r.error!.message });
       return { readAt: removed.readAt };
     }
@@ -203,8 +208,8 @@ export class HostPodSyncer implements PodSyncer {
   }
 
   async syncTerminatedPod(ref: PodRef, pod: Pod | undefined): Promise<Required<StepRead>> {
-    const removed = await this.opts.runtime.removePod(ref);
-    throwOnFailedActions("removing pod", removed);
+    const removed = await this.removePod(ref);
+    throwOnFailedActions("removing pod", removed.results);
     this.records.delete(ref.uid);
     this.opts.status.delete(ref.uid, pod);
     this.opts.allocation?.removePod(ref.uid);
@@ -227,6 +232,19 @@ export class HostPodSyncer implements PodSyncer {
 
   resizePending(uid: string): boolean {
     return Boolean(this.opts.allocation?.pendingResize(uid));
+  }
+
+  /** Nothing of the pod starts while its volumes are not ready: the step reads the pod for its status and is retried. */
+  private async volumesNotReady(ref: PodRef, { result, retryAfterMs }: VolumesNotReady): Promise<PodStepOutcome> {
+    const readAt = this.opts.clock.now();
+    return { results: [result], waiting: new Map(), changed: false, retryAfterMs, observed: await this.opts.runtime.observe(ref), readAt };
+  }
+
+  /** The runtime removes the pod's containers and sandboxes; once they are gone, its host side goes. */
+  private async removePod(ref: PodRef): Promise<{ results: SyncResult[]; readAt: number }> {
+    const { results, readAt } = await this.opts.runtime.removePod(ref);
+    if (results.some((r) => r.error) || !this.opts.host) return { results, readAt };
+    return { results: [...results, ...(await this.opts.host.teardown(ref))], readAt };
   }
 
   private record(uid: string): PodRecord {

@@ -4,6 +4,7 @@
 // from a local registry (serialized; with pull secrets). Each check
 // reads the API object (what users see) or the container itself.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { PodHost } from "../../src/sync/pod-host.ts";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -259,6 +260,7 @@ describe("pod semantics on a real control plane and containerd", () => {
         clock: realClock,
         logger: memoryLogger().logger,
         node: { podLogsDir: logs, podsCgroupParent: own.cgroupParent, hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "cluster.local" },
+        host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: own.cgroupParent, clusterDomain: "cluster.local" }),
         podObjects: objects,
       });
       const pod = {

@@ -9,8 +9,8 @@ import { posix } from "node:path";
 import type { Mount } from "../cri/index.ts";
 import type { PodDirs } from "../pods/dirs.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
-import { hostsMount, mountsOwnHosts, writeHostsFile } from "./hosts.ts";
-import { terminationMessageMount } from "./termination.ts";
+import { hostsMount, mountsOwnHosts, writeHostsFile } from "../runtime/hosts.ts";
+import { terminationMessageMount } from "../runtime/termination.ts";
 import { podUid } from "../pods/identity.ts";
 
 export interface PodFilesOptions {
