@@ -11,7 +11,7 @@ import {
   type PodSandboxConfig,
 } from "../cri/index.ts";
 import type { KubeletMetricsSink } from "../metrics/kubelet.ts";
-import type { Pod } from "../pods/schema.ts";
+import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import { VolumeMountError } from "../volumes/index.ts";
 import { StartGate } from "./start-gate.ts";
 import { containerStateOf } from "./container-state.ts";
@@ -139,6 +139,38 @@ const optionalGrace = (seconds: number | undefined) => (seconds === undefined ? 
 const nsToMs = (ns: bigint): number | undefined => (ns > 0n ? Number(ns / 1_000_000n) : undefined);
 
 type Waiting = Map<string, { reason: string; message?: string }>;
+
+/** One container to start in a pod's sandbox. */
+interface ContainerStart {
+  pod: Pod;
+  spec: ContainerSpec;
+  restartCount: number;
+  sandboxId: string;
+  sandbox: PodSandboxConfig;
+  podIP: string;
+  /** What the runtime held before this sync (an ephemeral container's target is found there). */
+  observed: ObservedPod;
+}
+
+/** One container to stop: its preStop hook first when the pod's spec is known. */
+interface ContainerStop {
+  pod: PodRef | Pod;
+  id: string;
+  name: string;
+  graceSeconds: number;
+  /** Why it is stopped (logged; a Killing event's message when it starts with "Container "); none for a pod's kill. */
+  why?: string;
+  podIP: string;
+  /** An orphan's spec as its container's annotations restore it (its preStop hook). */
+  restored?: RestoredSpec | undefined;
+}
+
+/** What a container start did; when the container does not run, why it waits and when to try again. */
+interface ContainerStartResult {
+  results: SyncResult[];
+  waiting?: { reason: string; message: string };
+  retryAfterMs?: number;
+}
 
 /** The runtime's message, and for an exited container its termination message (file or log tail) after it. */
 function messageOf(s: CriContainerStatus): { message?: string } {
@@ -273,7 +305,8 @@ export class CriPodRuntime implements PodRuntime {
       results.push(...killed.results);
       if (killed.results.some((r) => r.error)) return { results, waiting, changed, retryAfterMs: 1000 };
     }
-    for (const k of actions.containersToKill) results.push(await this.stopContainer(pod, k.id, k.name, k.gracePeriodSeconds ?? grace, k.reason, observed.sandboxes[0]?.ip ?? ""));
+    for (const k of actions.containersToKill)
+      results.push(await this.stopContainer({ pod, id: k.id, name: k.name, graceSeconds: k.gracePeriodSeconds ?? grace, why: k.reason, podIP: observed.sandboxes[0]?.ip ?? "" }));
     if (actions.containersToResize.length) results.push(...(await this.resizeInPlace(pod, actions.containersToResize)));
 
     // The kills above can wait out a long grace period; a pod that must stop by now gets nothing started.
@@ -320,8 +353,10 @@ export class CriPodRuntime implements PodRuntime {
     for (const start of actions.containersToStart) {
       if (terminating()) break;
       const spec = containerSpecOf(pod, start.name)!;
-      const result = await this.startContainer(pod, spec, start.restartCount, sandboxId, config, podIP ?? "", waiting, retries, observed);
-      results.push(...result);
+      const started = await this.startContainer({ pod, spec, restartCount: start.restartCount, sandboxId, sandbox: config, podIP: podIP ?? "", observed });
+      results.push(...started.results);
+      if (started.waiting) waiting.set(spec.name, started.waiting);
+      if (started.retryAfterMs !== undefined) retries.push(started.retryAfterMs);
       // Counted from the previous death, as upstream: the next crash waits longer.
       if (start.previousFinishedAt !== undefined) this.crashLoop.next(backoffKey(pod, spec), start.previousFinishedAt);
     }
@@ -416,18 +451,8 @@ export class CriPodRuntime implements PodRuntime {
     });
   }
 
-  private async startContainer(
-    pod: Pod,
-    spec: Pod["spec"]["containers"][number],
-    restartCount: number,
-    sandboxId: string,
-    sandbox: PodSandboxConfig,
-    podIP: string,
-    waiting: Waiting,
-    retries: number[],
-    /** What the runtime held before this sync (an ephemeral container's target is found there). */
-    observed?: ObservedPod,
-  ): Promise<SyncResult[]> {
+  /** Pulls, creates and starts one container (postStart included); says why it waits when it does not run. */
+  private async startContainer({ pod, spec, restartCount, sandboxId, sandbox, podIP, observed }: ContainerStart): Promise<ContainerStartResult> {
     const { cri } = this.opts;
     const results: SyncResult[] = [];
     let imageRef: string;
@@ -438,16 +463,14 @@ export class CriPodRuntime implements PodRuntime {
       results.push({ action: "PullImage", target: spec.image });
     } catch (err) {
       const e = err instanceof ImageError ? err : new ImageError("ErrImagePull", errorMessage(err), 10_000);
-      waiting.set(spec.name, { reason: e.reason, message: e.message });
       this.recorder.event(
         podEventRef(pod, spec.name),
         "Warning",
         e.reason === "ErrImageNeverPull" ? "ErrImageNeverPull" : "Failed",
         e.reason === "ErrImageNeverPull" ? e.message : `Error: ${e.reason}`,
       );
-      if (e.retryAfterMs) retries.push(e.retryAfterMs);
       results.push({ action: "PullImage", target: spec.image, error: { reason: e.reason, message: e.message } });
-      return results;
+      return { results, waiting: { reason: e.reason, message: e.message }, ...(e.retryAfterMs ? { retryAfterMs: e.retryAfterMs } : {}) };
     }
     let config;
     try {
@@ -462,7 +485,7 @@ export class CriPodRuntime implements PodRuntime {
       });
       config = containerConfig(pod, spec, restartCount, imageRef, envs, this.opts.node, mounts);
       if (this.opts.devices) config = withDevices(config, await this.opts.devices.runOptions(pod, spec.name));
-      const pidTarget = observed ? pidTargetOf(pod, spec.name, observed) : undefined;
+      const pidTarget = pidTargetOf(pod, spec.name, observed);
       if (pidTarget) joinPidNamespace(config, pidTarget);
       if (this.opts.containerResources) {
         const r = this.opts.containerResources(pod, spec);
@@ -479,11 +502,9 @@ export class CriPodRuntime implements PodRuntime {
         err instanceof DeviceError
           ? "CreateContainerConfigError"
           : "CreateContainerError";
-      waiting.set(spec.name, { reason, message: errorMessage(err) });
       this.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
       results.push({ action: "StartContainer", target: spec.name, error: { reason, message: errorMessage(err) } });
-      retries.push(10_000);
-      return results;
+      return { results, waiting: { reason, message: errorMessage(err) }, retryAfterMs: 10_000 };
     }
     let id: string;
     try {
@@ -491,11 +512,9 @@ export class CriPodRuntime implements PodRuntime {
       if (isResizable(pod, spec)) this.opts.resize?.setActuated(podUid(pod), spec.name, resourcesOf(spec));
       this.recorder.event(podEventRef(pod, spec.name), "Normal", "Created", `Created container: ${spec.name}`);
     } catch (err) {
-      waiting.set(spec.name, { reason: "CreateContainerError", message: errorMessage(err) });
       this.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
       results.push({ action: "StartContainer", target: spec.name, error: { reason: "CreateContainerError", message: errorMessage(err) } });
-      retries.push(10_000);
-      return results;
+      return { results, waiting: { reason: "CreateContainerError", message: errorMessage(err) }, retryAfterMs: 10_000 };
     }
     const containerType = pod.spec.initContainers?.some((c) => c.name === spec.name)
       ? "init_container"
@@ -514,27 +533,28 @@ export class CriPodRuntime implements PodRuntime {
         : undefined;
       if (failure) {
         this.recorder.event(podEventRef(pod, spec.name), "Warning", "FailedPostStartHook", failure);
-        results.push(await this.stopContainer(pod, id, spec.name, pod.spec.terminationGracePeriodSeconds ?? 30, "FailedPostStartHook"));
+        results.push(await this.stopContainer({ pod, id, name: spec.name, graceSeconds: pod.spec.terminationGracePeriodSeconds ?? 30, why: "FailedPostStartHook", podIP: "" }));
         results.push({ action: "StartContainer", target: spec.name, error: { reason: "PostStartHookError", message: failure } });
-        return results;
+        return { results };
       }
       results.push({ action: "StartContainer", target: spec.name });
+      return { results };
     } catch (err) {
       this.opts.metrics?.containerStarted(containerType, "RunContainerError");
       this.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
       // The container stays, exited as the runtime says (containerd: StartError, 128); it waits with
       // RunContainerError until the crash-loop backoff governs the retry, when it will be restarted (upstream reasonCache).
-      if (restartPolicyOf(pod) !== "Never" || isSidecar(spec)) waiting.set(spec.name, { reason: "RunContainerError", message: errorMessage(err) });
       results.push({ action: "StartContainer", target: spec.name, error: { reason: "RunContainerError", message: errorMessage(err) } });
+      const waits = restartPolicyOf(pod) !== "Never" || isSidecar(spec);
+      return { results, ...(waits ? { waiting: { reason: "RunContainerError", message: errorMessage(err) } } : {}) };
     }
-    return results;
   }
 
   /**
    * Stops a container: its preStop hook first, then the runtime's stop with what is left of the grace period.
    * Without the pod's spec (an orphan) the hook is the one the container's annotations restore, as upstream's.
    */
-  private async stopContainer(pod: PodRef | Pod, id: string, name: string, graceSeconds: number, why?: string, podIP = "", restored?: RestoredSpec): Promise<SyncResult> {
+  private async stopContainer({ pod, id, name, graceSeconds, why, podIP, restored }: ContainerStop): Promise<SyncResult> {
     const meta = "metadata" in pod ? pod.metadata : pod;
     this.recorder.event(podEventRef({ metadata: meta }, name), "Normal", "Killing", why?.startsWith("Container ") ? why : `Stopping container ${name}`);
     if (why) this.opts.logger.info("stopping container", { pod: `${meta.namespace}/${meta.name}`, container: name, why });
@@ -586,11 +606,14 @@ export class CriPodRuntime implements PodRuntime {
     const graceOf = (c: ObservedContainer) => (pod ? gracePeriodSeconds : (c.podGracePeriodSeconds ?? MINIMUM_ORPHAN_GRACE_SECONDS));
     const restoredOf = (c: ObservedContainer) => (pod ? undefined : c.restoredSpec);
     const results = await Promise.all(
-      live.filter((c) => !sidecars.includes(c.name)).map((c) => this.stopContainer(target, c.id, c.name, graceOf(c), undefined, podIP, restoredOf(c))),
+      live
+        .filter((c) => !sidecars.includes(c.name))
+        .map((c) => this.stopContainer({ pod: target, id: c.id, name: c.name, graceSeconds: graceOf(c), podIP, restored: restoredOf(c) })),
     );
     // Sidecars serve the app containers until they are gone, then stop in reverse order (upstream).
     for (const name of [...sidecars].reverse()) {
-      for (const c of live.filter((c) => c.name === name)) results.push(await this.stopContainer(target, c.id, c.name, graceOf(c), undefined, podIP, restoredOf(c)));
+      for (const c of live.filter((c) => c.name === name))
+        results.push(await this.stopContainer({ pod: target, id: c.id, name: c.name, graceSeconds: graceOf(c), podIP, restored: restoredOf(c) }));
     }
     for (const s of observed.sandboxes) {
       try {
