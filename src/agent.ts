@@ -78,6 +78,7 @@ import { StartupConfigError, errorMessage } from "./util/errors.ts";
 import type { Logger } from "./util/log.ts";
 import { podRef, podUid } from "./pods/identity.ts";
 import { runtimeCounts } from "./pleg/counts.ts";
+import { RuntimePodsView } from "./pleg/view.ts";
 import { sandboxImageOf, waitForRuntime } from "./cri/runtime-info.ts";
 import { dedicatedImageFs } from "./images/imagefs.ts";
 import { everyMs } from "./util/every.ts";
@@ -123,7 +124,9 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     });
   stack.defer(() => rawCri.close());
   // Metrics: upstream's kubelet, resource and prober metrics; the CRI client is wrapped to time every call.
-  const metrics: KubeletMetrics = new KubeletMetrics({ nodeName: config.nodeName, processStartMs: clock.now(), runtimeCounts: () => runtimeCounts(pleg.runtimePods()) });
+  // The running pods and containers they report are the PLEG's, which serves this view once built.
+  const runtimePods = new RuntimePodsView();
+  const metrics = new KubeletMetrics({ nodeName: config.nodeName, processStartMs: clock.now(), runtimeCounts: () => runtimeCounts(runtimePods.runtimePods()) });
   const probeMetrics = new ProbeMetrics();
   const cri = instrumentCri(rawCri, metrics, () => clock.now());
   await waitForRuntime(cri, { clock, logger, signal });
@@ -273,6 +276,52 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
           admit: (pod, others) => admitPod(pod, others, facts),
         });
   const nodeStatusRequests = new Requests<void>(); // served by the node controller, when there is one
+  const statuses = new LocalStatusStore();
+  // Disposed after the pod workers (the stack unwinds in reverse): the last statuses they write get a short flush.
+  const apiStatus = cluster
+    ? stack.use(new ApiStatusManager({ api: cluster.api, hostIPs: () => (hostIP ? [hostIP] : []), clock, logger, local: statuses, mirrorOf: (pod) => mirrors?.mirrorOf(pod) }))
+    : undefined;
+  const statusSink = apiStatus ?? statuses;
+  // Pod sources: static pods (file, URL) and, in cluster mode, the API server's pods for this node; their
+  // merge (PodConfig) says when every source delivered, which the device manager and orphan cleanup wait for.
+  const sources: PodSource[] = [];
+  // The pods the runtime has at startup: a static pod running under the UID this agent computed before it
+  // computed the upstream kubelet's keeps it (sources/defaults.ts staticPodUid), so an upgrade restarts nothing.
+  const runtimePodUids: ReadonlySet<string> | undefined =
+    k.staticPodPath || k.staticPodURL
+      ? await cri.listPodSandbox().then(
+          (sandboxes) => new Set(sandboxes.map((s) => s.metadata?.uid ?? "").filter((uid) => uid !== "")),
+          (err: unknown) => {
+            logger.warn("could not list the runtime's pods; static pods get the upstream kubelet's UIDs", { err });
+            return undefined;
+          },
+        )
+      : undefined;
+  if (k.staticPodPath) {
+    sources.push(stack.use(new FileSource({ path: k.staticPodPath, nodeName: config.nodeName, checkFrequencyMs: k.fileCheckFrequency, clock, logger, runtimePodUids })));
+  }
+  if (k.staticPodURL) {
+    sources.push(
+      stack.use(
+        new UrlSource({ url: k.staticPodURL, headers: k.staticPodURLHeader, nodeName: config.nodeName, checkFrequencyMs: k.httpCheckFrequency, clock, logger, runtimePodUids }),
+      ),
+    );
+  }
+  if (cluster) {
+    sources.push(
+      stack.use(
+        new ApiServerSource({
+          api: cluster.api,
+          nodeName: config.nodeName,
+          clock,
+          logger,
+          onMirrorPods: (pods) => (mirrors?.observe(pods), apiStatus?.mirrorsChanged()),
+          ...(autonomy ? { checkpoint: autonomy } : {}),
+        }),
+      ),
+    );
+  }
+  const podConfig = new PodConfig(sources.map((s) => s.name));
   // Device plugins register on <rootDir>/device-plugins/kubelet.sock; their devices are extended resources of the node.
   const devices = stack.use(
     new DeviceManager({
@@ -351,12 +400,6 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     pullQueue: PullQueue.fromConfig(k.serializeImagePulls, k.maxParallelImagePulls, { qps: k.registryPullQPS, burst: k.registryBurst, now: () => clock.now() }),
     nodeAllocatable: () => ({ cpuMilli: nodeAllocatable.cpu, memoryBytes: nodeAllocatable.memory, ephemeralStorageBytes: nodeAllocatable["ephemeral-storage"] }),
   });
-  const statuses = new LocalStatusStore();
-  // Disposed after the pod workers (the stack unwinds in reverse): the last statuses they write get a short flush.
-  const apiStatus = cluster
-    ? stack.use(new ApiStatusManager({ api: cluster.api, hostIPs: () => (hostIP ? [hostIP] : []), clock, logger, local: statuses, mirrorOf: (pod) => mirrors?.mirrorOf(pod) }))
-    : undefined;
-  const statusSink = apiStatus ?? statuses;
 
   // Node resources: stats every 10s feed eviction; images and logs are collected and rotated.
   const stats = stack.use(
@@ -486,33 +529,13 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   // featureGates EventedPLEG=false keeps the one-second relist only.
   const onRelist = (duration: number, interval: number | undefined) => metrics.plegRelist(duration, interval);
   const pleg: Pleg = stack.use(
-    k.featureGates["EventedPLEG"] === false ? new GenericPleg({ runtime, clock, logger, onRelist }) : new EventedPleg({ runtime, cri, clock, logger, onRelist }),
+    k.featureGates["EventedPLEG"] === false
+      ? new GenericPleg({ runtime, clock, logger, onRelist, view: runtimePods })
+      : new EventedPleg({ runtime, cri, clock, logger, onRelist, view: runtimePods }),
   );
-  const sources: PodSource[] = [];
-  // The pods the runtime has at startup: a static pod running under the UID this agent computed before it
-  // computed the upstream kubelet's keeps it (sources/defaults.ts staticPodUid), so an upgrade restarts nothing.
-  const runtimePodUids: ReadonlySet<string> | undefined =
-    k.staticPodPath || k.staticPodURL
-      ? await cri.listPodSandbox().then(
-          (sandboxes) => new Set(sandboxes.map((s) => s.metadata?.uid ?? "").filter((uid) => uid !== "")),
-          (err: unknown) => {
-            logger.warn("could not list the runtime's pods; static pods get the upstream kubelet's UIDs", { err });
-            return undefined;
-          },
-        )
-      : undefined;
-  if (k.staticPodPath) {
-    sources.push(stack.use(new FileSource({ path: k.staticPodPath, nodeName: config.nodeName, checkFrequencyMs: k.fileCheckFrequency, clock, logger, runtimePodUids })));
-  }
-  if (k.staticPodURL) {
-    sources.push(
-      stack.use(
-        new UrlSource({ url: k.staticPodURL, headers: k.staticPodURLHeader, nodeName: config.nodeName, checkFrequencyMs: k.httpCheckFrequency, clock, logger, runtimePodUids }),
-      ),
-    );
-  }
-  if (cluster) {
-    const node = config.registerNode
+  // Cluster mode: the Node object, its status and its Lease.
+  const node =
+    cluster && config.registerNode
       ? stack.use(
           new NodeController({
             api: cluster.api,
@@ -533,22 +556,8 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
           }),
         )
       : undefined;
-    node?.start();
-    sources.push(
-      stack.use(
-        new ApiServerSource({
-          api: cluster.api,
-          nodeName: config.nodeName,
-          clock,
-          logger,
-          onMirrorPods: (pods) => (mirrors?.observe(pods), apiStatus?.mirrorsChanged()),
-          ...(autonomy ? { checkpoint: autonomy } : {}),
-        }),
-      ),
-    );
-  }
+  node?.start();
   await pluginWatcher.start();
-  const podConfig = new PodConfig(sources.map((s) => s.name));
   // Garbage is collected by heap growth, as Go's GOGC does, not by the machine's RAM (memory/gc-pacer.ts).
   const gcPacer = new GcPacer({ heap: deps.heap ?? bunHeap, clock, logger });
   const once = config.runOnce ? recordFirstSnapshots(sources, { clock }) : undefined;

@@ -22,6 +22,7 @@ import { ContainerEventType, isCriError, PodSandboxState, type ContainerEventRes
 import { containerStateOf } from "../runtime/container-state.ts";
 import { identityFromLabels } from "../runtime/labels.ts";
 import type { PodRuntime } from "../runtime/index.ts";
+import type { RuntimePodsView } from "./view.ts";
 import type { ContainerState, RuntimePodRecord } from "../runtime/types.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
@@ -69,6 +70,8 @@ export interface EventedPlegOptions {
   clock: Clock;
   logger: Logger;
   onRelist?: (durationMs: number, intervalMs: number | undefined) => void;
+  /** What the metrics (built before the PLEG) read the runtime's pods through; served from construction on. */
+  view?: RuntimePodsView;
 }
 
 export class EventedPleg implements Pleg {
@@ -87,6 +90,7 @@ export class EventedPleg implements Pleg {
       relistPeriodMs: () => (streaming() ? EVENTED_RELIST_PERIOD_MS : RELIST_PERIOD_MS),
       unhealthyAfterMs: () => (streaming() ? EVENTED_RELIST_THRESHOLD_MS : RELIST_THRESHOLD_MS),
     });
+    opts.view?.serve(this);
   }
 
   start(onEvents: (events: PlegEvent[]) => void): void {

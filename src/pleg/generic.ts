@@ -15,6 +15,7 @@ import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import { diffRelists, type PlegEvent } from "./diff.ts";
+import type { RuntimePodsView } from "./view.ts";
 
 export interface PlegOptions {
   runtime: Pick<PodRuntime, "relist">;
@@ -26,6 +27,8 @@ export interface PlegOptions {
   unhealthyAfterMs?: number | (() => number);
   /** Each relist's duration and the time since the previous one started (upstream's relist metrics). */
   onRelist?: (durationMs: number, intervalMs: number | undefined) => void;
+  /** What the metrics (built before the PLEG) read the runtime's pods through; served from construction on. */
+  view?: RuntimePodsView;
 }
 
 /** What the sync loop and the agent need of a PLEG (generic or evented). */
@@ -53,7 +56,9 @@ export class GenericPleg implements Pleg {
   private observedAt = new Map<string, number>();
   private relistAgain = false;
 
-  constructor(private readonly opts: PlegOptions) {}
+  constructor(private readonly opts: PlegOptions) {
+    opts.view?.serve(this);
+  }
 
   start(onEvents: (events: PlegEvent[]) => void): void {
     this.onEvents = onEvents;
