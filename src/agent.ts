@@ -458,9 +458,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   const nodeShutdown = shutdownTrigger
     ? new NodeShutdownManager({
         groups,
-        activePods: () => pods.activePods(),
-        stopPod: (uid, grace) => void pods.shutdownPod(uid, grace),
-        stopped: (uid) => !["syncing", "terminating"].includes(pods.stageOf(uid) ?? "finished"),
+        pods,
         clock,
         logger,
         recorder,

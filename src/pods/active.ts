@@ -1,7 +1,18 @@
+import type { PodLifecycle } from "./lifecycle.ts";
 import type { Pod } from "./schema.ts";
 
 /** The pods this node runs now (admitted, not terminating), as the pod workers know them. */
 export interface ActivePods {
   activePods(): Pod[];
   activePod(uid: string): Pod | undefined;
+}
+
+/** Stops pods for the node (graceful node shutdown, eviction), as the pod workers do. */
+export interface PodStopper {
+  /** Stops the pod within the grace period for the node's shutdown (Failed, reason Terminated); false when it is not running here. */
+  shutdownPod(uid: string, gracePeriodSeconds: number): boolean;
+  /** Stops an evicted pod within the grace period (Failed, reason Evicted); false when it is not running here. */
+  evict(uid: string, message: string, gracePeriodSeconds: number): boolean;
+  /** Where the pod is in its lifecycle; undefined when nothing of it is known here. */
+  stageOf(uid: string): PodLifecycle["stage"] | undefined;
 }

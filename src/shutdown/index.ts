@@ -27,6 +27,7 @@ import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import { SYSTEM_CRITICAL_PRIORITY } from "../pods/source.ts";
 import { podUid } from "../pods/identity.ts";
+import type { ActivePods, PodStopper } from "../pods/active.ts";
 
 export const NODE_SHUTDOWN_NOT_ADMITTED_REASON = "NodeShutdown";
 export const NODE_SHUTDOWN_NOT_ADMITTED_MESSAGE = "Pod was rejected as the node is shutting down.";
@@ -72,11 +73,8 @@ export function groupPods(pods: readonly Pod[], groups: readonly ShutdownGroup[]
 
 export interface NodeShutdownOptions {
   groups: ShutdownGroup[];
-  activePods: () => Pod[];
-  /** Starts stopping the pod for the shutdown (PodWorkers.shutdownPod). */
-  stopPod: (uid: string, gracePeriodSeconds: number) => void;
-  /** Whether nothing of the pod runs any more. */
-  stopped: (uid: string) => boolean;
+  /** The pods to stop, and how (the pod workers): a pod is stopped once it is neither syncing nor terminating. */
+  pods: Pick<ActivePods, "activePods"> & Pick<PodStopper, "shutdownPod" | "stageOf">;
   clock: Clock;
   logger: Logger;
   recorder?: EventRecorder;
@@ -116,13 +114,19 @@ export class NodeShutdownManager {
     return this.running;
   }
 
+  /** Nothing of the pod runs any more. */
+  private stopped(uid: string): boolean {
+    const stage = this.opts.pods.stageOf(uid);
+    return stage !== "syncing" && stage !== "terminating";
+  }
+
   private async run(): Promise<void> {
     const { clock, logger } = this.opts;
     this.shuttingDown = true;
     logger.info("Shutdown manager detected new shutdown event");
     this.opts.recorder?.event(nodeRef(this.opts.nodeName), "Normal", "Shutdown", "Shutdown manager detected shutdown event");
     this.opts.nodeStatusChanged?.();
-    for (const { group, pods } of groupPods(this.opts.activePods(), this.opts.groups)) {
+    for (const { group, pods } of groupPods(this.opts.pods.activePods(), this.opts.groups)) {
       // No pods in this priority range: do not wait for it (upstream).
       if (!pods.length) continue;
       const started = clock.now();
@@ -134,10 +138,10 @@ export class NodeShutdownManager {
           gracePeriod: grace,
           priority: pod.spec.priority ?? 0,
         });
-        this.opts.stopPod(podUid(pod), grace);
+        this.opts.pods.shutdownPod(podUid(pod), grace);
       }
       const deadline = started + group.gracePeriodSeconds * 1000;
-      while (!pods.every((p) => this.opts.stopped(podUid(p)))) {
+      while (!pods.every((p) => this.stopped(podUid(p)))) {
         if (clock.now() >= deadline) {
           logger.info("Shutdown manager pod killing time out", { gracePeriod: group.gracePeriodSeconds, priority: group.priority });
           break;

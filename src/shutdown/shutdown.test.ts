@@ -58,9 +58,11 @@ describe("graceful node shutdown", () => {
     const pods = [pod("web", 0, 60), pod("quick", 0, 3), pod("dns", 2_000_000_000, 30)];
     const manager = new NodeShutdownManager({
       groups: shutdownGroups({ shutdownGracePeriod: 30_000, shutdownGracePeriodCriticalPods: 10_000, shutdownGracePeriodByPodPriority: [] }),
-      activePods: () => pods.filter((p) => !stopped.has(p.metadata.uid!)),
-      stopPod: (uid, grace) => void stops.push({ uid, grace, at: clock.now() - start }),
-      stopped: (uid) => stopped.has(uid),
+      pods: {
+        activePods: () => pods.filter((p) => !stopped.has(p.metadata.uid!)),
+        shutdownPod: (uid, grace) => (stops.push({ uid, grace, at: clock.now() - start }), true),
+        stageOf: (uid) => (stopped.has(uid) ? "terminated" : "syncing"),
+      },
       clock,
       logger: memoryLogger().logger,
       recorder: { event: (ref, type, reason, message) => void events.push(`${ref.kind}/${ref.name} ${type} ${reason} ${message}`) },
@@ -108,9 +110,11 @@ describe("graceful node shutdown", () => {
     const stops: string[] = [];
     const manager = new NodeShutdownManager({
       groups: shutdownGroups({ shutdownGracePeriod: 30_000, shutdownGracePeriodCriticalPods: 10_000, shutdownGracePeriodByPodPriority: [] }),
-      activePods: () => [pod("dns", 2_000_000_000)],
-      stopPod: (uid) => void stops.push(uid),
-      stopped: () => stops.length > 0,
+      pods: {
+        activePods: () => [pod("dns", 2_000_000_000)],
+        shutdownPod: (uid) => (stops.push(uid), true),
+        stageOf: () => (stops.length > 0 ? "terminated" : "syncing"),
+      },
       clock,
       logger: memoryLogger().logger,
       nodeName: "n1",
@@ -187,9 +191,7 @@ describe("logind trigger", () => {
     const stops: string[] = [];
     const manager = new NodeShutdownManager({
       groups: [{ priority: 0, gracePeriodSeconds: 1 }],
-      activePods: () => [pod("web")],
-      stopPod: (uid) => void stops.push(uid),
-      stopped: () => true,
+      pods: { activePods: () => [pod("web")], shutdownPod: (uid) => (stops.push(uid), true), stageOf: () => "terminated" },
       clock,
       logger: memoryLogger().logger,
       nodeName: "n1",

@@ -5,17 +5,12 @@
  * shutting down?); the view is built before all of them and the workers
  * serve it from their construction on. Until then there are no pods.
  */
-import type { ActivePods } from "../pods/active.ts";
+import type { ActivePods, PodStopper } from "../pods/active.ts";
 import type { PodLifecycle } from "../pods/lifecycle.ts";
 import type { Pod } from "../pods/schema.ts";
 
-export interface PodWorkersQueries extends ActivePods {
+export interface PodWorkersQueries extends ActivePods, PodStopper {
   has(uid: string): boolean;
-  stageOf(uid: string): PodLifecycle["stage"] | undefined;
-  /** Stops an evicted pod within the grace period and reports it Failed/Evicted; false when it is not running here. */
-  evict(uid: string, message: string, gracePeriodSeconds: number): boolean;
-  /** Stops a pod for the node's shutdown; false when it is not running here. */
-  shutdownPod(uid: string, gracePeriodSeconds: number): boolean;
 }
 
 export class PodWorkersView implements PodWorkersQueries {
