@@ -17,9 +17,9 @@ import { renderVolumeStatsMetrics } from "./metrics/volume-stats.ts";
 import { sysctlAllowlist } from "./node/sysctls.ts";
 import { NodeController } from "./node/controller.ts";
 import { allocatableAmounts, nodeFacts, reservedMilliCpu } from "./node/status.ts";
-import { defaultRouteIPv4, goArch, readMachineInfo } from "./node/machine.ts";
+import { defaultRouteIPv4, goArch, readMachineInfo, type MachineInfo } from "./node/machine.ts";
 import { readMachineSpec } from "./node/machine-spec.ts";
-import { ApiEventRecorder, LogEventRecorder, podEventRef } from "./events/recorder.ts";
+import { ApiEventRecorder, LogEventRecorder, podEventRef, type EventRecorder } from "./events/recorder.ts";
 import { createEvictionManager } from "./eviction/index.ts";
 import { createImageGC, statfsBytes } from "./images/index.ts";
 import { containerdImageStore } from "./images/containerd/client.ts";
@@ -27,8 +27,17 @@ import { preloadImages } from "./images/preload.ts";
 import { bootstrapClientCertificate, ClientCertificateRotation, csrApi, CURRENT_CLIENT_PEM, readUsableCertificate, type CsrApi } from "./certificates/client.ts";
 import { certificateValidity } from "./certificates/x509.ts";
 import { createLogRotation } from "./logs/index.ts";
-import { createStatsCollector } from "./stats/index.ts";
-import { chooseCgroupDriver, containerLinuxResources, containerSwapResources, createPodCgroups, detectCgroupLayout, nodeCgroupFs, readSwapHost } from "./cgroups/index.ts";
+import { createStatsCollector, type StatsCollector } from "./stats/index.ts";
+import {
+  chooseCgroupDriver,
+  containerLinuxResources,
+  containerSwapResources,
+  createPodCgroups,
+  detectCgroupLayout,
+  nodeCgroupFs,
+  readSwapHost,
+  type PodCgroups,
+} from "./cgroups/index.ts";
 import { runtimeCgroupDriver } from "./runtime/cgroup-driver.ts";
 import type { Pod } from "./pods/schema.ts";
 import { EventedPleg } from "./pleg/evented.ts";
@@ -78,6 +87,8 @@ import { StartupConfigError, errorMessage } from "./util/errors.ts";
 import type { Logger } from "./util/log.ts";
 import { podRef, podUid } from "./pods/identity.ts";
 import { runtimeCounts } from "./pleg/counts.ts";
+import type { ActivePods, PodStopper } from "./pods/active.ts";
+import type { VolumeManager } from "./volumes/index.ts";
 import { RuntimePodsView } from "./pleg/view.ts";
 import { sandboxImageOf, waitForRuntime } from "./cri/runtime-info.ts";
 import { dedicatedImageFs } from "./images/imagefs.ts";
@@ -402,56 +413,18 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   });
 
   // Node resources: stats every 10s feed eviction; images and logs are collected and rotated.
-  const stats = stack.use(
-    createStatsCollector({
-      nodeName: config.nodeName,
-      rootDir: config.rootDir,
-      cgroupRoot: podsCgroupParent,
-      podCgroupPath: ({ uid }) => {
-        const pod = pods.activePod(uid);
-        return pod && podCgroups ? podCgroups.podCgroupPath(pod) : undefined;
-      },
-      cri,
-      pods: () => pods.activePods().map((p) => podRef(p)),
-      podLogsDir: k.podLogsDir,
-      volumeStatsAggPeriodMs: k.volumeStatsAggPeriod,
-      claimedVolumes: (uid) => volumes.claimVolumes(uid),
-      clock,
-      logger,
-    }),
-  );
-  const pauseImage = await sandboxImageOf(cri);
-  const imageGC = stack.use(
-    createImageGC({
-      cri,
-      highThresholdPercent: k.imageGCHighThresholdPercent,
-      lowThresholdPercent: k.imageGCLowThresholdPercent,
-      minimumAgeMs: k.imageMinimumGCAge,
-      ...(k.imageMaximumGCAge ? { maximumAgeMs: k.imageMaximumGCAge } : {}),
-      ...(pauseImage ? { pauseImage } : {}),
-      statfs: statfsBytes,
-      clock,
-      logger,
-      recorder,
-      nodeName: config.nodeName,
-    }),
-  );
-  const logRotation = stack.use(createLogRotation({ cri, maxSizeBytes: parseQuantity(k.containerLogMaxSize), maxFiles: k.containerLogMaxFiles, clock, logger }));
-  const eviction = stack.use(
-    createEvictionManager({
-      config: k,
-      stats,
-      activePods: () => pods.activePods(),
-      evictPod: async (pod, status, grace) => pods.evict(podUid(pod), status.message, grace),
-      podCleanedUp: (pod) => pods.stageOf(podUid(pod)) !== "syncing",
-      reclaimNodeLevel: { imageGC: () => imageGC.freeSpace(Infinity), containerGC: () => runtime.garbageCollect() },
-      hasDedicatedImageFs: () => dedicatedImageFs(cri, config.rootDir),
-      clock,
-      logger,
-      recorder,
-      nodeName: config.nodeName,
-    }),
-  );
+  const { stats, pauseImage, imageGC, logRotation, eviction } = await buildNodeResources(stack, {
+    config,
+    podsCgroupParent,
+    podCgroups,
+    pods,
+    cri,
+    volumes,
+    recorder,
+    containerGC: () => runtime.garbageCollect(),
+    clock,
+    logger,
+  });
   // Graceful node shutdown: pods stop by priority group within their budgets when deps.nodeShutdown says so.
   const groups = shutdownGroups(k);
   const shutdownTrigger = groups.length ? deps.nodeShutdown : undefined;
@@ -601,6 +574,112 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     logger.info("run-once finished; pods keep running", { pods: report.results.length, failed: report.results.filter((r) => !r.ok).length });
     return report;
   }
+  await startServers(stack, { config, cluster, hostIP, health, statuses, stats, cri, metrics, probeMetrics, pauseImage, machine, clock, logger });
+
+  syncLoop.start();
+  stats.start(10_000);
+  imageGC.start();
+  logRotation.start(k.containerLogMonitorInterval);
+  eviction.start(10_000);
+  logger.info("syncLoop started", { staticPodPath: k.staticPodPath || "(none)" });
+  await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+  logger.info("stopping node agent; pods keep running");
+  return undefined;
+}
+
+/** Node resources: stats (which feed eviction), image GC, log rotation and the eviction manager, each disposed with the stack. */
+async function buildNodeResources(
+  stack: AsyncDisposableStack,
+  o: {
+    config: AgentConfig;
+    podsCgroupParent: string;
+    podCgroups: PodCgroups | undefined;
+    pods: ActivePods & Pick<PodStopper, "evict" | "stageOf">;
+    cri: CriService;
+    volumes: Pick<VolumeManager, "claimVolumes">;
+    recorder: EventRecorder;
+    /** The runtime's dead containers, collected before the eviction of a pod for disk. */
+    containerGC: () => Promise<void>;
+    clock: Clock;
+    logger: Logger;
+  },
+) {
+  const { config, podsCgroupParent, podCgroups, pods, cri, volumes, recorder, containerGC, clock, logger } = o;
+  const k = config.kubelet;
+  const stats = stack.use(
+    createStatsCollector({
+      nodeName: config.nodeName,
+      rootDir: config.rootDir,
+      cgroupRoot: podsCgroupParent,
+      podCgroupPath: ({ uid }) => {
+        const pod = pods.activePod(uid);
+        return pod && podCgroups ? podCgroups.podCgroupPath(pod) : undefined;
+      },
+      cri,
+      pods: () => pods.activePods().map((p) => podRef(p)),
+      podLogsDir: k.podLogsDir,
+      volumeStatsAggPeriodMs: k.volumeStatsAggPeriod,
+      claimedVolumes: (uid) => volumes.claimVolumes(uid),
+      clock,
+      logger,
+    }),
+  );
+  const pauseImage = await sandboxImageOf(cri);
+  const imageGC = stack.use(
+    createImageGC({
+      cri,
+      highThresholdPercent: k.imageGCHighThresholdPercent,
+      lowThresholdPercent: k.imageGCLowThresholdPercent,
+      minimumAgeMs: k.imageMinimumGCAge,
+      ...(k.imageMaximumGCAge ? { maximumAgeMs: k.imageMaximumGCAge } : {}),
+      ...(pauseImage ? { pauseImage } : {}),
+      statfs: statfsBytes,
+      clock,
+      logger,
+      recorder,
+      nodeName: config.nodeName,
+    }),
+  );
+  const logRotation = stack.use(createLogRotation({ cri, maxSizeBytes: parseQuantity(k.containerLogMaxSize), maxFiles: k.containerLogMaxFiles, clock, logger }));
+  const eviction = stack.use(
+    createEvictionManager({
+      config: k,
+      stats,
+      activePods: () => pods.activePods(),
+      evictPod: async (pod, status, grace) => pods.evict(podUid(pod), status.message, grace),
+      podCleanedUp: (pod) => pods.stageOf(podUid(pod)) !== "syncing",
+      reclaimNodeLevel: { imageGC: () => imageGC.freeSpace(Infinity), containerGC },
+      hasDedicatedImageFs: () => dedicatedImageFs(cri, config.rootDir),
+      clock,
+      logger,
+      recorder,
+      nodeName: config.nodeName,
+    }),
+  );
+  return { stats, pauseImage, imageGC, logRotation, eviction };
+}
+
+/** What the agent serves over HTTP: healthz (10248), the kubelet API (10250) and the read-only port (10255), each closed with the stack. */
+async function startServers(
+  stack: AsyncDisposableStack,
+  o: {
+    config: AgentConfig;
+    cluster: Cluster | undefined;
+    hostIP: string | undefined;
+    health: ReturnType<typeof healthzApp>;
+    statuses: LocalStatusStore;
+    stats: StatsCollector;
+    cri: CriService;
+    metrics: KubeletMetrics;
+    probeMetrics: ProbeMetrics;
+    pauseImage: string | undefined;
+    machine: MachineInfo;
+    clock: Clock;
+    logger: Logger;
+  },
+): Promise<void> {
+  const { config, cluster, hostIP, health, statuses, stats, cri, metrics, probeMetrics, pauseImage, machine, clock, logger } = o;
+  const k = config.kubelet;
   if (k.healthzPort > 0) {
     const server = Bun.serve({ hostname: k.healthzBindAddress, port: k.healthzPort, fetch: health.fetch });
     stack.defer(() => server.stop(true));
@@ -639,16 +718,6 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     stack.defer(() => server.stop(true));
     logger.info("serving read-only port", { address: `${k.address}:${k.readOnlyPort}` });
   }
-
-  syncLoop.start();
-  stats.start(10_000);
-  imageGC.start();
-  logRotation.start(k.containerLogMonitorInterval);
-  eviction.start(10_000);
-  logger.info("syncLoop started", { staticPodPath: k.staticPodPath || "(none)" });
-  await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
-  logger.info("stopping node agent; pods keep running");
-  return undefined;
 }
 
 /** Cluster mode with a given API (tests): no certificates to bootstrap or rotate, no CSRs. */
