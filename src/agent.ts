@@ -203,31 +203,6 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     logger.warn("memorySwap.swapBehavior LimitedSwap needs cgroup v2: on this cgroup v1 host every container gets NoSwap (memory+swap limit = memory limit), as upstream");
   else if (k.memorySwap.swapBehavior === "LimitedSwap" && !swapHost.swapController)
     logger.warn("memorySwap.swapBehavior LimitedSwap: the kernel has no swap controller (memory.swap.max); no swap limit is written, as upstream");
-  // The CPU manager (cpuManagerPolicy): exclusive CPUs for Guaranteed containers, kept in <rootDir>/cpu_manager_state.
-  const cpuManager = stack.use(
-    (() => {
-      try {
-        return createCpuManager({
-          rootDir: config.rootDir,
-          policy: k.cpuManagerPolicy === "static" ? "static" : "none",
-          policyOptions: k.cpuManagerPolicyOptions,
-          topology: k.cpuManagerPolicy === "static" ? readCpuTopology("/sys") : { cpus: [] },
-          reservedSystemCpus: parseCpuSet(k.reservedSystemCPUs),
-          reservedMilliCpu: reservedMilliCpu(k),
-          cri,
-          activePods: () => pods.activePods(),
-          sourcesReady: () => podConfig.allSourcesReady(),
-          reconcilePeriodMs: k.cpuManagerReconcilePeriod,
-          clock,
-          logger,
-        });
-      } catch (err) {
-        // upstream: the container manager fails and the kubelet does not start.
-        if (err instanceof CpuManagerError) throw new Error(`failed to initialize the CPU manager: ${err.message}`);
-        throw err;
-      }
-    })(),
-  );
   const recorder = cluster
     ? new ApiEventRecorder({ api: cluster.api, nodeName: config.nodeName, qps: k.eventRecordQPS, burst: k.eventBurst, clock, logger })
     : new LogEventRecorder(logger);
@@ -333,6 +308,34 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     );
   }
   const podConfig = new PodConfig(sources.map((s) => s.name));
+  // The pod workers are built last on the pod path (their admission asks eviction and shutdown); what the
+  // subsystems built before them ask of them goes through this view, which the workers serve.
+  const pods = new PodWorkersView();
+  // The CPU manager (cpuManagerPolicy): exclusive CPUs for Guaranteed containers, kept in <rootDir>/cpu_manager_state.
+  const cpuManager = stack.use(
+    (() => {
+      try {
+        return createCpuManager({
+          rootDir: config.rootDir,
+          policy: k.cpuManagerPolicy === "static" ? "static" : "none",
+          policyOptions: k.cpuManagerPolicyOptions,
+          topology: k.cpuManagerPolicy === "static" ? readCpuTopology("/sys") : { cpus: [] },
+          reservedSystemCpus: parseCpuSet(k.reservedSystemCPUs),
+          reservedMilliCpu: reservedMilliCpu(k),
+          cri,
+          activePods: () => pods.activePods(),
+          sourcesReady: () => podConfig.allSourcesReady(),
+          reconcilePeriodMs: k.cpuManagerReconcilePeriod,
+          clock,
+          logger,
+        });
+      } catch (err) {
+        // upstream: the container manager fails and the kubelet does not start.
+        if (err instanceof CpuManagerError) throw new Error(`failed to initialize the CPU manager: ${err.message}`);
+        throw err;
+      }
+    })(),
+  );
   // Device plugins register on <rootDir>/device-plugins/kubelet.sock; their devices are extended resources of the node.
   const devices = stack.use(
     new DeviceManager({
@@ -345,9 +348,6 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     }),
   );
   await devices.start();
-  // The pod workers are built last on the pod path (their admission asks eviction and shutdown); what the
-  // subsystems built before them ask of them goes through this view, which the workers serve.
-  const pods = new PodWorkersView();
   // Service environment variables come from one watch of every Service (cluster mode only, as upstream).
   const services = cluster ? stack.use(new WatchedServices({ api: cluster.api, clock, logger })).start() : undefined;
   // The pods' host side: volumes, pod cgroups, pod files and log directories (set up and torn down by the pod syncer).
