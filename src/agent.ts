@@ -186,6 +186,8 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
         cpuCFSQuota: k.cpuCFSQuota,
         cpuCFSQuotaPeriodMs: k.cpuCFSQuotaPeriod,
         memoryQoS: k.featureGates["MemoryQoS"] === true, // upstream's alpha gate: memory.min/low on cgroup v2
+        // qosReserved (checked at start: memory only, with the QOSReserved gate): burstable and besteffort memory limits.
+        ...(k.qosReserved["memory"] ? { qosReservedMemoryPercent: Number.parseInt(k.qosReserved["memory"], 10) } : {}),
         logger,
       })
     : undefined;

@@ -182,6 +182,7 @@ const REFUSED_VALUE: Partial<Record<FieldName, unknown>> = {
   cpuManagerPolicy: "static", // without reserved CPU
   cpuManagerPolicyOptions: { "distribute-cpus-across-numa": "true" },
   reservedSystemCPUs: "3-1",
+  qosReserved: { memory: "50%" }, // without the QOSReserved gate
   memoryManagerPolicy: "Static",
   topologyManagerPolicy: "single-numa-node",
   logging: { format: "json" },
@@ -221,6 +222,7 @@ const COMPANIONS: Partial<Record<FieldName, Record<string, unknown>>> = {
   imageGCLowThresholdPercent: {},
   cpuManagerPolicy: { reservedSystemCPUs: "0" },
   cpuManagerPolicyOptions: { cpuManagerPolicy: "static", reservedSystemCPUs: "0" },
+  qosReserved: { featureGates: { QOSReserved: true } },
 };
 
 describe("the field table", () => {
@@ -298,6 +300,11 @@ describe("the flags", () => {
     expect(errorOf(load({ kubeReserved: { cpu: "100m" } }, ["--cpu-manager-policy=static"]))).toBe("loaded (run)");
     expect(errorOf(load({}, ["--cpu-manager-policy=static", "--reserved-cpus=0"]))).toBe("loaded (run)");
     expect(errorOf(load({}, ["--cpu-manager-policy-options=full-pcpus-only=true"]))).toContain('policy options need the "static" policy');
+    const gate = { featureGates: { QOSReserved: true } };
+    expect(errorOf(load(gate, ["--qos-reserved=cpu=50%"]))).toContain('field "qosReserved" (--qos-reserved): cannot reserve "cpu" resource');
+    expect(errorOf(load({ ...gate, qosReserved: { memory: "150%" } }))).toContain("failed to parse percentage");
+    expect(errorOf(load({ ...gate, cgroupsPerQOS: false, enforceNodeAllocatable: [] }, ["--qos-reserved=memory=50%"]))).toContain("needs cgroupsPerQOS");
+    expect(errorOf(load(gate, ["--qos-reserved=memory=50%"]))).toBe("loaded (run)");
   });
 
   test("--cloud-provider=external is refused", () => {

@@ -166,7 +166,19 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
     const other = k.enforceNodeAllocatable.filter((l) => l !== "pods" && l !== "none");
     return other.length ? `${other.map((l) => JSON.stringify(l)).join(", ")}: enforcing reserved cgroups is ${NOT_IMPLEMENTED}; only "pods" is` : undefined;
   }),
-  qosReserved: refused(`qosReserved (QOSReserved) is ${NOT_IMPLEMENTED}`),
+  qosReserved: acted(
+    "memory=N%: the burstable and besteffort cgroups' memory limits keep N% of higher classes' requests free, with the QOSReserved gate, as upstream (src/cgroups/resources.ts)",
+    (k) => {
+      for (const [name, value] of Object.entries(k.qosReserved)) {
+        if (name !== "memory") return `cannot reserve ${JSON.stringify(name)} resource (only memory can be reserved, as upstream)`;
+        const m = /^(\d+)%$/.exec(value);
+        if (!m || Number(m[1]) > 100) return `failed to parse percentage ${JSON.stringify(value)} for "memory" resource: a percentage between 0% and 100%`;
+        if (k.featureGates["QOSReserved"] !== true) return "needs the QOSReserved feature gate (alpha, off by default): upstream ignores qosReserved without it";
+        if (!k.cgroupsPerQOS) return "needs cgroupsPerQOS: the reservation is applied to the QoS cgroups";
+      }
+      return undefined;
+    },
+  ),
   cpuCFSQuota: acted("CFS quota of pod and container cgroups"),
   cpuCFSQuotaPeriod: acted("CFS period of pod and container cgroups"),
   cpuManagerPolicy: acted(
@@ -278,6 +290,7 @@ export const ACTED_GATES: Readonly<Record<string, string>> = {
   MemoryQoS: "memory.min on pod and QoS cgroups on cgroup v2 (src/cgroups)",
   NodeLogQuery: "node log queries on /logs/ with enableSystemLogQuery (server/node-log-query.ts)",
   KubeletPodResourcesGet: "the pod resources API's Get (src/devices/podresources.ts); false refuses it as upstream",
+  QOSReserved: "qosReserved memory=N% caps the burstable and besteffort cgroups (src/cgroups/resources.ts); false refuses qosReserved",
   PodLevelResources:
     "pods with spec.resources are rejected (PodLevelResourcesNotSupported): with false as upstream, with true because this agent does not apply them (src/node/pod-features.ts)",
   UserNamespacesSupport: "pods with hostUsers: false are rejected (UserNamespacesNotSupported), with upstream's message when false (src/node/pod-features.ts)",
