@@ -365,7 +365,8 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
           cgroups: {
             // Upstream syncPod: QoS totals first, so the new pod's share is counted, then the pod's own cgroup.
             ensurePod: async (pod: Pod): Promise<string> => {
-              await podCgroups.updateQos([...pods.activePods(), pod]);
+              // The pod counts once: it is among the active pods from its second sync on.
+              await podCgroups.updateQos([...pods.activePods().filter((p) => podUid(p) !== podUid(pod)), pod]);
               return podCgroups.ensurePod(pod);
             },
             removePod: (uid: string) => podCgroups.removePod(uid),
