@@ -19,6 +19,10 @@
 #                                                  ... and github.com/rancher/local-path-provisioner
 #                                                  (from gomod-local-path-provisioner/, a module of its
 #                                                  own); built on first use by the PVC test only
+#   scripts/controlplane/build.sh --with-csi-mock
+#                                                  ... and csi-mock (gomod-csi-mock/: k8s.io/kubernetes'
+#                                                  CSI mock driver with node-driver-registrar's
+#                                                  registration side); built on first use by the CSI test
 #   scripts/controlplane/build.sh --bin-dir        print the bin directory, build nothing
 #
 # Prints the bin directory on stdout (last line); progress goes to stderr.
@@ -51,6 +55,7 @@ with_kubelet=0
 with_metrics_server=0
 with_sample_device_plugin=0
 with_local_path_provisioner=0
+with_csi_mock=0
 print_only=0
 for a in "$@"; do
   case "$a" in
@@ -58,8 +63,9 @@ for a in "$@"; do
     --with-metrics-server) with_metrics_server=1 ;;
     --with-sample-device-plugin) with_sample_device_plugin=1 ;;
     --with-local-path-provisioner) with_local_path_provisioner=1 ;;
+    --with-csi-mock) with_csi_mock=1 ;;
     --bin-dir) print_only=1 ;;
-    *) die "usage: $0 [--with-kubelet] [--with-metrics-server] [--with-sample-device-plugin] [--with-local-path-provisioner] [--bin-dir]" ;;
+    *) die "usage: $0 [--with-kubelet] [--with-metrics-server] [--with-sample-device-plugin] [--with-local-path-provisioner] [--with-csi-mock] [--bin-dir]" ;;
   esac
 done
 
@@ -120,6 +126,12 @@ build_local_path_provisioner() {
     "-s -w -X main.VERSION=$version" "$bin" "$cache/.build.lock" "$recipe"
 }
 
+build_csi_mock() {
+  ((with_csi_mock)) || return 0
+  # Its main package is this project's source: the key covers it as well as go.mod/go.sum.
+  go_module_binary csi-mock "$here/gomod-csi-mock" bunlet.local/csi-mock "-s -w" "$bin" "$cache/.build.lock" "$recipe main.go=$(sha256sum <"$here/gomod-csi-mock/main.go" | cut -c1-32)"
+}
+
 stale() { go_stale "$bin" "$key" "${names[@]}"; }
 
 todo="$(stale)"
@@ -127,6 +139,7 @@ if [[ -z "$todo" ]]; then
   log "up to date: ${names[*]} ($k8s_version, etcd $etcd_version) in $(ms "$t0") ms"
   build_metrics_server
   build_local_path_provisioner
+  build_csi_mock
   echo "$bin"; exit 0
 fi
 
@@ -134,7 +147,7 @@ mkdir -p "$bin" "$GOMODCACHE" "$GOCACHE"
 go_lock 9 "$cache/.build.lock"
 todo="$(stale)"   # the other build may have done it
 if [[ -z "$todo" ]]; then
-  log "up to date after waiting: ${names[*]}"; flock -u 9; build_metrics_server; build_local_path_provisioner; echo "$bin"; exit 0
+  log "up to date after waiting: ${names[*]}"; flock -u 9; build_metrics_server; build_local_path_provisioner; build_csi_mock; echo "$bin"; exit 0
 fi
 read -r -a todo <<<"$todo"
 log "building ${todo[*]} at $k8s_version (etcd $etcd_version) with $go_version into $bin"
@@ -180,4 +193,5 @@ log "built ${todo[*]} in $(ms "$t0") ms"
 flock -u 9
 build_metrics_server
 build_local_path_provisioner
+build_csi_mock
 echo "$bin"

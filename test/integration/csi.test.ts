@@ -1,0 +1,228 @@
+// CSI with a real driver: k8s.io/kubernetes' CSI mock driver (the one
+// upstream's e2e storage tests run), served with the registration side of
+// node-driver-registrar (k8s.io/kubelet pluginregistration v1) by csi-mock,
+// built from Go modules by scripts/controlplane/build.sh --with-csi-mock on
+// first use, against a real control plane and containerd. csi-mock logs
+// every CSI call it answers as a JSON line; the test reads what the agent
+// asked from there. The mock mounts nothing: it makes (or leaves to the
+// runtime) the target directory and removes it on unpublish.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, openSync, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import type { Subprocess } from "bun";
+import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
+import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
+import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+
+const NODE = "csi-node";
+const DRIVER = "io.kubernetes.storage.mock";
+let ctd: ContainerdHandle;
+let cp: ControlPlaneHandle;
+let agent: AgentHandle;
+let driver: Subprocess | undefined;
+let driverLog: string;
+let root: string;
+
+const { kubectl, tryJson, apply } = adminKubectl(() => cp);
+const sha256 = (s: string) => createHash("sha256").update(s).digest("hex");
+
+function csiMockBinary(): string {
+  const script = resolve(import.meta.dir, "../../scripts/controlplane/build.sh");
+  const r = Bun.spawnSync(["bash", script, "--with-csi-mock"], { stdout: "pipe", stderr: "pipe" });
+  if (r.exitCode !== 0) throw new Error(`build.sh --with-csi-mock failed:\n${r.stderr.toString()}`);
+  return join(r.stdout.toString().trim().split("\n").pop()!, "csi-mock");
+}
+
+interface Call {
+  method?: string;
+  request?: Record<string, any>;
+  error?: string;
+  registration?: boolean;
+}
+
+const calls = (): Call[] =>
+  existsSync(driverLog)
+    ? readFileSync(driverLog, "utf8")
+        .split("\n")
+        .filter((l) => l.startsWith("{"))
+        .map((l) => JSON.parse(l) as Call)
+    : [];
+const callsOf = (method: string) => calls().filter((c) => c.method === `/csi.v1.Node/${method}`);
+const driverTail = () => (existsSync(driverLog) ? readFileSync(driverLog, "utf8").split("\n").slice(-20).join("\n") : "");
+
+const pod = (name: string, volume: Record<string, unknown>, script: string) => ({
+  apiVersion: "v1",
+  kind: "Pod",
+  metadata: { name, namespace: "default" },
+  spec: {
+    nodeName: NODE,
+    terminationGracePeriodSeconds: 1,
+    serviceAccountName: "default",
+    automountServiceAccountToken: false,
+    containers: [{ name: "main", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sh", "-c", script], volumeMounts: [{ name: "data", mountPath: "/data" }] }],
+    volumes: [{ name: "data", ...volume }],
+  },
+});
+
+const running = (name: string) =>
+  eventually(
+    `pod ${name} Running`,
+    async () => {
+      const p = await tryJson("pod", name);
+      return p?.status?.phase === "Running" ? p : undefined;
+    },
+    90_000,
+  ).catch((e) => {
+    throw new Error(`${(e as Error).message}\ndriver log:\n${driverTail()}\n${agent.describe()}`);
+  });
+
+const gone = (name: string) => eventually(`pod ${name} gone`, async () => (await cp.kubectl(["get", "pod", name])).code !== 0, 60_000);
+
+beforeAll(async () => {
+  requireRoot();
+  const binary = csiMockBinary();
+  [ctd, cp] = await Promise.all([startContainerd({ name: "csi" }), startControlPlane({ name: "csi" })]);
+  agent = await startAgent(ctd, { nodeName: NODE, extraArgs: [`--kubeconfig=${await cp.nodeKubeconfig(NODE)}`, "--node-ip=127.0.0.1"] });
+  root = join(agent.dir, "root");
+  await apply({
+    apiVersion: "storage.k8s.io/v1",
+    kind: "CSIDriver",
+    metadata: { name: DRIVER },
+    spec: { attachRequired: false, podInfoOnMount: true, volumeLifecycleModes: ["Persistent", "Ephemeral"] },
+  });
+  mkdirSync(join(root, "plugins", "mock"), { recursive: true });
+  driverLog = join(agent.dir, "csi-mock.log");
+  const fd = openSync(driverLog, "a");
+  await eventually("the agent's node", async () => (await tryJson("node", NODE)) !== undefined, 60_000);
+  driver = Bun.spawn(
+    [
+      binary,
+      `--name=${DRIVER}`,
+      `--csi-address=${join(root, "plugins", "mock", "csi.sock")}`,
+      `--registration-path=${join(root, "plugins_registry", "mock-reg.sock")}`,
+      "--attach-limit=5",
+    ],
+    { stdout: fd, stderr: fd },
+  );
+  process.once("exit", () => driver?.kill("SIGKILL"));
+}, 1_800_000);
+
+afterAll(async () => {
+  driver?.kill("SIGTERM");
+  await driver?.exited;
+  await agent?.kill("SIGKILL");
+  await Promise.all([ctd?.stop(), cp?.stop()]);
+}, 60_000);
+
+describe("CSI with the mock driver and the registration protocol", () => {
+  test("the driver registers through plugins_registry: CSINode lists it (nodeID, topologyKeys, allocatable), the node carries its topology label and node ID", async () => {
+    const csiNode = await eventually(
+      "CSINode with the driver",
+      async () => {
+        const n = await tryJson("csinode", NODE);
+        return n?.spec?.drivers?.length ? n : undefined;
+      },
+      60_000,
+    ).catch((e) => {
+      throw new Error(`${(e as Error).message}\ndriver log:\n${driverTail()}\n${agent.describe()}`);
+    });
+    expect(csiNode.spec.drivers).toEqual([{ name: DRIVER, nodeID: DRIVER, topologyKeys: [`${DRIVER}/node`], allocatable: { count: 5 } }]);
+    const node = await tryJson("node", NODE);
+    expect(csiNode.metadata.ownerReferences).toEqual([{ apiVersion: "v1", kind: "Node", name: NODE, uid: node.metadata.uid }]);
+    expect(node.metadata.labels[`${DRIVER}/node`]).toBe("some-mock-node");
+    expect(JSON.parse(node.metadata.annotations["csi.volume.kubernetes.io/nodeid"])).toEqual({ [DRIVER]: DRIVER });
+    expect(calls().some((c) => c.registration === true)).toBe(true);
+    expect(calls().filter((c) => c.method === "/csi.v1.Node/NodeGetInfo")).toHaveLength(1);
+  }, 90_000);
+
+  test("an inline ephemeral volume is published for the pod with its attributes and the pod's info, and unpublished when the pod is deleted", async () => {
+    await apply(pod("inline", { csi: { driver: DRIVER, volumeAttributes: { color: "blue" } } }, "echo hello > /data/hello; sleep 3600"));
+    const p = await running("inline");
+    const uid = p.metadata.uid as string;
+    const target = join(root, "pods", uid, "volumes", "kubernetes.io~csi", "data", "mount");
+    const published = callsOf("NodePublishVolume").find((c) => c.request?.targetPath === target);
+    expect(published?.error).toBeUndefined();
+    expect(published?.request?.volumeId).toBe(`csi-${sha256(`${uid}data`)}`);
+    expect(published?.request?.volumeContext).toEqual({
+      color: "blue",
+      "csi.storage.k8s.io/pod.name": "inline",
+      "csi.storage.k8s.io/pod.namespace": "default",
+      "csi.storage.k8s.io/pod.uid": uid,
+      "csi.storage.k8s.io/serviceAccount.name": "default",
+      "csi.storage.k8s.io/ephemeral": "true",
+    });
+    // The container writes into the published directory.
+    expect(await eventually("the pod's file in the target", () => (existsSync(join(target, "hello")) ? readFileSync(join(target, "hello"), "utf8") : undefined))).toBe("hello\n");
+    await kubectl("delete", "pod", "inline", "--wait=false");
+    await gone("inline");
+    const unpublished = await eventually("NodeUnpublishVolume", () => callsOf("NodeUnpublishVolume").find((c) => c.request?.targetPath === target), 30_000);
+    expect(unpublished.request?.volumeId).toBe(`csi-${sha256(`${uid}data`)}`);
+    expect(unpublished.error).toBeUndefined();
+    await eventually("the pod's directory removed", () => !existsSync(join(root, "pods", uid)), 30_000);
+  }, 180_000);
+
+  test("a claim bound to a CSI PersistentVolume is staged in the global mount dir, published, then unpublished and unstaged when the pod goes", async () => {
+    // The mock driver starts with volumes "1", "2" and "3"; the PV controller binds the claim to this PV.
+    await apply(
+      {
+        apiVersion: "v1",
+        kind: "PersistentVolume",
+        metadata: { name: "mock-pv" },
+        spec: { capacity: { storage: "1Gi" }, accessModes: ["ReadWriteOnce"], storageClassName: "", csi: { driver: DRIVER, volumeHandle: "1", fsType: "ext4" } },
+      },
+      {
+        apiVersion: "v1",
+        kind: "PersistentVolumeClaim",
+        metadata: { name: "mock-claim", namespace: "default" },
+        spec: { accessModes: ["ReadWriteOnce"], storageClassName: "", volumeName: "mock-pv", resources: { requests: { storage: "1Gi" } } },
+      },
+    );
+    await eventually("claim bound", async () => (await tryJson("pvc", "mock-claim"))?.status?.phase === "Bound", 60_000);
+    await apply(pod("claimed", { persistentVolumeClaim: { claimName: "mock-claim" } }, "echo persisted > /data/f; sleep 3600"));
+    const p = await running("claimed");
+    const uid = p.metadata.uid as string;
+    const staging = join(root, "plugins", "kubernetes.io", "csi", DRIVER, sha256("1"), "globalmount");
+    const target = join(root, "pods", uid, "volumes", "kubernetes.io~csi", "data", "mount");
+    const staged = callsOf("NodeStageVolume").find((c) => c.request?.volumeId === "1");
+    expect(staged?.error).toBeUndefined();
+    expect(staged?.request?.stagingTargetPath).toBe(staging);
+    const published = callsOf("NodePublishVolume").find((c) => c.request?.targetPath === target);
+    expect(published?.error).toBeUndefined();
+    expect(published?.request).toMatchObject({
+      volumeId: "1",
+      stagingTargetPath: staging,
+      volumeCapability: { mount: { fsType: "ext4" }, accessMode: { mode: "SINGLE_NODE_WRITER" } },
+    });
+    expect(await eventually("the pod's file", () => (existsSync(join(target, "f")) ? readFileSync(join(target, "f"), "utf8") : undefined))).toBe("persisted\n");
+    await kubectl("delete", "pod", "claimed", "--wait=false");
+    await gone("claimed");
+    await eventually("NodeUnstageVolume", () => callsOf("NodeUnstageVolume").find((c) => c.request?.volumeId === "1"), 30_000);
+    const order = calls()
+      .filter((c) => c.request?.volumeId === "1")
+      .map((c) => c.method?.split("/").pop());
+    expect(order.slice(-2)).toEqual(["NodeUnpublishVolume", "NodeUnstageVolume"]);
+    expect(existsSync(join(root, "plugins", "kubernetes.io", "csi", DRIVER, sha256("1")))).toBe(false);
+  }, 180_000);
+
+  test("a volume of a driver that is not registered fails with a FailedMount event naming why, and the pod does not run", async () => {
+    await apply({
+      apiVersion: "storage.k8s.io/v1",
+      kind: "CSIDriver",
+      metadata: { name: "absent.csi.example.com" },
+      spec: { attachRequired: false, volumeLifecycleModes: ["Ephemeral"] },
+    });
+    await apply(pod("absent", { csi: { driver: "absent.csi.example.com" } }, "sleep 3600"));
+    const event = await eventually(
+      "FailedMount event",
+      async () => {
+        const events = JSON.parse(await kubectl("get", "events", "--field-selector", "involvedObject.name=absent", "-o", "json")).items as { reason: string; message: string }[];
+        return events.find((e) => e.reason === "FailedMount");
+      },
+      60_000,
+    );
+    expect(event.message).toContain("driver name absent.csi.example.com not found in the list of registered CSI drivers");
+    expect((await tryJson("pod", "absent"))?.status?.phase).toBe("Pending");
+    await kubectl("delete", "pod", "absent", "--wait=false");
+  }, 90_000);
+});
