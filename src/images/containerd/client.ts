@@ -47,7 +47,7 @@ const grpcCode = (err: unknown): string | undefined => {
 const isNotFound = (err: unknown) => grpcCode(err) === "NOT_FOUND" || grpcCode(err) === "5";
 const isAlreadyExists = (err: unknown) => grpcCode(err) === "ALREADY_EXISTS" || grpcCode(err) === "6";
 
-export function containerdImageStore(endpoint: string, opts: { timeoutMs?: number; now?: () => number } = {}): ImageStore {
+export function containerdImageStore(endpoint: string, opts: { timeoutMs?: number; now?: () => number; stallMs?: number } = {}): ImageStore {
   const transport = new GrpcTransport({ host: parseEndpoint(endpoint).target, channelCredentials: ChannelCredentials.createInsecure() });
   const content = new ContentClient(transport);
   const images = new ImagesClient(transport);
@@ -58,9 +58,49 @@ export function containerdImageStore(endpoint: string, opts: { timeoutMs?: numbe
     timeout: timeoutMs,
     meta: { "containerd-namespace": CRI_NAMESPACE, ...(lease ? { "containerd-lease": lease } : {}) },
   });
+  const stallMs = opts.stallMs ?? 60_000;
+
+  /** One Write stream for one blob; answers are read as requests go (a duplex stream nobody reads can stall). */
+  async function writeOnce(blob: Parameters<ImageStore["writeBlob"]>[0], attempt: number): Promise<void> {
+    const abort = new AbortController();
+    let timer = setTimeout(() => abort.abort(), stallMs);
+    const progressed = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => abort.abort(), stallMs);
+    };
+    const stream = content.write({ ...call(30 * 60_000), abort: abort.signal });
+    const answers = (async () => {
+      for await (const _ of stream.responses) progressed(); // each request is acknowledged; the commit's answer comes last
+    })();
+    answers.catch(() => {}); // (its failure is the stream's status, awaited below)
+    const ref = attempt === 1 ? `bunlet-import-${blob.digest}` : `bunlet-import-${blob.digest}-${attempt}`;
+    const total = BigInt(blob.size);
+    let offset = 0n;
+    try {
+      for await (const data of blob.chunks()) {
+        await stream.requests.send({ action: WriteAction.WRITE, ref, total, expected: blob.digest, offset, data, labels: {} });
+        progressed();
+        offset += BigInt(data.length);
+      }
+      await stream.requests.send({ action: WriteAction.COMMIT, ref, total, expected: blob.digest, offset, data: new Uint8Array(0), labels: blob.labels });
+      await stream.requests.complete();
+      await answers;
+      await stream.status;
+    } catch (err) {
+      if (abort.signal.aborted) throw new StalledWriteError(blob.digest, stallMs, offset);
+      if (isAlreadyExists(err)) {
+        if (Object.keys(blob.labels).length) await store.addLabels(blob.digest, blob.labels);
+        return;
+      }
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   const descriptor = (d: ImportDescriptor) => ({ mediaType: d.mediaType, digest: d.digest, size: BigInt(d.size), annotations: {} });
 
-  return {
+  const store: ImageStore = {
     async imageTarget(name) {
       try {
         const t = (await images.get({ name }, call()).response).image?.target;
@@ -80,27 +120,15 @@ export function containerdImageStore(endpoint: string, opts: { timeoutMs?: numbe
       }
     },
     async writeBlob(blob) {
-      const stream = content.write(call(30 * 60_000));
-      const ref = `bunlet-import-${blob.digest}`;
-      const total = BigInt(blob.size);
-      let offset = 0n;
-      try {
-        for await (const data of blob.chunks()) {
-          await stream.requests.send({ action: WriteAction.WRITE, ref, total, expected: blob.digest, offset, data, labels: {} });
-          offset += BigInt(data.length);
+      // A write that stops moving is cut off and retried on a new ingest ref: once on a test node the
+      // stream stalled after the runtime was ready, and the agent, which preloads before anything else,
+      // never started its servers (scripts/vm's systemd node, 2026-11-24).
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await writeOnce(blob, attempt);
+        } catch (err) {
+          if (!(err instanceof StalledWriteError) || attempt >= WRITE_ATTEMPTS) throw err;
         }
-        await stream.requests.send({ action: WriteAction.COMMIT, ref, total, expected: blob.digest, offset, data: new Uint8Array(0), labels: blob.labels });
-        await stream.requests.complete();
-        for await (const _ of stream.responses) {
-          // Each request is acknowledged; the commit's answer comes last.
-        }
-        await stream.status;
-      } catch (err) {
-        if (isAlreadyExists(err)) {
-          if (Object.keys(blob.labels).length) await this.addLabels(blob.digest, blob.labels);
-          return;
-        }
-        throw err;
       }
     },
     async addLabels(digest, labels) {
@@ -132,4 +160,19 @@ export function containerdImageStore(endpoint: string, opts: { timeoutMs?: numbe
       transport.close();
     },
   };
+  return store;
+}
+
+/** How many Write streams one blob gets when they stall. */
+const WRITE_ATTEMPTS = 3;
+
+export class StalledWriteError extends Error {
+  override readonly name = "StalledWriteError";
+  constructor(
+    readonly digest: string,
+    readonly stallMs: number,
+    readonly offset: bigint,
+  ) {
+    super(`writing ${digest} into containerd's content store made no progress for ${stallMs / 1000} s (at byte ${offset})`);
+  }
 }
