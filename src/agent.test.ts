@@ -132,7 +132,8 @@ test("the whole agent runs a static pod and stops with no timer, watch or port l
     failed.then((err) => Promise.reject(err)),
   ]);
   expect(running.labels["io.kubernetes.pod.name"]).toBe("web-node1");
-  expect(api.nodes.has("node1")).toBe(true);
+  // Static pods start without waiting for the node's registration (as upstream's): the Node may come a moment later.
+  expect(await until("the node to register", () => api.nodes.has("node1") || undefined)).toBe(true);
   const mirror = await until("the mirror pod to report Running", () => {
     const pod = api.pods.get("default/web-node1") as { status?: { phase?: string } } | undefined;
     return pod?.status?.phase === "Running" ? pod : undefined;
