@@ -101,12 +101,6 @@ if [ "$MODE" = containerd2 ]; then
   fact mismatch-log "$(head -12 /tmp/mismatch.log | oneline) ... $(tail -8 /tmp/mismatch.log | oneline)"
 fi
 
-# The offline images, imported with containerd's ctr before the agent starts. Not the agent's
-# imagePreloadDir: on a fast boot the agent hung in it right after "container runtime ready" (no
-# image imported, no kubepods.slice, no read-only port: the CI failure), which this test is not about.
-for f in $P/images/*.tar; do ctr -n k8s.io images import "$f" >/dev/null 2>&1 || fact image-import "failed: $f"; done
-fact images "$(ctr -n k8s.io images ls -q | grep -c '^localhost/bunlet/')"
-
 # logind lets a delay lock hold a shutdown this long (the agent needs its grace periods: 15 s + 10 s).
 mkdir -p /etc/systemd/logind.conf.d
 printf '[Login]\nInhibitDelayMaxSec=40\n' >/etc/systemd/logind.conf.d/kubelet.conf
