@@ -87,17 +87,8 @@ import (
 GO
 
 "$GO" -C "$mod" mod download "k8s.io/kubernetes@$k8s_version" >&2 || die "go mod download failed"
-k8s_commit="$(go_origin k8s.io/kubernetes "$k8s_version" Hash)"
-k8s_date="$(go_origin k8s.io/kubernetes "$k8s_version" Time)"
-major="${k8s_version#v}"; major="${major%%.*}"
-minor="${k8s_version#v*.}"; minor="${minor%%.*}"
-# The version e2e.test reports, as the control plane's binaries (hack/lib/version.sh).
-ldflags="-s -w"
-for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X $p.gitVersion=$k8s_version -X $p.gitMajor=$major -X $p.gitMinor=$minor"
-  ldflags+=" -X $p.gitTreeState=clean -X $p.buildDate=${k8s_date:-1970-01-01T00:00:00Z}"
-  [[ -n "$k8s_commit" ]] && ldflags+=" -X $p.gitCommit=$k8s_commit"
-done
+# The version e2e.test reports, as the control plane's binaries.
+ldflags="$(go_k8s_ldflags "$k8s_version")"
 
 tmp="$(mktemp -d "$cache/$k8s_version/.tmp.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT

@@ -160,19 +160,8 @@ t=$(date +%s%N)
   || die "go mod download failed (is the Go module proxy reachable? GOPROXY=$("$GO" env GOPROXY))"
 log "release modules ready in $(ms "$t") ms"
 
-k8s_commit="$(go_origin k8s.io/kubernetes "$k8s_version" Hash)"
-k8s_date="$(go_origin k8s.io/kubernetes "$k8s_version" Time)"
 etcd_commit="$(go_origin go.etcd.io/etcd/server/v3 "$etcd_version" Hash)"
-major="${k8s_version#v}"; major="${major%%.*}"
-minor="${k8s_version#v*.}"; minor="${minor%%.*}"
-# As upstream's hack/lib/version.sh does, for component-base (servers,
-# kubelet) and client-go (kubectl's client side).
-ldflags="-s -w"
-for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X $p.gitVersion=$k8s_version -X $p.gitMajor=$major -X $p.gitMinor=$minor"
-  ldflags+=" -X $p.gitTreeState=clean -X $p.buildDate=${k8s_date:-1970-01-01T00:00:00Z}"
-  [[ -n "$k8s_commit" ]] && ldflags+=" -X $p.gitCommit=$k8s_commit"
-done
+ldflags="$(go_k8s_ldflags "$k8s_version")"
 [[ -n "$etcd_commit" ]] && ldflags+=" -X go.etcd.io/etcd/api/v3/version.GitSHA=${etcd_commit:0:7}"
 
 # One `go build` for every binary: shared packages compile once, and -p 2

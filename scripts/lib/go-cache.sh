@@ -87,3 +87,20 @@ go_module_binary() {
   exec 8>&-
   log "built $name in $(( ($(date +%s%N) - t) / 1000000 )) ms"
 }
+
+# go_k8s_ldflags VERSION: the -ldflags that stamp a Kubernetes release's version into
+# component-base (servers, kubelet, e2e.test) and client-go (kubectl's client side), as
+# upstream's hack/lib/version.sh does, with the commit and date from the module cache.
+go_k8s_ldflags() {
+  local version=$1 commit date major minor p flags="-s -w"
+  commit="$(go_origin k8s.io/kubernetes "$version" Hash)"
+  date="$(go_origin k8s.io/kubernetes "$version" Time)"
+  major="${version#v}"; major="${major%%.*}"
+  minor="${version#v*.}"; minor="${minor%%.*}"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X $p.gitVersion=$version -X $p.gitMajor=$major -X $p.gitMinor=$minor"
+    flags+=" -X $p.gitTreeState=clean -X $p.buildDate=${date:-1970-01-01T00:00:00Z}"
+    [[ -n "$commit" ]] && flags+=" -X $p.gitCommit=$commit"
+  done
+  echo "$flags"
+}
