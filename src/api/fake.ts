@@ -181,18 +181,26 @@ export class FakeKubeApi implements KubeApi {
     this.enter("patchPodStatus", [namespace, name, patch]);
     const pod = this.pods.get(`${namespace}/${name}`);
     if (!pod) throw new ApiError("NotFound", 404, "PATCH", `pods/${name}/status`, "not found");
-    // A strategic merge patch, as the agent sends: conditions merge by type (PodStatus' patchMergeKey), the rest replaces.
-    const before = (pod.status ?? {}) as { conditions?: { type: string }[] };
-    const change = (patch as { status: { conditions?: { type: string }[] } }).status;
+    // A strategic merge patch, as the API server applies it: conditions merge by type, podIPs and hostIPs
+    // by ip (PodStatus' patchMergeKeys; a `{$patch: "replace"}` element replaces the list), the rest replaces.
+    const before = (pod.status ?? {}) as Record<string, unknown>;
+    const change = (patch as { status: Record<string, unknown> }).status;
     const status = { ...before, ...change };
-    if (change.conditions) {
-      const merged = [...(before.conditions ?? [])];
-      for (const c of change.conditions) {
-        const i = merged.findIndex((m) => m.type === c.type);
+    for (const [field, key] of [
+      ["conditions", "type"],
+      ["podIPs", "ip"],
+      ["hostIPs", "ip"],
+    ] as const) {
+      const items = change[field] as Record<string, unknown>[] | undefined;
+      if (!items) continue;
+      const replace = items.some((c) => c["$patch"] === "replace");
+      const merged = replace ? [] : [...((before[field] as Record<string, unknown>[] | undefined) ?? [])];
+      for (const c of items.filter((c) => c["$patch"] === undefined)) {
+        const i = merged.findIndex((m) => m[key] === c[key]);
         if (i >= 0) merged[i] = c;
         else merged.push(c);
       }
-      status.conditions = merged;
+      status[field] = merged;
     }
     return this.putPod({ ...pod, status });
   }

@@ -166,6 +166,28 @@ describe("two writers of the pod's conditions", () => {
   });
 });
 
+describe("the pod's addresses in a strategic merge patch", () => {
+  test("a sandbox back with another IP replaces the API's podIPs and hostIPs instead of merging with them (the API refuses two)", async () => {
+    const api = new FakeKubeApi();
+    const stored = api.putPod(pod as never);
+    let hostIPs = ["192.0.2.1"];
+    const manager = new ApiStatusManager({ api, hostIPs: () => hostIPs, clock: new FakeClock(), logger: memoryLogger().logger });
+    const settle = async () => {
+      for (let i = 0; i < 10; i++) await Bun.sleep(0);
+    };
+    const p = { ...pod, metadata: { ...pod.metadata, uid: stored.metadata!.uid } } as Pod;
+    manager.set(p, view("Running", true));
+    await settle();
+    // After a reboot: a new sandbox, a new address; the node's address changed too.
+    hostIPs = ["192.0.2.9"];
+    manager.set(p, { ...view("Running", true), podIP: "10.1.0.9", podIPs: [{ ip: "10.1.0.9" }] });
+    await settle();
+    const status = api.pods.get("default/web")!.status as ApiPodStatus;
+    expect(status.podIPs).toEqual([{ ip: "10.1.0.9" }]);
+    expect(status.hostIPs).toEqual([{ ip: "192.0.2.9" }]);
+  });
+});
+
 describe("ApiStatusManager", () => {
   const settle = async () => {
     for (let i = 0; i < 10; i++) await Bun.sleep(0);

@@ -306,7 +306,7 @@ export class ApiStatusManager implements StatusSink, AsyncDisposable {
           // Only the agent's own conditions: the strategic merge keeps other writers' (readiness gates',
           // DisruptionTarget) as the API server has them, even when they changed after this status was computed.
           const own = status.conditions.filter((c) => isKubeletCondition(c.type));
-          await api.patchPodStatus(ns, name, { metadata: { uid: targetUid }, status: { ...status, conditions: own } });
+          await api.patchPodStatus(ns, name, { metadata: { uid: targetUid }, status: replacingAddressLists({ ...status, conditions: own }) });
           entry.sent = status;
           if (entry.pending === status) entry.pending = undefined;
           logger.v(3).info("pod status patched", { pod: `${ns}/${name}`, phase: status.phase });
@@ -355,4 +355,18 @@ function sameForeign(sent: ApiPodStatus, api: Partial<ApiPodStatus>): boolean {
 function sameStatus(a: ApiPodStatus, b: ApiPodStatus): boolean {
   const strip = (s: ApiPodStatus) => JSON.stringify({ ...s, conditions: s.conditions?.map(({ lastProbeTime: _, ...c }) => c) });
   return strip(a) === strip(b);
+}
+
+/**
+ * The strategic merge patch merges `podIPs` and `hostIPs` by ip (PodStatus' patchMergeKey), so a pod
+ * whose sandbox came back with another address would list both, which the API server refuses (422,
+ * "status.podIPs: Invalid value"). They are the agent's alone: each replaces the API's list.
+ */
+function replacingAddressLists(status: ApiPodStatus): ApiPodStatus {
+  const patch: ApiPodStatus = { ...status };
+  for (const field of ["podIPs", "hostIPs"]) {
+    const list = status[field];
+    if (Array.isArray(list)) patch[field] = [...list, { $patch: "replace" }];
+  }
+  return patch;
 }
