@@ -182,7 +182,8 @@ export class FakeKubeApi implements KubeApi {
     const pod = this.pods.get(`${namespace}/${name}`);
     if (!pod) throw new ApiError("NotFound", 404, "PATCH", `pods/${name}/status`, "not found");
     // A strategic merge patch, as the API server applies it: conditions merge by type, podIPs and hostIPs
-    // by ip (PodStatus' patchMergeKeys; a `{$patch: "replace"}` element replaces the list), the rest replaces.
+    // by ip (PodStatus' patchMergeKeys; a `{$patch: "replace"}` element replaces the list, a `{<key>, $patch:
+    // "delete"}` one removes that element), the rest replaces.
     const before = (pod.status ?? {}) as Record<string, unknown>;
     const change = (patch as { status: Record<string, unknown> }).status;
     const status = { ...before, ...change };
@@ -194,7 +195,9 @@ export class FakeKubeApi implements KubeApi {
       const items = change[field] as Record<string, unknown>[] | undefined;
       if (!items) continue;
       const replace = items.some((c) => c["$patch"] === "replace");
-      const merged = replace ? [] : [...((before[field] as Record<string, unknown>[] | undefined) ?? [])];
+      let merged = replace ? [] : [...((before[field] as Record<string, unknown>[] | undefined) ?? [])];
+      const deleted = new Set(items.filter((c) => c["$patch"] === "delete").map((c) => c[key]));
+      merged = merged.filter((m) => !deleted.has(m[key]));
       for (const c of items.filter((c) => c["$patch"] === undefined)) {
         const i = merged.findIndex((m) => m[key] === c[key]);
         if (i >= 0) merged[i] = c;

@@ -188,6 +188,26 @@ describe("the pod's addresses in a strategic merge patch", () => {
   });
 });
 
+describe("an own condition that ends", () => {
+  test("PodResizePending, gone from the status once the resize is applied, is removed from the API's pod (a merge by type alone keeps it)", async () => {
+    const api = new FakeKubeApi();
+    const stored = api.putPod(pod as never);
+    const manager = new ApiStatusManager({ api, hostIPs: () => [], clock: new FakeClock(), logger: memoryLogger().logger });
+    const settle = async () => {
+      for (let i = 0; i < 10; i++) await Bun.sleep(0);
+    };
+    const p = { ...pod, metadata: { ...pod.metadata, uid: stored.metadata!.uid } } as Pod;
+    manager.set(p, { ...view("Running", true), resize: { pending: { reason: "Deferred", message: "Node didn't have enough capacity" } } } as PodStatusView);
+    await settle();
+    const types = () => (api.pods.get("default/web")!.status as ApiPodStatus).conditions.map((c) => c.type);
+    expect(types()).toContain("PodResizePending");
+    manager.set(p, view("Running", true));
+    await settle();
+    expect(types()).not.toContain("PodResizePending");
+    expect(types()).toContain("Ready");
+  });
+});
+
 describe("ApiStatusManager", () => {
   const settle = async () => {
     for (let i = 0; i < 10; i++) await Bun.sleep(0);

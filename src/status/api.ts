@@ -306,7 +306,11 @@ export class ApiStatusManager implements StatusSink, AsyncDisposable {
           // Only the agent's own conditions: the strategic merge keeps other writers' (readiness gates',
           // DisruptionTarget) as the API server has them, even when they changed after this status was computed.
           const own = status.conditions.filter((c) => isKubeletCondition(c.type));
-          await api.patchPodStatus(ns, name, { metadata: { uid: targetUid }, status: replacingAddressLists({ ...status, conditions: own }) });
+          // A merge by type never removes: an own condition the API has and this status has not (PodResizePending
+          // once the resize is done) goes with a delete directive, as upstream's two-way patch does.
+          const sentTypes = (entry.sent?.conditions ?? []).map((c) => c.type).filter((t) => isKubeletCondition(t) && !own.some((c) => c.type === t));
+          const removed = [...new Set(sentTypes)].map((type) => ({ type, $patch: "delete" }) as unknown as PodCondition);
+          await api.patchPodStatus(ns, name, { metadata: { uid: targetUid }, status: replacingAddressLists({ ...status, conditions: [...own, ...removed] }) });
           entry.sent = status;
           if (entry.pending === status) entry.pending = undefined;
           logger.v(3).info("pod status patched", { pod: `${ns}/${name}`, phase: status.phase });
