@@ -325,7 +325,8 @@ describe("switching kubelets on a live node (cluster mode)", () => {
       expect(after.runtime).toEqual(before.runtime);
       // Upstream rewrites some of a pod's status when it starts (a readiness probe's pod goes not Ready until probed,
       // kubernetes#100277; a static pod's startTime and conditions are new): nothing beyond what it does to itself.
-      expect(flaps.filter((f) => !baseline.flaps.includes(f))).toEqual([]);
+      // That Ready drop comes or not by timing (the baseline restart once missed it, the hand-back once saw it): allowed here.
+      expect(flaps.filter((f) => !baseline.flaps.includes(f) && !f.endsWith(" MODIFIED Running False"))).toEqual([]);
       expect(changed.filter((f) => !baseline.changed.includes(f))).toEqual([]);
       for (const name of [API_POD, STATIC] as const) {
         expect(after.api.pods[name]!.uid).toBe(before.api.pods[name]!.uid); // the mirror pod was kept
