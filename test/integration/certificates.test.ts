@@ -11,6 +11,7 @@ import { createCertificate, generateEcKey } from "../../src/certificates/x509.ts
 import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { startTogether } from "../harness/together.ts";
 
 let cp: ControlPlaneHandle;
 let ctdBoot: ContainerdHandle;
@@ -31,7 +32,7 @@ const ready = async (node: string) => {
 
 beforeAll(async () => {
   requireRoot();
-  [cp, ctdBoot, ctdRotate] = await Promise.all([startControlPlane({ name: "certs" }), startContainerd({ name: "boot" }), startContainerd({ name: "rotate" })]);
+  [cp, ctdBoot, ctdRotate] = await startTogether([startControlPlane({ name: "certs" }), startContainerd({ name: "boot" }), startContainerd({ name: "rotate" })]);
   // The token, and the RBAC for bootstrap and for renewals (selfnodeclient), as kubeadm sets them up.
   const proc = Bun.spawnSync(["bash", join(import.meta.dir, "../../scripts/controlplane/bootstrap-token.sh"), cp.dir], { stderr: "pipe" });
   if (proc.exitCode !== 0) throw new Error(`bootstrap-token.sh: ${proc.stderr}`);

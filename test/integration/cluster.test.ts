@@ -12,6 +12,7 @@ import { eventually, freePort, startAgent, type AgentHandle } from "../harness/a
 import { issueCertificate } from "../harness/pki.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { startTogether } from "../harness/together.ts";
 
 const NODE = "it-node";
 let ctd: ContainerdHandle;
@@ -37,7 +38,7 @@ const containerIds = async () =>
 
 beforeAll(async () => {
   requireRoot();
-  [ctd, cp] = await Promise.all([startContainerd({ name: "cluster" }), startControlPlane({ name: "cluster", nodeMonitorGracePeriod: "20s" })]);
+  [ctd, cp] = await startTogether([startContainerd({ name: "cluster" }), startControlPlane({ name: "cluster", nodeMonitorGracePeriod: "20s" })]);
   cri = createCriClient({ endpoint: ctd.endpoint, logger: createLogger({ verbosity: 0 }) });
   const kubeconfig = await cp.nodeKubeconfig(NODE);
   // A serving certificate for 10250 signed by the cluster CA; the API server reaches the node at 127.0.0.1.

@@ -11,6 +11,7 @@ import { eventually, explainFailure, freePort, startAgent, type AgentHandle } fr
 import { issueCertificate } from "../harness/pki.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { startTogether } from "../harness/together.ts";
 
 const NODE = "conformance-node";
 let ctd: ContainerdHandle;
@@ -32,7 +33,7 @@ const explained = <T>(body: () => Promise<T>) => explainFailure(body, () => agen
 
 beforeAll(async () => {
   requireRoot();
-  [ctd, cp] = await Promise.all([startContainerd({ name: "conformance" }), startControlPlane({ name: "conformance" })]);
+  [ctd, cp] = await startTogether([startContainerd({ name: "conformance" }), startControlPlane({ name: "conformance" })]);
   cri = createCriClient({ endpoint: ctd.endpoint, logger: createLogger({ verbosity: 0 }) });
   const kubeconfig = await cp.nodeKubeconfig(NODE);
   // A serving certificate the API server trusts: `kubectl logs` goes through it to 10250.

@@ -14,6 +14,7 @@ import type { Subprocess } from "bun";
 import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { startTogether } from "../harness/together.ts";
 
 const NODE = "csi-node";
 const DRIVER = "io.kubernetes.storage.mock";
@@ -82,7 +83,7 @@ const gone = (name: string) => eventually(`pod ${name} gone`, async () => (await
 beforeAll(async () => {
   requireRoot();
   const binary = csiMockBinary();
-  [ctd, cp] = await Promise.all([startContainerd({ name: "csi" }), startControlPlane({ name: "csi" })]);
+  [ctd, cp] = await startTogether([startContainerd({ name: "csi" }), startControlPlane({ name: "csi" })]);
   agent = await startAgent(ctd, { nodeName: NODE, extraArgs: [`--kubeconfig=${await cp.nodeKubeconfig(NODE)}`, "--node-ip=127.0.0.1"] });
   root = join(agent.dir, "root");
   await apply({

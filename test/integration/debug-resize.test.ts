@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { startTogether } from "../harness/together.ts";
 import { detectCgroupLayout, nodeCgroupFs } from "../../src/cgroups/index.ts";
 
 const NODE = "debug-node";
@@ -25,7 +26,7 @@ const kubectlArgv = (...args: string[]) => [join(cp.binDir, "kubectl"), "--kubec
 
 beforeAll(async () => {
   requireRoot();
-  [ctd, cp] = await Promise.all([startContainerd({ name: "debug-resize" }), startControlPlane({ name: "debug-resize" })]);
+  [ctd, cp] = await startTogether([startContainerd({ name: "debug-resize" }), startControlPlane({ name: "debug-resize" })]);
   const kubeconfig = await cp.nodeKubeconfig(NODE);
   agent = await startAgent(ctd, {
     nodeName: NODE,

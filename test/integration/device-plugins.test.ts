@@ -15,6 +15,7 @@ import { dialUnix } from "../../src/util/grpc.ts";
 import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { startTogether } from "../harness/together.ts";
 
 const NODE = "dp-node";
 const RESOURCE = "example.com/resource";
@@ -96,7 +97,7 @@ let kubeletPort: number;
 beforeAll(async () => {
   requireRoot();
   binary = samplePluginBinary();
-  [ctd, cp] = await Promise.all([startContainerd({ name: "devices" }), startControlPlane({ name: "devices" })]);
+  [ctd, cp] = await startTogether([startContainerd({ name: "devices" }), startControlPlane({ name: "devices" })]);
   kubeletPort = await freePort();
   agent = await startAgent(ctd, {
     nodeName: NODE,

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { startTogether } from "../harness/together.ts";
 
 const NODE = "evict-node";
 let ctd: ContainerdHandle;
@@ -22,7 +23,7 @@ const getJson = async (...args: string[]): Promise<any> => {
 
 beforeAll(async () => {
   requireRoot();
-  [ctd, cp] = await Promise.all([startContainerd({ name: "evict" }), startControlPlane({ name: "evict" })]);
+  [ctd, cp] = await startTogether([startContainerd({ name: "evict" }), startControlPlane({ name: "evict" })]);
   const small = join(ctd.dir, "small-nodefs"); // under the harness dir: its purge unmounts it
   mkdirSync(small, { recursive: true });
   const mount = Bun.spawnSync(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", small]);

@@ -21,6 +21,7 @@ import { createLogger } from "../../src/util/log.ts";
 import { eventually, explainFailure, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { startTogether } from "../harness/together.ts";
 
 const NODE = "fault-node";
 let ctd: ContainerdHandle;
@@ -118,7 +119,7 @@ const explained = (body: () => Promise<void>) =>
 
 beforeAll(async () => {
   requireRoot();
-  [ctd, cp] = await Promise.all([startContainerd({ name: "faults" }), startControlPlane({ name: "faults", nodeMonitorGracePeriod: "20s" })]);
+  [ctd, cp] = await startTogether([startContainerd({ name: "faults" }), startControlPlane({ name: "faults", nodeMonitorGracePeriod: "20s" })]);
   cri = createCriClient({ endpoint: ctd.endpoint, logger: createLogger({ verbosity: 0 }) });
   const kubeconfig = await cp.nodeKubeconfig(NODE);
   agent = await startAgent(ctd, { nodeName: NODE, extraArgs: [`--kubeconfig=${kubeconfig}`, "--node-ip=127.0.0.1"], extraConfig: { fileCheckFrequency: "2s" } });

@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { BUSYBOX_IMAGE, PAUSE_IMAGE, type ContainerdHandle, ownCgroup, requireRoot, startContainerd } from "../harness/containerd.ts";
+import { startTogether } from "../harness/together.ts";
 
 async function ctr(h: ContainerdHandle, ...args: string[]): Promise<string> {
   const proc = Bun.spawn(["ctr", "-a", h.socket, "-n", "k8s.io", ...args], { stdout: "pipe", stderr: "pipe" });
@@ -29,7 +30,7 @@ describe("containerd harness", () => {
   beforeAll(async () => {
     requireRoot();
     // Two at once: tests in parallel files each get their own instance.
-    [a, b] = await Promise.all([startContainerd({ name: "ha" }), startContainerd({ name: "hb" })]);
+    [a, b] = await startTogether([startContainerd({ name: "ha" }), startContainerd({ name: "hb" })]);
   });
   afterAll(async () => {
     await Promise.all([a?.stop(), b?.stop()]);

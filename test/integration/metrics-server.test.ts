@@ -13,6 +13,7 @@ import type { Subprocess } from "bun";
 import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { startTogether } from "../harness/together.ts";
 
 const NODE = "top-node";
 let ctd: ContainerdHandle;
@@ -51,7 +52,7 @@ const apply = async (obj: unknown) => {
 beforeAll(async () => {
   requireRoot();
   const binary = metricsServerBinary();
-  [ctd, cp] = await Promise.all([startContainerd({ name: "top" }), startControlPlane({ name: "top", apiServerArgs: ["--enable-aggregator-routing=true"] })]);
+  [ctd, cp] = await startTogether([startContainerd({ name: "top" }), startControlPlane({ name: "top", apiServerArgs: ["--enable-aggregator-routing=true"] })]);
   agent = await startAgent(ctd, {
     nodeName: NODE,
     extraArgs: [`--kubeconfig=${await cp.nodeKubeconfig(NODE)}`, "--node-ip=127.0.0.1"],

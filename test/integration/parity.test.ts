@@ -11,6 +11,7 @@ import { eventually, freePort, startAgent, type AgentHandle } from "../harness/a
 import { issueCertificate } from "../harness/pki.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { startTogether } from "../harness/together.ts";
 
 const NODE = "parity-node";
 let ctd: ContainerdHandle;
@@ -48,7 +49,7 @@ const adminTls = () => {
 
 beforeAll(async () => {
   requireRoot();
-  [ctd, cp] = await Promise.all([startContainerd({ name: "parity" }), startControlPlane({ name: "parity" })]);
+  [ctd, cp] = await startTogether([startContainerd({ name: "parity" }), startControlPlane({ name: "parity" })]);
   cri = createCriClient({ endpoint: ctd.endpoint, logger: createLogger({ verbosity: 0 }) });
   const kubeconfig = await cp.nodeKubeconfig(NODE);
   const pki = join(cp.dir, "pki");

@@ -12,6 +12,7 @@ import type { Subprocess } from "bun";
 import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { startTogether } from "../harness/together.ts";
 
 const NODE = "pv-node";
 const NS = "local-path-storage";
@@ -61,7 +62,7 @@ beforeAll(async () => {
   requireRoot();
   const binary = provisionerBinary();
   kubeletPort = await freePort();
-  [ctd, cp] = await Promise.all([startContainerd({ name: "pv" }), startControlPlane({ name: "pv" })]);
+  [ctd, cp] = await startTogether([startContainerd({ name: "pv" }), startControlPlane({ name: "pv" })]);
   agent = await startAgent(ctd, {
     nodeName: NODE,
     extraArgs: [`--kubeconfig=${await cp.nodeKubeconfig(NODE)}`, "--node-ip=127.0.0.1"],

@@ -19,6 +19,7 @@ import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
 import { startRegistry } from "../harness/registry.ts";
+import { startTogether } from "../harness/together.ts";
 import { podRef } from "../../src/pods/identity.ts";
 
 const NODE = "sem-node";
@@ -46,7 +47,7 @@ const running = (name: string) => eventually(`${name} running`, async () => ((aw
 
 beforeAll(async () => {
   requireRoot();
-  [ctd, cp] = await Promise.all([startContainerd({ name: "semantics" }), startControlPlane({ name: "semantics" })]);
+  [ctd, cp] = await startTogether([startContainerd({ name: "semantics" }), startControlPlane({ name: "semantics" })]);
   cri = createCriClient({ endpoint: ctd.endpoint, logger: createLogger({ verbosity: 0 }) });
   const kubeconfig = await cp.nodeKubeconfig(NODE);
   agent = await startAgent(ctd, {

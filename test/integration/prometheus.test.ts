@@ -16,6 +16,7 @@ import type { Subprocess } from "bun";
 import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { startTogether } from "../harness/together.ts";
 
 const NODE = "prom-node";
 const SCRAPE_SECONDS = 2;
@@ -52,7 +53,7 @@ const logTail = () => readFileSync(promLog, "utf8").split("\n").slice(-20).join(
 beforeAll(async () => {
   requireRoot();
   if (!Bun.which("prometheus")) throw new Error("prometheus is not installed: run scripts/setup.sh");
-  [ctd, cp] = await Promise.all([startContainerd({ name: "prom" }), startControlPlane({ name: "prom" })]);
+  [ctd, cp] = await startTogether([startContainerd({ name: "prom" }), startControlPlane({ name: "prom" })]);
   const kubeletPort = await freePort();
   agent = await startAgent(ctd, {
     nodeName: NODE,

@@ -14,6 +14,7 @@ import { eventually, freePort, startAgent, type AgentHandle } from "../harness/a
 import { issueCertificate, openssl } from "../harness/pki.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { startTogether } from "../harness/together.ts";
 
 const NODE = "authz-node";
 let ctd: ContainerdHandle;
@@ -95,7 +96,7 @@ const ENDPOINTS: Endpoint[] = [
 
 beforeAll(async () => {
   requireRoot();
-  [ctd, cp] = await Promise.all([startContainerd({ name: "authz" }), startControlPlane({ name: "authz" })]);
+  [ctd, cp] = await startTogether([startContainerd({ name: "authz" }), startControlPlane({ name: "authz" })]);
   pki = join(cp.dir, "pki");
   // A user the cluster knows but who has no RBAC rights.
   issueCertificate({ caDir: pki, outDir: pki, name: "nobody", subject: "/CN=nobody", usage: "clientAuth" });

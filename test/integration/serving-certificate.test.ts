@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { startTogether } from "../harness/together.ts";
 
 const NODE = "serving-node";
 let ctd: ContainerdHandle;
@@ -38,7 +39,7 @@ const handshake = () =>
 
 beforeAll(async () => {
   requireRoot();
-  [ctd, cp] = await Promise.all([startContainerd({ name: "serving" }), startControlPlane({ name: "serving" })]);
+  [ctd, cp] = await startTogether([startContainerd({ name: "serving" }), startControlPlane({ name: "serving" })]);
   kubeletPort = await freePort();
   agent = await startAgent(ctd, {
     nodeName: NODE,

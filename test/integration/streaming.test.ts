@@ -13,6 +13,7 @@ import { eventually, freePort, startAgent, type AgentHandle } from "../harness/a
 import { issueCertificate } from "../harness/pki.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { startTogether } from "../harness/together.ts";
 
 const NODE = "stream-node";
 let ctd: ContainerdHandle;
@@ -66,7 +67,7 @@ async function rawGet(path: string, who: string): Promise<{ status: number; body
 
 beforeAll(async () => {
   requireRoot();
-  [ctd, cp] = await Promise.all([startContainerd({ name: "streaming" }), startControlPlane({ name: "streaming" })]);
+  [ctd, cp] = await startTogether([startContainerd({ name: "streaming" }), startControlPlane({ name: "streaming" })]);
   const kubeconfig = await cp.nodeKubeconfig(NODE);
   pki = join(cp.dir, "pki");
   // A user the cluster knows but who has no RBAC rights (so no nodes/proxy).

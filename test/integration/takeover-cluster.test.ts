@@ -21,6 +21,7 @@ import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/
 import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
 import { issueCertificate } from "../harness/pki.ts";
 import { startUpstreamKubelet, type UpstreamKubeletHandle } from "../harness/upstream-kubelet.ts";
+import { startTogether } from "../harness/together.ts";
 
 const NODE = "swap-cluster";
 const STATIC = `static-web-${NODE}`;
@@ -189,7 +190,7 @@ const throughResyncs = () => Bun.sleep(20_000);
 
 beforeAll(async () => {
   requireRoot();
-  [ctd, cp] = await Promise.all([startContainerd({ name: "takeover-cl" }), startControlPlane({ name: "takeover", nodeMonitorGracePeriod: "20s" })]);
+  [ctd, cp] = await startTogether([startContainerd({ name: "takeover-cl" }), startControlPlane({ name: "takeover", nodeMonitorGracePeriod: "20s" })]);
   cri = createCriClient({ endpoint: ctd.endpoint, logger: createLogger({ verbosity: 0 }) });
   kubeconfig = await cp.nodeKubeconfig(NODE);
   const pki = join(cp.dir, "pki");

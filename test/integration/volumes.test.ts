@@ -11,6 +11,7 @@ import { createLogger } from "../../src/util/log.ts";
 import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
+import { startTogether } from "../harness/together.ts";
 
 const NODE = "vol-node";
 let ctd: ContainerdHandle;
@@ -73,7 +74,7 @@ const eventMessages = async (pod: string, reason: string): Promise<string[]> => 
 
 beforeAll(async () => {
   requireRoot();
-  [ctd, cp] = await Promise.all([startContainerd({ name: "volumes" }), startControlPlane({ name: "volumes" })]);
+  [ctd, cp] = await startTogether([startContainerd({ name: "volumes" }), startControlPlane({ name: "volumes" })]);
   cri = createCriClient({ endpoint: ctd.endpoint, logger: createLogger({ verbosity: 0 }) });
   hostDir = join(ctd.dir, "host");
   mkdirSync(join(hostDir, "a-dir"), { recursive: true });
