@@ -53,6 +53,7 @@ import { cadvisorMetrics, machineFactsFromSpec } from "./metrics/cadvisor.ts";
 import { podDirs } from "./pods/dirs.ts";
 import { CriPodRuntime } from "./runtime/manager.ts";
 import { PullQueue } from "./runtime/pull-queue.ts";
+import { Backoff } from "./runtime/backoff.ts";
 import { readHostDns } from "./runtime/dns.ts";
 import { healthzApp, syncLoopCheck } from "./server/healthz.ts";
 import { readOnlyApp } from "./server/readonly.ts";
@@ -75,8 +76,8 @@ import { PodHost } from "./sync/pod-host.ts";
 import { PodWorkersView } from "./sync/view.ts";
 import { createVolumeManager } from "./volumes/wire.ts";
 import type { Mounter } from "./volumes/mount.ts";
-import { serviceEnvFrom, WatchedServices } from "./services/index.ts";
-import { ApiRuntimeClasses } from "./runtimeclass/index.ts";
+import { noServiceEnv, serviceEnvFrom, WatchedServices } from "./services/index.ts";
+import { ApiRuntimeClasses, defaultRuntimeClasses } from "./runtimeclass/index.ts";
 import { recordFirstSnapshots, runOnce, type RunOnceReport } from "./runonce/index.ts";
 import { OomWatcher, tryOpenKmsg } from "./oom/index.ts";
 import { NodeShutdownManager, shutdownGroups, type ShutdownTrigger } from "./shutdown/index.ts";
@@ -374,45 +375,53 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
         }
       : {}),
   });
+  // The runtime facade: the CRI, where sandbox and container configs come from, and what decides a start.
+  const crashLoop = Backoff.crashLoop(clock);
   const runtime = new CriPodRuntime({
     cri,
-    host: podHost,
-    ...(allocation ? { resize: allocation } : {}),
-    devices,
-    ...(services ? { serviceEnv: serviceEnvFrom(services) } : {}),
-    ...(cluster ? { runtimeClasses: new ApiRuntimeClasses({ api: cluster.api, clock }) } : {}),
     clock,
     logger,
     recorder,
-    unhealthy: (uid) => restarts.unhealthy(uid),
     metrics,
-    containerResources: (pod, container) => {
-      const cpusetCpus = cpuManager.cpusetFor(pod, container);
-      const base = containerLinuxResources(pod, container, {
-        memoryCapacityBytes: machine.memoryBytes,
-        cpuCFSQuota: k.cpuCFSQuota,
-        cpuCFSQuotaPeriodUs: k.cpuCFSQuotaPeriod * 1000,
-      });
-      return {
-        ...base,
-        ...(cpusetCpus ? { cpusetCpus } : {}),
-        ...containerSwapResources(k.memorySwap.swapBehavior, pod, container, base.memoryLimitInBytes, swapHost),
-      };
+    host: podHost,
+    config: {
+      node: {
+        podLogsDir: k.podLogsDir,
+        podsCgroupParent,
+        hostDns: readHostDns(k.resolvConf, logger),
+        resolvConfDisabled: k.resolvConf === "",
+        clusterDns: k.clusterDNS,
+        clusterDomain: k.clusterDomain,
+        seccompProfileRoot: posix.join(config.rootDir, "seccomp"),
+        seccompDefault: k.seccompDefault,
+      },
+      hostIP,
+      resources: (pod, container) => {
+        const cpusetCpus = cpuManager.cpusetFor(pod, container);
+        const base = containerLinuxResources(pod, container, {
+          memoryCapacityBytes: machine.memoryBytes,
+          cpuCFSQuota: k.cpuCFSQuota,
+          cpuCFSQuotaPeriodUs: k.cpuCFSQuotaPeriod * 1000,
+        });
+        return {
+          ...base,
+          ...(cpusetCpus ? { cpusetCpus } : {}),
+          ...containerSwapResources(k.memorySwap.swapBehavior, pod, container, base.memoryLimitInBytes, swapHost),
+        };
+      },
+      podObjects, // env references and pull secrets read the same watched cache as volumes
+      nodeAllocatable: () => ({ cpuMilli: nodeAllocatable.cpu, memoryBytes: nodeAllocatable.memory, ephemeralStorageBytes: nodeAllocatable["ephemeral-storage"] }),
+      serviceEnv: services ? serviceEnvFrom(services) : noServiceEnv,
+      runtimeClasses: cluster ? new ApiRuntimeClasses({ api: cluster.api, clock }) : defaultRuntimeClasses,
+      devices,
     },
-    node: {
-      podLogsDir: k.podLogsDir,
-      podsCgroupParent,
-      hostDns: readHostDns(k.resolvConf, logger),
-      resolvConfDisabled: k.resolvConf === "",
-      clusterDns: k.clusterDNS,
-      clusterDomain: k.clusterDomain,
-      seccompProfileRoot: posix.join(config.rootDir, "seccomp"),
-      seccompDefault: k.seccompDefault,
+    start: {
+      crashLoop,
+      imagePulls: Backoff.crashLoop(clock),
+      pullQueue: PullQueue.fromConfig(k.serializeImagePulls, k.maxParallelImagePulls, { qps: k.registryPullQPS, burst: k.registryBurst, now: () => clock.now() }),
+      unhealthy: (uid) => restarts.unhealthy(uid),
+      resize: allocation,
     },
-    ...(hostIP ? { hostIP } : {}),
-    podObjects, // env references and pull secrets read the same watched cache as volumes
-    pullQueue: PullQueue.fromConfig(k.serializeImagePulls, k.maxParallelImagePulls, { qps: k.registryPullQPS, burst: k.registryBurst, now: () => clock.now() }),
-    nodeAllocatable: () => ({ cpuMilli: nodeAllocatable.cpu, memoryBytes: nodeAllocatable.memory, ephemeralStorageBytes: nodeAllocatable["ephemeral-storage"] }),
   });
 
   // Node resources: stats every 10s feed eviction; images and logs are collected and rotated.
@@ -543,7 +552,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
       workers,
       pleg,
       runtime,
-      backoff: runtime.crashLoop,
+      backoff: crashLoop,
       clock,
       logger,
       ...(mirrors ? { mirrors } : {}),

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { FakeCri } from "../cri/fake.ts";
 import { podLabels } from "../runtime/labels.ts";
 import { CriPodRuntime } from "../runtime/manager.ts";
+import { testRuntimeOptions } from "../runtime/testing.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import type { PlegEvent } from "./diff.ts";
@@ -20,13 +21,15 @@ function setup() {
   const clock = new FakeClock();
   const cri = new FakeCri({ clock, images: [BUSYBOX] });
   const { logger } = memoryLogger();
-  const runtime = new CriPodRuntime({
-    cri,
-    clock,
-    logger,
-    node: { podLogsDir: logs, podsCgroupParent: "/test", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
-    host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test", clusterDomain: "" }),
-  });
+  const runtime = new CriPodRuntime(
+    testRuntimeOptions({
+      cri,
+      clock,
+      logger,
+      node: { podLogsDir: logs, podsCgroupParent: "/test", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+      host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test", clusterDomain: "" }),
+    }),
+  );
   const pleg = new EventedPleg({ runtime, cri, clock, logger });
   const seen: PlegEvent[] = [];
   const relists = () => cri.callsOf("listPodSandbox").length;

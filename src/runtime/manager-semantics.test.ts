@@ -11,7 +11,9 @@ import { podDirs } from "../pods/dirs.ts";
 import type { Pod } from "../pods/schema.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
-import { CriPodRuntime, type CriPodRuntimeOptions } from "./manager.ts";
+import { CriPodRuntime } from "./manager.ts";
+import type { ContainerConfigSources, StartPolicy } from "./options.ts";
+import { testRuntimeOptions } from "./testing.ts";
 import { podRef } from "../pods/identity.ts";
 
 let dir: string;
@@ -23,23 +25,33 @@ const pod = (container: Partial<Pod["spec"]["containers"][number]> = {}, spec: P
   spec: { containers: [{ name: "app", image: "busybox:1.0", ...container }], ...spec },
 });
 
-function setup(over: Partial<CriPodRuntimeOptions> = {}, nodeHostsPath?: string) {
-  const clock = new FakeClock();
-  const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
+interface Over {
+  cri?: FakeCri;
+  clock?: FakeClock;
+  config?: Partial<ContainerConfigSources>;
+  start?: Partial<StartPolicy>;
+}
+
+function setup(over: Over = {}, nodeHostsPath?: string) {
+  const clock = over.clock ?? new FakeClock();
+  const cri = over.cri ?? new FakeCri({ clock, images: ["busybox:1.0"] });
   const events: string[] = [];
   const host = PodHost.forNode(
     { podLogsDir: join(dir, "logs"), podsCgroupParent: "", clusterDomain: "cluster.local" },
     { podDirs: podDirs(join(dir, "root")), random: () => 0.5, ...(nodeHostsPath ? { nodeHostsPath } : {}) },
   );
-  const runtime = new CriPodRuntime({
-    cri,
-    clock,
-    logger: memoryLogger().logger,
-    node: { podLogsDir: join(dir, "logs"), podsCgroupParent: "", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "cluster.local" },
-    host,
-    recorder: { event: (_ref, type, reason, message) => void events.push(`${type} ${reason} ${message}`) },
-    ...over,
-  });
+  const runtime = new CriPodRuntime(
+    testRuntimeOptions({
+      cri,
+      clock,
+      logger: memoryLogger().logger,
+      node: { podLogsDir: join(dir, "logs"), podsCgroupParent: "", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "cluster.local" },
+      host,
+      recorder: { event: (_ref, type, reason, message) => void events.push(`${type} ${reason} ${message}`) },
+      ...(over.config ? { config: over.config } : {}),
+      ...(over.start ? { start: over.start } : {}),
+    }),
+  );
   return { clock, cri, runtime, events, host };
 }
 
@@ -68,7 +80,7 @@ describe("pod files", () => {
 
   test("a host-network pod mounts the node's hosts file under the host-network header; its IP is the node's", async () => {
     writeFileSync(join(dir, "node-hosts"), "127.0.0.1 localhost thisnode\n");
-    const { cri, runtime } = setup({ hostIP: "192.0.2.7" }, join(dir, "node-hosts"));
+    const { cri, runtime } = setup({ config: { hostIP: "192.0.2.7" } }, join(dir, "node-hosts"));
     await sync(runtime, pod({ env: [{ name: "IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } }] }, { hostNetwork: true }));
     const [[, config]] = created(cri) as [Created];
     expect(config.mounts.map((m) => m.containerPath)).toEqual(["/etc/hosts", "/dev/termination-log"]);
@@ -90,7 +102,7 @@ describe("pod files", () => {
     writeFileSync(hostPath, "all done");
     cri.exitContainer((await runtime.observe(podRef(p))).containers[0]!.id, 0);
     expect((await runtime.observe(podRef(p))).containers[0]).toMatchObject({ reason: "Completed", message: "all done", exitCode: 0 });
-    const restarted = setup({ cri, clock } as Partial<CriPodRuntimeOptions>).runtime;
+    const restarted = setup({ cri, clock }).runtime;
     expect((await restarted.observe(podRef(p))).containers[0]!.message).toBe("all done");
   });
 });
@@ -120,7 +132,7 @@ describe("env references through the runtime", () => {
   test("configMapKeyRef from PodObjects reaches the container; a missing key waits with CreateContainerConfigError and upstream's message", async () => {
     const objects = new FakePodObjects();
     objects.configMaps.set("default/cfg", { data: { mode: "fast" }, binaryData: {} });
-    const { cri, runtime, events } = setup({ podObjects: objects, nodeAllocatable: () => ({ cpuMilli: 2000, memoryBytes: 1 << 30, ephemeralStorageBytes: 0 }) });
+    const { cri, runtime, events } = setup({ config: { podObjects: objects, nodeAllocatable: () => ({ cpuMilli: 2000, memoryBytes: 1 << 30, ephemeralStorageBytes: 0 }) } });
     await sync(
       runtime,
       pod({
@@ -171,7 +183,7 @@ describe("image pulls", () => {
         ".dockerconfigjson": b64(JSON.stringify({ auths: { "reg.example.com": { auth: b64("first:one") }, "reg.example.com/team": { username: "team", password: "two" } } })),
       },
     });
-    const { cri, runtime, events } = setup({ podObjects: objects });
+    const { cri, runtime, events } = setup({ config: { podObjects: objects } });
     cri.failNext("pullImage", "Unknown", "unauthorized");
     const p = pod({ image: "reg.example.com/team/app:1.0" }, { imagePullSecrets: [{ name: "regcred" }, { name: "absent" }] } as Partial<Pod["spec"]>);
     const outcome = await sync(runtime, p);
@@ -185,7 +197,7 @@ describe("image pulls", () => {
   test("without matching credentials the pull is anonymous; pulls of different pods wait for each other when serialized", async () => {
     const { PullQueue } = await import("./pull-queue.ts");
     const queue = new PullQueue(1);
-    const { cri, runtime } = setup({ pullQueue: queue });
+    const { cri, runtime } = setup({ start: { pullQueue: queue } });
     const release = cri.holdNext("pullImage");
     const first = sync(runtime, pod({ image: "other.io/a:1" }));
     const second = sync(runtime, { ...pod({ image: "other.io/b:1" }), metadata: { name: "b", namespace: "default", uid: "uid-b" } });

@@ -8,6 +8,7 @@ import type { Pod } from "../pods/schema.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { CriPodRuntime } from "./manager.ts";
+import { testRuntimeOptions } from "./testing.ts";
 import { podRef } from "../pods/identity.ts";
 
 let logs: string;
@@ -21,13 +22,15 @@ const pod = (over: Partial<Pod["spec"]["containers"][number]> = {}, restartPolic
 
 function setup(clock = new FakeClock(), cri = new FakeCri({ clock, images: ["busybox:1.0"] })) {
   const host = PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", clusterDomain: "" });
-  const runtime = new CriPodRuntime({
-    cri,
-    clock,
-    logger: memoryLogger().logger,
-    node: { podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
-    host,
-  });
+  const runtime = new CriPodRuntime(
+    testRuntimeOptions({
+      cri,
+      clock,
+      logger: memoryLogger().logger,
+      node: { podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+      host,
+    }),
+  );
   return { clock, cri, runtime, host };
 }
 
@@ -59,14 +62,16 @@ describe("CriPodRuntime", () => {
     const clock = new FakeClock();
     const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
     const verdicts = new Map<string, { message: string; gracePeriodSeconds?: number }>();
-    const runtime = new CriPodRuntime({
-      cri,
-      clock,
-      logger: memoryLogger().logger,
-      node: { podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
-      host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", clusterDomain: "" }),
-      unhealthy: () => verdicts,
-    });
+    const runtime = new CriPodRuntime(
+      testRuntimeOptions({
+        cri,
+        clock,
+        logger: memoryLogger().logger,
+        node: { podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+        host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", clusterDomain: "" }),
+        start: { unhealthy: () => verdicts },
+      }),
+    );
     const p: Pod = { ...pod(), spec: { ...pod().spec, terminationGracePeriodSeconds: 500 } };
     await sync(runtime, p);
     const first = (await runtime.observe(podRef(p))).containers[0]!;
@@ -237,14 +242,16 @@ describe("CriPodRuntime", () => {
         },
       },
     );
-    const runtime = new CriPodRuntime({
-      cri,
-      clock,
-      logger: memoryLogger().logger,
-      node: { podLogsDir: logs, podsCgroupParent: "/unused", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
-      host,
-      containerResources: () => ({ cpuShares: 512, cpuQuota: 50_000, cpuPeriod: 100_000, memoryLimitInBytes: 64 << 20, oomScoreAdj: 900 }),
-    });
+    const runtime = new CriPodRuntime(
+      testRuntimeOptions({
+        cri,
+        clock,
+        logger: memoryLogger().logger,
+        node: { podLogsDir: logs, podsCgroupParent: "/unused", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+        host,
+        config: { resources: () => ({ cpuShares: 512, cpuQuota: 50_000, cpuPeriod: 100_000, memoryLimitInBytes: 64 << 20, oomScoreAdj: 900 }) },
+      }),
+    );
     const p = pod();
     await sync(runtime, p);
     const [sandboxCfg] = cri.callsOf("runPodSandbox")[0] as [{ linux: { cgroupParent: string } }];

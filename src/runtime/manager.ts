@@ -18,27 +18,22 @@ import { containerStateOf } from "./container-state.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
-import { Backoff } from "./backoff.ts";
-import { containerConfig, pullPolicyOf, sandboxConfig, sandboxHostnameProblem, type NodeSettings } from "./cri-config.ts";
-import { LogEventRecorder, podEventRef, type EventRecorder } from "../events/recorder.ts";
+import { containerConfig, pullPolicyOf, sandboxConfig, sandboxHostnameProblem } from "./cri-config.ts";
+import { podEventRef, type EventRecorder } from "../events/recorder.ts";
 import { containerEnv, EnvError } from "./env.ts";
-import { noPodObjects, PodObjectError, type PodObjects } from "../api/objects.ts";
-import type { NodeAllocatable } from "./resource-env.ts";
+import { PodObjectError } from "../api/objects.ts";
 import { hookOf, MINIMUM_GRACE_AFTER_PRESTOP_SECONDS, runHook } from "./hooks.ts";
 import { restoreOrphanSpec, type RestoredSpec } from "./orphan-spec.ts";
 import { effectiveSecurityContext, SecurityContextError, verifyRunAsNonRoot } from "./security.ts";
 import type { PodHostResources, PodRuntime } from "./index.ts";
 import * as L from "./labels.ts";
-import { backoffKey, planPod, type Unhealthy } from "./plan.ts";
+import { backoffKey, planPod } from "./plan.ts";
 import { joinPidNamespace, pidTargetOf, TargetContainerError } from "./ephemeral.ts";
-import { isResizable, resourcesOf, type ContainerResources } from "./container-resources.ts";
+import { isResizable, resourcesOf } from "./container-resources.ts";
 import { podResizeSteps } from "./resize-steps.ts";
 import { podDnsConfig } from "./dns.ts";
-import { PullQueue } from "./pull-queue.ts";
 import { pullWithSecrets } from "./pull-secrets.ts";
 import { terminationMessage } from "./termination.ts";
-import type { ServiceEnv } from "../services/index.ts";
-import type { RuntimeClasses } from "../runtimeclass/index.ts";
 import {
   actionsOutcome,
   type ObservedContainer,
@@ -52,73 +47,31 @@ import {
 } from "./types.ts";
 import { type PodRef, podRef, podUid } from "../pods/identity.ts";
 import { containerSpecOf, isSidecar, restartPolicyOf } from "../pods/spec.ts";
-import { DeviceError, withDevices, type DeviceRunOptions } from "../devices/index.ts";
+import { DeviceError, withDevices } from "../devices/index.ts";
+import type { ContainerConfigSources, ContainerResourcesFn, StartPolicy } from "./options.ts";
 
+/**
+ * The runtime facade's options: the CRI, where configs come from
+ * (options.ts `ContainerConfigSources`), what decides a start
+ * (`StartPolicy`), and the pod's host side it asks for while it starts a pod.
+ */
 export interface CriPodRuntimeOptions {
   cri: CriService;
   clock: Clock;
   logger: Logger;
-  node: NodeSettings;
-  /** The node's IP, for status.hostIP fieldRefs. */
-  hostIP?: string;
-  crashLoopBackoff?: Backoff;
-  imagePullBackoff?: Backoff;
-  /** Where Pulling/Created/Started/Killing/BackOff... go; logs by default. */
-  recorder?: EventRecorder;
+  /** Where Pulling/Created/Started/Killing/BackOff... go. */
+  recorder: EventRecorder;
+  /** kubelet_started_containers_total and its errors. */
+  metrics: Pick<KubeletMetricsSink, "containerStarted">;
   /** The pod's host side the runtime asks for while it starts a pod: its cgroup, its mounts, its log directories (sync/pod-host.ts). */
   host: PodHostResources;
-  /** Container-level CPU, memory and OOM score values for the CRI. */
-  containerResources?: ContainerResourcesFn;
-  /** The prober's verdicts: running containers of a pod to restart (container ID → why). */
-  unhealthy?: (podUid: string) => Unhealthy;
-  /** kubelet_started_containers_total and its errors. */
-  metrics?: Pick<KubeletMetricsSink, "containerStarted">;
-  /** ConfigMaps and secrets for env references (and image pull secrets); none by default. */
-  podObjects?: PodObjects;
-  /** What resourceFieldRef limits default to when a container sets none. */
-  nodeAllocatable?: () => NodeAllocatable;
-  /** Node-wide pull concurrency (serializeImagePulls / maxParallelImagePulls); one at a time by default, as upstream. */
-  pullQueue?: PullQueue;
-  /** Service environment variables (cluster mode); none without it. */
-  serviceEnv?: ServiceEnv;
-  /** spec.runtimeClassName → the CRI runtime handler; the default handler for every pod without it. */
-  runtimeClasses?: RuntimeClasses;
-  /** In-place resize: what was applied to each container (allocation/); without it, running containers are never resized. */
-  resize?: ActuatedResources;
-  /** Device plugins (devices/): the devices, mounts, env and annotations a container's devices add to its config; none without it. */
-  devices?: ContainerDevices;
+  config: ContainerConfigSources;
+  start: StartPolicy;
 }
 
-/** The device manager's part of a container's config; a DeviceError makes CreateContainerConfigError (upstream). */
-export interface ContainerDevices {
-  runOptions(pod: Pod, containerName: string): Promise<DeviceRunOptions>;
-}
-
-/** The allocation manager's record of what the runtime applied, per pod UID and container name. */
-export interface ActuatedResources {
-  actuated(uid: string, container: string): ContainerResources | undefined;
-  setActuated(uid: string, container: string, resources: ContainerResources): void;
-}
-
-/** Without node facts, unset limits read as 0 (only tests build the runtime without them). */
-const NO_ALLOCATABLE: NodeAllocatable = { cpuMilli: 0, memoryBytes: 0, ephemeralStorageBytes: 0 };
 /** Pods in their first start at once, and how long one keeps its slot at most (start-gate.ts). */
 const START_GATE_SLOTS = 8;
 const START_GATE_MAX_HOLD_MS = 3000;
-
-export type ContainerResourcesFn = (
-  pod: Pod,
-  container: Pod["spec"]["containers"][number],
-) => {
-  cpuShares: number;
-  cpuQuota: number;
-  cpuPeriod: number;
-  memoryLimitInBytes: number;
-  oomScoreAdj: number;
-  cpusetCpus?: string;
-  memorySwapLimitInBytes?: number;
-  unified?: Record<string, string>;
-};
 
 /** The CRI message for container resource values (created with the container, or updated in place). */
 const criResources = (r: ReturnType<ContainerResourcesFn>) =>
@@ -187,18 +140,10 @@ function messageOf(s: CriContainerStatus): { message?: string } {
 }
 
 export class CriPodRuntime implements PodRuntime {
-  readonly crashLoop: Backoff;
-  private readonly imagePulls: Backoff;
-  private readonly recorder: EventRecorder;
-  private readonly pullQueue: PullQueue;
   private readonly startGate: StartGate;
 
   constructor(private readonly opts: CriPodRuntimeOptions) {
     this.startGate = new StartGate(START_GATE_SLOTS, START_GATE_MAX_HOLD_MS, opts.clock);
-    this.crashLoop = opts.crashLoopBackoff ?? Backoff.crashLoop(opts.clock);
-    this.imagePulls = opts.imagePullBackoff ?? Backoff.crashLoop(opts.clock);
-    this.recorder = opts.recorder ?? new LogEventRecorder(opts.logger);
-    this.pullQueue = opts.pullQueue ?? new PullQueue(1);
   }
 
   async observe(ref: PodRef): Promise<ObservedPod> {
@@ -275,8 +220,8 @@ export class CriPodRuntime implements PodRuntime {
 
   private async sync(pod: Pod, observed: ObservedPod, terminating: () => boolean): Promise<PodSyncOutcome> {
     const uid = podUid(pod);
-    const resize = this.opts.resize;
-    const actions = planPod(pod, observed, this.crashLoop, this.opts.unhealthy?.(uid) ?? new Map(), resize ? { actuated: (name) => resize.actuated(uid, name) } : undefined);
+    const resize = this.opts.start.resize;
+    const actions = planPod(pod, observed, this.opts.start.crashLoop, this.opts.start.unhealthy(uid), resize ? { actuated: (name) => resize.actuated(uid, name) } : undefined);
     const results: SyncResult[] = [];
     const waiting: Waiting = new Map(
       actions.waiting.map((w) => [
@@ -286,7 +231,7 @@ export class CriPodRuntime implements PodRuntime {
     );
     const retries = actions.waiting.map((w) => w.remainingMs);
     for (const w of actions.waiting) {
-      this.recorder.event(
+      this.opts.recorder.event(
         podEventRef(pod, w.name),
         "Warning",
         "BackOff",
@@ -294,7 +239,7 @@ export class CriPodRuntime implements PodRuntime {
       );
     }
     if (actions.killPod && actions.createSandbox && observed.sandboxes.length) {
-      this.recorder.event(podEventRef(pod), "Normal", "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.");
+      this.opts.recorder.event(podEventRef(pod), "Normal", "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.");
     }
     const changed =
       actions.killPod || actions.createSandbox || actions.containersToStart.length > 0 || actions.containersToKill.length > 0 || actions.containersToResize.length > 0;
@@ -321,31 +266,31 @@ export class CriPodRuntime implements PodRuntime {
         cgroupParent = await this.opts.host.ensureCgroup(pod);
       } catch (err) {
         results.push({ action: "CreatePodSandbox", target: podUid(pod), error: { reason: "FailedCreatePodContainer", message: errorMessage(err) } });
-        this.recorder.event(podEventRef(pod), "Warning", "FailedCreatePodContainer", `unable to ensure pod container exists: ${errorMessage(err)}`);
+        this.opts.recorder.event(podEventRef(pod), "Warning", "FailedCreatePodContainer", `unable to ensure pod container exists: ${errorMessage(err)}`);
         return { results, waiting, changed, retryAfterMs: 10_000 };
       }
     }
-    const config = sandboxConfig(pod, actions.sandboxAttempt, this.opts.node, cgroupParent);
+    const config = sandboxConfig(pod, actions.sandboxAttempt, this.opts.config.node, cgroupParent);
     if (actions.createSandbox) {
-      for (const w of podDnsConfig(pod, this.opts.node).warnings) this.recorder.event(podEventRef(pod), "Warning", w.reason, w.message);
+      for (const w of podDnsConfig(pod, this.opts.config.node).warnings) this.opts.recorder.event(podEventRef(pod), "Warning", w.reason, w.message);
       try {
-        const hostnameProblem = sandboxHostnameProblem(pod, this.opts.node.clusterDomain);
+        const hostnameProblem = sandboxHostnameProblem(pod, this.opts.config.node.clusterDomain);
         if (hostnameProblem) throw new Error(hostnameProblem);
         this.opts.host.ensureLogDirectory(config.logDirectory);
-        const runtimeHandler = (await this.opts.runtimeClasses?.handlerFor(pod.spec.runtimeClassName)) ?? "";
+        const runtimeHandler = await this.opts.config.runtimeClasses.handlerFor(pod.spec.runtimeClassName);
         sandboxId = await this.opts.cri.runPodSandbox(config, runtimeHandler);
         results.push({ action: "CreatePodSandbox", target: podUid(pod) });
         this.opts.logger.info("created pod sandbox", { pod: pod.metadata.name, sandbox: sandboxId, attempt: actions.sandboxAttempt });
       } catch (err) {
         results.push({ action: "CreatePodSandbox", target: podUid(pod), error: { reason: "CreatePodSandboxError", message: errorMessage(err) } });
-        this.recorder.event(podEventRef(pod), "Warning", "FailedCreatePodSandBox", `Failed to create pod sandbox: ${errorMessage(err)}`);
+        this.opts.recorder.event(podEventRef(pod), "Warning", "FailedCreatePodSandBox", `Failed to create pod sandbox: ${errorMessage(err)}`);
         return { results, waiting, changed, retryAfterMs: 10_000 };
       }
     }
     if (!sandboxId) return { results, waiting, changed, ...(retries.length ? { retryAfterMs: Math.min(...retries) } : {}) };
     // A host-network pod's IP is the node's (upstream generateAPIPodStatus), for env, hooks and /etc/hosts.
     const podIP = pod.spec.hostNetwork
-      ? this.opts.hostIP
+      ? this.opts.config.hostIP
       : actions.createSandbox
         ? (await this.opts.cri.podSandboxStatus(sandboxId).catch(() => undefined))?.status?.network?.ip
         : observed.sandboxes[0]?.ip;
@@ -358,7 +303,7 @@ export class CriPodRuntime implements PodRuntime {
       if (started.waiting) waiting.set(spec.name, started.waiting);
       if (started.retryAfterMs !== undefined) retries.push(started.retryAfterMs);
       // Counted from the previous death, as upstream: the next crash waits longer.
-      if (start.previousFinishedAt !== undefined) this.crashLoop.next(backoffKey(pod, spec), start.previousFinishedAt);
+      if (start.previousFinishedAt !== undefined) this.opts.start.crashLoop.next(backoffKey(pod, spec), start.previousFinishedAt);
     }
     return { results, waiting, changed, ...(retries.length ? { retryAfterMs: Math.min(...retries) } : {}) };
   }
@@ -372,7 +317,7 @@ export class CriPodRuntime implements PodRuntime {
    */
   private async resizeInPlace(pod: Pod, targets: { id: string; name: string }[]): Promise<SyncResult[]> {
     const uid = podUid(pod);
-    const applied = (name: string) => this.opts.resize?.actuated(uid, name);
+    const applied = (name: string) => this.opts.start.resize?.actuated(uid, name);
     const plan = podResizeSteps(pod, applied);
     const results: SyncResult[] = [];
     const fail = (target: string, err: unknown): SyncResult[] => {
@@ -389,10 +334,9 @@ export class CriPodRuntime implements PodRuntime {
     for (const t of ordered) {
       const spec = containerSpecOf(pod, t.name)!;
       try {
-        const r = this.opts.containerResources?.(pod, spec);
-        if (!r) throw new Error("no container resource values configured");
+        const r = this.opts.config.resources(pod, spec);
         await this.opts.cri.updateContainerResources(t.id, criResources(r));
-        this.opts.resize?.setActuated(uid, t.name, resourcesOf(spec));
+        this.opts.start.resize?.setActuated(uid, t.name, resourcesOf(spec));
         this.opts.logger.info("container resized in place", { pod: pod.metadata.name, container: t.name, ...r });
         results.push({ action: "ResizePodInPlace", target: t.name });
       } catch (err) {
@@ -412,29 +356,29 @@ export class CriPodRuntime implements PodRuntime {
     const ref = podEventRef(pod, container);
     const present = await cri.imageStatus({ image, annotations: {}, userSpecifiedImage: image, runtimeHandler: "" });
     if (present && policy !== "Always") {
-      this.recorder.event(ref, "Normal", "Pulled", `Container image "${image}" already present on machine`);
+      this.opts.recorder.event(ref, "Normal", "Pulled", `Container image "${image}" already present on machine`);
       return imageInfo(present);
     }
     if (policy === "Never") throw new ImageError("ErrImageNeverPull", `Container image "${image}" is not present with pull policy of Never`);
     const key = `${pod.metadata.uid}/${image}`;
-    const wait = this.imagePulls.remainingSince(key, clock.now());
+    const wait = this.opts.start.imagePulls.remainingSince(key, clock.now());
     if (wait > 0) {
-      this.recorder.event(ref, "Normal", "BackOff", `Back-off pulling image "${image}"`);
+      this.opts.recorder.event(ref, "Normal", "BackOff", `Back-off pulling image "${image}"`);
       throw new ImageError("ImagePullBackOff", `Back-off pulling image "${image}"`, wait);
     }
     try {
-      this.recorder.event(ref, "Normal", "Pulling", `Pulling image "${image}"`);
+      this.opts.recorder.event(ref, "Normal", "Pulling", `Pulling image "${image}"`);
       const started = clock.now();
       const pulled = await this.pull(pod, image, sandbox);
-      this.recorder.event(ref, "Normal", "Pulled", `Successfully pulled image "${image}" in ${clock.now() - started}ms`);
+      this.opts.recorder.event(ref, "Normal", "Pulled", `Successfully pulled image "${image}" in ${clock.now() - started}ms`);
       const status = await cri.imageStatus({ image: pulled, annotations: {}, userSpecifiedImage: image, runtimeHandler: "" });
       return status ? imageInfo(status) : { ref: pulled, username: "" };
     } catch (err) {
-      this.recorder.event(ref, "Warning", "Failed", `Failed to pull image "${image}": ${errorMessage(err)}`);
+      this.opts.recorder.event(ref, "Warning", "Failed", `Failed to pull image "${image}": ${errorMessage(err)}`);
       // Upstream EnsureImageExists: with policy Always a failed pull is ErrImagePull even when a
       // local copy exists (the copy may be stale, or not one the pod's credentials may use).
-      this.imagePulls.next(key, this.opts.clock.now());
-      throw new ImageError("ErrImagePull", errorMessage(err), this.imagePulls.remainingSince(key, this.opts.clock.now()));
+      this.opts.start.imagePulls.next(key, this.opts.clock.now());
+      throw new ImageError("ErrImagePull", errorMessage(err), this.opts.start.imagePulls.remainingSince(key, this.opts.clock.now()));
     }
   }
 
@@ -442,12 +386,12 @@ export class CriPodRuntime implements PodRuntime {
   private async pull(pod: Pod, image: string, sandbox: PodSandboxConfig): Promise<string> {
     return pullWithSecrets({
       cri: this.opts.cri,
-      queue: this.pullQueue,
-      objects: this.opts.podObjects ?? noPodObjects,
+      queue: this.opts.start.pullQueue,
+      objects: this.opts.config.podObjects,
       pod,
       image,
       sandbox,
-      warn: (reason, message) => this.recorder.event(podEventRef(pod), "Warning", reason, message),
+      warn: (reason, message) => this.opts.recorder.event(podEventRef(pod), "Warning", reason, message),
     });
   }
 
@@ -463,7 +407,7 @@ export class CriPodRuntime implements PodRuntime {
       results.push({ action: "PullImage", target: spec.image });
     } catch (err) {
       const e = err instanceof ImageError ? err : new ImageError("ErrImagePull", errorMessage(err), 10_000);
-      this.recorder.event(
+      this.opts.recorder.event(
         podEventRef(pod, spec.name),
         "Warning",
         e.reason === "ErrImageNeverPull" ? "ErrImageNeverPull" : "Failed",
@@ -477,20 +421,17 @@ export class CriPodRuntime implements PodRuntime {
       verifyRunAsNonRoot(effectiveSecurityContext(pod, spec), imageUser);
       const mounts = await this.opts.host.containerMounts(pod, spec, podIP ? [podIP] : []);
       const envs = await containerEnv(pod, spec, {
-        values: { podIP, ...(this.opts.hostIP ? { hostIP: this.opts.hostIP } : {}) },
-        objects: this.opts.podObjects ?? noPodObjects,
-        allocatable: this.opts.nodeAllocatable?.() ?? NO_ALLOCATABLE,
-        warn: (reason, message) => this.recorder.event(podEventRef(pod), "Warning", reason, message),
-        ...(this.opts.serviceEnv ? { services: this.opts.serviceEnv } : {}),
+        values: { podIP, ...(this.opts.config.hostIP ? { hostIP: this.opts.config.hostIP } : {}) },
+        objects: this.opts.config.podObjects,
+        allocatable: this.opts.config.nodeAllocatable(),
+        warn: (reason, message) => this.opts.recorder.event(podEventRef(pod), "Warning", reason, message),
+        services: this.opts.config.serviceEnv,
       });
-      config = containerConfig(pod, spec, restartCount, imageRef, envs, this.opts.node, mounts);
-      if (this.opts.devices) config = withDevices(config, await this.opts.devices.runOptions(pod, spec.name));
+      config = containerConfig(pod, spec, restartCount, imageRef, envs, this.opts.config.node, mounts);
+      config = withDevices(config, await this.opts.config.devices.runOptions(pod, spec.name));
       const pidTarget = pidTargetOf(pod, spec.name, observed);
       if (pidTarget) joinPidNamespace(config, pidTarget);
-      if (this.opts.containerResources) {
-        const r = this.opts.containerResources(pod, spec);
-        config.linux = { ...config.linux!, resources: criResources(r) };
-      }
+      config.linux = { ...config.linux!, resources: criResources(this.opts.config.resources(pod, spec)) };
       this.opts.host.ensureLogDirectory(posix.join(sandbox.logDirectory, spec.name));
     } catch (err) {
       const reason =
@@ -502,17 +443,17 @@ export class CriPodRuntime implements PodRuntime {
         err instanceof DeviceError
           ? "CreateContainerConfigError"
           : "CreateContainerError";
-      this.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
+      this.opts.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
       results.push({ action: "StartContainer", target: spec.name, error: { reason, message: errorMessage(err) } });
       return { results, waiting: { reason, message: errorMessage(err) }, retryAfterMs: 10_000 };
     }
     let id: string;
     try {
       id = await cri.createContainer(sandboxId, config, sandbox);
-      if (isResizable(pod, spec)) this.opts.resize?.setActuated(podUid(pod), spec.name, resourcesOf(spec));
-      this.recorder.event(podEventRef(pod, spec.name), "Normal", "Created", `Created container: ${spec.name}`);
+      if (isResizable(pod, spec)) this.opts.start.resize?.setActuated(podUid(pod), spec.name, resourcesOf(spec));
+      this.opts.recorder.event(podEventRef(pod, spec.name), "Normal", "Created", `Created container: ${spec.name}`);
     } catch (err) {
-      this.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
+      this.opts.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
       results.push({ action: "StartContainer", target: spec.name, error: { reason: "CreateContainerError", message: errorMessage(err) } });
       return { results, waiting: { reason: "CreateContainerError", message: errorMessage(err) }, retryAfterMs: 10_000 };
     }
@@ -523,16 +464,16 @@ export class CriPodRuntime implements PodRuntime {
         : "container";
     try {
       await cri.startContainer(id);
-      this.opts.metrics?.containerStarted(containerType);
+      this.opts.metrics.containerStarted(containerType);
       this.opts.logger.info("started container", { pod: pod.metadata.name, container: spec.name, id, restartCount });
-      this.recorder.event(podEventRef(pod, spec.name), "Normal", "Started", `Started container ${spec.name}`);
+      this.opts.recorder.event(podEventRef(pod, spec.name), "Normal", "Started", `Started container ${spec.name}`);
       // postStart runs before the container is reported running; a failure kills it (upstream).
       const postStart = hookOf(spec, "postStart");
       const failure = postStart
         ? await runHook(postStart, { cri, clock: this.opts.clock, pod, container: spec, containerId: id, podIP, timeoutSeconds: pod.spec.terminationGracePeriodSeconds ?? 30 })
         : undefined;
       if (failure) {
-        this.recorder.event(podEventRef(pod, spec.name), "Warning", "FailedPostStartHook", failure);
+        this.opts.recorder.event(podEventRef(pod, spec.name), "Warning", "FailedPostStartHook", failure);
         results.push(await this.stopContainer({ pod, id, name: spec.name, graceSeconds: pod.spec.terminationGracePeriodSeconds ?? 30, why: "FailedPostStartHook", podIP: "" }));
         results.push({ action: "StartContainer", target: spec.name, error: { reason: "PostStartHookError", message: failure } });
         return { results };
@@ -540,8 +481,8 @@ export class CriPodRuntime implements PodRuntime {
       results.push({ action: "StartContainer", target: spec.name });
       return { results };
     } catch (err) {
-      this.opts.metrics?.containerStarted(containerType, "RunContainerError");
-      this.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
+      this.opts.metrics.containerStarted(containerType, "RunContainerError");
+      this.opts.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
       // The container stays, exited as the runtime says (containerd: StartError, 128); it waits with
       // RunContainerError until the crash-loop backoff governs the retry, when it will be restarted (upstream reasonCache).
       results.push({ action: "StartContainer", target: spec.name, error: { reason: "RunContainerError", message: errorMessage(err) } });
@@ -556,7 +497,7 @@ export class CriPodRuntime implements PodRuntime {
    */
   private async stopContainer({ pod, id, name, graceSeconds, why, podIP, restored }: ContainerStop): Promise<SyncResult> {
     const meta = "metadata" in pod ? pod.metadata : pod;
-    this.recorder.event(podEventRef({ metadata: meta }, name), "Normal", "Killing", why?.startsWith("Container ") ? why : `Stopping container ${name}`);
+    this.opts.recorder.event(podEventRef({ metadata: meta }, name), "Normal", "Killing", why?.startsWith("Container ") ? why : `Stopping container ${name}`);
     if (why) this.opts.logger.info("stopping container", { pod: `${meta.namespace}/${meta.name}`, container: name, why });
     if (!("spec" in pod) && restored && !restored.ok) {
       this.opts.logger.warn("an orphaned container's annotations do not restore its preStop hook; stopping it without", {
@@ -577,7 +518,7 @@ export class CriPodRuntime implements PodRuntime {
       const started = this.opts.clock.now();
       if (!("spec" in pod)) this.opts.logger.info("running an orphaned container's preStop hook", { pod: `${meta.namespace}/${meta.name}`, container: name });
       const failure = await runHook(preStop, { cri: this.opts.cri, clock: this.opts.clock, pod: specPod, container: spec!, containerId: id, podIP, timeoutSeconds: graceSeconds });
-      if (failure) this.recorder.event(podEventRef(specPod, name), "Warning", "FailedPreStopHook", failure);
+      if (failure) this.opts.recorder.event(podEventRef(specPod, name), "Warning", "FailedPreStopHook", failure);
       const spent = Math.floor((this.opts.clock.now() - started) / 1000);
       graceSeconds = Math.max(MINIMUM_GRACE_AFTER_PRESTOP_SECONDS, graceSeconds - spent);
     }
@@ -633,8 +574,8 @@ export class CriPodRuntime implements PodRuntime {
     for (const c of observed.containers) results.push(await this.remove("RemoveContainer", c.id, () => this.opts.cri.removeContainer(c.id)));
     for (const s of observed.sandboxes) results.push(await this.remove("RemovePodSandbox", s.id, () => this.opts.cri.removePodSandbox(s.id)));
     if (results.every((r) => !r.error)) {
-      this.crashLoop.forgetPrefix(`${ref.uid}/`);
-      this.imagePulls.forgetPrefix(`${ref.uid}/`);
+      this.opts.start.crashLoop.forgetPrefix(`${ref.uid}/`);
+      this.opts.start.imagePulls.forgetPrefix(`${ref.uid}/`);
     }
     return { ...actionsOutcome(results), readAt };
   }

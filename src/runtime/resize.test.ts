@@ -12,6 +12,7 @@ import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { containerHash } from "./hash.ts";
 import { CriPodRuntime } from "./manager.ts";
+import { testRuntimeOptions } from "./testing.ts";
 import { planPod } from "./plan.ts";
 import type { ObservedPod } from "./types.ts";
 import { podUid } from "../pods/identity.ts";
@@ -118,28 +119,30 @@ describe("CriPodRuntime applies a resize in upstream's order", () => {
       admit: () => ({ admit: true }),
     });
     const order: string[] = [];
-    const runtime = new CriPodRuntime({
-      cri,
-      clock,
-      logger: memoryLogger().logger,
-      resize: allocation,
-      containerResources: (p, c) => containerLinuxResources(p, c, { memoryCapacityBytes: 4096 * MI, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000 }),
-      node: { podLogsDir: logs, podsCgroupParent: "/kubepods", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
-      host: PodHost.forNode(
-        { podLogsDir: logs, podsCgroupParent: "/kubepods", clusterDomain: "" },
-        {
-          cgroups: {
-            ensurePod: async (p) => {
-              const path = await cgroups.ensurePod(p);
-              const c = cgroups.pods.get(podUid(p))!.config;
-              order.push(`pod cpu=${c.cpuQuota} memory=${c.memoryLimit}`);
-              return path;
+    const runtime = new CriPodRuntime(
+      testRuntimeOptions({
+        cri,
+        clock,
+        logger: memoryLogger().logger,
+        start: { resize: allocation },
+        config: { resources: (p, c) => containerLinuxResources(p, c, { memoryCapacityBytes: 4096 * MI, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000 }) },
+        node: { podLogsDir: logs, podsCgroupParent: "/kubepods", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+        host: PodHost.forNode(
+          { podLogsDir: logs, podsCgroupParent: "/kubepods", clusterDomain: "" },
+          {
+            cgroups: {
+              ensurePod: async (p) => {
+                const path = await cgroups.ensurePod(p);
+                const c = cgroups.pods.get(podUid(p))!.config;
+                order.push(`pod cpu=${c.cpuQuota} memory=${c.memoryLimit}`);
+                return path;
+              },
+              removePod: (uid) => cgroups.removePod(uid),
             },
-            removePod: (uid) => cgroups.removePod(uid),
           },
-        },
-      ),
-    });
+        ),
+      }),
+    );
     const origUpdate = cri.updateContainerResources.bind(cri);
     cri.updateContainerResources = async (id, linux, annotations) => {
       order.push(`container ${id.slice(0, 4)} cpu=${linux.cpuQuota} memory=${linux.memoryLimitInBytes}`);

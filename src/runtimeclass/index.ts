@@ -18,6 +18,9 @@ export interface RuntimeClasses {
   handlerFor(runtimeClassName: string | null | undefined): Promise<string>;
 }
 
+/** Standalone (no API server): every pod gets the runtime's default handler "", as upstream without a RuntimeClass manager. */
+export const defaultRuntimeClasses: RuntimeClasses = { handlerFor: async () => "" };
+
 export class RuntimeClassError extends Error {
   override readonly name = "RuntimeClassError";
   constructor(

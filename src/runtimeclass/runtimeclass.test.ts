@@ -9,6 +9,7 @@ import { FakeCri } from "../cri/fake.ts";
 import { admitPod, type NodeFacts } from "../node/admission.ts";
 import type { Pod } from "../pods/schema.ts";
 import { CriPodRuntime } from "../runtime/manager.ts";
+import { testRuntimeOptions } from "../runtime/testing.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { ApiRuntimeClasses, RuntimeClassError } from "./index.ts";
@@ -58,15 +59,17 @@ describe("ApiRuntimeClasses", () => {
       api.runtimeClasses.set("runc-class", { metadata: { name: "runc-class" }, handler: "runc" });
       const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
       const events: string[] = [];
-      const runtime = new CriPodRuntime({
-        cri,
-        clock,
-        logger: memoryLogger().logger,
-        node: { podLogsDir: logs, podsCgroupParent: "", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
-        host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "", clusterDomain: "" }),
-        runtimeClasses: new ApiRuntimeClasses({ api, clock }),
-        recorder: { event: (_ref, type, reason, message) => void events.push(`${type} ${reason} ${message}`) },
-      });
+      const runtime = new CriPodRuntime(
+        testRuntimeOptions({
+          cri,
+          clock,
+          logger: memoryLogger().logger,
+          node: { podLogsDir: logs, podsCgroupParent: "", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+          host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "", clusterDomain: "" }),
+          config: { runtimeClasses: new ApiRuntimeClasses({ api, clock }) },
+          recorder: { event: (_ref, type, reason, message) => void events.push(`${type} ${reason} ${message}`) },
+        }),
+      );
       const pod = (uid: string, runtimeClassName: string): Pod => ({
         metadata: { name: uid, namespace: "default", uid },
         spec: { runtimeClassName, containers: [{ name: "app", image: "busybox:1.0" }] },

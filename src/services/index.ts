@@ -25,6 +25,9 @@ export class ServicesNotSyncedError extends Error {
 /** Service variables for a pod of `namespace`; throws ServicesNotSyncedError for an API pod before the first list. */
 export type ServiceEnv = (namespace: string, enableServiceLinks: boolean, staticPod: boolean) => Map<string, string>;
 
+/** Standalone (no API server): no service variables, as upstream without an API client lists no services. */
+export const noServiceEnv: ServiceEnv = () => new Map<string, string>();
+
 /**
  * Upstream makeEnvironmentVariables: an API pod waits for the first list
  * (so that KUBERNETES_SERVICE_HOST is never missed after a restart); a

@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { FakeCri } from "../cri/fake.ts";
 import { CriPodRuntime } from "../runtime/manager.ts";
+import { testRuntimeOptions } from "../runtime/testing.ts";
 import { LocalStatusStore } from "../status/index.ts";
 import { Mount } from "../cri/index.ts";
 import type { EventRecorder } from "../events/recorder.ts";
@@ -44,7 +45,7 @@ function setup(volumes: Partial<VolumeManager>) {
   const host = new PodHost({ podLogsDir: logs, podsCgroupParent: "", clusterDomain: "", recorder, volumes: manager });
   const logger = memoryLogger().logger;
   const node = { podLogsDir: logs, podsCgroupParent: "", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" };
-  const runtime = new CriPodRuntime({ cri, clock, logger, recorder, host, node });
+  const runtime = new CriPodRuntime(testRuntimeOptions({ cri, clock, logger, recorder, host, node }));
   const status = new LocalStatusStore();
   const syncer = new HostPodSyncer({ runtime, host, status, clock, logger, recorder });
   const sync = (p: Pod) => syncer.syncPod({ ref: podRef(p), pod: p, seenAt: 0, others: () => [], terminating: () => false });

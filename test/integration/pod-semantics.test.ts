@@ -13,6 +13,7 @@ import { createCriClient } from "../../src/cri/client.ts";
 import type { CriService } from "../../src/cri/index.ts";
 import type { Pod } from "../../src/pods/schema.ts";
 import { CriPodRuntime } from "../../src/runtime/manager.ts";
+import { testRuntimeOptions } from "../../src/runtime/testing.ts";
 import { realClock } from "../../src/util/clock.ts";
 import { createLogger, memoryLogger } from "../../src/util/log.ts";
 import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
@@ -256,14 +257,16 @@ describe("pod semantics on a real control plane and containerd", () => {
       const objects = new FakePodObjects();
       const auths = { [registry.host]: { auth: Buffer.from("puller:s3cret").toString("base64") } };
       objects.secrets.set("default/regcred", { type: "kubernetes.io/dockerconfigjson", data: { ".dockerconfigjson": Buffer.from(JSON.stringify({ auths })).toString("base64") } });
-      const runtime = new CriPodRuntime({
-        cri: ownCri,
-        clock: realClock,
-        logger: memoryLogger().logger,
-        node: { podLogsDir: logs, podsCgroupParent: own.cgroupParent, hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "cluster.local" },
-        host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: own.cgroupParent, clusterDomain: "cluster.local" }),
-        podObjects: objects,
-      });
+      const runtime = new CriPodRuntime(
+        testRuntimeOptions({
+          cri: ownCri,
+          clock: realClock,
+          logger: memoryLogger().logger,
+          node: { podLogsDir: logs, podsCgroupParent: own.cgroupParent, hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "cluster.local" },
+          host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: own.cgroupParent, clusterDomain: "cluster.local" }),
+          config: { podObjects: objects },
+        }),
+      );
       const pod = {
         metadata: { name: "private", namespace: "default", uid: "pull-auth-uid" },
         spec: { imagePullSecrets: [{ name: "regcred" }], containers: [{ name: "main", image: `${registry.host}/private/app:1`, command: ["sleep", "3600"] }] },
