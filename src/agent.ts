@@ -493,7 +493,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   const podResources = await servePodResources({
     dir: posix.join(config.rootDir, "pod-resources"),
     devices,
-    activePods: () => workers.activePods(),
+    pods: workers,
     getEnabled: k.featureGates["KubeletPodResourcesGet"] !== false, // beta, on by default since 1.34
     logger,
   });
@@ -657,9 +657,7 @@ async function buildNodeResources(
     createEvictionManager({
       config: k,
       stats,
-      activePods: () => pods.activePods(),
-      evictPod: async (pod, status, grace) => pods.evict(podUid(pod), status.message, grace),
-      podCleanedUp: (pod) => pods.stageOf(podUid(pod)) !== "syncing",
+      pods,
       reclaimNodeLevel: { imageGC: () => imageGC.freeSpace(Infinity), containerGC },
       hasDedicatedImageFs: () => dedicatedImageFs(cri, config.rootDir),
       clock,

@@ -34,7 +34,7 @@ async function client(getEnabled = true) {
       allocations: () => new Map([["u1", new Map([["main", new Map([["example.com/dev", ["d2"]]])]])]]),
       allocatable: () => new Map([["example.com/dev", ["d1", "d2"]]]),
     },
-    activePods: () => [pod],
+    pods: { activePods: () => [pod] },
     getEnabled,
     logger: memoryLogger().logger,
   });

@@ -6,6 +6,7 @@
  * are empty: this agent has no CPU or memory manager (upstream's `none`
  * policies report the same).
  */
+import type { ActivePods } from "../pods/active.ts";
 import { mkdirSync } from "node:fs";
 import { posix } from "node:path";
 import { status as GrpcStatus } from "@grpc/grpc-js";
@@ -28,7 +29,7 @@ export interface PodResourcesServerOptions {
   dir: string;
   devices: PodResourcesSource;
   /** The pods admitted and not terminated (upstream's active pods). */
-  activePods: () => Pod[];
+  pods: Pick<ActivePods, "activePods">;
   /** The KubeletPodResourcesGet feature gate (beta, on by default in 1.34). */
   getEnabled: boolean;
   logger: Logger;
@@ -62,7 +63,7 @@ export async function servePodResources(opts: PodResourcesServerOptions): Promis
       {
         List: async () => {
           const allocations = opts.devices.allocations();
-          return { podResources: opts.activePods().map((p) => podResources(p, allocations.get(p.metadata.uid ?? ""))) };
+          return { podResources: opts.pods.activePods().map((p) => podResources(p, allocations.get(p.metadata.uid ?? ""))) };
         },
         GetAllocatableResources: async () => ({
           devices: [...opts.devices.allocatable()].sort(([a], [b]) => a.localeCompare(b)).map(([resourceName, ids]) => ({ resourceName, deviceIds: ids })),
@@ -71,7 +72,7 @@ export async function servePodResources(opts: PodResourcesServerOptions): Promis
         }),
         Get: async (req: GetPodResourcesRequest) => {
           if (!opts.getEnabled) throw new RpcError(GrpcStatus.UNKNOWN, "PodResources API Get method disabled");
-          const pod = opts.activePods().find((p) => p.metadata.name === req.podName && (p.metadata.namespace ?? "default") === req.podNamespace);
+          const pod = opts.pods.activePods().find((p) => p.metadata.name === req.podName && (p.metadata.namespace ?? "default") === req.podNamespace);
           if (!pod) throw new RpcError(GrpcStatus.UNKNOWN, `pod ${req.podName} in namespace ${req.podNamespace} not found`);
           return { podResources: podResources(pod, opts.devices.allocations().get(pod.metadata.uid ?? "")) };
         },

@@ -3,30 +3,46 @@ import type { EventType, ObjectRef } from "../events/recorder.ts";
 import type { Pod } from "../pods/schema.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
-import { createEvictionManager, type EvictionManagerOptions, type EvictionStatus } from "./manager.ts";
+import { createEvictionManager, type EvictionManagerOptions, type EvictionPods } from "./manager.ts";
+import { podUid } from "../pods/identity.ts";
 import { EvictionConfigError } from "./thresholds.ts";
 import { FakeStatsProvider, Gi, Mi, pod, podStats, summary, testConfig, type SummaryInput } from "./testing.ts";
 
 const START = Date.parse("2026-01-01T00:00:00Z");
 const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
 
-/** A node agent's view: active pods, evictions, GC, events; all recorded. */
-function harness(doc: Record<string, unknown>, pods: Pod[], first: SummaryInput, over: Partial<EvictionManagerOptions> = {}) {
+/**
+ * A node agent's view: active pods, evictions, GC, events; all recorded.
+ * An evicted pod leaves the active pods; its stage stays `syncing` until
+ * `cleanedUp` lists its name (its worker took the eviction).
+ */
+function harness(doc: Record<string, unknown>, pods: Pod[], first: SummaryInput, over: Partial<EvictionManagerOptions> = {}, podsOver: Partial<EvictionPods> = {}) {
   const clock = new FakeClock(START);
   const stats = new FakeStatsProvider(summary({ ...first, time: iso(clock.now()) }));
   const active = [...pods];
-  const evictions: { pod: string; status: EvictionStatus; grace: number }[] = [];
+  const evictions: { pod: string; message: string; grace: number }[] = [];
+  const cleanedUp = new Set<string>();
+  const byUid = (uid: string) => pods.find((p) => podUid(p) === uid);
   const events: { object: string; type: EventType; reason: string; message: string }[] = [];
   const calls: string[] = [];
   const { logger, lines } = memoryLogger();
   const manager = createEvictionManager({
     config: testConfig({ enforceNodeAllocatable: [], ...doc }),
     stats,
-    activePods: () => [...active],
-    evictPod: async (p, status, grace) => {
-      evictions.push({ pod: p.metadata.name ?? "", status, grace });
-      active.splice(active.indexOf(p), 1);
-      return true;
+    pods: {
+      activePods: () => [...active],
+      evict: (uid, message, grace) => {
+        const p = byUid(uid)!;
+        evictions.push({ pod: p.metadata.name ?? "", message, grace });
+        active.splice(active.indexOf(p), 1);
+        return true;
+      },
+      stageOf: (uid) => {
+        const p = byUid(uid);
+        if (!p) return undefined;
+        return cleanedUp.has(p.metadata.name ?? "") ? "terminating" : "syncing";
+      },
+      ...podsOver,
     },
     reclaimNodeLevel: {
       containerGC: async () => void calls.push("containerGC"),
@@ -46,7 +62,7 @@ function harness(doc: Record<string, unknown>, pods: Pod[], first: SummaryInput,
     clock.advance(START + ms - clock.now());
     stats.set(summary({ ...s, time: iso(clock.now()) }));
   };
-  return { manager, clock, stats, active, evictions, events, calls, lines, at };
+  return { manager, clock, stats, active, evictions, cleanedUp, events, calls, lines, at };
 }
 
 describe("memory pressure, step by step", () => {
@@ -74,18 +90,16 @@ describe("memory pressure, step by step", () => {
       {
         pod: "hog",
         grace: 1,
-        status: {
-          reason: "Evicted",
-          message:
-            "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. " +
-            "Container app was using 300Mi, request is 50Mi, has larger consumption of memory. ",
-          annotations: { offending_containers: "app", offending_containers_usage: "300Mi", starved_resource: "memory" },
-        },
+        message:
+          "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. " +
+          "Container app was using 300Mi, request is 50Mi, has larger consumption of memory. ",
       },
     ]);
+    // Upstream's Evicted event annotations, logged with the eviction.
+    expect(h.lines.some((l) => l.includes("evicting pod") && l.includes("offending_containers=app") && l.includes("starved_resource=memory"))).toBe(true);
     expect(h.events).toEqual([
       { object: "Node/node-a", type: "Warning", reason: "EvictionThresholdMet", message: "Attempting to reclaim memory" },
-      { object: "Pod/hog", type: "Warning", reason: "Evicted", message: h.evictions[0]!.status.message },
+      { object: "Pod/hog", type: "Warning", reason: "Evicted", message: h.evictions[0]!.message },
     ]);
     expect(h.lines.some((l) => l.includes("cannot evict a critical pod") && l.includes("default/static"))).toBe(true);
     expect(manager.conditions().memoryPressure).toBe(true);
@@ -167,11 +181,9 @@ describe("disk pressure", () => {
     expect((await h.manager.synchronize()).map((p) => p.metadata.name)).toEqual(["big"]);
     expect(h.evictions[0]).toMatchObject({
       grace: 1,
-      status: {
-        message:
-          "The node was low on resource: ephemeral-storage. Threshold quantity: 10Gi, available: 5Gi. " +
-          "Container app was using 9Gi, request is 0, has larger consumption of ephemeral-storage. ",
-      },
+      message:
+        "The node was low on resource: ephemeral-storage. Threshold quantity: 10Gi, available: 5Gi. " +
+        "Container app was using 9Gi, request is 0, has larger consumption of ephemeral-storage. ",
     });
   });
 
@@ -200,7 +212,7 @@ describe("pid pressure", () => {
       pods: [podStats(forker, { processes: 3000 }), podStats(quiet, { processes: 2 })],
     });
     expect((await h.manager.synchronize()).map((p) => p.metadata.name)).toEqual(["forker"]);
-    expect(h.evictions[0]!.status.message).toBe("The node was low on resource: pids. Threshold quantity: 1k, available: 496. ");
+    expect(h.evictions[0]!.message).toBe("The node was low on resource: pids. Threshold quantity: 1k, available: 496. ");
     expect(h.manager.conditions().pidPressure).toBe(true);
     expect(h.manager.taints()).toEqual([{ key: "node.kubernetes.io/pid-pressure", effect: "NoSchedule" }]);
     expect(h.manager.admitPod(pod({ name: "burstable", requests: { memory: "1Mi" } })).admit).toBe(false);
@@ -243,7 +255,7 @@ describe("local ephemeral storage limits", () => {
       pods: [podStats(a, { rootfs: 2 * Mi, logs: 0 }), podStats(b, { volumes: [{ name: "cache", usedBytes: 2 * Mi }] }), podStats(c, { rootfs: Gi, logs: 0 })],
     });
     expect((await h.manager.synchronize()).map((p) => p.metadata.name)).toEqual(["a", "b"]);
-    expect(h.evictions.map((e) => [e.pod, e.grace, e.status.message])).toEqual([
+    expect(h.evictions.map((e) => [e.pod, e.grace, e.message])).toEqual([
       ["a", 1, 'Container app exceeded its local ephemeral storage limit "1Mi". '],
       ["b", 1, 'Usage of EmptyDir volume "cache" exceeds the limit "1Mi". '],
     ]);
@@ -274,14 +286,24 @@ describe("failures and edges", () => {
 
   test("a pod that cannot be evicted (not running) passes the turn to the next in the ranking", async () => {
     const tried: string[] = [];
-    const h = harness(config, [p, q], low, { evictPod: async (x) => (tried.push(x.metadata.name ?? ""), x !== p) });
+    const h = harness(config, [p, q], low, {}, { evict: (uid) => (tried.push(uid), uid !== podUid(p)) });
     expect((await h.manager.synchronize()).map((x) => x.metadata.name)).toEqual(["q"]);
     expect(tried).toEqual(["p", "q"]);
     expect(h.events.filter((e) => e.reason === "Evicted").map((e) => e.object)).toEqual(["Pod/q"]);
   });
 
   test("a failed kill is logged and still counts as this pass's eviction, as upstream", async () => {
-    const h = harness(config, [p, q], low, { evictPod: async () => Promise.reject(new Error("runtime gone")) });
+    const h = harness(
+      config,
+      [p, q],
+      low,
+      {},
+      {
+        evict: () => {
+          throw new Error("runtime gone");
+        },
+      },
+    );
     expect((await h.manager.synchronize()).map((x) => x.metadata.name)).toEqual(["p"]);
     expect(h.lines.some((l) => l.includes("pod failed to evict") && l.includes("runtime gone"))).toBe(true);
   });
@@ -339,16 +361,15 @@ describe("the loop", () => {
   });
 
   test("after an eviction it waits for the pod to be cleaned up (polling every second), then goes again at once", async () => {
-    let cleaned = false;
     const low: SummaryInput = { memory: { available: 10 * Mi, workingSet: Gi }, pods: [podStats(p, { memory: Mi })] };
-    const h = harness({ evictionHard: { "memory.available": "100Mi" } }, [p], low, { podCleanedUp: () => cleaned });
+    const h = harness({ evictionHard: { "memory.available": "100Mi" } }, [p], low);
     h.manager.start(10_000);
     await flush();
     expect(h.evictions).toHaveLength(1);
     h.clock.advance(1_000);
     await flush();
     expect(h.stats.calls).toBe(1);
-    cleaned = true;
+    h.cleanedUp.add("p"); // its worker took the eviction: no longer syncing
     h.clock.advance(1_000);
     await flush();
     expect(h.stats.calls).toBe(2); // 2s after the eviction, not 10s
@@ -366,12 +387,11 @@ test("the API is the one the agent wires (checked by tsc)", async () => {
     admitPod(pod: Pod): { admit: true } | { admit: false; reason: "Evicted"; message: string };
     [Symbol.asyncDispose](): Promise<void>;
   };
-  const evictPod: (pod: Pod, status: { reason: "Evicted"; message: string }, gracePeriodSeconds: number) => Promise<boolean> = async () => true;
+  const pods: EvictionPods = { activePods: () => [], evict: () => true, stageOf: () => undefined };
   const m: Wired = createEvictionManager({
     config: testConfig(),
     stats: new FakeStatsProvider(summary({})),
-    activePods: () => [],
-    evictPod,
+    pods,
     reclaimNodeLevel: {},
     clock: new FakeClock(),
     logger: memoryLogger().logger,

@@ -27,26 +27,25 @@ import { rankFuncFor } from "./rank.ts";
 import { parseThresholdConfig, thresholdsMet } from "./thresholds.ts";
 import { IMMEDIATE_EVICTION_GRACE_PERIOD_SECONDS, isHard, REASON, SIGNAL_TO_RESOURCE, type NodeConditionType, type Signal, type StarvedResource, type Threshold } from "./types.ts";
 import { isCriticalPod } from "../pods/source.ts";
+import type { ActivePods, PodStopper } from "../pods/active.ts";
+import { podUid } from "../pods/identity.ts";
 
-/** What the pod worker is told; `annotations` are those upstream puts on the Evicted event. */
-export interface EvictionStatus {
-  reason: "Evicted";
-  message: string;
-  annotations?: Record<string, string>;
-}
+/**
+ * What eviction asks of the pod workers: the candidates (pods admitted and
+ * not terminating), stopping one, and whether a stopped one is gone.
+ * `evict` is true when the pod is being evicted; false when it cannot be
+ * (not running here), and the next pod in the ranking is tried. A throw is
+ * logged and counts as this pass's eviction, as upstream counts a failed
+ * kill. After an eviction the loop waits (polling every second, up to
+ * 30 s) until the pod's worker took the eviction (its stage is no longer
+ * `syncing`) before the next pass, where upstream waits for podCleanedUp.
+ */
+export type EvictionPods = Pick<ActivePods, "activePods"> & Pick<PodStopper, "evict" | "stageOf">;
 
 export interface EvictionManagerOptions {
   config: KubeletConfiguration;
   stats: StatsProvider;
-  /** Pods admitted and not terminating: the eviction candidates. */
-  activePods: () => Pod[];
-  /**
-   * Stops the pod within `gracePeriodSeconds` and marks it Failed/Evicted.
-   * True when the pod is being evicted; false when it cannot be (not running
-   * here), and the next pod in the ranking is tried. A throw is logged and
-   * counts as this pass's eviction, as upstream counts a failed kill.
-   */
-  evictPod: (pod: Pod, status: EvictionStatus, gracePeriodSeconds: number) => Promise<boolean>;
+  pods: EvictionPods;
   /** Node-level reclaim tried before evicting for disk signals. */
   reclaimNodeLevel: { imageGC?: () => Promise<number /* bytes freed */>; containerGC?: () => Promise<void> };
   clock: Clock;
@@ -60,12 +59,6 @@ export interface EvictionManagerOptions {
    * (retried while it throws); default: one filesystem for everything.
    */
   hasDedicatedImageFs?: () => boolean | Promise<boolean>;
-  /**
-   * True once an evicted pod's resources are released. With it, the loop
-   * waits (polling every second, up to 30 s) for the pod evicted in a pass
-   * before the next pass, as upstream; without it, the loop waits one period.
-   */
-  podCleanedUp?: (pod: Pod) => boolean;
   /** Pods never evicted and always admitted; default upstream's IsCriticalPod (static, mirror, priority ≥ 2000000000). */
   isCriticalPod?: (pod: Pod) => boolean;
 }
@@ -73,7 +66,7 @@ export interface EvictionManagerOptions {
 export interface EvictionManager extends AsyncDisposable {
   /**
    * Starts the monitoring loop: a pass, then a wait of `periodMs` (upstream
-   * 10 s) or, after an eviction with `podCleanedUp`, until the pod is gone.
+   * 10 s) or, after an eviction, until the pod is gone (`EvictionPods`).
    * Called once by the agent after its pod workers run; later calls (and
    * calls after dispose) are ignored with a warning.
    */
@@ -119,9 +112,10 @@ export function createEvictionManager(opts: EvictionManagerOptions): EvictionMan
       log.error("eviction manager: cannot evict a critical pod", { pod: podName(pod) });
       return false;
     }
-    log.v(3).info("evicting pod", { pod: podName(pod), podUID: pod.metadata.uid, message });
+    // The annotations are those upstream puts on the Evicted event; the event here carries the message only.
+    log.v(3).info("evicting pod", { pod: podName(pod), podUID: pod.metadata.uid, message, ...annotations });
     try {
-      const ok = await opts.evictPod(pod, { reason: REASON, message, ...(annotations ? { annotations } : {}) }, grace);
+      const ok = opts.pods.evict(podUid(pod), message, grace);
       if (!ok) {
         log.info("eviction manager: pod is not running here; trying the next", { pod: podName(pod) });
         return false;
@@ -192,7 +186,7 @@ export function createEvictionManager(opts: EvictionManagerOptions): EvictionMan
         return [];
       }
     }
-    const activePods = opts.activePods();
+    const activePods = opts.pods.activePods();
     let summary;
     try {
       summary = await opts.stats.summary();
@@ -273,9 +267,9 @@ export function createEvictionManager(opts: EvictionManagerOptions): EvictionMan
       while (!abort.signal.aborted) {
         const evicted = await synchronize();
         if (abort.signal.aborted) return;
-        if (evicted.length && opts.podCleanedUp) {
+        if (evicted.length) {
           log.info("eviction manager: pods evicted, waiting for pod to be cleaned up", { pods: evicted.map(podName).join(",") });
-          await waitForCleanup(evicted, opts.podCleanedUp);
+          await waitForCleanup(evicted, (pod) => opts.pods.stageOf(podUid(pod)) !== "syncing");
         } else {
           await opts.clock.sleep(periodMs, abort.signal);
         }
