@@ -326,7 +326,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
           reservedSystemCpus: parseCpuSet(k.reservedSystemCPUs),
           reservedMilliCpu: reservedMilliCpu(k),
           cri,
-          activePods: () => pods.activePods(),
+          pods,
           sourcesReady: () => podConfig.allSourcesReady(),
           reconcilePeriodMs: k.cpuManagerReconcilePeriod,
           clock,

@@ -182,7 +182,7 @@ describe("the reconcile loop", () => {
     const m = new PolicyCpuManager({
       policy,
       cri: { listContainers: async () => containers as never, updateContainerResources: async (id, r) => void updates.push([id, r]) },
-      activePods: () => active,
+      pods: { activePods: () => active },
       sourcesReady: () => true,
       reconcilePeriodMs: 10_000,
       clock: new FakeClock(0),
@@ -212,7 +212,7 @@ describe("the reconcile loop", () => {
     const m = new PolicyCpuManager({
       policy,
       cri: { listContainers: async () => [], updateContainerResources: async () => {} },
-      activePods: () => [],
+      pods: { activePods: () => [] },
       sourcesReady: () => false,
       reconcilePeriodMs: 10_000,
       clock: new FakeClock(0),

@@ -7,6 +7,7 @@
  * (UpdateContainerResources) when it differs from the last one written, so
  * the shared pool's containers follow it as it shrinks and grows.
  */
+import type { ActivePods } from "../pods/active.ts";
 import { ContainerState, type CriService } from "../cri/index.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import { ContainerNameLabel, PodUidLabel } from "../runtime/labels.ts";
@@ -28,7 +29,8 @@ export interface CpuManager {
 export interface CpuManagerDeps {
   policy: CpuPolicy;
   cri: Pick<CriService, "listContainers" | "updateContainerResources">;
-  activePods(): readonly Pod[];
+  /** The pods admitted and not terminated: whose containers keep their exclusive CPUs. */
+  pods: Pick<ActivePods, "activePods">;
   /** Stale state is released only once every pod source delivered its pods (upstream: sourcesReady). */
   sourcesReady(): boolean;
   reconcilePeriodMs: number;
@@ -70,7 +72,7 @@ export class PolicyCpuManager implements CpuManager {
 
   /** One pass of upstream reconcileState. */
   async reconcile(): Promise<void> {
-    const active = this.d.activePods();
+    const active = this.d.pods.activePods();
     if (this.d.sourcesReady()) this.d.policy.removeStale(active);
     const byUid = new Map(active.map((p) => [p.metadata.uid ?? "", p]));
     let containers: Awaited<ReturnType<CpuManagerDeps["cri"]["listContainers"]>>;
