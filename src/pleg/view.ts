@@ -6,21 +6,18 @@
  * construction on; until then the runtime holds no pods.
  */
 import type { RuntimePodRecord } from "../runtime/index.ts";
+import { Served } from "../util/served.ts";
 
 export interface RuntimePods {
   runtimePods(): RuntimePodRecord[];
 }
 
-export class RuntimePodsView implements RuntimePods {
-  private pleg: RuntimePods | undefined;
-
-  /** Called once, by the PLEG's constructor. */
-  serve(pleg: RuntimePods): void {
-    if (this.pleg) throw new Error("the runtime pods view is already served");
-    this.pleg = pleg;
+export class RuntimePodsView extends Served<RuntimePods> implements RuntimePods {
+  constructor() {
+    super("the runtime pods view");
   }
 
   runtimePods(): RuntimePodRecord[] {
-    return this.pleg?.runtimePods() ?? [];
+    return this.ask((pleg) => pleg.runtimePods(), []);
   }
 }

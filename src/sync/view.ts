@@ -8,41 +8,38 @@
 import type { ActivePods, PodStopper } from "../pods/active.ts";
 import type { PodLifecycle } from "../pods/lifecycle.ts";
 import type { Pod } from "../pods/schema.ts";
+import { Served } from "../util/served.ts";
 
 export interface PodWorkersQueries extends ActivePods, PodStopper {
   has(uid: string): boolean;
 }
 
-export class PodWorkersView implements PodWorkersQueries {
-  private workers: PodWorkersQueries | undefined;
-
-  /** Called once, by the pod workers' constructor. */
-  serve(workers: PodWorkersQueries): void {
-    if (this.workers) throw new Error("the pod workers view is already served");
-    this.workers = workers;
+export class PodWorkersView extends Served<PodWorkersQueries> implements PodWorkersQueries {
+  constructor() {
+    super("the pod workers view");
   }
 
   activePods(): Pod[] {
-    return this.workers?.activePods() ?? [];
+    return this.ask((w) => w.activePods(), []);
   }
 
   activePod(uid: string): Pod | undefined {
-    return this.workers?.activePod(uid);
+    return this.ask((w) => w.activePod(uid), undefined);
   }
 
   has(uid: string): boolean {
-    return this.workers?.has(uid) ?? false;
+    return this.ask((w) => w.has(uid), false);
   }
 
   stageOf(uid: string): PodLifecycle["stage"] | undefined {
-    return this.workers?.stageOf(uid);
+    return this.ask((w) => w.stageOf(uid), undefined);
   }
 
   evict(uid: string, message: string, gracePeriodSeconds: number): boolean {
-    return this.workers?.evict(uid, message, gracePeriodSeconds) ?? false;
+    return this.ask((w) => w.evict(uid, message, gracePeriodSeconds), false);
   }
 
   shutdownPod(uid: string, gracePeriodSeconds: number): boolean {
-    return this.workers?.shutdownPod(uid, gracePeriodSeconds) ?? false;
+    return this.ask((w) => w.shutdownPod(uid, gracePeriodSeconds), false);
   }
 }
