@@ -20,7 +20,7 @@ import { allocatableAmounts, nodeFacts, reservedMilliCpu } from "./node/status.t
 import { defaultRouteIPv4, goArch, readMachineInfo, type MachineInfo } from "./node/machine.ts";
 import { readMachineSpec } from "./node/machine-spec.ts";
 import { ApiEventRecorder, LogEventRecorder, podEventRef, type EventRecorder } from "./events/recorder.ts";
-import { createEvictionManager } from "./eviction/index.ts";
+import { createEvictionManager, type EvictionManager } from "./eviction/index.ts";
 import { createImageGC, statfsBytes } from "./images/index.ts";
 import { containerdImageStore } from "./images/containerd/client.ts";
 import { preloadImages } from "./images/preload.ts";
@@ -62,14 +62,14 @@ import { ApiServerSource } from "./sources/apiserver.ts";
 import { offlineCheckpoint } from "./sources/pod-checkpoint.ts";
 import { FileCheckpointStore } from "./checkpoint/index.ts";
 import { AllocationManager } from "./allocation/index.ts";
-import { createCpuManager, CpuManagerError, parseCpuSet, readCpuTopology } from "./cpumanager/index.ts";
+import { createCpuManager, CpuManagerError, parseCpuSet, readCpuTopology, type CpuManager } from "./cpumanager/index.ts";
 import { FileSource } from "./sources/file.ts";
 import { UrlSource } from "./sources/url.ts";
 import { PodConfig } from "./sources/podconfig.ts";
 import type { PodSource } from "./sources/types.ts";
 import { ApiStatusManager, reportedContainer } from "./status/api.ts";
 import { isApiPod } from "./pods/source.ts";
-import { LocalStatusStore } from "./status/index.ts";
+import { LocalStatusStore, type StatusSink } from "./status/index.ts";
 import { PodWorkers } from "./sync/podworkers.ts";
 import { HostPodSyncer } from "./sync/pod-syncer.ts";
 import { PodHost } from "./sync/pod-host.ts";
@@ -90,6 +90,7 @@ import { podRef, podUid } from "./pods/identity.ts";
 import { runtimeCounts } from "./pleg/counts.ts";
 import type { ActivePods, PodStopper } from "./pods/active.ts";
 import type { VolumeManager } from "./volumes/index.ts";
+import type { PodObjects } from "./api/objects.ts";
 import { RuntimePodsView } from "./pleg/view.ts";
 import { sandboxImageOf, waitForRuntime } from "./cri/runtime-info.ts";
 import { dedicatedImageFs } from "./images/imagefs.ts";
@@ -164,48 +165,10 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   if (cluster?.rotation) stack.use(cluster.rotation).start();
   const hostIP = config.nodeIPs[0] ?? cluster?.internalIP;
 
-  // The cgroup driver: the runtime's (CRI RuntimeConfig) where it answers, else the config's; disagreeing with one set explicitly exits 2.
-  const cgroupDriver = chooseCgroupDriver({
-    configured: k.cgroupDriver === "systemd" ? "systemd" : "cgroupfs",
-    explicit: config.cgroupDriverSet ?? false,
-    runtime: await runtimeCgroupDriver(cri),
-  });
-  logger.info("cgroup driver", { driver: cgroupDriver.driver, from: cgroupDriver.source });
-  if (cgroupDriver.driver === "systemd" && !k.cgroupsPerQOS) {
-    throw new StartupConfigError(
-      `cgroupDriver systemd (${cgroupDriver.source === "runtime" ? "reported by the container runtime" : "configured"}) needs cgroupsPerQOS: true: pods are placed in the kubepods.slice hierarchy the agent creates through systemd`,
-    );
-  }
-  // cgroupsPerQOS: kubepods, kubepods/burstable, kubepods/besteffort and one cgroup per pod under cgroupRoot
-  // (systemd: kubepods.slice, kubepods-burstable.slice, ... made by systemd as transient slices).
-  const machine = readMachineInfo({ rootDir: config.rootDir });
-  const podCgroups = k.cgroupsPerQOS
-    ? createPodCgroups({
-        driver: cgroupDriver.driver,
-        cgroupRoot: k.cgroupRoot || "/",
-        podPidsLimit: k.podPidsLimit,
-        cpuCFSQuota: k.cpuCFSQuota,
-        cpuCFSQuotaPeriodMs: k.cpuCFSQuotaPeriod,
-        memoryQoS: k.featureGates["MemoryQoS"] === true, // upstream's alpha gate: memory.min/low on cgroup v2
-        // qosReserved (checked at start: memory only, with the QOSReserved gate): burstable and besteffort memory limits.
-        ...(k.qosReserved["memory"] ? { qosReservedMemoryPercent: Number.parseInt(k.qosReserved["memory"], 10) } : {}),
-        logger,
-      })
-    : undefined;
-  const podsCgroupParent = podCgroups ? podCgroups.kubepods : k.cgroupRoot;
-  const nodeAllocatable = allocatableAmounts(machine, k);
+  // The node's cgroups: the driver, kubepods and the QoS classes (cgroupsPerQOS), node allocatable on kubepods, swap.
+  const { machine, podCgroups, podsCgroupParent, nodeAllocatable, swapHost } = await buildNodeCgroups({ config, cri, logger });
   const nodeId = { nodeName: config.nodeName, nodeIPs: config.nodeIPs, nodeLabels: config.nodeLabels, kubeletVersion: cluster?.kubeletVersion ?? "" };
   const facts = nodeFacts(nodeId, machine, k);
-  await podCgroups?.setupNode({
-    allocatable: { cpuMilli: nodeAllocatable.cpu, memoryBytes: nodeAllocatable.memory },
-    enforce: k.enforceNodeAllocatable.includes("pods"),
-  });
-  // Swap for containers (memorySwap.swapBehavior), as upstream: NoSwap unless LimitedSwap on cgroup v2 (cgroups/swap.ts).
-  const swapHost = readSwapHost(detectCgroupLayout("/", nodeCgroupFs).version, machine.memoryBytes);
-  if (k.memorySwap.swapBehavior === "LimitedSwap" && swapHost.cgroupVersion === "v1")
-    logger.warn("memorySwap.swapBehavior LimitedSwap needs cgroup v2: on this cgroup v1 host every container gets NoSwap (memory+swap limit = memory limit), as upstream");
-  else if (k.memorySwap.swapBehavior === "LimitedSwap" && !swapHost.swapController)
-    logger.warn("memorySwap.swapBehavior LimitedSwap: the kernel has no swap controller (memory.swap.max); no swap limit is written, as upstream");
   const recorder = cluster
     ? new ApiEventRecorder({ api: cluster.api, nodeName: config.nodeName, qps: k.eventRecordQPS, burst: k.eventBurst, clock, logger })
     : new LogEventRecorder(logger);
@@ -213,47 +176,19 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   // (its UID also owns CSINode); the prober reads mirrors' statuses.
   const nodeRegistration = new NodeRegistration();
   const mirrors = cluster ? new MirrorPods({ api: cluster.api, nodeName: config.nodeName, nodeUid: () => nodeRegistration.uid(), logger }) : undefined;
-  // Probes: liveness and startup failures restart that container; readiness feeds the statuses.
-  // The prober is built before the pod workers: the syncs it asks for go through a channel the workers serve.
-  const syncRequests = new Requests<string>();
-  const restarts = new LivenessRestarts((uid) => syncRequests.request(uid));
-  const prober = stack.use(
-    createProbeManager({
-      cri,
-      clock,
-      logger,
-      recorder,
-      onLivenessFailure: (uid, name, message, gracePeriodSeconds) => restarts.livenessFailed(uid, name, message, gracePeriodSeconds),
-      onChange: (uid) => syncRequests.request(uid),
-      onProbed: (run) => probeMetrics.observe(run),
-      onPodRemoved: (uid) => probeMetrics.forgetPod(uid),
-      // What the kubelet before this one (upstream, or this agent before a restart) reported: a ready pod stays Ready.
-      lastReported: (pod, name, id) => reportedContainer(isApiPod(pod) ? pod.status : mirrors?.mirrorOf(pod)?.status, name, id),
-    }),
-  );
-  const verdicts = new ProbeVerdicts(prober, restarts);
-  // configMaps and secrets pods reference (watched in cluster mode), and their volumes below rootDir/pods.
-  // Offline autonomy (cluster mode): API pods, and the objects and tokens they reference, checkpointed locally.
-  // One store for every local checkpoint (one node key for what is encrypted): <rootDir>/checkpoints.
-  const checkpoints = new FileCheckpointStore({ dir: posix.join(config.rootDir, "checkpoints"), clock, logger });
-  const autonomy = cluster ? offlineCheckpoint(k.offlineAutonomy, checkpoints, logger) : undefined;
-  // CSI drivers register through <rootDir>/plugins_registry (node-driver-registrar); the watcher starts once the node controller has.
-  const csiDrivers = new CsiDrivers({ nodeName: config.nodeName, ...(cluster ? { api: cluster.api } : {}), nodeUid: () => nodeRegistration.uid(), clock, logger });
-  stack.defer(() => csiDrivers.close());
-  const pluginWatcher = stack.use(new PluginWatcher({ dir: posix.join(config.rootDir, "plugins_registry"), handlers: { [CSI_PLUGIN_TYPE]: csiDrivers }, clock, logger }));
-  const { volumes, podObjects } = stack.use(
-    await createVolumeManager({
-      rootDir: config.rootDir,
-      ...(deps.mounter ? { mounter: deps.mounter } : {}),
-      ...(cluster ? { api: cluster.api } : {}),
-      ...(autonomy ? { checkpoint: { ...autonomy, clock, logger } } : {}),
-      allocatable: nodeAllocatable,
-      nodeIdentity: { name: config.nodeName, labels: facts.labels },
-      csi: { drivers: csiDrivers, controllerAttachDetach: k.enableControllerAttachDetach },
-      clock,
-      logger,
-    }),
-  );
+  // Probes: liveness and startup failures restart that container (through the pod workers, built later); readiness feeds the statuses.
+  const { syncRequests, restarts, verdicts } = buildProber(stack, { cri, recorder, probeMetrics, mirrors, clock, logger });
+  // Local checkpoints, offline autonomy, CSI drivers and the volume manager (with the configMaps and secrets pods reference).
+  const { checkpoints, autonomy, pluginWatcher, volumes, podObjects } = await buildVolumes(stack, {
+    config,
+    cluster,
+    mounter: deps.mounter,
+    nodeAllocatable,
+    nodeLabels: facts.labels,
+    nodeRegistration,
+    clock,
+    logger,
+  });
   // In-place resize (InPlacePodVerticalScaling, on by default since 1.33): allocations checkpointed under rootDir/checkpoints.
   const allocation =
     k.featureGates["InPlacePodVerticalScaling"] === false
@@ -273,6 +208,212 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   const statusSink = apiStatus ?? statuses;
   // Pod sources: static pods (file, URL) and, in cluster mode, the API server's pods for this node; their
   // merge (PodConfig) says when every source delivered, which the device manager and orphan cleanup wait for.
+  const { sources, podConfig } = await buildPodSources(stack, { config, cri, cluster, mirrors, apiStatus, autonomy, clock, logger });
+  // The pod workers are built last on the pod path (their admission asks eviction and shutdown); what the
+  // subsystems built before them ask of them goes through this view, which the workers serve.
+  const pods = new PodWorkersView();
+  // The CPU manager (cpuManagerPolicy): exclusive CPUs for Guaranteed containers, kept in <rootDir>/cpu_manager_state.
+  const cpuManager = stack.use(buildCpuManager({ config, cri, pods, podConfig, clock, logger }));
+  // Device plugins register on <rootDir>/device-plugins/kubelet.sock; their devices are extended resources of the node.
+  const devices = stack.use(
+    new DeviceManager({
+      dir: posix.join(config.rootDir, "device-plugins"),
+      clock,
+      logger,
+      onChange: () => nodeStatusRequests.request(),
+      sourcesReady: () => podConfig.allSourcesReady(),
+      metrics,
+    }),
+  );
+  await devices.start();
+  // Service environment variables come from one watch of every Service (cluster mode only, as upstream).
+  const services = cluster ? stack.use(new WatchedServices({ api: cluster.api, clock, logger })).start() : undefined;
+  // The pods' host side (volumes, pod cgroups, pod files, log directories) and the runtime facade over the CRI.
+  const { podHost, runtime, crashLoop } = buildPodRuntime({
+    config,
+    cri,
+    cluster,
+    hostIP,
+    machine,
+    nodeAllocatable,
+    swapHost,
+    podsCgroupParent,
+    podCgroups,
+    pods,
+    volumes,
+    podObjects,
+    services,
+    devices,
+    cpuManager,
+    restarts,
+    allocation,
+    recorder,
+    metrics,
+    clock,
+    logger,
+  });
+
+  // Node resources: stats every 10s feed eviction; images and logs are collected and rotated.
+  const { stats, pauseImage, imageGC, logRotation, eviction } = await buildNodeResources(stack, {
+    config,
+    podsCgroupParent,
+    podCgroups,
+    pods,
+    cri,
+    volumes,
+    recorder,
+    containerGC: () => runtime.garbageCollect(),
+    clock,
+    logger,
+  });
+  // Graceful node shutdown: pods stop by priority group within their budgets when deps.nodeShutdown says so.
+  const groups = shutdownGroups(k);
+  const shutdownTrigger = groups.length ? deps.nodeShutdown : undefined;
+  const nodeShutdown = shutdownTrigger
+    ? new NodeShutdownManager({
+        groups,
+        pods,
+        clock,
+        logger,
+        recorder,
+        nodeName: config.nodeName,
+        nodeStatusChanged: () => nodeStatusRequests.request(),
+      })
+    : undefined;
+  if (nodeShutdown && shutdownTrigger) {
+    shutdownTrigger.onShutdown(
+      () => nodeShutdown.shutdown(),
+      () => nodeShutdown.cancel(),
+    );
+  }
+  // Admission (node shutdown, pressure, sysctls, pod features, devices, CPUs, resources), the pod syncer,
+  // the pod workers that serve `pods`, and the PLEG that wakes them.
+  const { workers, pleg } = buildPodWorkers(stack, {
+    config,
+    cri,
+    facts,
+    nodeShutdown,
+    eviction,
+    devices,
+    cpuManager,
+    allocation,
+    runtime,
+    podHost,
+    statusSink,
+    verdicts,
+    syncRequests,
+    pods,
+    runtimePods,
+    metrics,
+    recorder,
+    random: deps.random ?? Math.random,
+    clock,
+    logger,
+  });
+  // The pod resources API (v1) on <rootDir>/pod-resources/kubelet.sock: which devices each container holds.
+  const podResources = await servePodResources({
+    dir: posix.join(config.rootDir, "pod-resources"),
+    devices,
+    pods: workers,
+    getEnabled: k.featureGates["KubeletPodResourcesGet"] !== false, // beta, on by default since 1.34
+    logger,
+  });
+  stack.defer(() => podResources.close());
+  // Kernel OOM kills as events (upstream's OOM watcher): SystemOOM on the node, OOMKilling on this node's pods.
+  const kernelLog = config.runOnce ? undefined : tryOpenKmsg(logger);
+  if (kernelLog) {
+    // Any pod with a status here, not only active ones: a pod whose only container was killed may be terminal by the next poll.
+    const knownRef = (uid: string) => {
+      const entry = statuses.list().find(({ pod }) => pod.metadata.uid === uid);
+      return entry ? podEventRef(entry.pod) : undefined;
+    };
+    stack.use(new OomWatcher({ kernelLog, recorder, nodeName: config.nodeName, podRef: knownRef, clock, logger })).start();
+  }
+  // Cluster mode: the Node object, its status and its Lease.
+  const node =
+    cluster && config.registerNode
+      ? stack.use(
+          new NodeController({
+            api: cluster.api,
+            cri,
+            plegHealth: () => pleg.healthy(),
+            pressure: () => eviction.conditions(),
+            id: nodeId,
+            machine,
+            internalIP: hostIP,
+            config: k,
+            clock,
+            logger,
+            recorder,
+            shutdownStatus: () => nodeShutdown?.status(),
+            extendedResources: () => devices.nodeResources(),
+            statusRequests: nodeStatusRequests,
+            registration: nodeRegistration,
+          }),
+        )
+      : undefined;
+  node?.start();
+  await pluginWatcher.start();
+  const once = config.runOnce ? recordFirstSnapshots(sources, { clock }) : undefined;
+  const syncLoop = stack.use(
+    new SyncLoop({
+      sources: once?.sources ?? sources,
+      removeOrphans: !once,
+      podConfig,
+      workers,
+      pleg,
+      runtime,
+      backoff: crashLoop,
+      clock,
+      logger,
+      ...(mirrors ? { mirrors } : {}),
+      housekeepingTasks: housekeepingTasks({ clock, logger, heap: deps.heap ?? bunHeap, podCgroups, workers, pleg, podConfig, volumes, allocation, devices }),
+    }),
+  );
+
+  const health = healthzApp([
+    { name: "ping", check: () => ({ ok: true }) },
+    { name: "log", check: () => ({ ok: true }) },
+    syncLoopCheck({ lastIteration: () => syncLoop.lastIteration(), pleg: () => pleg.healthy(), now: () => clock.now(), thresholdMs: 2 * k.syncFrequency + 60_000 }),
+  ]);
+  cpuManager.start();
+  if (once) {
+    syncLoop.start();
+    const pods = await once.firstPods().catch((err: unknown) => errorMessage(err));
+    if (typeof pods === "string") return { results: [], error: pods };
+    const report = await runOnce({ pods, status: (uid) => statuses.get(uid), clock, logger, signal });
+    logger.info("run-once finished; pods keep running", { pods: report.results.length, failed: report.results.filter((r) => !r.ok).length });
+    return report;
+  }
+  await startServers(stack, { config, cluster, hostIP, health, statuses, stats, cri, metrics, probeMetrics, pauseImage, machine, clock, logger });
+
+  syncLoop.start();
+  stats.start(10_000);
+  imageGC.start();
+  logRotation.start(k.containerLogMonitorInterval);
+  eviction.start(10_000);
+  logger.info("syncLoop started", { staticPodPath: k.staticPodPath || "(none)" });
+  await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+  logger.info("stopping node agent; pods keep running");
+  return undefined;
+}
+
+/** The pod sources (static files, URL, the API server's pods for this node) and their merge, each source disposed with the stack. */
+async function buildPodSources(
+  stack: AsyncDisposableStack,
+  o: {
+    config: AgentConfig;
+    cri: CriService;
+    cluster: Cluster | undefined;
+    mirrors: MirrorPods | undefined;
+    apiStatus: ApiStatusManager | undefined;
+    autonomy: ReturnType<typeof offlineCheckpoint>;
+    clock: Clock;
+    logger: Logger;
+  },
+): Promise<{ sources: PodSource[]; podConfig: PodConfig }> {
+  const { config, cri, cluster, mirrors, apiStatus, autonomy, clock, logger } = o;
+  const k = config.kubelet;
   const sources: PodSource[] = [];
   // The pods the runtime has at startup: a static pod running under the UID this agent computed before it
   // computed the upstream kubelet's keeps it (sources/defaults.ts staticPodUid), so an upgrade restarts nothing.
@@ -311,48 +452,67 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     );
   }
   const podConfig = new PodConfig(sources.map((s) => s.name));
-  // The pod workers are built last on the pod path (their admission asks eviction and shutdown); what the
-  // subsystems built before them ask of them goes through this view, which the workers serve.
-  const pods = new PodWorkersView();
-  // The CPU manager (cpuManagerPolicy): exclusive CPUs for Guaranteed containers, kept in <rootDir>/cpu_manager_state.
-  const cpuManager = stack.use(
-    (() => {
-      try {
-        return createCpuManager({
-          rootDir: config.rootDir,
-          policy: k.cpuManagerPolicy === "static" ? "static" : "none",
-          policyOptions: k.cpuManagerPolicyOptions,
-          topology: k.cpuManagerPolicy === "static" ? readCpuTopology("/sys") : { cpus: [] },
-          reservedSystemCpus: parseCpuSet(k.reservedSystemCPUs),
-          reservedMilliCpu: reservedMilliCpu(k),
-          cri,
-          pods,
-          sourcesReady: () => podConfig.allSourcesReady(),
-          reconcilePeriodMs: k.cpuManagerReconcilePeriod,
-          clock,
-          logger,
-        });
-      } catch (err) {
-        // upstream: the container manager fails and the kubelet does not start.
-        if (err instanceof CpuManagerError) throw new Error(`failed to initialize the CPU manager: ${err.message}`);
-        throw err;
-      }
-    })(),
-  );
-  // Device plugins register on <rootDir>/device-plugins/kubelet.sock; their devices are extended resources of the node.
-  const devices = stack.use(
-    new DeviceManager({
-      dir: posix.join(config.rootDir, "device-plugins"),
+  return { sources, podConfig };
+}
+
+/** The CPU manager (cpuManagerPolicy): exclusive CPUs for Guaranteed containers, kept in <rootDir>/cpu_manager_state. */
+function buildCpuManager(o: { config: AgentConfig; cri: CriService; pods: ActivePods; podConfig: Pick<PodConfig, "allSourcesReady">; clock: Clock; logger: Logger }): CpuManager {
+  const { config, cri, pods, podConfig, clock, logger } = o;
+  const k = config.kubelet;
+  try {
+    return createCpuManager({
+      rootDir: config.rootDir,
+      policy: k.cpuManagerPolicy === "static" ? "static" : "none",
+      policyOptions: k.cpuManagerPolicyOptions,
+      topology: k.cpuManagerPolicy === "static" ? readCpuTopology("/sys") : { cpus: [] },
+      reservedSystemCpus: parseCpuSet(k.reservedSystemCPUs),
+      reservedMilliCpu: reservedMilliCpu(k),
+      cri,
+      pods,
+      sourcesReady: () => podConfig.allSourcesReady(),
+      reconcilePeriodMs: k.cpuManagerReconcilePeriod,
       clock,
       logger,
-      onChange: () => nodeStatusRequests.request(),
-      sourcesReady: () => podConfig.allSourcesReady(),
-      metrics,
-    }),
-  );
-  await devices.start();
-  // Service environment variables come from one watch of every Service (cluster mode only, as upstream).
-  const services = cluster ? stack.use(new WatchedServices({ api: cluster.api, clock, logger })).start() : undefined;
+    });
+  } catch (err) {
+    // upstream: the container manager fails and the kubelet does not start.
+    if (err instanceof CpuManagerError) throw new Error(`failed to initialize the CPU manager: ${err.message}`);
+    throw err;
+  }
+}
+
+/**
+ * The pod's host side (volumes, the pod cgroup with the QoS totals, pod files,
+ * log directories) and the runtime facade over the CRI, with where its
+ * sandbox and container configs come from and what decides a start; the
+ * crash-loop backoff is also the syncLoop's (housekeeping forgets old entries).
+ */
+function buildPodRuntime(o: {
+  config: AgentConfig;
+  cri: CriService;
+  cluster: Cluster | undefined;
+  hostIP: string | undefined;
+  machine: MachineInfo;
+  nodeAllocatable: ReturnType<typeof allocatableAmounts>;
+  swapHost: ReturnType<typeof readSwapHost>;
+  podsCgroupParent: string;
+  podCgroups: PodCgroups | undefined;
+  pods: ActivePods;
+  volumes: VolumeManager;
+  podObjects: PodObjects;
+  services: WatchedServices | undefined;
+  devices: DeviceManager;
+  cpuManager: Pick<CpuManager, "cpusetFor">;
+  restarts: LivenessRestarts;
+  allocation: AllocationManager | undefined;
+  recorder: EventRecorder;
+  metrics: KubeletMetrics;
+  clock: Clock;
+  logger: Logger;
+}): { podHost: PodHost; runtime: CriPodRuntime; crashLoop: Backoff } {
+  const { config, cri, cluster, hostIP, machine, nodeAllocatable, swapHost, podsCgroupParent, podCgroups, pods, volumes, podObjects, services, devices, cpuManager } = o;
+  const { restarts, allocation, recorder, metrics, clock, logger } = o;
+  const k = config.kubelet;
   // The pods' host side: volumes, pod cgroups, pod files and log directories (set up and torn down by the pod syncer).
   const podHost = new PodHost({
     podLogsDir: k.podLogsDir,
@@ -423,40 +583,43 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
       resize: allocation,
     },
   });
+  return { podHost, runtime, crashLoop };
+}
 
-  // Node resources: stats every 10s feed eviction; images and logs are collected and rotated.
-  const { stats, pauseImage, imageGC, logRotation, eviction } = await buildNodeResources(stack, {
-    config,
-    podsCgroupParent,
-    podCgroups,
-    pods,
-    cri,
-    volumes,
-    recorder,
-    containerGC: () => runtime.garbageCollect(),
-    clock,
-    logger,
-  });
-  // Graceful node shutdown: pods stop by priority group within their budgets when deps.nodeShutdown says so.
-  const groups = shutdownGroups(k);
-  const shutdownTrigger = groups.length ? deps.nodeShutdown : undefined;
-  const nodeShutdown = shutdownTrigger
-    ? new NodeShutdownManager({
-        groups,
-        pods,
-        clock,
-        logger,
-        recorder,
-        nodeName: config.nodeName,
-        nodeStatusChanged: () => nodeStatusRequests.request(),
-      })
-    : undefined;
-  if (nodeShutdown && shutdownTrigger) {
-    shutdownTrigger.onShutdown(
-      () => nodeShutdown.shutdown(),
-      () => nodeShutdown.cancel(),
-    );
-  }
+/**
+ * Admission (node shutdown, pressure, sysctls, pod features, devices, CPUs,
+ * then the resource predicates, as upstream), the pod syncer, the pod
+ * workers (which serve `pods` and the prober's sync requests) and the PLEG
+ * that wakes them, each disposed with the stack.
+ */
+function buildPodWorkers(
+  stack: AsyncDisposableStack,
+  o: {
+    config: AgentConfig;
+    cri: CriService;
+    facts: ReturnType<typeof nodeFacts>;
+    nodeShutdown: NodeShutdownManager | undefined;
+    eviction: Pick<EvictionManager, "admitPod">;
+    devices: DeviceManager;
+    cpuManager: Pick<CpuManager, "admit">;
+    allocation: AllocationManager | undefined;
+    runtime: CriPodRuntime;
+    podHost: PodHost;
+    statusSink: StatusSink;
+    verdicts: ProbeVerdicts;
+    syncRequests: Requests<string>;
+    pods: PodWorkersView;
+    runtimePods: RuntimePodsView;
+    metrics: KubeletMetrics;
+    recorder: EventRecorder;
+    random: () => number;
+    clock: Clock;
+    logger: Logger;
+  },
+): { workers: PodWorkers; pleg: Pleg } {
+  const { config, cri, facts, nodeShutdown, eviction, devices, cpuManager, allocation, runtime, podHost, statusSink, verdicts, syncRequests, pods, runtimePods } = o;
+  const { metrics, recorder, random, clock, logger } = o;
+  const k = config.kubelet;
   // Admission: node shutdown, then eviction (pods under pressure), sysctls, devices, then the resource checks, as upstream.
   const sysctls = sysctlAllowlist(k.allowedUnsafeSysctls);
   const podFeatureGates = {
@@ -486,28 +649,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     return admitPod(allocated(pod), active, facts);
   };
   const syncer = new HostPodSyncer({ runtime, host: podHost, status: statusSink, clock, logger, recorder, probes: verdicts, metrics, ...(allocation ? { allocation } : {}) });
-  const workers: PodWorkers = stack.use(
-    new PodWorkers({ syncer, clock, logger, resyncIntervalMs: k.syncFrequency, random: deps.random ?? Math.random, admit, requests: syncRequests, view: pods, metrics }),
-  );
-  // The pod resources API (v1) on <rootDir>/pod-resources/kubelet.sock: which devices each container holds.
-  const podResources = await servePodResources({
-    dir: posix.join(config.rootDir, "pod-resources"),
-    devices,
-    pods: workers,
-    getEnabled: k.featureGates["KubeletPodResourcesGet"] !== false, // beta, on by default since 1.34
-    logger,
-  });
-  stack.defer(() => podResources.close());
-  // Kernel OOM kills as events (upstream's OOM watcher): SystemOOM on the node, OOMKilling on this node's pods.
-  const kernelLog = config.runOnce ? undefined : tryOpenKmsg(logger);
-  if (kernelLog) {
-    // Any pod with a status here, not only active ones: a pod whose only container was killed may be terminal by the next poll.
-    const knownRef = (uid: string) => {
-      const entry = statuses.list().find(({ pod }) => pod.metadata.uid === uid);
-      return entry ? podEventRef(entry.pod) : undefined;
-    };
-    stack.use(new OomWatcher({ kernelLog, recorder, nodeName: config.nodeName, podRef: knownRef, clock, logger })).start();
-  }
+  const workers: PodWorkers = stack.use(new PodWorkers({ syncer, clock, logger, resyncIntervalMs: k.syncFrequency, random, admit, requests: syncRequests, view: pods, metrics }));
   // Container events where the runtime streams them (falls back to relisting by itself where it does not);
   // featureGates EventedPLEG=false keeps the one-second relist only.
   const onRelist = (duration: number, interval: number | undefined) => metrics.plegRelist(duration, interval);
@@ -516,87 +658,168 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
       ? new GenericPleg({ runtime, clock, logger, onRelist, view: runtimePods })
       : new EventedPleg({ runtime, cri, clock, logger, onRelist, view: runtimePods }),
   );
-  // Cluster mode: the Node object, its status and its Lease.
-  const node =
-    cluster && config.registerNode
-      ? stack.use(
-          new NodeController({
-            api: cluster.api,
-            cri,
-            plegHealth: () => pleg.healthy(),
-            pressure: () => eviction.conditions(),
-            id: nodeId,
-            machine,
-            internalIP: hostIP,
-            config: k,
-            clock,
-            logger,
-            recorder,
-            shutdownStatus: () => nodeShutdown?.status(),
-            extendedResources: () => devices.nodeResources(),
-            statusRequests: nodeStatusRequests,
-            registration: nodeRegistration,
-          }),
-        )
-      : undefined;
-  node?.start();
-  await pluginWatcher.start();
+  return { workers, pleg };
+}
+
+/**
+ * The node's cgroups: the driver (the runtime's, where it answers through CRI
+ * RuntimeConfig, else the config's; disagreeing with one set explicitly
+ * exits 2), with cgroupsPerQOS kubepods, kubepods/burstable,
+ * kubepods/besteffort and one cgroup per pod under cgroupRoot (systemd:
+ * transient slices), node allocatable enforced on kubepods, and the host's
+ * swap for containers.
+ */
+async function buildNodeCgroups(o: { config: AgentConfig; cri: CriService; logger: Logger }) {
+  const { config, cri, logger } = o;
+  const k = config.kubelet;
+  const cgroupDriver = chooseCgroupDriver({
+    configured: k.cgroupDriver === "systemd" ? "systemd" : "cgroupfs",
+    explicit: config.cgroupDriverSet ?? false,
+    runtime: await runtimeCgroupDriver(cri),
+  });
+  logger.info("cgroup driver", { driver: cgroupDriver.driver, from: cgroupDriver.source });
+  if (cgroupDriver.driver === "systemd" && !k.cgroupsPerQOS) {
+    throw new StartupConfigError(
+      `cgroupDriver systemd (${cgroupDriver.source === "runtime" ? "reported by the container runtime" : "configured"}) needs cgroupsPerQOS: true: pods are placed in the kubepods.slice hierarchy the agent creates through systemd`,
+    );
+  }
+  // cgroupsPerQOS: kubepods, kubepods/burstable, kubepods/besteffort and one cgroup per pod under cgroupRoot
+  // (systemd: kubepods.slice, kubepods-burstable.slice, ... made by systemd as transient slices).
+  const machine = readMachineInfo({ rootDir: config.rootDir });
+  const podCgroups = k.cgroupsPerQOS
+    ? createPodCgroups({
+        driver: cgroupDriver.driver,
+        cgroupRoot: k.cgroupRoot || "/",
+        podPidsLimit: k.podPidsLimit,
+        cpuCFSQuota: k.cpuCFSQuota,
+        cpuCFSQuotaPeriodMs: k.cpuCFSQuotaPeriod,
+        memoryQoS: k.featureGates["MemoryQoS"] === true, // upstream's alpha gate: memory.min/low on cgroup v2
+        // qosReserved (checked at start: memory only, with the QOSReserved gate): burstable and besteffort memory limits.
+        ...(k.qosReserved["memory"] ? { qosReservedMemoryPercent: Number.parseInt(k.qosReserved["memory"], 10) } : {}),
+        logger,
+      })
+    : undefined;
+  const podsCgroupParent = podCgroups ? podCgroups.kubepods : k.cgroupRoot;
+  const nodeAllocatable = allocatableAmounts(machine, k);
+  await podCgroups?.setupNode({
+    allocatable: { cpuMilli: nodeAllocatable.cpu, memoryBytes: nodeAllocatable.memory },
+    enforce: k.enforceNodeAllocatable.includes("pods"),
+  });
+  // Swap for containers (memorySwap.swapBehavior), as upstream: NoSwap unless LimitedSwap on cgroup v2 (cgroups/swap.ts).
+  const swapHost = readSwapHost(detectCgroupLayout("/", nodeCgroupFs).version, machine.memoryBytes);
+  if (k.memorySwap.swapBehavior === "LimitedSwap" && swapHost.cgroupVersion === "v1")
+    logger.warn("memorySwap.swapBehavior LimitedSwap needs cgroup v2: on this cgroup v1 host every container gets NoSwap (memory+swap limit = memory limit), as upstream");
+  else if (k.memorySwap.swapBehavior === "LimitedSwap" && !swapHost.swapController)
+    logger.warn("memorySwap.swapBehavior LimitedSwap: the kernel has no swap controller (memory.swap.max); no swap limit is written, as upstream");
+  return { machine, podCgroups, podsCgroupParent, nodeAllocatable, swapHost };
+}
+
+/** What housekeeping runs besides the syncLoop's own (orphans, mirror pods, GC): heap pacing, pod cgroups, orphaned pod directories. */
+function housekeepingTasks(o: {
+  clock: Clock;
+  logger: Logger;
+  heap: Heap;
+  podCgroups: PodCgroups | undefined;
+  workers: PodWorkers;
+  pleg: Pleg;
+  podConfig: PodConfig;
+  volumes: Pick<VolumeManager, "cleanupOrphans">;
+  allocation: AllocationManager | undefined;
+  devices: Pick<DeviceManager, "removeOrphans">;
+}): (() => void)[] {
+  const { clock, logger, podCgroups, workers, pleg, podConfig, volumes, allocation, devices } = o;
   // Garbage is collected by heap growth, as Go's GOGC does, not by the machine's RAM (memory/gc-pacer.ts).
-  const gcPacer = new GcPacer({ heap: deps.heap ?? bunHeap, clock, logger });
-  const once = config.runOnce ? recordFirstSnapshots(sources, { clock }) : undefined;
-  const syncLoop = stack.use(
-    new SyncLoop({
-      sources: once?.sources ?? sources,
-      removeOrphans: !once,
-      podConfig,
-      workers,
-      pleg,
-      runtime,
-      backoff: crashLoop,
+  const gcPacer = new GcPacer({ heap: o.heap, clock, logger });
+  return [
+    () => gcPacer.tick(),
+    ...(podCgroups ? [everyMs(60_000, clock, () => podCgroupHousekeeping(podCgroups, workers, pleg, logger))] : []),
+    // Directories (and mounts) of pods gone from the agent and the runtime, as upstream cleanupOrphanedPodDirs.
+    // Only once every source delivered its pods: a restarted node must not lose emptyDirs of pods still loading.
+    everyMs(60_000, clock, async () => {
+      if (!pleg.hasRelisted() || !podConfig.allSourcesReady()) return;
+      const known = new Set([...pleg.runtimePods().map((p) => p.uid), ...podConfig.desiredPods().map((p) => podUid(p))]);
+      await volumes.cleanupOrphans((uid) => workers.has(uid) || known.has(uid));
+      allocation?.removeOrphans((uid) => workers.has(uid) || known.has(uid));
+      devices.removeOrphans((uid) => workers.has(uid) || known.has(uid));
+    }),
+  ];
+}
+
+/**
+ * The prober: liveness and startup failures restart that container, readiness
+ * feeds the statuses. It is built before the pod workers: the syncs it asks
+ * for go through `syncRequests`, which the workers serve.
+ */
+function buildProber(
+  stack: AsyncDisposableStack,
+  o: { cri: CriService; recorder: EventRecorder; probeMetrics: ProbeMetrics; mirrors: MirrorPods | undefined; clock: Clock; logger: Logger },
+) {
+  const { cri, recorder, probeMetrics, mirrors, clock, logger } = o;
+  const syncRequests = new Requests<string>();
+  const restarts = new LivenessRestarts((uid) => syncRequests.request(uid));
+  const prober = stack.use(
+    createProbeManager({
+      cri,
       clock,
       logger,
-      ...(mirrors ? { mirrors } : {}),
-      housekeepingTasks: [
-        () => gcPacer.tick(),
-        ...(podCgroups ? [everyMs(60_000, clock, () => podCgroupHousekeeping(podCgroups, workers, pleg, logger))] : []),
-        // Directories (and mounts) of pods gone from the agent and the runtime, as upstream cleanupOrphanedPodDirs.
-        // Only once every source delivered its pods: a restarted node must not lose emptyDirs of pods still loading.
-        everyMs(60_000, clock, async () => {
-          if (!pleg.hasRelisted() || !podConfig.allSourcesReady()) return;
-          const known = new Set([...pleg.runtimePods().map((p) => p.uid), ...podConfig.desiredPods().map((p) => podUid(p))]);
-          await volumes.cleanupOrphans((uid) => workers.has(uid) || known.has(uid));
-          allocation?.removeOrphans((uid) => workers.has(uid) || known.has(uid));
-          devices.removeOrphans((uid) => workers.has(uid) || known.has(uid));
-        }),
-      ],
+      recorder,
+      onLivenessFailure: (uid, name, message, gracePeriodSeconds) => restarts.livenessFailed(uid, name, message, gracePeriodSeconds),
+      onChange: (uid) => syncRequests.request(uid),
+      onProbed: (run) => probeMetrics.observe(run),
+      onPodRemoved: (uid) => probeMetrics.forgetPod(uid),
+      // What the kubelet before this one (upstream, or this agent before a restart) reported: a ready pod stays Ready.
+      lastReported: (pod, name, id) => reportedContainer(isApiPod(pod) ? pod.status : mirrors?.mirrorOf(pod)?.status, name, id),
     }),
   );
+  const verdicts = new ProbeVerdicts(prober, restarts);
+  return { syncRequests, restarts, verdicts };
+}
 
-  const health = healthzApp([
-    { name: "ping", check: () => ({ ok: true }) },
-    { name: "log", check: () => ({ ok: true }) },
-    syncLoopCheck({ lastIteration: () => syncLoop.lastIteration(), pleg: () => pleg.healthy(), now: () => clock.now(), thresholdMs: 2 * k.syncFrequency + 60_000 }),
-  ]);
-  cpuManager.start();
-  if (once) {
-    syncLoop.start();
-    const pods = await once.firstPods().catch((err: unknown) => errorMessage(err));
-    if (typeof pods === "string") return { results: [], error: pods };
-    const report = await runOnce({ pods, status: (uid) => statuses.get(uid), clock, logger, signal });
-    logger.info("run-once finished; pods keep running", { pods: report.results.length, failed: report.results.filter((r) => !r.ok).length });
-    return report;
-  }
-  await startServers(stack, { config, cluster, hostIP, health, statuses, stats, cri, metrics, probeMetrics, pauseImage, machine, clock, logger });
-
-  syncLoop.start();
-  stats.start(10_000);
-  imageGC.start();
-  logRotation.start(k.containerLogMonitorInterval);
-  eviction.start(10_000);
-  logger.info("syncLoop started", { staticPodPath: k.staticPodPath || "(none)" });
-  await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
-  logger.info("stopping node agent; pods keep running");
-  return undefined;
+/**
+ * Volumes: the local checkpoint store (one node key for what is encrypted:
+ * <rootDir>/checkpoints), offline autonomy's checkpoints of API pods and what
+ * they reference (cluster mode), the CSI plugin watcher (started once the
+ * node controller has), and the volume manager below <rootDir>/pods with the
+ * configMaps and secrets pods reference.
+ */
+async function buildVolumes(
+  stack: AsyncDisposableStack,
+  o: {
+    config: AgentConfig;
+    cluster: Cluster | undefined;
+    mounter: Mounter | undefined;
+    nodeAllocatable: ReturnType<typeof allocatableAmounts>;
+    nodeLabels: Record<string, string>;
+    nodeRegistration: NodeRegistration;
+    clock: Clock;
+    logger: Logger;
+  },
+) {
+  const { config, cluster, mounter, nodeAllocatable, nodeLabels, nodeRegistration, clock, logger } = o;
+  const k = config.kubelet;
+  // configMaps and secrets pods reference (watched in cluster mode), and their volumes below rootDir/pods.
+  // Offline autonomy (cluster mode): API pods, and the objects and tokens they reference, checkpointed locally.
+  // One store for every local checkpoint (one node key for what is encrypted): <rootDir>/checkpoints.
+  const checkpoints = new FileCheckpointStore({ dir: posix.join(config.rootDir, "checkpoints"), clock, logger });
+  const autonomy = cluster ? offlineCheckpoint(k.offlineAutonomy, checkpoints, logger) : undefined;
+  // CSI drivers register through <rootDir>/plugins_registry (node-driver-registrar); the watcher starts once the node controller has.
+  const csiDrivers = new CsiDrivers({ nodeName: config.nodeName, ...(cluster ? { api: cluster.api } : {}), nodeUid: () => nodeRegistration.uid(), clock, logger });
+  stack.defer(() => csiDrivers.close());
+  const pluginWatcher = stack.use(new PluginWatcher({ dir: posix.join(config.rootDir, "plugins_registry"), handlers: { [CSI_PLUGIN_TYPE]: csiDrivers }, clock, logger }));
+  const { volumes, podObjects } = stack.use(
+    await createVolumeManager({
+      rootDir: config.rootDir,
+      ...(mounter ? { mounter } : {}),
+      ...(cluster ? { api: cluster.api } : {}),
+      ...(autonomy ? { checkpoint: { ...autonomy, clock, logger } } : {}),
+      allocatable: nodeAllocatable,
+      nodeIdentity: { name: config.nodeName, labels: nodeLabels },
+      csi: { drivers: csiDrivers, controllerAttachDetach: k.enableControllerAttachDetach },
+      clock,
+      logger,
+    }),
+  );
+  return { checkpoints, autonomy, pluginWatcher, volumes, podObjects };
 }
 
 /** Node resources: stats (which feed eviction), image GC, log rotation and the eviction manager, each disposed with the stack. */
