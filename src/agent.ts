@@ -127,32 +127,11 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
 
   await using stack = new AsyncDisposableStack();
   mkdirSync(config.rootDir, { recursive: true, mode: 0o750 });
-  const rawCri =
-    deps.cri ??
-    (await import("./cri/client.ts")).createCriClient({
-      endpoint: k.containerRuntimeEndpoint,
-      ...(k.imageServiceEndpoint ? { imageEndpoint: k.imageServiceEndpoint } : {}),
-      requestTimeoutMs: k.runtimeRequestTimeout,
-      logger,
-    });
-  stack.defer(() => rawCri.close());
-  // Metrics: upstream's kubelet, resource and prober metrics; the CRI client is wrapped to time every call.
-  // The running pods and containers they report are the PLEG's, which serves this view once built.
-  const runtimePods = new RuntimePodsView();
-  const metrics = new KubeletMetrics({ nodeName: config.nodeName, processStartMs: clock.now(), runtimeCounts: () => runtimeCounts(runtimePods.runtimePods()) });
-  const probeMetrics = new ProbeMetrics();
-  const cri = instrumentCri(rawCri, metrics, () => clock.now());
-  await waitForRuntime(cri, { clock, logger, signal });
-  if (signal.aborted) return undefined;
-  // Air-gapped nodes: image tarballs go into the runtime before any pod can ask for them.
-  if (k.imagePreloadDir) {
-    const store = containerdImageStore(k.imageServiceEndpoint || k.containerRuntimeEndpoint);
-    try {
-      await preloadImages(k.imagePreloadDir, store, logger);
-    } finally {
-      store.close();
-    }
-  }
+  // The CRI client, wrapped to time every call for the metrics (kubelet, resource, prober); the running pods and
+  // containers they report are the PLEG's, which serves runtimePods once built. Image tarballs are preloaded.
+  const runtimeConnection = await connectRuntime(stack, { config, cri: deps.cri, clock, logger, signal });
+  if (!runtimeConnection) return undefined;
+  const { cri, metrics, probeMetrics, runtimePods } = runtimeConnection;
 
   // Cluster mode: the API server is a pod source and the status sink, and the node registers. Run-once never talks to it (upstream).
   const cluster = config.runOnce
@@ -267,25 +246,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     logger,
   });
   // Graceful node shutdown: pods stop by priority group within their budgets when deps.nodeShutdown says so.
-  const groups = shutdownGroups(k);
-  const shutdownTrigger = groups.length ? deps.nodeShutdown : undefined;
-  const nodeShutdown = shutdownTrigger
-    ? new NodeShutdownManager({
-        groups,
-        pods,
-        clock,
-        logger,
-        recorder,
-        nodeName: config.nodeName,
-        nodeStatusChanged: () => nodeStatusRequests.request(),
-      })
-    : undefined;
-  if (nodeShutdown && shutdownTrigger) {
-    shutdownTrigger.onShutdown(
-      () => nodeShutdown.shutdown(),
-      () => nodeShutdown.cancel(),
-    );
-  }
+  const nodeShutdown = buildNodeShutdown({ config, trigger: deps.nodeShutdown, pods, recorder, nodeStatusRequests, clock, logger });
   // Admission (node shutdown, pressure, sysctls, pod features, devices, CPUs, resources), the pod syncer,
   // the pod workers that serve `pods`, and the PLEG that wakes them.
   const { workers, pleg } = buildPodWorkers(stack, {
@@ -743,6 +704,76 @@ function housekeepingTasks(o: {
       devices.removeOrphans((uid) => workers.has(uid) || known.has(uid));
     }),
   ];
+}
+
+/**
+ * The CRI client (deps.cri in tests), wrapped to time every call for the
+ * kubelet metrics, once the runtime answers; undefined when the agent was
+ * stopped meanwhile. The metrics' running pods and containers are the
+ * PLEG's, which serves `runtimePods` once built. On air-gapped nodes, image
+ * tarballs go into the runtime before any pod can ask for them.
+ */
+async function connectRuntime(stack: AsyncDisposableStack, o: { config: AgentConfig; cri: CriService | undefined; clock: Clock; logger: Logger; signal: AbortSignal }) {
+  const { config, clock, logger, signal } = o;
+  const k = config.kubelet;
+  const rawCri =
+    o.cri ??
+    (await import("./cri/client.ts")).createCriClient({
+      endpoint: k.containerRuntimeEndpoint,
+      ...(k.imageServiceEndpoint ? { imageEndpoint: k.imageServiceEndpoint } : {}),
+      requestTimeoutMs: k.runtimeRequestTimeout,
+      logger,
+    });
+  stack.defer(() => rawCri.close());
+  const runtimePods = new RuntimePodsView();
+  const metrics = new KubeletMetrics({ nodeName: config.nodeName, processStartMs: clock.now(), runtimeCounts: () => runtimeCounts(runtimePods.runtimePods()) });
+  const probeMetrics = new ProbeMetrics();
+  const cri = instrumentCri(rawCri, metrics, () => clock.now());
+  await waitForRuntime(cri, { clock, logger, signal });
+  if (signal.aborted) return undefined;
+  if (k.imagePreloadDir) {
+    const store = containerdImageStore(k.imageServiceEndpoint || k.containerRuntimeEndpoint);
+    try {
+      await preloadImages(k.imagePreloadDir, store, logger);
+    } finally {
+      store.close();
+    }
+  }
+  return { cri, metrics, probeMetrics, runtimePods };
+}
+
+/** Graceful node shutdown, when shutdownGracePeriodByPodPriority (or its short form) gives groups and something says the node shuts down. */
+function buildNodeShutdown(o: {
+  config: AgentConfig;
+  trigger: ShutdownTrigger | undefined;
+  pods: ActivePods & PodStopper;
+  recorder: EventRecorder;
+  nodeStatusRequests: Requests<void>;
+  clock: Clock;
+  logger: Logger;
+}): NodeShutdownManager | undefined {
+  const { config, pods, recorder, nodeStatusRequests, clock, logger } = o;
+  const k = config.kubelet;
+  const groups = shutdownGroups(k);
+  const shutdownTrigger = groups.length ? o.trigger : undefined;
+  const nodeShutdown = shutdownTrigger
+    ? new NodeShutdownManager({
+        groups,
+        pods,
+        clock,
+        logger,
+        recorder,
+        nodeName: config.nodeName,
+        nodeStatusChanged: () => nodeStatusRequests.request(),
+      })
+    : undefined;
+  if (nodeShutdown && shutdownTrigger) {
+    shutdownTrigger.onShutdown(
+      () => nodeShutdown.shutdown(),
+      () => nodeShutdown.cancel(),
+    );
+  }
+  return nodeShutdown;
 }
 
 /**
