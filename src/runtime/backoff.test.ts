@@ -27,6 +27,20 @@ describe("Backoff", () => {
     expect(b.remainingSince("k", failedAt)).toBe(0);
   });
 
+  test("remaining since the last failure runs down with the clock (an image pull is retried once it ends)", () => {
+    const clock = new FakeClock();
+    const b = Backoff.crashLoop(clock);
+    expect(b.remaining("k")).toBe(0);
+    b.next("k", clock.now());
+    expect(b.remaining("k")).toBe(10_000);
+    clock.advance(4000);
+    expect(b.remaining("k")).toBe(6000);
+    clock.advance(6000);
+    expect(b.remaining("k")).toBe(0);
+    b.next("k", clock.now());
+    expect(b.remaining("k")).toBe(20_000);
+  });
+
   test("resets after running more than 10 minutes", () => {
     const clock = new FakeClock();
     const b = Backoff.crashLoop(clock);

@@ -43,6 +43,17 @@ export class Backoff {
     return Math.max(0, eventTime + entry.backoffMs - this.opts.clock.now());
   }
 
+  /**
+   * Milliseconds still to wait since the key's last recorded failure, or 0 when
+   * free to retry (upstream IsInBackOffSinceUpdate with the clock's now).
+   */
+  remaining(key: string): number {
+    const entry = this.entries.get(key);
+    const now = this.opts.clock.now();
+    if (!entry || this.expired(entry, now)) return 0;
+    return Math.max(0, entry.lastUpdate + entry.backoffMs - now);
+  }
+
   current(key: string): number | undefined {
     return this.entries.get(key)?.backoffMs;
   }

@@ -161,6 +161,23 @@ describe("CriPodRuntime", () => {
     expect(cri.callsOf("createContainer")).toEqual([]);
   });
 
+  test("a failed pull backs off 10s, then is pulled again and the container starts", async () => {
+    const { clock, cri, runtime } = setup();
+    cri.failNext("pullImage", "Unavailable", "registry unreachable");
+    const p = pod({ imagePullPolicy: "Always" });
+    const failed = await sync(runtime, p);
+    expect(failed.waiting.get("app")).toMatchObject({ reason: "ErrImagePull" });
+    expect(failed.retryAfterMs).toBe(10_000);
+    clock.advance(5000);
+    const early = await sync(runtime, p);
+    expect(early.waiting.get("app")).toMatchObject({ reason: "ImagePullBackOff" });
+    expect(cri.callsOf("pullImage")).toHaveLength(1);
+    clock.advance(5000);
+    await sync(runtime, p);
+    expect(cri.callsOf("pullImage")).toHaveLength(2);
+    expect((await runtime.observe(podRef(p))).containers[0]).toMatchObject({ state: "running" });
+  });
+
   test("an unsupported env source is a CreateContainerConfigError, not a crash", async () => {
     const { runtime } = setup();
     const outcome = await sync(runtime, pod({ env: [{ name: "S", valueFrom: { secretKeyRef: { name: "s", key: "k" } } }] }));

@@ -361,7 +361,7 @@ export class CriPodRuntime implements PodRuntime {
     }
     if (policy === "Never") throw new ImageError("ErrImageNeverPull", `Container image "${image}" is not present with pull policy of Never`);
     const key = `${pod.metadata.uid}/${image}`;
-    const wait = this.opts.start.imagePulls.remainingSince(key, clock.now());
+    const wait = this.opts.start.imagePulls.remaining(key);
     if (wait > 0) {
       this.opts.recorder.event(ref, "Normal", "BackOff", `Back-off pulling image "${image}"`);
       throw new ImageError("ImagePullBackOff", `Back-off pulling image "${image}"`, wait);
@@ -378,7 +378,7 @@ export class CriPodRuntime implements PodRuntime {
       // Upstream EnsureImageExists: with policy Always a failed pull is ErrImagePull even when a
       // local copy exists (the copy may be stale, or not one the pod's credentials may use).
       this.opts.start.imagePulls.next(key, this.opts.clock.now());
-      throw new ImageError("ErrImagePull", errorMessage(err), this.opts.start.imagePulls.remainingSince(key, this.opts.clock.now()));
+      throw new ImageError("ErrImagePull", errorMessage(err), this.opts.start.imagePulls.remaining(key));
     }
   }
 
