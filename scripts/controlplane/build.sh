@@ -23,6 +23,10 @@
 #                                                  ... and csi-mock (gomod-csi-mock/: k8s.io/kubernetes'
 #                                                  CSI mock driver with node-driver-registrar's
 #                                                  registration side); built on first use by the CSI test
+#   scripts/controlplane/build.sh --with-kubemark
+#                                                  ... and kubemark (gomod-kubemark/: k8s.io/kubernetes'
+#                                                  hollow node, same release); built on first use by
+#                                                  scripts/bench/scale.ts only
 #   scripts/controlplane/build.sh --bin-dir        print the bin directory, build nothing
 #
 # Prints the bin directory on stdout (last line); progress goes to stderr.
@@ -56,6 +60,7 @@ with_metrics_server=0
 with_sample_device_plugin=0
 with_local_path_provisioner=0
 with_csi_mock=0
+with_kubemark=0
 print_only=0
 for a in "$@"; do
   case "$a" in
@@ -64,8 +69,9 @@ for a in "$@"; do
     --with-sample-device-plugin) with_sample_device_plugin=1 ;;
     --with-local-path-provisioner) with_local_path_provisioner=1 ;;
     --with-csi-mock) with_csi_mock=1 ;;
+    --with-kubemark) with_kubemark=1 ;;
     --bin-dir) print_only=1 ;;
-    *) die "usage: $0 [--with-kubelet] [--with-metrics-server] [--with-sample-device-plugin] [--with-local-path-provisioner] [--with-csi-mock] [--bin-dir]" ;;
+    *) die "usage: $0 [--with-kubelet] [--with-metrics-server] [--with-sample-device-plugin] [--with-local-path-provisioner] [--with-csi-mock] [--with-kubemark] [--bin-dir]" ;;
   esac
 done
 
@@ -132,6 +138,12 @@ build_csi_mock() {
   go_module_binary csi-mock "$here/gomod-csi-mock" bunlet.local/csi-mock "-s -w" "$bin" "$cache/.build.lock" "$recipe main.go=$(sha256sum <"$here/gomod-csi-mock/main.go" | cut -c1-32)"
 }
 
+build_kubemark() {
+  ((with_kubemark)) || return 0
+  go_module_binary kubemark "$here/gomod-kubemark" k8s.io/kubernetes/cmd/kubemark \
+    "$(go_k8s_ldflags "$k8s_version")" "$bin" "$cache/.build.lock" "$recipe"
+}
+
 stale() { go_stale "$bin" "$key" "${names[@]}"; }
 
 todo="$(stale)"
@@ -140,6 +152,7 @@ if [[ -z "$todo" ]]; then
   build_metrics_server
   build_local_path_provisioner
   build_csi_mock
+  build_kubemark
   echo "$bin"; exit 0
 fi
 
@@ -147,7 +160,7 @@ mkdir -p "$bin" "$GOMODCACHE" "$GOCACHE"
 go_lock 9 "$cache/.build.lock"
 todo="$(stale)"   # the other build may have done it
 if [[ -z "$todo" ]]; then
-  log "up to date after waiting: ${names[*]}"; flock -u 9; build_metrics_server; build_local_path_provisioner; build_csi_mock; echo "$bin"; exit 0
+  log "up to date after waiting: ${names[*]}"; flock -u 9; build_metrics_server; build_local_path_provisioner; build_csi_mock; build_kubemark; echo "$bin"; exit 0
 fi
 read -r -a todo <<<"$todo"
 log "building ${todo[*]} at $k8s_version (etcd $etcd_version) with $go_version into $bin"
@@ -183,4 +196,5 @@ flock -u 9
 build_metrics_server
 build_local_path_provisioner
 build_csi_mock
+build_kubemark
 echo "$bin"
