@@ -29,6 +29,8 @@ import { freePort, startAgent } from "../../test/harness/agent.ts";
 import { type ContainerdHandle, requireRoot, runtimeUnderTest, startContainerd } from "../../test/harness/containerd.ts";
 import { type ControlPlaneHandle, startControlPlane } from "../../test/harness/controlplane.ts";
 import { startUpstreamKubelet } from "../../test/harness/upstream-kubelet.ts";
+import { type ApiLoad, apiLoad, readAudit } from "./audit.ts";
+import { heavy as heavyLock } from "./lock.ts";
 import { CLK_TCK, cpuTicks, rssMiB } from "./proc.ts";
 
 const repoRoot = resolve(import.meta.dir, "../..");
@@ -48,6 +50,7 @@ const BUNLET_ENV = Object.fromEntries(
     }),
 );
 const NAMESPACE = "idle";
+const heavy = <T>(what: string, body: () => Promise<T>) => heavyLock(LOCK, what, body, (l) => console.error(`idle: ${l}`));
 const work = join(tmpdir(), `bunlet-bench-idle-${new Date().toISOString().replace(/[:.]/g, "-")}`);
 
 type Kind = "bunlet" | "upstream";
@@ -59,22 +62,6 @@ interface Agent {
   ctdPid: number;
   logFile: string;
   stop(): Promise<void>;
-}
-
-/** Runs `body` holding BENCH_HEAVY_LOCK (flock(1) in a child that holds it until released), or directly without one. */
-async function heavy<T>(what: string, body: () => Promise<T>): Promise<T> {
-  if (!LOCK) return body();
-  const t0 = performance.now();
-  const holder = Bun.spawn(["flock", LOCK, "sh", "-c", "echo held; exec cat"], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
-  const reader = holder.stdout.getReader();
-  if ((await reader.read()).done) throw new Error(`flock ${LOCK} ended without taking the lock (exit ${await holder.exited})`);
-  console.error(`idle: holding ${LOCK} for ${what} (waited ${((performance.now() - t0) / 1000).toFixed(0)} s)`);
-  try {
-    return await body();
-  } finally {
-    holder.stdin.end();
-    await holder.exited;
-  }
 }
 
 /** CPU ticks of every thread of `pid`, summed by thread name. */
@@ -92,60 +79,6 @@ function threadTicks(pid: number): Map<string, number> {
     byName.set(name, (byName.get(name) ?? 0) + Number(f[11]) + Number(f[12]));
   }
   return byName;
-}
-
-interface AuditEvent {
-  auditID: string;
-  stage: string;
-  verb: string;
-  user: { username: string };
-  userAgent?: string;
-  objectRef?: { resource?: string; subresource?: string };
-  stageTimestamp: string;
-}
-
-function readAudit(file: string): AuditEvent[] {
-  let text = "";
-  try {
-    text = readFileSync(file, "utf8");
-  } catch {
-    return [];
-  }
-  return text
-    .split("\n")
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as AuditEvent);
-}
-
-interface ApiLoad {
-  /** "verb resource[/subresource]" → requests in the window (watches counted when they start). */
-  requests: Map<string, number>;
-  watchesOpenAtEnd: number;
-  userAgent: string;
-}
-
-function apiLoad(events: AuditEvent[], user: string, t0: number, t1: number): ApiLoad {
-  const requests = new Map<string, number>();
-  const started = new Set<string>();
-  const completed = new Set<string>();
-  let userAgent = "";
-  for (const e of events) {
-    if (e.user.username !== user) continue;
-    const t = Date.parse(e.stageTimestamp);
-    if (t > t1) continue;
-    if (e.verb === "watch") {
-      if (e.stage === "ResponseStarted") started.add(e.auditID);
-      if (e.stage === "ResponseComplete") completed.add(e.auditID);
-    }
-    const counts = e.verb === "watch" ? e.stage === "ResponseStarted" : e.stage === "ResponseComplete";
-    if (!counts || t < t0) continue;
-    userAgent ||= e.userAgent ?? "";
-    const key = `${e.verb} ${e.objectRef?.resource ?? "(none)"}${e.objectRef?.subresource ? `/${e.objectRef.subresource}` : ""}`;
-    requests.set(key, (requests.get(key) ?? 0) + 1);
-  }
-  let open = 0;
-  for (const id of started) if (!completed.has(id)) open++;
-  return { requests, watchesOpenAtEnd: open, userAgent };
 }
 
 /** apiserver_request_total summed over every label but verb: all clients, from the API server's /metrics. */
@@ -206,7 +139,7 @@ async function idleWindow(label: string, minutes: number, agents: Agent[], cp: C
     ctdCpu: new Map(agents.map((a) => [a.kind, pct(cpuTicks(a.ctdPid) - d0.get(a.kind)!)])),
     threads,
     rss: new Map([...rss].map(([k, v]) => [k, v.reduce((x, y) => x + y, 0) / v.length])),
-    api: new Map(agents.map((a) => [a.kind, apiLoad(events, `system:node:${a.node}`, w0, w1)])),
+    api: new Map(agents.map((a) => [a.kind, apiLoad(events, (u) => u === `system:node:${a.node}`, w0, w1)])),
     allClientsPerHour: ((m1 - m0) / seconds) * 3600,
   };
   saveWindow(w);
