@@ -18,6 +18,10 @@ export const DnsSubdomain = v.pipe(v.string(), v.maxLength(253, "must be no more
 
 const StringMap = v.record(v.string(), v.string());
 const Int = v.pipe(v.number(), v.integer());
+/** core/v1 SELinuxOptions: the label handed to the runtime (pod-wide, or a container's, which replaces the pod's). */
+const SELinuxOptions = v.object({ user: v.optional(v.string()), role: v.optional(v.string()), type: v.optional(v.string()), level: v.optional(v.string()) });
+/** A security context: loose, with the fields whose type the agent relies on checked. */
+const SecurityContext = v.looseObject({ seLinuxOptions: v.optional(SELinuxOptions) });
 const Port = v.pipe(Int, v.minValue(1), v.maxValue(65535));
 /** Quantities stay strings here; cgroup values are computed where they are used. */
 const Quantity = v.union([v.string(), v.number()]);
@@ -66,7 +70,7 @@ export const Container = v.looseObject({
   resources: v.optional(ResourceRequirements),
   volumeMounts: v.optional(v.array(VolumeMount)),
   imagePullPolicy: v.optional(v.picklist(["Always", "IfNotPresent", "Never"])),
-  securityContext: v.optional(v.looseObject({})),
+  securityContext: v.optional(SecurityContext),
   stdin: v.optional(v.boolean()),
   stdinOnce: v.optional(v.boolean()),
   tty: v.optional(v.boolean()),
@@ -104,7 +108,7 @@ export const PodSpec = v.looseObject({
   subdomain: v.optional(DnsLabel),
   dnsPolicy: v.optional(v.picklist(["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"])),
   volumes: v.optional(v.array(Volume)),
-  securityContext: v.optional(v.looseObject({})),
+  securityContext: v.optional(SecurityContext),
   priority: v.optional(Int),
   priorityClassName: v.optional(v.string()),
   runtimeClassName: v.optional(v.nullable(v.string())),

@@ -1,5 +1,5 @@
 import { ContainerConfig, NamespaceMode, type Mount, PodSandboxConfig, Protocol, SecurityProfile_ProfileType } from "../cri/index.ts";
-import { criSecurityContext, effectiveSecurityContext } from "./security.ts";
+import { criSecurityContext, criSELinuxOption, effectiveSecurityContext } from "./security.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import { podDnsConfig, type DnsSettings } from "./dns.ts";
 import { containerHash } from "./hash.ts";
@@ -65,6 +65,8 @@ function protocolOf(p: string | undefined): Protocol {
 export function sandboxConfig(pod: Pod, attempt: number, node: NodeSettings, cgroupParent: string): PodSandboxConfig {
   const id = { uid: podUid(pod), name: pod.metadata.name ?? "", namespace: pod.metadata.namespace ?? "default" };
   const ports = pod.spec.containers.flatMap((c) => c.ports ?? []).filter((p) => p.hostPort);
+  // Upstream generatePodSandboxLinuxConfig: the pod's seLinuxOptions label the sandbox.
+  const selinux = criSELinuxOption(pod.spec.securityContext?.seLinuxOptions);
   return PodSandboxConfig.create({
     metadata: { ...id, attempt },
     hostname: pod.spec.hostNetwork ? "" : sandboxHostname(pod, node.clusterDomain),
@@ -83,6 +85,7 @@ export function sandboxConfig(pod: Pod, attempt: number, node: NodeSettings, cgr
         // containerd refuses a privileged container in an unprivileged sandbox.
         privileged: [...(pod.spec.initContainers ?? []), ...pod.spec.containers].some((c) => (c.securityContext as { privileged?: boolean } | undefined)?.privileged === true),
         seccompProfilePath: "",
+        ...(selinux ? { selinuxOptions: selinux } : {}),
       },
     },
   });
@@ -139,6 +142,7 @@ export function containerConfig(
         capabilities: { addCapabilities: sc.capabilities.add, dropCapabilities: sc.capabilities.drop, addAmbientCapabilities: [] },
         maskedPaths: sc.maskedPaths,
         readonlyPaths: sc.readonlyPaths,
+        ...(sc.seLinuxOptions ? { selinuxOptions: sc.seLinuxOptions } : {}),
         seccomp: {
           profileType: {
             RuntimeDefault: SecurityProfile_ProfileType.RuntimeDefault,

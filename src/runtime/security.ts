@@ -8,6 +8,7 @@
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 
 type Capabilities = { add?: string[]; drop?: string[] };
+type SELinuxOptions = { user?: string; role?: string; type?: string; level?: string };
 type SeccompProfile = { type?: "RuntimeDefault" | "Unconfined" | "Localhost"; localhostProfile?: string };
 
 export interface EffectiveSecurityContext {
@@ -19,6 +20,8 @@ export interface EffectiveSecurityContext {
   allowPrivilegeEscalation?: boolean;
   capabilities?: Capabilities;
   seccompProfile?: SeccompProfile;
+  /** The container's seLinuxOptions, else the pod's (a whole replacement, as upstream). */
+  seLinuxOptions?: SELinuxOptions;
   procMount?: "Default" | "Unmasked";
   supplementalGroups: number[];
 }
@@ -50,6 +53,7 @@ export function effectiveSecurityContext(pod: Pod, container: ContainerSpec): Ef
     ...(pick<number>("runAsGroup") !== undefined ? { runAsGroup: pick<number>("runAsGroup")! } : {}),
     ...(pick<boolean>("runAsNonRoot") !== undefined ? { runAsNonRoot: pick<boolean>("runAsNonRoot")! } : {}),
     ...(pick<SeccompProfile>("seccompProfile") ? { seccompProfile: pick<SeccompProfile>("seccompProfile")! } : {}),
+    ...(pick<SELinuxOptions>("seLinuxOptions") ? { seLinuxOptions: pick<SELinuxOptions>("seLinuxOptions")! } : {}),
     // Container-only fields.
     ...(c.readOnlyRootFilesystem !== undefined ? { readOnlyRootFilesystem: c.readOnlyRootFilesystem as boolean } : {}),
     ...(c.privileged !== undefined ? { privileged: c.privileged as boolean } : {}),
@@ -82,6 +86,11 @@ export function verifyRunAsNonRoot(sc: EffectiveSecurityContext, image: { uid?: 
   throw new SecurityContextError("container has runAsNonRoot and image will run as root");
 }
 
+/** The CRI SELinuxOption for core/v1 SELinuxOptions (unset fields are empty strings), or nothing when none is set. */
+export function criSELinuxOption(o: SELinuxOptions | undefined): { user: string; role: string; type: string; level: string } | undefined {
+  return o ? { user: o.user ?? "", role: o.role ?? "", type: o.type ?? "", level: o.level ?? "" } : undefined;
+}
+
 /** The CRI LinuxContainerSecurityContext fields (plain values; the caller builds the message). */
 export function criSecurityContext(sc: EffectiveSecurityContext, opts: { seccompProfileRoot: string; seccompDefault: boolean }) {
   const privileged = sc.privileged === true;
@@ -97,6 +106,7 @@ export function criSecurityContext(sc: EffectiveSecurityContext, opts: { seccomp
     noNewPrivs: sc.allowPrivilegeEscalation === false,
     // Names as given, like upstream: the runtime adds CAP_ and understands ALL.
     capabilities: { add: sc.capabilities?.add ?? [], drop: sc.capabilities?.drop ?? [] },
+    ...(sc.seLinuxOptions ? { seLinuxOptions: criSELinuxOption(sc.seLinuxOptions)! } : {}),
     maskedPaths: unmasked ? [] : DEFAULT_MASKED_PATHS,
     readonlyPaths: unmasked ? [] : DEFAULT_READONLY_PATHS,
     seccomp: {
