@@ -225,6 +225,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     devices,
     cpuManager,
     restarts,
+    verdicts,
     allocation,
     recorder,
     metrics,
@@ -465,6 +466,7 @@ function buildPodRuntime(o: {
   devices: DeviceManager;
   cpuManager: Pick<CpuManager, "cpusetFor">;
   restarts: LivenessRestarts;
+  verdicts: Pick<ProbeVerdicts, "isStarted">;
   allocation: AllocationManager | undefined;
   recorder: EventRecorder;
   metrics: KubeletMetrics;
@@ -472,7 +474,7 @@ function buildPodRuntime(o: {
   logger: Logger;
 }): { podHost: PodHost; runtime: CriPodRuntime; crashLoop: Backoff } {
   const { config, cri, cluster, hostIP, machine, nodeAllocatable, swapHost, podsCgroupParent, podCgroups, pods, volumes, podObjects, services, devices, cpuManager } = o;
-  const { restarts, allocation, recorder, metrics, clock, logger } = o;
+  const { restarts, verdicts, allocation, recorder, metrics, clock, logger } = o;
   const k = config.kubelet;
   // The pods' host side: volumes, pod cgroups, pod files and log directories (set up and torn down by the pod syncer).
   const podHost = new PodHost({
@@ -541,6 +543,7 @@ function buildPodRuntime(o: {
       imagePulls: Backoff.crashLoop(clock),
       pullQueue: PullQueue.fromConfig(k.serializeImagePulls, k.maxParallelImagePulls, { qps: k.registryPullQPS, burst: k.registryBurst, now: () => clock.now() }),
       unhealthy: (uid) => restarts.unhealthy(uid),
+      started: (uid, name, id) => verdicts.isStarted(uid, name, id),
       resize: allocation,
     },
   });

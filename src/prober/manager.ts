@@ -96,8 +96,11 @@ export interface ProbeManager {
   removePod(uid: string): void;
   /** Started and passing readiness (or started, when there is no readiness probe). False for unknown containers. */
   isReady(uid: string, containerName: string): boolean;
-  /** The startup probe succeeded, or there is none and the container runs. False for unknown containers. */
-  isStarted(uid: string, containerName: string): boolean;
+  /**
+   * The startup probe succeeded, or there is none and the container runs. False for unknown
+   * containers; with `containerId`, false unless that instance is the one probed.
+   */
+  isStarted(uid: string, containerName: string, containerId?: string): boolean;
   /** Stops every worker and waits for running probes to end. */
   [Symbol.asyncDispose](): Promise<void>;
 }
@@ -238,9 +241,9 @@ export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
       opts.onPodRemoved?.(uid);
     },
 
-    isStarted(uid, containerName) {
+    isStarted(uid, containerName, containerId) {
       const c = pods.get(uid)?.containers.get(containerName);
-      return c !== undefined && started(c);
+      return c !== undefined && (containerId === undefined || c.containerId === containerId) && started(c);
     },
 
     isReady(uid, containerName) {

@@ -56,8 +56,9 @@ export class ProbeVerdicts {
     return this.manager.isReady(podUid, name);
   }
 
-  isStarted(podUid: string, name: string): boolean {
-    return this.manager.isStarted(podUid, name);
+  /** With `containerId`, false unless that container instance is the one probed. */
+  isStarted(podUid: string, name: string, containerId?: string): boolean {
+    return this.manager.isStarted(podUid, name, containerId);
   }
 
   addPod(pod: Pod, running: RunningContainer[], podIP: string): void {

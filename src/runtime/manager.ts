@@ -221,7 +221,10 @@ export class CriPodRuntime implements PodRuntime {
   private async sync(pod: Pod, observed: ObservedPod, terminating: () => boolean): Promise<PodSyncOutcome> {
     const uid = podUid(pod);
     const resize = this.opts.start.resize;
-    const actions = planPod(pod, observed, this.opts.start.crashLoop, this.opts.start.unhealthy(uid), resize ? { actuated: (name) => resize.actuated(uid, name) } : undefined);
+    const started = this.opts.start.started;
+    const actions = planPod(pod, observed, this.opts.start.crashLoop, this.opts.start.unhealthy(uid), resize ? { actuated: (name) => resize.actuated(uid, name) } : undefined, {
+      started: (name, id) => started(uid, name, id),
+    });
     const results: SyncResult[] = [];
     const waiting: Waiting = new Map(
       actions.waiting.map((w) => [

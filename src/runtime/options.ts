@@ -50,6 +50,11 @@ export interface StartPolicy {
   pullQueue: PullQueue;
   /** The prober's verdicts: running containers of a pod to restart (container ID → why). */
   unhealthy: (podUid: string) => Unhealthy;
+  /**
+   * The prober's startup verdict on a container instance (its startupProbe succeeded): a sidecar
+   * with a startupProbe holds the next init container back until it is true.
+   */
+  started: (podUid: string, containerName: string, containerId: string) => boolean;
   /** In-place resize: what was applied to each container (allocation/); undefined when InPlacePodVerticalScaling is off, and running containers are never resized. */
   resize: ActuatedResources | undefined;
 }

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import type { Pod } from "../pods/schema.ts";
 import { containerHash, legacyContainerHash } from "./hash.ts";
-import { backoffKey, isNoop, planPod, type BackoffView } from "./plan.ts";
+import { backoffKey, isNoop, planPod, type BackoffView, type StartupView } from "./plan.ts";
 import type { ObservedContainer, ObservedPod, ObservedSandbox } from "./types.ts";
 
 const noBackoff: BackoffView = { remainingSince: () => 0 };
@@ -208,6 +208,46 @@ describe("planPod", () => {
         c(p, "app"),
       ];
       expect(started(planPod(p, observed([sandbox()], state), noBackoff))).toEqual(["proxy"]);
+    });
+
+    test("a sidecar with a startupProbe holds the next init container back until it is started", () => {
+      const p = withInit();
+      const probed: Pod = {
+        ...p,
+        spec: {
+          ...p.spec,
+          initContainers: p.spec.initContainers!.map((s) => (s.name === "proxy" ? { ...s, startupProbe: { exec: { command: ["true"] }, periodSeconds: 1 } } : s)),
+        },
+      };
+      const sidecarUp = [c(probed, "setup", { state: "exited", exitCode: 0 }), c(probed, "proxy")];
+      const startedIds = new Set<string>();
+      const startup: StartupView = { started: (name, id) => name === "proxy" && startedIds.has(id) };
+      // Running, its startup probe not succeeded yet (or not run): nothing starts.
+      expect(started(planPod(probed, observed([sandbox()], sidecarUp), noBackoff, new Map(), undefined, startup))).toEqual([]);
+      // Another instance of the sidecar was started: this one is not.
+      startedIds.add("id-old-proxy");
+      expect(started(planPod(probed, observed([sandbox()], sidecarUp), noBackoff, new Map(), undefined, startup))).toEqual([]);
+      // Started: the next init container starts.
+      startedIds.add("id-proxy");
+      expect(started(planPod(probed, observed([sandbox()], sidecarUp), noBackoff, new Map(), undefined, startup))).toEqual(["migrate"]);
+      // A sidecar without a startupProbe is started once it runs.
+      expect(
+        started(planPod(p, observed([sandbox()], [c(p, "setup", { state: "exited", exitCode: 0 }), c(p, "proxy")]), noBackoff, new Map(), undefined, { started: () => false })),
+      ).toEqual(["migrate"]);
+    });
+
+    test("after initialization a restarting sidecar holds nothing back: an exited app container is restarted", () => {
+      const p = withInit();
+      const state = [
+        c(p, "setup", { state: "exited", exitCode: 0 }),
+        c(p, "proxy", { state: "exited", exitCode: 137, finishedAt: 9 }),
+        c(p, "migrate", { state: "exited", exitCode: 0 }),
+        c(p, "app", { state: "exited", exitCode: 1, finishedAt: 9 }),
+      ];
+      const backoff: BackoffView = { remainingSince: (key) => (key.includes("/proxy/") ? 4000 : 0) };
+      const a = planPod(p, observed([sandbox()], state), backoff);
+      expect(a.waiting).toEqual([{ name: "proxy", reason: "CrashLoopBackOff", remainingMs: 4000 }]);
+      expect(started(a)).toEqual(["app"]);
     });
 
     test("init containers of an older sandbox do not count: a new sandbox runs them again", () => {

@@ -66,6 +66,14 @@ export interface ResizeView {
   actuated(containerName: string): ContainerResources | undefined;
 }
 
+/**
+ * The prober's startup verdict on one container instance: its startupProbe
+ * succeeded. False while the probe has not succeeded yet or has not run.
+ */
+export interface StartupView {
+  started(containerName: string, containerId: string): boolean;
+}
+
 /** Running containers the prober found unhealthy (liveness or startup failed): container ID → failure. */
 export type Unhealthy = ReadonlyMap<string, ProbeFailure>;
 
@@ -152,7 +160,11 @@ function decide(
   return "starting";
 }
 
-export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView, unhealthy: Unhealthy = new Map(), resize?: ResizeView): PodActions {
+/**
+ * `startup` answers for sidecars with a startupProbe; without it (no prober)
+ * every running sidecar counts as started.
+ */
+export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView, unhealthy: Unhealthy = new Map(), resize?: ResizeView, startup?: StartupView): PodActions {
   const newest = observed.sandboxes[0];
   const initContainers = pod.spec.initContainers ?? [];
   const actions: PodActions = {
@@ -207,7 +219,9 @@ export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView, u
     }
   }
   // Init containers, in order, judged by what ran in this sandbox: a regular one must succeed,
-  // a sidecar must be running, before the next starts. Once app containers ran, regular ones are done.
+  // a sidecar must be running and started (its startupProbe succeeded, when it has one: upstream
+  // computeInitContainerActions), before the next starts. Once app containers ran the pod is
+  // initialized: regular init containers are done, and a sidecar that restarts holds nothing back.
   const { here: inSandbox, appStarted } = currentSandbox(pod, observed);
   for (const container of initContainers) {
     if (!isSidecar(container) && appStarted) continue;
@@ -215,7 +229,8 @@ export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView, u
     const decision = decide(pod, container, latest, policyFor(pod, container, "init"), backoff, actions, unhealthy);
     // Sidecars are resized like regular containers (upstream, 1.33+).
     if (isSidecar(container) && decision === "running" && latest && resize) planResize(container, latest, resize.actuated(container.name), actions);
-    if (isSidecar(container) ? decision === "running" : decision === "succeeded") continue;
+    if (appStarted) continue;
+    if (isSidecar(container) ? decision === "running" && sidecarStarted(container, latest!, startup) : decision === "succeeded") continue;
     if (decision === "failed") actions.initFailed = true;
     return actions;
   }
@@ -226,6 +241,10 @@ export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView, u
   }
   return actions;
 }
+
+/** A running sidecar is started once its startupProbe succeeded; one without a startupProbe at once. */
+const sidecarStarted = (container: ContainerSpec, latest: ObservedContainer, startup: StartupView | undefined): boolean =>
+  (container as Record<string, unknown>).startupProbe == null || startup === undefined || startup.started(container.name, latest.id);
 
 /**
  * Upstream computePodResizeAction: a running container whose allocated cpu

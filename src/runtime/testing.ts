@@ -54,6 +54,7 @@ export function testRuntimeOptions(
       imagePulls: Backoff.crashLoop(o.clock),
       pullQueue: new PullQueue(1),
       unhealthy: () => new Map(),
+      started: () => true,
       resize: undefined,
       ...o.start,
     },

@@ -227,6 +227,42 @@ describe("pod semantics on a real control plane and containerd", () => {
     }
   }, 90_000);
 
+  test("a sidecar with a startupProbe is started (probe succeeded) before the next init container starts, as upstream", async () => {
+    // The sidecar makes /shared/up 4 s after it runs; its startup probe tests for it. The next
+    // init container fails (restartPolicy Never: the pod fails) unless the file is there when it runs.
+    const shared = [{ name: "shared", mountPath: "/shared" }];
+    const init = (name: string, extra: Record<string, unknown>) => ({ name, image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", volumeMounts: shared, ...extra });
+    await apply(
+      podOf(
+        "sidecar-startup",
+        { command: ["sleep", "3600"] },
+        {
+          restartPolicy: "Never",
+          volumes: [{ name: "shared", emptyDir: {} }],
+          initContainers: [
+            init("proxy", {
+              restartPolicy: "Always",
+              command: ["sh", "-c", "sleep 4; touch /shared/up; exec sleep 3600"],
+              startupProbe: { exec: { command: ["test", "-f", "/shared/up"] }, periodSeconds: 1, failureThreshold: 60 },
+            }),
+            init("check", { command: ["test", "-f", "/shared/up"] }),
+          ],
+        },
+      ),
+    );
+    const initState = async (name: string) => ((await statusOf("sidecar-startup"))?.initContainerStatuses ?? []).find((s: { name: string }) => s.name === name);
+    // While the sidecar runs but is not started, the next init container waits.
+    const before = await eventually("the sidecar running", async () => ((await initState("proxy"))?.state?.running ? await statusOf("sidecar-startup") : undefined), 60_000);
+    const byName = (s: { initContainerStatuses: { name: string }[] }, name: string) => s.initContainerStatuses.find((c) => c.name === name);
+    expect(byName(before, "proxy")).toMatchObject({ started: false });
+    expect(byName(before, "check")).toMatchObject({ state: { waiting: { reason: "PodInitializing" } } });
+    await running("sidecar-startup");
+    const s = await statusOf("sidecar-startup");
+    expect(s.phase).toBe("Running");
+    expect(byName(s, "proxy")).toMatchObject({ started: true, restartCount: 0 });
+    expect(byName(s, "check")).toMatchObject({ restartCount: 0, state: { terminated: { exitCode: 0, reason: "Completed" } } });
+  }, 90_000);
+
   test("serializeImagePulls (the default): two pods' pulls from a registry never overlap", async () => {
     const registry = startRegistry({ delayMs: 700 });
     try {
