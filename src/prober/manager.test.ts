@@ -198,6 +198,9 @@ describe("probe manager", () => {
     t.answers.start = "success";
     await t.tick(5_000);
     expect(t.manager.isStarted("u1", "app")).toBe(true);
+    // Asked for one container instance: only the one probed counts.
+    expect(t.manager.isStarted("u1", "app", "c1")).toBe(true);
+    expect(t.manager.isStarted("u1", "app", "c0")).toBe(false);
     expect(t.calls.ready).toBe(1); // triggered, not 60 s later
     expect(t.manager.isReady("u1", "app")).toBe(true);
     await t.tick(10_000);
