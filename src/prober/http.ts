@@ -11,6 +11,7 @@
 import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { errorMessage } from "../util/errors.ts";
+import { awakeDeadline } from "./deadline.ts";
 import { joinHostPort, MAX_PROBE_OUTPUT, probeUserAgent, type ProbeOutcome } from "./types.ts";
 
 const MAX_REDIRECTS = 10;
@@ -97,7 +98,7 @@ export async function httpProbe(opts: HttpProbeOptions): Promise<ProbeOutcome> {
   const first = url;
   const headers = buildHeaders(opts.headers);
   const timeout = new AbortController();
-  const timer = setTimeout(() => timeout.abort(new Error("context deadline exceeded (Client.Timeout exceeded while awaiting headers)")), opts.timeoutMs);
+  const cancelTimeout = awakeDeadline(opts.timeoutMs, () => timeout.abort(new Error("context deadline exceeded (Client.Timeout exceeded while awaiting headers)")));
   const signal = opts.signal ? AbortSignal.any([timeout.signal, opts.signal]) : timeout.signal;
   try {
     let answer: Answer;
@@ -121,6 +122,6 @@ export async function httpProbe(opts: HttpProbeOptions): Promise<ProbeOutcome> {
     }
     return { result: "failure", output: `HTTP probe failed with statuscode: ${answer.status}` };
   } finally {
-    clearTimeout(timer);
+    cancelTimeout();
   }
 }

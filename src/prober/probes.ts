@@ -6,13 +6,15 @@
  * - failure: it answered badly or not within timeoutSeconds; counts toward failureThreshold;
  * - unknown: the probe could not be run (no pod IP, unknown named port, CRI error);
  *   upstream's "probe errored": retried, then thrown away, never counted.
- * Network timeouts are real time (they bound real I/O); the workers'
- * schedule is what the injected clock drives.
+ * Network timeouts are real time (they bound real I/O), counted while the
+ * agent's event loop is awake (deadline.ts); the workers' schedule is what
+ * the injected clock drives.
  */
 import { connect } from "node:net";
 import { isCriError, type CriService } from "../cri/index.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import { errorMessage } from "../util/errors.ts";
+import { awakeDeadline } from "./deadline.ts";
 import { grpcProbe } from "./grpc.ts";
 import { httpProbe } from "./http.ts";
 import type { ProbeSpec } from "./schema.ts";
@@ -60,13 +62,13 @@ export function tcpProbe(opts: { host: string; port: number; timeoutMs: number; 
     const finish = (o: ProbeOutcome) => {
       if (done) return;
       done = true;
-      clearTimeout(timer);
+      cancelTimeout();
       opts.signal?.removeEventListener("abort", onAbort);
       socket.destroy();
       resolve(o);
     };
     const onAbort = () => finish({ result: "unknown", output: "probe canceled" });
-    const timer = setTimeout(() => finish({ result: "failure", output: `dial tcp ${addr}: i/o timeout` }), opts.timeoutMs);
+    const cancelTimeout = awakeDeadline(opts.timeoutMs, () => finish({ result: "failure", output: `dial tcp ${addr}: i/o timeout` }));
     socket.once("connect", () => finish({ result: "success", output: "" }));
     socket.once("error", (err) => finish({ result: "failure", output: `dial tcp ${addr}: ${errorMessage(err)}` }));
     if (opts.signal?.aborted) onAbort();
