@@ -112,6 +112,20 @@ describe("init containers in the status", () => {
     expect(api.conditions.find((x) => x.type === "ContainersReady")).toMatchObject({ status: "False", message: "containers with unready status: [proxy]" });
     expect(api.conditions.find((x) => x.type === "Ready")!.status).toBe("False");
   });
+  test("a running sidecar with a startupProbe is initialized only once started", () => {
+    const probed: Pod = {
+      ...p,
+      spec: { ...p.spec, initContainers: [p.spec.initContainers![0]!, { ...p.spec.initContainers![1]!, startupProbe: { exec: { command: ["true"] } } }] },
+    };
+    const running = obs(c("setup", "exited", 0), c("proxy", "running"));
+    const notStarted = { isReady: () => true, isStarted: () => false };
+    const s = podStatus(probed, running, new Map(), false, notStarted);
+    expect(s.initPending).toEqual(["proxy"]);
+    expect(s.initContainerStatuses![1]).toMatchObject({ name: "proxy", started: false });
+    expect(podStatus(probed, running, new Map(), false, { ...notStarted, isStarted: () => true }).initPending).toEqual([]);
+    // Without a startupProbe the prober's answer does not hold it back.
+    expect(podStatus(p, running, new Map(), false, notStarted).initPending).toEqual([]);
+  });
   test("initialized once the app ran, even while a sidecar restarts", () => {
     const s = podStatus(p, obs(c("setup", "exited", 0), c("proxy", "exited", 137), c("app", "running")), new Map());
     expect(s.initPending).toEqual([]);

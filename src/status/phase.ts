@@ -3,7 +3,7 @@
  * after upstream's getPhase and convertToAPIContainerStatuses (the subset
  * the agent has the facts for so far).
  */
-import type { Pod } from "../pods/schema.ts";
+import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import type { ObservedContainer, ObservedPod } from "../runtime/types.ts";
 import { isSidecar, restartPolicyOf } from "../pods/spec.ts";
 import { currentSandbox } from "../runtime/observed.ts";
@@ -86,18 +86,20 @@ export interface ProbeView {
 
 /**
  * Which init containers are not done, judged in the newest sandbox like the
- * planner: a regular one until it succeeded, a sidecar until it runs. Once
- * an app container ran there, all count as done.
+ * planner: a regular one until it succeeded, a sidecar until it runs and (with
+ * a startupProbe, when `probes` are given) is started, as upstream's
+ * Initialized condition. Once an app container ran there, all count as done.
  */
-export function initProgress(pod: Pod, observed: ObservedPod): { pending: string[]; failed: boolean } {
+export function initProgress(pod: Pod, observed: ObservedPod, probes?: Pick<ProbeView, "isStarted">): { pending: string[]; failed: boolean } {
   const { here, appStarted } = currentSandbox(pod, observed);
+  const started = (spec: ContainerSpec) => (spec as Record<string, unknown>).startupProbe == null || (probes?.isStarted(podUid(pod), spec.name) ?? true);
   const pending: string[] = [];
   let failed = false;
   for (const spec of pod.spec.initContainers ?? []) {
     const latest = here.containers.find((c) => c.name === spec.name);
     const sidecar = isSidecar(spec);
     // Once app containers ran, the pod stays initialized (a restarting sidecar does not undo that).
-    if (appStarted || (sidecar ? latest?.state === "running" : latest?.state === "exited" && latest.exitCode === 0)) continue;
+    if (appStarted || (sidecar ? latest?.state === "running" && started(spec) : latest?.state === "exited" && latest.exitCode === 0)) continue;
     if (!sidecar && restartPolicyOf(pod) === "Never" && latest?.state === "exited") failed = true;
     pending.push(spec.name);
   }
@@ -193,7 +195,7 @@ export const isTerminalPhase = (phase: PodPhase): boolean => phase === "Succeede
 export function podStatus(pod: Pod, observed: ObservedPod, waiting: WaitingReasons, podIsTerminal = false, probes?: ProbeView): PodStatusView {
   const sandbox = observed.sandboxes[0];
   const ips = sandbox?.ip ? [sandbox.ip, ...sandbox.additionalIps] : [];
-  const init = initProgress(pod, observed);
+  const init = initProgress(pod, observed, probes);
   // App containers wait with reason PodInitializing until the init containers are done, as upstream.
   const appWaiting: WaitingReasons = init.pending.length ? new Map(pod.spec.containers.map((c) => [c.name, waiting.get(c.name) ?? { reason: "PodInitializing" }])) : waiting;
   return {

@@ -256,6 +256,7 @@ describe("pod semantics on a real control plane and containerd", () => {
     const byName = (s: { initContainerStatuses: { name: string }[] }, name: string) => s.initContainerStatuses.find((c) => c.name === name);
     expect(byName(before, "proxy")).toMatchObject({ started: false });
     expect(byName(before, "check")).toMatchObject({ state: { waiting: { reason: "PodInitializing" } } });
+    expect(before.conditions.find((x: { type: string }) => x.type === "Initialized")).toMatchObject({ status: "False" });
     await running("sidecar-startup");
     const s = await statusOf("sidecar-startup");
     expect(s.phase).toBe("Running");
