@@ -57,6 +57,13 @@ rootfs_of() { # TARBALL DIR
   tar -xf "$lay/blobs/sha256/$digest" -C "$2"
 }
 rootfs_of "$base/busybox.tar" "$work/busybox"
+# Upstream's busybox-based images (the Docker library's busybox) have every applet in /bin, and
+# the suite runs some by that path (/bin/sysctl in the sysctl tests); Debian's busybox lists a few
+# under sbin/ or usr/: link those into /bin too.
+for f in "$work/busybox"/sbin/* "$work/busybox"/usr/bin/* "$work/busybox"/usr/sbin/*; do
+  name="$(basename "$f")"
+  if [[ -L "$f" && ! -L "$work/busybox/bin/$name" && ! -e "$work/busybox/bin/$name" ]]; then ln -s /bin/busybox "$work/busybox/bin/$name"; fi
+done
 rootfs_of "$base/pause.tar" "$work/pause"
 path_env='"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]'
 
