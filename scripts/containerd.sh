@@ -120,7 +120,7 @@ choose_network() {
     local n=$(( 16#${h:8:8} ))
     while :; do
       subnet="10.$(( 64 + (n >> 8) % 64 )).$(( n % 256 )).0/24"
-      ip -4 route show | grep -q "^${subnet%/*}/" || break
+      grep -q "^${subnet%/*}/" <<<"$(ip -4 route show)" || break # (no pipe: see wait_ready)
       n=$(( n + 1 )); i=$(( i + 1 ))
       (( i < 256 )) || die "no free 10.64.0.0/10 /24 subnet"
     done
@@ -237,7 +237,12 @@ wait_ready() {
     if "$CTR" -a "$sock" version >/dev/null 2>&1; then
       # containerd serves even when a plugin failed to load: the CRI plugin
       # is the one the agent needs, so its failure is a startup failure.
-      if ! "$CTR" -a "$sock" plugins ls | grep -qE '^io\.containerd\.grpc\.v1 +cri +.* ok *$'; then
+      # The list is read whole before grep: with pipefail, `ctr ... | grep -q` fails when
+      # grep stops at the match and ctr, still writing, dies of SIGPIPE (containerd 2.x
+      # lists the CRI plugin 8 lines before the end: 5 of 200 checks failed so).
+      local plugins
+      plugins="$("$CTR" -a "$sock" plugins ls 2>/dev/null)" || plugins=""
+      if ! grep -qE '^io\.containerd\.grpc\.v1 +cri +.* ok *$' <<<"$plugins"; then
         grep -E 'level=(error|warning)' "$dir/containerd.log" | tail -n 10 >&2 || true
         kill -TERM "$pid" 2>/dev/null || true
         die "containerd's CRI plugin did not load (log: $dir/containerd.log)"
@@ -326,7 +331,7 @@ shim_pids() {
   local p
   for p in /proc/[0-9]*; do
     [[ "$(cat "$p/comm" 2>/dev/null)" == containerd-shim* ]] || continue
-    if tr '\0' '\n' <"$p/cmdline" 2>/dev/null | grep -qxF -- "$sock"; then
+    if grep -qxF -- "$sock" <<<"$(tr '\0' '\n' <"$p/cmdline" 2>/dev/null)"; then # (no pipe: see wait_ready)
       echo "${p#/proc/}"
     fi
   done
