@@ -865,7 +865,7 @@ async function buildNodeResources(
     podCgroups: PodCgroups | undefined;
     pods: ActivePods & Pick<PodStopper, "evict" | "stageOf">;
     cri: CriService;
-    volumes: Pick<VolumeManager, "claimVolumes">;
+    volumes: Pick<VolumeManager, "claimVolumes" | "driverVolumeStats">;
     recorder: EventRecorder;
     /** The runtime's dead containers, collected before the eviction of a pod for disk. */
     containerGC: () => Promise<void>;
@@ -889,6 +889,7 @@ async function buildNodeResources(
       podLogsDir: k.podLogsDir,
       volumeStatsAggPeriodMs: k.volumeStatsAggPeriod,
       claimedVolumes: (uid) => volumes.claimVolumes(uid),
+      driverVolumes: (uid) => volumes.driverVolumeStats(uid),
       clock,
       logger,
     }),

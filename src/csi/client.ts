@@ -6,7 +6,7 @@
  */
 import type { GrpcTransport } from "@protobuf-ts/grpc-transport";
 import { IdentityClient, NodeClient } from "./gen/csi/csi.client.ts";
-import { NodeServiceCapability_RPC_Type, type VolumeCapability } from "./gen/csi/csi.ts";
+import { NodeServiceCapability_RPC_Type, VolumeUsage_Unit, type VolumeCapability } from "./gen/csi/csi.ts";
 import { dialUnix } from "../util/grpc.ts";
 
 /** Upstream csi_client.go's deadline for NodeGetInfo and capabilities; publish/stage get the volume operation's (2 min 3 s upstream). */
@@ -36,6 +36,13 @@ export interface PublishRequest extends StageRequest {
   readonly: boolean;
 }
 
+/** NodeGetVolumeStats' usage by unit (each absent when the driver did not report it) and its volume condition. */
+export interface VolumeStats {
+  bytes?: { available: number; total: number; used: number };
+  inodes?: { available: number; total: number; used: number };
+  condition?: { abnormal: boolean; message: string };
+}
+
 export interface CsiNodeClient {
   pluginInfo(): Promise<{ name: string; vendorVersion: string }>;
   nodeInfo(): Promise<NodeInfo>;
@@ -45,6 +52,7 @@ export interface CsiNodeClient {
   unstage(volumeId: string, stagingTargetPath: string): Promise<void>;
   publish(req: PublishRequest): Promise<void>;
   unpublish(volumeId: string, targetPath: string): Promise<void>;
+  volumeStats(volumeId: string, volumePath: string): Promise<VolumeStats>;
   close(): void;
 }
 
@@ -121,6 +129,19 @@ export class GrpcCsiNodeClient implements CsiNodeClient {
 
   async unpublish(volumeId: string, targetPath: string) {
     await this.node.nodeUnpublishVolume({ volumeId, targetPath }, { timeout: VOLUME_TIMEOUT_MS });
+  }
+
+  async volumeStats(volumeId: string, volumePath: string): Promise<VolumeStats> {
+    // Upstream's metrics call sends the volume id and the published path only.
+    const { response } = await this.node.nodeGetVolumeStats({ volumeId, volumePath, stagingTargetPath: "" }, { timeout: VOLUME_TIMEOUT_MS });
+    const out: VolumeStats = {};
+    for (const u of response.usage) {
+      const v = { available: Number(u.available), total: Number(u.total), used: Number(u.used) };
+      if (u.unit === VolumeUsage_Unit.BYTES) out.bytes = v;
+      else if (u.unit === VolumeUsage_Unit.INODES) out.inodes = v;
+    }
+    if (response.volumeCondition) out.condition = { abnormal: response.volumeCondition.abnormal, message: response.volumeCondition.message };
+    return out;
   }
 
   close() {

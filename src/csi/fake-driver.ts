@@ -9,7 +9,7 @@
 import { mkdirSync, rmSync } from "node:fs";
 import { RpcError, serveUnix, type UnixServer } from "../util/grpc.ts";
 import { Identity, Node, NodeServiceCapability_RPC_Type } from "./gen/csi/csi.ts";
-import type { NodePublishVolumeRequest, NodeStageVolumeRequest } from "./gen/csi/csi.ts";
+import type { NodeGetVolumeStatsRequest, NodeGetVolumeStatsResponse, NodePublishVolumeRequest, NodeStageVolumeRequest } from "./gen/csi/csi.ts";
 import { Registration } from "./gen/pluginregistration/api.ts";
 import type { RegistrationStatus } from "./gen/pluginregistration/api.ts";
 
@@ -22,6 +22,8 @@ export interface FakeCsiDriverOptions {
   stageUnstage?: boolean;
   /** Advertise VOLUME_MOUNT_GROUP (the driver applies fsGroup when it mounts). */
   mountGroup?: boolean;
+  /** Advertise GET_VOLUME_STATS and answer NodeGetVolumeStats with this usage (per volume id; "*" for any). */
+  volumeStats?: Record<string, NodeGetVolumeStatsResponse>;
 }
 
 export interface FakeCall {
@@ -67,6 +69,7 @@ export class FakeCsiDriver {
               capabilities: [
                 ...(o.stageUnstage ? [NodeServiceCapability_RPC_Type.STAGE_UNSTAGE_VOLUME] : []),
                 ...(o.mountGroup ? [NodeServiceCapability_RPC_Type.VOLUME_MOUNT_GROUP] : []),
+                ...(o.volumeStats ? [NodeServiceCapability_RPC_Type.GET_VOLUME_STATS] : []),
               ].map((type) => ({ type: { oneofKind: "rpc", rpc: { type } } })),
             }
           ),
@@ -80,6 +83,12 @@ export class FakeCsiDriver {
             record("NodePublishVolume", r);
             mkdirSync(r.targetPath, { recursive: true });
             return {};
+          },
+          NodeGetVolumeStats: async (r: NodeGetVolumeStatsRequest) => {
+            record("NodeGetVolumeStats", r);
+            const answer = o.volumeStats?.[r.volumeId] ?? o.volumeStats?.["*"];
+            if (!answer) throw new RpcError(5, `volume ${r.volumeId} not found`);
+            return answer;
           },
           NodeUnpublishVolume: async (r: { targetPath: string }) => {
             record("NodeUnpublishVolume", r);

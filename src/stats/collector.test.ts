@@ -24,7 +24,7 @@ let pods: PodRef[];
 let logs: ReturnType<typeof memoryLogger>;
 let collector: StatsCollector;
 
-function setup(version: "v1" | "v2") {
+function setup(version: "v1" | "v2", extra: Partial<Parameters<typeof createStatsCollector>[0]> = {}) {
   node = new FakeNode(version);
   clock = new FakeClock();
   cri = new StatsFakeCri(clock, node.layerDir);
@@ -41,6 +41,7 @@ function setup(version: "v1" | "v2") {
     podLogsDir: node.podLogsDir,
     clock,
     logger: logs.logger,
+    ...extra,
   });
 }
 
@@ -339,5 +340,59 @@ describe("caching and the timer", () => {
     expect(clock.pendingTimers()).toBe(0);
     clock.advance(60_000);
     expect(passes()).toBe(2);
+  });
+});
+
+describe("volumes measured by their CSI driver", () => {
+  test("each becomes a volume entry with the driver's figures and its pvcRef, asked once per volumeStatsAggPeriod", async () => {
+    const asked: string[] = [];
+    let used = 4096;
+    setup("v1", {
+      volumeStatsAggPeriodMs: 60_000,
+      driverVolumes: async (uid) => {
+        asked.push(uid);
+        return uid === web.uid
+          ? [
+              {
+                name: "data",
+                pvcRef: { name: "claim", namespace: "default" },
+                capacityBytes: 1 << 30,
+                availableBytes: (1 << 30) - used,
+                usedBytes: used,
+                inodes: 100,
+                inodesFree: 90,
+                inodesUsed: 10,
+              },
+            ]
+          : [];
+      },
+    });
+    await cri.addPod(web, ["app"]);
+    await collector.collect(); // asks the driver; the answer is there for the next pass
+    expect(podOf((await collector.summary()).pods, web.uid)!.volume ?? []).toEqual([]);
+    clock.advance(1);
+    await collector.collect();
+    const data = podOf((await collector.summary()).pods, web.uid)!.volume!.find((v) => v.name === "data");
+    expect(data).toEqual({
+      time: new Date(clock.now()).toISOString(),
+      name: "data",
+      pvcRef: { name: "claim", namespace: "default" },
+      capacityBytes: 1 << 30,
+      availableBytes: (1 << 30) - 4096,
+      usedBytes: 4096,
+      inodes: 100,
+      inodesFree: 90,
+      inodesUsed: 10,
+    });
+    used = 8192;
+    clock.advance(30_000);
+    await collector.collect();
+    expect(podOf((await collector.summary()).pods, web.uid)!.volume!.find((v) => v.name === "data")?.usedBytes).toBe(4096);
+    clock.advance(30_000);
+    await collector.collect(); // a period after the ask: asked again
+    clock.advance(1);
+    await collector.collect();
+    expect(podOf((await collector.summary()).pods, web.uid)!.volume!.find((v) => v.name === "data")?.usedBytes).toBe(8192);
+    expect(asked.filter((u) => u === web.uid)).toHaveLength(2);
   });
 });

@@ -25,7 +25,7 @@ import { readNodeStats } from "./node.ts";
 import { netnsOf } from "./pod-network.ts";
 import { buildPodStats, PodIndex } from "./pods.ts";
 import { CpuRates } from "./rate.ts";
-import { VolumeUsageCache, type ClaimedVolumePath } from "./volumes.ts";
+import { DriverVolumeCache, VolumeUsageCache, type ClaimedVolumePath, type DriverVolume, type VolumeUsage } from "./volumes.ts";
 import type { FsStats, PodStats, StatsProvider, Summary } from "./types.ts";
 import type { PodRef } from "../pods/identity.ts";
 
@@ -57,6 +57,8 @@ export interface StatsCollectorOptions {
   volumeStatsAggPeriodMs?: number;
   /** A pod's volumes backed by PersistentVolumeClaims (outside its directory); none without it. */
   claimedVolumes?: (uid: string) => ClaimedVolumePath[];
+  /** A pod's volumes measured by their plugin (CSI drivers' NodeGetVolumeStats), asked in the background every volumeStatsAggPeriod. */
+  driverVolumes?: (uid: string) => Promise<DriverVolume[]>;
   clock: Clock;
   logger: Logger;
 }
@@ -90,6 +92,7 @@ export function createStatsCollector(opts: StatsCollectorOptions): StatsCollecto
   const cgroups = createCgroupReader({ fsRoot, version: opts.cgroupVersion });
   const rates = new CpuRates();
   const volumeUsage = new VolumeUsageCache(`${opts.rootDir}/pods`, opts.volumeStatsAggPeriodMs ?? 60_000);
+  const driverVolumes = opts.driverVolumes ? new DriverVolumeCache(opts.volumeStatsAggPeriodMs ?? 60_000, opts.driverVolumes) : undefined;
   const log = opts.logger.with({ component: "stats" });
   const failing = new Set<string>();
   let last: { summary: Summary; atMs: number; containerStats: CriContainerStats[]; imageFsMount: string | undefined } | undefined;
@@ -184,7 +187,17 @@ export function createStatsCollector(opts: StatsCollectorOptions): StatsCollecto
       nodeFs: statFsCached(opts.rootDir),
       statFs: statFsCached,
       imageFs: image.info,
-      volumes: (uid: string) => volumeUsage.volumesOf(uid, nowMs, opts.claimedVolumes?.(uid) ?? []),
+      volumes: (uid: string): VolumeUsage[] => [
+        ...volumeUsage.volumesOf(uid, nowMs, opts.claimedVolumes?.(uid) ?? []),
+        ...(driverVolumes?.volumesOf(uid, nowMs) ?? []).map(({ name, pvcRef, ...fs }) => ({
+          name,
+          path: "",
+          usage: { bytes: fs.usedBytes, inodes: fs.inodesUsed },
+          ephemeral: false,
+          ...(pvcRef ? { pvcRef } : {}),
+          measured: fs,
+        })),
+      ],
     };
     const podStats: PodStats[] = [];
     for (const pod of pods) {

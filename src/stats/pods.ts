@@ -142,7 +142,12 @@ export function buildPodStats(ctx: PodReadContext, pod: PodRef, index: PodIndex,
 
   const podFiles = attempt(`pod ${pod.uid} logs`, errors, () => filesUsage(logDir));
   const volumes = (ctx.volumes && attempt(`pod ${pod.uid} volumes`, errors, () => ctx.volumes!(pod.uid))) || [];
-  if (volumes.length) out.volume = volumes.map((v) => ({ ...toFsStats(ctx.time, ctx.statFs(v.path), v.usage), name: v.name, ...(v.pvcRef ? { pvcRef: v.pvcRef } : {}) }));
+  if (volumes.length)
+    out.volume = volumes.map((v) => ({
+      ...(v.measured ? { time: ctx.time, ...v.measured } : toFsStats(ctx.time, ctx.statFs(v.path), v.usage)),
+      name: v.name,
+      ...(v.pvcRef ? { pvcRef: v.pvcRef } : {}),
+    }));
   const ephemeralVolumes = volumes.filter((v) => v.ephemeral).reduce((a, v) => ({ bytes: a.bytes + v.usage.bytes, inodes: a.inodes + v.usage.inodes }), { bytes: 0, inodes: 0 });
   out["ephemeral-storage"] = ephemeralStorage(ctx, out.containers, {
     bytes: (podFiles?.bytes ?? 0) + ephemeralVolumes.bytes,

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { measurePodVolumes, treeUsage, VolumeUsageCache } from "./volumes.ts";
+import { DriverVolumeCache, measurePodVolumes, treeUsage, VolumeUsageCache, type DriverVolume } from "./volumes.ts";
 
 let pods: string;
 beforeEach(() => {
@@ -28,7 +28,9 @@ describe("volume usage", () => {
     expect(u.inodes).toBe(5); // the root, big, sub, sub/small, link
   });
 
-  test("measurePodVolumes names each volume; emptyDir on disk counts as ephemeral storage, downwardAPI does not", () => {
+  test("measurePodVolumes names each volume; emptyDir on disk counts as ephemeral storage, downwardAPI does not; CSI volumes are not walked", () => {
+    mkdirSync(join(pods, "u1/volumes/kubernetes.io~csi/data/mount"), { recursive: true });
+    writeFileSync(join(pods, "u1/volumes/kubernetes.io~csi/data/mount/f"), "x");
     const vols = measurePodVolumes(pods, "u1").sort((a, b) => a.name.localeCompare(b.name));
     expect(vols.map((v) => [v.name, v.ephemeral])).toEqual([
       ["info", false],
@@ -54,5 +56,35 @@ describe("volume usage", () => {
     const data = vols.find((v) => v.name === "data")!;
     expect(data).toMatchObject({ path: pv, ephemeral: false, pvcRef: { name: "c", namespace: "ns" } });
     expect(data.usage.bytes).toBeGreaterThanOrEqual(8192);
+  });
+});
+
+describe("volumes measured by their driver", () => {
+  const vol = (usedBytes: number): DriverVolume => ({ name: "data", capacityBytes: 10, availableBytes: 10 - usedBytes, usedBytes, inodes: 0, inodesFree: 0, inodesUsed: 0 });
+
+  test("asked in the background once per period: a pass gets the last answer at once; a failed answer keeps the previous one", async () => {
+    let calls = 0;
+    let fail = false;
+    let release: () => void = () => {};
+    const cache = new DriverVolumeCache(60_000, async () => {
+      calls++;
+      if (calls === 3) await new Promise<void>((r) => (release = r)); // a slow driver
+      if (fail) throw new Error("driver gone");
+      return [vol(calls)];
+    });
+    expect(cache.volumesOf("u1", 0)).toEqual([]); // nothing yet; not waited for
+    await cache.settled();
+    expect(cache.volumesOf("u1", 59_999)).toEqual([vol(1)]);
+    expect(calls).toBe(1);
+    expect(cache.volumesOf("u1", 60_000)).toEqual([vol(1)]); // asks again, answers the last one
+    await cache.settled();
+    expect(cache.volumesOf("u1", 60_001)).toEqual([vol(2)]);
+    expect(cache.volumesOf("u1", 120_000)).toEqual([vol(2)]); // the slow call is in flight
+    expect(cache.volumesOf("u1", 180_000)).toEqual([vol(2)]); // not asked twice meanwhile
+    expect(calls).toBe(3);
+    fail = true;
+    release();
+    await cache.settled();
+    expect(cache.volumesOf("u1", 180_001)).toEqual([vol(2)]);
   });
 });

@@ -18,6 +18,24 @@ export interface VolumeUsage {
   ephemeral: boolean;
   /** The claim of a volume backed by a PersistentVolumeClaim. */
   pvcRef?: { name: string; namespace: string };
+  /** Reported by the volume's plugin (a CSI driver's NodeGetVolumeStats): used as is instead of statfs of `path` and `usage`. */
+  measured?: MeasuredFs;
+}
+
+/** Upstream volume.Metrics as the summary reports it: every field present. */
+export interface MeasuredFs {
+  capacityBytes: number;
+  availableBytes: number;
+  usedBytes: number;
+  inodes: number;
+  inodesFree: number;
+  inodesUsed: number;
+}
+
+/** A volume its plugin measured, by the pod's volume name. */
+export interface DriverVolume extends MeasuredFs {
+  name: string;
+  pvcRef?: { name: string; namespace: string };
 }
 
 /** A volume outside the pod's directory (a PersistentVolume's path), reported by its claim. */
@@ -26,6 +44,8 @@ export interface ClaimedVolumePath {
   path: string;
   pvcRef: { name: string; namespace: string };
 }
+
+const CSI_PLUGIN_DIR = "kubernetes.io~csi";
 
 /** `du` of a tree: allocated bytes and inodes, symlinks not followed, other filesystems (nested mounts) not entered. */
 export function treeUsage(root: string): DiskUsage {
@@ -67,6 +87,8 @@ export function measurePodVolumes(podsDir: string, uid: string): VolumeUsage[] {
   }
   const podDev = lstatSync(join(podsDir, uid)).dev;
   for (const plugin of plugins) {
+    // CSI volumes are measured by their driver (or not at all, as upstream), never walked: the driver's mount may be large or remote.
+    if (plugin === CSI_PLUGIN_DIR) continue;
     let names: string[];
     try {
       names = readdirSync(join(base, plugin));
@@ -109,6 +131,52 @@ export class VolumeUsageCache {
     this.cache.set(uid, { atMs: nowMs, volumes });
     for (const [k, v] of this.cache) if (nowMs - v.atMs > 2 * this.periodMs) this.cache.delete(k);
     return volumes;
+  }
+}
+
+/**
+ * Per-pod answers of the volume plugins that measure their volumes
+ * themselves (CSI NodeGetVolumeStats), asked in the background at most once
+ * per `periodMs` (upstream's volume stats calculator runs per pod every
+ * volumeStatsAggPeriod, apart from the summary): a stats pass takes the last
+ * answer and never waits for a driver, which may take its whole deadline.
+ * A failed call keeps the previous answer; pods not asked about for two
+ * periods are forgotten.
+ */
+export class DriverVolumeCache {
+  private readonly cache = new Map<string, { askedAtMs: number; seenAtMs: number; volumes: DriverVolume[]; inFlight: Promise<void> | undefined }>();
+
+  constructor(
+    private readonly periodMs: number,
+    private readonly fetch: (uid: string) => Promise<DriverVolume[]>,
+  ) {}
+
+  /** The pod's last answer ([] before the first one arrives); asks again, without waiting, once the last ask is a period old. */
+  volumesOf(uid: string, nowMs: number): DriverVolume[] {
+    let entry = this.cache.get(uid);
+    if (!entry) this.cache.set(uid, (entry = { askedAtMs: Number.NEGATIVE_INFINITY, seenAtMs: nowMs, volumes: [], inFlight: undefined }));
+    entry.seenAtMs = nowMs;
+    if (!entry.inFlight && nowMs - entry.askedAtMs >= this.periodMs) {
+      const e = entry;
+      e.askedAtMs = nowMs;
+      e.inFlight = this.fetch(uid)
+        .then(
+          (volumes) => {
+            e.volumes = volumes;
+          },
+          () => undefined,
+        )
+        .finally(() => {
+          e.inFlight = undefined;
+        });
+    }
+    for (const [k, v] of this.cache) if (nowMs - v.seenAtMs > 2 * this.periodMs && !v.inFlight) this.cache.delete(k);
+    return entry.volumes;
+  }
+
+  /** Resolves once every call in flight has answered. */
+  async settled(): Promise<void> {
+    await Promise.all([...this.cache.values()].map((e) => e.inFlight));
   }
 }
 

@@ -40,6 +40,7 @@ function setup(volumes: Partial<VolumeManager>) {
     teardownPod: async (uid) => void calls.push(`teardown ${uid}`),
     cleanupOrphans: async () => {},
     claimVolumes: () => [],
+    driverVolumeStats: async () => [],
     ...volumes,
   };
   const host = new PodHost({ podLogsDir: logs, podsCgroupParent: "", clusterDomain: "", recorder, volumes: manager });

@@ -170,7 +170,14 @@ describe("inline ephemeral csi volumes", () => {
     // A new process: nothing in memory, a new connection to the driver.
     const client = new GrpcCsiNodeClient(join(root, "csi.sock"));
     cleanup.push(() => client.close());
-    const csi = new CsiVolumes({ rootDir: root, drivers: { client: () => client }, api, nodeName: "n1", controllerAttachDetach: true, logger: memoryLogger().logger });
+    const csi = new CsiVolumes({
+      rootDir: root,
+      drivers: { client: () => client },
+      api,
+      nodeName: "n1",
+      controllerAttachDetach: true,
+      logger: memoryLogger().logger,
+    });
     const restarted = new PodVolumeManager({
       rootDir: root,
       mounter: new FakeMounter(),
@@ -231,7 +238,8 @@ describe("CSI PersistentVolumes", () => {
     ]);
     const p1 = pod("u1", [vol]);
     expect((await manager.mountsFor(p1, p1.spec.containers[0]!))[0]!.hostPath).toBe(target("u1", "data"));
-    expect(manager.claimVolumes("u1")).toEqual([{ name: "data", path: target("u1", "data"), pvcRef: { name: "data", namespace: "ns" } }]);
+    // Measured by the driver (driverVolumeStats), never walked as a path.
+    expect(manager.claimVolumes("u1")).toEqual([]);
     await manager.teardownPod("u1");
     expect(driver.callsOf("NodeUnpublishVolume")).toHaveLength(1);
     expect(driver.callsOf("NodeUnstageVolume")).toHaveLength(0); // u2 still uses it
@@ -304,5 +312,64 @@ describe("fsGroup per the CSIDriver's fsGroupPolicy", () => {
     await manager.setupPod(pod("u1", [csiClaim(api)], withFsGroup));
     expect(driver.callsOf("NodePublishVolume")[0]).toMatchObject({ volumeCapability: { accessType: { mount: { volumeMountGroup: "4321" } } } });
     expect(statSync(target("u1", "data")).gid).not.toBe(4321);
+  });
+});
+
+describe("CSI volume stats (NodeGetVolumeStats)", () => {
+  const usage = {
+    usage: [
+      { unit: 1, total: 10n * 2n ** 30n, available: 6n * 2n ** 30n, used: 4n * 2n ** 30n },
+      { unit: 2, total: 1000n, available: 900n, used: 100n },
+    ],
+  };
+
+  test("a driver with GET_VOLUME_STATS is asked per published volume (id and target path); a claim's volume carries its pvcRef", async () => {
+    const { driver, api, manager } = await setup({ driver: { stageUnstage: true, volumeStats: { "*": usage } } });
+    await manager.setupPod(pod("u1", [csiClaim(api), inline()]));
+    const stats = (await manager.driverVolumeStats("u1")).sort((a, b) => a.name.localeCompare(b.name));
+    expect(stats).toEqual([
+      {
+        name: "data",
+        pvcRef: { name: "data", namespace: "ns" },
+        capacityBytes: 10 * 2 ** 30,
+        availableBytes: 6 * 2 ** 30,
+        usedBytes: 4 * 2 ** 30,
+        inodes: 1000,
+        inodesFree: 900,
+        inodesUsed: 100,
+      },
+      { name: "scratch", capacityBytes: 10 * 2 ** 30, availableBytes: 6 * 2 ** 30, usedBytes: 4 * 2 ** 30, inodes: 1000, inodesFree: 900, inodesUsed: 100 },
+    ]);
+    const calls = (driver.callsOf("NodeGetVolumeStats") as { volumeId: string; volumePath: string; stagingTargetPath: string }[]).sort((a, b) =>
+      a.volumePath.localeCompare(b.volumePath),
+    );
+    expect(calls).toEqual([
+      { volumeId: "vol-1", volumePath: target("u1", "data"), stagingTargetPath: "" },
+      { volumeId: inlineVolumeHandle("u1", "scratch"), volumePath: target("u1", "scratch"), stagingTargetPath: "" },
+    ]);
+  });
+
+  test("only bytes reported: the inode figures are 0, as upstream fills them", async () => {
+    const { api, manager } = await setup({ driver: { volumeStats: { "vol-1": { usage: [{ unit: 1, total: 100n, available: 0n, used: 0n }] } } } });
+    await manager.setupPod(pod("u1", [csiClaim(api)]));
+    expect(await manager.driverVolumeStats("u1")).toEqual([
+      { name: "data", pvcRef: { name: "data", namespace: "ns" }, capacityBytes: 100, availableBytes: 0, usedBytes: 0, inodes: 0, inodesFree: 0, inodesUsed: 0 },
+    ]);
+  });
+
+  test("left out: a driver without GET_VOLUME_STATS (never asked), a failing call, a reply without usage, an unregistered driver", async () => {
+    const a = await setup();
+    await a.manager.setupPod(pod("u1", [csiClaim(a.api)]));
+    expect(await a.manager.driverVolumeStats("u1")).toEqual([]);
+    expect(a.driver.callsOf("NodeGetVolumeStats")).toHaveLength(0);
+    a.driver.close();
+    rmSync(join(root, "pods"), { recursive: true, force: true });
+
+    // The fake answers NOT_FOUND for a volume it has no usage for; "other" has an empty usage list.
+    const b = await setup({ driver: { volumeStats: { other: { usage: [] } } } });
+    await b.manager.setupPod(pod("u2", [csiClaim(b.api)]));
+    expect(await b.manager.driverVolumeStats("u2")).toEqual([]);
+    expect(b.driver.callsOf("NodeGetVolumeStats")).toHaveLength(1);
+    expect(await b.manager.driverVolumeStats("absent")).toEqual([]);
   });
 });

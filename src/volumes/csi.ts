@@ -49,6 +49,18 @@ export interface CsiVolumeOptions {
   logger: Logger;
 }
 
+/** One CSI volume's usage as its driver reported it (upstream fills what the driver left out with 0). */
+export interface CsiVolumeStats {
+  /** The pod's volume name. */
+  name: string;
+  capacityBytes: number;
+  availableBytes: number;
+  usedBytes: number;
+  inodes: number;
+  inodesFree: number;
+  inodesUsed: number;
+}
+
 /** What upstream writes to vol_data.json. */
 interface VolData {
   driverName: string;
@@ -340,6 +352,52 @@ export class CsiVolumes {
     }
     if (applyFsGroup && !byDriver && existsSync(target)) setVolumeOwnership(target, fsGroup, { readOnly: p.readOnly, ...(changePolicy ? { policy: changePolicy } : {}) });
     this.opts.logger.info("CSI volume published", { pod: pod.metadata.name, volume: p.name, driver: p.data.driverName, volumeHandle: p.data.volumeHandle, target });
+  }
+
+  /**
+   * Usage of the pod's published CSI volumes as their drivers report it
+   * (upstream metricsCsi: NodeGetVolumeStats with the volume id and the
+   * published path, only when the driver has GET_VOLUME_STATS). Volumes of a
+   * driver without it, not registered (a transient state), or whose call
+   * fails or reports no usage are left out, as upstream leaves them out of
+   * the summary. Keyed by the pod's volume name.
+   */
+  async volumeStats(uid: string): Promise<CsiVolumeStats[]> {
+    const root = join(this.opts.rootDir, "pods", uid, "volumes", PLUGIN_DIR);
+    let names: string[];
+    try {
+      names = readdirSync(root);
+    } catch {
+      return [];
+    }
+    const out: CsiVolumeStats[] = [];
+    for (const name of names) {
+      let data: VolData;
+      try {
+        data = JSON.parse(readFileSync(join(root, name, "vol_data.json"), "utf8")) as VolData;
+      } catch {
+        continue; // not published
+      }
+      try {
+        const client = this.opts.drivers.client(data.driverName);
+        if (!(await client.capabilities()).has("GET_VOLUME_STATS")) continue;
+        const stats = await client.volumeStats(data.volumeHandle, join(root, name, "mount"));
+        // Upstream: without volume conditions (CSIVolumeHealth, off by default) a reply without usage is an error.
+        if (!stats.bytes && !stats.inodes) throw new Error("failed to get usage from response. usage is nil");
+        out.push({
+          name,
+          capacityBytes: stats.bytes?.total ?? 0,
+          availableBytes: stats.bytes?.available ?? 0,
+          usedBytes: stats.bytes?.used ?? 0,
+          inodes: stats.inodes?.total ?? 0,
+          inodesFree: stats.inodes?.available ?? 0,
+          inodesUsed: stats.inodes?.used ?? 0,
+        });
+      } catch (err) {
+        this.opts.logger.v(4).info("failed to calculate volume metrics", { uid, volume: name, driver: data.driverName, err: errorMessage(err) });
+      }
+    }
+    return out;
   }
 
   /** Unpublishes every CSI volume of the pod (and unstages those no other pod uses). Throws when a driver call fails: the pod's directory stays and teardown is retried. */

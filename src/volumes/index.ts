@@ -27,8 +27,25 @@ export interface VolumeManager {
   teardownPod(uid: string): Promise<void>;
   /** Pod directories of pods neither the agent nor the runtime knows: unmounted and removed. */
   cleanupOrphans(isKnown: (uid: string) => boolean): Promise<void>;
-  /** The pod's volumes backed by a PersistentVolumeClaim, set up and where they are (volume stats report them by claim). */
+  /** The pod's volumes backed by a PersistentVolumeClaim whose usage is measured on the node's file system (not CSI ones), set up and where they are (volume stats report them by claim). */
   claimVolumes(uid: string): ClaimedVolume[];
+  /**
+   * The pod's volumes whose plugin measures them itself (CSI drivers with
+   * GET_VOLUME_STATS), asked now; volumes not measured this way are absent.
+   */
+  driverVolumeStats(uid: string): Promise<MeasuredVolume[]>;
+}
+
+/** A volume's usage as its plugin reported it (upstream volume.Metrics). */
+export interface MeasuredVolume {
+  name: string;
+  pvcRef?: { name: string; namespace: string };
+  capacityBytes: number;
+  availableBytes: number;
+  usedBytes: number;
+  inodes: number;
+  inodesFree: number;
+  inodesUsed: number;
 }
 
 export interface ClaimedVolume {

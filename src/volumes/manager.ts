@@ -20,7 +20,7 @@ import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import { writeAtomically, type Payload } from "./atomic-writer.ts";
 import { checkHostPathType } from "./host-path.ts";
-import { VolumeMountError, VolumeSetupError, type ClaimedVolume, type VolumeFailure, type VolumeManager } from "./index.ts";
+import { VolumeMountError, VolumeSetupError, type ClaimedVolume, type MeasuredVolume, type VolumeFailure, type VolumeManager } from "./index.ts";
 import type { Mounter } from "./mount.ts";
 import { setVolumeOwnership, type FsGroupChangePolicy } from "./ownership.ts";
 import { configMapBytes, configMapMissingKey, DEFAULT_MODE, projectDownwardAPI, projectKeys, secretBytes, secretMissingKey, type NodeAllocatable } from "./projection.ts";
@@ -404,7 +404,19 @@ export class PodVolumeManager implements VolumeManager {
   }
 
   claimVolumes(uid: string): ClaimedVolume[] {
-    return [...(this.claims.get(uid) ?? new Map<string, ClaimVolume>())].map(([name, c]) => ({ name, path: c.path, pvcRef: { name: c.claim, namespace: c.namespace } }));
+    // CSI volumes are measured by their driver (driverVolumeStats), never walked.
+    return [...(this.claims.get(uid) ?? new Map<string, ClaimVolume>())]
+      .filter(([, c]) => !c.csiPv)
+      .map(([name, c]) => ({ name, path: c.path, pvcRef: { name: c.claim, namespace: c.namespace } }));
+  }
+
+  async driverVolumeStats(uid: string): Promise<MeasuredVolume[]> {
+    if (!this.opts.csi) return [];
+    const claims = this.claims.get(uid);
+    return (await this.opts.csi.volumeStats(uid)).map((v) => {
+      const c = claims?.get(v.name);
+      return c ? { ...v, pvcRef: { name: c.claim, namespace: c.namespace } } : v;
+    });
   }
 
   async cleanupOrphans(isKnown: (uid: string) => boolean): Promise<void> {

@@ -96,6 +96,7 @@ export async function createVolumeManager(w: VolumeWiring): Promise<VolumeSubsys
     },
     cleanupOrphans: (isKnown) => manager.cleanupOrphans(isKnown),
     claimVolumes: (uid) => manager.claimVolumes(uid),
+    driverVolumeStats: (uid) => manager.driverVolumeStats(uid),
   };
   return { podObjects: objects ?? cache, volumes, [Symbol.asyncDispose]: () => cache[Symbol.asyncDispose]() };
 }

@@ -11,7 +11,7 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, openSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Subprocess } from "bun";
-import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
+import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
 import { startTogether } from "../harness/together.ts";
@@ -24,8 +24,25 @@ let agent: AgentHandle;
 let driver: Subprocess | undefined;
 let driverLog: string;
 let root: string;
+let kubeletPort: number;
 
 const { kubectl, tryJson, apply } = adminKubectl(() => cp);
+
+/** GET on the agent's 10250 as the cluster admin (its serving certificate is self-signed). */
+async function kubeletGet(path: string): Promise<{ status: number; body: string }> {
+  const pki = join(cp.dir, "pki");
+  const res = await fetch(`https://127.0.0.1:${kubeletPort}${path}`, {
+    tls: { cert: readFileSync(join(pki, "admin.crt"), "utf8"), key: readFileSync(join(pki, "admin.key"), "utf8"), rejectUnauthorized: false },
+  } as RequestInit);
+  return { status: res.status, body: await res.text() };
+}
+
+/** The pod's volume entries in /stats/summary once a stats pass has them. */
+const summaryVolumes = async (podName: string) => {
+  const r = await kubeletGet("/stats/summary");
+  if (r.status !== 200) return undefined;
+  return (JSON.parse(r.body).pods as { podRef: { name: string }; volume?: Record<string, any>[] }[]).find((p) => p.podRef.name === podName)?.volume ?? [];
+};
 const sha256 = (s: string) => createHash("sha256").update(s).digest("hex");
 
 function csiMockBinary(): string {
@@ -84,7 +101,18 @@ beforeAll(async () => {
   requireRoot();
   const binary = csiMockBinary();
   [ctd, cp] = await startTogether([startContainerd({ name: "csi" }), startControlPlane({ name: "csi" })]);
-  agent = await startAgent(ctd, { nodeName: NODE, extraArgs: [`--kubeconfig=${await cp.nodeKubeconfig(NODE)}`, "--node-ip=127.0.0.1"] });
+  kubeletPort = await freePort();
+  agent = await startAgent(ctd, {
+    nodeName: NODE,
+    extraArgs: [`--kubeconfig=${await cp.nodeKubeconfig(NODE)}`, "--node-ip=127.0.0.1"],
+    // /metrics and /stats/summary on 10250 for the cluster admin; volume usage measured every 5 s instead of every minute.
+    extraConfig: {
+      port: kubeletPort,
+      authentication: { x509: { clientCAFile: cp.caFile }, webhook: { enabled: true }, anonymous: { enabled: false } },
+      authorization: { mode: "Webhook" },
+      volumeStatsAggPeriod: "5s",
+    },
+  });
   root = join(agent.dir, "root");
   await apply({
     apiVersion: "storage.k8s.io/v1",
@@ -155,6 +183,10 @@ describe("CSI with the mock driver and the registration protocol", () => {
     });
     // The container writes into the published directory.
     expect(await eventually("the pod's file in the target", () => (existsSync(join(target, "hello")) ? readFileSync(join(target, "hello"), "utf8") : undefined))).toBe("hello\n");
+    // Asked for its usage; the mock answers NOT_FOUND for an inline volume, which upstream leaves out of the summary.
+    const statsCall = await eventually("NodeGetVolumeStats of the inline volume", () => callsOf("NodeGetVolumeStats").find((c) => c.request?.volumePath === target), 60_000);
+    expect(statsCall.error).toContain("NotFound");
+    expect((await summaryVolumes("inline"))?.find((v) => v.name === "data")).toBeUndefined();
     await kubectl("delete", "pod", "inline", "--wait=false");
     await gone("inline");
     const unpublished = await eventually("NodeUnpublishVolume", () => callsOf("NodeUnpublishVolume").find((c) => c.request?.targetPath === target), 30_000);
@@ -196,12 +228,38 @@ describe("CSI with the mock driver and the registration protocol", () => {
       volumeCapability: { mount: { fsType: "ext4" }, accessMode: { mode: "SINGLE_NODE_WRITER" } },
     });
     expect(await eventually("the pod's file", () => (existsSync(join(target, "f")) ? readFileSync(join(target, "f"), "utf8") : undefined))).toBe("persisted\n");
+
+    // The driver has GET_VOLUME_STATS: its NodeGetVolumeStats answer (the mock reports only the volume's 100 GiB total) is the
+    // volume's entry in /stats/summary, with the claim, and kubelet_volume_stats_* for the claim.
+    const data = await eventually("the claim's volume in /stats/summary", async () => (await summaryVolumes("claimed"))?.find((v) => v.name === "data"), 60_000, 1000);
+    const GiB100 = 100 * 2 ** 30;
+    expect(data).toMatchObject({
+      pvcRef: { name: "mock-claim", namespace: "default" },
+      capacityBytes: GiB100,
+      availableBytes: 0,
+      usedBytes: 0,
+      inodes: 0,
+      inodesFree: 0,
+      inodesUsed: 0,
+    });
+    expect((await summaryVolumes("claimed"))?.filter((v) => v.name === "data")).toHaveLength(1); // measured by the driver only, never walked too
+    const asked = callsOf("NodeGetVolumeStats").find((c) => c.request?.volumePath === target);
+    expect(asked?.request?.volumeId).toBe("1");
+    expect(asked?.error).toBeUndefined();
+    const metrics = (await kubeletGet("/metrics")).body;
+    const sample = (name: string) => new RegExp(`^kubelet_volume_stats_${name}\\{namespace="default",persistentvolumeclaim="mock-claim"\\} (\\S+)$`, "m").exec(metrics)?.[1];
+    expect(Number(sample("capacity_bytes"))).toBe(GiB100);
+    expect(Number(sample("used_bytes"))).toBe(0);
+    expect(Number(sample("inodes_free"))).toBe(0);
+
     await kubectl("delete", "pod", "claimed", "--wait=false");
     await gone("claimed");
     await eventually("NodeUnstageVolume", () => callsOf("NodeUnstageVolume").find((c) => c.request?.volumeId === "1"), 30_000);
+    // The mount calls only: a background NodeGetVolumeStats may land anywhere.
     const order = calls()
       .filter((c) => c.request?.volumeId === "1")
-      .map((c) => c.method?.split("/").pop());
+      .map((c) => c.method?.split("/").pop())
+      .filter((m) => m !== "NodeGetVolumeStats");
     expect(order.slice(-2)).toEqual(["NodeUnpublishVolume", "NodeUnstageVolume"]);
     expect(existsSync(join(root, "plugins", "kubernetes.io", "csi", DRIVER, sha256("1")))).toBe(false);
   }, 180_000);

@@ -7,6 +7,10 @@ import type { NodeGetInfoResponse } from "./csi";
 import type { NodeGetInfoRequest } from "./csi";
 import type { NodeGetCapabilitiesResponse } from "./csi";
 import type { NodeGetCapabilitiesRequest } from "./csi";
+import type { NodeExpandVolumeResponse } from "./csi";
+import type { NodeExpandVolumeRequest } from "./csi";
+import type { NodeGetVolumeStatsResponse } from "./csi";
+import type { NodeGetVolumeStatsRequest } from "./csi";
 import type { NodeUnpublishVolumeResponse } from "./csi";
 import type { NodeUnpublishVolumeRequest } from "./csi";
 import type { NodePublishVolumeResponse } from "./csi";
@@ -70,6 +74,14 @@ export interface INodeClient {
      */
     nodeUnpublishVolume(input: NodeUnpublishVolumeRequest, options?: RpcOptions): UnaryCall<NodeUnpublishVolumeRequest, NodeUnpublishVolumeResponse>;
     /**
+     * @generated from protobuf rpc: NodeGetVolumeStats
+     */
+    nodeGetVolumeStats(input: NodeGetVolumeStatsRequest, options?: RpcOptions): UnaryCall<NodeGetVolumeStatsRequest, NodeGetVolumeStatsResponse>;
+    /**
+     * @generated from protobuf rpc: NodeExpandVolume
+     */
+    nodeExpandVolume(input: NodeExpandVolumeRequest, options?: RpcOptions): UnaryCall<NodeExpandVolumeRequest, NodeExpandVolumeResponse>;
+    /**
      * @generated from protobuf rpc: NodeGetCapabilities
      */
     nodeGetCapabilities(input: NodeGetCapabilitiesRequest, options?: RpcOptions): UnaryCall<NodeGetCapabilitiesRequest, NodeGetCapabilitiesResponse>;
@@ -116,17 +128,31 @@ export class NodeClient implements INodeClient, ServiceInfo {
         return stackIntercept<NodeUnpublishVolumeRequest, NodeUnpublishVolumeResponse>("unary", this._transport, method, opt, input);
     }
     /**
+     * @generated from protobuf rpc: NodeGetVolumeStats
+     */
+    nodeGetVolumeStats(input: NodeGetVolumeStatsRequest, options?: RpcOptions): UnaryCall<NodeGetVolumeStatsRequest, NodeGetVolumeStatsResponse> {
+        const method = this.methods[4], opt = this._transport.mergeOptions(options);
+        return stackIntercept<NodeGetVolumeStatsRequest, NodeGetVolumeStatsResponse>("unary", this._transport, method, opt, input);
+    }
+    /**
+     * @generated from protobuf rpc: NodeExpandVolume
+     */
+    nodeExpandVolume(input: NodeExpandVolumeRequest, options?: RpcOptions): UnaryCall<NodeExpandVolumeRequest, NodeExpandVolumeResponse> {
+        const method = this.methods[5], opt = this._transport.mergeOptions(options);
+        return stackIntercept<NodeExpandVolumeRequest, NodeExpandVolumeResponse>("unary", this._transport, method, opt, input);
+    }
+    /**
      * @generated from protobuf rpc: NodeGetCapabilities
      */
     nodeGetCapabilities(input: NodeGetCapabilitiesRequest, options?: RpcOptions): UnaryCall<NodeGetCapabilitiesRequest, NodeGetCapabilitiesResponse> {
-        const method = this.methods[4], opt = this._transport.mergeOptions(options);
+        const method = this.methods[6], opt = this._transport.mergeOptions(options);
         return stackIntercept<NodeGetCapabilitiesRequest, NodeGetCapabilitiesResponse>("unary", this._transport, method, opt, input);
     }
     /**
      * @generated from protobuf rpc: NodeGetInfo
      */
     nodeGetInfo(input: NodeGetInfoRequest, options?: RpcOptions): UnaryCall<NodeGetInfoRequest, NodeGetInfoResponse> {
-        const method = this.methods[5], opt = this._transport.mergeOptions(options);
+        const method = this.methods[7], opt = this._transport.mergeOptions(options);
         return stackIntercept<NodeGetInfoRequest, NodeGetInfoResponse>("unary", this._transport, method, opt, input);
     }
 }

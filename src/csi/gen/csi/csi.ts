@@ -361,6 +361,140 @@ export interface NodeGetInfoResponse {
      */
     accessibleTopology?: Topology;
 }
+/**
+ * @generated from protobuf message csi.v1.CapacityRange
+ */
+export interface CapacityRange {
+    /**
+     * @generated from protobuf field: int64 required_bytes = 1
+     */
+    requiredBytes: bigint;
+    /**
+     * @generated from protobuf field: int64 limit_bytes = 2
+     */
+    limitBytes: bigint;
+}
+/**
+ * @generated from protobuf message csi.v1.NodeGetVolumeStatsRequest
+ */
+export interface NodeGetVolumeStatsRequest {
+    /**
+     * @generated from protobuf field: string volume_id = 1
+     */
+    volumeId: string;
+    /**
+     * @generated from protobuf field: string volume_path = 2
+     */
+    volumePath: string;
+    /**
+     * @generated from protobuf field: string staging_target_path = 3
+     */
+    stagingTargetPath: string;
+}
+/**
+ * @generated from protobuf message csi.v1.NodeGetVolumeStatsResponse
+ */
+export interface NodeGetVolumeStatsResponse {
+    /**
+     * @generated from protobuf field: repeated csi.v1.VolumeUsage usage = 1
+     */
+    usage: VolumeUsage[];
+    /**
+     * @generated from protobuf field: csi.v1.VolumeCondition volume_condition = 2
+     */
+    volumeCondition?: VolumeCondition;
+}
+/**
+ * @generated from protobuf message csi.v1.VolumeUsage
+ */
+export interface VolumeUsage {
+    /**
+     * @generated from protobuf field: int64 available = 1
+     */
+    available: bigint;
+    /**
+     * @generated from protobuf field: int64 total = 2
+     */
+    total: bigint;
+    /**
+     * @generated from protobuf field: int64 used = 3
+     */
+    used: bigint;
+    /**
+     * @generated from protobuf field: csi.v1.VolumeUsage.Unit unit = 4
+     */
+    unit: VolumeUsage_Unit;
+}
+/**
+ * @generated from protobuf enum csi.v1.VolumeUsage.Unit
+ */
+export enum VolumeUsage_Unit {
+    /**
+     * @generated from protobuf enum value: UNKNOWN = 0;
+     */
+    UNKNOWN = 0,
+    /**
+     * @generated from protobuf enum value: BYTES = 1;
+     */
+    BYTES = 1,
+    /**
+     * @generated from protobuf enum value: INODES = 2;
+     */
+    INODES = 2
+}
+/**
+ * @generated from protobuf message csi.v1.VolumeCondition
+ */
+export interface VolumeCondition {
+    /**
+     * @generated from protobuf field: bool abnormal = 1
+     */
+    abnormal: boolean;
+    /**
+     * @generated from protobuf field: string message = 2
+     */
+    message: string;
+}
+/**
+ * @generated from protobuf message csi.v1.NodeExpandVolumeRequest
+ */
+export interface NodeExpandVolumeRequest {
+    /**
+     * @generated from protobuf field: string volume_id = 1
+     */
+    volumeId: string;
+    /**
+     * @generated from protobuf field: string volume_path = 2
+     */
+    volumePath: string;
+    /**
+     * @generated from protobuf field: csi.v1.CapacityRange capacity_range = 3
+     */
+    capacityRange?: CapacityRange;
+    /**
+     * @generated from protobuf field: string staging_target_path = 4
+     */
+    stagingTargetPath: string;
+    /**
+     * @generated from protobuf field: csi.v1.VolumeCapability volume_capability = 5
+     */
+    volumeCapability?: VolumeCapability;
+    /**
+     * @generated from protobuf field: map<string, string> secrets = 6
+     */
+    secrets: {
+        [key: string]: string;
+    };
+}
+/**
+ * @generated from protobuf message csi.v1.NodeExpandVolumeResponse
+ */
+export interface NodeExpandVolumeResponse {
+    /**
+     * @generated from protobuf field: int64 capacity_bytes = 1
+     */
+    capacityBytes: bigint;
+}
 // @generated message type with reflection information, may provide speed optimized methods
 class GetPluginInfoRequest$Type extends MessageType<GetPluginInfoRequest> {
     constructor() {
@@ -1584,6 +1718,452 @@ class NodeGetInfoResponse$Type extends MessageType<NodeGetInfoResponse> {
  * @generated MessageType for protobuf message csi.v1.NodeGetInfoResponse
  */
 export const NodeGetInfoResponse = new NodeGetInfoResponse$Type();
+// @generated message type with reflection information, may provide speed optimized methods
+class CapacityRange$Type extends MessageType<CapacityRange> {
+    constructor() {
+        super("csi.v1.CapacityRange", [
+            { no: 1, name: "required_bytes", kind: "scalar", T: 3 /*ScalarType.INT64*/, L: 0 /*LongType.BIGINT*/ },
+            { no: 2, name: "limit_bytes", kind: "scalar", T: 3 /*ScalarType.INT64*/, L: 0 /*LongType.BIGINT*/ }
+        ]);
+    }
+    create(value?: PartialMessage<CapacityRange>): CapacityRange {
+        const message = globalThis.Object.create((this.messagePrototype!));
+        message.requiredBytes = 0n;
+        message.limitBytes = 0n;
+        if (value !== undefined)
+            reflectionMergePartial<CapacityRange>(this, message, value);
+        return message;
+    }
+    internalBinaryRead(reader: IBinaryReader, length: number, options: BinaryReadOptions, target?: CapacityRange): CapacityRange {
+        let message = target ?? this.create(), end = reader.pos + length;
+        while (reader.pos < end) {
+            let [fieldNo, wireType] = reader.tag();
+            switch (fieldNo) {
+                case /* int64 required_bytes */ 1:
+                    message.requiredBytes = reader.int64().toBigInt();
+                    break;
+                case /* int64 limit_bytes */ 2:
+                    message.limitBytes = reader.int64().toBigInt();
+                    break;
+                default:
+                    let u = options.readUnknownField;
+                    if (u === "throw")
+                        throw new globalThis.Error(`Unknown field ${fieldNo} (wire type ${wireType}) for ${this.typeName}`);
+                    let d = reader.skip(wireType);
+                    if (u !== false)
+                        (u === true ? UnknownFieldHandler.onRead : u)(this.typeName, message, fieldNo, wireType, d);
+            }
+        }
+        return message;
+    }
+    internalBinaryWrite(message: CapacityRange, writer: IBinaryWriter, options: BinaryWriteOptions): IBinaryWriter {
+        /* int64 required_bytes = 1; */
+        if (message.requiredBytes !== 0n)
+            writer.tag(1, WireType.Varint).int64(message.requiredBytes);
+        /* int64 limit_bytes = 2; */
+        if (message.limitBytes !== 0n)
+            writer.tag(2, WireType.Varint).int64(message.limitBytes);
+        let u = options.writeUnknownFields;
+        if (u !== false)
+            (u == true ? UnknownFieldHandler.onWrite : u)(this.typeName, message, writer);
+        return writer;
+    }
+}
+/**
+ * @generated MessageType for protobuf message csi.v1.CapacityRange
+ */
+export const CapacityRange = new CapacityRange$Type();
+// @generated message type with reflection information, may provide speed optimized methods
+class NodeGetVolumeStatsRequest$Type extends MessageType<NodeGetVolumeStatsRequest> {
+    constructor() {
+        super("csi.v1.NodeGetVolumeStatsRequest", [
+            { no: 1, name: "volume_id", kind: "scalar", T: 9 /*ScalarType.STRING*/ },
+            { no: 2, name: "volume_path", kind: "scalar", T: 9 /*ScalarType.STRING*/ },
+            { no: 3, name: "staging_target_path", kind: "scalar", T: 9 /*ScalarType.STRING*/ }
+        ]);
+    }
+    create(value?: PartialMessage<NodeGetVolumeStatsRequest>): NodeGetVolumeStatsRequest {
+        const message = globalThis.Object.create((this.messagePrototype!));
+        message.volumeId = "";
+        message.volumePath = "";
+        message.stagingTargetPath = "";
+        if (value !== undefined)
+            reflectionMergePartial<NodeGetVolumeStatsRequest>(this, message, value);
+        return message;
+    }
+    internalBinaryRead(reader: IBinaryReader, length: number, options: BinaryReadOptions, target?: NodeGetVolumeStatsRequest): NodeGetVolumeStatsRequest {
+        let message = target ?? this.create(), end = reader.pos + length;
+        while (reader.pos < end) {
+            let [fieldNo, wireType] = reader.tag();
+            switch (fieldNo) {
+                case /* string volume_id */ 1:
+                    message.volumeId = reader.string();
+                    break;
+                case /* string volume_path */ 2:
+                    message.volumePath = reader.string();
+                    break;
+                case /* string staging_target_path */ 3:
+                    message.stagingTargetPath = reader.string();
+                    break;
+                default:
+                    let u = options.readUnknownField;
+                    if (u === "throw")
+                        throw new globalThis.Error(`Unknown field ${fieldNo} (wire type ${wireType}) for ${this.typeName}`);
+                    let d = reader.skip(wireType);
+                    if (u !== false)
+                        (u === true ? UnknownFieldHandler.onRead : u)(this.typeName, message, fieldNo, wireType, d);
+            }
+        }
+        return message;
+    }
+    internalBinaryWrite(message: NodeGetVolumeStatsRequest, writer: IBinaryWriter, options: BinaryWriteOptions): IBinaryWriter {
+        /* string volume_id = 1; */
+        if (message.volumeId !== "")
+            writer.tag(1, WireType.LengthDelimited).string(message.volumeId);
+        /* string volume_path = 2; */
+        if (message.volumePath !== "")
+            writer.tag(2, WireType.LengthDelimited).string(message.volumePath);
+        /* string staging_target_path = 3; */
+        if (message.stagingTargetPath !== "")
+            writer.tag(3, WireType.LengthDelimited).string(message.stagingTargetPath);
+        let u = options.writeUnknownFields;
+        if (u !== false)
+            (u == true ? UnknownFieldHandler.onWrite : u)(this.typeName, message, writer);
+        return writer;
+    }
+}
+/**
+ * @generated MessageType for protobuf message csi.v1.NodeGetVolumeStatsRequest
+ */
+export const NodeGetVolumeStatsRequest = new NodeGetVolumeStatsRequest$Type();
+// @generated message type with reflection information, may provide speed optimized methods
+class NodeGetVolumeStatsResponse$Type extends MessageType<NodeGetVolumeStatsResponse> {
+    constructor() {
+        super("csi.v1.NodeGetVolumeStatsResponse", [
+            { no: 1, name: "usage", kind: "message", repeat: 2 /*RepeatType.UNPACKED*/, T: () => VolumeUsage },
+            { no: 2, name: "volume_condition", kind: "message", T: () => VolumeCondition }
+        ]);
+    }
+    create(value?: PartialMessage<NodeGetVolumeStatsResponse>): NodeGetVolumeStatsResponse {
+        const message = globalThis.Object.create((this.messagePrototype!));
+        message.usage = [];
+        if (value !== undefined)
+            reflectionMergePartial<NodeGetVolumeStatsResponse>(this, message, value);
+        return message;
+    }
+    internalBinaryRead(reader: IBinaryReader, length: number, options: BinaryReadOptions, target?: NodeGetVolumeStatsResponse): NodeGetVolumeStatsResponse {
+        let message = target ?? this.create(), end = reader.pos + length;
+        while (reader.pos < end) {
+            let [fieldNo, wireType] = reader.tag();
+            switch (fieldNo) {
+                case /* repeated csi.v1.VolumeUsage usage */ 1:
+                    message.usage.push(VolumeUsage.internalBinaryRead(reader, reader.uint32(), options));
+                    break;
+                case /* csi.v1.VolumeCondition volume_condition */ 2:
+                    message.volumeCondition = VolumeCondition.internalBinaryRead(reader, reader.uint32(), options, message.volumeCondition);
+                    break;
+                default:
+                    let u = options.readUnknownField;
+                    if (u === "throw")
+                        throw new globalThis.Error(`Unknown field ${fieldNo} (wire type ${wireType}) for ${this.typeName}`);
+                    let d = reader.skip(wireType);
+                    if (u !== false)
+                        (u === true ? UnknownFieldHandler.onRead : u)(this.typeName, message, fieldNo, wireType, d);
+            }
+        }
+        return message;
+    }
+    internalBinaryWrite(message: NodeGetVolumeStatsResponse, writer: IBinaryWriter, options: BinaryWriteOptions): IBinaryWriter {
+        /* repeated csi.v1.VolumeUsage usage = 1; */
+        for (let i = 0; i < message.usage.length; i++)
+            VolumeUsage.internalBinaryWrite(message.usage[i], writer.tag(1, WireType.LengthDelimited).fork(), options).join();
+        /* csi.v1.VolumeCondition volume_condition = 2; */
+        if (message.volumeCondition)
+            VolumeCondition.internalBinaryWrite(message.volumeCondition, writer.tag(2, WireType.LengthDelimited).fork(), options).join();
+        let u = options.writeUnknownFields;
+        if (u !== false)
+            (u == true ? UnknownFieldHandler.onWrite : u)(this.typeName, message, writer);
+        return writer;
+    }
+}
+/**
+ * @generated MessageType for protobuf message csi.v1.NodeGetVolumeStatsResponse
+ */
+export const NodeGetVolumeStatsResponse = new NodeGetVolumeStatsResponse$Type();
+// @generated message type with reflection information, may provide speed optimized methods
+class VolumeUsage$Type extends MessageType<VolumeUsage> {
+    constructor() {
+        super("csi.v1.VolumeUsage", [
+            { no: 1, name: "available", kind: "scalar", T: 3 /*ScalarType.INT64*/, L: 0 /*LongType.BIGINT*/ },
+            { no: 2, name: "total", kind: "scalar", T: 3 /*ScalarType.INT64*/, L: 0 /*LongType.BIGINT*/ },
+            { no: 3, name: "used", kind: "scalar", T: 3 /*ScalarType.INT64*/, L: 0 /*LongType.BIGINT*/ },
+            { no: 4, name: "unit", kind: "enum", T: () => ["csi.v1.VolumeUsage.Unit", VolumeUsage_Unit] }
+        ]);
+    }
+    create(value?: PartialMessage<VolumeUsage>): VolumeUsage {
+        const message = globalThis.Object.create((this.messagePrototype!));
+        message.available = 0n;
+        message.total = 0n;
+        message.used = 0n;
+        message.unit = 0;
+        if (value !== undefined)
+            reflectionMergePartial<VolumeUsage>(this, message, value);
+        return message;
+    }
+    internalBinaryRead(reader: IBinaryReader, length: number, options: BinaryReadOptions, target?: VolumeUsage): VolumeUsage {
+        let message = target ?? this.create(), end = reader.pos + length;
+        while (reader.pos < end) {
+            let [fieldNo, wireType] = reader.tag();
+            switch (fieldNo) {
+                case /* int64 available */ 1:
+                    message.available = reader.int64().toBigInt();
+                    break;
+                case /* int64 total */ 2:
+                    message.total = reader.int64().toBigInt();
+                    break;
+                case /* int64 used */ 3:
+                    message.used = reader.int64().toBigInt();
+                    break;
+                case /* csi.v1.VolumeUsage.Unit unit */ 4:
+                    message.unit = reader.int32();
+                    break;
+                default:
+                    let u = options.readUnknownField;
+                    if (u === "throw")
+                        throw new globalThis.Error(`Unknown field ${fieldNo} (wire type ${wireType}) for ${this.typeName}`);
+                    let d = reader.skip(wireType);
+                    if (u !== false)
+                        (u === true ? UnknownFieldHandler.onRead : u)(this.typeName, message, fieldNo, wireType, d);
+            }
+        }
+        return message;
+    }
+    internalBinaryWrite(message: VolumeUsage, writer: IBinaryWriter, options: BinaryWriteOptions): IBinaryWriter {
+        /* int64 available = 1; */
+        if (message.available !== 0n)
+            writer.tag(1, WireType.Varint).int64(message.available);
+        /* int64 total = 2; */
+        if (message.total !== 0n)
+            writer.tag(2, WireType.Varint).int64(message.total);
+        /* int64 used = 3; */
+        if (message.used !== 0n)
+            writer.tag(3, WireType.Varint).int64(message.used);
+        /* csi.v1.VolumeUsage.Unit unit = 4; */
+        if (message.unit !== 0)
+            writer.tag(4, WireType.Varint).int32(message.unit);
+        let u = options.writeUnknownFields;
+        if (u !== false)
+            (u == true ? UnknownFieldHandler.onWrite : u)(this.typeName, message, writer);
+        return writer;
+    }
+}
+/**
+ * @generated MessageType for protobuf message csi.v1.VolumeUsage
+ */
+export const VolumeUsage = new VolumeUsage$Type();
+// @generated message type with reflection information, may provide speed optimized methods
+class VolumeCondition$Type extends MessageType<VolumeCondition> {
+    constructor() {
+        super("csi.v1.VolumeCondition", [
+            { no: 1, name: "abnormal", kind: "scalar", T: 8 /*ScalarType.BOOL*/ },
+            { no: 2, name: "message", kind: "scalar", T: 9 /*ScalarType.STRING*/ }
+        ]);
+    }
+    create(value?: PartialMessage<VolumeCondition>): VolumeCondition {
+        const message = globalThis.Object.create((this.messagePrototype!));
+        message.abnormal = false;
+        message.message = "";
+        if (value !== undefined)
+            reflectionMergePartial<VolumeCondition>(this, message, value);
+        return message;
+    }
+    internalBinaryRead(reader: IBinaryReader, length: number, options: BinaryReadOptions, target?: VolumeCondition): VolumeCondition {
+        let message = target ?? this.create(), end = reader.pos + length;
+        while (reader.pos < end) {
+            let [fieldNo, wireType] = reader.tag();
+            switch (fieldNo) {
+                case /* bool abnormal */ 1:
+                    message.abnormal = reader.bool();
+                    break;
+                case /* string message */ 2:
+                    message.message = reader.string();
+                    break;
+                default:
+                    let u = options.readUnknownField;
+                    if (u === "throw")
+                        throw new globalThis.Error(`Unknown field ${fieldNo} (wire type ${wireType}) for ${this.typeName}`);
+                    let d = reader.skip(wireType);
+                    if (u !== false)
+                        (u === true ? UnknownFieldHandler.onRead : u)(this.typeName, message, fieldNo, wireType, d);
+            }
+        }
+        return message;
+    }
+    internalBinaryWrite(message: VolumeCondition, writer: IBinaryWriter, options: BinaryWriteOptions): IBinaryWriter {
+        /* bool abnormal = 1; */
+        if (message.abnormal !== false)
+            writer.tag(1, WireType.Varint).bool(message.abnormal);
+        /* string message = 2; */
+        if (message.message !== "")
+            writer.tag(2, WireType.LengthDelimited).string(message.message);
+        let u = options.writeUnknownFields;
+        if (u !== false)
+            (u == true ? UnknownFieldHandler.onWrite : u)(this.typeName, message, writer);
+        return writer;
+    }
+}
+/**
+ * @generated MessageType for protobuf message csi.v1.VolumeCondition
+ */
+export const VolumeCondition = new VolumeCondition$Type();
+// @generated message type with reflection information, may provide speed optimized methods
+class NodeExpandVolumeRequest$Type extends MessageType<NodeExpandVolumeRequest> {
+    constructor() {
+        super("csi.v1.NodeExpandVolumeRequest", [
+            { no: 1, name: "volume_id", kind: "scalar", T: 9 /*ScalarType.STRING*/ },
+            { no: 2, name: "volume_path", kind: "scalar", T: 9 /*ScalarType.STRING*/ },
+            { no: 3, name: "capacity_range", kind: "message", T: () => CapacityRange },
+            { no: 4, name: "staging_target_path", kind: "scalar", T: 9 /*ScalarType.STRING*/ },
+            { no: 5, name: "volume_capability", kind: "message", T: () => VolumeCapability },
+            { no: 6, name: "secrets", kind: "map", K: 9 /*ScalarType.STRING*/, V: { kind: "scalar", T: 9 /*ScalarType.STRING*/ } }
+        ]);
+    }
+    create(value?: PartialMessage<NodeExpandVolumeRequest>): NodeExpandVolumeRequest {
+        const message = globalThis.Object.create((this.messagePrototype!));
+        message.volumeId = "";
+        message.volumePath = "";
+        message.stagingTargetPath = "";
+        message.secrets = {};
+        if (value !== undefined)
+            reflectionMergePartial<NodeExpandVolumeRequest>(this, message, value);
+        return message;
+    }
+    internalBinaryRead(reader: IBinaryReader, length: number, options: BinaryReadOptions, target?: NodeExpandVolumeRequest): NodeExpandVolumeRequest {
+        let message = target ?? this.create(), end = reader.pos + length;
+        while (reader.pos < end) {
+            let [fieldNo, wireType] = reader.tag();
+            switch (fieldNo) {
+                case /* string volume_id */ 1:
+                    message.volumeId = reader.string();
+                    break;
+                case /* string volume_path */ 2:
+                    message.volumePath = reader.string();
+                    break;
+                case /* csi.v1.CapacityRange capacity_range */ 3:
+                    message.capacityRange = CapacityRange.internalBinaryRead(reader, reader.uint32(), options, message.capacityRange);
+                    break;
+                case /* string staging_target_path */ 4:
+                    message.stagingTargetPath = reader.string();
+                    break;
+                case /* csi.v1.VolumeCapability volume_capability */ 5:
+                    message.volumeCapability = VolumeCapability.internalBinaryRead(reader, reader.uint32(), options, message.volumeCapability);
+                    break;
+                case /* map<string, string> secrets */ 6:
+                    this.binaryReadMap6(message.secrets, reader, options);
+                    break;
+                default:
+                    let u = options.readUnknownField;
+                    if (u === "throw")
+                        throw new globalThis.Error(`Unknown field ${fieldNo} (wire type ${wireType}) for ${this.typeName}`);
+                    let d = reader.skip(wireType);
+                    if (u !== false)
+                        (u === true ? UnknownFieldHandler.onRead : u)(this.typeName, message, fieldNo, wireType, d);
+            }
+        }
+        return message;
+    }
+    private binaryReadMap6(map: NodeExpandVolumeRequest["secrets"], reader: IBinaryReader, options: BinaryReadOptions): void {
+        let len = reader.uint32(), end = reader.pos + len, key: keyof NodeExpandVolumeRequest["secrets"] | undefined, val: NodeExpandVolumeRequest["secrets"][any] | undefined;
+        while (reader.pos < end) {
+            let [fieldNo, wireType] = reader.tag();
+            switch (fieldNo) {
+                case 1:
+                    key = reader.string();
+                    break;
+                case 2:
+                    val = reader.string();
+                    break;
+                default: throw new globalThis.Error("unknown map entry field for csi.v1.NodeExpandVolumeRequest.secrets");
+            }
+        }
+        map[key ?? ""] = val ?? "";
+    }
+    internalBinaryWrite(message: NodeExpandVolumeRequest, writer: IBinaryWriter, options: BinaryWriteOptions): IBinaryWriter {
+        /* string volume_id = 1; */
+        if (message.volumeId !== "")
+            writer.tag(1, WireType.LengthDelimited).string(message.volumeId);
+        /* string volume_path = 2; */
+        if (message.volumePath !== "")
+            writer.tag(2, WireType.LengthDelimited).string(message.volumePath);
+        /* csi.v1.CapacityRange capacity_range = 3; */
+        if (message.capacityRange)
+            CapacityRange.internalBinaryWrite(message.capacityRange, writer.tag(3, WireType.LengthDelimited).fork(), options).join();
+        /* string staging_target_path = 4; */
+        if (message.stagingTargetPath !== "")
+            writer.tag(4, WireType.LengthDelimited).string(message.stagingTargetPath);
+        /* csi.v1.VolumeCapability volume_capability = 5; */
+        if (message.volumeCapability)
+            VolumeCapability.internalBinaryWrite(message.volumeCapability, writer.tag(5, WireType.LengthDelimited).fork(), options).join();
+        /* map<string, string> secrets = 6; */
+        for (let k of globalThis.Object.keys(message.secrets))
+            writer.tag(6, WireType.LengthDelimited).fork().tag(1, WireType.LengthDelimited).string(k).tag(2, WireType.LengthDelimited).string(message.secrets[k]).join();
+        let u = options.writeUnknownFields;
+        if (u !== false)
+            (u == true ? UnknownFieldHandler.onWrite : u)(this.typeName, message, writer);
+        return writer;
+    }
+}
+/**
+ * @generated MessageType for protobuf message csi.v1.NodeExpandVolumeRequest
+ */
+export const NodeExpandVolumeRequest = new NodeExpandVolumeRequest$Type();
+// @generated message type with reflection information, may provide speed optimized methods
+class NodeExpandVolumeResponse$Type extends MessageType<NodeExpandVolumeResponse> {
+    constructor() {
+        super("csi.v1.NodeExpandVolumeResponse", [
+            { no: 1, name: "capacity_bytes", kind: "scalar", T: 3 /*ScalarType.INT64*/, L: 0 /*LongType.BIGINT*/ }
+        ]);
+    }
+    create(value?: PartialMessage<NodeExpandVolumeResponse>): NodeExpandVolumeResponse {
+        const message = globalThis.Object.create((this.messagePrototype!));
+        message.capacityBytes = 0n;
+        if (value !== undefined)
+            reflectionMergePartial<NodeExpandVolumeResponse>(this, message, value);
+        return message;
+    }
+    internalBinaryRead(reader: IBinaryReader, length: number, options: BinaryReadOptions, target?: NodeExpandVolumeResponse): NodeExpandVolumeResponse {
+        let message = target ?? this.create(), end = reader.pos + length;
+        while (reader.pos < end) {
+            let [fieldNo, wireType] = reader.tag();
+            switch (fieldNo) {
+                case /* int64 capacity_bytes */ 1:
+                    message.capacityBytes = reader.int64().toBigInt();
+                    break;
+                default:
+                    let u = options.readUnknownField;
+                    if (u === "throw")
+                        throw new globalThis.Error(`Unknown field ${fieldNo} (wire type ${wireType}) for ${this.typeName}`);
+                    let d = reader.skip(wireType);
+                    if (u !== false)
+                        (u === true ? UnknownFieldHandler.onRead : u)(this.typeName, message, fieldNo, wireType, d);
+            }
+        }
+        return message;
+    }
+    internalBinaryWrite(message: NodeExpandVolumeResponse, writer: IBinaryWriter, options: BinaryWriteOptions): IBinaryWriter {
+        /* int64 capacity_bytes = 1; */
+        if (message.capacityBytes !== 0n)
+            writer.tag(1, WireType.Varint).int64(message.capacityBytes);
+        let u = options.writeUnknownFields;
+        if (u !== false)
+            (u == true ? UnknownFieldHandler.onWrite : u)(this.typeName, message, writer);
+        return writer;
+    }
+}
+/**
+ * @generated MessageType for protobuf message csi.v1.NodeExpandVolumeResponse
+ */
+export const NodeExpandVolumeResponse = new NodeExpandVolumeResponse$Type();
 /**
  * @generated ServiceType for protobuf service csi.v1.Identity
  */
@@ -1598,6 +2178,8 @@ export const Node = new ServiceType("csi.v1.Node", [
     { name: "NodeUnstageVolume", options: {}, I: NodeUnstageVolumeRequest, O: NodeUnstageVolumeResponse },
     { name: "NodePublishVolume", options: {}, I: NodePublishVolumeRequest, O: NodePublishVolumeResponse },
     { name: "NodeUnpublishVolume", options: {}, I: NodeUnpublishVolumeRequest, O: NodeUnpublishVolumeResponse },
+    { name: "NodeGetVolumeStats", options: {}, I: NodeGetVolumeStatsRequest, O: NodeGetVolumeStatsResponse },
+    { name: "NodeExpandVolume", options: {}, I: NodeExpandVolumeRequest, O: NodeExpandVolumeResponse },
     { name: "NodeGetCapabilities", options: {}, I: NodeGetCapabilitiesRequest, O: NodeGetCapabilitiesResponse },
     { name: "NodeGetInfo", options: {}, I: NodeGetInfoRequest, O: NodeGetInfoResponse }
 ]);
