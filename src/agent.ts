@@ -158,7 +158,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   // Probes: liveness and startup failures restart that container (through the pod workers, built later); readiness feeds the statuses.
   const { syncRequests, restarts, verdicts } = buildProber(stack, { cri, recorder, probeMetrics, mirrors, clock, logger });
   // Local checkpoints, offline autonomy, CSI drivers and the volume manager (with the configMaps and secrets pods reference).
-  const { checkpoints, autonomy, pluginWatcher, volumes, podObjects } = await buildVolumes(stack, {
+  const { checkpoints, autonomy, csiDrivers, pluginWatcher, volumes, podObjects } = await buildVolumes(stack, {
     config,
     cluster,
     mounter: deps.mounter,
@@ -315,6 +315,12 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
         )
       : undefined;
   node?.start();
+  // CSINode exists as soon as the Node does (upstream initializeCSINode), before any driver registers.
+  if (node)
+    void nodeRegistration
+      .whenRegistered()
+      .then(() => csiDrivers.initializeCsiNode())
+      .catch((err: unknown) => logger.error("failed to initialize CSINode", { err: errorMessage(err) }));
   await pluginWatcher.start();
   const once = config.runOnce ? recordFirstSnapshots(sources, { clock }) : undefined;
   const syncLoop = stack.use(
@@ -853,7 +859,7 @@ async function buildVolumes(
       logger,
     }),
   );
-  return { checkpoints, autonomy, pluginWatcher, volumes, podObjects };
+  return { checkpoints, autonomy, csiDrivers, pluginWatcher, volumes, podObjects };
 }
 
 /** Node resources: stats (which feed eviction), image GC, log rotation and the eviction manager, each disposed with the stack. */

@@ -18,6 +18,23 @@ import { type CsiNodeClient, GrpcCsiNodeClient, type NodeInfo } from "./client.t
 import type { PluginHandler } from "./plugin-watcher.ts";
 
 export const NODE_ID_ANNOTATION = "csi.volume.kubernetes.io/nodeid";
+/**
+ * Upstream's CSINode annotation naming the in-tree plugins whose volumes a
+ * 1.34 kubelet hands to CSI drivers (CSI migration: all seven are on, locked,
+ * in 1.34). The scheduler and the attach/detach controller read it. This
+ * agent has none of those in-tree plugins: their PersistentVolumes are
+ * refused with why (volumes/claims.ts), as on a node without their driver.
+ */
+export const MIGRATED_PLUGINS_ANNOTATION = "storage.alpha.kubernetes.io/migrated-plugins";
+export const MIGRATED_PLUGINS = [
+  "kubernetes.io/aws-ebs",
+  "kubernetes.io/azure-disk",
+  "kubernetes.io/azure-file",
+  "kubernetes.io/cinder",
+  "kubernetes.io/gce-pd",
+  "kubernetes.io/portworx-volume",
+  "kubernetes.io/vsphere-volume",
+].join(",");
 
 /** A volume names a driver that has not registered on this node (upstream's wording). */
 export class CsiDriverNotFoundError extends Error {
@@ -107,6 +124,33 @@ export class CsiDrivers implements PluginHandler {
       client.close();
       throw err;
     }
+  }
+
+  /**
+   * Upstream initializeCSINode: once the Node exists, its CSINode is created
+   * (no drivers yet, owned by the Node, with the migrated-plugins
+   * annotation), or an existing one gets the annotation; before any driver
+   * registers, so that the scheduler sees the node's CSI state at once.
+   * Retried while the Node is not found or the write conflicts.
+   */
+  async initializeCsiNode(): Promise<void> {
+    const { api, nodeName } = this.opts;
+    if (!api) return;
+    await this.serialised(() =>
+      this.retrying("failed to initialize CSINode", async () => {
+        const current = await api.getCSINode(nodeName);
+        if (!current) {
+          if (!(await api.getNode(nodeName))) throw new ApiError("NotFound", 404, "GET", `/api/v1/nodes/${nodeName}`, `node ${nodeName} not found`);
+          await api.createCSINode(this.newCsiNode([]));
+          this.opts.logger.info("CSINode created", { node: nodeName });
+          return;
+        }
+        const meta = (current.metadata ?? {}) as { annotations?: Record<string, string> };
+        if (meta.annotations?.[MIGRATED_PLUGINS_ANNOTATION] === MIGRATED_PLUGINS) return;
+        current.metadata = { ...meta, annotations: { ...(meta.annotations ?? {}), [MIGRATED_PLUGINS_ANNOTATION]: MIGRATED_PLUGINS } };
+        await api.updateCSINode(current);
+      }),
+    );
   }
 
   async deregister(name: string): Promise<void> {
@@ -205,7 +249,7 @@ export class CsiDrivers implements PluginHandler {
 
   private newCsiNode(drivers: Record<string, unknown>[]): ApiObject {
     const uid = this.opts.nodeUid();
-    const metadata: Record<string, unknown> = { name: this.opts.nodeName };
+    const metadata: Record<string, unknown> = { name: this.opts.nodeName, annotations: { [MIGRATED_PLUGINS_ANNOTATION]: MIGRATED_PLUGINS } };
     if (uid) metadata.ownerReferences = [{ apiVersion: "v1", kind: "Node", name: this.opts.nodeName, uid }];
     return { apiVersion: "storage.k8s.io/v1", kind: "CSINode", metadata, spec: { drivers } };
   }

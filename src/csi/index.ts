@@ -5,5 +5,5 @@
  * and the csi.v1 node client (client.ts) the volume plugin uses.
  */
 export { PluginWatcher, CSI_PLUGIN_TYPE, type PluginHandler } from "./plugin-watcher.ts";
-export { CsiDrivers, CsiDriverNotFoundError, NODE_ID_ANNOTATION } from "./drivers.ts";
+export { CsiDrivers, CsiDriverNotFoundError, MIGRATED_PLUGINS, MIGRATED_PLUGINS_ANNOTATION, NODE_ID_ANNOTATION } from "./drivers.ts";
 export type { CsiNodeClient, NodeInfo, PublishRequest, StageRequest } from "./client.ts";

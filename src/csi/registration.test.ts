@@ -6,7 +6,7 @@ import { FakeKubeApi } from "../api/fake.ts";
 import { FakeClock, realClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { GrpcCsiNodeClient } from "./client.ts";
-import { CsiDriverNotFoundError, CsiDrivers, highestSupportedVersion, NODE_ID_ANNOTATION } from "./drivers.ts";
+import { CsiDriverNotFoundError, CsiDrivers, highestSupportedVersion, MIGRATED_PLUGINS_ANNOTATION, NODE_ID_ANNOTATION } from "./drivers.ts";
 import { FakeCsiDriver, FakeRegistrar } from "./fake-driver.ts";
 import { CSI_PLUGIN_TYPE, PluginWatcher } from "./plugin-watcher.ts";
 
@@ -187,5 +187,52 @@ describe("CSI node client", () => {
     });
     expect(driver.callsOf("NodeUnpublishVolume")[0]).toEqual({ volumeId: "v1", targetPath: join(dir, "target") });
     expect(driver.callsOf("NodeUnstageVolume")[0]).toEqual({ volumeId: "v1", stagingTargetPath: join(dir, "stage") });
+  });
+});
+
+describe("CSINode at startup (upstream initializeCSINode)", () => {
+  const migrated =
+    "kubernetes.io/aws-ebs,kubernetes.io/azure-disk,kubernetes.io/azure-file,kubernetes.io/cinder,kubernetes.io/gce-pd,kubernetes.io/portworx-volume,kubernetes.io/vsphere-volume";
+  const drivers = (api: FakeKubeApi) =>
+    new CsiDrivers({ nodeName: "n1", api, nodeUid: () => "node-uid", clock: new FakeClock(), logger: memoryLogger().logger, updateAttempts: 1 });
+
+  test("created with no drivers, owned by the Node, with upstream's migrated-plugins annotation, before any driver registers", async () => {
+    const api = fakeApi();
+    await drivers(api).initializeCsiNode();
+    expect(api.csiNodes.get("n1")).toMatchObject({
+      apiVersion: "storage.k8s.io/v1",
+      kind: "CSINode",
+      metadata: { name: "n1", annotations: { [MIGRATED_PLUGINS_ANNOTATION]: migrated }, ownerReferences: [{ apiVersion: "v1", kind: "Node", name: "n1", uid: "node-uid" }] },
+      spec: { drivers: [] },
+    });
+  });
+
+  test("an existing CSINode keeps its drivers and gets the annotation; a second run changes nothing", async () => {
+    const api = fakeApi();
+    const entry = { name: "d", nodeID: "x", topologyKeys: [] };
+    api.csiNodes.set("n1", { apiVersion: "storage.k8s.io/v1", kind: "CSINode", metadata: { name: "n1", annotations: { other: "kept" } }, spec: { drivers: [entry] } });
+    const d = drivers(api);
+    await d.initializeCsiNode();
+    const after = api.csiNodes.get("n1")!;
+    expect(after.metadata?.annotations).toEqual({ other: "kept", [MIGRATED_PLUGINS_ANNOTATION]: migrated });
+    expect(after.spec).toEqual({ drivers: [entry] });
+    let writes = 0;
+    const update = api.updateCSINode.bind(api);
+    api.updateCSINode = async (o) => (writes++, update(o));
+    await d.initializeCsiNode();
+    expect(writes).toBe(0);
+  });
+
+  test("without the Node object it fails (and is retried by the caller's back-off), creating nothing", async () => {
+    const api = new FakeKubeApi();
+    expect(
+      await drivers(api)
+        .initializeCsiNode()
+        .then(
+          () => "",
+          (e: Error) => e.message,
+        ),
+    ).toContain("failed to initialize CSINode");
+    expect(api.csiNodes.size).toBe(0);
   });
 });

@@ -25,6 +25,7 @@ let driver: Subprocess | undefined;
 let driverLog: string;
 let root: string;
 let kubeletPort: number;
+let csiNodeBeforeDrivers: any;
 
 const { kubectl, tryJson, apply } = adminKubectl(() => cp);
 
@@ -124,6 +125,8 @@ beforeAll(async () => {
   driverLog = join(agent.dir, "csi-mock.log");
   const fd = openSync(driverLog, "a");
   await eventually("the agent's node", async () => (await tryJson("node", NODE)) !== undefined, 60_000);
+  // Upstream creates the node's CSINode as soon as the Node exists, before any driver registers.
+  csiNodeBeforeDrivers = await eventually("CSINode before any driver", () => tryJson("csinode", NODE), 60_000);
   driver = Bun.spawn(
     [
       binary,
@@ -145,6 +148,15 @@ afterAll(async () => {
 }, 60_000);
 
 describe("CSI with the mock driver and the registration protocol", () => {
+  test("CSINode exists before any driver registers: no drivers, owned by the Node, upstream's migrated-plugins annotation", async () => {
+    const node = await tryJson("node", NODE);
+    expect(csiNodeBeforeDrivers.spec.drivers ?? []).toEqual([]);
+    expect(csiNodeBeforeDrivers.metadata.ownerReferences).toEqual([{ apiVersion: "v1", kind: "Node", name: NODE, uid: node.metadata.uid }]);
+    expect(csiNodeBeforeDrivers.metadata.annotations["storage.alpha.kubernetes.io/migrated-plugins"]).toBe(
+      "kubernetes.io/aws-ebs,kubernetes.io/azure-disk,kubernetes.io/azure-file,kubernetes.io/cinder,kubernetes.io/gce-pd,kubernetes.io/portworx-volume,kubernetes.io/vsphere-volume",
+    );
+  });
+
   test("the driver registers through plugins_registry: CSINode lists it (nodeID, topologyKeys, allocatable), the node carries its topology label and node ID", async () => {
     const csiNode = await eventually(
       "CSINode with the driver",
@@ -283,5 +295,25 @@ describe("CSI with the mock driver and the registration protocol", () => {
     expect(event.message).toContain("driver name absent.csi.example.com not found in the list of registered CSI drivers");
     expect((await tryJson("pod", "absent"))?.status?.phase).toBe("Pending");
     await kubectl("delete", "pod", "absent", "--wait=false");
+  }, 90_000);
+
+  test("the driver's registration socket going away removes its CSINode entry and its node ID; the CSINode stays", async () => {
+    driver?.kill("SIGTERM"); // csi-mock removes its sockets on the way out, as node-driver-registrar does
+    await driver?.exited;
+    driver = undefined;
+    const csiNode = await eventually(
+      "CSINode without the driver",
+      async () => {
+        const n = await tryJson("csinode", NODE);
+        return n && !(n.spec.drivers ?? []).length ? n : undefined;
+      },
+      60_000,
+    );
+    expect(csiNode.metadata.annotations["storage.alpha.kubernetes.io/migrated-plugins"]).toContain("kubernetes.io/gce-pd");
+    const node = await eventually("node ID annotation removed", async () => {
+      const n = await tryJson("node", NODE);
+      return n?.metadata?.annotations?.["csi.volume.kubernetes.io/nodeid"] === undefined ? n : undefined;
+    });
+    expect(node.metadata.labels[`${DRIVER}/node`]).toBe("some-mock-node"); // topology labels stay, as upstream leaves them
   }, 90_000);
 });
