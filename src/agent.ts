@@ -165,6 +165,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     nodeAllocatable,
     nodeLabels: facts.labels,
     nodeRegistration,
+    recorder,
     clock,
     logger,
   });
@@ -831,11 +832,13 @@ async function buildVolumes(
     nodeAllocatable: ReturnType<typeof allocatableAmounts>;
     nodeLabels: Record<string, string>;
     nodeRegistration: NodeRegistration;
+    /** Events of the volume plugins (CSI node expansion). */
+    recorder: EventRecorder;
     clock: Clock;
     logger: Logger;
   },
 ) {
-  const { config, cluster, mounter, nodeAllocatable, nodeLabels, nodeRegistration, clock, logger } = o;
+  const { config, cluster, mounter, nodeAllocatable, nodeLabels, nodeRegistration, recorder, clock, logger } = o;
   const k = config.kubelet;
   // configMaps and secrets pods reference (watched in cluster mode), and their volumes below rootDir/pods.
   // Offline autonomy (cluster mode): API pods, and the objects and tokens they reference, checkpointed locally.
@@ -855,6 +858,7 @@ async function buildVolumes(
       allocatable: nodeAllocatable,
       nodeIdentity: { name: config.nodeName, labels: nodeLabels },
       csi: { drivers: csiDrivers, controllerAttachDetach: k.enableControllerAttachDetach },
+      recorder,
       clock,
       logger,
     }),

@@ -349,6 +349,30 @@ export class FakeKubeApi implements KubeApi {
     return structuredClone(this.claims.get(`${namespace}/${name}`));
   }
 
+  /** JSON merge patch (RFC 7386) of the claim; a stale metadata.resourceVersion is a Conflict. */
+  async patchPersistentVolumeClaimStatus(namespace: string, name: string, patch: unknown) {
+    this.enter("patchPersistentVolumeClaimStatus", [namespace, name, patch]);
+    const key = `${namespace}/${name}`;
+    const claim = this.claims.get(key);
+    const path = `/api/v1/namespaces/${namespace}/persistentvolumeclaims/${name}/status`;
+    if (!claim) throw new ApiError("NotFound", 404, "PATCH", path, "not found");
+    const rv = (patch as { metadata?: { resourceVersion?: string } }).metadata?.resourceVersion;
+    if (rv !== undefined && rv !== claim.metadata?.resourceVersion) throw new ApiError("Conflict", 409, "PATCH", path, "the object has been modified");
+    const merge = (into: unknown, from: unknown): unknown => {
+      if (from === null || typeof from !== "object" || Array.isArray(from)) return from;
+      const out: Record<string, unknown> = into && typeof into === "object" && !Array.isArray(into) ? { ...(into as Record<string, unknown>) } : {};
+      for (const [k, v] of Object.entries(from)) {
+        if (v === null) delete out[k];
+        else out[k] = merge(out[k], v);
+      }
+      return out;
+    };
+    const next = merge(claim, { status: (patch as { status?: unknown }).status ?? {} }) as ApiObject;
+    next.metadata = { ...next.metadata, resourceVersion: String(Number(claim.metadata?.resourceVersion ?? 0) + 1) };
+    this.claims.set(key, next);
+    return structuredClone(next);
+  }
+
   async getPersistentVolume(name: string) {
     this.enter("getPersistentVolume", [name]);
     return structuredClone(this.persistentVolumes.get(name));

@@ -61,6 +61,12 @@ export interface KubeApi {
   getRuntimeClass(name: string): Promise<ApiObject | undefined>;
   /** A PersistentVolumeClaim (the Node authorizer allows those of pods bound to the node); undefined when it does not exist. */
   getPersistentVolumeClaim(namespace: string, name: string): Promise<ApiObject | undefined>;
+  /**
+   * JSON merge patch of a claim's status subresource (node expansion: capacity,
+   * allocatedResourceStatuses, conditions); a patch carrying
+   * metadata.resourceVersion is rejected with Conflict when it is stale.
+   */
+  patchPersistentVolumeClaimStatus(namespace: string, name: string, patch: unknown): Promise<ApiObject>;
   /** A PersistentVolume bound to such a claim; undefined when it does not exist. */
   getPersistentVolume(name: string): Promise<ApiObject | undefined>;
   /** storage.k8s.io/v1 CSINode (named as the node); undefined when it does not exist. */
@@ -83,6 +89,7 @@ export interface TokenRequestSpec {
 }
 
 const STRATEGIC = "application/strategic-merge-patch+json";
+const MERGE = "application/merge-patch+json";
 const STORAGE = "/apis/storage.k8s.io/v1";
 
 async function orUndefined<T>(p: Promise<T>): Promise<T | undefined> {
@@ -174,6 +181,8 @@ export function createKubeApi(rest: RestClient): KubeApi {
       ),
     getRuntimeClass: (name) => orUndefined(rest.request("GET", `/apis/node.k8s.io/v1/runtimeclasses/${encodeURIComponent(name)}`)),
     getPersistentVolumeClaim: (ns, name) => orUndefined(rest.request("GET", `/api/v1/namespaces/${encodeURIComponent(ns)}/persistentvolumeclaims/${encodeURIComponent(name)}`)),
+    patchPersistentVolumeClaimStatus: (ns, name, patch) =>
+      rest.request("PATCH", `/api/v1/namespaces/${encodeURIComponent(ns)}/persistentvolumeclaims/${encodeURIComponent(name)}/status`, { body: patch, contentType: MERGE }),
     getPersistentVolume: (name) => orUndefined(rest.request("GET", `/api/v1/persistentvolumes/${encodeURIComponent(name)}`)),
     getCSINode: (name) => orUndefined(rest.request("GET", `${STORAGE}/csinodes/${encodeURIComponent(name)}`)),
     createCSINode: (csiNode) => rest.request("POST", `${STORAGE}/csinodes`, { body: csiNode }),

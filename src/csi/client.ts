@@ -43,6 +43,16 @@ export interface VolumeStats {
   condition?: { abnormal: boolean; message: string };
 }
 
+export interface ExpandRequest {
+  volumeId: string;
+  /** The published path (upstream passes the pod's target path, or the staging path when expanding at stage). */
+  volumePath: string;
+  stagingTargetPath: string;
+  requiredBytes: number;
+  capability: VolumeCapability;
+  secrets: Record<string, string>;
+}
+
 export interface CsiNodeClient {
   pluginInfo(): Promise<{ name: string; vendorVersion: string }>;
   nodeInfo(): Promise<NodeInfo>;
@@ -53,6 +63,8 @@ export interface CsiNodeClient {
   publish(req: PublishRequest): Promise<void>;
   unpublish(volumeId: string, targetPath: string): Promise<void>;
   volumeStats(volumeId: string, volumePath: string): Promise<VolumeStats>;
+  /** NodeExpandVolume; resolves to the capacity the driver reports (0: not reported). */
+  expand(req: ExpandRequest): Promise<number>;
   close(): void;
 }
 
@@ -142,6 +154,21 @@ export class GrpcCsiNodeClient implements CsiNodeClient {
     }
     if (response.volumeCondition) out.condition = { abnormal: response.volumeCondition.abnormal, message: response.volumeCondition.message };
     return out;
+  }
+
+  async expand(r: ExpandRequest): Promise<number> {
+    const { response } = await this.node.nodeExpandVolume(
+      {
+        volumeId: r.volumeId,
+        volumePath: r.volumePath,
+        stagingTargetPath: r.stagingTargetPath,
+        capacityRange: { requiredBytes: BigInt(r.requiredBytes), limitBytes: 0n },
+        volumeCapability: r.capability,
+        secrets: r.secrets,
+      },
+      { timeout: VOLUME_TIMEOUT_MS },
+    );
+    return Number(response.capacityBytes);
   }
 
   close() {

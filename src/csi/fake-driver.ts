@@ -9,7 +9,7 @@
 import { mkdirSync, rmSync } from "node:fs";
 import { RpcError, serveUnix, type UnixServer } from "../util/grpc.ts";
 import { Identity, Node, NodeServiceCapability_RPC_Type } from "./gen/csi/csi.ts";
-import type { NodeGetVolumeStatsRequest, NodeGetVolumeStatsResponse, NodePublishVolumeRequest, NodeStageVolumeRequest } from "./gen/csi/csi.ts";
+import type { NodeExpandVolumeRequest, NodeGetVolumeStatsRequest, NodeGetVolumeStatsResponse, NodePublishVolumeRequest, NodeStageVolumeRequest } from "./gen/csi/csi.ts";
 import { Registration } from "./gen/pluginregistration/api.ts";
 import type { RegistrationStatus } from "./gen/pluginregistration/api.ts";
 
@@ -24,6 +24,10 @@ export interface FakeCsiDriverOptions {
   mountGroup?: boolean;
   /** Advertise GET_VOLUME_STATS and answer NodeGetVolumeStats with this usage (per volume id; "*" for any). */
   volumeStats?: Record<string, NodeGetVolumeStatsResponse>;
+  /** Advertise EXPAND_VOLUME; NodeExpandVolume answers the required bytes as the new capacity. */
+  expand?: boolean;
+  /** Advertise SINGLE_NODE_MULTI_WRITER. */
+  singleNodeMultiWriter?: boolean;
 }
 
 export interface FakeCall {
@@ -70,6 +74,8 @@ export class FakeCsiDriver {
                 ...(o.stageUnstage ? [NodeServiceCapability_RPC_Type.STAGE_UNSTAGE_VOLUME] : []),
                 ...(o.mountGroup ? [NodeServiceCapability_RPC_Type.VOLUME_MOUNT_GROUP] : []),
                 ...(o.volumeStats ? [NodeServiceCapability_RPC_Type.GET_VOLUME_STATS] : []),
+                ...(o.expand ? [NodeServiceCapability_RPC_Type.EXPAND_VOLUME] : []),
+                ...(o.singleNodeMultiWriter ? [NodeServiceCapability_RPC_Type.SINGLE_NODE_MULTI_WRITER] : []),
               ].map((type) => ({ type: { oneofKind: "rpc", rpc: { type } } })),
             }
           ),
@@ -89,6 +95,10 @@ export class FakeCsiDriver {
             const answer = o.volumeStats?.[r.volumeId] ?? o.volumeStats?.["*"];
             if (!answer) throw new RpcError(5, `volume ${r.volumeId} not found`);
             return answer;
+          },
+          NodeExpandVolume: async (r: NodeExpandVolumeRequest) => {
+            record("NodeExpandVolume", r);
+            return { capacityBytes: r.capacityRange?.requiredBytes ?? 0n };
           },
           NodeUnpublishVolume: async (r: { targetPath: string }) => {
             record("NodeUnpublishVolume", r);

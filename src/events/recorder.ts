@@ -13,7 +13,7 @@ import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 
 export interface ObjectRef {
-  kind: "Pod" | "Node";
+  kind: "Pod" | "Node" | "PersistentVolumeClaim";
   name: string;
   namespace?: string;
   uid: string;

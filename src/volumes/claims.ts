@@ -25,6 +25,8 @@ export interface ClaimVolume {
   readOnly: boolean;
   /** A CSI PersistentVolume: the CSI plugin publishes it (csi.ts), and `path` is where. */
   csiPv?: ApiObject;
+  /** The claim as read with it (node expansion compares its status with the PV's capacity). */
+  csiPvc?: ApiObject;
 }
 
 /** A PV's required node affinity against this node: terms are ORed, requirements within one ANDed. */
@@ -85,7 +87,7 @@ export async function resolveClaim(api: KubeApi | undefined, pod: Pod, vol: Volu
   if (pvSpec.csi) {
     if (!pvSpec.csi.driver || !pvSpec.csi.volumeHandle) fail(`PersistentVolume ${pvName}: its csi source needs a driver and a volumeHandle`);
     if (!pvFitsNode(pv!, node)) throw new Error(`MountVolume.NodeAffinity check failed for volume "${pvName}" : no matching NodeSelectorTerms`);
-    return { claim: name, namespace: ns, pv: pvName, path: "", plugin: "kubernetes.io/csi", readOnly, csiPv: pv! };
+    return { claim: name, namespace: ns, pv: pvName, path: "", plugin: "kubernetes.io/csi", readOnly, csiPv: pv!, csiPvc: pvc! };
   }
   const kind =
     Object.keys(pvSpec).find(

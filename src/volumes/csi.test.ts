@@ -12,6 +12,7 @@ import type { Pod } from "../pods/schema.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { attachmentName, CsiVolumes, inlineVolumeHandle } from "./csi.ts";
+import type { EventRecorder } from "../events/recorder.ts";
 import { VolumeSetupError } from "./index.ts";
 import { PodVolumeManager } from "./manager.ts";
 import { FakeMounter } from "./mount.ts";
@@ -49,7 +50,18 @@ async function setup(
       return client;
     },
   };
-  const csi = new CsiVolumes({ rootDir: root, drivers, api, nodeName: "n1", controllerAttachDetach: opts.controllerAttachDetach ?? true, logger: memoryLogger().logger });
+  const events: string[] = [];
+  const recorder: EventRecorder = { event: (o, type, reason, message) => void events.push(`${o.kind}/${o.name} ${type} ${reason} ${message}`) };
+  const csi = new CsiVolumes({
+    rootDir: root,
+    drivers,
+    api,
+    nodeName: "n1",
+    controllerAttachDetach: opts.controllerAttachDetach ?? true,
+    recorder,
+    clock: new FakeClock(),
+    logger: memoryLogger().logger,
+  });
   const manager = new PodVolumeManager({
     rootDir: root,
     mounter: new FakeMounter(),
@@ -61,7 +73,7 @@ async function setup(
     nodeIdentity: { name: "n1", labels: {} },
     csi,
   });
-  return { driver, api, manager };
+  return { driver, api, manager, events };
 }
 
 const pod = (uid: string, volumes: NonNullable<Pod["spec"]["volumes"]>, extra: Partial<Pod["spec"]> = {}): Pod => ({
@@ -176,6 +188,7 @@ describe("inline ephemeral csi volumes", () => {
       api,
       nodeName: "n1",
       controllerAttachDetach: true,
+      clock: new FakeClock(),
       logger: memoryLogger().logger,
     });
     const restarted = new PodVolumeManager({
@@ -371,5 +384,120 @@ describe("CSI volume stats (NodeGetVolumeStats)", () => {
     expect(await b.manager.driverVolumeStats("u2")).toEqual([]);
     expect(b.driver.callsOf("NodeGetVolumeStats")).toHaveLength(1);
     expect(await b.manager.driverVolumeStats("absent")).toEqual([]);
+  });
+});
+
+describe("access modes (upstream's two mappers)", () => {
+  test("a driver with SINGLE_NODE_MULTI_WRITER: ReadWriteOnce is SINGLE_NODE_MULTI_WRITER, ReadWriteOncePod SINGLE_NODE_SINGLE_WRITER, inline volumes as ReadWriteOnce", async () => {
+    const { driver, api, manager } = await setup({ driver: { stageUnstage: true, singleNodeMultiWriter: true } });
+    await manager.setupPod(pod("u1", [csiClaim(api), inline()]));
+    const modes = (m: string) =>
+      (driver.callsOf(m) as { volumeId: string; volumeCapability: { accessMode: { mode: number } } }[]).map((c) => [c.volumeId, c.volumeCapability.accessMode.mode]);
+    expect(modes("NodeStageVolume")).toEqual([["vol-1", 7]]);
+    expect(modes("NodePublishVolume").sort()).toEqual([
+      [inlineVolumeHandle("u1", "scratch"), 7],
+      ["vol-1", 7],
+    ]);
+    await manager.teardownPod("u1");
+    api.persistentVolumes.get("pv1")!.spec = { ...(api.persistentVolumes.get("pv1")!.spec as object), accessModes: ["ReadWriteOncePod"] };
+    await manager.setupPod(pod("u2", [{ name: "data", persistentVolumeClaim: { claimName: "data" } }]));
+    expect(modes("NodeStageVolume").at(-1)).toEqual(["vol-1", 6]);
+    expect(modes("NodePublishVolume").at(-1)).toEqual(["vol-1", 6]);
+  });
+
+  test("a driver without it: ReadWriteOncePod is SINGLE_NODE_WRITER, as ReadWriteOnce; ReadWriteMany MULTI_NODE_MULTI_WRITER", async () => {
+    const { driver, api, manager } = await setup({ driver: { stageUnstage: true } });
+    await manager.setupPod(pod("u1", [csiClaim(api, { pv: { accessModes: ["ReadWriteOncePod"] } })]));
+    const mode = (m: string) => (driver.callsOf(m).at(-1) as { volumeCapability: { accessMode: { mode: number } } }).volumeCapability.accessMode.mode;
+    expect([mode("NodeStageVolume"), mode("NodePublishVolume")]).toEqual([1, 1]);
+    await manager.teardownPod("u1");
+    api.persistentVolumes.get("pv1")!.spec = { ...(api.persistentVolumes.get("pv1")!.spec as object), accessModes: ["ReadWriteMany", "ReadOnlyMany"] };
+    await manager.setupPod(pod("u2", [{ name: "data", persistentVolumeClaim: { claimName: "data" } }]));
+    expect([mode("NodeStageVolume"), mode("NodePublishVolume")]).toEqual([5, 5]);
+  });
+});
+
+describe("node expansion (NodeExpandVolume)", () => {
+  const GI = 2 ** 30;
+  /** The claim and PV after the resizer grew the volume to 2Gi (capacity in the claim's status still 1Gi). */
+  function resized(api: FakeKubeApi, status: Record<string, unknown>, opts: { readOnly?: boolean; csi?: Record<string, unknown> } = {}) {
+    const vol = csiClaim(api, { pv: { capacity: { storage: "2Gi" } }, ...(opts.csi ? { csi: opts.csi } : {}) });
+    const claim = api.claims.get("ns/data")!;
+    claim.metadata = { ...claim.metadata, resourceVersion: "7" };
+    claim.spec = { ...(claim.spec as object), accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "2Gi" } } };
+    claim.status = { phase: "Bound", capacity: { storage: "1Gi" }, ...status };
+    return opts.readOnly ? { ...vol, persistentVolumeClaim: { ...vol.persistentVolumeClaim, readOnly: true } } : vol;
+  }
+  const statusPatches = (api: FakeKubeApi) => api.calls.filter((c) => c.method === "patchPersistentVolumeClaimStatus").map((c) => c.args[2]);
+
+  test("the resizer's NodeResizePending: marked in progress, expanded on the target and staging paths to allocatedResources, then the capacity set and the resize state cleared", async () => {
+    const { driver, api, manager, events } = await setup({ driver: { stageUnstage: true, expand: true } });
+    const other = { type: "ModifyingVolume", status: "True" };
+    const vol = resized(api, {
+      allocatedResources: { storage: "2Gi" },
+      allocatedResourceStatuses: { storage: "NodeResizePending" },
+      conditions: [{ type: "FileSystemResizePending", status: "True" }, other],
+    });
+    await manager.setupPod(pod("u1", [vol]));
+    expect(driver.callsOf("NodeExpandVolume")).toEqual([
+      {
+        volumeId: "vol-1",
+        volumePath: target("u1", "data"),
+        stagingTargetPath: join(root, "plugins/kubernetes.io/csi", DRIVER, sha256("vol-1"), "globalmount"),
+        capacityRange: { requiredBytes: BigInt(2 * GI), limitBytes: 0n },
+        volumeCapability: { accessType: { oneofKind: "mount", mount: { fsType: "ext4", mountFlags: [], volumeMountGroup: "" } }, accessMode: { mode: 1 } },
+        secrets: {},
+      },
+    ]);
+    expect(statusPatches(api)).toEqual([
+      { metadata: { resourceVersion: "7" }, status: { allocatedResourceStatuses: { storage: "NodeResizeInProgress" } } },
+      { metadata: { resourceVersion: "8" }, status: { capacity: { storage: "2Gi" }, allocatedResourceStatuses: null, conditions: [other] } },
+    ]);
+    const claim = api.claims.get("ns/data")!;
+    expect(claim.status).toEqual({ phase: "Bound", capacity: { storage: "2Gi" }, allocatedResources: { storage: "2Gi" }, conditions: [other] });
+    const success = `MountVolume.NodeExpandVolume succeeded for volume "pv1" n1`;
+    expect(events).toEqual([`Pod/p-u1 Normal FileSystemResizeSuccessful ${success}`, `PersistentVolumeClaim/data Normal FileSystemResizeSuccessful ${success}`]);
+    // Done: the next sync finds nothing to expand.
+    await manager.setupPod(pod("u1", [vol]));
+    expect(driver.callsOf("NodeExpandVolume")).toHaveLength(1);
+  });
+
+  test("an older resizer (no allocatedResources): expanded to the PV's capacity, the status capacity set", async () => {
+    const { driver, api, manager } = await setup({ driver: { expand: true } });
+    await manager.setupPod(pod("u1", [resized(api, {})]));
+    expect((driver.callsOf("NodeExpandVolume")[0] as { capacityRange: unknown; stagingTargetPath: string }).capacityRange).toEqual({
+      requiredBytes: BigInt(2 * GI),
+      limitBytes: 0n,
+    });
+    expect(statusPatches(api)).toEqual([{ metadata: { resourceVersion: "7" }, status: { capacity: { storage: "2Gi" }, allocatedResourceStatuses: null, conditions: [] } }]);
+  });
+
+  test("not expanded: the resizer still at work (ControllerResizeInProgress), a read-only claim, a driver without EXPAND_VOLUME, a claim already at the PV's size", async () => {
+    const a = await setup({ driver: { expand: true } });
+    await a.manager.setupPod(pod("u1", [resized(a.api, { allocatedResources: { storage: "2Gi" }, allocatedResourceStatuses: { storage: "ControllerResizeInProgress" } })]));
+    await a.manager.setupPod(pod("u2", [resized(a.api, {}, { readOnly: true })]));
+    expect(a.driver.callsOf("NodeExpandVolume")).toHaveLength(0);
+    a.api.claims.get("ns/data")!.status = { phase: "Bound", capacity: { storage: "2Gi" } };
+    await a.manager.setupPod(pod("u3", [{ name: "data", persistentVolumeClaim: { claimName: "data" } }]));
+    expect(a.driver.callsOf("NodeExpandVolume")).toHaveLength(0);
+    expect(statusPatches(a.api)).toEqual([]);
+    a.driver.close();
+    rmSync(join(root, "pods"), { recursive: true, force: true });
+    const b = await setup();
+    await b.manager.setupPod(pod("u4", [resized(b.api, { allocatedResources: { storage: "2Gi" }, allocatedResourceStatuses: { storage: "NodeResizePending" } })]));
+    expect(b.driver.callsOf("NodeExpandVolume")).toHaveLength(0);
+    expect(statusPatches(b.api)).toEqual([]);
+  });
+
+  test("an infeasible request (INVALID_ARGUMENT): NodeResizeInfeasible and a NodeResizeError condition on the claim, VolumeResizeFailed on the pod; the pod's volume stays ready", async () => {
+    const { driver, api, manager, events } = await setup({ driver: { expand: true } });
+    driver.failures.set("NodeExpandVolume", { code: 3, message: "too big" });
+    await manager.setupPod(pod("u1", [resized(api, { allocatedResources: { storage: "2Gi" }, allocatedResourceStatuses: { storage: "NodeResizePending" } })]));
+    const message = "Expander.NodeExpand failed to expand the volume : rpc error: code = InvalidArgument desc = too big";
+    const status = api.claims.get("ns/data")!.status as { allocatedResourceStatuses: unknown; conditions: { type: string; status: string; message: string }[]; capacity: unknown };
+    expect(status.allocatedResourceStatuses).toEqual({ storage: "NodeResizeInfeasible" });
+    expect(status.conditions).toMatchObject([{ type: "NodeResizeError", status: "True", message: `failed to expand pvc with ${message}` }]);
+    expect(status.capacity).toEqual({ storage: "1Gi" });
+    expect(events).toEqual([`Pod/p-u1 Warning VolumeResizeFailed NodeExpandVolume.NodeExpandVolume failed for volume "pv1" : ${message}`]);
   });
 });

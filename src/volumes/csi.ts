@@ -28,6 +28,10 @@ import type { VolumeSpec } from "../pods/volume-schema.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import { setVolumeOwnership, type FsGroupChangePolicy } from "./ownership.ts";
+import { failedPatch, finishedPatch, inProgressPatch, INFEASIBLE_CODES, planExpansion } from "./csi-expand.ts";
+import { podEventRef, type EventRecorder } from "../events/recorder.ts";
+import { intValue } from "../cgroups/values.ts";
+import type { Clock } from "../util/clock.ts";
 
 export const CSI_PLUGIN = "kubernetes.io/csi";
 const PLUGIN_DIR = "kubernetes.io~csi";
@@ -46,6 +50,9 @@ export interface CsiVolumeOptions {
   nodeName: string;
   /** enableControllerAttachDetach: the attach/detach controller attaches volumes (the agent only waits for it). */
   controllerAttachDetach: boolean;
+  /** Node expansion's events (FileSystemResizeSuccessful, VolumeResizeFailed) on the pod and the claim. */
+  recorder?: EventRecorder;
+  clock: Clock;
   logger: Logger;
 }
 
@@ -85,13 +92,28 @@ export const inlineVolumeHandle = (podUid: string, volumeName: string) => `csi-$
 /** Upstream getAttachmentName: the VolumeAttachment the attach/detach controller makes. */
 export const attachmentName = (volumeHandle: string, driver: string, nodeName: string) => `csi-${sha256(volumeHandle + driver + nodeName)}`;
 
-const ACCESS_MODE: Record<string, number> = {
-  // csi.v1 VolumeCapability.AccessMode.Mode
-  ReadWriteOnce: 1,
-  ReadOnlyMany: 3,
-  ReadWriteMany: 5,
-  ReadWriteOncePod: 6,
-};
+/**
+ * A PV access mode as csi.v1 VolumeCapability.AccessMode.Mode, by upstream's
+ * two mappers: a driver with the SINGLE_NODE_MULTI_WRITER node capability
+ * gets SINGLE_NODE_MULTI_WRITER (7) for ReadWriteOnce and
+ * SINGLE_NODE_SINGLE_WRITER (6) for ReadWriteOncePod; any other driver gets
+ * SINGLE_NODE_WRITER (1) for both.
+ */
+export function csiAccessMode(pvAccessMode: string, driverCaps: ReadonlySet<string>): number {
+  const multiWriter = driverCaps.has("SINGLE_NODE_MULTI_WRITER");
+  switch (pvAccessMode) {
+    case "ReadWriteOnce":
+      return multiWriter ? 7 : 1;
+    case "ReadOnlyMany":
+      return 3;
+    case "ReadWriteMany":
+      return 5;
+    case "ReadWriteOncePod":
+      return multiWriter ? 6 : 1;
+    default:
+      return 0;
+  }
+}
 
 interface Fs {
   fsGroup?: number;
@@ -107,6 +129,9 @@ function fsOf(pod: Pod): Fs {
 }
 
 export class CsiVolumes {
+  /** `<uid>/<volume>` whose expansion the driver refused with FAILED_PRECONDITION: not tried again while it stays mounted (upstream MarkForInUseExpansionError). */
+  private readonly inUseExpansionErrors = new Set<string>();
+
   constructor(private readonly opts: CsiVolumeOptions) {}
 
   private volumeDir(uid: string, name: string) {
@@ -184,7 +209,7 @@ export class CsiVolumes {
       name: vol.name,
       data: { driverName: src.driver, volumeHandle: inlineVolumeHandle(uid, vol.name), specVolumeID: vol.name, volumeLifecycleMode: "Ephemeral", nodeName: this.opts.nodeName },
       // Inline volumes are always published ReadWriteOnce, as upstream.
-      accessMode: ACCESS_MODE.ReadWriteOnce!,
+      accessMode: "ReadWriteOnce",
       fsType,
       mountFlags: [],
       volumeContext,
@@ -231,16 +256,16 @@ export class CsiVolumes {
       publishContext = await this.attached(attachmentID, src.volumeHandle, src.driver);
     }
     const accessModes = spec.accessModes ?? [];
-    const accessMode = ACCESS_MODE[accessModes[0] ?? "ReadWriteOnce"] ?? 0;
+    const caps = await client.capabilities();
+    const accessMode = accessModes[0] ?? "ReadWriteOnce";
     const fsType = src.fsType ?? "";
     const secret = async (ref: { name?: string; namespace?: string } | undefined) => (ref?.name ? this.secretData(ref.namespace ?? "default", ref.name) : {});
     const capability = (mountGroup: string): VolumeCapability => ({
       accessType: { oneofKind: "mount", mount: { fsType, mountFlags: spec.mountOptions ?? [], volumeMountGroup: mountGroup } },
-      accessMode: { mode: accessMode },
+      accessMode: { mode: csiAccessMode(accessMode, caps) },
     });
     const volumeContext = { ...(src.volumeAttributes ?? {}) };
     let staging = "";
-    const caps = await client.capabilities();
     if (caps.has("STAGE_UNSTAGE_VOLUME")) {
       staging = this.stagingPath(src.driver, src.volumeHandle);
       const marker = join(dirname(staging), "vol_data.json");
@@ -287,6 +312,90 @@ export class CsiVolumes {
     return target;
   }
 
+  /**
+   * Node expansion of a published CSI PersistentVolume (csi-expand.ts says
+   * when and how the claim is marked): NodeExpandVolume on the pod's target
+   * path with the staging path, when the driver has EXPAND_VOLUME. Called on
+   * every sync of the pod with the claim and PV just read. Throws on a failed
+   * expansion (the pod gets VolumeResizeFailed; the claim a NodeResizeError).
+   */
+  async expandIfNeeded(pod: Pod, volumeName: string, pv: ApiObject, pvc: ApiObject, readOnly: boolean): Promise<void> {
+    const uid = podUid(pod);
+    const key = `${uid}/${volumeName}`;
+    if (!this.isPublished(uid, volumeName) || this.inUseExpansionErrors.has(key)) return;
+    const plan = planExpansion(pv, pvc, readOnly);
+    const pvName = String(pv.metadata?.name);
+    if (plan.kind === "none") return;
+    if (plan.kind === "wait") {
+      this.opts.logger.v(3).info("node expansion waits", { pod: pod.metadata.name, volume: volumeName, reason: plan.reason });
+      return;
+    }
+    const api = this.opts.api!;
+    const ns = String(pvc.metadata?.namespace ?? pod.metadata.namespace ?? "default");
+    const claimName = String(pvc.metadata?.name);
+    const src = (pv.spec as { csi: { driver: string; volumeHandle: string; fsType?: string; nodeExpandSecretRef?: { name?: string; namespace?: string } } }).csi;
+    const client = this.opts.drivers.client(src.driver);
+    const caps = await client.capabilities();
+    if (!caps.has("EXPAND_VOLUME")) {
+      // Upstream: NodeExpand is not supported by the driver; the volume counts as resized (the controller did it all).
+      this.opts.logger.v(4).info("NodeExpandVolume not supported by the CSI driver", { driver: src.driver, volume: volumeName });
+      return;
+    }
+    let claim = pvc;
+    if (plan.markInProgress) claim = await api.patchPersistentVolumeClaimStatus(ns, claimName, inProgressPatch(claim));
+    const spec = pv.spec as { accessModes?: string[]; mountOptions?: string[] };
+    const secrets = src.nodeExpandSecretRef?.name ? await this.secretData(src.nodeExpandSecretRef.namespace ?? "default", src.nodeExpandSecretRef.name) : {};
+    const target = this.mountPath(uid, volumeName);
+    try {
+      await client.expand({
+        volumeId: src.volumeHandle,
+        volumePath: target,
+        stagingTargetPath: this.stagingPath(src.driver, src.volumeHandle),
+        requiredBytes: plan.newSize.bytes,
+        capability: {
+          accessType: { oneofKind: "mount", mount: { fsType: src.fsType ?? "", mountFlags: spec.mountOptions ?? [], volumeMountGroup: "" } },
+          accessMode: { mode: csiAccessMode(spec.accessModes?.[0] ?? "ReadWriteOnce", caps) },
+        },
+        secrets,
+      });
+    } catch (err) {
+      const code = String((err as { code?: unknown }).code ?? "UNKNOWN");
+      const message = `Expander.NodeExpand failed to expand the volume : rpc error: code = ${grpcCodeName(code)} desc = ${errorMessage(err)}`;
+      if (plan.recovery) {
+        const now = new Date(this.opts.clock.now()).toISOString().replace(/\.\d{3}Z$/, "Z");
+        await api
+          .patchPersistentVolumeClaimStatus(ns, claimName, failedPatch(claim, message, INFEASIBLE_CODES.has(code), now))
+          .catch((patchErr: unknown) => this.opts.logger.error("failed to mark node expansion as failed", { claim: `${ns}/${claimName}`, err: errorMessage(patchErr) }));
+      }
+      if (code === "FAILED_PRECONDITION") {
+        this.inUseExpansionErrors.add(key);
+        this.opts.logger.error("NodeExpandVolume failed: the volume is in use; tried again once it is mounted again", { pod: pod.metadata.name, volume: volumeName, err: message });
+        return;
+      }
+      const failure = `NodeExpandVolume.NodeExpandVolume failed for volume ${JSON.stringify(pvName)} : ${message}`;
+      this.opts.recorder?.event(podEventRef(pod), "Warning", "VolumeResizeFailed", failure);
+      throw new Error(failure);
+    }
+    const success = `MountVolume.NodeExpandVolume succeeded for volume ${JSON.stringify(pvName)} ${pod.spec.nodeName ?? this.opts.nodeName}`;
+    this.opts.recorder?.event(podEventRef(pod), "Normal", "FileSystemResizeSuccessful", success);
+    this.opts.recorder?.event(
+      { kind: "PersistentVolumeClaim", name: claimName, namespace: ns, uid: String(pvc.metadata?.uid ?? "") },
+      "Normal",
+      "FileSystemResizeSuccessful",
+      success,
+    );
+    this.opts.logger.info("CSI volume expanded on the node", { pod: pod.metadata.name, volume: volumeName, size: plan.newSize.text });
+    const statusCap = (claim.status as { capacity?: Record<string, string> } | undefined)?.capacity?.storage;
+    // The legacy path leaves a claim whose status already says the size; the recovery path one marked by another node.
+    if (plan.alreadyUpdated || (!plan.recovery && statusCap !== undefined && intValue(statusCap) >= plan.newSize.bytes)) return;
+    await api.patchPersistentVolumeClaimStatus(ns, claimName, finishedPatch(claim, plan.newSize.text));
+  }
+
+  /** Forgets a pod's volumes' in-use expansion errors once its volumes are torn down. */
+  private forgetExpansionErrors(uid: string): void {
+    for (const k of this.inUseExpansionErrors) if (k.startsWith(`${uid}/`)) this.inUseExpansionErrors.delete(k);
+  }
+
   /** The VolumeAttachment's attachment metadata once attached; throws (the pod retries) until then. */
   private async attached(name: string, volumeHandle: string, driver: string): Promise<Record<string, string>> {
     if (!this.opts.controllerAttachDetach) {
@@ -309,7 +418,8 @@ export class CsiVolumes {
     p: {
       name: string;
       data: VolData;
-      accessMode: number;
+      /** The PV's first access mode (ReadWriteOnce for inline volumes), mapped for the driver (csiAccessMode). */
+      accessMode: string;
       fsType: string;
       mountFlags: string[];
       volumeContext: Record<string, string>;
@@ -327,7 +437,8 @@ export class CsiVolumes {
     // fsGroupPolicy: None never changes ownership; File always; ReadWriteOnceWithFSType only for a ReadWriteOnce volume with an fsType.
     const applyFsGroup = fsGroup !== undefined && policy.fsGroupPolicy !== "None" && (policy.fsGroupPolicy === "File" || p.fsGroupSupported);
     // A driver with VOLUME_MOUNT_GROUP applies the group itself when it mounts.
-    const byDriver = applyFsGroup && (await client.capabilities()).has("VOLUME_MOUNT_GROUP");
+    const caps = await client.capabilities();
+    const byDriver = applyFsGroup && caps.has("VOLUME_MOUNT_GROUP");
     // Upstream creates the target's parent; the driver creates the target (the runtime makes it when it does not).
     mkdirSync(dir, { recursive: true, mode: 0o750 });
     const dataFile = join(dir, "vol_data.json");
@@ -342,7 +453,7 @@ export class CsiVolumes {
         secrets: p.secrets,
         capability: {
           accessType: { oneofKind: "mount", mount: { fsType: p.fsType, mountFlags: p.mountFlags, volumeMountGroup: byDriver ? String(fsGroup) : "" } },
-          accessMode: { mode: p.accessMode },
+          accessMode: { mode: csiAccessMode(p.accessMode, caps) },
         },
         readonly: p.readOnly,
       });
@@ -402,6 +513,7 @@ export class CsiVolumes {
 
   /** Unpublishes every CSI volume of the pod (and unstages those no other pod uses). Throws when a driver call fails: the pod's directory stays and teardown is retried. */
   async tearDownPod(uid: string): Promise<void> {
+    this.forgetExpansionErrors(uid);
     const root = join(this.opts.rootDir, "pods", uid, "volumes", PLUGIN_DIR);
     let names: string[];
     try {
@@ -468,4 +580,14 @@ export class CsiVolumes {
     }
     return false;
   }
+}
+
+/** protobuf-ts's status name (INVALID_ARGUMENT) as Go's codes.Code prints it (InvalidArgument). */
+function grpcCodeName(code: string): string {
+  if (code === "OK") return "OK";
+  return code
+    .toLowerCase()
+    .split("_")
+    .map((w) => w.charAt(0).toUpperCase() + w.slice(1))
+    .join("");
 }

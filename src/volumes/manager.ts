@@ -192,6 +192,12 @@ export class PodVolumeManager implements VolumeManager {
       if (claim.csiPv) {
         if (!this.opts.csi) throw new Error(`PersistentVolume ${claim.pv}: csi volumes are not supported by this node`);
         claim.path = await this.opts.csi.setUpPersistent(pod, vol.name, claim.csiPv, claim.readOnly);
+        // Node expansion once the resizer grew the volume; a failure is the VolumeResizeFailed event, not a failed mount.
+        try {
+          await this.opts.csi.expandIfNeeded(pod, vol.name, claim.csiPv, claim.csiPvc!, claim.readOnly);
+        } catch (err) {
+          this.opts.logger.warn("node expansion failed; tried again on the next sync", { pod: pod.metadata.name, volume: vol.name, err: errorMessage(err) });
+        }
       }
       const known = this.claims.get(uid) ?? new Map<string, ClaimVolume>();
       if (!known.has(vol.name)) this.opts.logger.info("persistent volume ready", { pod: pod.metadata.name, volume: vol.name, claim: claim.claim, pv: claim.pv, path: claim.path });

@@ -10,6 +10,7 @@ import type { Pod } from "../pods/schema.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
+import type { EventRecorder } from "../events/recorder.ts";
 import type { VolumeManager } from "./index.ts";
 import { PodVolumeManager } from "./manager.ts";
 import { createMounter, type Mounter } from "./mount.ts";
@@ -29,6 +30,8 @@ export interface VolumeWiring {
   checkpoint?: ObjectCheckpointOptions;
   /** This node's name and labels (a local PersistentVolume's node affinity is checked against them). */
   nodeIdentity: { name: string; labels: Record<string, string> };
+  /** Events of the volume plugins (CSI node expansion). */
+  recorder?: EventRecorder;
   /** The registered CSI drivers and enableControllerAttachDetach, for csi volumes. */
   csi: { drivers: CsiDriverLookup; controllerAttachDetach: boolean };
 }
@@ -79,6 +82,8 @@ export async function createVolumeManager(w: VolumeWiring): Promise<VolumeSubsys
       ...(w.api ? { api: w.api } : {}),
       nodeName: w.nodeIdentity.name,
       controllerAttachDetach: w.csi.controllerAttachDetach,
+      ...(w.recorder ? { recorder: w.recorder } : {}),
+      clock: w.clock,
       logger: w.logger,
     }),
   });

@@ -112,6 +112,8 @@ beforeAll(async () => {
       authentication: { x509: { clientCAFile: cp.caFile }, webhook: { enabled: true }, anonymous: { enabled: false } },
       authorization: { mode: "Webhook" },
       volumeStatsAggPeriod: "5s",
+      // Running pods are synced (and their claims looked at for node expansion) every 10 s instead of every minute.
+      syncFrequency: "10s",
     },
   });
   root = join(agent.dir, "root");
@@ -134,6 +136,7 @@ beforeAll(async () => {
       `--csi-address=${join(root, "plugins", "mock", "csi.sock")}`,
       `--registration-path=${join(root, "plugins_registry", "mock-reg.sock")}`,
       "--attach-limit=5",
+      "--node-expansion",
     ],
     { stdout: fd, stderr: fd },
   );
@@ -263,6 +266,43 @@ describe("CSI with the mock driver and the registration protocol", () => {
     expect(Number(sample("capacity_bytes"))).toBe(GiB100);
     expect(Number(sample("used_bytes"))).toBe(0);
     expect(Number(sample("inodes_free"))).toBe(0);
+
+    // Node expansion: the test plays the external resizer (none runs here): the PV grows to 2Gi and the claim's status says
+    // node expansion is pending. The agent calls NodeExpandVolume (the driver has EXPAND_VOLUME) on the published and staging
+    // paths, then records the new capacity on the claim and clears the pending state, as upstream's node expander.
+    await kubectl("patch", "pv", "mock-pv", "--type=merge", "-p", JSON.stringify({ spec: { capacity: { storage: "2Gi" } } }));
+    await kubectl(
+      "patch",
+      "pvc",
+      "mock-claim",
+      "--subresource=status",
+      "--type=merge",
+      "-p",
+      JSON.stringify({ status: { allocatedResources: { storage: "2Gi" }, allocatedResourceStatuses: { storage: "NodeResizePending" } } }),
+    );
+    const expanded = await eventually(
+      "the claim's capacity updated by the node",
+      async () => {
+        const c = await tryJson("pvc", "mock-claim");
+        return c?.status?.capacity?.storage === "2Gi" ? c : undefined;
+      },
+      90_000,
+      1000,
+    ).catch(async (e) => {
+      throw new Error(`${(e as Error).message}\nclaim: ${JSON.stringify((await tryJson("pvc", "mock-claim"))?.status)}\ndriver log:\n${driverTail()}\n${agent.describe()}`);
+    });
+    expect(expanded.status.allocatedResourceStatuses).toBeUndefined();
+    expect(expanded.status.allocatedResources).toEqual({ storage: "2Gi" });
+    const expand = callsOf("NodeExpandVolume");
+    expect(expand).toHaveLength(1);
+    expect(expand[0]?.error).toBeUndefined();
+    expect(expand[0]?.request).toMatchObject({ volumeId: "1", volumePath: target, stagingTargetPath: staging, capacityRange: { requiredBytes: String(2 * 2 ** 30) } });
+    const resizeEvents = JSON.parse(await kubectl("get", "events", "--field-selector", "reason=FileSystemResizeSuccessful", "-o", "json")).items as {
+      involvedObject: { kind: string; name: string };
+      message: string;
+    }[];
+    expect(resizeEvents.map((e) => `${e.involvedObject.kind}/${e.involvedObject.name}`).sort()).toEqual(["PersistentVolumeClaim/mock-claim", "Pod/claimed"]);
+    expect(resizeEvents[0]?.message).toBe(`MountVolume.NodeExpandVolume succeeded for volume "mock-pv" ${NODE}`);
 
     await kubectl("delete", "pod", "claimed", "--wait=false");
     await gone("claimed");

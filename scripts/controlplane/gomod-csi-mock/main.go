@@ -68,13 +68,14 @@ func main() {
 	registrationPath := flag.String("registration-path", "", "the registration socket path (in the agent's plugins_registry)")
 	attachLimit := flag.Int64("attach-limit", 0, "max_volumes_per_node in NodeGetInfo")
 	topology := flag.Bool("topology", true, "report the mock's topology segment")
+	nodeExpansion := flag.Bool("node-expansion", false, "advertise EXPAND_VOLUME (NodeExpandVolume records the new size)")
 	flag.Parse()
 	if *endpoint == "" || *registrationPath == "" {
 		fmt.Fprintln(os.Stderr, "csi-mock: --csi-address and --registration-path are required")
 		os.Exit(2)
 	}
 
-	mock := service.New(service.Config{DriverName: *name, DisableAttach: true, AttachLimit: *attachLimit, EnableTopology: *topology, PermissiveTargetPath: true})
+	mock := service.New(service.Config{DriverName: *name, DisableAttach: true, AttachLimit: *attachLimit, EnableTopology: *topology, PermissiveTargetPath: true, NodeExpansionRequired: *nodeExpansion})
 	logCalls := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		res, err := handler(ctx, req)
 		entry := map[string]any{"method": info.FullMethod}
