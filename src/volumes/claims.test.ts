@@ -91,6 +91,17 @@ describe("persistentVolumeClaim volumes", () => {
     await expect(manager.mountsFor(p, p.spec.containers[0]!)).rejects.toThrow("its claim is not bound to a volume on this node yet");
   });
 
+  test("a Block PV (volumeMode: Block) used through volumeMounts fails with upstream's message, for every PV type", async () => {
+    const { api, manager } = setup();
+    api.claims.set("ns/c", claim("c"));
+    for (const source of [{ hostPath: { path: root } }, { local: { path: root } }, { csi: { driver: "d", volumeHandle: "h" } }]) {
+      api.persistentVolumes.set("pv-c", pv("pv-c", { ...source, volumeMode: "Block" }, "claim-c"));
+      expect(await setupError(() => manager.setupPod(pod({ persistentVolumeClaim: { claimName: "c" } })))).toBe(
+        'MountVolume.SetUp failed for volume "data" : volume data has volumeMode Block, but is specified in volumeMounts',
+      );
+    }
+  });
+
   test("a local PV is used only on a node its node affinity selects", async () => {
     const { api, manager } = setup();
     const dir = join(root, "local");

@@ -74,7 +74,10 @@ export async function resolveClaim(api: KubeApi | undefined, pod: Pod, vol: Volu
   if (!pv) fail(`failed to fetch PV ${pvName} from API server: persistentvolumes "${pvName}" not found`);
   const claimRef = (pv!.spec as { claimRef?: { uid?: string; name?: string; namespace?: string } } | undefined)?.claimRef;
   if (!claimRef || claimRef.uid !== meta.uid) fail(`failed to fetch PV ${pvName}: claimRef does not match the PVC`);
-  const pvSpec = pv!.spec as { hostPath?: { path: string; type?: string }; local?: { path: string }; csi?: { driver?: string; volumeHandle?: string } };
+  const pvSpec = pv!.spec as { hostPath?: { path: string; type?: string }; local?: { path: string }; csi?: { driver?: string; volumeHandle?: string }; volumeMode?: string };
+  // Upstream's desired state of world populator: a raw block volume used through volumeMounts (volumeDevices are refused at admission).
+  const volumeMode = pvSpec.volumeMode ?? "Filesystem";
+  if (volumeMode !== "Filesystem") throw new Error(`volume ${vol.name} has volumeMode ${volumeMode}, but is specified in volumeMounts`);
   const readOnly = vol.persistentVolumeClaim?.readOnly === true;
   if (pvSpec.hostPath) {
     checkHostPathType(pvSpec.hostPath.path, (pvSpec.hostPath.type ?? "") as never);

@@ -289,7 +289,9 @@ describe("CSI PersistentVolumes", () => {
 
   test("raw block PVs are refused", async () => {
     const { api, manager } = await setup();
-    expect(await failureOf(manager.setupPod(pod("u1", [csiClaim(api, { pv: { volumeMode: "Block" } })])))).toContain("volumeMode: Block");
+    expect(await failureOf(manager.setupPod(pod("u1", [csiClaim(api, { pv: { volumeMode: "Block" } })])))).toContain(
+      "volume data has volumeMode Block, but is specified in volumeMounts",
+    );
   });
 });
 

@@ -240,10 +240,8 @@ export class CsiVolumes {
       };
       accessModes?: string[];
       mountOptions?: string[];
-      volumeMode?: string;
     };
     const src = spec.csi;
-    if (spec.volumeMode === "Block") throw new Error(`PersistentVolume ${pvName}: raw block volumes (volumeMode: Block) are not supported by this node`);
     const policy = await this.policyOf(src.driver);
     if (!policy.lifecycleModes.includes("Persistent")) {
       throw new Error(`volume mode "Persistent" not supported by driver ${src.driver} (only supports ${JSON.stringify(policy.lifecycleModes)})`);
