@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { statFs } from "./fs.ts";
 import { DriverVolumeCache, measurePodVolumes, treeUsage, VolumeUsageCache, type DriverVolume } from "./volumes.ts";
 
 let pods: string;
@@ -47,7 +48,7 @@ describe("volume usage", () => {
     const later = cache.volumesOf("u1", 60_000).find((v) => v.name === "scratch")!;
     expect(later.usage.bytes).toBeGreaterThan(first.find((v) => v.name === "scratch")!.usage.bytes);
   });
-  test("a volume backed by a claim is measured at the PV's path and reported with its claim", () => {
+  test("a volume backed by a (local) claim reports the file system of the PV's path, with its claim", () => {
     const pv = join(pods, "pv-data");
     mkdirSync(pv);
     writeFileSync(join(pv, "f"), Buffer.alloc(8192, 1));
@@ -55,7 +56,10 @@ describe("volume usage", () => {
     const vols = cache.volumesOf("u1", 0, [{ name: "data", path: pv, pvcRef: { name: "c", namespace: "ns" } }]);
     const data = vols.find((v) => v.name === "data")!;
     expect(data).toMatchObject({ path: pv, ephemeral: false, pvcRef: { name: "c", namespace: "ns" } });
-    expect(data.usage.bytes).toBeGreaterThanOrEqual(8192);
+    const fs = statFs(pv);
+    expect(data.measured).toMatchObject({ capacityBytes: fs.capacityBytes, inodes: fs.inodes });
+    expect(data.measured!.usedBytes).toBeGreaterThan(0);
+    expect(data.measured!.inodesUsed).toBe(data.measured!.inodes - data.measured!.inodesFree);
   });
 });
 

@@ -7,7 +7,7 @@
  */
 import { lstatSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import type { DiskUsage, FsInfo } from "./fs.ts";
+import { statFs, type DiskUsage, type FsInfo } from "./fs.ts";
 
 export interface VolumeUsage {
   name: string;
@@ -38,7 +38,12 @@ export interface DriverVolume extends MeasuredFs {
   pvcRef?: { name: string; namespace: string };
 }
 
-/** A volume outside the pod's directory (a PersistentVolume's path), reported by its claim. */
+/**
+ * A volume outside the pod's directory (a `local` PersistentVolume's path),
+ * reported by its claim with the figures of the file system it is on
+ * (upstream's local plugin uses MetricsStatFS: capacity, available and used
+ * of that file system, not what the directory holds).
+ */
 export interface ClaimedVolumePath {
   name: string;
   path: string;
@@ -123,7 +128,16 @@ export class VolumeUsageCache {
     const volumes = measurePodVolumes(this.podsDir, uid);
     for (const c of claimed) {
       try {
-        volumes.push({ name: c.name, path: c.path, usage: treeUsage(c.path), ephemeral: false, pvcRef: c.pvcRef });
+        const fs = statFs(c.path);
+        const measured = {
+          capacityBytes: fs.capacityBytes,
+          availableBytes: fs.availableBytes,
+          usedBytes: fs.usedBytes,
+          inodes: fs.inodes,
+          inodesFree: fs.inodesFree,
+          inodesUsed: fs.inodes - fs.inodesFree,
+        };
+        volumes.push({ name: c.name, path: c.path, usage: { bytes: measured.usedBytes, inodes: measured.inodesUsed }, ephemeral: false, pvcRef: c.pvcRef, measured });
       } catch {
         // gone meanwhile
       }

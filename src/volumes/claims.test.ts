@@ -72,8 +72,7 @@ describe("persistentVolumeClaim volumes", () => {
     const p = pod({ persistentVolumeClaim: { claimName: "c", readOnly: true } });
     await manager.setupPod(p);
     expect(await manager.mountsFor(p, p.spec.containers[0]!)).toMatchObject([{ containerPath: "/data", hostPath: dir, readonly: true }]);
-    expect(manager.claimVolumes("uid-1")).toEqual([{ name: "data", path: dir, pvcRef: { name: "c", namespace: "ns" } }]);
-    await manager.teardownPod("uid-1");
+    // Upstream's hostPath plugin has no metrics (MetricsNil): the claim is not in volume stats.
     expect(manager.claimVolumes("uid-1")).toEqual([]);
   });
 
@@ -118,6 +117,10 @@ describe("persistentVolumeClaim volumes", () => {
     api.persistentVolumes.set("pv-c", pv("pv-c", { local: { path: dir }, ...affinity("n1") }, "claim-c"));
     await manager.setupPod(p);
     expect(await manager.mountsFor(p, p.spec.containers[0]!)).toMatchObject([{ hostPath: dir, readonly: false }]);
+    // A local PV is in volume stats by its claim (its file system, upstream's MetricsStatFS); gone with the pod.
+    expect(manager.claimVolumes("uid-1")).toEqual([{ name: "data", path: dir, pvcRef: { name: "c", namespace: "ns" } }]);
+    await manager.teardownPod("uid-1");
+    expect(manager.claimVolumes("uid-1")).toEqual([]);
   });
 
   test("a generic ephemeral volume uses the claim <pod>-<volume> the pod owns", async () => {

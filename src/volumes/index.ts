@@ -27,7 +27,7 @@ export interface VolumeManager {
   teardownPod(uid: string): Promise<void>;
   /** Pod directories of pods neither the agent nor the runtime knows: unmounted and removed. */
   cleanupOrphans(isKnown: (uid: string) => boolean): Promise<void>;
-  /** The pod's volumes backed by a PersistentVolumeClaim whose usage is measured on the node's file system (not CSI ones), set up and where they are (volume stats report them by claim). */
+  /** The pod's volumes backed by a claim whose PV is `local`, set up and where they are: volume stats report their file system by claim (hostPath PVs report nothing, CSI ones come from their driver). */
   claimVolumes(uid: string): ClaimedVolume[];
   /**
    * The pod's volumes whose plugin measures them itself (CSI drivers with

@@ -410,9 +410,10 @@ export class PodVolumeManager implements VolumeManager {
   }
 
   claimVolumes(uid: string): ClaimedVolume[] {
-    // CSI volumes are measured by their driver (driverVolumeStats), never walked.
+    // Upstream: a local PV reports its file system (MetricsStatFS); a hostPath PV reports nothing (MetricsNil);
+    // CSI volumes are measured by their driver (driverVolumeStats).
     return [...(this.claims.get(uid) ?? new Map<string, ClaimVolume>())]
-      .filter(([, c]) => !c.csiPv)
+      .filter(([, c]) => c.plugin === "kubernetes.io/local-volume")
       .map(([name, c]) => ({ name, path: c.path, pvcRef: { name: c.claim, namespace: c.namespace } }));
   }
 

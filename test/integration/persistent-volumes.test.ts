@@ -6,7 +6,7 @@
 // directory on it (a pod this agent runs), the PV controller binds the claim
 // to a hostPath PV, and the agent mounts it.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, openSync, readFileSync, statfsSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Subprocess } from "bun";
 import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
@@ -137,7 +137,7 @@ afterAll(async () => {
 }, 60_000);
 
 describe("PersistentVolumeClaims from the local-path provisioner", () => {
-  test("a provisioned claim is mounted and written, and the data is there for the next pod using it", async () => {
+  test("a provisioned claim is mounted and written, and the data is there for the next pod using it; volume stats: a local claim's file system, nothing for a hostPath one", async () => {
     await apply({
       apiVersion: "v1",
       kind: "PersistentVolumeClaim",
@@ -165,10 +165,18 @@ describe("PersistentVolumeClaims from the local-path provisioner", () => {
       90_000,
     );
 
-    // The claim's usage in kubelet_volume_stats_* (and /stats/summary) once a stats pass measured it.
+    // Volume stats as upstream: a hostPath PV (the provisioner's default type) has no metrics (the hostPath plugin's
+    // MetricsNil); a local PV (volumeType: local on the claim) reports the file system it is on (MetricsStatFS), by claim.
+    await apply({
+      apiVersion: "v1",
+      kind: "PersistentVolumeClaim",
+      metadata: { name: "fast", namespace: "default", annotations: { volumeType: "local" } },
+      spec: { accessModes: ["ReadWriteOnce"], storageClassName: "local-path", resources: { requests: { storage: "16Mi" } } },
+    });
+    await apply(claimPod("local-user", "fast", "sleep 3600"));
     let last = "";
-    const used = await eventually(
-      "kubelet_volume_stats_used_bytes for the claim",
+    const capacity = await eventually(
+      "kubelet_volume_stats_capacity_bytes for the local claim",
       async () => {
         const r = await kubeletGet("/metrics");
         last = `${r.status} ${
@@ -177,18 +185,26 @@ describe("PersistentVolumeClaims from the local-path provisioner", () => {
             .filter((l) => l.includes("volume_stats"))
             .join("\n") || r.body.slice(0, 300)
         }`;
-        return r.status === 200 ? /^kubelet_volume_stats_used_bytes\{namespace="default",persistentvolumeclaim="data"\} (\d+)$/m.exec(r.body)?.[1] : undefined;
+        return r.status === 200 ? /^kubelet_volume_stats_capacity_bytes\{namespace="default",persistentvolumeclaim="fast"\} (\S+)$/m.exec(r.body)?.[1] : undefined;
       },
-      60_000,
+      120_000,
       2000,
-    ).catch((e) => {
-      throw new Error(`${(e as Error).message}\nlast /metrics answer: ${last}\n${agent.describe()}`);
+    ).catch(async (e) => {
+      throw new Error(`${(e as Error).message}\nlast /metrics answer: ${last}\nlocal-user: ${JSON.stringify((await tryJson("pod", "local-user"))?.status)}\n${agent.describe()}`);
     });
-    expect(Number(used)).toBeGreaterThan(0);
+    const fast = await tryJson("pv", (await tryJson("pvc", "fast")).spec.volumeName);
+    expect(fast.spec.local.path.startsWith(storage)).toBe(true);
+    const fs = statfsSync(fast.spec.local.path);
+    expect(Number(capacity)).toBe(Number(fs.blocks) * Number(fs.bsize));
+    const metrics = (await kubeletGet("/metrics")).body;
+    expect(Number(/^kubelet_volume_stats_used_bytes\{namespace="default",persistentvolumeclaim="fast"\} (\S+)$/m.exec(metrics)?.[1])).toBeGreaterThan(0);
+    expect(Number(/^kubelet_volume_stats_inodes\{namespace="default",persistentvolumeclaim="fast"\} (\S+)$/m.exec(metrics)?.[1])).toBe(Number(fs.files));
+    expect(metrics).not.toContain('persistentvolumeclaim="data"');
     const summary = JSON.parse((await kubeletGet("/stats/summary")).body);
-    const reader = summary.pods.find((p: any) => p.podRef.name === "reader");
-    expect(reader.volume.find((v: any) => v.name === "data")).toMatchObject({ pvcRef: { name: "data", namespace: "default" } });
-  }, 240_000);
+    const volumesOf = (name: string) => summary.pods.find((p: any) => p.podRef.name === name)?.volume ?? [];
+    expect(volumesOf("local-user").find((v: any) => v.name === "data")).toMatchObject({ pvcRef: { name: "fast", namespace: "default" }, capacityBytes: Number(capacity) });
+    expect(volumesOf("reader").find((v: any) => v.name === "data")).toBeUndefined();
+  }, 360_000);
 
   test("a pod whose claim does not exist waits with a FailedMount event naming it, and starts nothing", async () => {
     await apply(claimPod("orphan", "nope", "true", { nodeName: NODE }));
