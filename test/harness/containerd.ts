@@ -49,6 +49,11 @@ export interface ContainerdHandle {
   dir: string;
   pauseImage: string;
   busyboxImage: string;
+  /** The runtime this instance runs (BUNLET_RUNTIME at its start). */
+  runtime: RuntimeUnderTest;
+  /** The `ctr` binary of that runtime: PATH's for 1.6, the built one for 2.x
+   *  (a 1.6 ctr against 2.x mixes versions a test did not mean to). */
+  ctr: string;
   /**
    * The cgroup root for the agent (cgroupfs driver, path relative to each
    * hierarchy's mount): inside the test process's own memory cgroup, so
@@ -182,6 +187,15 @@ export async function startContainerd(opts: { name?: string } = {}): Promise<Con
     throw e;
   }
   const socket = join(dir, "containerd.sock");
+  // scripts/containerd.sh keeps the runtime it chose in DIR/runtime.env (RUNTIME=..., RUNTIME_BIN=...).
+  const chosen = Object.fromEntries(
+    readFileSync(join(dir, "runtime.env"), "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]),
+  );
+  const runtime = runtimeUnderTest({ BUNLET_RUNTIME: chosen["RUNTIME"] });
+  const ctr = chosen["RUNTIME_BIN"] ? join(chosen["RUNTIME_BIN"], "ctr") : "ctr";
   let stopped: Promise<void> | undefined;
   const stop = () =>
     (stopped ??= run("purge", dir).then(() => {
@@ -193,6 +207,8 @@ export async function startContainerd(opts: { name?: string } = {}): Promise<Con
     dir,
     pauseImage: PAUSE_IMAGE,
     busyboxImage: BUSYBOX_IMAGE,
+    runtime,
+    ctr,
     cgroupParent,
     restart: () => run("restart", dir),
     describe: (lines = 8) => describeContainerd(dir, lines),

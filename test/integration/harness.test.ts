@@ -3,11 +3,11 @@
 // restart with its containers, and purges without leftovers.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
-import { BUSYBOX_IMAGE, PAUSE_IMAGE, type ContainerdHandle, ownCgroup, requireRoot, startContainerd } from "../harness/containerd.ts";
+import { BUSYBOX_IMAGE, PAUSE_IMAGE, type ContainerdHandle, ownCgroup, requireRoot, runtimeUnderTest, startContainerd } from "../harness/containerd.ts";
 import { startTogether } from "../harness/together.ts";
 
 async function ctr(h: ContainerdHandle, ...args: string[]): Promise<string> {
-  const proc = Bun.spawn(["ctr", "-a", h.socket, "-n", "k8s.io", ...args], { stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawn([h.ctr, "-a", h.socket, "-n", "k8s.io", ...args], { stdout: "pipe", stderr: "pipe" });
   const [code, out, err] = await Promise.all([proc.exited, new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
   if (code !== 0) throw new Error(`ctr ${args.join(" ")} exited ${code}: ${err}`);
   return out;
@@ -46,6 +46,14 @@ describe("containerd harness", () => {
     expect(na.CNI_BRIDGE).not.toBe(nb.CNI_BRIDGE);
     expect(na.CNI_SUBNET).not.toBe(nb.CNI_SUBNET);
     expect(a.cgroupParent.startsWith(`${ownCgroup()}/`)).toBe(true);
+  });
+
+  test("the instance runs the runtime BUNLET_RUNTIME names, and its ctr is that runtime's own", async () => {
+    expect(a.runtime).toBe(runtimeUnderTest());
+    // `ctr version`: the client's version, then the server's (containerd's).
+    const [client, server] = [...(await ctr(a, "version")).matchAll(/^\s*Version:\s*(\S+)/gm)].map((m) => m[1]);
+    expect(server).toMatch(a.runtime === "containerd2" ? /^v?2\./ : /^v?1\.6\./);
+    expect(client).toBe(server);
   });
 
   test("runs a busybox container under the test's cgroup", async () => {

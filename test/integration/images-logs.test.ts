@@ -37,7 +37,7 @@ async function run(cmd: string[]): Promise<string> {
   return out;
 }
 
-const ctr = (...args: string[]) => run(["ctr", "-a", ctd.socket, "-n", "k8s.io", ...args]);
+const ctr = (...args: string[]) => run([ctd.ctr, "-a", ctd.socket, "-n", "k8s.io", ...args]);
 
 /**
  * Imports a one-file OCI image named `name`: its own layer and config, so

@@ -199,7 +199,7 @@ describe("switching kubelets on a live node (standalone)", () => {
     explain(async () => {
       await stopUpstream();
       const tagged = `${ctd.busyboxImage.replace(/:[^:/]+$/, "")}:swapped`;
-      const tag = Bun.spawnSync(["ctr", "-a", ctd.socket, "-n", "k8s.io", "images", "tag", "--force", ctd.busyboxImage, tagged], { stderr: "pipe" });
+      const tag = Bun.spawnSync([ctd.ctr, "-a", ctd.socket, "-n", "k8s.io", "images", "tag", "--force", ctd.busyboxImage, tagged], { stderr: "pipe" });
       expect(tag.exitCode, tag.stderr.toString()).toBe(0);
       writeManifests((all) => {
         const spec = all["multi"]!["spec"] as { containers: { image: string }[] };
