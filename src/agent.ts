@@ -900,6 +900,7 @@ async function buildNodeResources(
       volumeStatsAggPeriodMs: k.volumeStatsAggPeriod,
       claimedVolumes: (uid) => volumes.claimVolumes(uid),
       driverVolumes: (uid) => volumes.driverVolumeStats(uid),
+      psi: k.featureGates["KubeletPSI"] !== false, // beta, on by default in 1.34: pressure in /stats/summary (cgroup v2)
       clock,
       logger,
     }),

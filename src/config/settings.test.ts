@@ -186,7 +186,7 @@ const REFUSED_VALUE: Partial<Record<FieldName, unknown>> = {
   memoryManagerPolicy: "Static",
   topologyManagerPolicy: "single-numa-node",
   logging: { format: "json" },
-  featureGates: { KubeletPSI: false },
+  featureGates: { ContainerCheckpoint: false },
 };
 /** A value other than the default that those fields act on, where SAMPLE holds the refused one. */
 const ACTED_VALUE: Partial<Record<FieldName, unknown>> = {
@@ -325,7 +325,7 @@ describe("feature gates against 1.34's list", () => {
   test.each([
     [{ NoSuchGate: true }, "unrecognized feature gate: NoSuchGate"],
     [{ NodeSwap: false }, "cannot set feature gate NodeSwap to false, feature is locked to true"],
-    [{ KubeletPSI: false }, "feature gate KubeletPSI=false: not implemented by this agent; only its 1.34 default (true) is supported"],
+    [{ ContainerCheckpoint: false }, "feature gate ContainerCheckpoint=false: not implemented by this agent; only its 1.34 default (true) is supported"],
     [{ CPUManagerPolicyAlphaOptions: true }, "feature gate CPUManagerPolicyAlphaOptions=true: not implemented"],
     [{ AllAlpha: true }, "feature gate AllAlpha=true"],
   ])("%p exits 2: %s", (gates, message) => {
@@ -345,6 +345,7 @@ describe("feature gates against 1.34's list", () => {
     [{ InPlacePodVerticalScaling: false }], // acted on
     [{ MemoryQoS: true }], // acted on
     [{ KubeletPSI: true }], // its default
+    [{ KubeletPSI: false }], // acted on: no psi in the summary
     [{ APIResponseCompression: false }], // not read by a kubelet, upstream either
     [{ AllAlpha: false, AllBeta: false }],
   ])("%p loads", (gates) => {

@@ -288,6 +288,8 @@ export const ACTED_GATES: Readonly<Record<string, string>> = {
   EventedPLEG: "container events drive the PLEG where the runtime streams them (src/pleg; on unless false, unlike upstream's alpha default); false relists every second",
   InPlacePodVerticalScaling: "in-place pod resize (src/allocation); false turns it off",
   MemoryQoS: "memory.min on pod and QoS cgroups on cgroup v2 (src/cgroups)",
+  KubeletPSI:
+    "pressure stall information (cpu/memory/io some and full) of the node, the pods container, pods and containers in /stats/summary on cgroup v2 (src/stats); false leaves it out",
   NodeLogQuery: "node log queries on /logs/ with enableSystemLogQuery (server/node-log-query.ts)",
   KubeletPodResourcesGet: "the pod resources API's Get (src/devices/podresources.ts); false refuses it as upstream",
   QOSReserved: "qosReserved memory=N% caps the burstable and besteffort cgroups (src/cgroups/resources.ts); false refuses qosReserved",

@@ -22,7 +22,9 @@ import {
   memoryFromV2,
   parseBlkioServiceBytes,
   parseIoStat,
+  parsePressure,
   parseSingleValue,
+  type CgroupPressure,
   type CgroupStats,
 } from "./cgroupfs.ts";
 
@@ -56,6 +58,8 @@ export interface CgroupReadOptions {
    * count and pids.max.
    */
   detail?: boolean;
+  /** Also the pressure files (cpu/memory/io.pressure; v2 only, KubeletPSI). */
+  psi?: boolean;
 }
 
 const countLines = (text: string | undefined) => (text === undefined ? undefined : text.split("\n").filter((l) => l !== "").length);
@@ -75,6 +79,26 @@ export interface CgroupReader {
    * containers' cgroups). Empty when it has none or does not exist.
    */
   processes(path: string): number[];
+  /**
+   * The cgroup of container `id` directly below `path` (cgroupfs: `<id>`, the
+   * systemd driver: `cri-containerd-<id>.scope` and the like: the child
+   * whose name holds the ID); undefined when there is none.
+   */
+  containerCgroup(path: string, id: string): string | undefined;
+}
+
+function childNamed(dir: string, path: string, id: string): string | undefined {
+  if (!/^[0-9a-zA-Z_-]+$/.test(id)) return undefined;
+  let names: string[];
+  try {
+    names = readdirSync(dir, { withFileTypes: true })
+      .filter((d) => d.isDirectory())
+      .map((d) => d.name);
+  } catch {
+    return undefined;
+  }
+  const name = names.find((n) => n === id) ?? names.find((n) => n.includes(id));
+  return name === undefined ? undefined : join(path, name);
 }
 
 /** Depth first from `dir`; [] when the directory is gone (a pod that just ended). */
@@ -133,6 +157,15 @@ function v2Reader(base: string): CgroupReader {
         if (io !== undefined) out.io = parseIoStat(io);
         if (io !== undefined && opts.detail) out.ioByDevice = parseIoStatByDevice(io);
       }
+      if (opts?.psi) {
+        const psi: CgroupPressure = {};
+        for (const r of ["cpu", "memory", "io"] as const) {
+          const text = file(`${r}.pressure`);
+          const parsed = text !== undefined ? parsePressure(text) : undefined;
+          if (parsed) psi[r] = parsed;
+        }
+        if (Object.keys(psi).length > 0) out.psi = psi;
+      }
       if (opts?.detail) {
         const cpuMax = file("cpu.max");
         const spec = cpuSpecFromV2(cpuMax, file("cpu.weight"));
@@ -147,6 +180,7 @@ function v2Reader(base: string): CgroupReader {
       return cpuStat === undefined && memStat === undefined && pids === undefined ? undefined : out;
     },
     processes: (path) => firstProcesses(join(base, path)),
+    containerCgroup: (path, id) => childNamed(join(base, path), path, id),
   };
 }
 
@@ -206,5 +240,6 @@ function v1Reader(base: string): CgroupReader {
     },
     // Every v1 hierarchy holds the same processes; memory is always mounted where pods are limited.
     processes: (path) => firstProcesses(join(memory, path)),
+    containerCgroup: (path, id) => childNamed(join(memory, path), path, id),
   };
 }

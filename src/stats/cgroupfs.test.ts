@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createCgroupReader, detectCgroupVersion } from "./cgroup-reader.ts";
 import {
+  parsePressure,
   cpuSpecFromV1,
   cpuSpecFromV2,
   parseBlkioByDevice,
@@ -280,5 +281,27 @@ describe("reader", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("pressure files (PSI)", () => {
+  test("some and full lines: percentages and the cumulative microseconds", () => {
+    expect(parsePressure("some avg10=0.12 avg60=0.05 avg300=0.01 total=123456\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=7890\n")).toEqual({
+      some: { avg10: 0.12, avg60: 0.05, avg300: 0.01, total: 123456 },
+      full: { avg10: 0, avg60: 0, avg300: 0, total: 7890 },
+    });
+  });
+
+  test("the system cpu file of an older kernel has no full line: zeros", () => {
+    expect(parsePressure("some avg10=1.00 avg60=2.00 avg300=3.00 total=4\n")?.full).toEqual({ avg10: 0, avg60: 0, avg300: 0, total: 0 });
+  });
+
+  test("nothing parsable is undefined; an incomplete line is skipped", () => {
+    expect(parsePressure("")).toBeUndefined();
+    expect(parsePressure("some avg10=1.00 total=4\n")).toBeUndefined();
+    expect(parsePressure("some avg10=x avg60=1 avg300=1 total=1\nfull avg10=1 avg60=1 avg300=1 total=2\n")).toEqual({
+      some: { avg10: 0, avg60: 0, avg300: 0, total: 0 },
+      full: { avg10: 1, avg60: 1, avg300: 1, total: 2 },
+    });
   });
 });

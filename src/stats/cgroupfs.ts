@@ -12,6 +12,8 @@
  *   kernel's v1 "no limit" is PAGE_COUNTER_MAX pages, not a round number.
  */
 
+import type { PsiData, PsiStats } from "./types.ts";
+
 /** Lines of `key value` (cpu.stat, memory.stat, memory.events, memory.oom_control, pids.events). */
 export function parseFlatKeyed(text: string): Map<string, number> {
   const out = new Map<string, number>();
@@ -203,6 +205,43 @@ export interface CgroupStats {
   pidsMax?: number;
   /** Tasks (threads) in the cgroup and below: pids.current. */
   pids?: number;
+  /** cpu.pressure, memory.pressure, io.pressure (v2); read with the `psi` option, each when its file exists. */
+  psi?: CgroupPressure;
+}
+
+export interface CgroupPressure {
+  cpu?: PsiStats;
+  memory?: PsiStats;
+  io?: PsiStats;
+}
+
+/**
+ * A pressure file (cgroup v2 `*.pressure`, `/proc/pressure/*`):
+ *   some avg10=0.12 avg60=0.05 avg300=0.01 total=123456
+ *   full avg10=0.00 avg60=0.00 avg300=0.00 total=7890
+ * A missing line (the system-wide cpu file before kernel 5.13 has no `full`)
+ * is all zeros; undefined when neither line parses.
+ */
+export function parsePressure(text: string): PsiStats | undefined {
+  const zero = (): PsiData => ({ total: 0, avg10: 0, avg60: 0, avg300: 0 });
+  const out: PsiStats = { some: zero(), full: zero() };
+  let found = false;
+  for (const line of text.split("\n")) {
+    const [kind, ...fields] = line.trim().split(/\s+/);
+    if (kind !== "some" && kind !== "full") continue;
+    const data = zero();
+    let complete = true;
+    for (const key of ["avg10", "avg60", "avg300", "total"] as const) {
+      const f = fields.find((w) => w.startsWith(`${key}=`));
+      const v = f === undefined ? Number.NaN : Number(f.slice(key.length + 1));
+      if (!Number.isFinite(v)) complete = false;
+      else data[key] = v;
+    }
+    if (!complete) continue;
+    out[kind] = data;
+    found = true;
+  }
+  return found ? out : undefined;
 }
 
 const workingSet = (usage: number, inactiveFile: number | undefined) => Math.max(0, usage - (inactiveFile ?? 0));

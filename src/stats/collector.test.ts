@@ -232,6 +232,71 @@ describe("cgroup v2 (hand-written tree)", () => {
   });
 });
 
+describe("cgroup v2 with KubeletPSI: pressure of the node, the pods container, pods and containers", () => {
+  let ids: { sandbox: string; containers: string[] };
+  beforeEach(async () => {
+    setup("v2", { psi: true });
+    ids = await cri.addPod(web, ["app"]);
+    node.addPodCgroup(web.uid);
+    cri.numbers.set(ids.containers[0]!, { cpuNs: 1e9, workingSetBytes: 1 << 20 });
+  });
+
+  test("node psi from /proc/pressure (no root files here), rlimit maxpid = min(pid_max, threads-max)", async () => {
+    await collector.collect();
+    const s = await collector.summary();
+    expect(s.node.cpu?.psi).toEqual({ some: { avg10: 1.5, avg60: 0.8, avg300: 0.2, total: 4000000 }, full: { avg10: 0, avg60: 0, avg300: 0, total: 0 } });
+    expect(s.node.memory?.psi?.full).toEqual({ avg10: 0.05, avg60: 0.02, avg300: 0, total: 60000 });
+    expect(s.node.io).toEqual({
+      time: s.node.memory!.time,
+      psi: { some: { avg10: 2, avg60: 1, avg300: 0.5, total: 900000 }, full: { avg10: 1, avg60: 0.5, avg300: 0.25, total: 450000 } },
+    });
+    expect(s.node.rlimit).toMatchObject({ maxpid: 15000, curproc: 96 });
+  });
+
+  test("the root cgroup's pressure files win over /proc/pressure", async () => {
+    node.writeCgroupFile("/", "memory.pressure", "some avg10=9.00 avg60=9.00 avg300=9.00 total=9\nfull avg10=8.00 avg60=8.00 avg300=8.00 total=8\n");
+    await collector.collect();
+    const s = await collector.summary();
+    expect(s.node.memory?.psi?.some.total).toBe(9);
+    expect(s.node.cpu?.psi?.some.total).toBe(4000000);
+  });
+
+  test("a pod's psi from its cgroup, a container's from its own cgroup below (found by ID, the systemd scope name too)", async () => {
+    node.addContainerCgroup(web, `cri-containerd-${ids.containers[0]}.scope`, {
+      "cpu.pressure": "some avg10=50.00 avg60=40.00 avg300=30.00 total=123\nfull avg10=1.00 avg60=1.00 avg300=1.00 total=45\n",
+    });
+    await collector.collect();
+    const p = podOf((await collector.summary()).pods, web.uid)!;
+    expect(p.cpu).toMatchObject({
+      usageCoreNanoSeconds: 2.5e9,
+      psi: { some: { avg10: 12.34, avg60: 5.67, avg300: 1.23, total: 987654 }, full: { avg10: 10, avg60: 4, avg300: 1, total: 876543 } },
+    });
+    expect(p.memory?.psi?.some).toEqual({ avg10: 3, avg60: 2, avg300: 1, total: 5555 });
+    expect(p.io?.psi?.full.total).toBe(66);
+    const app = p.containers[0]!;
+    expect(app.cpu).toMatchObject({ usageCoreNanoSeconds: 1e9, psi: { some: { avg10: 50, avg60: 40, avg300: 30, total: 123 } } });
+    // The container's other pressure files are the fixture pod's copies.
+    expect(app.memory?.psi?.some.total).toBe(5555);
+    expect(app.io?.psi?.some.total).toBe(77);
+  });
+
+  test("a container without a cgroup of its own gets no psi; without the gate nothing has psi", async () => {
+    await collector.collect();
+    const app = podOf((await collector.summary()).pods, web.uid)!.containers[0]!;
+    expect(app.cpu?.psi).toBeUndefined();
+    expect(app.io).toBeUndefined();
+    await collector[Symbol.asyncDispose]();
+    setup("v2");
+    await cri.addPod(web, ["app"]);
+    node.addPodCgroup(web.uid);
+    await collector.collect();
+    const s = await collector.summary();
+    expect(s.node.cpu?.psi).toBeUndefined();
+    expect(s.node.io).toBeUndefined();
+    expect(podOf(s.pods, web.uid)!.cpu?.psi).toBeUndefined();
+  });
+});
+
 describe("failures leave one part out", () => {
   beforeEach(async () => {
     setup("v1");

@@ -59,6 +59,11 @@ export interface StatsCollectorOptions {
   claimedVolumes?: (uid: string) => ClaimedVolumePath[];
   /** A pod's volumes measured by their plugin (CSI drivers' NodeGetVolumeStats), asked in the background every volumeStatsAggPeriod. */
   driverVolumes?: (uid: string) => Promise<DriverVolume[]>;
+  /**
+   * KubeletPSI (beta, on by default in 1.34): pressure stall information of the
+   * node, pods and containers, where the cgroup v2 files exist. Default false.
+   */
+  psi?: boolean;
   clock: Clock;
   logger: Logger;
 }
@@ -172,7 +177,11 @@ export function createStatsCollector(opts: StatsCollectorOptions): StatsCollecto
     const index = new PodIndex({ sandboxes, containers, containerStats });
 
     rates.beginRound();
-    const node = readNodeStats({ nodeName: opts.nodeName, fsRoot, rootDir: opts.rootDir, podsCgroup: opts.cgroupRoot, cgroups, rates, nowMs, time, statFs: statFsCached }, errors);
+    const psi = opts.psi === true && cgroups.version === "v2";
+    const node = readNodeStats(
+      { nodeName: opts.nodeName, fsRoot, rootDir: opts.rootDir, podsCgroup: opts.cgroupRoot, cgroups, rates, nowMs, time, statFs: statFsCached, psi },
+      errors,
+    );
     if (image.stats) node.runtime = { imageFs: image.stats, ...(image.containerFs ? { containerFs: image.containerFs } : {}) };
 
     const ctx = {
@@ -198,6 +207,7 @@ export function createStatsCollector(opts: StatsCollectorOptions): StatsCollecto
           measured: fs,
         })),
       ],
+      psi,
     };
     const podStats: PodStats[] = [];
     for (const pod of pods) {

@@ -3,9 +3,9 @@
  * Summary types, and the per-part error collection that keeps one failed
  * reading from failing the whole summary.
  */
-import type { CgroupMemory } from "./cgroupfs.ts";
+import type { CgroupMemory, CgroupPressure } from "./cgroupfs.ts";
 import type { CpuRates } from "./rate.ts";
-import type { CpuStats, MemoryStats } from "./types.ts";
+import type { CpuStats, IoStats, MemoryStats } from "./types.ts";
 
 export interface PartError {
   part: string;
@@ -38,4 +38,17 @@ export function memoryStats(time: string, m: CgroupMemory, capacity?: number): M
   if (m.pageFaults !== undefined) out.pageFaults = m.pageFaults;
   if (m.majorPageFaults !== undefined) out.majorPageFaults = m.majorPageFaults;
   return out;
+}
+
+/**
+ * KubeletPSI: a cgroup's pressure onto its Summary entry: cpu.psi and
+ * memory.psi (creating either with only its time when the entry has none),
+ * io = { time, psi }. Nothing for a resource whose file was not read.
+ */
+export function withPressure<T extends { cpu?: CpuStats; memory?: MemoryStats; io?: IoStats }>(time: string, target: T, psi: CgroupPressure | undefined): T {
+  if (!psi) return target;
+  if (psi.cpu) target.cpu = { ...(target.cpu ?? { time }), psi: psi.cpu };
+  if (psi.memory) target.memory = { ...(target.memory ?? { time }), psi: psi.memory };
+  if (psi.io) target.io = { time, psi: psi.io };
+  return target;
 }

@@ -20,8 +20,12 @@
  *   IPv4 default-route interface's (upstream hard-codes "eth0", which is
  *   also the fallback here).
  * - fs: statfs of the kubelet root directory (nodefs).
- * - rlimit: pid_max, and the kernel's thread count from /proc/loadavg, the
- *   same number as sysinfo(2) `procs` that upstream uses.
+ * - rlimit: maxpid is the smaller of kernel.pid_max and kernel.threads-max
+ *   (both cap the tasks the system can have), curproc the kernel's thread
+ *   count from /proc/loadavg, as upstream's pidlimit.Stats.
+ * - psi (KubeletPSI, cgroup v2): the root cgroup's cpu/memory/io.pressure,
+ *   which the kernel serves system-wide as /proc/pressure/* (read there when
+ *   the root has no such files).
  */
 import { join } from "node:path";
 import type { CgroupReader } from "./cgroup-reader.ts";
@@ -29,7 +33,8 @@ import { readIfExists } from "./cgroup-reader.ts";
 import { toFsStats, type FsInfo } from "./fs.ts";
 import { cpuBusyNanoseconds, parseDefaultRouteInterface, parseLoadavg, parseMeminfo, parsePidMax, parseProcStat, reportedInterfaces } from "./procfs.ts";
 import type { CpuRates } from "./rate.ts";
-import { attempt, cpuStats, memoryStats, type PartError } from "./convert.ts";
+import { attempt, cpuStats, memoryStats, withPressure, type PartError } from "./convert.ts";
+import { parsePressure, type CgroupPressure } from "./cgroupfs.ts";
 import type { ContainerStats, MemoryStats, NetworkStats, NodeStats } from "./types.ts";
 
 /** What upstream calls the default interface when nothing better is known. */
@@ -48,6 +53,8 @@ export interface NodeReadContext {
   time: string;
   /** statfs with a per-collection cache. */
   statFs: (path: string) => FsInfo | undefined;
+  /** KubeletPSI on cgroup v2: pressure of the node and of the pods container. */
+  psi?: boolean;
 }
 
 const proc = (ctx: NodeReadContext, rel: string) => {
@@ -76,12 +83,39 @@ export function readNodeStats(ctx: NodeReadContext, errors: PartError[]): NodeSt
   else errors.push({ part: "node fs", err: new Error(`statfs ${ctx.rootDir} failed`) });
   node.rlimit = attempt("node rlimit", errors, () => ({
     time: ctx.time,
-    maxpid: parsePidMax(proc(ctx, "sys/kernel/pid_max")),
+    maxpid: taskMax(ctx),
     curproc: parseLoadavg(proc(ctx, "loadavg"))?.total,
   }));
+  if (ctx.psi)
+    withPressure(
+      ctx.time,
+      node,
+      attempt("node psi", errors, () => nodePressure(ctx)),
+    );
   const pods = attempt("node pods cgroup", errors, () => podsSystemContainer(ctx, node.startTime));
   if (pods) node.systemContainers = [pods];
   return node;
+}
+
+/** upstream's task limit: the smaller of pid_max and threads-max, each when it can be read. */
+function taskMax(ctx: NodeReadContext): number | undefined {
+  const limits = ["sys/kernel/pid_max", "sys/kernel/threads-max"]
+    .map((rel) => readIfExists(join(ctx.fsRoot, "proc", rel)))
+    .map((text) => (text === undefined ? undefined : parsePidMax(text)))
+    .filter((v): v is number => v !== undefined);
+  if (limits.length === 0) throw new Error(`neither ${join(ctx.fsRoot, "proc/sys/kernel/pid_max")} nor threads-max could be read`);
+  return Math.min(...limits);
+}
+
+function nodePressure(ctx: NodeReadContext): CgroupPressure | undefined {
+  const root = ctx.cgroups.read("/", { psi: true })?.psi ?? {};
+  for (const r of ["cpu", "memory", "io"] as const) {
+    if (root[r]) continue;
+    const text = readIfExists(join(ctx.fsRoot, "proc/pressure", r));
+    const parsed = text !== undefined ? parsePressure(text) : undefined;
+    if (parsed) root[r] = parsed;
+  }
+  return Object.keys(root).length > 0 ? root : undefined;
 }
 
 function nodeMemory(ctx: NodeReadContext): MemoryStats {
@@ -114,10 +148,10 @@ function nodeNetwork(ctx: NodeReadContext): NetworkStats {
  * node's: cAdvisor's cgroup creation time is not worth a stat per period.
  */
 function podsSystemContainer(ctx: NodeReadContext, startTime: string): ContainerStats | undefined {
-  const s = ctx.cgroups.read(ctx.podsCgroup);
+  const s = ctx.cgroups.read(ctx.podsCgroup, { psi: ctx.psi === true });
   if (!s) return undefined;
   const out: ContainerStats = { name: "pods", startTime };
   if (s.cpu) out.cpu = cpuStats(ctx, "system/pods", s.cpu.usageNanoseconds);
   if (s.memory) out.memory = memoryStats(ctx.time, s.memory);
-  return out;
+  return withPressure(ctx.time, out, s.psi);
 }

@@ -24,7 +24,7 @@ import { join } from "node:path";
 import { ContainerState, PodSandboxState, type Container, type ContainerStats as CriContainerStats, type MemoryUsage, type PodSandbox } from "../cri/index.ts";
 import type { CgroupReader } from "./cgroup-reader.ts";
 import { filesUsage, toFsStats, type FsInfo } from "./fs.ts";
-import { attempt, cpuStats, memoryStats, type PartError } from "./convert.ts";
+import { attempt, cpuStats, memoryStats, withPressure, type PartError } from "./convert.ts";
 import { podNetwork } from "./pod-network.ts";
 import type { CpuRates } from "./rate.ts";
 import type { VolumeUsage } from "./volumes.ts";
@@ -58,6 +58,8 @@ export interface PodReadContext {
   imageFs: FsInfo | undefined;
   /** The pod's volumes, measured (cached for volumeStatsAggPeriod). */
   volumes?: (uid: string) => VolumeUsage[];
+  /** KubeletPSI on cgroup v2: pressure of pods (their cgroup) and containers (theirs, below it). */
+  psi?: boolean;
 }
 
 const nsToIso = (ns: bigint): string => new Date(Number(ns / 1_000_000n)).toISOString();
@@ -116,14 +118,14 @@ export function buildPodStats(ctx: PodReadContext, pod: PodRef, index: PodIndex,
   const sandbox = index.sandboxOf(pod.uid);
   if (!sandbox) return undefined;
   const logDir = podLogDirectory(ctx.podLogsDir, pod);
+  const cgroupPath = attempt(`pod ${pod.uid} cgroup path`, errors, () => ctx.podCgroupPath(pod));
   const out: PodStats = {
     podRef: { name: pod.name, namespace: pod.namespace, uid: pod.uid },
     startTime: nsToIso(sandbox.createdAt),
-    containers: index.containersOf(pod.uid).map((c) => containerStats(ctx, c, index.containerStats.get(c.id), logDir, errors)),
+    containers: index.containersOf(pod.uid).map((c) => containerStats(ctx, c, index.containerStats.get(c.id), logDir, errors, cgroupPath)),
   };
 
-  const cgroupPath = attempt(`pod ${pod.uid} cgroup path`, errors, () => ctx.podCgroupPath(pod));
-  const cg = cgroupPath !== undefined ? attempt(`pod ${pod.uid} cgroup`, errors, () => ctx.cgroups.read(cgroupPath)) : undefined;
+  const cg = cgroupPath !== undefined ? attempt(`pod ${pod.uid} cgroup`, errors, () => ctx.cgroups.read(cgroupPath, { psi: ctx.psi === true })) : undefined;
   if (cg?.cpu) out.cpu = cpuStats(ctx, `pod/${pod.uid}`, cg.cpu.usageNanoseconds);
   else {
     const usage = sumOf(index, pod.uid, (st) => st.cpu?.usageCoreNanoSeconds);
@@ -135,6 +137,7 @@ export function buildPodStats(ctx: PodReadContext, pod: PodRef, index: PodIndex,
     if (memory) out.memory = memory;
   }
   if (cg?.pids !== undefined) out.process_stats = { process_count: cg.pids };
+  withPressure(ctx.time, out, cg?.psi);
   if (cgroupPath !== undefined) {
     const network = attempt(`pod ${pod.uid} network`, errors, () => podNetwork(ctx.fsRoot, ctx.cgroups.processes(cgroupPath), ctx.hostNetns, ctx.time));
     if (network) out.network = network;
@@ -156,7 +159,14 @@ export function buildPodStats(ctx: PodReadContext, pod: PodRef, index: PodIndex,
   return out;
 }
 
-function containerStats(ctx: PodReadContext, c: Container, st: CriContainerStats | undefined, podLogDir: string, errors: PartError[]): ContainerStats {
+function containerStats(
+  ctx: PodReadContext,
+  c: Container,
+  st: CriContainerStats | undefined,
+  podLogDir: string,
+  errors: PartError[],
+  podCgroup: string | undefined,
+): ContainerStats {
   const name = c.metadata?.name ?? "";
   const out: ContainerStats = { name, startTime: nsToIso(c.createdAt) };
   const usage = st?.cpu?.usageCoreNanoSeconds;
@@ -170,6 +180,14 @@ function containerStats(ctx: PodReadContext, c: Container, st: CriContainerStats
   }
   const logs = attempt(`container ${c.id} logs`, errors, () => filesUsage(join(podLogDir, name)));
   if (logs) out.logs = toFsStats(ctx.time, ctx.nodeFs, logs);
+  if (ctx.psi && podCgroup !== undefined) {
+    // The runtime's stats carry no pressure (CRI has none in 1.6): the container's own cgroup below the pod's.
+    const psi = attempt(`container ${c.id} psi`, errors, () => {
+      const dir = ctx.cgroups.containerCgroup(podCgroup, c.id);
+      return dir === undefined ? undefined : ctx.cgroups.read(dir, { psi: true })?.psi;
+    });
+    withPressure(ctx.time, out, psi);
+  }
   return out;
 }
 

@@ -4,10 +4,36 @@
  * eviction manager reads. Times are RFC 3339 strings; bytes and
  * nanocores are numbers. Fields the collector cannot know are omitted.
  */
+/**
+ * One line of a pressure file (KubeletPSI): the share of wall time some (or
+ * all) non-idle tasks stalled on the resource, in percent over 10 s, 60 s
+ * and 300 s, and the cumulative stall time in microseconds, the kernel's
+ * number as it is (upstream passes it through too).
+ */
+export interface PsiData {
+  total: number;
+  avg10: number;
+  avg60: number;
+  avg300: number;
+}
+
+/** A pressure file (`cpu.pressure`, `/proc/pressure/memory`, ...): its `some` and `full` lines. */
+export interface PsiStats {
+  full: PsiData;
+  some: PsiData;
+}
+
 export interface CpuStats {
   time: string;
   usageNanoCores?: number;
   usageCoreNanoSeconds?: number;
+  psi?: PsiStats;
+}
+
+/** I/O stats; the Summary carries only their pressure (KubeletPSI). */
+export interface IoStats {
+  time: string;
+  psi?: PsiStats;
 }
 
 export interface MemoryStats {
@@ -18,6 +44,7 @@ export interface MemoryStats {
   rssBytes?: number;
   pageFaults?: number;
   majorPageFaults?: number;
+  psi?: PsiStats;
 }
 
 export interface FsStats {
@@ -55,6 +82,7 @@ export interface ContainerStats {
   startTime: string;
   cpu?: CpuStats;
   memory?: MemoryStats;
+  io?: IoStats;
   rootfs?: FsStats;
   logs?: FsStats;
 }
@@ -65,6 +93,7 @@ export interface PodStats {
   containers: ContainerStats[];
   cpu?: CpuStats;
   memory?: MemoryStats;
+  io?: IoStats;
   network?: NetworkStats;
   volume?: (FsStats & { name: string; pvcRef?: { name: string; namespace: string } })[];
   "ephemeral-storage"?: FsStats;
@@ -77,6 +106,7 @@ export interface NodeStats {
   startTime: string;
   cpu?: CpuStats;
   memory?: MemoryStats;
+  io?: IoStats;
   network?: NetworkStats;
   fs?: FsStats;
   runtime?: { imageFs?: FsStats; containerFs?: FsStats };
