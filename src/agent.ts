@@ -481,6 +481,8 @@ function buildPodRuntime(o: {
   logger: Logger;
 }): { podHost: PodHost; runtime: CriPodRuntime; crashLoop: Backoff } {
   const { config, cri, cluster, hostIP, machine, nodeAllocatable, swapHost, podsCgroupParent, podCgroups, pods, volumes, podObjects, services, devices, cpuManager } = o;
+  // MemoryQoS (alpha gate) acts on cgroup v2 only, as upstream's enforceMemoryQoS.
+  const memoryQoS = config.kubelet.featureGates["MemoryQoS"] === true && swapHost.cgroupVersion === "v2";
   const { restarts, verdicts, allocation, recorder, metrics, clock, logger } = o;
   const k = config.kubelet;
   // The pods' host side: volumes, pod cgroups, pod files and log directories (set up and torn down by the pod syncer).
@@ -532,11 +534,16 @@ function buildPodRuntime(o: {
           memoryCapacityBytes: machine.memoryBytes,
           cpuCFSQuota: k.cpuCFSQuota,
           cpuCFSQuotaPeriodUs: k.cpuCFSQuotaPeriod * 1000,
+          // MemoryQoS on cgroup v2 only (upstream's enforceMemoryQoS): memory.min and memory.high in the unified map.
+          ...(memoryQoS ? { memoryQoS: { throttlingFactor: k.memoryThrottlingFactor, allocatableMemoryBytes: nodeAllocatable.memory } } : {}),
         });
+        const swap = containerSwapResources(k.memorySwap.swapBehavior, pod, container, base.memoryLimitInBytes, swapHost);
+        const unified = { ...base.unified, ...swap.unified };
         return {
           ...base,
           ...(cpusetCpus ? { cpusetCpus } : {}),
-          ...containerSwapResources(k.memorySwap.swapBehavior, pod, container, base.memoryLimitInBytes, swapHost),
+          ...swap,
+          ...(Object.keys(unified).length > 0 ? { unified } : {}),
         };
       },
       podObjects, // env references and pull secrets read the same watched cache as volumes
@@ -664,7 +671,7 @@ async function buildNodeCgroups(o: { config: AgentConfig; cri: CriService; logge
         podPidsLimit: k.podPidsLimit,
         cpuCFSQuota: k.cpuCFSQuota,
         cpuCFSQuotaPeriodMs: k.cpuCFSQuotaPeriod,
-        memoryQoS: k.featureGates["MemoryQoS"] === true, // upstream's alpha gate: memory.min/low on cgroup v2
+        memoryQoS: k.featureGates["MemoryQoS"] === true, // upstream's alpha gate: memory.min on cgroup v2 (the writer checks the version)
         // qosReserved (checked at start: memory only, with the QOSReserved gate): burstable and besteffort memory limits.
         ...(k.qosReserved["memory"] ? { qosReservedMemoryPercent: Number.parseInt(k.qosReserved["memory"], 10) } : {}),
         logger,

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
-import { containerLinuxResources, containerOomScoreAdj } from "./container.ts";
+import { containerLinuxResources, containerMemoryQoS, containerOomScoreAdj, PAGE_SIZE } from "./container.ts";
 
 type Res = { requests?: Record<string, string>; limits?: Record<string, string> };
 const c = (name: string, resources?: Res, extra: Partial<ContainerSpec> = {}): ContainerSpec => ({ name, image: "i", ...(resources ? { resources } : {}), ...extra });
@@ -90,5 +90,55 @@ describe("containerLinuxResources", () => {
   ])("%s", (_n, r, over, expected) => {
     const container = c("a", r);
     expect(containerLinuxResources(pod([container]), container, { ...opts, ...over })).toEqual(expected);
+  });
+});
+
+describe("MemoryQoS (generateLinuxContainerResources with the gate on cgroup v2)", () => {
+  const MI = 2 ** 20;
+  const qos = { throttlingFactor: 0.9, allocatableMemoryBytes: 2 * GI };
+  const pageFloor = (bytes: number) => Math.floor(bytes / PAGE_SIZE) * PAGE_SIZE;
+
+  test("Burstable with a limit: memory.min = request, memory.high = request + factor × (limit - request), whole pages", () => {
+    const u = containerMemoryQoS(c("a", { requests: { memory: "128Mi" }, limits: { memory: "256Mi" } }), qos);
+    // 128 Mi + 0.9 × 128 Mi = 255013683.2 bytes: 62259 pages.
+    expect(u).toEqual({ "memory.min": String(128 * MI), "memory.high": String(62259 * PAGE_SIZE) });
+    expect(Number(u["memory.high"])).toBe(pageFloor(128 * MI + 0.9 * 128 * MI));
+  });
+
+  test("another factor moves memory.high toward the request", () => {
+    const u = containerMemoryQoS(c("a", { requests: { memory: "100Mi" }, limits: { memory: "200Mi" } }), { ...qos, throttlingFactor: 0.5 });
+    expect(u["memory.high"]).toBe(String(150 * MI));
+  });
+
+  test("no limit: node allocatable stands in for it", () => {
+    const u = containerMemoryQoS(c("a", { requests: { memory: "64Mi" } }), qos);
+    expect(u).toEqual({ "memory.min": String(64 * MI), "memory.high": String(pageFloor(64 * MI + 0.9 * (2 * GI - 64 * MI))) });
+  });
+
+  test("request equal to limit (Guaranteed memory): memory.min only, no throttling", () => {
+    expect(containerMemoryQoS(c("a", { limits: { cpu: "1", memory: "1Gi" } }), qos)).toEqual({ "memory.min": String(GI) });
+  });
+
+  test("no request and no limit (BestEffort): request equals limit (both 0), so nothing", () => {
+    expect(containerMemoryQoS(c("a"), qos)).toEqual({});
+  });
+
+  test("a request without a limit and no allocatable known: memory.min only", () => {
+    expect(containerMemoryQoS(c("a", { requests: { memory: "64Mi" } }), { ...qos, allocatableMemoryBytes: 0 })).toEqual({ "memory.min": String(64 * MI) });
+  });
+
+  test("memory.high not above the request is left out", () => {
+    // A limit one page over the request with factor 0.1: floor to pages gives the request back.
+    const u = containerMemoryQoS(c("a", { requests: { memory: String(PAGE_SIZE * 10) }, limits: { memory: String(PAGE_SIZE * 11) } }), { ...qos, throttlingFactor: 0.1 });
+    expect(u).toEqual({ "memory.min": String(PAGE_SIZE * 10) });
+  });
+
+  test("containerLinuxResources puts them in unified only with the option", () => {
+    const container = c("a", { requests: { memory: "128Mi" }, limits: { memory: "256Mi" } });
+    const base = { memoryCapacityBytes: CAP, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000 };
+    expect(containerLinuxResources(pod([container]), container, base).unified).toBeUndefined();
+    expect(containerLinuxResources(pod([container]), container, { ...base, memoryQoS: qos }).unified).toEqual(containerMemoryQoS(container, qos));
+    const be = c("b");
+    expect(containerLinuxResources(pod([be]), be, { ...base, memoryQoS: qos }).unified).toBeUndefined();
   });
 });

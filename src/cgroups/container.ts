@@ -50,6 +50,41 @@ export interface ContainerResourceOptions {
   /** cpuCFSQuota from the configuration. */
   cpuCFSQuota: boolean;
   cpuCFSQuotaPeriodUs: number;
+  /**
+   * MemoryQoS (the alpha gate) on a cgroup v2 node: memory.min and memory.high
+   * through the CRI's unified map. Unset: neither (the gate off, or cgroup v1).
+   */
+  memoryQoS?: ContainerMemoryQoS;
+}
+
+export interface ContainerMemoryQoS {
+  /** memoryThrottlingFactor, in (0, 1]. */
+  throttlingFactor: number;
+  /** Node allocatable memory: stands in for the limit of a container without one. */
+  allocatableMemoryBytes: number;
+}
+
+/** upstream's defaultPageSize (os.Getpagesize on the node): memory.high is a whole number of pages. */
+export const PAGE_SIZE = 4096;
+
+/**
+ * MemoryQoS values of one container (generateLinuxContainerResources):
+ * memory.min = its memory request; memory.high, only when request and
+ * limit differ (never for a Guaranteed container), =
+ * floor((request + factor × (limit or node allocatable − request)) / page) × page,
+ * and only when above the request. Values are decimal byte counts.
+ */
+export function containerMemoryQoS(container: ContainerSpec, qos: ContainerMemoryQoS): Record<string, string> {
+  const request = containerRequests(container).memory ?? 0;
+  const limit = containerLimits(container).memory ?? 0;
+  const unified: Record<string, string> = {};
+  if (request !== 0) unified["memory.min"] = String(request);
+  if (request !== limit) {
+    const ceiling = limit !== 0 ? limit : qos.allocatableMemoryBytes;
+    const high = ceiling > 0 ? Math.floor((request + (ceiling - request) * qos.throttlingFactor) / PAGE_SIZE) * PAGE_SIZE : 0;
+    if (high !== 0 && high > request) unified["memory.high"] = String(high);
+  }
+  return unified;
 }
 
 /** The numbers of the CRI LinuxContainerResources; 0 means "not set" there. */
@@ -59,6 +94,8 @@ export interface ContainerLinuxResources {
   cpuPeriod: number;
   memoryLimitInBytes: number;
   oomScoreAdj: number;
+  /** cgroup v2 files for the runtime to write (MemoryQoS); absent when none. */
+  unified?: Record<string, string>;
 }
 
 /**
@@ -75,11 +112,13 @@ export function containerLinuxResources(pod: Pod, container: ContainerSpec, opts
   const cpuShares = milliCpuToShares(explicitRequest === 0 && cpuLimit !== 0 ? cpuLimit : explicitRequest);
   const cpuPeriod = opts.cpuCFSQuota ? opts.cpuCFSQuotaPeriodUs : 0;
   const cpuQuota = opts.cpuCFSQuota ? milliCpuToQuota(cpuLimit, cpuPeriod) : 0;
+  const unified = opts.memoryQoS ? containerMemoryQoS(container, opts.memoryQoS) : {};
   return {
     cpuShares,
     cpuQuota,
     cpuPeriod,
     memoryLimitInBytes: limits.memory ?? 0,
     oomScoreAdj: containerOomScoreAdj(pod, container, opts.memoryCapacityBytes),
+    ...(Object.keys(unified).length > 0 ? { unified } : {}),
   };
 }

@@ -40,6 +40,9 @@ export {
 } from "./resources.ts";
 export {
   containerLinuxResources,
+  containerMemoryQoS,
+  PAGE_SIZE,
+  type ContainerMemoryQoS,
   containerOomScoreAdj,
   type ContainerLinuxResources,
   type ContainerResourceOptions,

@@ -210,7 +210,7 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   topologyManagerScope: refused(`topology manager scopes need a topology manager policy other than "none", which is ${NOT_IMPLEMENTED}`),
   topologyManagerPolicyOptions: refused(`topology manager policy options need a topology manager policy other than "none", which is ${NOT_IMPLEMENTED}`),
   singleProcessOOMKill: refused(`choosing between group and single-process OOM kills is ${NOT_IMPLEMENTED}`),
-  memoryThrottlingFactor: refused(`memory.high throttling (MemoryQoS) is ${NOT_IMPLEMENTED}`),
+  memoryThrottlingFactor: acted("memory.high of containers with the MemoryQoS gate on cgroup v2 (src/cgroups/container.ts)"),
   memoryReservationPolicy: refused(`memory reservation policies are ${NOT_IMPLEMENTED} (a field newer than 1.34)`),
   memorySwap: acted(
     'swapBehavior NoSwap ("", default: no swap above the memory limit) or LimitedSwap (Burstable containers get request/node memory × node swap in memory.swap.max, cgroup v2 only; on cgroup v1 NoSwap, as upstream) (src/cgroups/swap.ts)',
@@ -287,9 +287,10 @@ export const FLAG_ONLY_ACTED: Readonly<Record<string, string>> = {
 export const ACTED_GATES: Readonly<Record<string, string>> = {
   EventedPLEG: "container events drive the PLEG where the runtime streams them (src/pleg; on unless false, unlike upstream's alpha default); false relists every second",
   InPlacePodVerticalScaling: "in-place pod resize (src/allocation); false turns it off",
-  MemoryQoS: "memory.min on pod and QoS cgroups on cgroup v2 (src/cgroups)",
   KubeletPSI:
     "pressure stall information (cpu/memory/io some and full) of the node, the pods container, pods and containers in /stats/summary on cgroup v2 (src/stats); false leaves it out",
+  MemoryQoS:
+    "on cgroup v2: memory.min on pod and QoS cgroups from requests, memory.min and memory.high (memoryThrottlingFactor) on containers through the CRI's unified map (src/cgroups)",
   NodeLogQuery: "node log queries on /logs/ with enableSystemLogQuery (server/node-log-query.ts)",
   KubeletPodResourcesGet: "the pod resources API's Get (src/devices/podresources.ts); false refuses it as upstream",
   QOSReserved: "qosReserved memory=N% caps the burstable and besteffort cgroups (src/cgroups/resources.ts); false refuses qosReserved",
