@@ -36,7 +36,9 @@ import {
   detectCgroupLayout,
   nodeCgroupFs,
   readSwapHost,
+  reservedEnforcements,
   type PodCgroups,
+  type ReservedEnforcement,
 } from "./cgroups/index.ts";
 import { runtimeCgroupDriver } from "./runtime/cgroup-driver.ts";
 import type { Pod } from "./pods/schema.ts";
@@ -683,6 +685,27 @@ async function buildNodeCgroups(o: { config: AgentConfig; cri: CriService; logge
     allocatable: { cpuMilli: nodeAllocatable.cpu, memoryBytes: nodeAllocatable.memory },
     enforce: k.enforceNodeAllocatable.includes("pods"),
   });
+  // enforceNodeAllocatable system-reserved / kube-reserved (and -compressible): the reserved amounts become limits on
+  // those existing cgroups (upstream's enforceExistingCgroup); one that cannot be written stops the start.
+  if (podCgroups) {
+    const memoryQoSGate = k.featureGates["MemoryQoS"] === true && podCgroups.version === "v2";
+    let enforcements: ReservedEnforcement[];
+    try {
+      enforcements = reservedEnforcements(k, memoryQoSGate);
+    } catch (err) {
+      throw new StartupConfigError(`enforceNodeAllocatable: ${errorMessage(err)}`);
+    }
+    for (const e of enforcements) {
+      try {
+        const path = await podCgroups.enforceExisting(e.cgroup, e.config);
+        logger.info("enforced reserved limits on cgroup", { level: e.level, [e.field]: e.cgroup, path, ...e.config });
+      } catch (err) {
+        throw new StartupConfigError(
+          `${e.field} ${JSON.stringify(e.cgroup)}: failed to enforce the ${JSON.stringify(e.level)} limits of enforceNodeAllocatable: ${errorMessage(err)}`,
+        );
+      }
+    }
+  }
   // Swap for containers (memorySwap.swapBehavior), as upstream: NoSwap unless LimitedSwap on cgroup v2 (cgroups/swap.ts).
   const swapHost = readSwapHost(detectCgroupLayout("/", nodeCgroupFs).version, machine.memoryBytes);
   if (k.memorySwap.swapBehavior === "LimitedSwap" && swapHost.cgroupVersion === "v1")

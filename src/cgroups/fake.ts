@@ -11,12 +11,14 @@ import { podResourceConfig, qosResourceConfigs, type NodeAllocatable, type QosRe
 import { CgroupError } from "./errors.ts";
 import { podUid } from "../pods/identity.ts";
 
-type Method = "setupNode" | "ensurePod" | "removePod" | "updateQos" | "listPodUids";
+type Method = "setupNode" | "ensurePod" | "removePod" | "updateQos" | "listPodUids" | "enforceExisting";
 
 export class FakePodCgroups implements PodCgroups {
   readonly version: "v1" | "v2";
   readonly calls: { method: Method; arg?: string }[] = [];
   readonly pods = new Map<string, { path: string; config: ResourceConfig }>();
+  /** Existing cgroups outside the pod tree (enforceExisting fails NotFound for others) and what was written to them. */
+  readonly existing = new Map<string, ResourceConfig | undefined>();
   node?: { allocatable: NodeAllocatable; enforce: boolean };
   qos?: QosResourceConfigs;
   /** UIDs whose removePod fails Busy (processes still in the cgroup). */
@@ -72,6 +74,14 @@ export class FakePodCgroups implements PodCgroups {
   async updateQos(activePods: Pod[]): Promise<void> {
     this.record("updateQos");
     this.qos = qosResourceConfigs(activePods);
+  }
+
+  async enforceExisting(name: string, config: ResourceConfig): Promise<string> {
+    this.record("enforceExisting", name);
+    const path = join("/", name);
+    if (!this.existing.has(path)) throw new CgroupError("NotFound", "enforce", path, "the cgroup does not exist");
+    this.existing.set(path, config);
+    return path;
   }
 
   async listPodUids(): Promise<string[]> {

@@ -27,7 +27,7 @@ import type { CgroupFs } from "./fs.ts";
 import type { CgroupBackend } from "./backend.ts";
 import { podQosClass, type QosClass } from "./qos.ts";
 import { parseSystemdName, systemdCgroupPath } from "./systemd.ts";
-import { nodeResourceConfig, podResourceConfig, qosResourceConfigs, type NodeAllocatable } from "./resources.ts";
+import { nodeResourceConfig, podResourceConfig, qosResourceConfigs, type NodeAllocatable, type ResourceConfig } from "./resources.ts";
 import { podUid } from "../pods/identity.ts";
 
 export interface PodCgroups {
@@ -43,6 +43,14 @@ export interface PodCgroups {
   updateQos(activePods: Pod[]): Promise<void>;
   /** UIDs of pods that have a cgroup (orphan cleanup). */
   listPodUids(): Promise<string[]>;
+  /**
+   * Writes `config` to an existing cgroup outside the pod tree (systemReservedCgroup,
+   * kubeReservedCgroup), named as the driver names cgroups: a cgroupfs path, or a
+   * slice (`system.slice`, `/system.slice`) with the systemd driver, whose unit
+   * properties are set too. Throws CgroupError NotFound when it does not exist
+   * (upstream's Validate); never creates it. Returns its cgroupfs path.
+   */
+  enforceExisting(name: string, config: ResourceConfig): Promise<string>;
   readonly version: "v1" | "v2";
   /** The cgroupfs path of kubepods (/kubepods, or /kubepods.slice with the systemd driver), below cgroupRoot. */
   readonly kubepods: string;
@@ -65,17 +73,21 @@ export interface PodCgroupsDeps {
 /** upstream's CgroupName: components from the root, turned into a path by the driver. */
 interface Naming {
   path(components: readonly string[]): string;
+  /** upstream's CgroupName of a configured cgroup (cgroupfs: split on "/"; systemd: ParseSystemdToCgroupName). */
+  parse(name: string): string[];
   /** The pod UID of a directory entry below a QoS level, if it is a pod's. */
   uidOf(qos: readonly string[], entry: string): string | undefined;
 }
 
 const cgroupfsNaming: Naming = {
   path: (components) => join("/", ...components),
+  parse: (name) => join("/", name).split("/").filter(Boolean),
   uidOf: (_qos, entry) => (entry.startsWith(POD_PREFIX) && entry.length > POD_PREFIX.length ? entry.slice(POD_PREFIX.length) : undefined),
 };
 
 const systemdNaming: Naming = {
   path: systemdCgroupPath,
+  parse: parseSystemdName,
   uidOf(qos, entry) {
     if (!entry.endsWith(".slice")) return undefined;
     const parts = parseSystemdName(entry);
@@ -201,6 +213,17 @@ export function createPodCgroupsOn(deps: PodCgroupsDeps): PodCgroups {
         throw new CgroupError(first.kind, "remove", name, failures.map((f) => f.message).join("; "), { cause: first });
       }
       logger.v(3).info("pod cgroup removed", { uid });
+    },
+
+    async enforceExisting(name, config) {
+      const components = naming.parse(name);
+      if (components.length === 0 || components.some((c) => c === "." || c === "..")) throw new CgroupError("Invalid", "name", name, "not a cgroup below the root");
+      const path = naming.path(components);
+      const missing = backend.dirs(path).filter((d) => !fs.existsSync(d));
+      if (missing.length > 0) throw new CgroupError("NotFound", "enforce", path, `the cgroup does not exist (${missing.join(", ")}); it is not created`);
+      await backend.apply(path, config);
+      logger.v(2).info("reserved cgroup limits enforced", { name, path, ...config });
+      return path;
     },
 
     async listPodUids() {

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
-import { nodeResourceConfig, podLimits, podRequests, podResourceConfig, qosResourceConfigs, type ResourceConfig } from "./resources.ts";
+import { nodeResourceConfig, podLimits, podRequests, podResourceConfig, qosResourceConfigs, reservedEnforcements, type ResourceConfig } from "./resources.ts";
 
 type Res = { requests?: Record<string, string>; limits?: Record<string, string> };
 const c = (name: string, resources?: Res, extra: Partial<ContainerSpec> = {}): ContainerSpec => ({ name, image: "i", ...(resources ? { resources } : {}), ...extra });
@@ -152,4 +152,30 @@ test.each([
   ["huge cpu: shares clamped", { cpuMilli: 500_000, memoryBytes: 1 }, true, { cpuShares: 262144, memoryLimit: 1, pidsLimit: -1 }],
 ] as const)("nodeResourceConfig: %s", (_name, alloc, enforce, expected) => {
   expect(nodeResourceConfig(alloc, enforce)).toEqual(expected);
+});
+
+describe("reserved cgroups (enforceNodeAllocatable system-reserved / kube-reserved, getCgroupConfig)", () => {
+  const base = {
+    systemReserved: { cpu: "1", memory: "512Mi", pid: "1000" },
+    kubeReserved: { cpu: "100m", memory: "128Mi" },
+    systemReservedCgroup: "/system.slice",
+    kubeReservedCgroup: "/kube.slice",
+  };
+  test("full levels: cpu shares, memory limit, pids; compressible: cpu only; MemoryQoS adds memory.min", () => {
+    expect(reservedEnforcements({ ...base, enforceNodeAllocatable: ["pods", "system-reserved", "kube-reserved-compressible"] }, false)).toEqual([
+      { level: "system-reserved", field: "systemReservedCgroup", cgroup: "/system.slice", config: { cpuShares: 1024, memoryLimit: 512 * 2 ** 20, pidsLimit: 1000 } },
+      { level: "kube-reserved-compressible", field: "kubeReservedCgroup", cgroup: "/kube.slice", config: { cpuShares: 102 } },
+    ]);
+    expect(reservedEnforcements({ ...base, enforceNodeAllocatable: ["kube-reserved"] }, true)).toEqual([
+      { level: "kube-reserved", field: "kubeReservedCgroup", cgroup: "/kube.slice", config: { cpuShares: 102, memoryLimit: 128 * 2 ** 20, memoryMin: 128 * 2 ** 20 } },
+    ]);
+  });
+
+  test("nothing for pods or none; an empty reserved list or a missing cgroup name is an error naming the field", () => {
+    expect(reservedEnforcements({ ...base, enforceNodeAllocatable: ["pods"] }, false)).toEqual([]);
+    expect(() => reservedEnforcements({ ...base, kubeReserved: {}, enforceNodeAllocatable: ["kube-reserved"] }, false)).toThrow(
+      'kubeReservedCgroup "/kube.slice" is not configured properly: kubeReserved is empty',
+    );
+    expect(() => reservedEnforcements({ ...base, systemReservedCgroup: "", enforceNodeAllocatable: ["system-reserved"] }, false)).toThrow("systemReservedCgroup must be specified");
+  });
 });

@@ -237,3 +237,66 @@ export function qosResourceConfigs(activePods: readonly Pod[], opts: QosOptions 
   }
   return out;
 }
+
+/** The enforceNodeAllocatable levels that write a reserved cgroup, with the fields they read. */
+const RESERVED_LEVELS = [
+  { level: "system-reserved", kind: "system", compressibleOnly: false },
+  { level: "system-reserved-compressible", kind: "system", compressibleOnly: true },
+  { level: "kube-reserved", kind: "kube", compressibleOnly: false },
+  { level: "kube-reserved-compressible", kind: "kube", compressibleOnly: true },
+] as const;
+
+export interface ReservedSettings {
+  enforceNodeAllocatable: readonly string[];
+  systemReserved: Readonly<Record<string, string>>;
+  kubeReserved: Readonly<Record<string, string>>;
+  systemReservedCgroup: string;
+  kubeReservedCgroup: string;
+}
+
+/** One reserved cgroup to write at start (upstream's enforceExistingCgroup). */
+export interface ReservedEnforcement {
+  /** The enforceNodeAllocatable level that asks for it. */
+  level: string;
+  /** The setting that names the cgroup, for messages. */
+  field: "systemReservedCgroup" | "kubeReservedCgroup";
+  /** The cgroup as configured (cgroupfs path, or a slice with the systemd driver). */
+  cgroup: string;
+  config: ResourceConfig;
+}
+
+export class ReservedConfigError extends Error {
+  override readonly name = "ReservedConfigError";
+}
+
+/**
+ * What enforceNodeAllocatable's reserved levels write (getCgroupConfig of the
+ * reserved list): cpu → shares; unless `-compressible`, also memory → the
+ * memory limit and pid → pids.max; with MemoryQoS, memory.min = that memory
+ * too. A level whose reserved list is empty is an error, as upstream's
+ * "cgroup is not configured properly".
+ */
+export function reservedEnforcements(k: ReservedSettings, memoryQoS: boolean): ReservedEnforcement[] {
+  const out: ReservedEnforcement[] = [];
+  for (const { level, kind, compressibleOnly } of RESERVED_LEVELS) {
+    if (!k.enforceNodeAllocatable.includes(level)) continue;
+    const field = kind === "system" ? "systemReservedCgroup" : "kubeReservedCgroup";
+    const listName = kind === "system" ? "systemReserved" : "kubeReserved";
+    const cgroup = kind === "system" ? k.systemReservedCgroup : k.kubeReservedCgroup;
+    const list = kind === "system" ? k.systemReserved : k.kubeReserved;
+    if (cgroup === "") throw new ReservedConfigError(`${field} must be specified when ${JSON.stringify(level)} is in enforceNodeAllocatable`);
+    if (Object.keys(list).length === 0)
+      throw new ReservedConfigError(`${field} ${JSON.stringify(cgroup)} is not configured properly: ${listName} is empty, nothing to enforce for ${JSON.stringify(level)}`);
+    const config: ResourceConfig = {};
+    if (list["cpu"] !== undefined) config.cpuShares = milliCpuToShares(milliValue(list["cpu"]));
+    if (!compressibleOnly) {
+      if (list["memory"] !== undefined) {
+        config.memoryLimit = intValue(list["memory"]);
+        if (memoryQoS) config.memoryMin = config.memoryLimit;
+      }
+      if (list["pid"] !== undefined) config.pidsLimit = intValue(list["pid"]);
+    }
+    out.push({ level, field, cgroup, config });
+  }
+  return out;
+}

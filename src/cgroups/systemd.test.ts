@@ -215,6 +215,28 @@ describe("pod cgroups with cgroupDriver systemd on a fake cgroup v2", () => {
     const err = await Promise.race([cg2.setupNode({ allocatable: { cpuMilli: 1000, memoryBytes: MI }, enforce: false }).catch((e: unknown) => e), Bun.sleep(8000)]);
     expect(String(err)).toContain("kubepods.slice");
   }, 10_000);
+
+  test("enforceExisting: systemReservedCgroup as a slice (with or without a slash) gets its unit properties and files; a missing one is NotFound, never created", async () => {
+    // system.slice exists (systemd made it at boot): loaded, with its cgroup and controllers.
+    units.loaded.set("system.slice", []);
+    await units.setUnitProperties("system.slice", []);
+    await tree.fs.writeFile(join(tree.dir("/"), "cgroup.subtree_control"), "+cpu +memory +pids");
+    await tree.fs.mkdir(tree.dir("/system.slice"));
+    for (const name of ["/system.slice", "system.slice"]) {
+      expect(await cg.enforceExisting(name, { cpuShares: 1024, memoryLimit: 512 * MI, pidsLimit: 1000 })).toBe("/system.slice");
+    }
+    expect(units.property("system.slice", "CPUWeight")).toBe("39");
+    expect(units.property("system.slice", "MemoryMax")).toBe(String(512 * MI));
+    expect(units.property("system.slice", "TasksMax")).toBe("1000");
+    expect(read("/system.slice", "cpu.weight")).toBe("39");
+    expect(read("/system.slice", "memory.max")).toBe(String(512 * MI));
+    expect(read("/system.slice", "pids.max")).toBe("1000");
+    // A nested slice name expands as upstream's systemd CgroupName: runtime-kube.slice lives in runtime.slice.
+    const err = await cg.enforceExisting("/runtime-kube.slice", { cpuShares: 512 }).catch((e: unknown) => e);
+    expect(isCgroupError(err) && err.kind).toBe("NotFound");
+    expect(String(err)).toContain("/runtime.slice/runtime-kube.slice");
+    expect(units.calls.some((c) => c.method === "StartTransientUnit" && c.unit.startsWith("runtime"))).toBe(false);
+  });
 });
 
 describe("busctl", () => {

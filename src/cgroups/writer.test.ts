@@ -1,6 +1,7 @@
 // The cgroup writer on a fake cgroupfs (fake-fs.ts keeps the kernel's rules):
 // one contract for v1 and v2, then what only one layout has.
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import { memoryLogger } from "../util/log.ts";
@@ -159,6 +160,17 @@ for (const version of ["v1", "v2"] as const) {
       expect(isCgroupError(err, "Busy")).toBe(true);
       expect(String(err)).toContain("pode1");
       expect(await cg.listPodUids()).toEqual(["e1"]);
+    });
+
+    test("enforceExisting (reserved cgroups): an existing cgroup gets shares, memory limit and pids; a missing one is NotFound and not created", async () => {
+      await cg.setupNode({ allocatable: { cpuMilli: 2000, memoryBytes: 2 ** 30 }, enforce: true });
+      expect(await cg.enforceExisting(ROOT, { cpuShares: 1024, memoryLimit: 2 ** 29, pidsLimit: 1000 })).toBe(ROOT);
+      expect(read(ROOT, limitFile)).toBe(String(2 ** 29));
+      expect(read(ROOT, "pids.max")).toBe("1000");
+      expect(read(ROOT, version === "v1" ? "cpu.shares" : "cpu.weight")).toBe(version === "v1" ? "1024" : "39");
+      const err = await cg.enforceExisting("/system.slice", { cpuShares: 1024 }).catch((e: unknown) => e);
+      expect(isCgroupError(err, "NotFound")).toBe(true);
+      expect(existsSync(tree.dir("/system.slice", version === "v1" ? "cpu" : undefined))).toBe(false);
     });
 
     test("a UID that would leave the QoS directory is refused", async () => {

@@ -178,7 +178,6 @@ const REFUSED_VALUE: Partial<Record<FieldName, unknown>> = {
   containerLogMaxWorkers: 4,
   configMapAndSecretChangeDetectionStrategy: "Get",
   enableControllerAttachDetach: false,
-  enforceNodeAllocatable: ["pods", "system-reserved"],
   cpuManagerPolicy: "static", // without reserved CPU
   cpuManagerPolicyOptions: { "distribute-cpus-across-numa": "true" },
   reservedSystemCPUs: "3-1",
@@ -294,7 +293,19 @@ describe("the flags", () => {
   });
 
   test("a flag of a refused field is named with the field", () => {
-    expect(errorOf(load({}, ["--kube-reserved-cgroup=/kube"]))).toContain('field "kubeReservedCgroup" (--kube-reserved-cgroup): enforcing kubeReserved on a cgroup');
+    expect(errorOf(load({}, ["--kubelet-cgroups=/kube"]))).toContain('field "kubeletCgroups" (--kubelet-cgroups): moving the agent into a cgroup');
+  });
+
+  test("reserved levels of enforceNodeAllocatable need their cgroup named, as upstream's validation", () => {
+    expect(errorOf(load({ enforceNodeAllocatable: ["pods", "system-reserved"] }))).toContain(
+      'field "systemReservedCgroup" (--system-reserved-cgroup): must be specified when "system-reserved" is contained in enforceNodeAllocatable',
+    );
+    expect(errorOf(load({ enforceNodeAllocatable: ["kube-reserved-compressible"] }))).toContain(
+      'field "kubeReservedCgroup" (--kube-reserved-cgroup): must be specified when "kube-reserved-compressible" is contained in enforceNodeAllocatable',
+    );
+    expect(errorOf(load({ enforceNodeAllocatable: ["pods", "system-reserved", "kube-reserved"], systemReservedCgroup: "/system.slice", kubeReservedCgroup: "/kube.slice" }))).toBe(
+      "loaded (run)",
+    );
     // static with nothing reserved: upstream's container manager refuses it; here it is refused at start.
     expect(errorOf(load({}, ["--cpu-manager-policy=static"]))).toContain("the static policy requires systemreserved.cpu + kubereserved.cpu to be greater than zero");
     expect(errorOf(load({ kubeReserved: { cpu: "100m" } }, ["--cpu-manager-policy=static"]))).toBe("loaded (run)");

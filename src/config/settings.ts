@@ -149,8 +149,12 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   systemCgroups: refused(`moving system processes into a cgroup is ${NOT_IMPLEMENTED}`),
   systemReserved: acted("Node allocatable and admission (src/node/status.ts)"),
   kubeReserved: acted("Node allocatable and admission (src/node/status.ts)"),
-  systemReservedCgroup: refused(`enforcing systemReserved on a cgroup is ${NOT_IMPLEMENTED}`),
-  kubeReservedCgroup: refused(`enforcing kubeReserved on a cgroup is ${NOT_IMPLEMENTED}`),
+  systemReservedCgroup: acted(
+    'the existing cgroup (a slice with the systemd driver) that gets systemReserved as limits when enforceNodeAllocatable has "system-reserved" (cpu, memory, pid) or "system-reserved-compressible" (cpu); start fails when it does not exist (src/cgroups)',
+  ),
+  kubeReservedCgroup: acted(
+    'the existing cgroup (a slice with the systemd driver) that gets kubeReserved as limits when enforceNodeAllocatable has "kube-reserved" (cpu, memory, pid) or "kube-reserved-compressible" (cpu); start fails when it does not exist (src/cgroups)',
+  ),
   reservedSystemCPUs: acted(
     "the CPUs the static CPU manager never gives out exclusively; their count replaces the reserved cpu in Node allocatable (src/cpumanager, src/node/status.ts)",
     (k) => {
@@ -162,10 +166,9 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
       }
     },
   ),
-  enforceNodeAllocatable: acted("allocatable limits on the kubepods cgroup (src/cgroups)", (k) => {
-    const other = k.enforceNodeAllocatable.filter((l) => l !== "pods" && l !== "none");
-    return other.length ? `${other.map((l) => JSON.stringify(l)).join(", ")}: enforcing reserved cgroups is ${NOT_IMPLEMENTED}; only "pods" is` : undefined;
-  }),
+  enforceNodeAllocatable: acted(
+    '"pods": allocatable limits on the kubepods cgroup; "system-reserved", "kube-reserved" (and their "-compressible" cpu-only forms): systemReserved / kubeReserved as limits on systemReservedCgroup / kubeReservedCgroup (src/cgroups)',
+  ),
   qosReserved: acted(
     "memory=N%: the burstable and besteffort cgroups' memory limits keep N% of higher classes' requests free, with the QOSReserved gate, as upstream (src/cgroups/resources.ts)",
     (k) => {

@@ -109,6 +109,20 @@ export function validateKubeletConfiguration(k: KubeletConfiguration): string[] 
   );
   const levels = ["none", "pods", "system-reserved", "system-reserved-compressible", "kube-reserved", "kube-reserved-compressible"];
   k.enforceNodeAllocatable.forEach((l, i) => oneOf(l, levels, `enforceNodeAllocatable[${i}]`, "enforce-node-allocatable"));
+  for (const level of ["system-reserved", "system-reserved-compressible"])
+    check(
+      !k.enforceNodeAllocatable.includes(level) || k.systemReservedCgroup !== "",
+      "systemReservedCgroup",
+      "system-reserved-cgroup",
+      `must be specified when ${JSON.stringify(level)} is contained in enforceNodeAllocatable (--enforce-node-allocatable)`,
+    );
+  for (const level of ["kube-reserved", "kube-reserved-compressible"])
+    check(
+      !k.enforceNodeAllocatable.includes(level) || k.kubeReservedCgroup !== "",
+      "kubeReservedCgroup",
+      "kube-reserved-cgroup",
+      `must be specified when ${JSON.stringify(level)} is contained in enforceNodeAllocatable (--enforce-node-allocatable)`,
+    );
   check(
     !k.enforceNodeAllocatable.includes("none") || k.enforceNodeAllocatable.length === 1,
     "enforceNodeAllocatable",
