@@ -32,6 +32,7 @@ import { failedPatch, finishedPatch, inProgressPatch, INFEASIBLE_CODES, planExpa
 import { podEventRef, type EventRecorder } from "../events/recorder.ts";
 import { intValue } from "../cgroups/values.ts";
 import type { Clock } from "../util/clock.ts";
+import type { MeasuredVolume } from "./index.ts";
 
 export const CSI_PLUGIN = "kubernetes.io/csi";
 const PLUGIN_DIR = "kubernetes.io~csi";
@@ -56,17 +57,8 @@ export interface CsiVolumeOptions {
   logger: Logger;
 }
 
-/** One CSI volume's usage as its driver reported it (upstream fills what the driver left out with 0). */
-export interface CsiVolumeStats {
-  /** The pod's volume name. */
-  name: string;
-  capacityBytes: number;
-  availableBytes: number;
-  usedBytes: number;
-  inodes: number;
-  inodesFree: number;
-  inodesUsed: number;
-}
+/** One CSI volume's usage as its driver reported it, by the pod's volume name (upstream fills what the driver left out with 0). */
+export type CsiVolumeStats = Omit<MeasuredVolume, "pvcRef">;
 
 /** What upstream writes to vol_data.json. */
 interface VolData {
