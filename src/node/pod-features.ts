@@ -29,6 +29,7 @@
  */
 import { readFileSync } from "node:fs";
 import type { Pod } from "../pods/schema.ts";
+import { allContainersOf } from "../pods/spec.ts";
 import type { AdmitResult } from "./admission.ts";
 
 export interface PodFeatureGates {
@@ -43,13 +44,12 @@ export interface PodFeatureGates {
 const APPARMOR_ANNOTATION_PREFIX = "container.apparmor.security.beta.kubernetes.io/";
 
 type WithSecurity = { securityContext?: { appArmorProfile?: { type?: string }; supplementalGroupsPolicy?: string } };
-const allContainers = (pod: Pod) => [...(pod.spec.initContainers ?? []), ...pod.spec.containers, ...(pod.spec.ephemeralContainers ?? [])];
 
 /** Upstream apparmor isRequired: a profile other than Unconfined on the pod or a container, or the deprecated annotation not "unconfined". */
 export function appArmorRequired(pod: Pod): boolean {
   const confined = (x: WithSecurity) => x.securityContext?.appArmorProfile !== undefined && x.securityContext.appArmorProfile.type !== "Unconfined";
   if (confined(pod.spec as WithSecurity)) return true;
-  if (allContainers(pod).some((c) => confined(c as WithSecurity))) return true;
+  if (allContainersOf(pod).some((c) => confined(c as WithSecurity))) return true;
   return Object.entries(pod.metadata.annotations ?? {}).some(([k, value]) => k.startsWith(APPARMOR_ANNOTATION_PREFIX) && value !== "unconfined");
 }
 
@@ -100,7 +100,7 @@ export function admitPodFeatures(pod: Pod, gates: PodFeatureGates): AdmitResult 
       message: "spec.resourceClaims: this agent does not prepare dynamic resource allocation claims",
     };
   }
-  const block = allContainers(pod).find((c) => ((c as { volumeDevices?: unknown[] }).volumeDevices ?? []).length > 0);
+  const block = allContainersOf(pod).find((c) => ((c as { volumeDevices?: unknown[] }).volumeDevices ?? []).length > 0);
   if (block) {
     return {
       admit: false,

@@ -32,7 +32,12 @@ function setup() {
   return { manager, mounter, objects, requested, forgotten };
 }
 
-const pod = (volumes: NonNullable<Pod["spec"]["volumes"]>, mounts: NonNullable<Pod["spec"]["containers"][number]["volumeMounts"]> = [], extra: Partial<Pod["spec"]> = {}): Pod => ({
+// Without mounts given, the container mounts every volume (a volume no container uses is never set up).
+const pod = (
+  volumes: NonNullable<Pod["spec"]["volumes"]>,
+  mounts: NonNullable<Pod["spec"]["containers"][number]["volumeMounts"]> = volumes.map((v) => ({ name: v.name, mountPath: `/mnt/${v.name}` })),
+  extra: Partial<Pod["spec"]> = {},
+): Pod => ({
   metadata: { name: "p", namespace: "ns", uid: "uid-1", labels: { app: "p" } },
   spec: { containers: [{ name: "c", image: "busybox", volumeMounts: mounts }], volumes, ...extra },
 });
@@ -125,7 +130,7 @@ describe("PodVolumeManager", () => {
           },
         },
       ],
-      [],
+      undefined,
       { serviceAccountName: "robot" } as Partial<Pod["spec"]>,
     );
     await manager.setupPod(p);
@@ -162,10 +167,40 @@ describe("PodVolumeManager", () => {
         { name: "e", emptyDir: {} },
       ],
       [{ name: "ok", mountPath: "/f", readOnly: true }],
+      {
+        initContainers: [
+          {
+            name: "init",
+            image: "busybox",
+            volumeMounts: [
+              { name: "bad", mountPath: "/b" },
+              { name: "e", mountPath: "/e" },
+            ],
+          },
+        ],
+      },
     );
     expect(await failures(() => manager.setupPod(p))).toEqual([{ volume: "bad", message: `hostPath type check failed: ${join(root, "file")} is not a directory`, mounted: false }]);
     expect(existsSync(volDir("kubernetes.io~empty-dir", "e"))).toBe(true);
     expect(await manager.mountsFor(p, p.spec.containers[0]!)).toMatchObject([{ containerPath: "/f", hostPath: join(root, "file"), readonly: true }]);
+  });
+
+  test("a volume no container mounts is neither set up nor waited for (upstream skips unused volumes); an ephemeral container's mount counts", async () => {
+    const { manager } = setup();
+    const volumes = [
+      { name: "used", emptyDir: {} },
+      { name: "scratch", emptyDir: {} },
+      { name: "cfg", configMap: { name: "absent" } },
+    ];
+    const p = pod(volumes, [{ name: "used", mountPath: "/u" }]);
+    await manager.setupPod(p);
+    expect(existsSync(volDir("kubernetes.io~empty-dir", "used"))).toBe(true);
+    expect(existsSync(volDir("kubernetes.io~empty-dir", "scratch"))).toBe(false);
+    const debugged = pod(volumes, [{ name: "used", mountPath: "/u" }], {
+      ephemeralContainers: [{ name: "debugger", image: "busybox", volumeMounts: [{ name: "scratch", mountPath: "/s" }] }],
+    } as Partial<Pod["spec"]>);
+    await manager.setupPod(debugged);
+    expect(existsSync(volDir("kubernetes.io~empty-dir", "scratch"))).toBe(true);
   });
 
   test("an unsupported volume type fails with its name", async () => {
@@ -195,7 +230,7 @@ describe("PodVolumeManager", () => {
 
   test("subPath and subPathExpr bind below volume-subpaths/<volume>/<container>/<index>; an escaping subPath is a config error without detail", async () => {
     const { manager, mounter } = setup();
-    const p = pod([{ name: "e", emptyDir: {} }], [], {});
+    const p = pod([{ name: "e", emptyDir: {} }]);
     await manager.setupPod(p);
     const container = {
       name: "c",
@@ -230,7 +265,7 @@ describe("PodVolumeManager", () => {
         { name: "e", emptyDir: {} },
         { name: "cfg", configMap: { name: "app", defaultMode: 0o600 } },
       ],
-      [],
+      undefined,
       { securityContext: { fsGroup: 1234 } },
     );
     await manager.setupPod(p);

@@ -28,6 +28,7 @@ import { prepareSubPath } from "./subpath.ts";
 import type { TokenSource } from "./token.ts";
 import { expand } from "../pods/expansion.ts";
 import { podUid } from "../pods/identity.ts";
+import { usedVolumeNames } from "../pods/spec.ts";
 import { resolveClaim, type ClaimVolume } from "./claims.ts";
 import type { KubeApi } from "../api/index.ts";
 import type { CsiVolumes } from "./csi.ts";
@@ -155,7 +156,10 @@ export class PodVolumeManager implements VolumeManager {
 
   async setupPod(pod: Pod): Promise<void> {
     const failures: VolumeFailure[] = [];
+    const used = usedVolumeNames(pod);
     for (const vol of pod.spec.volumes ?? []) {
+      // As upstream's desired state of world populator: an unused volume is neither set up nor waited for.
+      if (!used.has(vol.name)) continue;
       try {
         await this.setupVolume(pod, vol);
         this.ready(pod).add(vol.name);
