@@ -6,6 +6,7 @@
 #   scripts/conformance.sh                       this agent as the node
 #   scripts/conformance.sh --kubelet=upstream    the upstream kubelet, same setup
 #   options: --procs=N (2) --focus=RE --skip=RE --out=DIR --timeout=3h
+#            --node-ip=IP (default: the default route's source address; never loopback, which upstream refuses)
 #   scripts/conformance.sh --shard=I/N ...       part I of N of the selection (every Nth spec by name),
 #                                                so that one run holds a shared machine for minutes
 #   scripts/conformance.sh --merge=DIR,DIR,...   one summary of several shards' results

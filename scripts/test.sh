@@ -44,7 +44,7 @@ run_tests() {
 }
 
 echo "== unit tests"
-run_tests bun test src test/harness scripts/bench
+run_tests bun test src test/harness scripts/bench scripts/conformance
 
 echo "== build"
 bun scripts/build.ts

@@ -15,6 +15,7 @@ import { requireRoot, startContainerd, type ContainerdHandle } from "../../test/
 import { startControlPlane, type ControlPlaneHandle } from "../../test/harness/controlplane.ts";
 import { issueCertificate } from "../../test/harness/pki.ts";
 import { startUpstreamKubelet, type UpstreamKubeletHandle } from "../../test/harness/upstream-kubelet.ts";
+import { hostNodeIP } from "./node-ip.ts";
 
 const repo = resolve(import.meta.dir, "../..");
 export const FOCUS = "\\[NodeConformance\\]";
@@ -32,6 +33,8 @@ interface Options {
   shard?: { index: number; count: number };
   /** Merge these runs' reports into one summary; runs nothing. */
   merge?: string[];
+  /** The node IP; default the source address of the default route (node-ip.ts). */
+  nodeIP?: string;
 }
 
 function parseArgs(argv: string[]): Options {
@@ -48,10 +51,11 @@ function parseArgs(argv: string[]): Options {
     else if (k === "--shard" && /^[1-9]\d*\/[1-9]\d*$/.test(v) && Number(v.split("/")[0]) <= Number(v.split("/")[1]))
       o.shard = { index: Number(v.split("/")[0]), count: Number(v.split("/")[1]) };
     else if (k === "--merge" && v) o.merge = v.split(",").map((d) => resolve(d));
+    else if (k === "--node-ip" && v) o.nodeIP = v;
     else {
       console.error(
         `conformance: unknown or invalid argument ${JSON.stringify(a)}\n` +
-          "usage: scripts/conformance.sh [--kubelet=bunlet|upstream] [--procs=N] [--focus=RE] [--skip=RE] [--shard=I/N] [--out=DIR] [--timeout=3h]\n" +
+          "usage: scripts/conformance.sh [--kubelet=bunlet|upstream] [--procs=N] [--focus=RE] [--skip=RE] [--shard=I/N] [--node-ip=IP] [--out=DIR] [--timeout=3h]\n" +
           "       scripts/conformance.sh --merge=DIR,DIR,... [--out=DIR]",
       );
       process.exit(2);
@@ -170,7 +174,9 @@ async function main(): Promise<number> {
   mkdirSync(o.out, { recursive: true });
   if (o.merge) return merge(o, o.merge);
   requireRoot();
-  log(`results in ${o.out}`);
+  // Not loopback: the upstream kubelet refuses it (node-ip.ts); both kubelets get the same address.
+  const nodeIP = hostNodeIP(o.nodeIP);
+  log(`results in ${o.out}; node IP ${nodeIP}`);
   const suiteBin = sh(["bash", join(repo, "scripts/conformance/build.sh")], "building the suite");
   const cpBin = sh(["bash", join(repo, "scripts/controlplane/build.sh"), ...(o.kubelet === "upstream" ? ["--with-kubelet"] : [])], "building the control plane");
   const e2e = join(suiteBin, "e2e.test");
@@ -199,16 +205,19 @@ async function main(): Promise<number> {
     log(`containerd ${ctd.dir}, control plane ${cp.dir}`);
 
     const kubeconfig = await cp.nodeKubeconfig(NODE);
-    // A serving certificate the API server trusts: logs, exec, attach and port-forward go through it.
+    // A serving certificate the API server trusts: logs, exec, attach and port-forward go through it,
+    // to the node's InternalIP (--kubelet-preferred-address-types=InternalIP,Hostname), where the kubelet API listens.
     const pki = join(cp.dir, "pki");
-    issueCertificate({ caDir: pki, outDir: pki, name: "node-serving", subject: `/CN=${NODE}`, usage: "serverAuth", altNames: `IP:127.0.0.1,DNS:${NODE}` });
-    const serving = { tlsCertFile: join(pki, "node-serving.crt"), tlsPrivateKeyFile: join(pki, "node-serving.key") };
+    issueCertificate({ caDir: pki, outDir: pki, name: "node-serving", subject: `/CN=${NODE}`, usage: "serverAuth", altNames: `IP:${nodeIP},DNS:${NODE}` });
+    const serving = { tlsCertFile: join(pki, "node-serving.crt"), tlsPrivateKeyFile: join(pki, "node-serving.key"), address: nodeIP };
     if (o.kubelet === "bunlet") {
       agent = await startAgent(ctd, {
         nodeName: NODE,
-        extraArgs: [`--kubeconfig=${kubeconfig}`, "--node-ip=127.0.0.1"],
+        extraArgs: [`--kubeconfig=${kubeconfig}`, `--node-ip=${nodeIP}`],
         extraConfig: {
           port: await freePort(),
+          // Not served on the node IP (as the upstream kubelet's run: readOnlyPort 0); nothing here reads it.
+          readOnlyPort: 0,
           ...serving,
           authentication: { x509: { clientCAFile: join(pki, "ca.crt") }, webhook: { enabled: true }, anonymous: { enabled: false } },
           authorization: { mode: "Webhook" },
@@ -221,6 +230,7 @@ async function main(): Promise<number> {
         binDir: cpBin,
         dir,
         nodeName: NODE,
+        nodeIP,
         rootDir: join(dir, "root"),
         podLogsDir: join(dir, "pod-logs"),
         kubeconfig,
@@ -281,7 +291,7 @@ async function main(): Promise<number> {
       shard: o.shard,
     });
     writeFileSync(join(o.out, "summary.md"), text);
-    writeFileSync(join(o.out, "run.json"), JSON.stringify({ kubelet: o.kubelet, version: cp.kubernetesVersion, procs: o.procs, skip: o.skip, missingImages: missing }));
+    writeFileSync(join(o.out, "run.json"), JSON.stringify({ kubelet: o.kubelet, version: cp.kubernetesVersion, procs: o.procs, skip: o.skip, missingImages: missing, nodeIP }));
     console.log(text);
     return summary.failed.length === 0 ? 0 : 1;
   } finally {

@@ -48,6 +48,12 @@ export interface UpstreamKubeletOptions {
   extraConfig?: Record<string, unknown>;
   healthzPort: number;
   port: number;
+  /**
+   * --node-ip (default 127.0.0.1, which upstream's node status setter refuses: its Node then has no
+   * addresses, so nothing the API server proxies to it works). The kubelet API is served on `address`
+   * (127.0.0.1 unless extraConfig sets it): give it this IP too when the API server must reach it.
+   */
+  nodeIP?: string;
 }
 
 export function upstreamKubeletBinary(binDir: string): string {
@@ -115,7 +121,7 @@ export function startUpstreamKubelet(ctd: ContainerdHandle, opts: UpstreamKubele
     `--root-dir=${opts.rootDir}`,
     `--cert-dir=${join(opts.dir, "pki")}`,
     `--hostname-override=${opts.nodeName}`,
-    "--node-ip=127.0.0.1",
+    `--node-ip=${opts.nodeIP ?? "127.0.0.1"}`,
     "--v=2",
   ];
   // /var/log too: the kubelet links every container's log into /var/log/containers.
