@@ -10,6 +10,7 @@
 #   scripts/conformance.sh --shard=I/N ...       part I of N of the selection (every Nth spec by name),
 #                                                so that one run holds a shared machine for minutes
 #   scripts/conformance.sh --merge=DIR,DIR,...   one summary of several shards' results
+#   scripts/conformance.sh --compare=DIR,DIR     two runs (or merges) side by side: every spec whose result differs
 #
 # Builds e2e.test, ginkgo and agnhost from Go modules once (scripts/conformance/build.sh,
 # 10+ minutes cold), the suite's images offline (scripts/conformance/images.sh), then

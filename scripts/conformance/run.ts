@@ -33,6 +33,8 @@ interface Options {
   shard?: { index: number; count: number };
   /** Merge these runs' reports into one summary; runs nothing. */
   merge?: string[];
+  /** Compare two runs (each a run's or a merge's directory), spec by spec; runs nothing. */
+  compare?: [string, string];
   /** The node IP; default the source address of the default route (node-ip.ts). */
   nodeIP?: string;
 }
@@ -52,16 +54,22 @@ function parseArgs(argv: string[]): Options {
       o.shard = { index: Number(v.split("/")[0]), count: Number(v.split("/")[1]) };
     else if (k === "--merge" && v) o.merge = v.split(",").map((d) => resolve(d));
     else if (k === "--node-ip" && v) o.nodeIP = v;
+    else if (k === "--compare" && v.split(",").length === 2) o.compare = v.split(",").map((d) => resolve(d)) as [string, string];
     else {
       console.error(
         `conformance: unknown or invalid argument ${JSON.stringify(a)}\n` +
           "usage: scripts/conformance.sh [--kubelet=bunlet|upstream] [--procs=N] [--focus=RE] [--skip=RE] [--shard=I/N] [--node-ip=IP] [--out=DIR] [--timeout=3h]\n" +
-          "       scripts/conformance.sh --merge=DIR,DIR,... [--out=DIR]",
+          "       scripts/conformance.sh --merge=DIR,DIR,... [--out=DIR]\n" +
+          "       scripts/conformance.sh --compare=DIR,DIR [--out=DIR]",
       );
       process.exit(2);
     }
   }
-  o.out ||= join(repo, ".cache/conformance", o.merge ? `merged-${stamp}` : `${o.kubelet}-${stamp}${o.shard ? `-shard${o.shard.index}of${o.shard.count}` : ""}`);
+  o.out ||= join(
+    repo,
+    ".cache/conformance",
+    o.compare ? `compare-${stamp}` : o.merge ? `merged-${stamp}` : `${o.kubelet}-${stamp}${o.shard ? `-shard${o.shard.index}of${o.shard.count}` : ""}`,
+  );
   return o;
 }
 
@@ -165,14 +173,71 @@ function merge(o: Options, dirs: string[]): number {
   const meta = JSON.parse(readFileSync(join(dirs[0]!, "run.json"), "utf8")) as { kubelet: string; version: string; procs: number; skip: string; missingImages: string[] };
   const text = renderSummary(summary, { ...meta, focus: FOCUS, merged: dirs });
   writeFileSync(join(o.out, "summary.md"), text);
+  // The merged report is a run's report too: --compare reads it.
+  writeFileSync(join(o.out, "report.json"), JSON.stringify(reports));
+  writeFileSync(join(o.out, "run.json"), JSON.stringify({ ...meta, merged: dirs }));
   console.log(text);
   return summary.failed.length === 0 ? 0 : 1;
+}
+
+/** Each spec that ran, by full name: its state and its failure's first line. */
+export function specStates(report: { SpecReports?: SpecReport[] | null }[]): Map<string, { state: string; message: string }> {
+  const states = new Map<string, { state: string; message: string }>();
+  for (const suite of report)
+    for (const spec of suite.SpecReports ?? []) {
+      if (spec.LeafNodeType !== "It" || spec.NumAttempts === 0) continue;
+      const message = spec.State === "passed" ? "" : ((spec.Failure?.Message ?? "").split("\n").find((l) => l.trim() !== "") ?? "").trim().slice(0, 300);
+      states.set(fullText(spec), { state: spec.State, message });
+    }
+  return states;
+}
+
+export interface Difference {
+  name: string;
+  a: { state: string; message: string } | undefined;
+  b: { state: string; message: string } | undefined;
+}
+
+/** The specs whose state differs between two runs (a spec only one of them ran counts), by name. */
+export function differences(a: ReturnType<typeof specStates>, b: ReturnType<typeof specStates>): Difference[] {
+  const names = [...new Set([...a.keys(), ...b.keys()])].sort();
+  return names.filter((n) => a.get(n)?.state !== b.get(n)?.state).map((name) => ({ name, a: a.get(name), b: b.get(name) }));
+}
+
+/** Two runs side by side: their counts and every spec whose state differs. */
+function compare(o: Options, dirs: [string, string]): number {
+  const runs = dirs.map((d) => {
+    const report = JSON.parse(readFileSync(join(d, "report.json"), "utf8"));
+    const meta = JSON.parse(readFileSync(join(d, "run.json"), "utf8")) as { kubelet: string };
+    return { dir: d, kubelet: meta.kubelet, summary: summarize(report), states: specStates(report) };
+  });
+  const [a, b] = runs as [(typeof runs)[0], (typeof runs)[0]];
+  const diff = differences(a.states, b.states);
+  const show = (s: Difference["a"]) => (s === undefined ? "not run" : s.message ? `${s.state}: ${s.message.replaceAll("\n", " ").replaceAll("|", "\\|")}` : s.state);
+  const lines = [
+    `# Node conformance: ${a.kubelet} and ${b.kubelet} side by side`,
+    "",
+    "| run | passed | failed | wall |",
+    "| --- | --- | --- | --- |",
+    ...runs.map(
+      (r) => `| ${r.kubelet} (${r.dir}) | ${r.summary.passed} | ${r.summary.failed.length} | ${Math.floor(r.summary.wallSeconds / 60)} min ${r.summary.wallSeconds % 60} s |`,
+    ),
+    "",
+    `## ${diff.length} specs whose result differs`,
+    "",
+    ...diff.flatMap((d) => [`- ${d.name}`, `  - ${a.kubelet}: ${show(d.a)}`, `  - ${b.kubelet}: ${show(d.b)}`]),
+  ];
+  const text = `${lines.join("\n")}\n`;
+  writeFileSync(join(o.out, "compare.md"), text);
+  console.log(text);
+  return diff.length === 0 ? 0 : 1;
 }
 
 async function main(): Promise<number> {
   const o = parseArgs(process.argv.slice(2));
   mkdirSync(o.out, { recursive: true });
   if (o.merge) return merge(o, o.merge);
+  if (o.compare) return compare(o, o.compare);
   requireRoot();
   // Not loopback: the upstream kubelet refuses it (node-ip.ts); both kubelets get the same address.
   const nodeIP = hostNodeIP(o.nodeIP);
