@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { FakeKubeApi } from "../api/fake.ts";
@@ -230,6 +230,24 @@ function csiClaim(api: FakeKubeApi, opts: { pv?: Record<string, unknown>; csi?: 
 }
 
 describe("CSI PersistentVolumes", () => {
+  test("published in a directory named after the PV, as upstream's; a publication an earlier version made under the pod's volume name is kept, not published again", async () => {
+    const { driver, api, manager } = await setup();
+    const vol = csiClaim(api);
+    await manager.setupPod(pod("u1", [vol]));
+    expect((driver.callsOf("NodePublishVolume") as { targetPath: string }[]).map((c) => c.targetPath)).toEqual([target("u1", "pv1")]);
+    // The earlier layout: pods/u2/volumes/kubernetes.io~csi/data with the PV recorded in its vol_data.json.
+    const legacy = join(root, "pods/u2/volumes/kubernetes.io~csi/data");
+    mkdirSync(join(legacy, "mount"), { recursive: true });
+    writeFileSync(
+      join(legacy, "vol_data.json"),
+      JSON.stringify({ driverName: DRIVER, volumeHandle: "vol-1", specVolumeID: "pv1", volumeLifecycleMode: "Persistent", nodeName: "n" }),
+    );
+    const p2 = pod("u2", [vol]);
+    await manager.setupPod(p2);
+    expect(driver.callsOf("NodePublishVolume")).toHaveLength(1);
+    expect((await manager.mountsFor(p2, p2.spec.containers[0]!))[0]!.hostPath).toBe(target("u2", "data"));
+  });
+
   test("staged once in the global mount dir when the driver stages, published per pod, unstaged after the last pod", async () => {
     const { driver, api, manager } = await setup({ driver: { stageUnstage: true } });
     const vol = csiClaim(api, { pv: { mountOptions: ["noatime"] } });
@@ -246,11 +264,11 @@ describe("CSI PersistentVolumes", () => {
     });
     const publish = driver.callsOf("NodePublishVolume") as { stagingTargetPath: string; targetPath: string }[];
     expect(publish.map((c) => [c.stagingTargetPath, c.targetPath])).toEqual([
-      [staging, target("u1", "data")],
-      [staging, target("u2", "data")],
+      [staging, target("u1", "pv1")],
+      [staging, target("u2", "pv1")],
     ]);
     const p1 = pod("u1", [vol]);
-    expect((await manager.mountsFor(p1, p1.spec.containers[0]!))[0]!.hostPath).toBe(target("u1", "data"));
+    expect((await manager.mountsFor(p1, p1.spec.containers[0]!))[0]!.hostPath).toBe(target("u1", "pv1"));
     // Measured by the driver (driverVolumeStats), never walked as a path.
     expect(manager.claimVolumes("u1")).toEqual([]);
     await manager.teardownPod("u1");
@@ -301,14 +319,14 @@ describe("fsGroup per the CSIDriver's fsGroupPolicy", () => {
   test("ReadWriteOnceWithFSType (the default): a RWO volume with an fsType gets the group", async () => {
     const { api, manager } = await setup();
     await manager.setupPod(pod("u1", [csiClaim(api)], withFsGroup));
-    writeFileSync(join(target("u1", "data"), "probe"), "x"); // the driver published the dir; ownership was set on it
-    expect(statSync(target("u1", "data")).gid).toBe(4321);
+    writeFileSync(join(target("u1", "pv1"), "probe"), "x"); // the driver published the dir; ownership was set on it
+    expect(statSync(target("u1", "pv1")).gid).toBe(4321);
   });
 
   test("ReadWriteOnceWithFSType: no fsType, no change", async () => {
     const { api, manager } = await setup();
     await manager.setupPod(pod("u1", [csiClaim(api, { csi: { fsType: "" } })], withFsGroup));
-    expect(statSync(target("u1", "data")).gid).not.toBe(4321);
+    expect(statSync(target("u1", "pv1")).gid).not.toBe(4321);
   });
 
   test("File: always; None: never", async () => {
@@ -319,14 +337,14 @@ describe("fsGroup per the CSIDriver's fsGroupPolicy", () => {
     rmSync(join(root, "pods"), { recursive: true, force: true });
     const b = await setup({ csiDriverSpec: { attachRequired: false, fsGroupPolicy: "None" } });
     await b.manager.setupPod(pod("u2", [csiClaim(b.api)], withFsGroup));
-    expect(statSync(target("u2", "data")).gid).not.toBe(4321);
+    expect(statSync(target("u2", "pv1")).gid).not.toBe(4321);
   });
 
   test("a driver with VOLUME_MOUNT_GROUP gets the group in the capability and applies it itself", async () => {
     const { driver, api, manager } = await setup({ driver: { mountGroup: true } });
     await manager.setupPod(pod("u1", [csiClaim(api)], withFsGroup));
     expect(driver.callsOf("NodePublishVolume")[0]).toMatchObject({ volumeCapability: { accessType: { mount: { volumeMountGroup: "4321" } } } });
-    expect(statSync(target("u1", "data")).gid).not.toBe(4321);
+    expect(statSync(target("u1", "pv1")).gid).not.toBe(4321);
   });
 });
 
@@ -359,7 +377,7 @@ describe("CSI volume stats (NodeGetVolumeStats)", () => {
       a.volumePath.localeCompare(b.volumePath),
     );
     expect(calls).toEqual([
-      { volumeId: "vol-1", volumePath: target("u1", "data"), stagingTargetPath: "" },
+      { volumeId: "vol-1", volumePath: target("u1", "pv1"), stagingTargetPath: "" },
       { volumeId: inlineVolumeHandle("u1", "scratch"), volumePath: target("u1", "scratch"), stagingTargetPath: "" },
     ]);
   });
@@ -444,7 +462,7 @@ describe("node expansion (NodeExpandVolume)", () => {
     expect(driver.callsOf("NodeExpandVolume")).toEqual([
       {
         volumeId: "vol-1",
-        volumePath: target("u1", "data"),
+        volumePath: target("u1", "pv1"),
         stagingTargetPath: join(root, "plugins/kubernetes.io/csi", DRIVER, sha256("vol-1"), "globalmount"),
         capacityRange: { requiredBytes: BigInt(2 * GI), limitBytes: 0n },
         volumeCapability: { accessType: { oneofKind: "mount", mount: { fsType: "ext4", mountFlags: [], volumeMountGroup: "" } }, accessMode: { mode: 1 } },

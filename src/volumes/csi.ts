@@ -57,7 +57,7 @@ export interface CsiVolumeOptions {
   logger: Logger;
 }
 
-/** One CSI volume's usage as its driver reported it, by the pod's volume name (upstream fills what the driver left out with 0). */
+/** One CSI volume's usage as its driver reported it, by its directory's name: an inline volume's name or a PersistentVolume's (upstream fills what the driver left out with 0). */
 export type CsiVolumeStats = Omit<MeasuredVolume, "pvcRef">;
 
 /** What upstream writes to vol_data.json. */
@@ -144,6 +144,22 @@ export class CsiVolumes {
     return existsSync(join(this.volumeDir(uid, name), "vol_data.json"));
   }
 
+  /**
+   * The directory of a PersistentVolume in the pod: named after the PV, as
+   * upstream's (so a takeover finds the upstream kubelet's publications),
+   * unless an earlier version of this agent published it under the pod's
+   * volume name, which a running container still binds.
+   */
+  private persistentDirName(uid: string, volumeName: string, pvName: string): string {
+    if (volumeName === pvName || !this.isPublished(uid, volumeName)) return pvName;
+    try {
+      const data = JSON.parse(readFileSync(join(this.volumeDir(uid, volumeName), "vol_data.json"), "utf8")) as VolData;
+      return data.volumeLifecycleMode === "Persistent" && data.specVolumeID === pvName ? volumeName : pvName;
+    } catch {
+      return pvName;
+    }
+  }
+
   private async policyOf(driver: string): Promise<DriverPolicy> {
     const api = this.opts.api;
     if (!api) throw new Error(`CSI volumes need an API server (the CSIDriver object of ${driver}); this node runs standalone`);
@@ -217,9 +233,10 @@ export class CsiVolumes {
   /** A PersistentVolume with a `csi` source: attached (waited for), staged when the driver stages, then published. Returns the mount path. */
   async setUpPersistent(pod: Pod, volumeName: string, pv: ApiObject, claimReadOnly: boolean): Promise<string> {
     const uid = podUid(pod);
-    const target = this.mountPath(uid, volumeName);
-    if (this.isPublished(uid, volumeName)) return target;
     const pvName = String(pv.metadata?.name);
+    const dirName = this.persistentDirName(uid, volumeName, pvName);
+    const target = this.mountPath(uid, dirName);
+    if (this.isPublished(uid, dirName)) return target;
     const spec = pv.spec as {
       csi: {
         driver: string;
@@ -280,7 +297,7 @@ export class CsiVolumes {
     }
     const rwo = accessModes.length === 1 && (accessModes[0] === "ReadWriteOnce" || accessModes[0] === "ReadWriteOncePod");
     await this.publish(pod, client, policy, {
-      name: volumeName,
+      name: dirName,
       data: {
         driverName: src.driver,
         volumeHandle: src.volumeHandle,
@@ -312,9 +329,10 @@ export class CsiVolumes {
   async expandIfNeeded(pod: Pod, volumeName: string, pv: ApiObject, pvc: ApiObject, readOnly: boolean): Promise<void> {
     const uid = podUid(pod);
     const key = `${uid}/${volumeName}`;
-    if (!this.isPublished(uid, volumeName) || this.inUseExpansionErrors.has(key)) return;
-    const plan = planExpansion(pv, pvc, readOnly);
     const pvName = String(pv.metadata?.name);
+    const dirName = this.persistentDirName(uid, volumeName, pvName);
+    if (!this.isPublished(uid, dirName) || this.inUseExpansionErrors.has(key)) return;
+    const plan = planExpansion(pv, pvc, readOnly);
     if (plan.kind === "none") return;
     if (plan.kind === "wait") {
       this.opts.logger.v(3).info("node expansion waits", { pod: pod.metadata.name, volume: volumeName, reason: plan.reason });
@@ -335,7 +353,7 @@ export class CsiVolumes {
     if (plan.markInProgress) claim = await api.patchPersistentVolumeClaimStatus(ns, claimName, inProgressPatch(claim));
     const spec = pv.spec as { accessModes?: string[]; mountOptions?: string[] };
     const secrets = src.nodeExpandSecretRef?.name ? await this.secretData(src.nodeExpandSecretRef.namespace ?? "default", src.nodeExpandSecretRef.name) : {};
-    const target = this.mountPath(uid, volumeName);
+    const target = this.mountPath(uid, dirName);
     try {
       await client.expand({
         volumeId: src.volumeHandle,
@@ -461,7 +479,8 @@ export class CsiVolumes {
    * published path, only when the driver has GET_VOLUME_STATS). Volumes of a
    * driver without it, not registered (a transient state), or whose call
    * fails or reports no usage are left out, as upstream leaves them out of
-   * the summary. Keyed by the pod's volume name.
+   * the summary. Named by directory: an inline volume's name, a
+   * PersistentVolume's name (the volume manager maps it to the pod's volume).
    */
   async volumeStats(uid: string): Promise<CsiVolumeStats[]> {
     const root = join(this.opts.rootDir, "pods", uid, "volumes", PLUGIN_DIR);

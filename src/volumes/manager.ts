@@ -423,10 +423,13 @@ export class PodVolumeManager implements VolumeManager {
 
   async driverVolumeStats(uid: string): Promise<MeasuredVolume[]> {
     if (!this.opts.csi) return [];
-    const claims = this.claims.get(uid);
+    const claims = this.claims.get(uid) ?? new Map<string, ClaimVolume>();
+    // A PersistentVolume's directory is named after the PV (after the pod's volume when an earlier version published it).
+    const byPv = new Map([...claims].map(([volume, c]) => [c.pv, volume]));
     return (await this.opts.csi.volumeStats(uid)).map((v) => {
-      const c = claims?.get(v.name);
-      return c ? { ...v, pvcRef: { name: c.claim, namespace: c.namespace } } : v;
+      const volume = claims.has(v.name) ? v.name : (byPv.get(v.name) ?? v.name);
+      const c = claims.get(volume);
+      return c ? { ...v, name: volume, pvcRef: { name: c.claim, namespace: c.namespace } } : v;
     });
   }
 

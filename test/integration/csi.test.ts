@@ -231,7 +231,8 @@ describe("CSI with the mock driver and the registration protocol", () => {
     const p = await running("claimed");
     const uid = p.metadata.uid as string;
     const staging = join(root, "plugins", "kubernetes.io", "csi", DRIVER, sha256("1"), "globalmount");
-    const target = join(root, "pods", uid, "volumes", "kubernetes.io~csi", "data", "mount");
+    // Named after the PV, as upstream's (a takeover finds the upstream kubelet's publications there).
+    const target = join(root, "pods", uid, "volumes", "kubernetes.io~csi", "mock-pv", "mount");
     const staged = callsOf("NodeStageVolume").find((c) => c.request?.volumeId === "1");
     expect(staged?.error).toBeUndefined();
     expect(staged?.request?.stagingTargetPath).toBe(staging);
