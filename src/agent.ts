@@ -536,6 +536,8 @@ function buildPodRuntime(o: {
           memoryCapacityBytes: machine.memoryBytes,
           cpuCFSQuota: k.cpuCFSQuota,
           cpuCFSQuotaPeriodUs: k.cpuCFSQuotaPeriod * 1000,
+          // Upstream's default on cgroup v2: an OOM kill takes the whole container (singleProcessOOMKill: true opts out).
+          oomGroup: swapHost.cgroupVersion === "v2" && k.singleProcessOOMKill !== true,
           // MemoryQoS on cgroup v2 only (upstream's enforceMemoryQoS): memory.min and memory.high in the unified map.
           ...(memoryQoS ? { memoryQoS: { throttlingFactor: k.memoryThrottlingFactor, allocatableMemoryBytes: nodeAllocatable.memory } } : {}),
         });

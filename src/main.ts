@@ -93,7 +93,7 @@ async function main(): Promise<number> {
   });
   if (!host.ok) {
     process.stderr.write(`kubelet: ${host.problem}\n`);
-    return 1;
+    return host.invalidConfig ? 2 : 1;
   }
   for (const warning of host.warnings) log.warn(warning);
 

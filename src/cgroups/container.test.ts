@@ -59,7 +59,7 @@ describe("oom_score_adj (pkg/kubelet/qos/policy.go)", () => {
 });
 
 describe("containerLinuxResources", () => {
-  const opts = { memoryCapacityBytes: CAP, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000 };
+  const opts = { memoryCapacityBytes: CAP, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: false };
   test.each<[string, Res | undefined, Partial<typeof opts>, ReturnType<typeof containerLinuxResources>]>([
     ["no resources", undefined, {}, { cpuShares: 2, cpuQuota: 0, cpuPeriod: 100_000, memoryLimitInBytes: 0, oomScoreAdj: 1000 }],
     [
@@ -135,10 +135,17 @@ describe("MemoryQoS (generateLinuxContainerResources with the gate on cgroup v2)
 
   test("containerLinuxResources puts them in unified only with the option", () => {
     const container = c("a", { requests: { memory: "128Mi" }, limits: { memory: "256Mi" } });
-    const base = { memoryCapacityBytes: CAP, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000 };
+    const base = { memoryCapacityBytes: CAP, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: false };
     expect(containerLinuxResources(pod([container]), container, base).unified).toBeUndefined();
     expect(containerLinuxResources(pod([container]), container, { ...base, memoryQoS: qos }).unified).toEqual(containerMemoryQoS(container, qos));
     const be = c("b");
     expect(containerLinuxResources(pod([be]), be, { ...base, memoryQoS: qos }).unified).toBeUndefined();
+  });
+
+  test("memory.oom.group = 1 with the option (cgroup v2 unless singleProcessOOMKill), beside MemoryQoS's files", () => {
+    const container = c("a", { requests: { memory: "128Mi" }, limits: { memory: "256Mi" } });
+    const base = { memoryCapacityBytes: CAP, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: true };
+    expect(containerLinuxResources(pod([c("b")]), c("b"), base).unified).toEqual({ "memory.oom.group": "1" });
+    expect(containerLinuxResources(pod([container]), container, { ...base, memoryQoS: qos }).unified).toEqual({ "memory.oom.group": "1", ...containerMemoryQoS(container, qos) });
   });
 });

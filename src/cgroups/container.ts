@@ -55,6 +55,12 @@ export interface ContainerResourceOptions {
    * through the CRI's unified map. Unset: neither (the gate off, or cgroup v1).
    */
   memoryQoS?: ContainerMemoryQoS;
+  /**
+   * memory.oom.group = 1 through the unified map, so an OOM kill takes every
+   * process of the container, not one: upstream's default on cgroup v2, off
+   * on cgroup v1 and with singleProcessOOMKill: true.
+   */
+  oomGroup: boolean;
 }
 
 export interface ContainerMemoryQoS {
@@ -94,7 +100,7 @@ export interface ContainerLinuxResources {
   cpuPeriod: number;
   memoryLimitInBytes: number;
   oomScoreAdj: number;
-  /** cgroup v2 files for the runtime to write (MemoryQoS); absent when none. */
+  /** cgroup v2 files for the runtime to write (memory.oom.group, MemoryQoS); absent when none. */
   unified?: Record<string, string>;
 }
 
@@ -112,7 +118,7 @@ export function containerLinuxResources(pod: Pod, container: ContainerSpec, opts
   const cpuShares = milliCpuToShares(explicitRequest === 0 && cpuLimit !== 0 ? cpuLimit : explicitRequest);
   const cpuPeriod = opts.cpuCFSQuota ? opts.cpuCFSQuotaPeriodUs : 0;
   const cpuQuota = opts.cpuCFSQuota ? milliCpuToQuota(cpuLimit, cpuPeriod) : 0;
-  const unified = opts.memoryQoS ? containerMemoryQoS(container, opts.memoryQoS) : {};
+  const unified = { ...(opts.oomGroup ? { "memory.oom.group": "1" } : {}), ...(opts.memoryQoS ? containerMemoryQoS(container, opts.memoryQoS) : {}) };
   return {
     cpuShares,
     cpuQuota,

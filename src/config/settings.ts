@@ -212,7 +212,9 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   ),
   topologyManagerScope: refused(`topology manager scopes need a topology manager policy other than "none", which is ${NOT_IMPLEMENTED}`),
   topologyManagerPolicyOptions: refused(`topology manager policy options need a topology manager policy other than "none", which is ${NOT_IMPLEMENTED}`),
-  singleProcessOOMKill: refused(`choosing between group and single-process OOM kills is ${NOT_IMPLEMENTED}`),
+  singleProcessOOMKill: acted(
+    "cgroup v2: unset or false gives every container memory.oom.group = 1 through the CRI (an OOM kill takes the whole container), true leaves it to the kernel's one-process choice; cgroup v1 kills one process and refuses false at start, as upstream (src/cgroups/container.ts, src/node/host-checks.ts)",
+  ),
   memoryThrottlingFactor: acted("memory.high of containers with the MemoryQoS gate on cgroup v2 (src/cgroups/container.ts)"),
   memoryReservationPolicy: refused(`memory reservation policies are ${NOT_IMPLEMENTED} (a field newer than 1.34)`),
   memorySwap: acted(

@@ -54,6 +54,18 @@ test("failCgroupV1 refuses a v1 host and starts on v2", () => {
   expect(checkHost({ ...settings, failCgroupV1: true }, { ...p, cgroupVersion: () => "v2" }).ok).toBe(true);
 });
 
+test("singleProcessOOMKill: false is refused on a v1 host as invalid configuration (exit 2); true, unset, or any value on v2 starts", () => {
+  const p = fakeProc(HEADER);
+  expect(checkHost({ ...settings, failSwapOn: false, singleProcessOOMKill: false }, p)).toEqual({
+    ok: false,
+    problem: "invalid configuration: singleProcessOOMKill must not be explicitly set to false when using cgroup v1",
+    invalidConfig: true,
+  });
+  expect(checkHost({ ...settings, failSwapOn: false, singleProcessOOMKill: true }, p).ok).toBe(true);
+  expect(checkHost({ ...settings, failSwapOn: false }, p).ok).toBe(true);
+  expect(checkHost({ ...settings, failSwapOn: false, singleProcessOOMKill: false }, { ...p, cgroupVersion: () => "v2" }).ok).toBe(true);
+});
+
 test("oomScoreAdj is written to the agent's own oom_score_adj; a failure is a warning", () => {
   const p = fakeProc(HEADER);
   expect(checkHost({ ...settings, oomScoreAdj: -500 }, p)).toEqual({ ok: true, warnings: [] });

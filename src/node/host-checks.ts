@@ -3,6 +3,8 @@
  * pod runs (cmd/kubelet/app/server.go run, pkg/kubelet/cm NewContainerManager):
  * - failSwapOn: refuse to start while swap is on (/proc/swaps lists a device);
  * - failCgroupV1: refuse to start on a cgroup v1 host;
+ * - singleProcessOOMKill: false is refused on a cgroup v1 host (it has no
+ *   memory.oom.group; upstream's validation);
  * - oomScoreAdj: the agent's own /proc/self/oom_score_adj (a failure to set
  *   it is a warning, as upstream logs it and goes on).
  * Every path is below `procRoot`, so tests use a directory tree.
@@ -21,12 +23,14 @@ export interface HostCheckDeps {
 export interface HostCheckSettings {
   failSwapOn: boolean;
   failCgroupV1: boolean;
+  /** As written in the config file: unset means the host's default. */
+  singleProcessOOMKill?: boolean;
   oomScoreAdj: number;
 }
 
 export type HostCheckResult =
-  /** The agent must not start: `problem` says why, for the operator. */
-  { ok: false; problem: string } | { ok: true; warnings: string[] };
+  /** The agent must not start: `problem` says why, for the operator; `invalidConfig` when a setting is wrong for this host (exit 2). */
+  { ok: false; problem: string; invalidConfig?: true } | { ok: true; warnings: string[] };
 
 /** The swap devices /proc/swaps lists (its first line is a header). */
 export function swapDevices(swapsText: string): string[] {
@@ -60,6 +64,8 @@ export function checkHost(s: HostCheckSettings, deps: HostCheckDeps): HostCheckR
       ok: false,
       problem: "kubelet is configured to not run on a host using cgroup v1 (failCgroupV1: true, --fail-cgroupv1): this host has cgroup v1",
     };
+  if (s.singleProcessOOMKill === false && deps.cgroupVersion() === "v1")
+    return { ok: false, problem: "invalid configuration: singleProcessOOMKill must not be explicitly set to false when using cgroup v1", invalidConfig: true };
   const warnings: string[] = [];
   const oomPath = join(deps.procRoot, "self/oom_score_adj");
   try {

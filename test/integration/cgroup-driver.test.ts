@@ -5,7 +5,7 @@
 // (the config decides): that side runs in every containerd test, and in the
 // systemd VM (systemd-node-vm.test.ts) with cgroupDriver: systemd.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { FakeCri } from "../../src/cri/fake.ts";
@@ -43,5 +43,19 @@ describe("cgroup driver from the runtime (RuntimeConfig)", () => {
     const r = await agent("cgroupDriver: cgroupfs\n");
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('kubelet: cgroupDriver is "cgroupfs" in the kubelet configuration but the container runtime reports cgroup driver "systemd"');
+  }, 40_000);
+});
+
+describe("singleProcessOOMKill against the host's cgroup version", () => {
+  test("false on a cgroup v1 host: exit 2 with upstream's message (cgroup v1 has no memory.oom.group)", async () => {
+    const v2 = existsSync("/sys/fs/cgroup/cgroup.controllers");
+    const r = await agent("singleProcessOOMKill: false\ncgroupDriver: systemd\n");
+    if (v2) {
+      // On v2 the setting is valid; the agent gets past the host checks (it may stop later for other reasons of this fake node).
+      expect(r.stderr).not.toContain("singleProcessOOMKill");
+    } else {
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain("invalid configuration: singleProcessOOMKill must not be explicitly set to false when using cgroup v1");
+    }
   }, 40_000);
 });
