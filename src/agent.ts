@@ -55,7 +55,7 @@ import { cadvisorMetrics, machineFactsFromSpec } from "./metrics/cadvisor.ts";
 import { podDirs } from "./pods/dirs.ts";
 import { CriPodRuntime } from "./runtime/manager.ts";
 import { PullQueue } from "./runtime/pull-queue.ts";
-import { Backoff } from "./runtime/backoff.ts";
+import { Backoff, crashLoopLimits } from "./runtime/backoff.ts";
 import { readHostDns } from "./runtime/dns.ts";
 import { healthzApp, syncLoopCheck } from "./server/healthz.ts";
 import { readOnlyApp } from "./server/readonly.ts";
@@ -510,7 +510,14 @@ function buildPodRuntime(o: {
       : {}),
   });
   // The runtime facade: the CRI, where sandbox and container configs come from, and what decides a start.
-  const crashLoop = Backoff.crashLoop(clock);
+  const crashLoop = Backoff.crashLoop(
+    clock,
+    crashLoopLimits({
+      reducedDecay: k.featureGates["ReduceDefaultCrashLoopBackOffDecay"] === true,
+      // Set (defaulted to 300 s) only with the KubeletCrashLoopBackOffMax gate; validated in config/settings.ts.
+      maxContainerRestartPeriodMs: k.featureGates["KubeletCrashLoopBackOffMax"] === true ? k.crashLoopBackOff.maxContainerRestartPeriod : undefined,
+    }),
+  );
   const runtime = new CriPodRuntime({
     cri,
     clock,

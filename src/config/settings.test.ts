@@ -182,6 +182,7 @@ const REFUSED_VALUE: Partial<Record<FieldName, unknown>> = {
   cpuManagerPolicyOptions: { "distribute-cpus-across-numa": "true" },
   reservedSystemCPUs: "3-1",
   qosReserved: { memory: "50%" }, // without the QOSReserved gate
+  crashLoopBackOff: { maxContainerRestartPeriod: "1m" }, // without the KubeletCrashLoopBackOffMax gate
   memoryManagerPolicy: "Static",
   topologyManagerPolicy: "single-numa-node",
   logging: { format: "json" },
@@ -222,6 +223,7 @@ const COMPANIONS: Partial<Record<FieldName, Record<string, unknown>>> = {
   cpuManagerPolicy: { reservedSystemCPUs: "0" },
   cpuManagerPolicyOptions: { cpuManagerPolicy: "static", reservedSystemCPUs: "0" },
   qosReserved: { featureGates: { QOSReserved: true } },
+  crashLoopBackOff: { featureGates: { KubeletCrashLoopBackOffMax: true } },
 };
 
 describe("the field table", () => {
@@ -368,4 +370,18 @@ test("docs/configuration.md holds the generated settings table (bun scripts/conf
   const doc = readFileSync(new URL("../../docs/configuration.md", import.meta.url), "utf8");
   const section = /<!-- BEGIN GENERATED SETTINGS[^\n]*-->\n([\s\S]*?)<!-- END GENERATED SETTINGS -->/.exec(doc);
   expect(section?.[1]).toBe(settingsMarkdown());
+});
+
+describe("crashLoopBackOff with KubeletCrashLoopBackOffMax, as upstream's validation", () => {
+  test("set without the gate, unset with it (defaulted to 300s), in range 1s-300s", () => {
+    expect(errorOf(load({ crashLoopBackOff: { maxContainerRestartPeriod: "1m" } }))).toContain(
+      "invalid configuration: FeatureGate KubeletCrashLoopBackOffMax not enabled, CrashLoopBackOff.MaxContainerRestartPeriod must not be set",
+    );
+    expect(errorOf(load({ featureGates: { KubeletCrashLoopBackOffMax: true } }))).toBe("loaded (run)");
+    expect(errorOf(load({ featureGates: { KubeletCrashLoopBackOffMax: true }, crashLoopBackOff: { maxContainerRestartPeriod: "500ms" } }))).toContain(
+      "CrashLoopBackOff.MaxContainerRestartPeriod (got: 0.5 seconds) must be set between 1s and 300s",
+    );
+    expect(errorOf(load({ featureGates: { KubeletCrashLoopBackOffMax: true }, crashLoopBackOff: { maxContainerRestartPeriod: "6m" } }))).toContain("(got: 360 seconds)");
+    expect(errorOf(load({ featureGates: { ReduceDefaultCrashLoopBackOffDecay: true } }))).toBe("loaded (run)");
+  });
 });

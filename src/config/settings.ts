@@ -98,7 +98,16 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
     k.containerLogMaxWorkers === 1 ? undefined : `${k.containerLogMaxWorkers}: parallel log rotation is ${NOT_IMPLEMENTED}; only 1 is`,
   ),
   containerLogMonitorInterval: acted("container log rotation period (src/logs/rotation.ts)"),
-  crashLoopBackOff: refused(`a configurable crash loop back-off (KubeletCrashLoopBackOffMax) is ${NOT_IMPLEMENTED}`),
+  crashLoopBackOff: acted("maxContainerRestartPeriod: the container restart back-off's maximum, with the KubeletCrashLoopBackOffMax gate (src/runtime/backoff.ts)", (k) => {
+    const max = k.crashLoopBackOff.maxContainerRestartPeriod;
+    if (k.featureGates["KubeletCrashLoopBackOffMax"] !== true)
+      return max === undefined
+        ? undefined
+        : "invalid configuration: FeatureGate KubeletCrashLoopBackOffMax not enabled, CrashLoopBackOff.MaxContainerRestartPeriod must not be set";
+    if (max === undefined || max < 1000 || max > 300_000)
+      return `invalid configuration: CrashLoopBackOff.MaxContainerRestartPeriod (got: ${(max ?? 0) / 1000} seconds) must be set between 1s and 300s`;
+    return undefined;
+  }),
   podHousekeepingPeriod: refused(`a configurable housekeeping period is ${NOT_IMPLEMENTED} (a field newer than 1.34)`),
 
   // Node registration, status, API client
@@ -292,6 +301,8 @@ export const FLAG_ONLY_ACTED: Readonly<Record<string, string>> = {
 export const ACTED_GATES: Readonly<Record<string, string>> = {
   EventedPLEG: "container events drive the PLEG where the runtime streams them (src/pleg; on unless false, unlike upstream's alpha default); false relists every second",
   InPlacePodVerticalScaling: "in-place pod resize (src/allocation); false turns it off",
+  KubeletCrashLoopBackOffMax: "crashLoopBackOff.maxContainerRestartPeriod caps the container restart back-off (src/runtime/backoff.ts)",
+  ReduceDefaultCrashLoopBackOffDecay: "the container restart back-off starts at 1 s and stops at 1 minute instead of 10 s and 5 minutes (src/runtime/backoff.ts)",
   KubeletPSI:
     "pressure stall information (cpu/memory/io some and full) of the node, the pods container, pods and containers in /stats/summary on cgroup v2 (src/stats); false leaves it out",
   MemoryQoS:

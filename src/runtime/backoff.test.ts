@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { FakeClock } from "../util/clock.ts";
-import { Backoff } from "./backoff.ts";
+import { Backoff, crashLoopLimits } from "./backoff.ts";
 
 describe("Backoff", () => {
   test("10s doubling to a 5 minute cap", () => {
@@ -59,5 +59,27 @@ describe("Backoff", () => {
     clock.advance(11 * 60_000);
     b.gc();
     expect(b.current("k")).toBeUndefined();
+  });
+});
+
+describe("crashLoopLimits (upstream newCrashLoopBackOff)", () => {
+  test("default 10s to 5m; ReduceDefaultCrashLoopBackOffDecay 1s to 1m; maxContainerRestartPeriod sets the cap and lowers the start to it", () => {
+    expect(crashLoopLimits({ reducedDecay: false, maxContainerRestartPeriodMs: undefined })).toEqual({ initialMs: 10_000, maxMs: 300_000 });
+    expect(crashLoopLimits({ reducedDecay: true, maxContainerRestartPeriodMs: undefined })).toEqual({ initialMs: 1_000, maxMs: 60_000 });
+    expect(crashLoopLimits({ reducedDecay: false, maxContainerRestartPeriodMs: 4_000 })).toEqual({ initialMs: 4_000, maxMs: 4_000 });
+    expect(crashLoopLimits({ reducedDecay: false, maxContainerRestartPeriodMs: 120_000 })).toEqual({ initialMs: 10_000, maxMs: 120_000 });
+    expect(crashLoopLimits({ reducedDecay: true, maxContainerRestartPeriodMs: 120_000 })).toEqual({ initialMs: 1_000, maxMs: 120_000 });
+  });
+
+  test("a 2s cap: every restart waits 2s", () => {
+    const clock = new FakeClock();
+    const b = Backoff.crashLoop(clock, crashLoopLimits({ reducedDecay: false, maxContainerRestartPeriodMs: 2_000 }));
+    const seen: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      b.next("k", clock.now());
+      seen.push(b.current("k")!);
+      clock.advance(1000);
+    }
+    expect(seen).toEqual([2_000, 2_000, 2_000, 2_000]);
   });
 });

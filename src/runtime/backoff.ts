@@ -12,6 +12,29 @@ export interface BackoffOptions {
   clock: Clock;
 }
 
+export interface CrashLoopLimits {
+  initialMs: number;
+  maxMs: number;
+}
+
+/** Upstream's container restart back-off: 10 s doubling to 5 minutes. */
+export const DEFAULT_CRASH_LOOP: CrashLoopLimits = { initialMs: 10_000, maxMs: 300_000 };
+
+/**
+ * Upstream newCrashLoopBackOff: ReduceDefaultCrashLoopBackOffDecay makes it
+ * 1 s to 1 minute; KubeletCrashLoopBackOffMax sets the maximum to
+ * crashLoopBackOff.maxContainerRestartPeriod (validated to 1 s–300 s), and
+ * the initial delay to that maximum when it is smaller.
+ */
+export function crashLoopLimits(opts: { reducedDecay: boolean; maxContainerRestartPeriodMs: number | undefined }): CrashLoopLimits {
+  let { initialMs, maxMs } = opts.reducedDecay ? { initialMs: 1_000, maxMs: 60_000 } : DEFAULT_CRASH_LOOP;
+  if (opts.maxContainerRestartPeriodMs !== undefined) {
+    maxMs = opts.maxContainerRestartPeriodMs;
+    initialMs = Math.min(initialMs, maxMs);
+  }
+  return { initialMs, maxMs };
+}
+
 interface Entry {
   backoffMs: number;
   lastUpdate: number;
@@ -21,8 +44,8 @@ export class Backoff {
   private readonly entries = new Map<string, Entry>();
   constructor(private readonly opts: BackoffOptions) {}
 
-  static crashLoop(clock: Clock): Backoff {
-    return new Backoff({ initialMs: 10_000, maxMs: 300_000, clock });
+  static crashLoop(clock: Clock, limits: CrashLoopLimits = DEFAULT_CRASH_LOOP): Backoff {
+    return new Backoff({ ...limits, clock });
   }
 
   /** Records a failure that happened at `eventTime` and grows the delay. */
