@@ -8,8 +8,10 @@
 //
 // Run as root (heavy: take the shared lock):
 //   bash scripts/controlplane/build.sh --with-kubelet
-//   flock /tmp/bunlet-heavy.lock bun scripts/cadvisor-compare.ts
-import { readFileSync } from "node:fs";
+//   flock /tmp/bunlet-heavy.lock bun scripts/cadvisor-compare.ts [OUT_DIR]
+// With OUT_DIR, both scrapes are also written there (upstream.prom,
+// bunlet.prom), to compare values and series, not only families.
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { eventually, freePort, startAgent } from "../test/harness/agent.ts";
 import { requireRoot, startContainerd } from "../test/harness/containerd.ts";
@@ -155,6 +157,12 @@ if (import.meta.main) {
       await agent.kill("SIGTERM");
     }
 
+    const outDir = process.argv[2];
+    if (outDir) {
+      mkdirSync(outDir, { recursive: true });
+      writeFileSync(join(outDir, "upstream.prom"), upstreamText);
+      writeFileSync(join(outDir, "bunlet.prom"), oursText);
+    }
     const up = parseFamilies(upstreamText);
     const ours = parseFamilies(oursText);
     const missing = [...up.keys()].filter((n) => !ours.has(n)).sort();

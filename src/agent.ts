@@ -1023,7 +1023,7 @@ async function startServers(
       cadvisor: () =>
         cadvisorMetrics(
           () => stats.cadvisor({ sandboxImage: pauseImage ?? "" }),
-          () => machineFactsFromSpec(machineSpec()),
+          () => machineFactsFromSpec(machineSpec(), machine),
           () => clock.now(),
         ),
     },

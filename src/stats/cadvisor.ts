@@ -5,7 +5,7 @@
  * pods, their sandboxes and running containers, their start times, their
  * writable layers) plus a detailed read of each cgroup:
  * - the root `/` (machine): cgroup stats, the host's interfaces, nodefs
- *   and imagefs;
+ *   and imagefs with their disks' /proc/diskstats counters;
  * - the pods parent cgroup and every cgroup between it and a pod's (the QoS
  *   classes);
  * - each pod's cgroup (`container=""`, pod and namespace set, as upstream's
@@ -18,7 +18,13 @@
  *   writable layer's usage from the CRI. A container whose cgroup cannot be
  *   read (no pod cgroup: cgroupsPerQOS off) keeps the CRI's CPU and memory
  *   numbers from the Summary.
+ * Every cgroup also gets what cAdvisor's process metrics read from procfs:
+ * the open descriptors and sockets of the processes in its cgroup.procs
+ * (one readlink per descriptor, the largest part of a scrape's cost), and,
+ * for the machine, sandboxes and containers, the soft open-files limit of
+ * their root process.
  */
+import { readdirSync, readlinkSync } from "node:fs";
 import { join, posix } from "node:path";
 import type { CgroupReader } from "./cgroup-reader.ts";
 import { readIfExists } from "./cgroup-reader.ts";
@@ -26,7 +32,7 @@ import type { CgroupStats } from "./cgroupfs.ts";
 import { netnsOf } from "./pod-network.ts";
 import type { PodRef } from "../pods/identity.ts";
 import type { PodIndex } from "./pods.ts";
-import { isIgnoredInterface, parseNetDev, type InterfaceCounters } from "./procfs.ts";
+import { isIgnoredInterface, parseDiskstats, parseMaxOpenFilesSoft, parseNetDev, type DiskStats, type InterfaceCounters } from "./procfs.ts";
 import type { FsStats, Summary } from "./types.ts";
 
 export interface CadvisorFs {
@@ -36,6 +42,8 @@ export interface CadvisorFs {
   limitBytes: number;
   inodes?: number;
   inodesFree?: number;
+  /** The machine's filesystems only: the /proc/diskstats line of the mount's device, when it has one. */
+  disk?: DiskStats;
 }
 
 export interface CadvisorDeviceIo {
@@ -60,10 +68,24 @@ export interface CadvisorContainer {
   io: CadvisorDeviceIo[];
   interfaces: InterfaceCounters[];
   fs: CadvisorFs[];
+  /** Open file descriptors and sockets of the processes in cgroup.procs (not below), as cAdvisor's processStatsFromProcs. */
+  openFiles?: { fds: number; sockets: number };
+  /**
+   * Soft "Max open files" of the cgroup's root process (cAdvisor's
+   * container_ulimits_soft): pid 1 for the machine, a container's or
+   * sandbox's first process; none for raw cgroups (pods, QoS classes).
+   */
+  maxOpenFilesSoft?: number;
 }
 
 export interface CadvisorView {
   containers: CadvisorContainer[];
+  /**
+   * KubeletPSI: the pressure families are reported, for every cgroup (from
+   * its *.pressure files, read here on cgroup v2; cAdvisor's zero PSI stats
+   * where there are none, as on v1).
+   */
+  psi: boolean;
 }
 
 export interface CadvisorReadContext {
@@ -78,23 +100,38 @@ export interface CadvisorReadContext {
   imageFsMount: string | undefined;
   /** The pod image of sandboxes (the runtime's sandbox image), for their `image` label. */
   sandboxImage: string;
+  /** KubeletPSI (cAdvisor's PressureMetrics): read and report the pressure files. */
+  psi: boolean;
 }
 
 const seconds = (iso: string | undefined) => (iso ? Date.parse(iso) / 1000 : 0);
 const nsToSeconds = (ns: bigint) => Number(ns / 1_000_000n) / 1000;
 
-/** Mount points and sources of /proc/self/mountinfo, longest mount point first. */
-function readMounts(fsRoot: string): { mountPoint: string; source: string }[] {
+interface Mount {
+  mountPoint: string;
+  source: string;
+  /** `major:minor` of the mounted device (0:N for filesystems without a block device). */
+  device: string;
+}
+
+/** Mount points, sources and device numbers of /proc/self/mountinfo, longest mount point first. */
+function readMounts(fsRoot: string): Mount[] {
   const text = readIfExists(join(fsRoot, "proc/self/mountinfo")) ?? "";
-  const out: { mountPoint: string; source: string }[] = [];
+  const out: Mount[] = [];
   for (const line of text.split("\n")) {
     const dash = line.indexOf(" - ");
     if (dash < 0) continue;
-    const mountPoint = line.slice(0, dash).split(" ")[4];
+    const head = line.slice(0, dash).split(" ");
+    const mountPoint = head[4];
     const source = line.slice(dash + 3).split(" ")[1];
-    if (mountPoint && source) out.push({ mountPoint: mountPoint.replace(/\\040/g, " "), source });
+    if (mountPoint && source) out.push({ mountPoint: mountPoint.replace(/\\040/g, " "), source, device: head[2] ?? "" });
   }
   return out.sort((a, b) => b.mountPoint.length - a.mountPoint.length);
+}
+
+function mountOfPath(mounts: Mount[], path: string): Mount | undefined {
+  const p = posix.normalize(path);
+  return mounts.find((m) => m.mountPoint === "/" || p === m.mountPoint || p.startsWith(`${m.mountPoint}/`));
 }
 
 /** The source of the mount holding `path` (what cAdvisor's fs info calls the device). */
@@ -102,6 +139,41 @@ export function deviceOfPath(mounts: { mountPoint: string; source: string }[], p
   const p = posix.normalize(path);
   for (const m of mounts) if (m.mountPoint === "/" || p === m.mountPoint || p.startsWith(`${m.mountPoint}/`)) return m.source;
   return path;
+}
+
+/**
+ * Open descriptors of `pids` and how many are sockets (a link to
+ * `socket:[inode]`), as cAdvisor's processStatsFromProcs counts them: a
+ * process that ended meanwhile, or whose fd directory cannot be read, counts
+ * nothing.
+ */
+function openFilesOf(fsRoot: string, pids: number[]): { fds: number; sockets: number } {
+  let fds = 0;
+  let sockets = 0;
+  for (const pid of pids) {
+    const dir = join(fsRoot, "proc", String(pid), "fd");
+    let names: string[];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      continue;
+    }
+    fds += names.length;
+    for (const name of names) {
+      try {
+        if (readlinkSync(join(dir, name)).startsWith("socket")) sockets++;
+      } catch {
+        // closed between the listing and the read
+      }
+    }
+  }
+  return { fds, sockets };
+}
+
+function maxOpenFilesOf(fsRoot: string, pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined;
+  const text = readIfExists(join(fsRoot, "proc", String(pid), "limits"));
+  return text === undefined ? undefined : parseMaxOpenFilesSoft(text);
 }
 
 /** `/dev/<DEVNAME>` of a block device number (sysfs uevent), else `major:minor`. */
@@ -164,17 +236,48 @@ function between(parent: string, child: string): string[] {
  * that pass is reported at once.
  */
 export function buildCadvisorView(ctx: CadvisorReadContext, summary: Summary, index: PodIndex, pods: PodRef[]): CadvisorView {
-  const detail = { detail: true } as const;
+  const detail = { detail: true, psi: ctx.psi } as const;
   const devices = new Map<string, string>();
   const mounts = readMounts(ctx.fsRoot);
   const hostNetns = netnsOf(ctx.fsRoot, "self");
   const out: CadvisorContainer[] = [];
   const ioOf = (cg: CgroupStats) =>
     (cg.ioByDevice ?? []).map((d) => ({ device: blockDeviceName(ctx.fsRoot, d.major, d.minor, devices), readBytes: d.readBytes, writeBytes: d.writeBytes }));
+  const processes = (cg: CgroupStats, rootPid: number | undefined) => {
+    const maxOpenFilesSoft = maxOpenFilesOf(ctx.fsRoot, rootPid);
+    return {
+      ...(cg.processIds ? { openFiles: openFilesOf(ctx.fsRoot, cg.processIds) } : {}),
+      ...(maxOpenFilesSoft !== undefined ? { maxOpenFilesSoft } : {}),
+    };
+  };
   const raw = (id: string, startTimeSeconds: number, labels: { pod?: string; namespace?: string } = {}): CadvisorContainer | undefined => {
     const cg = ctx.cgroups.read(id, detail);
     if (!cg) return undefined;
-    return { id, name: "", image: "", pod: labels.pod ?? "", namespace: labels.namespace ?? "", container: "", startTimeSeconds, cgroup: cg, io: ioOf(cg), interfaces: [], fs: [] };
+    return {
+      id,
+      name: "",
+      image: "",
+      pod: labels.pod ?? "",
+      namespace: labels.namespace ?? "",
+      container: "",
+      startTimeSeconds,
+      cgroup: cg,
+      io: ioOf(cg),
+      interfaces: [],
+      fs: [],
+      // cAdvisor's raw handler knows a root process for "/" only: pid 1.
+      ...processes(cg, id === "/" ? 1 : undefined),
+    };
+  };
+  let diskstats: Map<string, DiskStats> | undefined;
+  const diskOf = (path: string): DiskStats | undefined => {
+    diskstats ??= parseDiskstats(readIfExists(join(ctx.fsRoot, "proc/diskstats")) ?? "");
+    const mount = mountOfPath(mounts, path);
+    return mount ? diskstats.get(mount.device) : undefined;
+  };
+  const withDisk = (fs: CadvisorFs | undefined, path: string): CadvisorFs | undefined => {
+    const disk = fs ? diskOf(path) : undefined;
+    return fs && disk ? { ...fs, disk } : fs;
   };
 
   const bootSeconds = seconds(summary.node.startTime);
@@ -182,11 +285,12 @@ export function buildCadvisorView(ctx: CadvisorReadContext, summary: Summary, in
   if (root) {
     root.interfaces = interfacesOf(ctx.fsRoot, "self");
     const nodeDevice = deviceOfPath(mounts, ctx.rootDir);
-    const nodefs = fsOf(nodeDevice, summary.node.fs);
+    // The machine's filesystems carry their disk's /proc/diskstats counters (cAdvisor's fsToFsStats).
+    const nodefs = withDisk(fsOf(nodeDevice, summary.node.fs), ctx.rootDir);
     if (nodefs) root.fs.push(nodefs);
     if (ctx.imageFsMount) {
       const imageDevice = deviceOfPath(mounts, ctx.imageFsMount);
-      const imagefs = imageDevice !== nodeDevice ? fsOf(imageDevice, summary.node.runtime?.imageFs) : undefined;
+      const imagefs = imageDevice !== nodeDevice ? withDisk(fsOf(imageDevice, summary.node.runtime?.imageFs), ctx.imageFsMount) : undefined;
       if (imagefs) root.fs.push(imagefs);
     }
     out.push(root);
@@ -221,6 +325,7 @@ export function buildCadvisorView(ctx: CadvisorReadContext, summary: Summary, in
           io: ioOf(cg),
           interfaces: podInterfaces(ctx, podPath, hostNetns),
           fs: [],
+          ...processes(cg, cg.processIds?.[0]),
         });
       }
     }
@@ -244,6 +349,7 @@ export function buildCadvisorView(ctx: CadvisorReadContext, summary: Summary, in
         io: ioOf(cg),
         interfaces: [],
         fs: rootfs ? [rootfs] : [],
+        ...processes(cg, cg.processIds?.[0]),
       });
     }
   }
@@ -252,7 +358,7 @@ export function buildCadvisorView(ctx: CadvisorReadContext, summary: Summary, in
     if (entry) out.push(entry);
   }
   out.push(...podEntries);
-  return { containers: out };
+  return { containers: out, psi: ctx.psi };
 }
 
 /** CRI numbers of a container without a readable cgroup. */

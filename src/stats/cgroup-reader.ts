@@ -24,6 +24,7 @@ import {
   parseIoStat,
   parsePressure,
   parseSingleValue,
+  specMemoryValue,
   type CgroupPressure,
   type CgroupStats,
 } from "./cgroupfs.ts";
@@ -54,15 +55,19 @@ export interface CgroupReadOptions {
   io?: boolean;
   /**
    * Also what `/metrics/cadvisor` reports beyond the Summary: user/system
-   * CPU, swap, failcnt, per-device I/O, the limits (spec), the process
-   * count and pids.max.
+   * CPU, swap, failcnt, kernel and peak memory, per-device I/O, the limits
+   * (spec), the process ids and pids.max. Pressure is the `psi` option.
    */
   detail?: boolean;
   /** Also the pressure files (cpu/memory/io.pressure; v2 only, KubeletPSI). */
   psi?: boolean;
 }
 
-const countLines = (text: string | undefined) => (text === undefined ? undefined : text.split("\n").filter((l) => l !== "").length);
+const pidList = (text: string) =>
+  text
+    .split("\n")
+    .filter((l) => l !== "")
+    .map(Number);
 
 export interface CgroupReader {
   readonly version: CgroupVersion;
@@ -139,15 +144,16 @@ function v2Reader(base: string): CgroupReader {
       const file = (name: string) => readIfExists(join(dir, name));
       const cpuStat = file("cpu.stat");
       const memStat = file("memory.stat");
+      const memoryMax = memStat !== undefined ? file("memory.max") : undefined;
       const out: CgroupStats = {};
       if (cpuStat !== undefined) out.cpu = cpuFromV2(cpuStat);
       if (memStat !== undefined) {
         out.memory = memoryFromV2({
           current: file("memory.current"),
           stat: memStat,
-          max: file("memory.max"),
+          max: memoryMax,
           events: file("memory.events"),
-          ...(opts?.detail ? { swapCurrent: file("memory.swap.current") } : {}),
+          ...(opts?.detail ? { swapCurrent: file("memory.swap.current"), peak: file("memory.peak") } : {}),
         });
       }
       const pids = file("pids.current");
@@ -169,11 +175,18 @@ function v2Reader(base: string): CgroupReader {
       if (opts?.detail) {
         const cpuMax = file("cpu.max");
         const spec = cpuSpecFromV2(cpuMax, file("cpu.weight"));
-        // memory.max was read with the memory stats; no limit is 0, as cAdvisor's specMemoryValue.
-        if (out.memory) spec.memoryLimitBytes = out.memory.limitBytes ?? 0;
+        // cAdvisor's HasMemory on v2: the cgroup has memory.max (the root has not).
+        if (memoryMax !== undefined) {
+          spec.memoryLimitBytes = specMemoryValue(memoryMax);
+          spec.memorySwapLimitBytes = specMemoryValue(file("memory.swap.max"));
+          spec.memoryReservationBytes = specMemoryValue(file("memory.min"));
+        }
         if (Object.keys(spec).length > 0) out.spec = spec;
-        const procs = countLines(file("cgroup.procs"));
-        if (procs !== undefined) out.processes = procs;
+        const procs = file("cgroup.procs");
+        if (procs !== undefined) {
+          out.processIds = pidList(procs);
+          out.processes = out.processIds.length;
+        }
         const pidsMax = file("pids.max");
         if (pidsMax !== undefined) out.pidsMax = parseSingleValue(pidsMax);
       }
@@ -215,7 +228,7 @@ function v1Reader(base: string): CgroupReader {
           stat: memStat,
           limit: at(memory, "memory.limit_in_bytes"),
           oomControl: at(memory, "memory.oom_control"),
-          ...(detail ? { failcnt: at(memory, "memory.failcnt") } : {}),
+          ...(detail ? { failcnt: at(memory, "memory.failcnt"), kmemUsage: at(memory, "memory.kmem.usage_in_bytes"), maxUsage: at(memory, "memory.max_usage_in_bytes") } : {}),
         });
       }
       const pids = at(pidsMount, "pids.current");
@@ -229,10 +242,20 @@ function v1Reader(base: string): CgroupReader {
       }
       if (detail) {
         const spec = cpuSpecFromV1(at(cpu, "cpu.cfs_period_us"), at(cpu, "cpu.cfs_quota_us"), at(cpu, "cpu.shares"));
-        if (out.memory) spec.memoryLimitBytes = out.memory.limitBytes ?? 0;
+        // cAdvisor's HasMemory on v1: the memory cgroup exists; a file it lacks
+        // (memsw without swap accounting) reads as 0.
+        if (out.memory) {
+          spec.memoryLimitBytes = out.memory.limitBytes ?? 0;
+          spec.memorySwapLimitBytes = specMemoryValue(at(memory, "memory.memsw.limit_in_bytes"));
+          spec.memoryReservationBytes = specMemoryValue(at(memory, "memory.soft_limit_in_bytes"));
+        }
         if (Object.keys(spec).length > 0) out.spec = spec;
-        const procs = countLines(at(memory, "cgroup.procs"));
-        if (procs !== undefined) out.processes = procs;
+        // cAdvisor counts processes (and their descriptors) in the cpu hierarchy's cgroup.procs.
+        const procs = at(cpu, "cgroup.procs");
+        if (procs !== undefined) {
+          out.processIds = pidList(procs);
+          out.processes = out.processIds.length;
+        }
         const pidsMax = at(pidsMount, "pids.max");
         if (pidsMax !== undefined) out.pidsMax = parseSingleValue(pidsMax);
       }

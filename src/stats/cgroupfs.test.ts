@@ -19,6 +19,7 @@ import {
   parseFlatKeyed,
   parseIoStat,
   parseMemoryLimit,
+  specMemoryValue,
   parseSingleValue,
 } from "./cgroupfs.ts";
 
@@ -108,6 +109,10 @@ describe("memory", () => {
       cacheBytes: 4096,
       mappedFileBytes: 0,
       swapBytes: 0,
+      statPgfault: 0,
+      statPgmajfault: 0,
+      activeFileBytes: 4096,
+      inactiveFileBytes: 0,
     });
   });
 
@@ -132,6 +137,8 @@ describe("memory", () => {
       cacheBytes: undefined,
       mappedFileBytes: undefined,
       swapBytes: undefined,
+      statPgfault: 7,
+      statPgmajfault: 1,
     });
   });
 
@@ -174,6 +181,11 @@ describe("memory", () => {
       cacheBytes: 10485760,
       mappedFileBytes: 1048576,
       failcnt: 5,
+      statPgfault: 12000,
+      statPgmajfault: 3,
+      activeFileBytes: 6291456,
+      inactiveFileBytes: 4194304,
+      kernelBytes: 2097152,
     });
   });
 
@@ -221,6 +233,10 @@ describe("reader", () => {
         cacheBytes: 4096,
         mappedFileBytes: 0,
         swapBytes: 0,
+        statPgfault: 0,
+        statPgmajfault: 0,
+        activeFileBytes: 4096,
+        inactiveFileBytes: 0,
       },
       pids: 2,
       io: { readBytes: 0, writeBytes: 0 },
@@ -256,11 +272,42 @@ describe("reader", () => {
         cacheBytes: 10485760,
         mappedFileBytes: 1048576,
         failcnt: 5,
+        statPgfault: 12000,
+        statPgmajfault: 3,
+        activeFileBytes: 6291456,
+        inactiveFileBytes: 4194304,
+        kernelBytes: 2097152,
       },
       pids: 7,
       io: { readBytes: 65536, writeBytes: 1048576 },
     });
     expect(r.read("/kubepods/podtest")?.io).toBeUndefined();
+  });
+
+  test("detail, v1: kernel and peak memory, swap and soft limits, the process ids", () => {
+    const s = createCgroupReader({ fsRoot: root("v1") }).read("/kubepods/podtest", { detail: true })!;
+    expect(s.memory).toMatchObject({ kernelBytes: 2359296, maxUsageBytes: 25165824, failcnt: 0 });
+    // memsw and the soft limit at the kernel's "none": 0, as cAdvisor's specMemoryValue.
+    expect(s.spec).toMatchObject({ memoryLimitBytes: 0, memorySwapLimitBytes: 0, memoryReservationBytes: 0 });
+    expect(s.processIds).toBeUndefined(); // the captured pod has no cgroup.procs
+  });
+
+  test("detail, v2: memory.peak, memory.min, memory.swap.max; the root has no memory spec", () => {
+    const r = createCgroupReader({ fsRoot: root("v2") });
+    const s = r.read("/kubepods/podtest", { detail: true })!;
+    expect(s.memory).toMatchObject({ kernelBytes: 2097152, maxUsageBytes: 58720256 });
+    expect(s.spec).toMatchObject({ memoryLimitBytes: 134217728, memorySwapLimitBytes: 0, memoryReservationBytes: 0 });
+    expect(s.psi).toBeUndefined(); // pressure is the psi option's
+    const rootStats = r.read("/", { detail: true })!;
+    expect(rootStats.spec?.memoryLimitBytes).toBeUndefined();
+    expect(rootStats.memory?.maxUsageBytes).toBeUndefined();
+  });
+
+  test("spec memory values", () => {
+    expect(specMemoryValue("max\n")).toBe(0);
+    expect(specMemoryValue(undefined)).toBe(0);
+    expect(specMemoryValue("9223372036854771712\n")).toBe(0);
+    expect(specMemoryValue("33554432\n")).toBe(33554432);
   });
 
   test("a cgroup that does not exist reads as undefined, in both versions", () => {

@@ -99,7 +99,28 @@ export interface CgroupSpec {
   cpuPeriodUs?: number;
   cpuQuotaUs?: number;
   cpuShares?: number;
+  /**
+   * The memory limits, set only when the cgroup has the memory controller
+   * (v2: a memory.max file, so not the root), as cAdvisor's HasMemory;
+   * "max" or above 2^62 is 0 (specMemoryValue). Limit: v1
+   * memory.limit_in_bytes, v2 memory.max.
+   */
   memoryLimitBytes?: number;
+  /** v1 memory.memsw.limit_in_bytes (memory + swap; 0 without swap accounting), v2 memory.swap.max. */
+  memorySwapLimitBytes?: number;
+  /** v1 memory.soft_limit_in_bytes, v2 memory.min. */
+  memoryReservationBytes?: number;
+}
+
+/**
+ * A memory spec value as cAdvisor reads and exports it: a missing file or
+ * junk is 0 (readUInt64), "max" and anything above 2^62 is 0
+ * (specMemoryValue: "unlimited").
+ */
+export function specMemoryValue(text: string | undefined): number {
+  if (text === undefined) return 0;
+  const v = parseSingleValue(text);
+  return v === undefined || v > UNLIMITED_ABOVE ? 0 : v;
 }
 
 /** v1 cpu.cfs_period_us, cpu.cfs_quota_us (-1: no quota) and cpu.shares. */
@@ -189,6 +210,20 @@ export interface CgroupMemory {
   swapBytes?: number;
   /** Times the limit was hit (v1 memory.failcnt, v2 memory.events max). */
   failcnt?: number;
+  /**
+   * memory.stat's own `pgfault` / `pgmajfault` keys (v1: this cgroup's
+   * tasks only; v2: hierarchical), which cAdvisor reports for both its
+   * "container" and "hierarchy" scopes. Read with the `detail` option.
+   */
+  statPgfault?: number;
+  statPgmajfault?: number;
+  /** Active and inactive file pages (v1 total_active_file / total_inactive_file, v2 active_file / inactive_file). */
+  activeFileBytes?: number;
+  inactiveFileBytes?: number;
+  /** Kernel memory (v1 memory.kmem.usage_in_bytes, v2 memory.stat `kernel`, kernel 5.18+). Read with the `detail` option. */
+  kernelBytes?: number;
+  /** Peak usage (v1 memory.max_usage_in_bytes, v2 memory.peak, kernel 5.19+). Read with the `detail` option. */
+  maxUsageBytes?: number;
 }
 
 export interface CgroupStats {
@@ -207,6 +242,8 @@ export interface CgroupStats {
   pids?: number;
   /** cpu.pressure, memory.pressure, io.pressure (v2); read with the `psi` option, each when its file exists. */
   psi?: CgroupPressure;
+  /** The process ids of cgroup.procs (the cgroup itself, not below); read with the `detail` option. */
+  processIds?: number[];
 }
 
 export interface CgroupPressure {
@@ -294,6 +331,7 @@ export interface V2MemoryFiles {
   max?: string;
   events?: string;
   swapCurrent?: string;
+  peak?: string;
 }
 
 export function memoryFromV2(f: V2MemoryFiles): CgroupMemory | undefined {
@@ -313,6 +351,12 @@ export function memoryFromV2(f: V2MemoryFiles): CgroupMemory | undefined {
     mappedFileBytes: s.get("file_mapped"),
     swapBytes: f.swapCurrent !== undefined ? parseSingleValue(f.swapCurrent) : undefined,
     failcnt: events?.get("max"),
+    statPgfault: s.get("pgfault"),
+    statPgmajfault: s.get("pgmajfault"),
+    activeFileBytes: s.get("active_file"),
+    inactiveFileBytes: s.get("inactive_file"),
+    kernelBytes: s.get("kernel"),
+    maxUsageBytes: f.peak !== undefined ? parseSingleValue(f.peak) : undefined,
   };
 }
 
@@ -322,6 +366,8 @@ export interface V1MemoryFiles {
   limit?: string;
   oomControl?: string;
   failcnt?: string;
+  kmemUsage?: string;
+  maxUsage?: string;
 }
 
 export function memoryFromV1(f: V1MemoryFiles): CgroupMemory | undefined {
@@ -343,6 +389,12 @@ export function memoryFromV1(f: V1MemoryFiles): CgroupMemory | undefined {
     mappedFileBytes: key("mapped_file"),
     swapBytes: key("swap"),
     failcnt: f.failcnt !== undefined ? parseSingleValue(f.failcnt) : undefined,
+    statPgfault: s.get("pgfault"),
+    statPgmajfault: s.get("pgmajfault"),
+    activeFileBytes: s.get("total_active_file"),
+    inactiveFileBytes: s.get("total_inactive_file"),
+    kernelBytes: f.kmemUsage !== undefined ? parseSingleValue(f.kmemUsage) : undefined,
+    maxUsageBytes: f.maxUsage !== undefined ? parseSingleValue(f.maxUsage) : undefined,
   };
 }
 

@@ -275,7 +275,16 @@ export function createStatsCollector(opts: StatsCollectorOptions): StatsCollecto
       const [sandboxes, containers] = await Promise.all([opts.cri.listPodSandbox(), opts.cri.listContainers()]);
       const index = new PodIndex({ sandboxes, containers, containerStats: pass.containerStats });
       return buildCadvisorView(
-        { fsRoot, cgroups, podsCgroup: opts.cgroupRoot, podCgroupPath: opts.podCgroupPath, rootDir: opts.rootDir, imageFsMount: pass.imageFsMount, sandboxImage },
+        {
+          fsRoot,
+          cgroups,
+          podsCgroup: opts.cgroupRoot,
+          podCgroupPath: opts.podCgroupPath,
+          rootDir: opts.rootDir,
+          imageFsMount: pass.imageFsMount,
+          sandboxImage,
+          psi: opts.psi === true,
+        },
         pass.summary,
         index,
         opts.pods(),

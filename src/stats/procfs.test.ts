@@ -3,7 +3,18 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { cpuBusyNanoseconds, isIgnoredInterface, parseDefaultRouteInterface, parseLoadavg, parseMeminfo, parseNetDev, parsePidMax, parseProcStat } from "./procfs.ts";
+import {
+  cpuBusyNanoseconds,
+  isIgnoredInterface,
+  parseDefaultRouteInterface,
+  parseDiskstats,
+  parseLoadavg,
+  parseMaxOpenFilesSoft,
+  parseMeminfo,
+  parseNetDev,
+  parsePidMax,
+  parseProcStat,
+} from "./procfs.ts";
 
 const fixture = (rel: string) => readFileSync(join(import.meta.dir, "testdata", rel), "utf8");
 
@@ -90,5 +101,49 @@ describe("/proc/net/dev and the default route", () => {
     expect(parseDefaultRouteInterface(header + route("wlan0", "0003", 600) + route("eth1", "0003", 100))).toBe("eth1");
     expect(parseDefaultRouteInterface(header + route("eth1", "0002", 100))).toBeUndefined();
     expect(parseDefaultRouteInterface(header)).toBeUndefined();
+  });
+});
+
+describe("/proc/diskstats and /proc/<pid>/limits (for /metrics/cadvisor)", () => {
+  test("diskstats by major:minor: the 11 classic counters of a line captured on a build machine, newer columns ignored", () => {
+    const text = [
+      "   7       0 loop0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0",
+      " 254       0 vda 3060324 186882 69198034 9355140 1691284 2154838 174869880 1642667 0 461420 11221221 1988241 1918 164143088 191479 288849 31934",
+      "   8       0 sda 1 2 3 4 5 6 7 8 9 10 11",
+      "   8       1 sda1 1 2 3",
+      "",
+    ].join("\n");
+    const d = parseDiskstats(text);
+    expect(d.get("254:0")).toEqual({
+      readsCompleted: 3060324,
+      readsMerged: 186882,
+      sectorsRead: 69198034,
+      readTimeMs: 9355140,
+      writesCompleted: 1691284,
+      writesMerged: 2154838,
+      sectorsWritten: 174869880,
+      writeTimeMs: 1642667,
+      ioInProgress: 0,
+      ioTimeMs: 461420,
+      weightedIoTimeMs: 11221221,
+    });
+    // Kernels before 4.18 have only the 11 counters.
+    expect(d.get("8:0")?.weightedIoTimeMs).toBe(11);
+    expect(d.has("8:1")).toBe(false);
+    expect(d.get("7:0")?.readsCompleted).toBe(0);
+  });
+
+  test("the soft Max open files; unlimited is -1; a missing or malformed line is undefined", () => {
+    const limits = (soft: string) =>
+      [
+        "Limit                     Soft Limit           Hard Limit           Units     ",
+        "Max stack size            8388608              unlimited            bytes     ",
+        `Max open files            ${soft}                32768                files     `,
+        "",
+      ].join("\n");
+    expect(parseMaxOpenFilesSoft(limits("1024"))).toBe(1024);
+    expect(parseMaxOpenFilesSoft(limits("unlimited"))).toBe(-1);
+    expect(parseMaxOpenFilesSoft(limits("lots"))).toBeUndefined();
+    expect(parseMaxOpenFilesSoft("Limit Soft Limit Hard Limit Units\n")).toBeUndefined();
   });
 });

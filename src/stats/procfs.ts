@@ -155,3 +155,61 @@ export function reportedInterfaces(netDev: string): NonNullable<NetworkStats["in
     .filter((i) => !isIgnoredInterface(i.name))
     .map((i) => ({ name: i.name, rxBytes: i.rxBytes, rxErrors: i.rxErrors, txBytes: i.txBytes, txErrors: i.txErrors }));
 }
+
+/**
+ * One block device's line of /proc/diskstats (Documentation/admin-guide/
+ * iostats.rst): completed, merged and sector counts, and the times the
+ * kernel counts in milliseconds.
+ */
+export interface DiskStats {
+  readsCompleted: number;
+  readsMerged: number;
+  sectorsRead: number;
+  readTimeMs: number;
+  writesCompleted: number;
+  writesMerged: number;
+  sectorsWritten: number;
+  writeTimeMs: number;
+  ioInProgress: number;
+  ioTimeMs: number;
+  weightedIoTimeMs: number;
+}
+
+/** /proc/diskstats by `major:minor`; a line with fewer than the 11 classic counters is skipped. */
+export function parseDiskstats(text: string): Map<string, DiskStats> {
+  const out = new Map<string, DiskStats>();
+  for (const line of text.split("\n")) {
+    const f = line.trim().split(/\s+/);
+    if (f.length < 14) continue;
+    const n = f.slice(3, 14).map(Number);
+    if (n.some((v) => !Number.isFinite(v))) continue;
+    out.set(`${f[0]}:${f[1]}`, {
+      readsCompleted: n[0]!,
+      readsMerged: n[1]!,
+      sectorsRead: n[2]!,
+      readTimeMs: n[3]!,
+      writesCompleted: n[4]!,
+      writesMerged: n[5]!,
+      sectorsWritten: n[6]!,
+      writeTimeMs: n[7]!,
+      ioInProgress: n[8]!,
+      ioTimeMs: n[9]!,
+      weightedIoTimeMs: n[10]!,
+    });
+  }
+  return out;
+}
+
+/**
+ * The soft "Max open files" of /proc/<pid>/limits, the one ulimit cAdvisor
+ * reports (`max_open_files`): "unlimited" is -1; undefined when the line is
+ * missing or malformed.
+ */
+export function parseMaxOpenFilesSoft(text: string): number | undefined {
+  const line = text.split("\n").find((l) => l.startsWith("Max open files"));
+  const f = line?.slice("Max open files".length).trim().split(/\s+/);
+  if (f?.length !== 3) return undefined;
+  if (f[0] === "unlimited") return -1;
+  const v = Number(f[0]);
+  return Number.isInteger(v) ? v : undefined;
+}

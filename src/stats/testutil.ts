@@ -118,6 +118,32 @@ export class FakeNode {
     writeFileSync(join(this.fsRoot, "sys/dev/block", majorMinor, "uevent"), `MAJOR=${majorMinor.split(":")[0]}\nDEVNAME=${devname}\nDEVTYPE=disk\n`);
   }
 
+  /**
+   * /proc/<pid>/fd with one link per target (`socket:[1]`, `/dev/null`,
+   * ...) and /proc/<pid>/limits with this soft "Max open files".
+   */
+  addProcessFiles(pid: number, fdTargets: string[], maxOpenFilesSoft: number | "unlimited"): void {
+    const dir = join(this.fsRoot, "proc", String(pid));
+    mkdirSync(join(dir, "fd"), { recursive: true });
+    fdTargets.forEach((target, fd) => symlinkSync(target, join(dir, "fd", String(fd))));
+    writeFileSync(
+      join(dir, "limits"),
+      [
+        "Limit                     Soft Limit           Hard Limit           Units     ",
+        "Max processes             96365                96365                processes ",
+        `Max open files            ${maxOpenFilesSoft}                1048576              files     `,
+        "",
+      ].join("\n"),
+    );
+  }
+
+  /** The root filesystem as a mount of `/dev/<name>` (major:minor) with these /proc/diskstats counters. */
+  setRootDisk(name: string, majorMinor: string, counters: number[]): void {
+    writeFileSync(join(this.fsRoot, "proc/self/mountinfo"), `27 1 ${majorMinor} / / rw,relatime - ext4 /dev/${name} rw\n`);
+    const [major, minor] = majorMinor.split(":");
+    writeFileSync(join(this.fsRoot, "proc/diskstats"), `   7       0 loop0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n ${major} ${minor} ${name} ${counters.join(" ")}\n`);
+  }
+
   removePodCgroup(uid: string): void {
     for (const base of this.hierarchies()) rmSync(join(base, this.podCgroup({ uid })), { recursive: true, force: true });
   }
