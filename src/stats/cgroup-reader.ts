@@ -141,7 +141,7 @@ function v2Reader(base: string): CgroupReader {
     version: "v2",
     read(path, opts) {
       const dir = join(base, path);
-      const file = (name: string) => readIfExists(join(dir, name));
+      const file = (name: string) => readIfExists(`${dir}/${name}`);
       const cpuStat = file("cpu.stat");
       const memStat = file("memory.stat");
       const memoryMax = memStat !== undefined ? file("memory.max") : undefined;
@@ -215,7 +215,13 @@ function v1Reader(base: string): CgroupReader {
   return {
     version: "v1",
     read(path, opts) {
-      const at = (m: string, name: string) => readIfExists(join(m, path, name));
+      // Each hierarchy's directory once; file names appended (path.join per file was a tenth of a scrape).
+      const dirs = new Map<string, string>();
+      const at = (m: string, name: string) => {
+        let dir = dirs.get(m);
+        if (dir === undefined) dirs.set(m, (dir = join(m, path)));
+        return readIfExists(`${dir}/${name}`);
+      };
       const out: CgroupStats = {};
       const detail = opts?.detail === true;
       const usage = at(cpuacct, "cpuacct.usage");
