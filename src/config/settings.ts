@@ -304,7 +304,7 @@ export const ACTED_GATES: Readonly<Record<string, string>> = {
   KubeletCrashLoopBackOffMax: "crashLoopBackOff.maxContainerRestartPeriod caps the container restart back-off (src/runtime/backoff.ts)",
   ReduceDefaultCrashLoopBackOffDecay: "the container restart back-off starts at 1 s and stops at 1 minute instead of 10 s and 5 minutes (src/runtime/backoff.ts)",
   KubeletPSI:
-    "pressure stall information (cpu/memory/io some and full) of the node, the pods container, pods and containers in /stats/summary on cgroup v2 (src/stats); false leaves it out",
+    "pressure stall information (cpu/memory/io some and full) of the node, the pods container, pods and containers in /stats/summary on cgroup v2 (src/stats), and the six container_pressure_* families of /metrics/cadvisor for every cgroup, 0 where the kernel has no *.pressure file (cgroup v1), as upstream's PressureMetrics (src/metrics/cadvisor.ts); false leaves both out",
   MemoryQoS:
     "on cgroup v2: memory.min on pod and QoS cgroups from requests, memory.min and memory.high (memoryThrottlingFactor) on containers through the CRI's unified map (src/cgroups)",
   NodeLogQuery: "node log queries on /logs/ with enableSystemLogQuery (server/node-log-query.ts)",
