@@ -7,6 +7,7 @@
  */
 import type { Mount } from "../cri/index.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
+import type { DriverVolume } from "../stats/volumes.ts";
 
 export interface VolumeManager {
   /**
@@ -36,17 +37,14 @@ export interface VolumeManager {
   driverVolumeStats(uid: string): Promise<MeasuredVolume[]>;
 }
 
-/** A volume's usage as its plugin reported it (upstream volume.Metrics). */
-export interface MeasuredVolume {
-  name: string;
-  pvcRef?: { name: string; namespace: string };
-  capacityBytes: number;
-  availableBytes: number;
-  usedBytes: number;
-  inodes: number;
-  inodesFree: number;
-  inodesUsed: number;
-}
+/**
+ * A volume's usage as its plugin reported it (upstream volume.Metrics), by
+ * the pod's volume name and with its claim: the shape the stats collector
+ * takes (stats/volumes.ts, whose MeasuredFs holds the six usage fields
+ * once; agent.ts hands driverVolumeStats to the collector). stats imports
+ * nothing of volumes, so this edge makes no cycle.
+ */
+export type MeasuredVolume = DriverVolume;
 
 export interface ClaimedVolume {
   name: string;
