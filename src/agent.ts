@@ -16,7 +16,7 @@ import { DeviceManager, servePodResources } from "./devices/index.ts";
 import { renderVolumeStatsMetrics } from "./metrics/volume-stats.ts";
 import { sysctlAllowlist } from "./node/sysctls.ts";
 import { NodeController } from "./node/controller.ts";
-import { allocatableAmounts, nodeFacts, reservedMilliCpu } from "./node/status.ts";
+import { allocatableAmounts, enforcedAllocatable, nodeFacts, reservedMilliCpu } from "./node/status.ts";
 import { defaultRouteIPv4, goArch, readMachineInfo, type MachineInfo } from "./node/machine.ts";
 import { readMachineSpec } from "./node/machine-spec.ts";
 import { ApiEventRecorder, LogEventRecorder, podEventRef, type EventRecorder } from "./events/recorder.ts";
@@ -690,8 +690,10 @@ async function buildNodeCgroups(o: { config: AgentConfig; cri: CriService; logge
     : undefined;
   const podsCgroupParent = podCgroups ? podCgroups.kubepods : k.cgroupRoot;
   const nodeAllocatable = allocatableAmounts(machine, k);
+  // kubepods gets capacity − reserved (upstream): the hard eviction threshold stays usable by pods until eviction acts.
+  const enforced = enforcedAllocatable(machine, k);
   await podCgroups?.setupNode({
-    allocatable: { cpuMilli: nodeAllocatable.cpu, memoryBytes: nodeAllocatable.memory },
+    allocatable: { cpuMilli: enforced.cpu, memoryBytes: enforced.memory },
     enforce: k.enforceNodeAllocatable.includes("pods"),
   });
   // enforceNodeAllocatable system-reserved / kube-reserved (and -compressible): the reserved amounts become limits on

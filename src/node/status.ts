@@ -93,6 +93,18 @@ export function allocatableAmounts(machine: MachineInfo, k: KubeletConfiguration
   };
 }
 
+/**
+ * What enforceNodeAllocatable "pods" writes on the kubepods cgroup (upstream's
+ * getNodeAllocatableAbsolute): capacity − kube-reserved − system-reserved. The
+ * hard eviction thresholds are not taken off, unlike the Node's allocatable:
+ * the pods may use that memory until eviction acts (allocatableMemory.available
+ * is measured against this limit, so taking the threshold off twice would evict
+ * pods holding far less than their allocatable share).
+ */
+export function enforcedAllocatable(machine: MachineInfo, k: KubeletConfiguration): { cpu: number; memory: number } {
+  return { cpu: allocatableAmounts(machine, k).cpu, memory: Math.max(0, machine.memoryBytes - reservedAmount(k, "memory")) };
+}
+
 /** What admission checks pods against. */
 export function nodeFacts(id: NodeIdentity, machine: MachineInfo, k: KubeletConfiguration): NodeFacts {
   return {
