@@ -10,7 +10,7 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { podQosClass, systemdCgroupPath } from "../../src/cgroups/index.ts";
+import { containerMemoryQoS, podQosClass, reservedEnforcements, sharesToCpuWeight, systemdCgroupPath } from "../../src/cgroups/index.ts";
 import type { Pod } from "../../src/pods/schema.ts";
 import { type NodeRun, runNode } from "../../scripts/vm/run-node.ts";
 
@@ -82,6 +82,20 @@ describe("a systemd + cgroup v2 node with containerd 2.x (qemu)", () => {
       expect(fields(`slice-${name}`).path).toBe(systemdCgroupPath(components));
       expect(fact(`scopes-${name}`)).toContain("cri-containerd-ID.scope");
     }
+  });
+
+  test("MemoryQoS through containerd 2.x and its runc: each container's memory.min and memory.high; kubeReserved on kubereserved.slice", () => {
+    const k = Bun.YAML.parse(readFileSync(join(repoRoot, "test/vm/node/kubelet.yaml"), "utf8")) as Parameters<typeof reservedEnforcements>[0] & { memoryThrottlingFactor: number };
+    for (const name of QOS) {
+      const unified = containerMemoryQoS(manifest(name).spec.containers[0]!, { throttlingFactor: k.memoryThrottlingFactor, allocatableMemoryBytes: 0 });
+      expect(fields(`container-${name}`)).toMatchObject({ exists: "yes", "memory.min": unified["memory.min"] ?? "0", "memory.high": unified["memory.high"] ?? "max" });
+    }
+    const kube = reservedEnforcements(k, true).find((e) => e.level === "kube-reserved")!.config;
+    expect(fields("reserved")).toMatchObject({
+      "kubereserved.slice:cpu.weight": String(sharesToCpuWeight(kube.cpuShares!, "linear")),
+      "kubereserved.slice:memory.max": String(kube.memoryLimit),
+      "kubereserved.slice:pids.max": String(kube.pidsLimit),
+    });
   });
 
   test("a container over its memory limit: exit code 137, OOMKilled, killed by the kernel's memcg OOM killer in its scope", () => {

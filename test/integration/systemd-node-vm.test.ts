@@ -11,7 +11,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { podQosClass, podResourceConfig, sharesToCpuWeight, systemdCgroupPath } from "../../src/cgroups/index.ts";
+import { containerMemoryQoS, podQosClass, podResourceConfig, qosResourceConfigs, reservedEnforcements, sharesToCpuWeight, systemdCgroupPath } from "../../src/cgroups/index.ts";
+import type { Summary } from "../../src/stats/types.ts";
 import type { Pod } from "../../src/pods/schema.ts";
 import { runNode, type NodeRun } from "../../scripts/vm/run-node.ts";
 import { type ControlPlaneHandle, startControlPlane } from "../harness/controlplane.ts";
@@ -98,7 +99,26 @@ const evictionPod = (name: string) =>
       .replace(/REQUEST_MIB/g, "100")
       .replace(/FILL_MIB/g, "36"),
   ) as Pod;
-const kubeletConfig = () => Bun.YAML.parse(readFileSync(join(repoRoot, "test/vm/node/kubelet.yaml"), "utf8")) as { evictionHard: Record<string, string> };
+interface VmKubeletConfig {
+  evictionHard: Record<string, string>;
+  memoryThrottlingFactor: number;
+  featureGates: Record<string, boolean>;
+  enforceNodeAllocatable: string[];
+  systemReserved: Record<string, string>;
+  kubeReserved: Record<string, string>;
+  systemReservedCgroup: string;
+  kubeReservedCgroup: string;
+}
+const kubeletConfig = () => Bun.YAML.parse(readFileSync(join(repoRoot, "test/vm/node/kubelet.yaml"), "utf8")) as VmKubeletConfig;
+/** A fact that holds JSON. */
+const json = <T>(name: string): T => JSON.parse(fact(name)) as T;
+/** What run.sh's `pick` keeps of /stats/summary: the node, and the burstable pod with its containers. */
+type Picked = { node: Pick<Summary["node"], "cpu" | "memory" | "io" | "rlimit">; pod: Pick<Summary["pods"][number], "cpu" | "memory" | "io" | "process_stats" | "containers"> };
+const num = (v: string | undefined) => {
+  const n = Number(v);
+  if (v === undefined || v === "" || !Number.isFinite(n)) throw new Error(`not a number: ${JSON.stringify(v)}`);
+  return n;
+};
 
 describe("a systemd + cgroup v2 node (qemu)", () => {
   test("systemd is PID 1 on the unified hierarchy with every controller; containerd runs with SystemdCgroup", () => {
@@ -152,6 +172,138 @@ describe("a systemd + cgroup v2 node (qemu)", () => {
     });
   }
 
+  test("MemoryQoS: memory.min on each pod slice and QoS slice from requests; the containers' memory.min and memory.high (memoryThrottlingFactor) through the CRI", () => {
+    requireAgent();
+    const k = kubeletConfig();
+    expect(k.featureGates.MemoryQoS).toBe(true);
+    for (const name of QOS) {
+      const pod = manifest(name);
+      const want = podResourceConfig(pod, { cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, podPidsLimit: 1024, memoryQoS: true });
+      expect(fields(`slice-${name}`)["memory.min"]).toBe(String(want.memoryMin ?? 0));
+      // Every container here with a memory request has a limit: node allocatable never enters memory.high.
+      const unified = containerMemoryQoS(pod.spec.containers[0]!, { throttlingFactor: k.memoryThrottlingFactor, allocatableMemoryBytes: 0 });
+      expect(fields(`container-${name}`)).toMatchObject({ exists: "yes", "memory.min": unified["memory.min"] ?? "0", "memory.high": unified["memory.high"] ?? "max" });
+    }
+    // The burstable container is the one throttled: request 32Mi, limit 128Mi, factor 0.8.
+    expect(Number(fields("container-burstable")["memory.high"])).toBe(Math.floor((32 + 0.8 * 96) * 256) * 4096);
+    // The QoS levels sum the active pods' requests; the OOM pod (Burstable) counts until it has failed.
+    const q = fields("memory-qos");
+    const pods = QOS.map(manifest);
+    const options = [qosResourceConfigs(pods, { memoryQoS: true }), qosResourceConfigs([...pods, manifest("oom")], { memoryQoS: true })];
+    expect(options.map((c) => ({ kubepods: String(c.guaranteed.memoryMin), burstable: String(c.burstable.memoryMin) }))).toContainEqual({
+      kubepods: q.kubepods ?? "",
+      burstable: q.burstable ?? "",
+    });
+    expect(q.besteffort).toBe("0");
+  });
+
+  test("enforceNodeAllocatable system-reserved-compressible and kube-reserved: systemReserved's cpu on system.slice, kubeReserved's cpu, memory (and memory.min with MemoryQoS) and pids on kubereserved.slice", () => {
+    requireAgent();
+    const k = kubeletConfig();
+    const enforced = reservedEnforcements(k, true);
+    expect(enforced.map((e) => [e.level, e.cgroup])).toEqual([
+      ["system-reserved-compressible", "/system.slice"],
+      ["kube-reserved", "/kubereserved.slice"],
+    ]);
+    const [system, kube] = enforced.map((e) => e.config);
+    const files = fields("reserved");
+    expect(files["system.slice:cpu.weight"]).toBe(String(sharesToCpuWeight(system!.cpuShares!, "linear")));
+    // Compressible only: the memory of system.slice (this script, the agent, containerd) is left alone.
+    expect(files["system.slice:memory.max"]).toBe("max");
+    expect(files).toMatchObject({
+      "kubereserved.slice:cpu.weight": String(sharesToCpuWeight(kube!.cpuShares!, "linear")),
+      "kubereserved.slice:memory.max": String(kube!.memoryLimit),
+      "kubereserved.slice:memory.min": String(kube!.memoryMin),
+      "kubereserved.slice:pids.max": String(kube!.pidsLimit),
+    });
+    expect(kube).toMatchObject({ memoryLimit: 16 * 2 ** 20, pidsLimit: 1000 });
+    // Set through systemd too (SetUnitProperties), so a daemon-reload keeps them.
+    expect(fact("reserved-units")).toBe(
+      `system.slice:${sharesToCpuWeight(system!.cpuShares!, "linear")} kubereserved.slice:${sharesToCpuWeight(kube!.cpuShares!, "linear")},${kube!.memoryLimit},${kube!.pidsLimit},`,
+    );
+    expect(fact("reserved-journal")).toContain("kubereserved.slice");
+  });
+
+  // run.sh reads the files right before and right after fetching the summary, with the pod idle (its load is over),
+  // so the pod's and container's counters barely move; the node never idles, so its bounds are what 2 CPUs can do
+  // in the 10 s a summary may be old.
+  test("/stats/summary from the cgroup v2 files: node, pod and container CPU and memory non-zero and consistent with the files", () => {
+    requireAgent();
+    const s = json<Picked>("stats-summary");
+    const before = fields("stats-files-before");
+    const after = fields("stats-files-after");
+    const app = s.pod.containers.find((c) => c.name === "main")!;
+    for (const v of [
+      s.node.cpu?.usageCoreNanoSeconds,
+      s.node.cpu?.usageNanoCores,
+      s.node.memory?.workingSetBytes,
+      s.pod.cpu?.usageCoreNanoSeconds,
+      s.pod.cpu?.usageNanoCores,
+      s.pod.memory?.workingSetBytes,
+      app.cpu?.usageCoreNanoSeconds,
+      app.memory?.workingSetBytes,
+    ])
+      expect(v ?? 0).toBeGreaterThan(0);
+    const within = (got: number | undefined, lo: number, hi: number) => {
+      expect(got ?? Number.NaN).toBeGreaterThanOrEqual(lo);
+      expect(got ?? Number.NaN).toBeLessThanOrEqual(hi);
+    };
+    // CPU: cumulative, so between the file read before (less what an idle pod uses in 10 s) and the one after.
+    within(s.pod.cpu?.usageCoreNanoSeconds, num(before["pod.usage_usec"]) * 1000 - 1e9, num(after["pod.usage_usec"]) * 1000);
+    within(app.cpu?.usageCoreNanoSeconds, num(before["ctr.usage_usec"]) * 1000 - 1e9, num(after["ctr.usage_usec"]) * 1000);
+    within(s.node.cpu?.usageCoreNanoSeconds, num(before["node.busy_jiffies"]) * 1e7 - 2 * 11e9, num(after["node.busy_jiffies"]) * 1e7);
+    // Memory: usage is memory.current (the root: anon + file), the working set that less inactive_file.
+    const close = (got: number | undefined, want: number, slack: number) => expect(Math.abs((got ?? Number.NaN) - want)).toBeLessThanOrEqual(slack);
+    const podUsage = num(before["pod.memory.current"]);
+    close(s.pod.memory?.usageBytes, podUsage, Math.max(2 * 2 ** 20, podUsage * 0.1));
+    close(s.pod.memory?.workingSetBytes, podUsage - num(before["pod.inactive_file"]), Math.max(2 * 2 ** 20, podUsage * 0.1));
+    const ctrUsage = num(before["ctr.memory.current"]);
+    close(app.memory?.usageBytes, ctrUsage, Math.max(2 * 2 ** 20, ctrUsage * 0.1));
+    close(app.memory?.workingSetBytes, ctrUsage - num(before["ctr.inactive_file"]), Math.max(2 * 2 ** 20, ctrUsage * 0.1));
+    const nodeUsage = num(before["node.anon"]) + num(before["node.file"]);
+    close(s.node.memory?.usageBytes, nodeUsage, nodeUsage * 0.15);
+    close(s.node.memory?.workingSetBytes, nodeUsage - num(before["node.inactive_file"]), nodeUsage * 0.15);
+    // The pod's memory is its container's and its sandbox's: at least the container's.
+    expect(s.pod.memory!.usageBytes!).toBeGreaterThanOrEqual(app.memory!.usageBytes! - 2 ** 20);
+  });
+
+  test("PSI (KubeletPSI): the node's, pod's and container's cpu/memory/io pressure in /stats/summary; a CPU load in the container raises the pod's and container's, as the files say", () => {
+    requireAgent();
+    const files = fields("stats-files-before");
+    expect(files["node.pressure_files"]).toBe("cpu,io,memory,");
+    expect((files["pod.pressure_files"] ?? "").split(",")).toEqual(expect.arrayContaining(["cpu.pressure", "io.pressure", "memory.pressure"]));
+    const pre = json<Picked>("psi-before");
+    const during = json<Picked>("psi-during");
+    const duringFiles = fields("psi-during-files");
+    // Each of some and full with its four numbers (checked by type: Bun's toMatchObject with expect.any()
+    // writes the matchers into the object it checks).
+    const shape = (psi: { some: object; full: object } | undefined) =>
+      psi === undefined
+        ? "none"
+        : [psi.some, psi.full]
+            .map((d) =>
+              Object.entries(d)
+                .map(([k, v]) => `${k}:${typeof v}`)
+                .sort()
+                .join(","),
+            )
+            .join(" ");
+    const numbers = "avg10:number,avg300:number,avg60:number,total:number avg10:number,avg300:number,avg60:number,total:number";
+    for (const where of [during.node, during.pod, during.pod.containers.find((c) => c.name === "main")!]) {
+      expect([shape(where.cpu?.psi), shape(where.memory?.psi), shape(where.io?.psi)]).toEqual([numbers, numbers, numbers]);
+    }
+    const appOf = (p: Picked) => p.pod.containers.find((c) => c.name === "main")!;
+    // Four busy loops on a 1.5-CPU quota: the pod's and container's cpu "some" pressure grows and shows in avg10.
+    expect(during.pod.cpu!.psi!.some.total).toBeGreaterThan(pre.pod.cpu!.psi!.some.total);
+    expect(during.pod.cpu!.psi!.some.avg10).toBeGreaterThan(0);
+    expect(appOf(during).cpu!.psi!.some.total).toBeGreaterThan(appOf(pre).cpu!.psi!.some.total);
+    expect(appOf(during).cpu!.psi!.some.avg10).toBeGreaterThan(0);
+    expect(during.node.cpu!.psi!.some.total).toBeGreaterThan(0);
+    // The kernel's numbers as they are (microseconds): what the summary says is at most what the files say just after.
+    expect(during.pod.cpu!.psi!.some.total).toBeLessThanOrEqual(num(duringFiles["pod.cpu_some_total"]));
+    expect(appOf(during).cpu!.psi!.some.total).toBeLessThanOrEqual(num(duringFiles["ctr.cpu_some_total"]));
+  });
+
   // The kernel's memcg OOM killer kills the container (the kernel log names its scope) and its exit code is
   // 137. The reason is OOMKilled, or Error: with the systemd cgroup driver, containerd may see the task
   // exit before the OOM event of its scope and then reports Error (containerd issues 8893 and 12714;
@@ -204,6 +356,30 @@ describe("a systemd + cgroup v2 node (qemu)", () => {
     const after = fields("eviction-after");
     expect(after).toMatchObject({ hog: "Running/-", besteffort: "Running/-", burstable: "Running/-", guaranteed: "Running/-" });
     expect(Number(after.available_mib)).toBeGreaterThan(threshold);
+  });
+
+  // run.sh, in cluster mode after the memory check: evictionHard pid.available was set 300 tasks under what the agent
+  // reported available at the restart; a Burstable API pod then starts 600 sleeping processes (its pids.max is
+  // podPidsLimit, 1024). The node's pid.available (the smaller of pid_max and threads-max, less the kernel's task
+  // count, as upstream) goes under the threshold: the Node gets PIDPressure and the agent evicts that pod.
+  test("under real PID pressure (evictionHard pid.available) the pod with the most processes is evicted, Failed/Evicted, and the Node reports PIDPressure; static pods stay", () => {
+    requireAgent();
+    const setup = fields("pid-setup");
+    expect(num(setup.maxpid)).toBe(Math.min(num(setup.pid_max), num(setup.threads_max)));
+    expect(setup.config).toBe("1");
+    expect(num(setup.threshold)).toBe(num(setup.maxpid) - num(setup.curproc) - 300);
+    const p = fields("pid-pressure");
+    expect(p.condition).toBe("True");
+    expect(num(p.min_available)).toBeLessThan(num(setup.threshold));
+    expect(num(p.max_forker_procs)).toBeGreaterThan(300);
+    expect(num(p.max_forker_procs)).toBeLessThanOrEqual(1024);
+    const v = fields("pid-victim");
+    expect(v).toMatchObject({ phase: "Failed", reason: "Evicted" });
+    expect(v.message).toStartWith("The_node_was_low_on_resource:_pids.");
+    expect(fact("pid-reclaim")).toContain("resourceName=pids");
+    // The journal holds the memory check's eviction too: the forker is the only one since.
+    expect(fact("pid-evicted").replace(/"/g, "").split(/\s+/).filter(Boolean)).toEqual(["pod=default/victim-0", "pod=default/forker-0"]);
+    expect(fields("pid-others")).toEqual({ besteffort: "Running/-", burstable: "Running/-", guaranteed: "Running/-" });
   });
 
   test("the agent's logs are in the journal", () => {

@@ -91,6 +91,11 @@ fact runtime "containerd=$(containerd --version | awk '{print $3}') runc=$(runc 
 wait_for 60 systemctl is-active --quiet containerd
 fact containerd-active "$(systemctl is-active containerd)"
 
+# kubeReservedCgroup (kubelet.yaml): a slice that exists before the agent starts (the agent enforces kubeReserved
+# on it and never creates it, as upstream); a unit in it keeps it alive.
+systemd-run --quiet --unit=bunlet-kube-reserved --slice=kubereserved.slice sleep infinity
+wait_for 30 test -d /sys/fs/cgroup/kubereserved.slice
+
 # containerd 2.x answers CRI RuntimeConfig (1.6 does not): a config file that says cgroupfs while the
 # runtime says systemd must stop the agent at start, exit 2, with a message naming both settings.
 if [ "$MODE" = containerd2 ]; then
@@ -139,7 +144,18 @@ for p in guaranteed burstable besteffort; do
   fact "slice-$p" "path=${slice#/sys/fs/cgroup} $files"
   fact "unit-$p" "$(systemctl show "$unit" -p ActiveState -p Wants -p CPUWeight -p CPUQuotaPerSecUSec -p MemoryMax -p TasksMax -p DefaultDependencies | tr '\n' ' ')"
   fact "scopes-$p" "$(find "$slice" -mindepth 1 -maxdepth 1 -type d -name '*.scope' -printf '%f ' | sed 's/cri-containerd-[0-9a-f]*/cri-containerd-ID/g')"
+  # The app container's own scope (the sandbox's pause has another): MemoryQoS's memory.min / memory.high from the CRI.
+  cid=$(pod $p '.status.containerStatuses[0].containerID' | sed 's|^containerd://||')
+  scope="$slice/cri-containerd-$cid.scope"
+  fact "container-$p" "exists=$([ -d "$scope" ] && echo yes || echo no) memory.min=$(cat "$scope/memory.min" 2>/dev/null) memory.high=$(cat "$scope/memory.high" 2>/dev/null) memory.max=$(cat "$scope/memory.max" 2>/dev/null)"
 done
+# MemoryQoS on the QoS levels: kubepods-burstable.slice = the Burstable pods' requests, kubepods.slice = Guaranteed's + those.
+fact memory-qos "kubepods=$(cat /sys/fs/cgroup/kubepods.slice/memory.min) burstable=$(cat /sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/memory.min) besteffort=$(cat /sys/fs/cgroup/kubepods.slice/kubepods-besteffort.slice/memory.min) oom_phase=$(pod oom '.status.phase')"
+# enforceNodeAllocatable system-reserved-compressible and kube-reserved: the files and what systemd holds.
+reserved_files() { local d=/sys/fs/cgroup/$1; echo "$1:cpu.weight=$(cat $d/cpu.weight) $1:memory.max=$(cat $d/memory.max) $1:memory.min=$(cat $d/memory.min) $1:pids.max=$(cat $d/pids.max)"; }
+fact reserved "$(reserved_files system.slice) $(reserved_files kubereserved.slice)"
+fact reserved-units "system.slice:$(systemctl show system.slice -p CPUWeight --value) kubereserved.slice:$(systemctl show kubereserved.slice -p CPUWeight -p MemoryMax -p TasksMax --value | tr '\n' ',')"
+fact reserved-journal "$(journalctl -u kubelet --no-pager -o cat | grep 'enforced reserved limits' | head -2 | oneline)"
 fact qos-slices "burstable=$(cat /sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/cpu.weight) besteffort=$(cat /sys/fs/cgroup/kubepods.slice/kubepods-besteffort.slice/cpu.weight)"
 
 # containerd 2.x: the OOM kill too, then power off (the rest is the full run's, on containerd 1.6).
@@ -155,6 +171,33 @@ fi
 t=$(date +%s%N)
 for i in 1 2 3 4 5 6 7 8 9 10; do busctl --system call org.freedesktop.systemd1 /org/freedesktop/systemd1 org.freedesktop.systemd1.Manager GetUnit s kubepods.slice >/dev/null; done
 fact busctl-ms "$(( ($(date +%s%N) - t) / 10000000 ))"
+
+# /stats/summary against the v2 files, and PSI (KubeletPSI) under a load this script makes: four busy loops in the
+# burstable pod's container (cpu.max 1.5 CPUs on this 2-vCPU node) for 24 s. During the load the summary's pressure
+# must grow; after it, with the pod idle (its counters still), the summary and the files are read back to back.
+stats_check() {
+  local uid slice cid scope load
+  summary() { curl -sfk --max-time 20 https://127.0.0.1:10250/stats/summary; }
+  uid=$(pod burstable '.metadata.uid')
+  slice=$(find /sys/fs/cgroup/kubepods.slice -maxdepth 2 -type d -name "*-pod${uid//-/_}.slice" | head -1)
+  cid=$(pod burstable '.status.containerStatuses[0].containerID' | sed 's|^containerd://||')
+  scope="$slice/cri-containerd-$cid.scope"
+  pick() { jq -c --arg uid "$uid" '{node: {cpu: .node.cpu, memory: .node.memory, io: .node.io, rlimit: .node.rlimit}, pod: (.pods[] | select(.podRef.uid == $uid) | {cpu, memory, io, process_stats, containers: [.containers[] | {name, cpu, memory, io}]})}'; }
+  cg_files() { echo "$1.usage_usec=$(awk '/^usage_usec/ {print $2}' "$2/cpu.stat") $1.memory.current=$(cat "$2/memory.current") $1.inactive_file=$(awk '/^inactive_file / {print $2}' "$2/memory.stat") $1.cpu_some_total=$(sed -n 's/^some .*total=//p' "$2/cpu.pressure")"; }
+  node_files() { echo "node.busy_jiffies=$(awk '/^cpu / {print $2+$3+$4+$7+$8+$9}' /proc/stat) node.anon=$(awk '/^anon / {print $2}' /sys/fs/cgroup/memory.stat) node.file=$(awk '/^file / {print $2}' /sys/fs/cgroup/memory.stat) node.inactive_file=$(awk '/^inactive_file / {print $2}' /sys/fs/cgroup/memory.stat) node.cpu_some_total=$(sed -n 's/^some .*total=//p' /proc/pressure/cpu) node.pressure_files=$(ls /proc/pressure | tr '\n' ',') pod.pressure_files=$(cd "$slice" && ls -d *.pressure | tr '\n' ',')"; }
+  fact psi-before "$(summary | pick)"
+  ctr -n k8s.io tasks exec --exec-id bunlet-psi-load "$cid" sh -c 'for i in 1 2 3 4; do timeout 24 sh -c "while :; do :; done" & done; wait' >/dev/null 2>&1 &
+  load=$!
+  sleep 16 # the agent's summary (10 s period) has a pass under the load
+  fact psi-during "$(summary | pick)"
+  fact psi-during-files "$(cg_files pod "$slice") $(cg_files ctr "$scope")"
+  wait $load
+  sleep 12 # the load is over: a pass with the pod idle
+  fact stats-files-before "$(cg_files pod "$slice") $(cg_files ctr "$scope") $(node_files)"
+  fact stats-summary "$(summary | pick)"
+  fact stats-files-after "$(cg_files pod "$slice") $(cg_files ctr "$scope") $(node_files)"
+}
+stats_check
 
 # OOM: the 32Mi container over its limit.
 oom_facts
@@ -198,6 +241,12 @@ eviction_check() {
   evicted() { [ "$(pod "$1" '"\(.status.phase)/\(.status.reason)"')" = "Failed/Evicted" ]; }
   echo "10.0.2.2 kubernetes" >>/etc/hosts
   echo "KUBELET_ARGS=--kubeconfig=$P/cluster/kubeconfig" >/etc/default/kubelet
+  # PID pressure (after the memory check): evictionHard pid.available 300 tasks below what is available now, as
+  # the agent reports it (rlimit: maxpid - curproc); the forker pod's 600 processes take the node under it.
+  rlimit=$(curl -sfk --max-time 10 https://127.0.0.1:10250/stats/summary | jq -r '.node.rlimit | "\(.maxpid) \(.curproc)"')
+  pid_threshold=$(( ${rlimit% *} - ${rlimit#* } - 300 ))
+  sed -i "s/^  memory.available: \([0-9]*Mi\)$/  memory.available: \1\n  pid.available: \"$pid_threshold\"/" /etc/kubernetes/kubelet.yaml
+  fact pid-setup "maxpid=${rlimit% *} curproc=${rlimit#* } threshold=$pid_threshold pid_max=$(cat /proc/sys/kernel/pid_max) threads_max=$(cat /proc/sys/kernel/threads-max) config=$(grep -c '^  pid.available: ' /etc/kubernetes/kubelet.yaml)"
   systemctl restart kubelet
   if ! wait_for 180 api /api/v1/nodes/bunlet-node; then
     fact eviction-node "no t=$(elapsed) api=$(api /healthz 2>&1 || echo unreachable)"
@@ -232,6 +281,36 @@ eviction_check() {
   fact eviction-reclaim "$(journalctl -u kubelet --no-pager -o cat | grep -m1 'attempting to reclaim')"
   api /api/v1/namespaces/default/pods/hog-0 -X DELETE >/dev/null
   api /api/v1/namespaces/default/pods/victim-0 -X DELETE >/dev/null
+  pid_check
+}
+
+# The forker (BestEffort, API) starts 600 sleeping processes: pid.available (pid_max or threads-max, whichever is
+# smaller, minus the kernel's task count) goes under the threshold set above; the agent reports PIDPressure on the
+# Node and evicts the pod with the most processes. Sampled every 3 s: the agent's rlimit, the Node's condition.
+pid_check() {
+  local end min_avail=999999999 max_procs=0 condition=False cond avail procs
+  wait_for 60 sh -c "! curl -sf http://127.0.0.1:10255/pods | jq -e '.items[] | select(.metadata.name == \"hog-0\" or .metadata.name == \"victim-0\")' >/dev/null"
+  sed "s/FORK_COUNT/600/" $P/eviction/forker.json | api /api/v1/namespaces/default/pods -X POST -H 'Content-Type: application/json' --data-binary @- >/dev/null
+  local t_start
+  t_start=$(elapsed)
+  end=$(( $(date +%s) + 240 ))
+  while [ "$(date +%s)" -lt "$end" ]; do
+    s=$(curl -sfk --max-time 10 https://127.0.0.1:10250/stats/summary)
+    avail=$(echo "$s" | jq -r '.node.rlimit | .maxpid - .curproc')
+    procs=$(echo "$s" | jq -r '[.pods[] | select(.podRef.name == "forker-0") | .process_stats.process_count // 0] | max // 0')
+    cond=$(api /api/v1/nodes/bunlet-node | jq -r '.status.conditions[] | select(.type == "PIDPressure") | .status')
+    [ -n "$avail" ] && [ "$avail" != null ] && [ "$avail" -lt "$min_avail" ] && min_avail=$avail
+    [ -n "$procs" ] && [ "$procs" -gt "$max_procs" ] && max_procs=$procs
+    [ "$cond" = True ] && condition=True
+    evicted forker && break
+    sleep 3
+  done
+  fact pid-victim "$(pod forker '"phase=\(.status.phase) reason=\(.status.reason)"') t=$(( $(elapsed) - t_start )) message=$(pod forker '.status.message' | tr ' ' '_')"
+  fact pid-pressure "threshold=$pid_threshold min_available=$min_avail max_forker_procs=$max_procs condition=$condition after=$(api /api/v1/nodes/bunlet-node | jq -r '.status.conditions[] | select(.type == "PIDPressure") | .status')"
+  fact pid-reclaim "$(journalctl -u kubelet --no-pager -o cat | grep 'attempting to reclaim' | grep -m1 'pids')"
+  fact pid-evicted "$(journalctl -u kubelet --no-pager -o cat | grep 'pod is evicted successfully' | grep -o 'pod=[^ ]*' | tr '\n' ' ')"
+  fact pid-others "$(for p in besteffort burstable guaranteed; do printf '%s=%s ' $p "$(pod $p '"\(.status.phase)/\(.status.reason // "-")"')"; done)"
+  api /api/v1/namespaces/default/pods/forker-0 -X DELETE >/dev/null
 }
 [ -d $P/cluster ] && eviction_check
 
