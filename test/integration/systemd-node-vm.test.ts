@@ -326,14 +326,15 @@ describe("a systemd + cgroup v2 node (qemu)", () => {
   });
 
   // run.sh, with the agent restarted in cluster mode (static pods are never evicted, as upstream): a
-  // BestEffort API pod (victim, 16 MiB) runs; run.sh itself holds 400 MiB as the system would on a real
-  // node (an idle test node is so empty that a pod crossing the threshold alone could not request what it
-  // holds: allocatable is capacity minus the threshold); a Burstable API pod (hog) then fills a tmpfs until the
-  // agent's memory.available (root cgroup memory.stat, cgroup v2) is 200 MiB under evictionHard; its
-  // request covers what it holds. Upstream ranks pods over their requests first, then by priority (both 0
-  // here), then by usage above requests: the victim goes first although the hog holds far more. Once it is
-  // gone, run.sh frees the tmpfs: the pressure ends and no other pod may be evicted.
-  test("under real memory pressure (evictionHard memory.available) the BestEffort pod is evicted first, Failed/Evicted, before a Burstable pod holding far more within its requests; nothing else is evicted", () => {
+  // BestEffort API pod (victim) holds 300 MiB; run.sh itself holds 200 MiB as the system would on a real
+  // node (so that the hog can request what it holds: allocatable is capacity minus reserved and the
+  // threshold); a Burstable API pod (hog) then fills a tmpfs until the agent's memory.available (root cgroup
+  // memory.stat, cgroup v2) is 100 MiB under evictionHard; its request covers what it holds, which is more
+  // than the victim's. Upstream ranks pods over their requests first, then by priority (both 0 here), then
+  // by usage above requests: the victim goes first although the hog holds more. Its eviction alone gives
+  // back more than the node was short: with the hog's fill still in place, later passes evict nothing, and
+  // nothing after run.sh frees the fill either.
+  test("under real memory pressure (evictionHard memory.available) the BestEffort pod is evicted first, Failed/Evicted, before a Burstable pod holding more within its requests; nothing else is evicted", () => {
     requireAgent();
     expect(fact("eviction-node")).toMatch(/^registered/);
     const victim = evictionPod("victim");
@@ -342,20 +343,29 @@ describe("a systemd + cgroup v2 node (qemu)", () => {
     expect(podQosClass(hog)).toBe("Burstable");
     const p = fields("eviction-pressure");
     const threshold = Number((kubeletConfig().evictionHard["memory.available"] ?? "").replace(/Mi$/, ""));
-    expect(Number(p.threshold_mib)).toBe(threshold);
-    expect(Number(p.available_before_mib)).toBeGreaterThan(threshold);
-    // Real pressure: the hog's cgroup holds the fill, and the agent sees less than the threshold available.
-    expect(Number(p.hog_memory_current)).toBeGreaterThanOrEqual(Number(p.fill_mib) * 2 ** 20);
-    expect(Number(p.available_mib)).toBeLessThan(threshold);
-    expect(p.hog).toBe("Running/-");
+    expect(num(p.threshold_mib)).toBe(threshold);
+    expect(num(p.available_before_mib)).toBeGreaterThan(threshold);
+    // The scenario's premise: the victim holds more than the node is made short of.
+    expect(num(p.victim_mib)).toBeGreaterThan(num(p.short_mib) + 100);
     const v = fields("eviction-victim");
     expect(v).toMatchObject({ phase: "Failed", reason: "Evicted" });
-    expect(v.message).toStartWith("The_node_was_low_on_resource:_memory.");
+    expect(v.message).toStartWith("The_node_was_low_on_resource:_memory._Threshold_quantity:_");
+    // Real pressure, as the agent observed it when it evicted (upstream's message): under the threshold.
+    const seen = /_available:_(\d+)Ki\._Container_main_was_using_(\d+)Ki,_request_is_0,/.exec(v.message ?? "");
+    expect(seen).not.toBeNull();
+    expect(num(seen![1]) / 1024).toBeLessThan(threshold);
+    // The hog's cgroup holds its fill, more than the victim was using: ranking by usage alone would pick the hog.
+    expect(num(p.hog_memory_current)).toBeGreaterThanOrEqual(num(p.fill_mib) * 2 ** 20);
+    expect(num(p.hog_memory_current)).toBeGreaterThan(num(seen![2]) * 1024);
+    expect(num(seen![2]) / 1024).toBeGreaterThan(num(p.short_mib) + 100);
     expect(fact("eviction-reclaim")).toContain("resourceName=memory");
+    // 25 s after the eviction, the fill still in place: the pressure is over and the hog runs.
+    expect(p.hog).toBe("Running/-");
+    expect(num(p.available_mib)).toBeGreaterThan(threshold);
     expect(fact("evicted-pods").replace(/"/g, "").split(/\s+/).filter(Boolean)).toEqual(["pod=default/victim-0"]);
     const after = fields("eviction-after");
     expect(after).toMatchObject({ hog: "Running/-", besteffort: "Running/-", burstable: "Running/-", guaranteed: "Running/-" });
-    expect(Number(after.available_mib)).toBeGreaterThan(threshold);
+    expect(num(after.available_mib)).toBeGreaterThan(threshold);
   });
 
   // run.sh, in cluster mode after the memory check: evictionHard pid.available was set 300 tasks under what the agent

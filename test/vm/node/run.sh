@@ -227,12 +227,15 @@ fact restarted "kubelet=$(systemctl is-active kubelet) same=$([ "$before" = "$(c
 # critical), so this needs API pods: with a control plane on the host (payload/cluster), the agent
 # is restarted in cluster mode (its containers keep running), and run.sh creates two pods through
 # the API. kubelet.yaml's evictionHard memory.available is the threshold; the agent reads the node's
-# memory from the root cgroup's memory.stat (cgroup v2). The BestEffort victim runs, then the
-# Burstable hog fills a tmpfs until what the agent reports available (its /stats/summary) is 200 MiB
-# under the threshold. The victim must be evicted first; then this script frees the tmpfs, the
-# pressure ends, and nothing else may be evicted.
+# memory from the root cgroup's memory.stat (cgroup v2). The BestEffort victim holds 300 MiB, then
+# the Burstable hog fills a tmpfs (more than the victim holds, within its request) until what the
+# agent reports available (its /stats/summary) is 100 MiB under the threshold. The victim must be
+# evicted first, and its eviction alone ends the pressure: with the hog's fill still in place,
+# nothing else may be evicted in the passes that follow (nor after this script frees the fill).
+# (A victim holding less than the node is short would leave the pressure on, and upstream's
+# eviction manager, as this agent's, then evicts the hog at the next pass.)
 eviction_check() {
-  local port threshold before fill t_fill
+  local port threshold before fill t_fill victim_mib
   port=$(cat $P/cluster/port)
   api() { local path=$1; shift; curl -sf --max-time 20 --cacert $P/cluster/ca.crt --cert $P/cluster/admin.crt --key $P/cluster/admin.key "https://kubernetes:$port$path" "$@"; }
   create() { sed -e "s/FILL_MIB/${2:-0}/" -e "s/REQUEST_MIB/${3:-0}/" "$1" | api /api/v1/namespaces/default/pods -X POST -H 'Content-Type: application/json' --data-binary @- >/dev/null; }
@@ -258,21 +261,23 @@ eviction_check() {
   create $P/eviction/victim.json
   wait_for 120 running victim
   sleep 12 # the victim's stats are in the agent's summary
-  # What the system itself uses on a real node (daemons, caches): 400 MiB of the tmpfs, written by this
-  # script (charged to its own service's cgroup). Without it, this idle node is so empty that a pod big
-  # enough to cross the threshold could not request what it holds: allocatable is capacity minus the threshold.
+  victim_mib=$(curl -sfk --max-time 10 https://127.0.0.1:10250/stats/summary | jq -r '[.pods[] | select(.podRef.name == "victim-0") | .memory.workingSetBytes // 0] | max // 0 | ./1048576 | floor')
+  # What the system itself uses on a real node (daemons, caches): 200 MiB of the tmpfs, written by this
+  # script (charged to its own service's cgroup), so that the hog can request what it holds: allocatable is
+  # capacity minus the reserved memory and the threshold.
   mkdir -p /var/lib/bunlet-vm/fill
   mount -t tmpfs -o size=1900m bunlet-fill /var/lib/bunlet-vm/fill
-  dd if=/dev/zero of=/var/lib/bunlet-vm/fill/system bs=1M count=400 2>/dev/null
+  dd if=/dev/zero of=/var/lib/bunlet-vm/fill/system bs=1M count=200 2>/dev/null
   sleep 12 # the agent's summary has it
   before=$(node_available_mib)
   if [ -z "$before" ] || [ "$before" -le "$threshold" ]; then fact eviction-pressure "threshold_mib=$threshold available_before_mib=$before (no room to add pressure)"; return 0; fi
-  fill=$(( before - threshold + 200 ))
+  fill=$(( before - threshold + 100 ))
   create $P/eviction/hog.json $fill $(( fill + 64 ))
   t_fill=$(elapsed)
   wait_for 240 evicted victim
   fact eviction-victim "$(pod victim '"phase=\(.status.phase) reason=\(.status.reason)"') t=$(( $(elapsed) - t_fill )) message=$(pod victim '.status.message' | tr ' ' '_')"
-  fact eviction-pressure "threshold_mib=$threshold available_before_mib=$before system_mib=400 fill_mib=$fill hog=$(pod hog '"\(.status.phase)/\(.status.reason // "-")"') available_mib=$(node_available_mib) hog_memory_current=$(cat /sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod$(pod hog '.metadata.uid | gsub("-"; "_")').slice/memory.current 2>/dev/null) psi_some=$(awk '/^some/ {print $2}' /proc/pressure/memory 2>/dev/null)"
+  sleep 25 # the fill still in place: fresh passes see the victim's memory back, and evict nothing else
+  fact eviction-pressure "threshold_mib=$threshold available_before_mib=$before system_mib=200 victim_mib=$victim_mib short_mib=100 fill_mib=$fill hog=$(pod hog '"\(.status.phase)/\(.status.reason // "-")"') available_mib=$(node_available_mib) hog_memory_current=$(cat /sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod$(pod hog '.metadata.uid | gsub("-"; "_")').slice/memory.current 2>/dev/null) psi_some=$(awk '/^some/ {print $2}' /proc/pressure/memory 2>/dev/null)"
   rm -f /var/lib/bunlet-vm/fill/data /var/lib/bunlet-vm/fill/system
   wait_for 60 above_threshold
   sleep 20 # two more eviction passes: nothing else may be evicted now
