@@ -24,7 +24,7 @@
 // times the pods).
 import { tmpdir } from "node:os";
 import { copyFileSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { createRestClient, loadCredentials, type RestClient, type WatchEvent } from "../../src/api/rest.ts";
 import { createCriClient } from "../../src/cri/client.ts";
 import { realClock } from "../../src/util/clock.ts";
@@ -474,7 +474,14 @@ try {
     floors.push(after);
   }
 
-  const ctdVersion = Bun.spawnSync(["containerd", "--version"]).stdout.toString().trim().split(" ").slice(2, 3).join("");
+  // The runtime that ran (BUNLET_RUNTIME): its own binaries (beside its ctr for containerd 2.x), not PATH's 1.6.
+  const runtimeBin = (name: string) => (ctd.ctr === "ctr" ? name : join(dirname(ctd.ctr), name));
+  const versionWord = (name: string, word: number) =>
+    Bun.spawnSync([runtimeBin(name), "--version"])
+      .stdout.toString()
+      .trim()
+      .split(/\s+/)[word] ?? "?";
+  const ctdVersion = `${versionWord("containerd", 2)} (${ctd.runtime}, ${runtimeBin("containerd")}), runc ${versionWord("runc", 2)}`;
   const memGiB = Number(/MemTotal:\s+(\d+)/.exec(readFileSync("/proc/meminfo", "utf8"))?.[1] ?? 0) / 2 ** 20;
   const kernel = readFileSync("/proc/sys/kernel/osrelease", "utf8").trim();
   const machine = `${navigator.hardwareConcurrency} CPUs, ${memGiB.toFixed(1)} GiB, Linux ${kernel}, containerd ${ctdVersion}, Kubernetes ${cp.kubernetesVersion} (control plane and upstream kubelet)`;
