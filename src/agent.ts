@@ -285,45 +285,28 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   });
   stack.defer(() => podResources.close());
   // Kernel OOM kills as events (upstream's OOM watcher): SystemOOM on the node, OOMKilling on this node's pods.
-  const kernelLog = config.runOnce ? undefined : tryOpenKmsg(logger);
-  if (kernelLog) {
-    // Any pod with a status here, not only active ones: a pod whose only container was killed may be terminal by the next poll.
-    const knownRef = (uid: string) => {
-      const entry = statuses.list().find(({ pod }) => pod.metadata.uid === uid);
-      return entry ? podEventRef(entry.pod) : undefined;
-    };
-    stack.use(new OomWatcher({ kernelLog, recorder, nodeName: config.nodeName, podRef: knownRef, clock, logger })).start();
-  }
+  if (!config.runOnce) startOomWatcher(stack, { config, statuses, recorder, clock, logger });
   // Cluster mode: the Node object, its status and its Lease.
-  const node =
-    cluster && config.registerNode
-      ? stack.use(
-          new NodeController({
-            api: cluster.api,
-            cri,
-            plegHealth: () => pleg.healthy(),
-            pressure: () => eviction.conditions(),
-            id: nodeId,
-            machine,
-            internalIP: hostIP,
-            config: k,
-            clock,
-            logger,
-            recorder,
-            shutdownStatus: () => nodeShutdown?.status(),
-            extendedResources: () => devices.nodeResources(),
-            statusRequests: nodeStatusRequests,
-            registration: nodeRegistration,
-          }),
-        )
-      : undefined;
-  node?.start();
-  // CSINode exists as soon as the Node does (upstream initializeCSINode), before any driver registers.
-  if (node)
-    void nodeRegistration
-      .whenRegistered()
-      .then(() => csiDrivers.initializeCsiNode())
-      .catch((err: unknown) => logger.error("failed to initialize CSINode", { err: errorMessage(err) }));
+  if (cluster && config.registerNode) {
+    startNodeController(stack, {
+      config,
+      api: cluster.api,
+      cri,
+      nodeId,
+      machine,
+      hostIP,
+      pleg,
+      eviction,
+      nodeShutdown,
+      devices,
+      nodeStatusRequests,
+      nodeRegistration,
+      csiDrivers,
+      recorder,
+      clock,
+      logger,
+    });
+  }
   await pluginWatcher.start();
   const once = config.runOnce ? recordFirstSnapshots(sources, { clock }) : undefined;
   const syncLoop = stack.use(
@@ -905,6 +888,73 @@ async function buildVolumes(
     }),
   );
   return { checkpoints, autonomy, csiDrivers, pluginWatcher, volumes, podObjects };
+}
+
+/** Kernel OOM kills as events (upstream's OOM watcher): SystemOOM on the node, OOMKilling on this node's pods; none where /dev/kmsg cannot be read. */
+function startOomWatcher(
+  stack: AsyncDisposableStack,
+  o: { config: AgentConfig; statuses: Pick<LocalStatusStore, "list">; recorder: EventRecorder; clock: Clock; logger: Logger },
+): void {
+  const { config, statuses, recorder, clock, logger } = o;
+  const kernelLog = tryOpenKmsg(logger);
+  if (!kernelLog) return;
+  // Any pod with a status here, not only active ones: a pod whose only container was killed may be terminal by the next poll.
+  const knownRef = (uid: string) => {
+    const entry = statuses.list().find(({ pod }) => pod.metadata.uid === uid);
+    return entry ? podEventRef(entry.pod) : undefined;
+  };
+  stack.use(new OomWatcher({ kernelLog, recorder, nodeName: config.nodeName, podRef: knownRef, clock, logger })).start();
+}
+
+/** Cluster mode: the Node object (registered, its status every 10 s, sent on change or every 5 min) and its Lease. */
+function startNodeController(
+  stack: AsyncDisposableStack,
+  o: {
+    config: AgentConfig;
+    api: KubeApi;
+    cri: CriService;
+    nodeId: Parameters<typeof nodeFacts>[0];
+    machine: MachineInfo;
+    hostIP: string | undefined;
+    pleg: Pick<Pleg, "healthy">;
+    eviction: Pick<EvictionManager, "conditions">;
+    nodeShutdown: NodeShutdownManager | undefined;
+    devices: Pick<DeviceManager, "nodeResources">;
+    nodeStatusRequests: Requests<void>;
+    nodeRegistration: NodeRegistration;
+    csiDrivers: Pick<CsiDrivers, "initializeCsiNode">;
+    recorder: EventRecorder;
+    clock: Clock;
+    logger: Logger;
+  },
+): void {
+  const { config, api, cri, nodeId, machine, hostIP, pleg, eviction, nodeShutdown, devices, nodeStatusRequests, nodeRegistration, csiDrivers, recorder, clock, logger } = o;
+  stack
+    .use(
+      new NodeController({
+        api,
+        cri,
+        plegHealth: () => pleg.healthy(),
+        pressure: () => eviction.conditions(),
+        id: nodeId,
+        machine,
+        internalIP: hostIP,
+        config: config.kubelet,
+        clock,
+        logger,
+        recorder,
+        shutdownStatus: () => nodeShutdown?.status(),
+        extendedResources: () => devices.nodeResources(),
+        statusRequests: nodeStatusRequests,
+        registration: nodeRegistration,
+      }),
+    )
+    .start();
+  // CSINode exists as soon as the Node does (upstream initializeCSINode), before any driver registers.
+  void nodeRegistration
+    .whenRegistered()
+    .then(() => csiDrivers.initializeCsiNode())
+    .catch((err: unknown) => logger.error("failed to initialize CSINode", { err: errorMessage(err) }));
 }
 
 /** Node resources: stats (which feed eviction), image GC, log rotation and the eviction manager, each disposed with the stack. */
