@@ -112,3 +112,4 @@ export function createPodCgroups(opts: PodCgroupsOptions): PodCgroups {
     ...(opts.qosReservedMemoryPercent !== undefined ? { qosReservedMemoryPercent: opts.qosReservedMemoryPercent } : {}),
   });
 }
+export { ActivePodCgroups } from "./active.ts";

@@ -7,7 +7,7 @@
  * (UpdateContainerResources) when it differs from the last one written, so
  * the shared pool's containers follow it as it shrinks and grows.
  */
-import type { ActivePods } from "../pods/active.ts";
+import type { ActivePods, SourcesReady } from "../pods/active.ts";
 import { ContainerState, type CriService } from "../cri/index.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import { ContainerNameLabel, PodUidLabel } from "../runtime/labels.ts";
@@ -32,7 +32,7 @@ export interface CpuManagerDeps {
   /** The pods admitted and not terminated: whose containers keep their exclusive CPUs. */
   pods: Pick<ActivePods, "activePods">;
   /** Stale state is released only once every pod source delivered its pods (upstream: sourcesReady). */
-  sourcesReady(): boolean;
+  sources: SourcesReady;
   reconcilePeriodMs: number;
   clock: Clock;
   logger: Logger;
@@ -49,7 +49,7 @@ export class PolicyCpuManager implements CpuManager {
 
   admit(pod: Pod, active: readonly Pod[]): CpuAdmitResult {
     // upstream Allocate removes stale state first, so CPUs of finished pods are free again.
-    if (this.d.sourcesReady()) this.d.policy.removeStale([...active, pod]);
+    if (this.d.sources.allSourcesReady()) this.d.policy.removeStale([...active, pod]);
     const result = this.d.policy.allocatePod(pod);
     if (!result.admit) this.d.logger.warn("CPU manager: pod not admitted", { pod: pod.metadata.name, reason: result.reason, message: result.message });
     return result;
@@ -73,7 +73,7 @@ export class PolicyCpuManager implements CpuManager {
   /** One pass of upstream reconcileState. */
   async reconcile(): Promise<void> {
     const active = this.d.pods.activePods();
-    if (this.d.sourcesReady()) this.d.policy.removeStale(active);
+    if (this.d.sources.allSourcesReady()) this.d.policy.removeStale(active);
     const byUid = new Map(active.map((p) => [p.metadata.uid ?? "", p]));
     let containers: Awaited<ReturnType<CpuManagerDeps["cri"]["listContainers"]>>;
     try {

@@ -57,7 +57,7 @@ async function setup(opts: { devices?: string[]; preStart?: boolean; preferred?:
     clock,
     logger,
     onChange: () => changes++,
-    sourcesReady: () => opts.sourcesReady ?? true,
+    sources: { allSourcesReady: () => opts.sourcesReady ?? true },
     metrics: { devicePluginRegistered: (r) => void metrics.registered.push(r), devicePluginAllocated: (r) => void metrics.allocated.push(r) },
   });
   disposables.push(manager);

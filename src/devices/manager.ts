@@ -22,6 +22,7 @@
  */
 import { mkdirSync, readdirSync, rmSync, statSync } from "node:fs";
 import { posix } from "node:path";
+import type { SourcesReady } from "../pods/active.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
@@ -73,7 +74,7 @@ export interface DeviceManagerOptions {
    * that are not active any more are freed (before it, a restarted agent
    * must not give away the devices of pods still loading).
    */
-  sourcesReady: () => boolean;
+  sources: SourcesReady;
   /** kubelet_device_plugin_registration_total and kubelet_device_plugin_alloc_duration_seconds. */
   metrics?: DeviceMetrics;
   /** Dials a registered plugin; the gRPC endpoint by default (tests pass a fake). */
@@ -299,7 +300,7 @@ export class DeviceManager implements AsyncDisposable {
 
   /** Frees the devices of pods that are not active any more (only once every source delivered its pods). */
   private prune(active: Set<string>): void {
-    if (!this.opts.sourcesReady()) return;
+    if (!this.opts.sources.allSourcesReady()) return;
     let changed = false;
     for (const uid of [...this.pods.keys()]) {
       if (active.has(uid)) continue;

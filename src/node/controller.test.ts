@@ -5,7 +5,7 @@ import type { KubeletConfiguration } from "../config/index.ts";
 import { FakeCri } from "../cri/fake.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
-import { LEASE_NAMESPACE, NodeController } from "./controller.ts";
+import { LEASE_NAMESPACE, NodeController, type ExtendedResources, type NodePressure } from "./controller.ts";
 import type { MachineInfo } from "./machine.ts";
 import type { NodeCondition } from "./status.ts";
 import { NodeRegistration } from "./registration.ts";
@@ -24,7 +24,7 @@ const machine: MachineInfo = {
   hostname: "host",
 };
 
-function setup(over: Partial<KubeletConfiguration> = {}, extended?: () => { capacity: Record<string, string>; allocatable: Record<string, string> }) {
+function setup(over: Partial<KubeletConfiguration> = {}, more: { extended?: ExtendedResources; pressure?: NodePressure } = {}) {
   const clock = new FakeClock();
   const api = new FakeKubeApi();
   const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
@@ -37,14 +37,15 @@ function setup(over: Partial<KubeletConfiguration> = {}, extended?: () => { capa
     statusRequests,
     api,
     cri,
-    plegHealth: () => (plegOk ? { ok: true, message: "ok" } : { ok: false, message: "pleg was last seen active 4m0s ago" }),
+    pleg: { healthy: () => (plegOk ? { ok: true, message: "ok" } : { ok: false, message: "pleg was last seen active 4m0s ago" }) },
     id: { nodeName: "n1", nodeIPs: [], nodeLabels: { "node.example.com/zone": "a" }, kubeletVersion: "v1.34.0-bunlet" },
     machine,
     internalIP: "192.0.2.10",
     config,
     clock,
     logger: memoryLogger().logger,
-    ...(extended ? { extendedResources: extended } : {}),
+    ...(more.extended ? { extendedResources: more.extended } : {}),
+    ...(more.pressure ? { pressure: more.pressure } : {}),
   });
   return { clock, api, cri, controller, registration, statusRequests, setPleg: (ok: boolean) => (plegOk = ok) };
 }
@@ -64,7 +65,10 @@ const ready = (api: FakeKubeApi) => (api.nodes.get("n1")!.status as { conditions
 describe("NodeController", () => {
   test("device plugin resources join capacity and allocatable, and a change is sent at once", async () => {
     let healthy = 2;
-    const { api, controller, clock } = setup({}, () => ({ capacity: { "example.com/dev": "2" }, allocatable: { "example.com/dev": String(healthy) } }));
+    const { api, controller, clock } = setup(
+      {},
+      { extended: { nodeResources: () => ({ capacity: { "example.com/dev": "2" }, allocatable: { "example.com/dev": String(healthy) } }) } },
+    );
     controller.start();
     await startUp(clock);
     const status = () => api.nodes.get("n1")!.status as { capacity: Record<string, string>; allocatable: Record<string, string> };
@@ -212,9 +216,8 @@ describe("NodeController", () => {
   });
 
   test("pressure from the eviction manager shows in the conditions with upstream's reasons", async () => {
-    const { api, controller, clock } = setup();
     let pressure = { memoryPressure: false, diskPressure: false, pidPressure: false };
-    (controller as unknown as { opts: { pressure: () => typeof pressure } }).opts.pressure = () => pressure;
+    const { api, controller, clock } = setup({}, { pressure: { conditions: () => pressure } });
     controller.start();
     await startUp(clock);
     pressure = { memoryPressure: true, diskPressure: true, pidPressure: false };

@@ -20,10 +20,30 @@ import type { NodeRegistration } from "./registration.ts";
 
 export const LEASE_NAMESPACE = "kube-node-lease";
 
+/** The PLEG's health: Ready turns False while relisting is stuck (upstream's PLEG health check). */
+export interface PlegHealth {
+  healthy(): { ok: boolean; message: string };
+}
+
+/** Memory, disk and PID pressure, as the eviction manager sees them. */
+export interface NodePressure {
+  conditions(): Pressure;
+}
+
+/** "node is shutting down" during a graceful node shutdown (upstream ShutdownStatus). */
+export interface ShutdownStatus {
+  status(): string | undefined;
+}
+
+/** The extended resources of device plugins, in capacity and allocatable. */
+export interface ExtendedResources {
+  nodeResources(): { capacity: Record<string, string>; allocatable: Record<string, string> };
+}
+
 export interface NodeControllerOptions {
   api: KubeApi;
   cri: Pick<CriService, "status" | "version" | "listImages">;
-  plegHealth: () => { ok: boolean; message: string };
+  pleg: PlegHealth;
   id: NodeIdentity;
   machine: MachineInfo;
   internalIP: string | undefined;
@@ -32,11 +52,11 @@ export interface NodeControllerOptions {
   logger: Logger;
   recorder?: EventRecorder;
   /** Memory, disk and PID pressure, from the eviction manager. */
-  pressure?: () => Pressure;
-  /** "node is shutting down" during a graceful node shutdown: Ready turns False with it (upstream ShutdownStatus). */
-  shutdownStatus?: () => string | undefined;
-  /** Extended resources of device plugins (devices/), in capacity and allocatable. */
-  extendedResources?: () => { capacity: Record<string, string>; allocatable: Record<string, string> };
+  pressure?: NodePressure;
+  /** A graceful node shutdown: Ready turns False with its status. */
+  shutdown?: ShutdownStatus;
+  /** Extended resources of device plugins (devices/). */
+  extendedResources?: ExtendedResources;
   /** Status updates asked for between the periodic ones (the node shutdown manager); served from construction on. */
   statusRequests?: Requests<void>;
   /** Told the Node's UID once registered (mirror pods, built before the controller, read it there). */
@@ -156,9 +176,9 @@ export class NodeController implements AsyncDisposable {
     } catch (err) {
       errors.push(`container runtime is down: ${errorMessage(err)}`);
     }
-    const pleg = this.opts.plegHealth();
+    const pleg = this.opts.pleg.healthy();
     if (!pleg.ok) errors.push(`PLEG is not healthy: ${pleg.message}`);
-    const shutdown = this.opts.shutdownStatus?.();
+    const shutdown = this.opts.shutdown?.status();
     if (shutdown) errors.push(shutdown);
     return { errors, runtimeVersion };
   }
@@ -180,8 +200,8 @@ export class NodeController implements AsyncDisposable {
       // update of the API's copy does.
       previousConditions: this.lastSent?.conditions ?? registeredConditions(this.registered),
       now: rfc3339(now),
-      ...(this.opts.pressure ? { pressure: this.opts.pressure() } : {}),
-      ...(this.opts.extendedResources ? { extended: this.opts.extendedResources() } : {}),
+      ...(this.opts.pressure ? { pressure: this.opts.pressure.conditions() } : {}),
+      ...(this.opts.extendedResources ? { extended: this.opts.extendedResources.nodeResources() } : {}),
     });
     const key = withoutHeartbeats(status);
     const due = this.apiMissedUs || !this.lastSent || this.lastSent.key !== key || now - this.lastSent.at >= config.nodeStatusReportFrequency;

@@ -7,6 +7,11 @@ export interface ActivePods {
   activePod(uid: string): Pod | undefined;
 }
 
+/** Every pod source delivered its first view (upstream's sourcesReady): from then on, what pods no source wants hold may be released. */
+export interface SourcesReady {
+  allSourcesReady(): boolean;
+}
+
 /** Stops pods for the node (graceful node shutdown, eviction), as the pod workers do. */
 export interface PodStopper {
   /** Stops the pod within the grace period for the node's shutdown (Failed, reason Terminated); false when it is not running here. */

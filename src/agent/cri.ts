@@ -1,0 +1,47 @@
+/** The CRI client the agent talks through, timed for the metrics, once the runtime answers. */
+import type { CriService } from "../cri/index.ts";
+import { containerdImageStore } from "../images/containerd/client.ts";
+import { preloadImages } from "../images/preload.ts";
+import { instrumentCri, KubeletMetrics } from "../metrics/kubelet.ts";
+import { ProbeMetrics } from "../metrics/probes.ts";
+import { runtimeCounts } from "../pleg/counts.ts";
+import { RuntimePodsView } from "../pleg/view.ts";
+import { waitForRuntime } from "../cri/runtime-info.ts";
+import type { Wiring } from "./wiring.ts";
+
+/**
+ * The CRI client (deps.cri in tests), wrapped to time every call for the
+ * kubelet metrics, once the runtime answers; undefined when the agent was
+ * stopped meanwhile. The metrics' running pods and containers are the
+ * PLEG's, which serves `runtimePods` once built. On air-gapped nodes, image
+ * tarballs go into the runtime before any pod can ask for them.
+ */
+export async function connectRuntime(w: Wiring, o: { cri: CriService | undefined; signal: AbortSignal }) {
+  const { config, stack, clock, logger } = w;
+  const { signal } = o;
+  const k = config.kubelet;
+  const rawCri =
+    o.cri ??
+    (await import("../cri/client.ts")).createCriClient({
+      endpoint: k.containerRuntimeEndpoint,
+      ...(k.imageServiceEndpoint ? { imageEndpoint: k.imageServiceEndpoint } : {}),
+      requestTimeoutMs: k.runtimeRequestTimeout,
+      logger,
+    });
+  stack.defer(() => rawCri.close());
+  const runtimePods = new RuntimePodsView();
+  const metrics = new KubeletMetrics({ nodeName: config.nodeName, processStartMs: clock.now(), runtimeCounts: () => runtimeCounts(runtimePods.runtimePods()) });
+  const probeMetrics = new ProbeMetrics();
+  const cri = instrumentCri(rawCri, metrics, () => clock.now());
+  await waitForRuntime(cri, { clock, logger, signal });
+  if (signal.aborted) return undefined;
+  if (k.imagePreloadDir) {
+    const store = containerdImageStore(k.imageServiceEndpoint || k.containerRuntimeEndpoint);
+    try {
+      await preloadImages(k.imagePreloadDir, store, logger);
+    } finally {
+      store.close();
+    }
+  }
+  return { cri, metrics, probeMetrics, runtimePods };
+}

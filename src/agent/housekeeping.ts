@@ -1,0 +1,45 @@
+/** What housekeeping runs besides the syncLoop's own: heap pacing, pod cgroups, orphaned pod directories. */
+import type { DeviceManager } from "../devices/index.ts";
+import type { PodCgroups } from "../cgroups/index.ts";
+import type { Pleg } from "../pleg/generic.ts";
+import type { AllocationManager } from "../allocation/index.ts";
+import type { PodConfig } from "../sources/podconfig.ts";
+import type { PodWorkers } from "../sync/podworkers.ts";
+import { GcPacer, type Heap } from "../memory/gc-pacer.ts";
+import type { Clock } from "../util/clock.ts";
+import type { Logger } from "../util/log.ts";
+import { podUid } from "../pods/identity.ts";
+import type { VolumeManager } from "../volumes/index.ts";
+import { everyMs } from "../util/every.ts";
+import { podCgroupHousekeeping } from "../cgroups/housekeeping.ts";
+
+/** What housekeeping runs besides the syncLoop's own (orphans, mirror pods, GC): heap pacing, pod cgroups, orphaned pod directories. */
+export function housekeepingTasks(o: {
+  clock: Clock;
+  logger: Logger;
+  heap: Heap;
+  podCgroups: PodCgroups | undefined;
+  workers: PodWorkers;
+  pleg: Pleg;
+  podConfig: PodConfig;
+  volumes: Pick<VolumeManager, "cleanupOrphans">;
+  allocation: AllocationManager | undefined;
+  devices: Pick<DeviceManager, "removeOrphans">;
+}): (() => void)[] {
+  const { clock, logger, podCgroups, workers, pleg, podConfig, volumes, allocation, devices } = o;
+  // Garbage is collected by heap growth, as Go's GOGC does, not by the machine's RAM (memory/gc-pacer.ts).
+  const gcPacer = new GcPacer({ heap: o.heap, clock, logger });
+  return [
+    () => gcPacer.tick(),
+    ...(podCgroups ? [everyMs(60_000, clock, () => podCgroupHousekeeping(podCgroups, workers, pleg, logger))] : []),
+    // Directories (and mounts) of pods gone from the agent and the runtime, as upstream cleanupOrphanedPodDirs.
+    // Only once every source delivered its pods: a restarted node must not lose emptyDirs of pods still loading.
+    everyMs(60_000, clock, async () => {
+      if (!pleg.hasRelisted() || !podConfig.allSourcesReady()) return;
+      const known = new Set([...pleg.runtimePods().map((p) => p.uid), ...podConfig.desiredPods().map((p) => podUid(p))]);
+      await volumes.cleanupOrphans((uid) => workers.has(uid) || known.has(uid));
+      allocation?.removeOrphans((uid) => workers.has(uid) || known.has(uid));
+      devices.removeOrphans((uid) => workers.has(uid) || known.has(uid));
+    }),
+  ];
+}

@@ -1,0 +1,244 @@
+/** The node's own builders: its cgroups, CPU and device managers, graceful shutdown, the OOM watcher and the Node object. */
+import { posix } from "node:path";
+import type { CriService } from "../cri/index.ts";
+import type { KubeApi } from "../api/index.ts";
+import type { CsiDrivers } from "../csi/index.ts";
+import { DeviceManager } from "../devices/index.ts";
+import { NodeController } from "../node/controller.ts";
+import { allocatableAmounts, enforcedAllocatable, type nodeFacts, reservedMilliCpu } from "../node/status.ts";
+import { readMachineInfo } from "../node/machine.ts";
+import { podEventRef, type EventRecorder } from "../events/recorder.ts";
+import { chooseCgroupDriver, createPodCgroups, detectCgroupLayout, nodeCgroupFs, readSwapHost, reservedEnforcements, type ReservedEnforcement } from "../cgroups/index.ts";
+import { runtimeCgroupDriver } from "../runtime/cgroup-driver.ts";
+import type { KubeletMetrics } from "../metrics/kubelet.ts";
+import type { Requests } from "../util/requests.ts";
+import { createCpuManager, CpuManagerError, parseCpuSet, readCpuTopology, type CpuManager } from "../cpumanager/index.ts";
+import type { LocalStatusStore } from "../status/index.ts";
+import { OomWatcher, tryOpenKmsg } from "../oom/index.ts";
+import { NodeShutdownManager, shutdownGroups, type ShutdownTrigger } from "../shutdown/index.ts";
+import { StartupConfigError, errorMessage } from "../util/errors.ts";
+import type { ActivePods, PodStopper } from "../pods/active.ts";
+import type { NodeRegistration } from "../node/registration.ts";
+import type { Wiring } from "./wiring.ts";
+import type { SourcesReady } from "../pods/active.ts";
+import type { ExtendedResources, NodePressure, PlegHealth, ShutdownStatus } from "../node/controller.ts";
+
+/** The node's cgroups, its machine and what it can give pods. */
+export type NodeCgroups = Awaited<ReturnType<typeof buildNodeCgroups>>;
+
+/**
+ * The node's cgroups: the driver (the runtime's, where it answers through CRI
+ * RuntimeConfig, else the config's; disagreeing with one set explicitly
+ * exits 2), with cgroupsPerQOS kubepods, kubepods/burstable,
+ * kubepods/besteffort and one cgroup per pod under cgroupRoot (systemd:
+ * transient slices), node allocatable enforced on kubepods, and the host's
+ * swap for containers.
+ */
+export async function buildNodeCgroups(w: Wiring, o: { cri: CriService }) {
+  const { config, logger } = w;
+  const { cri } = o;
+  const k = config.kubelet;
+  const cgroupDriver = chooseCgroupDriver({
+    configured: k.cgroupDriver === "systemd" ? "systemd" : "cgroupfs",
+    explicit: config.cgroupDriverSet ?? false,
+    runtime: await runtimeCgroupDriver(cri),
+  });
+  logger.info("cgroup driver", { driver: cgroupDriver.driver, from: cgroupDriver.source });
+  if (cgroupDriver.driver === "systemd" && !k.cgroupsPerQOS) {
+    throw new StartupConfigError(
+      `cgroupDriver systemd (${cgroupDriver.source === "runtime" ? "reported by the container runtime" : "configured"}) needs cgroupsPerQOS: true: pods are placed in the kubepods.slice hierarchy the agent creates through systemd`,
+    );
+  }
+  // cgroupsPerQOS: kubepods, kubepods/burstable, kubepods/besteffort and one cgroup per pod under cgroupRoot
+  // (systemd: kubepods.slice, kubepods-burstable.slice, ... made by systemd as transient slices).
+  const machine = readMachineInfo({ rootDir: config.rootDir });
+  const podCgroups = k.cgroupsPerQOS
+    ? createPodCgroups({
+        driver: cgroupDriver.driver,
+        cgroupRoot: k.cgroupRoot || "/",
+        podPidsLimit: k.podPidsLimit,
+        cpuCFSQuota: k.cpuCFSQuota,
+        cpuCFSQuotaPeriodMs: k.cpuCFSQuotaPeriod,
+        memoryQoS: k.featureGates["MemoryQoS"] === true, // upstream's alpha gate: memory.min on cgroup v2 (the writer checks the version)
+        // qosReserved (checked at start: memory only, with the QOSReserved gate): burstable and besteffort memory limits.
+        ...(k.qosReserved["memory"] ? { qosReservedMemoryPercent: Number.parseInt(k.qosReserved["memory"], 10) } : {}),
+        logger,
+      })
+    : undefined;
+  const podsCgroupParent = podCgroups ? podCgroups.kubepods : k.cgroupRoot;
+  const nodeAllocatable = allocatableAmounts(machine, k);
+  // kubepods gets capacity − reserved (upstream): the hard eviction threshold stays usable by pods until eviction acts.
+  const enforced = enforcedAllocatable(machine, k);
+  await podCgroups?.setupNode({
+    allocatable: { cpuMilli: enforced.cpu, memoryBytes: enforced.memory },
+    enforce: k.enforceNodeAllocatable.includes("pods"),
+  });
+  // enforceNodeAllocatable system-reserved / kube-reserved (and -compressible): the reserved amounts become limits on
+  // those existing cgroups (upstream's enforceExistingCgroup); one that cannot be written stops the start.
+  if (podCgroups) {
+    const memoryQoSGate = k.featureGates["MemoryQoS"] === true && podCgroups.version === "v2";
+    let enforcements: ReservedEnforcement[];
+    try {
+      enforcements = reservedEnforcements(k, memoryQoSGate);
+    } catch (err) {
+      throw new StartupConfigError(`enforceNodeAllocatable: ${errorMessage(err)}`);
+    }
+    for (const e of enforcements) {
+      try {
+        const path = await podCgroups.enforceExisting(e.cgroup, e.config);
+        logger.info("enforced reserved limits on cgroup", { level: e.level, [e.field]: e.cgroup, path, ...e.config });
+      } catch (err) {
+        throw new StartupConfigError(
+          `${e.field} ${JSON.stringify(e.cgroup)}: failed to enforce the ${JSON.stringify(e.level)} limits of enforceNodeAllocatable: ${errorMessage(err)}`,
+        );
+      }
+    }
+  }
+  // Swap for containers (memorySwap.swapBehavior), as upstream: NoSwap unless LimitedSwap on cgroup v2 (cgroups/swap.ts).
+  const swapHost = readSwapHost(detectCgroupLayout("/", nodeCgroupFs).version, machine.memoryBytes);
+  if (k.memorySwap.swapBehavior === "LimitedSwap" && swapHost.cgroupVersion === "v1")
+    logger.warn("memorySwap.swapBehavior LimitedSwap needs cgroup v2: on this cgroup v1 host every container gets NoSwap (memory+swap limit = memory limit), as upstream");
+  else if (k.memorySwap.swapBehavior === "LimitedSwap" && !swapHost.swapController)
+    logger.warn("memorySwap.swapBehavior LimitedSwap: the kernel has no swap controller (memory.swap.max); no swap limit is written, as upstream");
+  return { machine, podCgroups, podsCgroupParent, nodeAllocatable, swapHost };
+}
+
+/** Graceful node shutdown, when shutdownGracePeriodByPodPriority (or its short form) gives groups and something says the node shuts down. */
+export function buildNodeShutdown(
+  w: Wiring,
+  o: {
+    trigger: ShutdownTrigger | undefined;
+    pods: ActivePods & PodStopper;
+    recorder: EventRecorder;
+    nodeStatusRequests: Requests<void>;
+  },
+): NodeShutdownManager | undefined {
+  const { config, clock, logger } = w;
+  const { pods, recorder, nodeStatusRequests } = o;
+  const k = config.kubelet;
+  const groups = shutdownGroups(k);
+  const shutdownTrigger = groups.length ? o.trigger : undefined;
+  const nodeShutdown = shutdownTrigger
+    ? new NodeShutdownManager({
+        groups,
+        pods,
+        clock,
+        logger,
+        recorder,
+        nodeName: config.nodeName,
+        nodeStatusChanged: () => nodeStatusRequests.request(),
+      })
+    : undefined;
+  if (nodeShutdown && shutdownTrigger) {
+    shutdownTrigger.onShutdown(
+      () => nodeShutdown.shutdown(),
+      () => nodeShutdown.cancel(),
+    );
+  }
+  return nodeShutdown;
+}
+
+/** Kernel OOM kills as events (upstream's OOM watcher): SystemOOM on the node, OOMKilling on this node's pods; none where /dev/kmsg cannot be read. */
+export function startOomWatcher(w: Wiring, o: { statuses: Pick<LocalStatusStore, "list">; recorder: EventRecorder }): void {
+  const { config, stack, clock, logger } = w;
+  const { statuses, recorder } = o;
+  const kernelLog = tryOpenKmsg(logger);
+  if (!kernelLog) return;
+  // Any pod with a status here, not only active ones: a pod whose only container was killed may be terminal by the next poll.
+  const knownRef = (uid: string) => {
+    const entry = statuses.list().find(({ pod }) => pod.metadata.uid === uid);
+    return entry ? podEventRef(entry.pod) : undefined;
+  };
+  stack.use(new OomWatcher({ kernelLog, recorder, nodeName: config.nodeName, podRef: knownRef, clock, logger })).start();
+}
+
+/** Cluster mode: the Node object (registered, its status every 10 s, sent on change or every 5 min) and its Lease. */
+export function startNodeController(
+  w: Wiring,
+  o: {
+    api: KubeApi;
+    cri: CriService;
+    nodeId: Parameters<typeof nodeFacts>[0];
+    node: Pick<NodeCgroups, "machine">;
+    hostIP: string | undefined;
+    pleg: PlegHealth;
+    eviction: NodePressure;
+    nodeShutdown: ShutdownStatus | undefined;
+    devices: ExtendedResources;
+    nodeStatusRequests: Requests<void>;
+    nodeRegistration: NodeRegistration;
+    vol: { csiDrivers: Pick<CsiDrivers, "initializeCsiNode"> };
+    recorder: EventRecorder;
+  },
+): void {
+  const { config, stack, clock, logger } = w;
+  const { api, cri, nodeId, hostIP, pleg, eviction, nodeShutdown, devices, nodeStatusRequests, nodeRegistration, recorder } = o;
+  const { machine } = o.node;
+  const { csiDrivers } = o.vol;
+  stack
+    .use(
+      new NodeController({
+        api,
+        cri,
+        pleg,
+        pressure: eviction,
+        id: nodeId,
+        machine,
+        internalIP: hostIP,
+        config: config.kubelet,
+        clock,
+        logger,
+        recorder,
+        ...(nodeShutdown ? { shutdown: nodeShutdown } : {}),
+        extendedResources: devices,
+        statusRequests: nodeStatusRequests,
+        registration: nodeRegistration,
+      }),
+    )
+    .start();
+  // CSINode exists as soon as the Node does (upstream initializeCSINode), before any driver registers.
+  void nodeRegistration
+    .whenRegistered()
+    .then(() => csiDrivers.initializeCsiNode())
+    .catch((err: unknown) => logger.error("failed to initialize CSINode", { err: errorMessage(err) }));
+}
+
+/** The CPU manager (cpuManagerPolicy): exclusive CPUs for Guaranteed containers, kept in <rootDir>/cpu_manager_state. */
+export function buildCpuManager(w: Wiring, o: { cri: CriService; pods: ActivePods; sources: SourcesReady }): CpuManager {
+  const { config, stack, clock, logger } = w;
+  const { cri, pods, sources } = o;
+  const k = config.kubelet;
+  try {
+    return stack.use(
+      createCpuManager({
+        rootDir: config.rootDir,
+        policy: k.cpuManagerPolicy === "static" ? "static" : "none",
+        policyOptions: k.cpuManagerPolicyOptions,
+        topology: k.cpuManagerPolicy === "static" ? readCpuTopology("/sys") : { cpus: [] },
+        reservedSystemCpus: parseCpuSet(k.reservedSystemCPUs),
+        reservedMilliCpu: reservedMilliCpu(k),
+        cri,
+        pods,
+        sources,
+        reconcilePeriodMs: k.cpuManagerReconcilePeriod,
+        clock,
+        logger,
+      }),
+    );
+  } catch (err) {
+    // upstream: the container manager fails and the kubelet does not start.
+    if (err instanceof CpuManagerError) throw new Error(`failed to initialize the CPU manager: ${err.message}`);
+    throw err;
+  }
+}
+
+/** Device plugins register on <rootDir>/device-plugins/kubelet.sock; their devices are extended resources of the node. */
+export async function buildDevices(w: Wiring, o: { sources: SourcesReady; nodeStatusRequests: Requests<void>; metrics: KubeletMetrics }): Promise<DeviceManager> {
+  const { config, stack, clock, logger } = w;
+  const { sources, nodeStatusRequests, metrics } = o;
+  const devices = stack.use(
+    new DeviceManager({ dir: posix.join(config.rootDir, "device-plugins"), clock, logger, onChange: () => nodeStatusRequests.request(), sources, metrics }),
+  );
+  await devices.start();
+  return devices;
+}

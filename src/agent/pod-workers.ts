@@ -1,0 +1,123 @@
+/** The pod path's last part: admission, the pod syncer, the pod workers and the PLEG that wakes them. */
+import type { AllocationManager } from "../allocation/index.ts";
+import type { CpuManager } from "../cpumanager/index.ts";
+import type { CriService } from "../cri/index.ts";
+import type { DeviceManager } from "../devices/index.ts";
+import type { EventRecorder } from "../events/recorder.ts";
+import type { EvictionManager } from "../eviction/index.ts";
+import type { KubeletMetrics } from "../metrics/kubelet.ts";
+import { admitPod, type AdmitResult } from "../node/admission.ts";
+import { admitPodFeatures, appArmorEnabled } from "../node/pod-features.ts";
+import type { nodeFacts } from "../node/status.ts";
+import { sysctlAllowlist } from "../node/sysctls.ts";
+import { EventedPleg } from "../pleg/evented.ts";
+import { GenericPleg, type Pleg } from "../pleg/generic.ts";
+import type { RuntimePodsView } from "../pleg/view.ts";
+import type { Pod } from "../pods/schema.ts";
+import type { ProbeVerdicts } from "../prober/verdicts.ts";
+import type { CriPodRuntime } from "../runtime/manager.ts";
+import type { NodeShutdownManager } from "../shutdown/index.ts";
+import type { StatusSink } from "../status/index.ts";
+import { HostPodSyncer } from "../sync/pod-syncer.ts";
+import type { PodHost } from "../sync/pod-host.ts";
+import { PodWorkers } from "../sync/podworkers.ts";
+import type { PodWorkersView } from "../sync/view.ts";
+import type { Requests } from "../util/requests.ts";
+import type { Wiring } from "./wiring.ts";
+
+/** What decides whether a pod is admitted. */
+export interface AdmissionSources {
+  facts: ReturnType<typeof nodeFacts>;
+  nodeShutdown: Pick<NodeShutdownManager, "admit"> | undefined;
+  eviction: Pick<EvictionManager, "admitPod">;
+  devices: Pick<DeviceManager, "admit">;
+  cpuManager: Pick<CpuManager, "admit">;
+  allocation: Pick<AllocationManager, "allocatedPod"> | undefined;
+}
+
+/**
+ * Admission as upstream orders it: node shutdown, then eviction (pods under
+ * pressure), sysctls, pod features, devices, exclusive CPUs, then the
+ * resource predicates.
+ */
+export function podAdmission(w: Pick<Wiring, "config">, o: AdmissionSources): (pod: Pod, active: Pod[]) => AdmitResult {
+  const { facts, nodeShutdown, eviction, devices, cpuManager, allocation } = o;
+  const k = w.config.kubelet;
+  const sysctls = sysctlAllowlist(k.allowedUnsafeSysctls);
+  const podFeatureGates = {
+    podLevelResources: k.featureGates["PodLevelResources"] !== false,
+    userNamespacesSupport: k.featureGates["UserNamespacesSupport"] !== false,
+    appArmorEnabled: appArmorEnabled(),
+  };
+  // A pod counts with what it was allocated (checkpointed; active pods come allocated), not with a resize it
+  // asked for: after a restart, a pod whose resize is pending is admitted again as it runs (upstream).
+  const allocated = (p: Pod) => (allocation ? allocation.allocatedPod(p) : p);
+  return (pod, active) => {
+    const shuttingDown = nodeShutdown?.admit();
+    if (shuttingDown && !shuttingDown.admit) return shuttingDown;
+    const underPressure = eviction.admitPod(pod);
+    if (!underPressure.admit) return underPressure;
+    const sysctlResult = sysctls.admit(pod);
+    if (!sysctlResult.admit) return sysctlResult;
+    // What the node cannot give (pod-level resources, a user namespace) is refused, never run without (node/pod-features.ts).
+    const features = admitPodFeatures(pod, podFeatureGates);
+    if (!features.admit) return features;
+    // Devices before the resource predicates, as upstream's allocate-resources admit handler.
+    const deviceResult = devices.admit(pod, active);
+    if (!deviceResult.admit) return deviceResult;
+    // Exclusive CPUs after devices, as upstream's topology manager asks its hint providers.
+    const cpuResult = cpuManager.admit(allocated(pod), active);
+    if (!cpuResult.admit) return cpuResult;
+    return admitPod(allocated(pod), active, facts);
+  };
+}
+
+/**
+ * The pod syncer, the pod workers (which serve `pods` and the prober's sync
+ * requests, and admit with `admit`) and the PLEG that wakes them, each
+ * disposed with the stack.
+ */
+export function buildPodWorkers(
+  w: Wiring,
+  o: {
+    admit: (pod: Pod, active: Pod[]) => AdmitResult;
+    cri: CriService;
+    runtime: CriPodRuntime;
+    podHost: PodHost;
+    statusSink: StatusSink;
+    allocation: AllocationManager | undefined;
+    prober: { verdicts: ProbeVerdicts; syncRequests: Requests<string> };
+    pods: PodWorkersView;
+    runtimePods: RuntimePodsView;
+    metrics: KubeletMetrics;
+    recorder: EventRecorder;
+    random: () => number;
+  },
+): { workers: PodWorkers; pleg: Pleg } {
+  const { config, stack, clock, logger } = w;
+  const { admit, cri, runtime, podHost, statusSink, allocation, prober, pods, runtimePods, metrics, recorder, random } = o;
+  const k = config.kubelet;
+  const syncer = new HostPodSyncer({
+    runtime,
+    host: podHost,
+    status: statusSink,
+    clock,
+    logger,
+    recorder,
+    probes: prober.verdicts,
+    metrics,
+    ...(allocation ? { allocation } : {}),
+  });
+  const workers: PodWorkers = stack.use(
+    new PodWorkers({ syncer, clock, logger, resyncIntervalMs: k.syncFrequency, random, admit, requests: prober.syncRequests, view: pods, metrics }),
+  );
+  // Container events where the runtime streams them (falls back to relisting by itself where it does not);
+  // featureGates EventedPLEG=false keeps the one-second relist only.
+  const onRelist = (duration: number, interval: number | undefined) => metrics.plegRelist(duration, interval);
+  const pleg: Pleg = stack.use(
+    k.featureGates["EventedPLEG"] === false
+      ? new GenericPleg({ runtime, clock, logger, onRelist, view: runtimePods })
+      : new EventedPleg({ runtime, cri, clock, logger, onRelist, view: runtimePods }),
+  );
+  return { workers, pleg };
+}

@@ -1,0 +1,39 @@
+/** The prober and what it tells the pod path: restarts after liveness failures, readiness, sync requests. */
+import type { CriService } from "../cri/index.ts";
+import type { EventRecorder } from "../events/recorder.ts";
+import { createProbeManager } from "../prober/index.ts";
+import type { ProbeMetrics } from "../metrics/probes.ts";
+import { LivenessRestarts, ProbeVerdicts } from "../prober/verdicts.ts";
+import { Requests } from "../util/requests.ts";
+import type { MirrorPods } from "../mirror/index.ts";
+import { reportedContainer } from "../status/api.ts";
+import { isApiPod } from "../pods/source.ts";
+import type { Wiring } from "./wiring.ts";
+
+/**
+ * The prober: liveness and startup failures restart that container, readiness
+ * feeds the statuses. It is built before the pod workers: the syncs it asks
+ * for go through `syncRequests`, which the workers serve.
+ */
+export function buildProber(w: Wiring, o: { cri: CriService; recorder: EventRecorder; probeMetrics: ProbeMetrics; mirrors: MirrorPods | undefined }) {
+  const { stack, clock, logger } = w;
+  const { cri, recorder, probeMetrics, mirrors } = o;
+  const syncRequests = new Requests<string>();
+  const restarts = new LivenessRestarts((uid) => syncRequests.request(uid));
+  const prober = stack.use(
+    createProbeManager({
+      cri,
+      clock,
+      logger,
+      recorder,
+      onLivenessFailure: (uid, name, message, gracePeriodSeconds) => restarts.livenessFailed(uid, name, message, gracePeriodSeconds),
+      onChange: (uid) => syncRequests.request(uid),
+      onProbed: (run) => probeMetrics.observe(run),
+      onPodRemoved: (uid) => probeMetrics.forgetPod(uid),
+      // What the kubelet before this one (upstream, or this agent before a restart) reported: a ready pod stays Ready.
+      lastReported: (pod, name, id) => reportedContainer(isApiPod(pod) ? pod.status : mirrors?.mirrorOf(pod)?.status, name, id),
+    }),
+  );
+  const verdicts = new ProbeVerdicts(prober, restarts);
+  return { syncRequests, restarts, verdicts };
+}

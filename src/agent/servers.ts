@@ -1,0 +1,75 @@
+/** What the agent serves over HTTP: healthz, the kubelet API and the read-only port. */
+import type { CriService } from "../cri/index.ts";
+import { renderVolumeStatsMetrics } from "../metrics/volume-stats.ts";
+import type { MachineInfo } from "../node/machine.ts";
+import { readMachineSpec } from "../node/machine-spec.ts";
+import type { StatsCollector } from "../stats/index.ts";
+import type { KubeletMetrics } from "../metrics/kubelet.ts";
+import type { ProbeMetrics } from "../metrics/probes.ts";
+import { resourceMetrics } from "../metrics/resource.ts";
+import { cadvisorMetrics, machineFactsFromSpec } from "../metrics/cadvisor.ts";
+import type { healthzApp } from "../server/healthz.ts";
+import { readOnlyApp } from "../server/readonly.ts";
+import { startKubeletServer } from "../server/wire.ts";
+import type { LocalStatusStore } from "../status/index.ts";
+import type { Wiring } from "./wiring.ts";
+import type { Cluster } from "./cluster.ts";
+
+/** What the agent serves over HTTP: healthz (10248), the kubelet API (10250) and the read-only port (10255), each closed with the stack. */
+export async function startServers(
+  w: Wiring,
+  o: {
+    cluster: Cluster | undefined;
+    hostIP: string | undefined;
+    health: ReturnType<typeof healthzApp>;
+    statuses: LocalStatusStore;
+    stats: StatsCollector;
+    cri: CriService;
+    metrics: KubeletMetrics;
+    probeMetrics: ProbeMetrics;
+    pauseImage: string | undefined;
+    machine: MachineInfo;
+  },
+): Promise<void> {
+  const { config, stack, clock, logger } = w;
+  const { cluster, hostIP, health, statuses, stats, cri, metrics, probeMetrics, pauseImage, machine } = o;
+  const k = config.kubelet;
+  if (k.healthzPort > 0) {
+    const server = Bun.serve({ hostname: k.healthzBindAddress, port: k.healthzPort, fetch: health.fetch });
+    stack.defer(() => server.stop(true));
+    logger.info("serving healthz", { address: `${k.healthzBindAddress}:${k.healthzPort}` });
+  }
+  const machineSpec = () => readMachineSpec(machine, { now: clock.now() });
+  const kubeletServer = await startKubeletServer({
+    config: k,
+    nodeName: config.nodeName,
+    ...(cluster ? { api: cluster.api } : {}),
+    ...(cluster?.csr ? { csr: cluster.csr } : {}),
+    pods: () => statuses.list(),
+    stats,
+    cri,
+    certDir: config.certDir,
+    nodeIPs: config.nodeIPs,
+    nodeAddresses: config.nodeIPs.length ? config.nodeIPs : hostIP ? [hostIP] : [],
+    health,
+    metrics: {
+      kubelet: () => metrics.render() + renderVolumeStatsMetrics(stats.latest()),
+      resource: () => resourceMetrics(stats),
+      probes: () => probeMetrics.render(),
+      cadvisor: () =>
+        cadvisorMetrics(
+          () => stats.cadvisor({ sandboxImage: pauseImage ?? "" }),
+          () => machineFactsFromSpec(machineSpec(), machine),
+          () => clock.now(),
+        ),
+    },
+    spec: machineSpec,
+    logger,
+  });
+  if (kubeletServer) stack.defer(() => kubeletServer.close());
+  if (k.readOnlyPort > 0) {
+    const server = Bun.serve({ hostname: k.address, port: k.readOnlyPort, fetch: readOnlyApp({ statuses, health, spec: machineSpec }).fetch });
+    stack.defer(() => server.stop(true));
+    logger.info("serving read-only port", { address: `${k.address}:${k.readOnlyPort}` });
+  }
+}
