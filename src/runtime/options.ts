@@ -3,7 +3,7 @@
  * where a pod's sandbox and container configs come from
  * (`ContainerConfigSources`) and what decides when a container may start
  * (`StartPolicy`). Every field is required: the agent builds both in one
- * place (agent.ts), and a source the node does not have is passed as its
+ * place (agent/pod-runtime.ts), and a source the node does not have is passed as its
  * explicit "none" (`noServiceEnv`, `defaultRuntimeClasses`, `resize:
  * undefined`), so nothing is left out by accident. Unit tests build them
  * with `runtime/testing.ts`.

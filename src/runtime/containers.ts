@@ -1,0 +1,278 @@
+/**
+ * One container at a time through the CRI: started (image, config, create,
+ * start, postStart), stopped (preStop, then the runtime's stop with what is
+ * left of the grace period) and resized in place (upstream
+ * doPodResizeAction's order). Each returns SyncResults; nothing is passed
+ * out through its arguments.
+ */
+import { posix } from "node:path";
+import { isNotFound, LinuxContainerResources, type CriService, type PodSandboxConfig } from "../cri/index.ts";
+import { withDevices, DeviceError } from "../devices/index.ts";
+import { podEventRef, type EventRecorder } from "../events/recorder.ts";
+import type { KubeletMetricsSink } from "../metrics/kubelet.ts";
+import type { PodRef } from "../pods/identity.ts";
+import { podUid } from "../pods/identity.ts";
+import type { ContainerSpec, Pod } from "../pods/schema.ts";
+import { containerSpecOf, isSidecar, restartPolicyOf } from "../pods/spec.ts";
+import type { Clock } from "../util/clock.ts";
+import { errorMessage } from "../util/errors.ts";
+import type { Logger } from "../util/log.ts";
+import { VolumeMountError } from "../volumes/index.ts";
+import { PodObjectError } from "../api/objects.ts";
+import { isResizable, resourcesOf } from "./container-resources.ts";
+import { containerConfig, pullPolicyOf } from "./cri-config.ts";
+import { joinPidNamespace, pidTargetOf, TargetContainerError } from "./ephemeral.ts";
+import { containerEnv, EnvError } from "./env.ts";
+import { hookOf, MINIMUM_GRACE_AFTER_PRESTOP_SECONDS, runHook } from "./hooks.ts";
+import { ImageError, type ImageInfo, type ImagePuller } from "./images.ts";
+import type { PodHostResources } from "./index.ts";
+import type { ActuatedResources, ContainerConfigSources, ContainerResourcesFn } from "./options.ts";
+import type { RestoredSpec } from "./orphan-spec.ts";
+import { podResizeSteps } from "./resize-steps.ts";
+import { effectiveSecurityContext, SecurityContextError, verifyRunAsNonRoot } from "./security.ts";
+import type { ObservedPod, SyncResult } from "./types.ts";
+
+/** What the runtime facade and its containers are both built with (manager.ts CriPodRuntimeOptions). */
+export interface RuntimeBase {
+  cri: CriService;
+  clock: Clock;
+  logger: Logger;
+  /** Where Pulling/Created/Started/Killing/BackOff... go. */
+  recorder: EventRecorder;
+  /** kubelet_started_containers_total and its errors. */
+  metrics: Pick<KubeletMetricsSink, "containerStarted">;
+  /** The pod's host side the runtime asks for while it starts a pod: its cgroup, its mounts, its log directories (sync/pod-host.ts). */
+  host: PodHostResources;
+  config: ContainerConfigSources;
+}
+
+export interface ContainersOptions extends RuntimeBase {
+  /** What was applied to each container (in-place resize); undefined when InPlacePodVerticalScaling is off. */
+  resize: ActuatedResources | undefined;
+  images: ImagePuller;
+}
+
+/** The CRI message for container resource values (created with the container, or updated in place). */
+const criResources = (r: ReturnType<ContainerResourcesFn>) =>
+  LinuxContainerResources.create({
+    ...r,
+    cpuQuota: BigInt(r.cpuQuota),
+    cpuPeriod: BigInt(r.cpuPeriod),
+    cpuShares: BigInt(r.cpuShares),
+    memoryLimitInBytes: BigInt(r.memoryLimitInBytes),
+    oomScoreAdj: BigInt(r.oomScoreAdj),
+    memorySwapLimitInBytes: BigInt(r.memorySwapLimitInBytes ?? 0),
+  });
+
+/** One container to start in a pod's sandbox. */
+export interface ContainerStart {
+  pod: Pod;
+  spec: ContainerSpec;
+  restartCount: number;
+  sandboxId: string;
+  sandbox: PodSandboxConfig;
+  podIP: string;
+  /** What the runtime held before this sync (an ephemeral container's target is found there). */
+  observed: ObservedPod;
+}
+
+/** One container to stop: its preStop hook first when the pod's spec is known. */
+export interface ContainerStop {
+  pod: PodRef | Pod;
+  id: string;
+  name: string;
+  graceSeconds: number;
+  /** Why it is stopped (logged; a Killing event's message when it starts with "Container "); none for a pod's kill. */
+  why?: string;
+  podIP: string;
+  /** An orphan's spec as its container's annotations restore it (its preStop hook). */
+  restored?: RestoredSpec | undefined;
+}
+
+/** What a container start did; when the container does not run, why it waits and when to try again. */
+export interface ContainerStartResult {
+  results: SyncResult[];
+  waiting?: { reason: string; message: string };
+  retryAfterMs?: number;
+}
+
+export class Containers {
+  constructor(private readonly opts: ContainersOptions) {}
+
+  /** Pulls, creates and starts one container (postStart included); says why it waits when it does not run. */
+  async start({ pod, spec, restartCount, sandboxId, sandbox, podIP, observed }: ContainerStart): Promise<ContainerStartResult> {
+    const { cri } = this.opts;
+    const results: SyncResult[] = [];
+    let imageRef: string;
+    let imageUser: ImageInfo;
+    try {
+      imageUser = await this.opts.images.ensure(pod, spec.name, spec.image, pullPolicyOf(spec), sandbox);
+      imageRef = imageUser.ref;
+      results.push({ action: "PullImage", target: spec.image });
+    } catch (err) {
+      const e = err instanceof ImageError ? err : new ImageError("ErrImagePull", errorMessage(err), 10_000);
+      this.opts.recorder.event(
+        podEventRef(pod, spec.name),
+        "Warning",
+        e.reason === "ErrImageNeverPull" ? "ErrImageNeverPull" : "Failed",
+        e.reason === "ErrImageNeverPull" ? e.message : `Error: ${e.reason}`,
+      );
+      results.push({ action: "PullImage", target: spec.image, error: { reason: e.reason, message: e.message } });
+      return { results, waiting: { reason: e.reason, message: e.message }, ...(e.retryAfterMs ? { retryAfterMs: e.retryAfterMs } : {}) };
+    }
+    let config;
+    try {
+      verifyRunAsNonRoot(effectiveSecurityContext(pod, spec), imageUser);
+      const mounts = await this.opts.host.containerMounts(pod, spec, podIP ? [podIP] : []);
+      const envs = await containerEnv(pod, spec, {
+        values: { podIP, ...(this.opts.config.hostIP ? { hostIP: this.opts.config.hostIP } : {}) },
+        objects: this.opts.config.podObjects,
+        allocatable: this.opts.config.nodeAllocatable(),
+        warn: (reason, message) => this.opts.recorder.event(podEventRef(pod), "Warning", reason, message),
+        services: this.opts.config.serviceEnv,
+      });
+      config = containerConfig(pod, spec, restartCount, imageRef, envs, this.opts.config.node, mounts);
+      config = withDevices(config, await this.opts.config.devices.runOptions(pod, spec.name));
+      const pidTarget = pidTargetOf(pod, spec.name, observed);
+      if (pidTarget) joinPidNamespace(config, pidTarget);
+      config.linux = { ...config.linux!, resources: criResources(this.opts.config.resources(pod, spec)) };
+      this.opts.host.ensureLogDirectory(posix.join(sandbox.logDirectory, spec.name));
+    } catch (err) {
+      const reason =
+        err instanceof EnvError ||
+        err instanceof PodObjectError ||
+        err instanceof SecurityContextError ||
+        err instanceof VolumeMountError ||
+        err instanceof TargetContainerError ||
+        err instanceof DeviceError
+          ? "CreateContainerConfigError"
+          : "CreateContainerError";
+      this.opts.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
+      results.push({ action: "StartContainer", target: spec.name, error: { reason, message: errorMessage(err) } });
+      return { results, waiting: { reason, message: errorMessage(err) }, retryAfterMs: 10_000 };
+    }
+    let id: string;
+    try {
+      id = await cri.createContainer(sandboxId, config, sandbox);
+      if (isResizable(pod, spec)) this.opts.resize?.setActuated(podUid(pod), spec.name, resourcesOf(spec));
+      this.opts.recorder.event(podEventRef(pod, spec.name), "Normal", "Created", `Created container: ${spec.name}`);
+    } catch (err) {
+      this.opts.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
+      results.push({ action: "StartContainer", target: spec.name, error: { reason: "CreateContainerError", message: errorMessage(err) } });
+      return { results, waiting: { reason: "CreateContainerError", message: errorMessage(err) }, retryAfterMs: 10_000 };
+    }
+    const containerType = pod.spec.initContainers?.some((c) => c.name === spec.name)
+      ? "init_container"
+      : pod.spec.ephemeralContainers?.some((c) => c.name === spec.name)
+        ? "ephemeral_container"
+        : "container";
+    try {
+      await cri.startContainer(id);
+      this.opts.metrics.containerStarted(containerType);
+      this.opts.logger.info("started container", { pod: pod.metadata.name, container: spec.name, id, restartCount });
+      this.opts.recorder.event(podEventRef(pod, spec.name), "Normal", "Started", `Started container ${spec.name}`);
+      // postStart runs before the container is reported running; a failure kills it (upstream).
+      const postStart = hookOf(spec, "postStart");
+      const failure = postStart
+        ? await runHook(postStart, { cri, clock: this.opts.clock, pod, container: spec, containerId: id, podIP, timeoutSeconds: pod.spec.terminationGracePeriodSeconds ?? 30 })
+        : undefined;
+      if (failure) {
+        this.opts.recorder.event(podEventRef(pod, spec.name), "Warning", "FailedPostStartHook", failure);
+        results.push(await this.stop({ pod, id, name: spec.name, graceSeconds: pod.spec.terminationGracePeriodSeconds ?? 30, why: "FailedPostStartHook", podIP: "" }));
+        results.push({ action: "StartContainer", target: spec.name, error: { reason: "PostStartHookError", message: failure } });
+        return { results };
+      }
+      results.push({ action: "StartContainer", target: spec.name });
+      return { results };
+    } catch (err) {
+      this.opts.metrics.containerStarted(containerType, "RunContainerError");
+      this.opts.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
+      // The container stays, exited as the runtime says (containerd: StartError, 128); it waits with
+      // RunContainerError until the crash-loop backoff governs the retry, when it will be restarted (upstream reasonCache).
+      results.push({ action: "StartContainer", target: spec.name, error: { reason: "RunContainerError", message: errorMessage(err) } });
+      const waits = restartPolicyOf(pod) !== "Never" || isSidecar(spec);
+      return { results, ...(waits ? { waiting: { reason: "RunContainerError", message: errorMessage(err) } } : {}) };
+    }
+  }
+  /**
+   * Stops a container: its preStop hook first, then the runtime's stop with what is left of the grace period.
+   * Without the pod's spec (an orphan) the hook is the one the container's annotations restore, as upstream's.
+   */
+  async stop({ pod, id, name, graceSeconds, why, podIP, restored }: ContainerStop): Promise<SyncResult> {
+    const meta = "metadata" in pod ? pod.metadata : pod;
+    this.opts.recorder.event(podEventRef({ metadata: meta }, name), "Normal", "Killing", why?.startsWith("Container ") ? why : `Stopping container ${name}`);
+    if (why) this.opts.logger.info("stopping container", { pod: `${meta.namespace}/${meta.name}`, container: name, why });
+    if (!("spec" in pod) && restored && !restored.ok) {
+      this.opts.logger.warn("an orphaned container's annotations do not restore its preStop hook; stopping it without", {
+        pod: `${meta.namespace}/${meta.name}`,
+        container: name,
+        err: restored.error,
+      });
+    }
+    const specPod: Pod | undefined =
+      "spec" in pod
+        ? pod
+        : restored?.ok
+          ? ({ metadata: { name: meta.name, namespace: meta.namespace, uid: meta.uid }, spec: { containers: [restored.container] } } as Pod)
+          : undefined;
+    const spec = specPod ? containerSpecOf(specPod, name) : undefined;
+    const preStop = spec && why !== "FailedPostStartHook" && graceSeconds > 0 ? hookOf(spec, "preStop") : undefined;
+    if (preStop && specPod) {
+      const started = this.opts.clock.now();
+      if (!("spec" in pod)) this.opts.logger.info("running an orphaned container's preStop hook", { pod: `${meta.namespace}/${meta.name}`, container: name });
+      const failure = await runHook(preStop, { cri: this.opts.cri, clock: this.opts.clock, pod: specPod, container: spec!, containerId: id, podIP, timeoutSeconds: graceSeconds });
+      if (failure) this.opts.recorder.event(podEventRef(specPod, name), "Warning", "FailedPreStopHook", failure);
+      const spent = Math.floor((this.opts.clock.now() - started) / 1000);
+      graceSeconds = Math.max(MINIMUM_GRACE_AFTER_PRESTOP_SECONDS, graceSeconds - spent);
+    }
+    try {
+      await this.opts.cri.stopContainer(id, graceSeconds);
+      return { action: "KillContainer", target: name };
+    } catch (err) {
+      if (isNotFound(err)) return { action: "KillContainer", target: name };
+      return { action: "KillContainer", target: name, error: { reason: "KillContainerError", message: errorMessage(err) } };
+    }
+  }
+  /**
+   * Upstream doPodResizeAction: what grows in the pod cgroup grows before
+   * the containers, what shrinks shrinks after them, so the pod limit never
+   * falls below the sum of its containers'; containers whose memory limit
+   * shrinks go first. Each container is updated through the CRI
+   * (UpdateContainerResources) and recorded as applied once the runtime took it.
+   */
+  async resizeInPlace(pod: Pod, targets: { id: string; name: string }[]): Promise<SyncResult[]> {
+    const uid = podUid(pod);
+    const applied = (name: string) => this.opts.resize?.actuated(uid, name);
+    const plan = podResizeSteps(pod, applied);
+    const results: SyncResult[] = [];
+    const fail = (target: string, err: unknown): SyncResult[] => {
+      const message = errorMessage(err);
+      this.opts.logger.warn("pod resize failed", { pod: pod.metadata.name, target, err: message });
+      return [...results, { action: "ResizePodInPlace", target, error: { reason: "ResizePodInPlaceError", message } }];
+    };
+    try {
+      await this.opts.host.ensureCgroup(plan.podFirst);
+    } catch (err) {
+      return fail(uid, err);
+    }
+    const ordered = [...targets].sort((a, b) => Number(plan.memoryShrinks(b.name)) - Number(plan.memoryShrinks(a.name)));
+    for (const t of ordered) {
+      const spec = containerSpecOf(pod, t.name)!;
+      try {
+        const r = this.opts.config.resources(pod, spec);
+        await this.opts.cri.updateContainerResources(t.id, criResources(r));
+        this.opts.resize?.setActuated(uid, t.name, resourcesOf(spec));
+        this.opts.logger.info("container resized in place", { pod: pod.metadata.name, container: t.name, ...r });
+        results.push({ action: "ResizePodInPlace", target: t.name });
+      } catch (err) {
+        return fail(t.name, err);
+      }
+    }
+    try {
+      await this.opts.host.ensureCgroup(pod);
+    } catch (err) {
+      return fail(uid, err);
+    }
+    return results;
+  }
+}
