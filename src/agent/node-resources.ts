@@ -7,7 +7,6 @@ import { createImageGC, statfsBytes } from "../images/index.ts";
 import { createLogRotation } from "../logs/index.ts";
 import { createStatsCollector } from "../stats/index.ts";
 import type { CriPodRuntime } from "../runtime/manager.ts";
-import { podRef } from "../pods/identity.ts";
 import type { ActivePods, PodStopper } from "../pods/active.ts";
 import type { VolumeManager } from "../volumes/index.ts";
 import { sandboxImageOf } from "../cri/runtime-info.ts";
@@ -42,7 +41,7 @@ export async function buildNodeResources(
       cgroupRoot: podsCgroupParent,
       podCgroupPath: (ref) => podCgroups?.podCgroupPath(ref),
       cri,
-      pods: () => pods.activePods().map((p) => podRef(p)),
+      pods,
       podLogsDir: k.podLogsDir,
       volumeStatsAggPeriodMs: k.volumeStatsAggPeriod,
       claimedVolumes: (uid) => volumes.claimVolumes(uid),

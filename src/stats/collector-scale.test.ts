@@ -35,7 +35,7 @@ test("one pass covers 110 pods of two containers each, logs included, without a 
     cgroupRoot: "/kubepods",
     podCgroupPath: node.podCgroup,
     cri,
-    pods: () => pods,
+    pods: { activePods: () => pods.map((metadata) => ({ metadata })) },
     podLogsDir: node.podLogsDir,
     clock,
     logger,

@@ -37,7 +37,7 @@ function setup(version: "v1" | "v2", extra: Partial<Parameters<typeof createStat
     cgroupRoot: "/kubepods",
     podCgroupPath: node.podCgroup,
     cri,
-    pods: () => pods,
+    pods: { activePods: () => pods.map((metadata) => ({ metadata })) },
     podLogsDir: node.podLogsDir,
     clock,
     logger: logs.logger,

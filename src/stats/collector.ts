@@ -27,10 +27,15 @@ import { buildPodStats, PodIndex } from "./pods.ts";
 import { CpuRates } from "./rate.ts";
 import { DriverVolumeCache, VolumeUsageCache, type ClaimedVolumePath, type DriverVolume, type VolumeUsage } from "./volumes.ts";
 import type { FsStats, PodStats, StatsProvider, Summary } from "./types.ts";
-import type { PodRef } from "../pods/identity.ts";
+import { podRef } from "../pods/identity.ts";
 
 /** No ListPodSandboxStats: it can crash containerd 1.6 before 1.6.22 (pod-network.ts). */
 export type StatsCri = Pick<CriService, "listContainerStats" | "listContainers" | "listPodSandbox" | "imageFsInfo">;
+
+/** The pods whose stats are reported, as the pod workers' ActivePods answers (pods/active.ts). */
+export interface StatsPods {
+  activePods(): readonly { metadata: { name?: string; namespace?: string; uid?: string } }[];
+}
 
 export interface StatsCollectorOptions {
   nodeName: string;
@@ -49,8 +54,8 @@ export interface StatsCollectorOptions {
   /** A pod's cgroup relative to the hierarchy root; undefined when it has none (yet). */
   podCgroupPath: (pod: { uid: string }) => string | undefined;
   cri: StatsCri;
-  /** The pods to report; called once per pass. */
-  pods: () => PodRef[];
+  /** The pods to report: the active pods (pods/active.ts), asked once per pass; only their identity is read. */
+  pods: StatsPods;
   /** Root of the pod log directories (upstream /var/log/pods). */
   podLogsDir: string;
   /** How long a volume's measured usage is reused (volumeStatsAggPeriod, default 1m). */
@@ -173,7 +178,7 @@ export function createStatsCollector(opts: StatsCollectorOptions): StatsCollecto
       criList("ListContainerStats", () => opts.cri.listContainerStats()),
       imageFs(statFsCached, time),
     ]);
-    const pods = opts.pods();
+    const pods = opts.pods.activePods().map((p) => podRef(p));
     const index = new PodIndex({ sandboxes, containers, containerStats });
 
     rates.beginRound();
@@ -287,7 +292,7 @@ export function createStatsCollector(opts: StatsCollectorOptions): StatsCollecto
         },
         pass.summary,
         index,
-        opts.pods(),
+        opts.pods.activePods().map((p) => podRef(p)),
       );
     },
     async [Symbol.asyncDispose]() {

@@ -74,7 +74,7 @@ beforeAll(async () => {
     cgroupRoot: ctd.cgroupParent,
     podCgroupPath: (p) => (p.uid === pod.uid ? podCgroup : undefined),
     cri,
-    pods: () => [pod],
+    pods: { activePods: () => [{ metadata: pod }] },
     podLogsDir,
     clock: realClock,
     logger: logs.logger,
