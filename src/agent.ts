@@ -9,14 +9,12 @@
  * running (an agent restart adopts them).
  */
 import { mkdirSync } from "node:fs";
-import { posix } from "node:path";
 import type { AgentConfig } from "./config/index.ts";
 import type { CriService } from "./cri/index.ts";
 import type { KubeApi } from "./api/index.ts";
 import { ActivePodCgroups } from "./cgroups/index.ts";
 import { nodeFacts } from "./node/status.ts";
 import { ApiEventRecorder, LogEventRecorder } from "./events/recorder.ts";
-import { servePodResources } from "./devices/index.ts";
 import { MirrorPods } from "./mirror/index.ts";
 import { healthzApp, syncLoopCheck } from "./server/healthz.ts";
 import { ApiStatusManager } from "./status/api.ts";
@@ -36,7 +34,7 @@ import { NodeRegistration } from "./node/registration.ts";
 import type { Wiring } from "./agent/wiring.ts";
 import { buildCluster } from "./agent/cluster.ts";
 import { connectRuntime } from "./agent/cri.ts";
-import { buildCpuManager, buildDevices, buildNodeCgroups, buildNodeShutdown, startNodeController, startOomWatcher } from "./agent/node.ts";
+import { buildCpuManager, buildDevices, buildNodeCgroups, buildNodeShutdown, servePodResourcesApi, startNodeController, startOomWatcher } from "./agent/node.ts";
 import { buildNodeResources } from "./agent/node-resources.ts";
 import { buildPodSources } from "./agent/pod-sources.ts";
 import { buildVolumes } from "./agent/volumes.ts";
@@ -70,6 +68,7 @@ export interface AgentDeps {
 export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<RunOnceReport | undefined> {
   const { logger, signal } = deps;
   const clock = deps.clock ?? realClock;
+  const random = deps.random ?? Math.random;
   const k = config.kubelet;
   logger.info("starting node agent", { node: config.nodeName, mode: config.kubeconfig ? "cluster" : "standalone" });
 
@@ -132,29 +131,9 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   // Admission (node shutdown, pressure, sysctls, pod features, devices, CPUs, resources), the pod syncer,
   // the pod workers that serve `pods`, and the PLEG that wakes them.
   const admit = podAdmission(w, { facts, nodeShutdown, eviction, devices, cpuManager, allocation });
-  const { workers, pleg } = buildPodWorkers(w, {
-    admit,
-    cri,
-    runtime,
-    podHost,
-    statusSink,
-    allocation,
-    prober,
-    pods,
-    runtimePods,
-    metrics,
-    recorder,
-    random: deps.random ?? Math.random,
-  });
+  const { workers, pleg } = buildPodWorkers(w, { admit, cri, runtime, podHost, statusSink, allocation, prober, pods, runtimePods, metrics, recorder, random });
   // The pod resources API (v1) on <rootDir>/pod-resources/kubelet.sock: which devices each container holds.
-  const podResources = await servePodResources({
-    dir: posix.join(config.rootDir, "pod-resources"),
-    devices,
-    pods: workers,
-    getEnabled: k.featureGates["KubeletPodResourcesGet"] !== false, // beta, on by default since 1.34
-    logger,
-  });
-  stack.defer(() => podResources.close());
+  await servePodResourcesApi(w, { devices, pods: workers });
   // Kernel OOM kills as events (upstream's OOM watcher): SystemOOM on the node, OOMKilling on this node's pods.
   if (!config.runOnce) startOomWatcher(w, { statuses, recorder });
   // Cluster mode: the Node object, its status and its Lease; CSINode once the Node exists.
@@ -163,20 +142,22 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   }
   await vol.pluginWatcher.start();
   const once = config.runOnce ? recordFirstSnapshots(sources, { clock }) : undefined;
-  const housekeeping = housekeepingTasks({
-    clock,
-    logger,
-    heap: deps.heap ?? bunHeap,
-    podCgroups: node.podCgroups,
-    workers,
-    pleg,
-    podConfig,
-    volumes: vol.volumes,
-    allocation,
-    devices,
-  });
-  const loop = { sources: once?.sources ?? sources, removeOrphans: !once, podConfig, workers, pleg, runtime, backoff: crashLoop, housekeepingTasks: housekeeping };
-  const syncLoop = stack.use(new SyncLoop({ ...loop, clock, logger, ...(mirrors ? { mirrors } : {}) }));
+  const housekeeping = housekeepingTasks(w, { heap: deps.heap ?? bunHeap, node, workers, pleg, podConfig, vol, allocation, devices });
+  const syncLoop = stack.use(
+    new SyncLoop({
+      sources: once?.sources ?? sources,
+      removeOrphans: !once,
+      podConfig,
+      workers,
+      pleg,
+      runtime,
+      backoff: crashLoop,
+      housekeepingTasks: housekeeping,
+      clock,
+      logger,
+      ...(mirrors ? { mirrors } : {}),
+    }),
+  );
 
   const health = healthzApp([
     { name: "ping", check: () => ({ ok: true }) },

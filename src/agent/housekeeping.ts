@@ -6,27 +6,30 @@ import type { AllocationManager } from "../allocation/index.ts";
 import type { PodConfig } from "../sources/podconfig.ts";
 import type { PodWorkers } from "../sync/podworkers.ts";
 import { GcPacer, type Heap } from "../memory/gc-pacer.ts";
-import type { Clock } from "../util/clock.ts";
-import type { Logger } from "../util/log.ts";
+import type { Wiring } from "./wiring.ts";
 import { podUid } from "../pods/identity.ts";
 import type { VolumeManager } from "../volumes/index.ts";
 import { everyMs } from "../util/every.ts";
 import { podCgroupHousekeeping } from "../cgroups/housekeeping.ts";
 
 /** What housekeeping runs besides the syncLoop's own (orphans, mirror pods, GC): heap pacing, pod cgroups, orphaned pod directories. */
-export function housekeepingTasks(o: {
-  clock: Clock;
-  logger: Logger;
-  heap: Heap;
-  podCgroups: PodCgroups | undefined;
-  workers: PodWorkers;
-  pleg: Pleg;
-  podConfig: PodConfig;
-  volumes: Pick<VolumeManager, "cleanupOrphans">;
-  allocation: AllocationManager | undefined;
-  devices: Pick<DeviceManager, "removeOrphans">;
-}): (() => void)[] {
-  const { clock, logger, podCgroups, workers, pleg, podConfig, volumes, allocation, devices } = o;
+export function housekeepingTasks(
+  w: Pick<Wiring, "clock" | "logger">,
+  o: {
+    heap: Heap;
+    node: { podCgroups: PodCgroups | undefined };
+    workers: PodWorkers;
+    pleg: Pleg;
+    podConfig: PodConfig;
+    vol: { volumes: Pick<VolumeManager, "cleanupOrphans"> };
+    allocation: AllocationManager | undefined;
+    devices: Pick<DeviceManager, "removeOrphans">;
+  },
+): (() => void)[] {
+  const { clock, logger } = w;
+  const { workers, pleg, podConfig, allocation, devices } = o;
+  const { podCgroups } = o.node;
+  const { volumes } = o.vol;
   // Garbage is collected by heap growth, as Go's GOGC does, not by the machine's RAM (memory/gc-pacer.ts).
   const gcPacer = new GcPacer({ heap: o.heap, clock, logger });
   return [

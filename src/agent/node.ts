@@ -3,7 +3,7 @@ import { posix } from "node:path";
 import type { CriService } from "../cri/index.ts";
 import type { KubeApi } from "../api/index.ts";
 import type { CsiDrivers } from "../csi/index.ts";
-import { DeviceManager } from "../devices/index.ts";
+import { DeviceManager, servePodResources } from "../devices/index.ts";
 import { NodeController } from "../node/controller.ts";
 import { allocatableAmounts, enforcedAllocatable, type nodeFacts, reservedMilliCpu } from "../node/status.ts";
 import { readMachineInfo } from "../node/machine.ts";
@@ -241,4 +241,17 @@ export async function buildDevices(w: Wiring, o: { sources: SourcesReady; nodeSt
   );
   await devices.start();
   return devices;
+}
+
+/** The pod resources API (v1) on <rootDir>/pod-resources/kubelet.sock: which devices each container holds; closed with the stack. */
+export async function servePodResourcesApi(w: Wiring, o: { devices: DeviceManager; pods: Pick<ActivePods, "activePods"> }): Promise<void> {
+  const { config, stack, logger } = w;
+  const podResources = await servePodResources({
+    dir: posix.join(config.rootDir, "pod-resources"),
+    devices: o.devices,
+    pods: o.pods,
+    getEnabled: config.kubelet.featureGates["KubeletPodResourcesGet"] !== false, // beta, on by default since 1.34
+    logger,
+  });
+  stack.defer(() => podResources.close());
 }
