@@ -130,7 +130,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   const nodeShutdown = buildNodeShutdown(w, { trigger: deps.nodeShutdown, pods, recorder, nodeStatusRequests });
   // Admission (node shutdown, pressure, sysctls, pod features, devices, CPUs, resources), the pod syncer,
   // the pod workers that serve `pods`, and the PLEG that wakes them.
-  const admit = podAdmission(w, { facts, nodeShutdown, eviction, devices, cpuManager, allocation });
+  const admit = podAdmission(k, { facts, nodeShutdown, eviction, devices, cpuManager, allocation });
   const { workers, pleg } = buildPodWorkers(w, { admit, cri, runtime, podHost, statusSink, allocation, prober, pods, runtimePods, metrics, recorder, random });
   // The pod resources API (v1) on <rootDir>/pod-resources/kubelet.sock: which devices each container holds.
   await servePodResourcesApi(w, { devices, pods: workers });

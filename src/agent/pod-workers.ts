@@ -1,14 +1,14 @@
 /** The pod path's last part: admission, the pod syncer, the pod workers and the PLEG that wakes them. */
 import type { AllocationManager } from "../allocation/index.ts";
+import type { KubeletConfiguration } from "../config/index.ts";
 import type { CpuManager } from "../cpumanager/index.ts";
 import type { CriService } from "../cri/index.ts";
 import type { DeviceManager } from "../devices/index.ts";
 import type { EventRecorder } from "../events/recorder.ts";
 import type { EvictionManager } from "../eviction/index.ts";
 import type { KubeletMetrics } from "../metrics/kubelet.ts";
-import { admitPod, type AdmitResult } from "../node/admission.ts";
+import { admitPod, type AdmitResult, type NodeFacts } from "../node/admission.ts";
 import { admitPodFeatures, appArmorEnabled } from "../node/pod-features.ts";
-import type { nodeFacts } from "../node/status.ts";
 import { sysctlAllowlist } from "../node/sysctls.ts";
 import { EventedPleg } from "../pleg/evented.ts";
 import { GenericPleg, type Pleg } from "../pleg/generic.ts";
@@ -27,7 +27,7 @@ import type { Wiring } from "./wiring.ts";
 
 /** What decides whether a pod is admitted. */
 export interface AdmissionSources {
-  facts: ReturnType<typeof nodeFacts>;
+  facts: NodeFacts;
   nodeShutdown: Pick<NodeShutdownManager, "admit"> | undefined;
   eviction: Pick<EvictionManager, "admitPod">;
   devices: Pick<DeviceManager, "admit">;
@@ -40,9 +40,8 @@ export interface AdmissionSources {
  * pressure), sysctls, pod features, devices, exclusive CPUs, then the
  * resource predicates.
  */
-export function podAdmission(w: Pick<Wiring, "config">, o: AdmissionSources): (pod: Pod, active: Pod[]) => AdmitResult {
+export function podAdmission(k: Pick<KubeletConfiguration, "allowedUnsafeSysctls" | "featureGates">, o: AdmissionSources): (pod: Pod, active: Pod[]) => AdmitResult {
   const { facts, nodeShutdown, eviction, devices, cpuManager, allocation } = o;
-  const k = w.config.kubelet;
   const sysctls = sysctlAllowlist(k.allowedUnsafeSysctls);
   const podFeatureGates = {
     podLevelResources: k.featureGates["PodLevelResources"] !== false,
