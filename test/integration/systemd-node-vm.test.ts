@@ -108,6 +108,7 @@ interface VmKubeletConfig {
   kubeReserved: Record<string, string>;
   systemReservedCgroup: string;
   kubeReservedCgroup: string;
+  singleProcessOOMKill?: boolean;
 }
 const kubeletConfig = () => Bun.YAML.parse(readFileSync(join(repoRoot, "test/vm/node/kubelet.yaml"), "utf8")) as VmKubeletConfig;
 /** A fact that holds JSON. */
@@ -184,6 +185,9 @@ describe("a systemd + cgroup v2 node (qemu)", () => {
       const unified = containerMemoryQoS(pod.spec.containers[0]!, { throttlingFactor: k.memoryThrottlingFactor, allocatableMemoryBytes: 0 });
       expect(fields(`container-${name}`)).toMatchObject({ exists: "yes", "memory.min": unified["memory.min"] ?? "0", "memory.high": unified["memory.high"] ?? "max" });
     }
+    // singleProcessOOMKill unset on cgroup v2: every container's OOM kill takes the whole container, as upstream.
+    expect(k.singleProcessOOMKill).toBeUndefined();
+    for (const name of QOS) expect(fields(`container-${name}`)["memory.oom.group"]).toBe("1");
     // The burstable container is the one throttled: request 32Mi, limit 128Mi, factor 0.8.
     expect(Number(fields("container-burstable")["memory.high"])).toBe(Math.floor((32 + 0.8 * 96) * 256) * 4096);
     // The QoS levels sum the active pods' requests; the OOM pod (Burstable) counts until it has failed.

@@ -144,10 +144,11 @@ for p in guaranteed burstable besteffort; do
   fact "slice-$p" "path=${slice#/sys/fs/cgroup} $files"
   fact "unit-$p" "$(systemctl show "$unit" -p ActiveState -p Wants -p CPUWeight -p CPUQuotaPerSecUSec -p MemoryMax -p TasksMax -p DefaultDependencies | tr '\n' ' ')"
   fact "scopes-$p" "$(find "$slice" -mindepth 1 -maxdepth 1 -type d -name '*.scope' -printf '%f ' | sed 's/cri-containerd-[0-9a-f]*/cri-containerd-ID/g')"
-  # The app container's own scope (the sandbox's pause has another): MemoryQoS's memory.min / memory.high from the CRI.
+  # The app container's own scope (the sandbox's pause has another): MemoryQoS's memory.min / memory.high and
+  # memory.oom.group (singleProcessOOMKill unset) from the CRI.
   cid=$(pod $p '.status.containerStatuses[0].containerID' | sed 's|^containerd://||')
   scope="$slice/cri-containerd-$cid.scope"
-  fact "container-$p" "exists=$([ -d "$scope" ] && echo yes || echo no) memory.min=$(cat "$scope/memory.min" 2>/dev/null) memory.high=$(cat "$scope/memory.high" 2>/dev/null) memory.max=$(cat "$scope/memory.max" 2>/dev/null)"
+  fact "container-$p" "exists=$([ -d "$scope" ] && echo yes || echo no) memory.min=$(cat "$scope/memory.min" 2>/dev/null) memory.high=$(cat "$scope/memory.high" 2>/dev/null) memory.max=$(cat "$scope/memory.max" 2>/dev/null) memory.oom.group=$(cat "$scope/memory.oom.group" 2>/dev/null)"
 done
 # MemoryQoS on the QoS levels: kubepods-burstable.slice = the Burstable pods' requests, kubepods.slice = Guaranteed's + those.
 fact memory-qos "kubepods=$(cat /sys/fs/cgroup/kubepods.slice/memory.min) burstable=$(cat /sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/memory.min) besteffort=$(cat /sys/fs/cgroup/kubepods.slice/kubepods-besteffort.slice/memory.min) oom_phase=$(pod oom '.status.phase')"
