@@ -266,8 +266,9 @@ describe("the field table", () => {
     };
     walk(new URL("..", import.meta.url).pathname);
     const all = sources.join("\n");
-    // Acted on inside src/config itself: merged into evictionHard there; checked there.
-    const inConfig = new Set(["mergeDefaultEvictionSettings", "featureGates"]);
+    // Acted on inside src/config itself: merged into evictionHard there; checked there; validated there, and
+    // without other effect in upstream 1.34 too.
+    const inConfig = new Set(["mergeDefaultEvictionSettings", "featureGates", "iptablesMasqueradeBit", "iptablesDropBit"]);
     const unread = (Object.keys(SETTINGS) as FieldName[]).filter(
       (f) => SETTINGS[f].kind === "acted" && !(SETTINGS[f] as { builtIn?: true }).builtIn && !inConfig.has(f) && !new RegExp(`\\b${f}\\b`).test(all),
     );
@@ -318,6 +319,13 @@ describe("the flags", () => {
     expect(errorOf(load({ ...gate, qosReserved: { memory: "150%" } }))).toContain("failed to parse percentage");
     expect(errorOf(load({ ...gate, cgroupsPerQOS: false, enforceNodeAllocatable: [] }, ["--qos-reserved=memory=50%"]))).toContain("needs cgroupsPerQOS");
     expect(errorOf(load(gate, ["--qos-reserved=memory=50%"]))).toBe("loaded (run)");
+  });
+
+  test("iptablesMasqueradeBit and iptablesDropBit load as upstream 1.34 (deprecated, without effect), and only in 0..31", () => {
+    const r = load({ iptablesMasqueradeBit: 13, iptablesDropBit: 16 });
+    expect(r.kind === "run" ? [r.config.kubelet.iptablesMasqueradeBit, r.config.kubelet.iptablesDropBit, r.warnings] : errorOf(r)).toEqual([13, 16, []]);
+    expect(errorOf(load({ iptablesMasqueradeBit: 32 }))).toContain("iptablesMasqueradeBit");
+    expect(errorOf(load({ iptablesDropBit: -1 }))).toContain("iptablesDropBit");
   });
 
   test("--cloud-provider=external is refused", () => {

@@ -140,8 +140,14 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   hairpinMode: refused("hairpin mode is the CNI plugin's configuration; this agent sets nothing"),
   podCIDR: refused(`passing a pod CIDR to the runtime (UpdateRuntimeConfig) is ${NOT_IMPLEMENTED}`),
   makeIPTablesUtilChains: refused(`iptables chains are ${NOT_IMPLEMENTED}`, "upstream creates the KUBE-IPTABLES-HINT chain by default; this agent does not"),
-  iptablesMasqueradeBit: refused(`iptables chains are ${NOT_IMPLEMENTED}`),
-  iptablesDropBit: refused(`iptables chains are ${NOT_IMPLEMENTED}`),
+  // Upstream 1.34 validates both and reads them nowhere else ("Deprecated: no longer has any effect"): the
+  // KUBE-MARK-MASQ and KUBE-MARK-DROP chains they numbered went to kube-proxy with IPTablesOwnershipCleanup.
+  iptablesMasqueradeBit: acted(
+    "validated to 0..31 (src/config/validate.ts) and otherwise without effect, as upstream 1.34, where it is deprecated: the KUBE-MARK-MASQ chain it marked is kube-proxy's",
+  ),
+  iptablesDropBit: acted(
+    "validated to 0..31 (src/config/validate.ts) and otherwise without effect, as upstream 1.34, where it is deprecated: the KUBE-MARK-DROP chain it marked is kube-proxy's",
+  ),
 
   // Resources and cgroups
   maxPods: acted("Node capacity pods and admission (OutOfpods)"),
