@@ -34,7 +34,7 @@ import { NodeRegistration } from "./node/registration.ts";
 import type { Wiring } from "./agent/wiring.ts";
 import { buildCluster } from "./agent/cluster.ts";
 import { connectRuntime } from "./agent/cri.ts";
-import { buildCpuManager, buildDevices, buildNodeCgroups, buildNodeShutdown, servePodResourcesApi, startNodeController, startOomWatcher } from "./agent/node.ts";
+import { buildCpuManager, buildDevices, buildNodeCgroups, buildNodeShutdown, servePodResourcesApi, startNodeController, startOomWatcher, startPodCidr } from "./agent/node.ts";
 import { buildNodeResources } from "./agent/node-resources.ts";
 import { buildPodSources } from "./agent/pod-sources.ts";
 import { buildVolumes } from "./agent/volumes.ts";
@@ -80,6 +80,8 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   const runtimeConnection = await connectRuntime(w, { cri: deps.cri, signal });
   if (!runtimeConnection) return undefined;
   const { cri, metrics, probeMetrics, runtimePods } = runtimeConnection;
+  // The pod CIDR for the runtime's network plugin: the podCIDR setting now, the Node's spec.podCIDRs in cluster mode.
+  const podCidr = startPodCidr(w, { cri });
   // Cluster mode: the API server is a pod source and the status sink, and the node registers.
   const cluster = await buildCluster(w, { api: deps.api, version: deps.version, signal });
   const hostIP = config.nodeIPs[0] ?? cluster?.internalIP;
@@ -138,7 +140,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   if (!config.runOnce) startOomWatcher(w, { statuses, recorder });
   // Cluster mode: the Node object, its status and its Lease; CSINode once the Node exists.
   if (cluster && config.registerNode) {
-    startNodeController(w, { api: cluster.api, cri, nodeId, node, hostIP, pleg, eviction, nodeShutdown, devices, nodeStatusRequests, nodeRegistration, vol, recorder });
+    startNodeController(w, { api: cluster.api, cri, nodeId, node, hostIP, pleg, eviction, nodeShutdown, devices, nodeStatusRequests, nodeRegistration, vol, recorder, podCidr });
   }
   await vol.pluginWatcher.start();
   const once = config.runOnce ? recordFirstSnapshots(sources, { clock }) : undefined;

@@ -5,6 +5,8 @@ import type { KubeApi } from "../api/index.ts";
 import type { CsiDrivers } from "../csi/index.ts";
 import { DeviceManager, servePodResources } from "../devices/index.ts";
 import { NodeController } from "../node/controller.ts";
+import { PodCidr } from "../node/pod-cidr.ts";
+import { CsiNodeInitializer } from "../csi/node-init.ts";
 import { allocatableAmounts, enforcedAllocatable, type nodeFacts, reservedMilliCpu } from "../node/status.ts";
 import { readMachineInfo } from "../node/machine.ts";
 import { podEventRef, type EventRecorder } from "../events/recorder.ts";
@@ -169,12 +171,15 @@ export function startNodeController(
     nodeRegistration: NodeRegistration;
     vol: { csiDrivers: Pick<CsiDrivers, "initializeCsiNode"> };
     recorder: EventRecorder;
+    podCidr: PodCidr;
   },
 ): void {
   const { config, stack, clock, logger } = w;
   const { api, cri, nodeId, hostIP, pleg, eviction, nodeShutdown, devices, nodeStatusRequests, nodeRegistration, recorder } = o;
   const { machine } = o.node;
   const { csiDrivers } = o.vol;
+  // Ready stays False until the CSINode exists (upstream initializeCSINode), created once the Node is, before any driver registers.
+  const csiNode = stack.use(new CsiNodeInitializer({ initialize: () => csiDrivers.initializeCsiNode(), onInitialized: () => nodeStatusRequests.request(), clock, logger }));
   stack
     .use(
       new NodeController({
@@ -193,14 +198,20 @@ export function startNodeController(
         extendedResources: devices,
         statusRequests: nodeStatusRequests,
         registration: nodeRegistration,
+        storage: csiNode,
+        podCidr: o.podCidr,
       }),
     )
     .start();
-  // CSINode exists as soon as the Node does (upstream initializeCSINode), before any driver registers.
-  void nodeRegistration
-    .whenRegistered()
-    .then(() => csiDrivers.initializeCsiNode())
-    .catch((err: unknown) => logger.error("failed to initialize CSINode", { err: errorMessage(err) }));
+  void nodeRegistration.whenRegistered().then(() => csiNode.run());
+}
+
+/** The pod CIDR for the runtime (upstream updatePodCIDR): podCIDR at start; in cluster mode the Node's spec.podCIDRs later. */
+export function startPodCidr(w: Wiring, o: { cri: CriService }): PodCidr {
+  const { config, logger } = w;
+  const podCidr = new PodCidr({ cri: o.cri, logger });
+  void podCidr.update(config.kubelet.podCIDR).catch((err: unknown) => logger.error("pod CIDR update failed", { err: errorMessage(err) }));
+  return podCidr;
 }
 
 /** The CPU manager (cpuManagerPolicy): exclusive CPUs for Guaranteed containers, kept in <rootDir>/cpu_manager_state. */

@@ -138,7 +138,9 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   clusterDNS: acted("pod DNS servers (src/runtime/dns.ts)"),
   resolvConf: acted("pod DNS base (src/runtime/dns.ts)"),
   hairpinMode: refused("hairpin mode is the CNI plugin's configuration; this agent sets nothing"),
-  podCIDR: refused(`passing a pod CIDR to the runtime (UpdateRuntimeConfig) is ${NOT_IMPLEMENTED}`),
+  podCIDR: acted(
+    "handed to the runtime at start over CRI UpdateRuntimeConfig (its network plugin may use it); in cluster mode the Node's spec.podCIDRs replace it, read from the Node the API returns at registration and on each status update (src/node/pod-cidr.ts)",
+  ),
   makeIPTablesUtilChains: refused(`iptables chains are ${NOT_IMPLEMENTED}`, "upstream creates the KUBE-IPTABLES-HINT chain by default; this agent does not"),
   // Upstream 1.34 validates both and reads them nowhere else ("Deprecated: no longer has any effect"): the
   // KUBE-MARK-MASQ and KUBE-MARK-DROP chains they numbered went to kube-proxy with IPTablesOwnershipCleanup.

@@ -5,7 +5,8 @@ import type { KubeletConfiguration } from "../config/index.ts";
 import { FakeCri } from "../cri/fake.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
-import { LEASE_NAMESPACE, NodeController, type ExtendedResources, type NodePressure } from "./controller.ts";
+import { LEASE_NAMESPACE, NodeController, type ExtendedResources, type NodePodCidr, type NodePressure, type StorageHealth } from "./controller.ts";
+import { nodePodCidrs } from "./pod-cidr.ts";
 import type { MachineInfo } from "./machine.ts";
 import type { NodeCondition } from "./status.ts";
 import { NodeRegistration } from "./registration.ts";
@@ -24,7 +25,7 @@ const machine: MachineInfo = {
   hostname: "host",
 };
 
-function setup(over: Partial<KubeletConfiguration> = {}, more: { extended?: ExtendedResources; pressure?: NodePressure } = {}) {
+function setup(over: Partial<KubeletConfiguration> = {}, more: { extended?: ExtendedResources; pressure?: NodePressure; storage?: StorageHealth; podCidr?: NodePodCidr } = {}) {
   const clock = new FakeClock();
   const api = new FakeKubeApi();
   const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
@@ -46,6 +47,8 @@ function setup(over: Partial<KubeletConfiguration> = {}, more: { extended?: Exte
     logger: memoryLogger().logger,
     ...(more.extended ? { extendedResources: more.extended } : {}),
     ...(more.pressure ? { pressure: more.pressure } : {}),
+    ...(more.storage ? { storage: more.storage } : {}),
+    ...(more.podCidr ? { podCidr: more.podCidr } : {}),
   });
   return { clock, api, cri, controller, registration, statusRequests, setPleg: (ok: boolean) => (plegOk = ok) };
 }
@@ -186,6 +189,65 @@ describe("NodeController", () => {
         "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:cni config uninitialized, PLEG is not healthy: pleg was last seen active 4m0s ago",
     });
     expect(ready(api).lastTransitionTime).not.toBe(transitioned);
+    await controller[Symbol.asyncDispose]();
+  });
+
+  test("a storage error (CSINode not yet initialized) keeps Ready False with upstream's message, after the PLEG's; cleared, Ready at the next status", async () => {
+    let storage: string | undefined = "CSINode is not yet initialized";
+    const { api, controller, clock, statusRequests, setPleg } = setup({}, { storage: { storageError: () => storage, firstAttempt: () => Promise.resolve() } });
+    controller.start();
+    await startUp(clock);
+    expect(ready(api)).toMatchObject({ status: "False", reason: "KubeletNotReady", message: "CSINode is not yet initialized" });
+    setPleg(false);
+    clock.advance(10_000);
+    await settle();
+    expect(ready(api).message).toBe("PLEG is not healthy: pleg was last seen active 4m0s ago, CSINode is not yet initialized");
+    setPleg(true);
+    storage = undefined;
+    statusRequests.request();
+    await settle();
+    expect(ready(api)).toMatchObject({ status: "True", reason: "KubeletReady" });
+    await controller[Symbol.asyncDispose]();
+  });
+
+  test("the first status waits for the storage side's first try: a CSINode that exists already never shows as NotReady", async () => {
+    let storage: string | undefined = "CSINode is not yet initialized";
+    const first = Promise.withResolvers<void>();
+    const { api, controller, clock } = setup({}, { storage: { storageError: () => storage, firstAttempt: () => first.promise } });
+    controller.start();
+    await startUp(clock);
+    expect(api.calls.filter((c) => c.method === "patchNodeStatus")).toHaveLength(0);
+    storage = undefined;
+    first.resolve();
+    await startUp(clock);
+    expect(api.calls.filter((c) => c.method === "patchNodeStatus")).toHaveLength(1);
+    expect(ready(api).status).toBe("True");
+    await controller[Symbol.asyncDispose]();
+  });
+
+  test("the first status goes out after 5 s when the storage side's first try hangs", async () => {
+    const { api, controller, clock } = setup({}, { storage: { storageError: () => "CSINode is not yet initialized", firstAttempt: () => new Promise(() => {}) } });
+    controller.start();
+    await startUp(clock);
+    expect(api.calls.filter((c) => c.method === "patchNodeStatus")).toHaveLength(0);
+    clock.advance(5_000);
+    await startUp(clock);
+    expect(ready(api)).toMatchObject({ status: "False", message: "CSINode is not yet initialized" });
+    await controller[Symbol.asyncDispose]();
+  });
+
+  test("the Node's spec.podCIDRs, as registration and each status update return it, go to the pod CIDR sink", async () => {
+    const seen: string[] = [];
+    const { api, controller, clock } = setup({}, { podCidr: { fromNode: async (node) => void seen.push(nodePodCidrs(node)) } });
+    controller.start();
+    await startUp(clock);
+    expect(seen).toEqual(["", ""]); // registered, first status: no CIDR yet
+    (api.nodes.get("n1")!.spec as Record<string, unknown>) = { podCIDR: "10.244.3.0/24", podCIDRs: ["10.244.3.0/24"] };
+    for (let i = 0; i < 31; i++) {
+      clock.advance(10_000); // up to the 5 minute report: the status goes out unchanged and the Node comes back
+      await settle();
+    }
+    expect(seen.at(-1)).toBe("10.244.3.0/24");
     await controller[Symbol.asyncDispose]();
   });
 

@@ -61,6 +61,25 @@ export interface NodeControllerOptions {
   statusRequests?: Requests<void>;
   /** Told the Node's UID once registered (mirror pods, built before the controller, read it there). */
   registration?: NodeRegistration;
+  /** A storage error keeps Ready False (upstream: "CSINode is not yet initialized" until the CSINode exists). */
+  storage?: StorageHealth;
+  /** Told the Node as the API returns it (registration, status updates): its spec.podCIDRs go to the runtime. */
+  podCidr?: NodePodCidr;
+}
+
+/** A storage error for the Ready condition, after the runtime's and the PLEG's (upstream runtimeState.storageErrors). */
+export interface StorageHealth {
+  storageError(): string | undefined;
+  /** Resolves once the storage side first tried to get ready; the first status waits for it (a few seconds at most). */
+  firstAttempt(): Promise<void>;
+}
+
+/** How long the first status waits for the storage side's first try. */
+const FIRST_STORAGE_WAIT_MS = 5_000;
+
+/** What takes the Node's pod CIDRs to the runtime (node/pod-cidr.ts). */
+export interface NodePodCidr {
+  fromNode(node: ApiObject | undefined): Promise<void>;
 }
 
 /** RFC 3339 with microseconds, the MicroTime format of Lease.renewTime. */
@@ -105,7 +124,14 @@ export class NodeController implements AsyncDisposable {
         if (this.registered) return false;
         this.registered = await this.register();
         this.opts.registration?.registered(this.nodeUid());
+        await this.opts.podCidr?.fromNode(this.registered);
         this.opts.logger.info("successfully registered node", { node: this.opts.id.nodeName });
+        // The CSINode of a restarted agent exists already: its check settles first, so Ready does not flip for it.
+        if (this.opts.storage) {
+          const waited = new AbortController();
+          await Promise.race([this.opts.storage.firstAttempt(), this.opts.clock.sleep(FIRST_STORAGE_WAIT_MS, waited.signal).catch(() => {})]);
+          waited.abort();
+        }
         this.loop("status", 0, () => this.updateStatus().then(() => true), this.opts.config.nodeStatusUpdateFrequency);
         this.loop("lease", 0, () => this.renewLease().then(() => true), (this.opts.config.nodeLeaseDurationSeconds * 1000) / 4);
         return false;
@@ -178,6 +204,8 @@ export class NodeController implements AsyncDisposable {
     }
     const pleg = this.opts.pleg.healthy();
     if (!pleg.ok) errors.push(`PLEG is not healthy: ${pleg.message}`);
+    const storage = this.opts.storage?.storageError();
+    if (storage) errors.push(storage);
     const shutdown = this.opts.shutdown?.status();
     if (shutdown) errors.push(shutdown);
     return { errors, runtimeVersion };
@@ -206,8 +234,9 @@ export class NodeController implements AsyncDisposable {
     const key = withoutHeartbeats(status);
     const due = this.apiMissedUs || !this.lastSent || this.lastSent.key !== key || now - this.lastSent.at >= config.nodeStatusReportFrequency;
     if (!due) return false;
-    await api.patchNodeStatus(this.opts.id.nodeName, { status });
+    const updated = await api.patchNodeStatus(this.opts.id.nodeName, { status });
     this.apiMissedUs = false;
+    await this.opts.podCidr?.fromNode(updated);
     if (!this.lastSent || this.lastSent.key !== key) {
       const ready = (status.conditions as NodeCondition[]).find((c) => c.type === "Ready")!;
       this.opts.logger.info("node status updated", { ready: ready.status, reason: ready.reason, message: ready.message });

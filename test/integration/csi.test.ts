@@ -155,6 +155,10 @@ describe("CSI with the mock driver and the registration protocol", () => {
     const node = await tryJson("node", NODE);
     expect(csiNodeBeforeDrivers.spec.drivers ?? []).toEqual([]);
     expect(csiNodeBeforeDrivers.metadata.ownerReferences).toEqual([{ apiVersion: "v1", kind: "Node", name: NODE, uid: node.metadata.uid }]);
+    // Ready only once the CSINode exists (upstream: "CSINode is not yet initialized" until then).
+    const ready = node.status.conditions.find((c: { type: string }) => c.type === "Ready");
+    expect(ready.status).toBe("True");
+    expect(Date.parse(ready.lastTransitionTime)).toBeGreaterThanOrEqual(Date.parse(csiNodeBeforeDrivers.metadata.creationTimestamp));
     expect(csiNodeBeforeDrivers.metadata.annotations["storage.alpha.kubernetes.io/migrated-plugins"]).toBe(
       "kubernetes.io/aws-ebs,kubernetes.io/azure-disk,kubernetes.io/azure-file,kubernetes.io/cinder,kubernetes.io/gce-pd,kubernetes.io/portworx-volume,kubernetes.io/vsphere-volume",
     );
