@@ -57,12 +57,13 @@ run_tests bun test --timeout 120000 test/integration
 # containerd 2.x (scripts/containerd2/build.sh): the integration files that start a containerd, again on
 # containerd 2.4 + runc 1.5, each measured passing there (README, "Integration tests on containerd 2.x",
 # lists them with their times and what is left out and why: the VM files and conformance.test.ts choose
-# their own runtime, the files that start no containerd would run the same twice). About 21 min.
+# their own runtime, the files that start no containerd would run the same twice). About 22 min.
 containerd2_files=(
   cri pleg static-pods prober streaming images-logs stats takeover eviction runonce
   faults preload volumes persistent-volumes device-plugins cluster certificates serving-certificate
   server-authz prometheus metrics-server parity debug-resize pod-semantics
   cgroups shutdown-logind harness takeover-cluster csi cpu-manager swap qos-reserved
+  pull-qps selinux
 )
 echo "== integration tests (containerd 2.x): ${#containerd2_files[@]} files"
 BUNLET_RUNTIME=containerd2 run_tests bun test --timeout 120000 $(printf "test/integration/%s.test.ts " "${containerd2_files[@]}")
