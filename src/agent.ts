@@ -125,7 +125,22 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   // Service environment variables come from one watch of every Service (cluster mode only, as upstream).
   const services = cluster ? stack.use(new WatchedServices({ api: cluster.api, clock, logger })).start() : undefined;
   // The pods' host side (volumes, pod cgroups, pod files, log directories) and the runtime facade over the CRI.
-  const { podHost, runtime, crashLoop } = buildPodRuntime(w, { cri, cluster, hostIP, node, podCgroups, vol, services, devices, cpuManager, prober, allocation, recorder, metrics });
+  const { podHost, runtime, crashLoop } = buildPodRuntime(w, {
+    cri,
+    cluster,
+    hostIP,
+    node,
+    podCgroups,
+    vol,
+    services,
+    devices,
+    cpuManager,
+    prober,
+    allocation,
+    recorder,
+    metrics,
+    random,
+  });
   // Node resources: stats every 10s feed eviction; images and logs are collected and rotated.
   const { stats, pauseImage, imageGC, logRotation, eviction } = await buildNodeResources(w, { node, podCgroups, pods, cri, vol, recorder, runtime });
   // Graceful node shutdown: pods stop by priority group within their budgets when deps.nodeShutdown says so.

@@ -1,4 +1,5 @@
 /** The pod path's middle: allocations, the pods' host side and the runtime facade over the CRI. */
+import { readFileSync } from "node:fs";
 import { posix } from "node:path";
 import type { CriService } from "../cri/index.ts";
 import { admitPod } from "../node/admission.ts";
@@ -17,6 +18,7 @@ import type { FileCheckpointStore } from "../checkpoint/index.ts";
 import { AllocationManager } from "../allocation/index.ts";
 import type { CpuManager } from "../cpumanager/index.ts";
 import { PodHost } from "../sync/pod-host.ts";
+import { kubeletMappings, PodUserNamespaces, UserNamespaceError, UserNamespaceManager } from "../userns/index.ts";
 import { noServiceEnv, serviceEnvFrom, type WatchedServices } from "../services/index.ts";
 import { ApiRuntimeClasses, defaultRuntimeClasses } from "../runtimeclass/index.ts";
 import type { VolumeManager } from "../volumes/index.ts";
@@ -43,6 +45,38 @@ export function buildAllocation(
 }
 
 /**
+ * User namespaces for hostUsers: false pods (UserNamespacesSupport, on by
+ * default): slots of userNamespaces.idsPerPod from the "kubelet" user's
+ * subordinate IDs or upstream's default range, the mappings written before a
+ * restart read back. A range that does not fit stops the start, as upstream.
+ */
+function buildUserNamespaceManager(config: Wiring["config"], random: () => number): UserNamespaceManager | undefined {
+  const k = config.kubelet;
+  if (k.featureGates["UserNamespacesSupport"] === false) return undefined;
+  const read = (path: string) => {
+    try {
+      return readFileSync(path, "utf8");
+    } catch {
+      return undefined;
+    }
+  };
+  try {
+    const dirs = podDirs(config.rootDir);
+    return new UserNamespaceManager({
+      range: kubeletMappings({ passwd: "/etc/passwd", subuid: "/etc/subuid", subgid: "/etc/subgid" }, read),
+      idsPerPod: k.userNamespaces.idsPerPod,
+      maxPods: k.maxPods,
+      podDir: dirs.pod,
+      podsRoot: dirs.podsRoot,
+      random,
+    });
+  } catch (err) {
+    if (err instanceof UserNamespaceError) throw new Error(`create user namespace manager: ${err.message}`);
+    throw err;
+  }
+}
+
+/**
  * The pod's host side (volumes, the pod cgroup with the QoS totals, pod files,
  * log directories) and the runtime facade over the CRI, with where its
  * sandbox and container configs come from and what decides a start; the
@@ -64,9 +98,11 @@ export function buildPodRuntime(
     allocation: AllocationManager | undefined;
     recorder: EventRecorder;
     metrics: KubeletMetrics;
+    random: () => number;
   },
 ): { podHost: PodHost; runtime: CriPodRuntime; crashLoop: Backoff } {
   const { config, clock, logger } = w;
+  const userNamespaces = new PodUserNamespaces(buildUserNamespaceManager(config, o.random), o.cri);
   const { cri, cluster, hostIP, podCgroups, services, devices, cpuManager, prober, allocation, recorder, metrics } = o;
   const { machine, nodeAllocatable, swapHost, podsCgroupParent } = o.node;
   const { volumes, podObjects } = o.vol;
@@ -81,6 +117,7 @@ export function buildPodRuntime(
     recorder,
     volumes,
     podDirs: podDirs(config.rootDir),
+    userNamespaces,
     ...(podCgroups ? { cgroups: podCgroups } : {}),
   });
   // The runtime facade: the CRI, where sandbox and container configs come from, and what decides a start.
@@ -136,6 +173,7 @@ export function buildPodRuntime(
       serviceEnv: services ? serviceEnvFrom(services) : noServiceEnv,
       runtimeClasses: cluster ? new ApiRuntimeClasses({ api: cluster.api, clock }) : defaultRuntimeClasses,
       devices,
+      userNamespaces,
     },
     start: {
       crashLoop,

@@ -240,7 +240,9 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   failSwapOn: acted("start refused while /proc/swaps lists a device (src/node/host-checks.ts)"),
   failCgroupV1: acted("start refused on a cgroup v1 host (src/node/host-checks.ts)"),
   localStorageCapacityIsolation: acted("ephemeral-storage limits and eviction (src/eviction/local-storage.ts)"),
-  userNamespaces: refused(`user namespaces for pods are ${NOT_IMPLEMENTED}`),
+  userNamespaces: acted(
+    "idsPerPod (a multiple of 65536, default 65536): the size of each hostUsers: false pod's UID/GID range, cut from the \"kubelet\" user's /etc/subuid and /etc/subgid range or 65536..2^32 (src/userns/manager.ts)",
+  ),
   oomScoreAdj: acted("the agent's own /proc/self/oom_score_adj at start; a failure is a warning, as upstream (src/node/host-checks.ts)"),
   protectKernelDefaults: refused(`checking kernel tunables is ${NOT_IMPLEMENTED}`),
   kernelMemcgNotification: refused(`memcg threshold notifications are ${NOT_IMPLEMENTED}: memory eviction polls`),
@@ -320,7 +322,8 @@ export const ACTED_GATES: Readonly<Record<string, string>> = {
   QOSReserved: "qosReserved memory=N% caps the burstable and besteffort cgroups (src/cgroups/resources.ts); false refuses qosReserved",
   PodLevelResources:
     "pods with spec.resources are rejected (PodLevelResourcesNotSupported): with false as upstream, with true because this agent does not apply them (src/node/pod-features.ts)",
-  UserNamespacesSupport: "pods with hostUsers: false are rejected (UserNamespacesNotSupported), with upstream's message when false (src/node/pod-features.ts)",
+  UserNamespacesSupport:
+    "true: hostUsers: false pods get a user namespace through the CRI (userns_options) where the runtime handler reports it, and fail sandbox creation with upstream's message where it does not (src/userns/index.ts); false: such pods are rejected (UserNamespacesNotSupported)",
 };
 
 /** Upstream's featuregate.Set checks, then this agent's refusals, one message per problem. */

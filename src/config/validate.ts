@@ -26,6 +26,12 @@ export function validateKubeletConfiguration(k: KubeletConfiguration): string[] 
     check(allowed.includes(value), name, flag, `must be one of ${allowed.map((a) => JSON.stringify(a)).join(", ")}, got ${JSON.stringify(value)}`);
   const ip = (value: string, name: string, flag?: string) => check(isIP(value) !== 0, name, flag, `expected an IP address, got ${JSON.stringify(value)}`);
 
+  // upstream validation_linux.go: the per-pod user namespace size.
+  const idsPerPod = k.userNamespaces.idsPerPod;
+  if (idsPerPod < 65536) check(false, "userNamespaces.idsPerPod", undefined, "must not be less than 65536");
+  else if (idsPerPod % 65536 !== 0) check(false, "userNamespaces.idsPerPod", undefined, "must be a multiple of 65536");
+  else check(idsPerPod <= 2 ** 32 - 1, "userNamespaces.idsPerPod", undefined, `must not be more than ${2 ** 32 - 1}`);
+
   // Serving
   range(k.port, 1, 65535, "port", "port");
   if (k.readOnlyPort !== 0) range(k.readOnlyPort, 1, 65535, "readOnlyPort", "read-only-port");

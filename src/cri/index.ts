@@ -105,6 +105,7 @@ export {
   Signal,
   StatusResponse,
   UInt64Value,
+  UserNamespace,
   VersionResponse,
 } from "./gen/api.ts";
 export { CriError, isCriError, isNotFound, isUnavailable, toCriError, type CriErrorKind } from "./errors.ts";

@@ -6,9 +6,9 @@
  *   rejected with upstream's reason PodLevelResourcesNotSupported: with the
  *   PodLevelResources gate off, as upstream; with it on, because this agent's
  *   QoS, admission and pod cgroups do not use them yet;
- * - `spec.hostUsers: false`: rejected, because this agent does not ask the
- *   runtime for a user namespace (CRI userns_options); with the
- *   UserNamespacesSupport gate off, with upstream's message for that.
+ * - `spec.hostUsers: false` with the UserNamespacesSupport gate off, with
+ *   upstream's message (with it on, the pod gets its user namespace through
+ *   the CRI, or the runtime's lack of it fails the sandbox: userns/index.ts);
  * - an AppArmor profile other than Unconfined (pod or container
  *   securityContext.appArmorProfile, or the deprecated
  *   container.apparmor.security.beta.kubernetes.io/ annotation): rejected with
@@ -72,14 +72,8 @@ export function admitPodFeatures(pod: Pod, gates: PodFeatureGates): AdmitResult 
         : "PodLevelResources feature gate is disabled",
     };
   }
-  if ((pod.spec as { hostUsers?: boolean }).hostUsers === false) {
-    return {
-      admit: false,
-      reason: "UserNamespacesNotSupported",
-      message: gates.userNamespacesSupport
-        ? "can't set `spec.hostUsers: false`: this agent does not create user namespaces for pods"
-        : 'the feature gate "UserNamespacesSupport" is disabled: can\'t set spec.HostUsers',
-    };
+  if ((pod.spec as { hostUsers?: boolean }).hostUsers === false && !gates.userNamespacesSupport) {
+    return { admit: false, reason: "UserNamespacesNotSupported", message: 'the feature gate "UserNamespacesSupport" is disabled: can\'t set spec.HostUsers' };
   }
   if (appArmorRequired(pod)) {
     return {

@@ -6,7 +6,7 @@
  * out through its arguments.
  */
 import { posix } from "node:path";
-import { isNotFound, LinuxContainerResources, type CriService, type PodSandboxConfig } from "../cri/index.ts";
+import { isNotFound, LinuxContainerResources, type CriService, type PodSandboxConfig, type UserNamespace } from "../cri/index.ts";
 import { withDevices, DeviceError } from "../devices/index.ts";
 import { podEventRef, type EventRecorder } from "../events/recorder.ts";
 import type { KubeletMetricsSink } from "../metrics/kubelet.ts";
@@ -20,7 +20,8 @@ import type { Logger } from "../util/log.ts";
 import { VolumeMountError } from "../volumes/index.ts";
 import { PodObjectError } from "../api/objects.ts";
 import { isResizable, resourcesOf } from "./container-resources.ts";
-import { containerConfig, pullPolicyOf } from "./cri-config.ts";
+import { containerConfig, idmappedMounts, pullPolicyOf, withUserNamespace } from "./cri-config.ts";
+import { UserNamespaceError } from "../userns/index.ts";
 import { joinPidNamespace, pidTargetOf, TargetContainerError } from "./ephemeral.ts";
 import { containerEnv, EnvError } from "./env.ts";
 import { hookOf, MINIMUM_GRACE_AFTER_PRESTOP_SECONDS, runHook } from "./hooks.ts";
@@ -121,6 +122,7 @@ export class Containers {
       return { results, waiting: { reason: e.reason, message: e.message }, ...(e.retryAfterMs ? { retryAfterMs: e.retryAfterMs } : {}) };
     }
     let config;
+    let userns: UserNamespace | undefined;
     try {
       verifyRunAsNonRoot(effectiveSecurityContext(pod, spec), imageUser);
       const mounts = await this.opts.host.containerMounts(pod, spec, podIP ? [podIP] : []);
@@ -131,8 +133,11 @@ export class Containers {
         warn: (reason, message) => this.opts.recorder.event(podEventRef(pod), "Warning", reason, message),
         services: this.opts.config.serviceEnv,
       });
-      config = containerConfig(pod, spec, restartCount, imageRef, envs, this.opts.config.node, mounts);
+      // Upstream generateContainerConfig: the pod's user namespace again (read back from the pod's directory).
+      userns = await this.opts.config.userNamespaces.forPod(pod, await this.opts.config.runtimeClasses.handlerFor(pod.spec.runtimeClassName));
+      config = containerConfig(pod, spec, restartCount, imageRef, envs, this.opts.config.node, mounts, userns);
       config = withDevices(config, await this.opts.config.devices.runOptions(pod, spec.name));
+      config.mounts = idmappedMounts(config.mounts, userns);
       const pidTarget = pidTargetOf(pod, spec.name, observed);
       if (pidTarget) joinPidNamespace(config, pidTarget);
       config.linux = { ...config.linux!, resources: criResources(this.opts.config.resources(pod, spec)) };
@@ -144,7 +149,8 @@ export class Containers {
         err instanceof SecurityContextError ||
         err instanceof VolumeMountError ||
         err instanceof TargetContainerError ||
-        err instanceof DeviceError
+        err instanceof DeviceError ||
+        err instanceof UserNamespaceError
           ? "CreateContainerConfigError"
           : "CreateContainerError";
       this.opts.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
@@ -153,7 +159,7 @@ export class Containers {
     }
     let id: string;
     try {
-      id = await cri.createContainer(sandboxId, config, sandbox);
+      id = await cri.createContainer(sandboxId, config, withUserNamespace(sandbox, userns));
       if (isResizable(pod, spec)) this.opts.resize?.setActuated(podUid(pod), spec.name, resourcesOf(spec));
       this.opts.recorder.event(podEventRef(pod, spec.name), "Normal", "Created", `Created container: ${spec.name}`);
     } catch (err) {

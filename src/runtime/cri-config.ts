@@ -1,4 +1,4 @@
-import { ContainerConfig, NamespaceMode, type Mount, PodSandboxConfig, Protocol, SecurityProfile_ProfileType } from "../cri/index.ts";
+import { ContainerConfig, NamespaceMode, type Mount, PodSandboxConfig, Protocol, SecurityProfile_ProfileType, type UserNamespace } from "../cri/index.ts";
 import { criSecurityContext, criSELinuxOption, effectiveSecurityContext } from "./security.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import { podDnsConfig, type DnsSettings } from "./dns.ts";
@@ -49,12 +49,14 @@ export function sandboxHostnameProblem(pod: Pod, clusterDomain: string): string 
     : undefined;
 }
 
-function namespaceOptions(pod: Pod) {
+/** Upstream NamespacesForPod; `userns` is the pod's user namespace (userns/index.ts), the same for the sandbox and its containers. */
+function namespaceOptions(pod: Pod, userns: UserNamespace | undefined) {
   return {
     network: pod.spec.hostNetwork ? NamespaceMode.NODE : NamespaceMode.POD,
     pid: pod.spec.hostPID ? NamespaceMode.NODE : pod.spec.shareProcessNamespace ? NamespaceMode.POD : NamespaceMode.CONTAINER,
     ipc: pod.spec.hostIPC ? NamespaceMode.NODE : NamespaceMode.POD,
     targetId: "",
+    ...(userns ? { usernsOptions: userns } : {}),
   };
 }
 
@@ -62,7 +64,7 @@ function protocolOf(p: string | undefined): Protocol {
   return p === "UDP" ? Protocol.UDP : p === "SCTP" ? Protocol.SCTP : Protocol.TCP;
 }
 
-export function sandboxConfig(pod: Pod, attempt: number, node: NodeSettings, cgroupParent: string): PodSandboxConfig {
+export function sandboxConfig(pod: Pod, attempt: number, node: NodeSettings, cgroupParent: string, userns?: UserNamespace): PodSandboxConfig {
   const id = { uid: podUid(pod), name: pod.metadata.name ?? "", namespace: pod.metadata.namespace ?? "default" };
   const ports = pod.spec.containers.flatMap((c) => c.ports ?? []).filter((p) => p.hostPort);
   // Upstream generatePodSandboxLinuxConfig: the pod's seLinuxOptions label the sandbox.
@@ -79,7 +81,7 @@ export function sandboxConfig(pod: Pod, attempt: number, node: NodeSettings, cgr
       cgroupParent,
       sysctls: sandboxSysctls(pod),
       securityContext: {
-        namespaceOptions: namespaceOptions(pod),
+        namespaceOptions: namespaceOptions(pod, userns),
         readonlyRootfs: false,
         supplementalGroups: [],
         // containerd refuses a privileged container in an unprivileged sandbox.
@@ -89,6 +91,23 @@ export function sandboxConfig(pod: Pod, attempt: number, node: NodeSettings, cgr
       },
     },
   });
+}
+
+/** The sandbox config a container is created with, carrying the pod's user namespace (a sandbox from an earlier sync was built without it). */
+export function withUserNamespace(sandbox: PodSandboxConfig, userns: UserNamespace | undefined): PodSandboxConfig {
+  const sc = sandbox.linux?.securityContext;
+  if (!userns || !sc?.namespaceOptions) return sandbox;
+  return { ...sandbox, linux: { ...sandbox.linux!, securityContext: { ...sc, namespaceOptions: { ...sc.namespaceOptions, usernsOptions: userns } } } };
+}
+
+/**
+ * Upstream applyPlatformSpecificContainerConfig: with a user namespace, every
+ * mount (volumes, devices, the pod's own files) carries its mappings, so the
+ * runtime makes it an idmapped mount (the pod's root writes host files as
+ * the host's root, not as the unmapped high ID).
+ */
+export function idmappedMounts(mounts: Mount[], userns: UserNamespace | undefined): Mount[] {
+  return userns ? mounts.map((m) => ({ ...m, uidMappings: userns.uids, gidMappings: userns.gids })) : mounts;
 }
 
 export function containerConfig(
@@ -101,6 +120,8 @@ export function containerConfig(
   node: Pick<NodeSettings, "seccompProfileRoot" | "seccompDefault"> = {},
   /** Volumes and the pod's own files (hosts file, termination log), resolved on the host by the caller. */
   mounts: Mount[] = [],
+  /** The sandbox's user namespace: its containers share it (upstream sets the same userns_options on both). */
+  userns?: UserNamespace,
 ): ContainerConfig {
   const sc = criSecurityContext(effectiveSecurityContext(pod, container), {
     seccompProfileRoot: node.seccompProfileRoot ?? "/var/lib/kubelet/seccomp",
@@ -132,7 +153,7 @@ export function containerConfig(
     tty: container.tty ?? false,
     linux: {
       securityContext: {
-        namespaceOptions: namespaceOptions(pod),
+        namespaceOptions: namespaceOptions(pod, userns),
         privileged: sc.privileged,
         ...(sc.runAsUser !== undefined ? { runAsUser: { value: BigInt(sc.runAsUser) } } : {}),
         ...(sc.runAsGroup !== undefined ? { runAsGroup: { value: BigInt(sc.runAsGroup) } } : {}),

@@ -15,6 +15,8 @@ import { CriPodRuntime } from "./manager.ts";
 import type { ContainerConfigSources, StartPolicy } from "./options.ts";
 import { testRuntimeOptions } from "./testing.ts";
 import { podRef } from "../pods/identity.ts";
+import { ContainerConfig, NamespaceMode, PodSandboxConfig } from "../cri/index.ts";
+import { PodUserNamespaces, UserNamespaceManager } from "../userns/index.ts";
 
 let dir: string;
 beforeEach(() => (dir = mkdtempSync(join(tmpdir(), "semantics-"))));
@@ -226,6 +228,74 @@ describe("hostname", () => {
     expect(outcome.results.find((r) => r.error)).toMatchObject({ action: "CreatePodSandbox", error: { reason: "CreatePodSandboxError" } });
     expect(events.find((e) => e.includes("FailedCreatePodSandBox"))).toContain(
       `FQDN ${"a".repeat(40)}.sub.default.svc.cluster.local is too long (64 characters is the max, 70 characters requested)`,
+    );
+  });
+});
+
+describe("user namespaces (hostUsers: false)", () => {
+  const withUserns = (cri: FakeCri, supported: boolean) => {
+    const status = cri.status.bind(cri);
+    cri.status = async (verbose?: boolean) => ({
+      ...(await status(verbose)),
+      runtimeHandlers: [{ name: "", features: { recursiveReadOnlyMounts: true, userNamespaces: supported } }],
+    });
+    const manager = new UserNamespaceManager({
+      range: { firstId: 65536 * 2, length: 65536 * 4 },
+      idsPerPod: 65536,
+      maxPods: 4,
+      podDir: podDirs(join(dir, "root")).pod,
+      podsRoot: podDirs(join(dir, "root")).podsRoot,
+      random: () => 0,
+    });
+    return new PodUserNamespaces(manager, cri);
+  };
+
+  test("the sandbox and its containers carry mode POD with the pod's slot, on the wire as the CRI's userns_options", async () => {
+    const clock = new FakeClock();
+    const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
+    const { runtime } = setup({ cri, clock, config: { userNamespaces: withUserns(cri, true) } });
+    await sync(runtime, pod({}, { hostUsers: false } as Partial<Pod["spec"]>));
+    const mapping = [{ hostId: 131072, containerId: 0, length: 65536 }];
+    const [sandbox] = cri.callsOf("runPodSandbox")[0] as [PodSandboxConfig];
+    // Encoded and decoded as containerd reads it: field 5 of NamespaceOption.
+    const wire = PodSandboxConfig.fromBinary(PodSandboxConfig.toBinary(PodSandboxConfig.create(sandbox)));
+    expect(wire.linux?.securityContext?.namespaceOptions?.usernsOptions).toEqual({ mode: NamespaceMode.POD, uids: mapping, gids: mapping });
+    const [, config, sandboxOfContainer] = cri.callsOf("createContainer")[0] as [string, ContainerConfig, PodSandboxConfig];
+    const cwire = ContainerConfig.fromBinary(ContainerConfig.toBinary(ContainerConfig.create(config)));
+    expect(cwire.linux?.securityContext?.namespaceOptions?.usernsOptions).toEqual({ mode: NamespaceMode.POD, uids: mapping, gids: mapping });
+    expect(sandboxOfContainer.linux?.securityContext?.namespaceOptions?.usernsOptions?.uids).toEqual(mapping);
+    // Every mount is idmapped with the pod's mappings (upstream applyPlatformSpecificContainerConfig).
+    expect(cwire.mounts.length).toBeGreaterThan(0);
+    for (const m of cwire.mounts) expect([m.uidMappings, m.gidMappings]).toEqual([mapping, mapping]);
+    // The mapping is kept in the pod's directory.
+    expect(JSON.parse(readFileSync(join(dir, "root", "pods", "uid-1", "userns"), "utf8")).uidMappings).toEqual(mapping);
+  });
+
+  test("a pod that leaves hostUsers unset gets mode NODE, as upstream with the gate on", async () => {
+    const clock = new FakeClock();
+    const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
+    const { runtime } = setup({ cri, clock, config: { userNamespaces: withUserns(cri, true) } });
+    await sync(runtime, pod());
+    const [sandbox] = cri.callsOf("runPodSandbox")[0] as [PodSandboxConfig];
+    expect(sandbox.linux?.securityContext?.namespaceOptions?.usernsOptions).toEqual({ mode: NamespaceMode.NODE, uids: [], gids: [] });
+  });
+
+  test("a runtime that does not report user namespaces fails the sandbox with upstream's message and takes no slot", async () => {
+    const clock = new FakeClock();
+    const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
+    const { runtime, events } = setup({ cri, clock, config: { userNamespaces: withUserns(cri, false) } });
+    const outcome = await sync(runtime, pod({}, { hostUsers: false } as Partial<Pod["spec"]>));
+    expect(outcome.results.find((r) => r.error)).toMatchObject({ action: "CreatePodSandbox", error: { reason: "CreatePodSandboxError" } });
+    expect(events).toContain("Warning FailedCreatePodSandBox Failed to create pod sandbox: can't set `spec.hostUsers: false`, runtime does not support user namespaces");
+    expect(cri.callsOf("runPodSandbox")).toHaveLength(0);
+    expect(existsSync(join(dir, "root", "pods", "uid-1", "userns"))).toBe(false);
+  });
+
+  test("a RuntimeClass handler the runtime does not list is named in the refusal", async () => {
+    const cri = new FakeCri({ clock: new FakeClock(), images: ["busybox:1.0"] });
+    const userns = withUserns(cri, true);
+    await expect(userns.forPod(pod({}, { hostUsers: false } as Partial<Pod["spec"]>), "kata")).rejects.toThrow(
+      'can\'t set `spec.hostUsers: false`, RuntimeClass handler "kata" does not support user namespaces: the handler "kata" is not known',
     );
   });
 });

@@ -137,14 +137,16 @@ export class CriPodRuntime implements PodRuntime {
         return { results, waiting, changed, retryAfterMs: 10_000 };
       }
     }
-    const config = sandboxConfig(pod, actions.sandboxAttempt, this.opts.config.node, cgroupParent);
+    let config = sandboxConfig(pod, actions.sandboxAttempt, this.opts.config.node, cgroupParent);
     if (actions.createSandbox) {
       for (const w of podDnsConfig(pod, this.opts.config.node).warnings) this.opts.recorder.event(podEventRef(pod), "Warning", w.reason, w.message);
       try {
+        // Upstream generatePodSandboxConfig: the user namespace (and its refusal) comes before the log directory.
+        const runtimeHandler = await this.opts.config.runtimeClasses.handlerFor(pod.spec.runtimeClassName);
+        config = sandboxConfig(pod, actions.sandboxAttempt, this.opts.config.node, cgroupParent, await this.opts.config.userNamespaces.forPod(pod, runtimeHandler));
         const hostnameProblem = sandboxHostnameProblem(pod, this.opts.config.node.clusterDomain);
         if (hostnameProblem) throw new Error(hostnameProblem);
         this.opts.host.ensureLogDirectory(config.logDirectory);
-        const runtimeHandler = await this.opts.config.runtimeClasses.handlerFor(pod.spec.runtimeClassName);
         sandboxId = await this.opts.cri.runPodSandbox(config, runtimeHandler);
         results.push({ action: "CreatePodSandbox", target: podUid(pod) });
         this.opts.logger.info("created pod sandbox", { pod: pod.metadata.name, sandbox: sandboxId, attempt: actions.sandboxAttempt });

@@ -9,6 +9,7 @@
  * with `runtime/testing.ts`.
  */
 import type { PodObjects } from "../api/objects.ts";
+import type { UserNamespace } from "../cri/index.ts";
 import type { DeviceRunOptions } from "../devices/index.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { RuntimeClasses } from "../runtimeclass/index.ts";
@@ -38,6 +39,8 @@ export interface ContainerConfigSources {
   runtimeClasses: RuntimeClasses;
   /** Device plugins: the devices, mounts, env and annotations a container's devices add to its config. */
   devices: ContainerDevices;
+  /** The pod's CRI user namespace (hostUsers), the same for its sandbox and containers; throws upstream's refusal (userns/index.ts). */
+  userNamespaces: { forPod(pod: Pod, runtimeHandler: string): Promise<UserNamespace | undefined> };
 }
 
 /** What decides whether and when a container starts: backoffs, the pull queue, the prober's verdicts, resize. */

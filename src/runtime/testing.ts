@@ -16,6 +16,7 @@ import { Backoff } from "./backoff.ts";
 import type { CriPodRuntimeOptions } from "./manager.ts";
 import type { ContainerConfigSources, ContainerDevices, StartPolicy } from "./options.ts";
 import { PullQueue } from "./pull-queue.ts";
+import { PodUserNamespaces } from "../userns/index.ts";
 
 export const noDevices: ContainerDevices = {
   runOptions: async () => ({ envs: [], mounts: [], devices: [], annotations: {}, cdiDevices: [] }),
@@ -48,6 +49,8 @@ export function testRuntimeOptions(
       serviceEnv: noServiceEnv,
       runtimeClasses: defaultRuntimeClasses,
       devices: noDevices,
+      // The UserNamespacesSupport gate off: nothing sent, hostUsers refused (a test passes its own PodUserNamespaces).
+      userNamespaces: new PodUserNamespaces(undefined, o.cri),
       ...o.config,
     },
     start: {

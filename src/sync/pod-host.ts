@@ -44,6 +44,8 @@ export interface PodHostOptions {
   random?: () => number;
   /** The node's hosts file, for host-network pods (default /etc/hosts). */
   nodeHostsPath?: string;
+  /** User namespaces of hostUsers: false pods: the pod's slot is freed with its cgroup, as upstream's SyncTerminatedPod. */
+  userNamespaces?: { release(uid: string): void };
 }
 
 /** Volumes a sync could not set up: nothing of the pod starts; sync again after `retryAfterMs`. */
@@ -125,6 +127,7 @@ export class PodHost implements PodHostResources {
         return [{ action: "RemovePodSandbox", target: ref.uid, error: { reason: "RemovePodCgroupError", message: errorMessage(err) } }];
       }
     }
+    this.opts.userNamespaces?.release(ref.uid);
     if (this.opts.volumes) {
       try {
         await this.opts.volumes.teardownPod(ref.uid);
