@@ -28,7 +28,7 @@ import type { ShutdownTrigger } from "./shutdown/index.ts";
 import { bunHeap, type Heap } from "./memory/gc-pacer.ts";
 import { realClock, type Clock } from "./util/clock.ts";
 import { errorMessage } from "./util/errors.ts";
-import type { Logger } from "./util/log.ts";
+import type { Logger, Verbosity } from "./util/log.ts";
 import { Requests } from "./util/requests.ts";
 import { NodeRegistration } from "./node/registration.ts";
 import type { Wiring } from "./agent/wiring.ts";
@@ -58,6 +58,8 @@ export interface AgentDeps {
   mounter?: Mounter;
   /** What says the node is shutting down (main.ts: logind, or SIGTERM without systemd). */
   nodeShutdown?: ShutdownTrigger;
+  /** The logger's verbosity, which PUT /debug/flags/v on the kubelet API changes (enableDebugFlagsHandler). */
+  verbosity?: Verbosity;
   /** Numbers in [0, 1) for jitter; Math.random by default. */
   random?: () => number;
   /** The JavaScript heap the GC pacer watches; Bun's by default. */
@@ -190,7 +192,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     logger.info("run-once finished; pods keep running", { pods: report.results.length, failed: report.results.filter((r) => !r.ok).length });
     return report;
   }
-  await startServers(w, { cluster, hostIP, health, statuses, stats, cri, metrics, probeMetrics, pauseImage, machine });
+  await startServers(w, { cluster, hostIP, health, statuses, stats, cri, metrics, probeMetrics, pauseImage, machine, ...(deps.verbosity ? { verbosity: deps.verbosity } : {}) });
 
   syncLoop.start();
   stats.start(10_000);

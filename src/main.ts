@@ -18,7 +18,7 @@ import { hostname } from "node:os";
 import { kubeletVersion, loadConfig, type KubeletConfiguration } from "./config/index.ts";
 import { planJit } from "./memory/jit.ts";
 import { StartupConfigError, errorMessage } from "./util/errors.ts";
-import { createLogger, type Logger } from "./util/log.ts";
+import { createLogger, type Logger, Verbosity } from "./util/log.ts";
 
 /** Defined by the build script (bun build --define); absent when run from source. */
 declare const BUILD_VERSION: string | undefined;
@@ -77,19 +77,26 @@ async function main(): Promise<number> {
   // A closed log pipe (a restarted log collector, a reader that went away)
   // must not stop the agent: pods keep being managed, logs are lost.
   for (const stream of [process.stdout, process.stderr]) stream.on("error", () => {});
-  const log = (logger = createLogger({ verbosity: result.config.verbosity }));
+  // One verbosity for every logger: PUT /debug/flags/v on the kubelet API changes it (enableDebugFlagsHandler).
+  const verbosity = new Verbosity(result.config.verbosity);
+  const log = (logger = createLogger({ verbosity }));
   for (const warning of result.warnings) log.warn(warning);
   if (jitError) log.warn("could not restart without the JIT; running with it", { err: jitError });
   // Bun's inspector (BUN_INSPECT, or `bun --inspect` from source) lets whoever reaches it run code in the agent: say so.
   if (process.env["BUN_INSPECT"]) log.warn("the runtime's inspector is listening; anyone who can connect to it can run code in the agent", { address: process.env["BUN_INSPECT"] });
 
-  // Upstream's container manager checks before any pod: swap, cgroup v1, the agent's own oom_score_adj (node/host-checks.ts).
-  const [{ checkHost }, { detectCgroupLayout, nodeCgroupFs }] = await Promise.all([import("./node/host-checks.ts"), import("./cgroups/index.ts")]);
+  // Upstream's container manager checks before any pod: swap, cgroup v1, the agent's own oom_score_adj and open file limit (node/host-checks.ts).
+  const [{ checkHost }, { detectCgroupLayout, nodeCgroupFs }, { setOpenFileLimit }] = await Promise.all([
+    import("./node/host-checks.ts"),
+    import("./cgroups/index.ts"),
+    import("./util/rlimit.ts"),
+  ]);
   const host = checkHost(result.config.kubelet, {
     procRoot: "/proc",
     readFile: (path) => readFileSync(path, "utf8"),
     writeFile: (path, data) => writeFileSync(path, data),
     cgroupVersion: () => detectCgroupLayout("/", nodeCgroupFs).version,
+    setOpenFileLimit,
   });
   if (!host.ok) {
     process.stderr.write(`kubelet: ${host.problem}\n`);
@@ -125,6 +132,7 @@ async function main(): Promise<number> {
   const trigger = logind ?? nodeShutdown;
   const report = await runAgent(result.config, {
     logger: log,
+    verbosity,
     signal: controller.signal,
     version: kubeletVersion(typeof BUILD_VERSION !== "undefined" ? BUILD_VERSION : undefined),
     ...(trigger ? { nodeShutdown: trigger } : {}),

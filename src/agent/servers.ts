@@ -14,6 +14,7 @@ import { startKubeletServer } from "../server/wire.ts";
 import type { LocalStatusStore } from "../status/index.ts";
 import type { Wiring } from "./wiring.ts";
 import type { Cluster } from "./cluster.ts";
+import type { Verbosity } from "../util/log.ts";
 
 /** What the agent serves over HTTP: healthz (10248), the kubelet API (10250) and the read-only port (10255), each closed with the stack. */
 export async function startServers(
@@ -29,6 +30,8 @@ export async function startServers(
     probeMetrics: ProbeMetrics;
     pauseImage: string | undefined;
     machine: MachineInfo;
+    /** The logger's verbosity, for PUT /debug/flags/v (enableDebugFlagsHandler). */
+    verbosity?: Verbosity;
   },
 ): Promise<void> {
   const { config, stack, clock, logger } = w;
@@ -42,6 +45,7 @@ export async function startServers(
   const machineSpec = () => readMachineSpec(machine, { now: clock.now() });
   const kubeletServer = await startKubeletServer({
     config: k,
+    ...(o.verbosity ? { verbosity: o.verbosity } : {}),
     nodeName: config.nodeName,
     ...(cluster ? { api: cluster.api } : {}),
     ...(cluster?.csr ? { csr: cluster.csr } : {}),

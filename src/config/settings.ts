@@ -75,7 +75,7 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   enableSystemLogHandler: acted("/logs/ on the kubelet API"),
   enableSystemLogQuery: acted("node log queries on /logs/ (server/node-log-query.ts); needs the NodeLogQuery gate and enableSystemLogHandler"),
   enableProfilingHandler: acted("/debug/heap and /debug/profile on the kubelet API (default false here)"),
-  enableDebugFlagsHandler: refused(`/debug/flags/v is ${NOT_IMPLEMENTED}`, "upstream serves /debug/flags/v by default; this agent does not serve it"),
+  enableDebugFlagsHandler: acted("PUT /debug/flags/v with a verbosity number sets the agent's log verbosity, with enableDebuggingHandlers; off: 405 (src/server/debug.ts)"),
   streamingConnectionIdleTimeout: acted("idle exec, attach and port-forward streams are closed"),
 
   // Runtime and images
@@ -155,9 +155,8 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   maxPods: acted("Node capacity pods and admission (OutOfpods)"),
   podsPerCore: acted("Node capacity pods: min(maxPods, cores × podsPerCore), and admission (src/node/status.ts)"),
   podPidsLimit: acted("pids.max of each pod cgroup (src/cgroups)"),
-  maxOpenFiles: refused(
-    `setting the agent's open file limit is ${NOT_IMPLEMENTED}`,
-    "upstream raises its own open file limit to 1000000; this agent keeps the one it was started with",
+  maxOpenFiles: acted(
+    "the agent's own RLIMIT_NOFILE (soft and hard) at start; a failure (raising the hard limit needs CAP_SYS_RESOURCE) is a warning, as upstream (src/node/host-checks.ts)",
   ),
   cgroupRoot: acted("the root of the pod cgroups (src/cgroups)"),
   cgroupsPerQOS: acted("the QoS and pod cgroup hierarchy (src/cgroups)"),

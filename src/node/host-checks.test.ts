@@ -10,8 +10,9 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-/** A fake /proc: swaps and self/oom_score_adj as files. */
-function fakeProc(swaps: string | undefined): HostCheckDeps & { root: string } {
+/** A fake /proc: swaps and self/oom_score_adj as files; open file limits set are recorded. */
+function fakeProc(swaps: string | undefined): HostCheckDeps & { root: string; limits: number[] } {
+  const limits: number[] = [];
   const root = mkdtempSync(join(tmpdir(), "host-checks-"));
   dirs.push(root);
   mkdirSync(join(root, "self"));
@@ -23,9 +24,11 @@ function fakeProc(swaps: string | undefined): HostCheckDeps & { root: string } {
     readFile: (p) => readFileSync(p, "utf8"),
     writeFile: (p, d) => writeFileSync(p, d),
     cgroupVersion: () => "v1",
+    limits,
+    setOpenFileLimit: (n) => void limits.push(n),
   };
 }
-const settings = { failSwapOn: true, failCgroupV1: false, oomScoreAdj: -999 };
+const settings = { failSwapOn: true, failCgroupV1: false, oomScoreAdj: -999, maxOpenFiles: 1_000_000 };
 
 describe("failSwapOn", () => {
   test("/proc/swaps with a device: refused, naming it and the setting", () => {
@@ -77,4 +80,17 @@ test("oomScoreAdj is written to the agent's own oom_score_adj; a failure is a wa
     },
   });
   expect(denied).toEqual({ ok: true, warnings: [expect.stringContaining("could not set the agent's")] });
+});
+
+test("maxOpenFiles sets the agent's open file limit; a failure is a warning naming the field, as upstream logs it", () => {
+  const p = fakeProc(HEADER);
+  expect(checkHost({ ...settings, maxOpenFiles: 4096 }, p)).toEqual({ ok: true, warnings: [] });
+  expect(p.limits).toEqual([4096]);
+  const denied = checkHost(settings, {
+    ...p,
+    setOpenFileLimit: () => {
+      throw new Error("setrlimit(RLIMIT_NOFILE, 1000000) failed: EPERM");
+    },
+  });
+  expect(denied).toEqual({ ok: true, warnings: ["maxOpenFiles: could not set the agent's open file limit to 1000000: setrlimit(RLIMIT_NOFILE, 1000000) failed: EPERM"] });
 });

@@ -6,7 +6,9 @@
  * - singleProcessOOMKill: false is refused on a cgroup v1 host (it has no
  *   memory.oom.group; upstream's validation);
  * - oomScoreAdj: the agent's own /proc/self/oom_score_adj (a failure to set
- *   it is a warning, as upstream logs it and goes on).
+ *   it is a warning, as upstream logs it and goes on);
+ * - maxOpenFiles: the agent's own RLIMIT_NOFILE, soft and hard (upstream
+ *   rlimit.SetNumFiles; a failure is a warning, as upstream logs it).
  * Every path is below `procRoot`, so tests use a directory tree.
  */
 import { join } from "node:path";
@@ -18,6 +20,8 @@ export interface HostCheckDeps {
   writeFile(path: string, data: string): void;
   /** The host's cgroup version (cgroups/detect.ts). */
   cgroupVersion(): "v1" | "v2";
+  /** setrlimit(RLIMIT_NOFILE) of the agent, soft and hard (util/rlimit.ts); throws why it could not. */
+  setOpenFileLimit(limit: number): void;
 }
 
 export interface HostCheckSettings {
@@ -26,6 +30,7 @@ export interface HostCheckSettings {
   /** As written in the config file: unset means the host's default. */
   singleProcessOOMKill?: boolean;
   oomScoreAdj: number;
+  maxOpenFiles: number;
 }
 
 export type HostCheckResult =
@@ -72,6 +77,11 @@ export function checkHost(s: HostCheckSettings, deps: HostCheckDeps): HostCheckR
     deps.writeFile(oomPath, String(s.oomScoreAdj));
   } catch (err) {
     warnings.push(`oomScoreAdj: could not set the agent's ${oomPath} to ${s.oomScoreAdj}: ${(err as Error).message}`);
+  }
+  try {
+    deps.setOpenFileLimit(s.maxOpenFiles);
+  } catch (err) {
+    warnings.push(`maxOpenFiles: could not set the agent's open file limit to ${s.maxOpenFiles}: ${(err as Error).message}`);
   }
   return { ok: true, warnings };
 }

@@ -4,6 +4,7 @@ import { authentication } from "./authn.ts";
 import { authorization, requestAttributes, type AuthzAttributes } from "./authz.ts";
 import { bunProfiler, debugApp, type MemoryFigures, type Profiler } from "./debug.ts";
 import { kubeletApi } from "./kubelet-api.ts";
+import { createLogger, Verbosity } from "../util/log.ts";
 
 class FakeProfiler implements Profiler {
   profiles: number[] = [];
@@ -115,5 +116,52 @@ describe("/debug handlers", () => {
     // Less than the whole buffer: the collection in between may free other native memory (a few MiB in the full suite).
     expect(after.nativeAllocator!.inUse - before.nativeAllocator!.inUse).toBeGreaterThan(48 << 20);
     expect(objects.length + buffer.length).toBe((1 << 20) + (64 << 20));
+  });
+});
+
+describe("/debug/flags/v", () => {
+  const api = (debugFlags?: { set(level: number): void } | "disabled") =>
+    kubeletApi({
+      nodeName: "n1",
+      pods: () => [],
+      logs: async () => undefined,
+      health: new Hono(),
+      authn: authentication({
+        x509: false,
+        anonymous: false,
+        tokenReview: async (t) => (t === "good" ? { authenticated: true, user: { username: "alice", groups: [] } } : { authenticated: false }),
+      }),
+      authz: authorization({ nodeName: "n1", authorizer: { authorize: async (a) => ({ allowed: a.user.username === "alice" && a.subresource === "proxy" }) } }),
+      ...(debugFlags ? { debugFlags } : {}),
+    });
+  const put = (body: string, method = "PUT") => ({ method, body: method === "GET" ? null : body, headers: { authorization: "Bearer good" } });
+
+  test("PUT with a number sets the logger's verbosity, as upstream GlogSetter answers; bad bodies are 400, other methods 406; authenticated", async () => {
+    const verbosity = new Verbosity(2);
+    const lines: string[] = [];
+    const logger = createLogger({ verbosity, sink: { write: (l) => lines.push(l) } }).with({ component: "x" });
+    const app = api(verbosity);
+    logger.v(4).info("hidden");
+    expect((await app.request("/debug/flags/v", { method: "PUT", body: "4" })).status).toBe(401);
+    const ok = await app.request("/debug/flags/v", put("4"));
+    expect(ok.status).toBe(200);
+    expect(await ok.text()).toBe("successfully set klog.logging.verbosity to 4\n");
+    expect(verbosity.get()).toBe(4);
+    // A logger derived before the change follows it.
+    logger.v(4).info("shown");
+    expect(lines.map((l) => JSON.parse(l.split(" ")[1]!))).toEqual(["shown"]);
+    const bad = await app.request("/debug/flags/v", put("four"));
+    expect([bad.status, await bad.text()]).toEqual([400, 'strconv.ParseUint: parsing "four": invalid syntax\n']);
+    expect((await app.request("/debug/flags/v", put("-1"))).status).toBe(400);
+    expect((await app.request("/debug/flags/v", put("4294967296"))).status).toBe(400);
+    expect((await app.request("/debug/flags/v", put("", "GET"))).status).toBe(406);
+    expect(verbosity.get()).toBe(4);
+    expect(requestAttributes("n1", { username: "u", groups: [] }, "PUT", "/debug/flags/v")).toEqual([expect.objectContaining({ verb: "update", subresource: "proxy" })]);
+  });
+
+  test("enableDebugFlagsHandler false: 405 flags endpoint is disabled; no debugging handlers: not served", async () => {
+    const off = await api("disabled").request("/debug/flags/v", put("4"));
+    expect([off.status, await off.text()]).toEqual([405, "flags endpoint is disabled.\n"]);
+    expect((await api().request("/debug/flags/v", put("4"))).status).toBe(404);
   });
 });

@@ -86,6 +86,36 @@ export const bunProfiler: Profiler = {
   },
 };
 
+/** What PUT /debug/flags/v changes: the agent's log verbosity (util/log.ts Verbosity). */
+export interface VerbositySetter {
+  set(level: number): void;
+}
+
+/**
+ * Upstream's /debug/flags/v (enableDebugFlagsHandler, with the debugging
+ * handlers): PUT with a verbosity number as the body sets the agent's log
+ * verbosity and answers "successfully set klog.logging.verbosity to N"; a
+ * body that is not an unsigned 32-bit decimal is 400, another method 406
+ * (routes.StringFlagPutHandler with logs.GlogSetter). Off: every request 405
+ * "flags endpoint is disabled.", as upstream.
+ */
+export function debugFlagsApp(verbosity: VerbositySetter | "disabled"): Hono<KubeletEnv> {
+  const app = new Hono<KubeletEnv>();
+  const plain = { "content-type": "text/plain", "x-content-type-options": "nosniff" };
+  app.all("/debug/flags/v", async (c) => {
+    if (verbosity === "disabled") return c.body("flags endpoint is disabled.\n", 405, plain);
+    if (c.req.method !== "PUT") return c.body("unsupported http method\n", 406, plain);
+    const body = await c.req.text();
+    // Go's strconv.ParseUint(body, 10, 32): decimal digits only, at most 2^32-1.
+    if (!/^[0-9]+$/.test(body)) return c.body(`strconv.ParseUint: parsing ${JSON.stringify(body)}: invalid syntax\n`, 400, plain);
+    const level = Number(body);
+    if (level > 0xffffffff) return c.body(`strconv.ParseUint: parsing ${JSON.stringify(body)}: value out of range\n`, 400, plain);
+    verbosity.set(level);
+    return c.body(`successfully set klog.logging.verbosity to ${body}\n`, 200, plain);
+  });
+  return app;
+}
+
 export const DEFAULT_PROFILE_SECONDS = 30;
 export const MAX_PROFILE_SECONDS = 60;
 

@@ -25,7 +25,7 @@ import { HttpError } from "./errors.ts";
 export { HttpError } from "./errors.ts";
 import { parseStreamingPath, type StreamingResolver } from "./streaming.ts";
 import { BadLogQuery, logStream, parseLogQuery, type ContainerLogs } from "./logs.ts";
-import { debugApp, type Profiler } from "./debug.ts";
+import { debugApp, debugFlagsApp, type Profiler, type VerbositySetter } from "./debug.ts";
 import { nodeLogsApp, type NodeLogQueryOptions } from "./node-logs.ts";
 
 export interface KubeletApiOptions {
@@ -43,6 +43,8 @@ export interface KubeletApiOptions {
   spec?: () => unknown;
   /** `/debug/heap` and `/debug/profile` (debug.ts); 404 without it. */
   profiler?: Profiler;
+  /** PUT `/debug/flags/v` sets it (debug.ts debugFlagsApp); "disabled": 405 there; 404 without it. */
+  debugFlags?: VerbositySetter | "disabled";
   /** `/logs/`: the node's log directory (node-logs.ts); 404 without it. */
   nodeLogDir?: string;
   /** NodeLogQuery on `/logs/` (enableSystemLogQuery + the NodeLogQuery gate); file serving only without it. */
@@ -160,6 +162,7 @@ export function kubeletApi(opts: KubeletApiOptions): Hono<KubeletEnv> {
   }
 
   if (opts.profiler) app.route("/", debugApp(opts.profiler));
+  if (opts.debugFlags) app.route("/", debugFlagsApp(opts.debugFlags));
   if (opts.nodeLogDir) app.route("/", nodeLogsApp(opts.nodeLogDir, opts.nodeLogQuery));
 
   app.get("/containerLogs/:namespace/:pod/:container", async (c) => {

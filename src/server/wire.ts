@@ -24,7 +24,7 @@ import { authenticateWith, createAuthenticator } from "./authn.ts";
 import { accessChecker, alwaysAllow, authorizeWith, webhookAuthorizer } from "./authz.ts";
 import { configzBody } from "./configz.ts";
 import { kubeletApi, type MetricsEndpoints } from "./kubelet-api.ts";
-import { bunProfiler, type Profiler } from "./debug.ts";
+import { bunProfiler, type Profiler, type VerbositySetter } from "./debug.ts";
 import { streamingUpgrade } from "./stream-proxy.ts";
 import { streamingResolver, type StreamingRuntime } from "./streaming.ts";
 import { rotatedLogPaths, type ContainerLogs } from "./logs.ts";
@@ -52,6 +52,8 @@ export interface KubeletServerOptions {
   journal?: Journal;
   /** `/spec/`: the machine as cAdvisor's MachineInfo. */
   spec?: () => unknown;
+  /** The agent's log verbosity: PUT /debug/flags/v changes it (enableDebugFlagsHandler). */
+  verbosity?: VerbositySetter;
   /** For /debug/heap and /debug/profile; Bun's own by default. */
   profiler?: Profiler;
   /** --cert-dir: where the self-signed serving certificate lives when no certificate files are configured. */
@@ -139,6 +141,9 @@ export async function startKubeletServer(opts: KubeletServerOptions): Promise<Tl
     ...(opts.spec ? { spec: opts.spec } : {}),
     // Upstream serves its profiling handler only with the debugging handlers too.
     ...(k.enableDebuggingHandlers && k.enableProfilingHandler ? { profiler: opts.profiler ?? bunProfiler } : {}),
+    // Upstream: /debug/flags/v with the debugging handlers on; 405 there when enableDebugFlagsHandler is false.
+    ...(k.enableDebuggingHandlers && !k.enableDebugFlagsHandler ? { debugFlags: "disabled" as const } : {}),
+    ...(k.enableDebuggingHandlers && k.enableDebugFlagsHandler && opts.verbosity ? { debugFlags: opts.verbosity } : {}),
     // Upstream: the node's /var/log under /logs/, with the debugging handlers and the system log handler on.
     ...(k.enableDebuggingHandlers && k.enableSystemLogHandler ? { nodeLogDir: opts.nodeLogDir ?? "/var/log" } : {}),
     // Upstream: log queries too with enableSystemLogQuery and the NodeLogQuery feature gate (config validation requires both together).

@@ -30,17 +30,34 @@ export function formatLine(level: string, time: Date, msg: string, fields: LogFi
   return parts.join(" ");
 }
 
-export function createLogger(opts: { verbosity: number; sink?: LogSink; now?: () => number; fields?: LogFields }): Logger {
+/**
+ * The verbosity of a logger and every logger derived from it with `with`:
+ * one value, changed at run time by the kubelet API's PUT /debug/flags/v
+ * (enableDebugFlagsHandler). Owned by main and passed in, never global.
+ */
+export class Verbosity {
+  constructor(private level: number) {}
+  get(): number {
+    return this.level;
+  }
+  set(level: number): void {
+    this.level = level;
+  }
+}
+
+export function createLogger(opts: { verbosity: number | Verbosity; sink?: LogSink; now?: () => number; fields?: LogFields }): Logger {
   const sink = opts.sink ?? { write: (line: string) => process.stderr.write(line + "\n") };
   const now = opts.now ?? Date.now;
   const base = opts.fields ?? {};
   const emit = (level: string, msg: string, fields?: LogFields) => sink.write(formatLine(level, new Date(now()), msg, { ...base, ...fields }));
   const silent = { info: () => {} };
+  const level = opts.verbosity;
+  const current = typeof level === "number" ? () => level : () => level.get();
   const logger: Logger = {
     info: (msg, f) => emit("I", msg, f),
     warn: (msg, f) => emit("W", msg, f),
     error: (msg, f) => emit("E", msg, f),
-    v: (level) => (level <= opts.verbosity ? { info: (msg, f) => emit("I", msg, f) } : silent),
+    v: (n) => (n <= current() ? { info: (msg, f) => emit("I", msg, f) } : silent),
     with: (fields) => createLogger({ ...opts, sink, now, fields: { ...base, ...fields } }),
   };
   return logger;

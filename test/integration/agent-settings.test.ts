@@ -1,0 +1,71 @@
+// Settings that act on the agent process itself, checked on a running agent:
+// maxOpenFiles is its RLIMIT_NOFILE (read from /proc/<pid>/limits), and
+// enableDebugFlagsHandler's PUT /debug/flags/v changes its log verbosity
+// while it runs (the V(10) "CRI call" lines start and stop).
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { eventually, explainFailure, startAgent, type AgentHandle } from "../harness/agent.ts";
+import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
+
+let ctd: ContainerdHandle;
+let agent: AgentHandle;
+
+beforeAll(async () => {
+  requireRoot();
+  ctd = await startContainerd({ name: "agentsettings" });
+  // Below this host's hard limit (raising it needs CAP_SYS_RESOURCE): a value the agent can set.
+  agent = await startAgent(ctd, {
+    extraConfig: { maxOpenFiles: 4096, authentication: { anonymous: { enabled: true } }, authorization: { mode: "AlwaysAllow" } },
+  });
+}, 120_000);
+
+afterAll(async () => {
+  await agent?.kill("SIGKILL");
+  await ctd?.stop();
+}, 60_000);
+
+test(
+  "maxOpenFiles: the running agent's open file limit, soft and hard",
+  explainFailure(
+    async () => {
+      // Set in the start-up checks, after the config is loaded: wait for them.
+      await eventually("the agent started", async () => agent.log().includes('"starting node agent"'), 30_000);
+      const limits = readFileSync(`/proc/${agent.pid()}/limits`, "utf8");
+      expect(limits.split("\n").find((l) => l.startsWith("Max open files"))).toMatch(/^Max open files\s+4096\s+4096\s+files/);
+    },
+    () => agent,
+    () => ctd,
+  ),
+);
+
+test(
+  "PUT /debug/flags/v sets the running agent's verbosity: V(10) lines appear at 10 and stop at 2",
+  explainFailure(
+    async () => {
+      const port = (JSON.parse(readFileSync(join(agent.dir, "kubelet.yaml"), "utf8")) as { port: number }).port;
+      const put = (body: string) => fetch(`https://127.0.0.1:${port}/debug/flags/v`, { method: "PUT", body, tls: { rejectUnauthorized: false } } as RequestInit);
+      const criCalls = () =>
+        agent
+          .log()
+          .split("\n")
+          .filter((l) => l.includes(' "CRI call" ')).length;
+      await eventually("the kubelet API serving", async () => agent.log().includes('"serving the kubelet API"'), 30_000);
+      expect(criCalls()).toBe(0);
+      const raised = await put("10");
+      expect([raised.status, await raised.text()]).toEqual([200, "successfully set klog.logging.verbosity to 10\n"]);
+      await eventually("V(10) CRI call lines", async () => criCalls() > 0, 15_000);
+      const lowered = await put("2");
+      expect(lowered.status).toBe(200);
+      await Bun.sleep(1000); // a call under way when the level changed may still finish its line
+      const after = criCalls();
+      await Bun.sleep(3000); // the pod lifecycle event generator relists every second
+      expect(criCalls()).toBe(after);
+      const bad = await put("ten");
+      expect(bad.status).toBe(400);
+    },
+    () => agent,
+    () => ctd,
+  ),
+  60_000,
+);
