@@ -192,6 +192,11 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     logger.info("run-once finished; pods keep running", { pods: report.results.length, failed: report.results.filter((r) => !r.ok).length });
     return report;
   }
+  // makeIPTablesUtilChains (upstream Kubelet.Run, not --runonce): the hint and firewall chains, kept by a canary.
+  if (k.makeIPTablesUtilChains) {
+    const { IptablesUtilChains, spawnIptables } = await import("./node/iptables-chains.ts");
+    await new IptablesUtilChains({ runner: spawnIptables, clock, logger }).start(signal);
+  }
   await startServers(w, { cluster, hostIP, health, statuses, stats, cri, metrics, probeMetrics, pauseImage, machine, ...(deps.verbosity ? { verbosity: deps.verbosity } : {}) });
 
   syncLoop.start();

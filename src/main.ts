@@ -97,6 +97,7 @@ async function main(): Promise<number> {
     writeFile: (path, data) => writeFileSync(path, data),
     cgroupVersion: () => detectCgroupLayout("/", nodeCgroupFs).version,
     setOpenFileLimit,
+    iptablesBinary: () => Bun.which("iptables") !== null || Bun.which("ip6tables") !== null,
   });
   if (!host.ok) {
     process.stderr.write(`kubelet: ${host.problem}\n`);

@@ -141,7 +141,9 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   podCIDR: acted(
     "handed to the runtime at start over CRI UpdateRuntimeConfig (its network plugin may use it); in cluster mode the Node's spec.podCIDRs replace it, read from the Node the API returns at registration and on each status update (src/node/pod-cidr.ts)",
   ),
-  makeIPTablesUtilChains: refused(`iptables chains are ${NOT_IMPLEMENTED}`, "upstream creates the KUBE-IPTABLES-HINT chain by default; this agent does not"),
+  makeIPTablesUtilChains: acted(
+    "KUBE-IPTABLES-HINT (mangle, both families) and KUBE-FIREWALL with the martian packet rule (filter, IPv4), rewritten when the KUBE-KUBELET-CANARY chains vanish; without a working iptables the agent logs it and starts, as upstream (src/node/iptables-chains.ts)",
+  ),
   // Upstream 1.34 validates both and reads them nowhere else ("Deprecated: no longer has any effect"): the
   // KUBE-MARK-MASQ and KUBE-MARK-DROP chains they numbered went to kube-proxy with IPTablesOwnershipCleanup.
   iptablesMasqueradeBit: acted(

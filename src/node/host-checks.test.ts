@@ -26,9 +26,10 @@ function fakeProc(swaps: string | undefined): HostCheckDeps & { root: string; li
     cgroupVersion: () => "v1",
     limits,
     setOpenFileLimit: (n) => void limits.push(n),
+    iptablesBinary: () => true,
   };
 }
-const settings = { failSwapOn: true, failCgroupV1: false, oomScoreAdj: -999, maxOpenFiles: 1_000_000 };
+const settings = { failSwapOn: true, failCgroupV1: false, oomScoreAdj: -999, maxOpenFiles: 1_000_000, makeIPTablesUtilChains: true };
 
 describe("failSwapOn", () => {
   test("/proc/swaps with a device: refused, naming it and the setting", () => {
@@ -93,4 +94,10 @@ test("maxOpenFiles sets the agent's open file limit; a failure is a warning nami
     },
   });
   expect(denied).toEqual({ ok: true, warnings: ["maxOpenFiles: could not set the agent's open file limit to 1000000: setrlimit(RLIMIT_NOFILE, 1000000) failed: EPERM"] });
+});
+
+test("makeIPTablesUtilChains without an iptables binary: refused, naming the field and the way out; off: starts", () => {
+  const p = { ...fakeProc(HEADER), iptablesBinary: () => false };
+  expect(checkHost(settings, p)).toEqual({ ok: false, problem: expect.stringContaining("makeIPTablesUtilChains: true (the default) needs the iptables binary") });
+  expect(checkHost({ ...settings, makeIPTablesUtilChains: false }, p).ok).toBe(true);
 });

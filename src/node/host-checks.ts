@@ -8,7 +8,9 @@
  * - oomScoreAdj: the agent's own /proc/self/oom_score_adj (a failure to set
  *   it is a warning, as upstream logs it and goes on);
  * - maxOpenFiles: the agent's own RLIMIT_NOFILE, soft and hard (upstream
- *   rlimit.SetNumFiles; a failure is a warning, as upstream logs it).
+ *   rlimit.SetNumFiles; a failure is a warning, as upstream logs it);
+ * - makeIPTablesUtilChains: the iptables binary must be there to create the
+ *   chains (iptables-chains.ts); without it the agent does not start.
  * Every path is below `procRoot`, so tests use a directory tree.
  */
 import { join } from "node:path";
@@ -22,6 +24,8 @@ export interface HostCheckDeps {
   cgroupVersion(): "v1" | "v2";
   /** setrlimit(RLIMIT_NOFILE) of the agent, soft and hard (util/rlimit.ts); throws why it could not. */
   setOpenFileLimit(limit: number): void;
+  /** Whether an iptables or ip6tables binary is on PATH. */
+  iptablesBinary(): boolean;
 }
 
 export interface HostCheckSettings {
@@ -31,6 +35,7 @@ export interface HostCheckSettings {
   singleProcessOOMKill?: boolean;
   oomScoreAdj: number;
   maxOpenFiles: number;
+  makeIPTablesUtilChains: boolean;
 }
 
 export type HostCheckResult =
@@ -71,6 +76,12 @@ export function checkHost(s: HostCheckSettings, deps: HostCheckDeps): HostCheckR
     };
   if (s.singleProcessOOMKill === false && deps.cgroupVersion() === "v1")
     return { ok: false, problem: "invalid configuration: singleProcessOOMKill must not be explicitly set to false when using cgroup v1", invalidConfig: true };
+  if (s.makeIPTablesUtilChains && !deps.iptablesBinary())
+    return {
+      ok: false,
+      problem:
+        "makeIPTablesUtilChains: true (the default) needs the iptables binary to create the KUBE-IPTABLES-HINT and KUBE-FIREWALL chains, and neither iptables nor ip6tables is on PATH: install iptables, or set makeIPTablesUtilChains: false (--make-iptables-util-chains=false)",
+    };
   const warnings: string[] = [];
   const oomPath = join(deps.procRoot, "self/oom_score_adj");
   try {

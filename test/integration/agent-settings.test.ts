@@ -1,7 +1,9 @@
 // Settings that act on the agent process itself, checked on a running agent:
 // maxOpenFiles is its RLIMIT_NOFILE (read from /proc/<pid>/limits), and
 // enableDebugFlagsHandler's PUT /debug/flags/v changes its log verbosity
-// while it runs (the V(10) "CRI call" lines start and stop).
+// while it runs (the V(10) "CRI call" lines start and stop), and
+// makeIPTablesUtilChains (the default) writes upstream's chains into the
+// host's iptables.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -68,4 +70,31 @@ test(
     () => ctd,
   ),
   60_000,
+);
+
+const iptables = (binary: string, args: string[]) => {
+  const r = Bun.spawnSync([binary, "-w", "5", ...args]);
+  return { code: r.exitCode, out: r.stdout.toString() };
+};
+
+test(
+  "makeIPTablesUtilChains: KUBE-IPTABLES-HINT (both families), KUBE-FIREWALL jumped to from INPUT and OUTPUT with the martian rule, canaries in mangle, nat and filter",
+  explainFailure(
+    async () => {
+      await eventually("initialized iptables rules", async () => agent.log().includes('"initialized iptables rules" protocol=iptables'), 15_000);
+      for (const binary of ["iptables", "ip6tables"]) {
+        expect(iptables(binary, ["-t", "mangle", "-S", "KUBE-IPTABLES-HINT"]).code).toBe(0);
+        for (const table of ["mangle", "nat", "filter"]) expect(iptables(binary, ["-t", table, "-S", "KUBE-KUBELET-CANARY"]).code).toBe(0);
+      }
+      const firewall = iptables("iptables", ["-t", "filter", "-S", "KUBE-FIREWALL"]).out;
+      expect(firewall).toContain("-d 127.0.0.0/8");
+      expect(firewall).toContain("! -s 127.0.0.0/8");
+      expect(firewall).toContain("block incoming localnet connections");
+      expect(firewall).toContain("-j DROP");
+      for (const chain of ["INPUT", "OUTPUT"]) expect(iptables("iptables", ["-t", "filter", "-C", chain, "-j", "KUBE-FIREWALL"]).code).toBe(0);
+    },
+    () => agent,
+    () => ctd,
+  ),
+  30_000,
 );

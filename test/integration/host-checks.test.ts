@@ -13,7 +13,7 @@ import { join } from "node:path";
 const dir = mkdtempSync(join(tmpdir(), "bunlet-host-checks-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-async function startAgent(config: Record<string, unknown>, killAfterMs = 30_000): Promise<{ code: number; stderr: string }> {
+async function startAgent(config: Record<string, unknown>, killAfterMs = 30_000, env?: Record<string, string>): Promise<{ code: number; stderr: string }> {
   const file = join(dir, `kubelet-${Math.random().toString(36).slice(2)}.json`);
   // Nothing listens there: a check that let the agent through would fail later, on the runtime, with another message.
   writeFileSync(
@@ -28,7 +28,11 @@ async function startAgent(config: Record<string, unknown>, killAfterMs = 30_000)
     }),
   );
   const cmd = process.env.BUNLET_BINARY ? [process.env.BUNLET_BINARY] : [process.execPath, join(import.meta.dir, "../../src/main.ts")];
-  const proc = Bun.spawn([...cmd, `--config=${file}`, `--root-dir=${join(dir, "root")}`, "--hostname-override=host-checks"], { stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawn([...cmd, `--config=${file}`, `--root-dir=${join(dir, "root")}`, "--hostname-override=host-checks"], {
+    stdout: "pipe",
+    stderr: "pipe",
+    ...(env ? { env: { ...process.env, ...env } } : {}),
+  });
   const timer = setTimeout(() => proc.kill(), killAfterMs);
   const [code, stderr] = await Promise.all([proc.exited, new Response(proc.stderr).text()]);
   clearTimeout(timer);
@@ -66,4 +70,15 @@ test("failCgroupV1 on this cgroup v1 host: refused by name", async () => {
   const r = await startAgent({ failCgroupV1: true, failSwapOn: false });
   expect(r.code).toBe(1);
   expect(r.stderr).toContain("kubelet is configured to not run on a host using cgroup v1");
+}, 60_000);
+
+test("makeIPTablesUtilChains (the default) with no iptables binary on PATH: refused by name; off: past the check", async () => {
+  // /usr/sbin and /sbin hold iptables here: a PATH without them.
+  const noSbin = { PATH: "/usr/bin:/bin" };
+  const refused = await startAgent({ failSwapOn: false }, 30_000, noSbin);
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toContain("kubelet: makeIPTablesUtilChains: true (the default) needs the iptables binary");
+  const allowed = await startAgent({ failSwapOn: false, makeIPTablesUtilChains: false }, 4000, noSbin);
+  expect(allowed.stderr).toContain("starting node agent");
+  expect(allowed.stderr).not.toContain("makeIPTablesUtilChains");
 }, 60_000);
