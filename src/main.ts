@@ -86,7 +86,7 @@ async function main(): Promise<number> {
   if (process.env["BUN_INSPECT"]) log.warn("the runtime's inspector is listening; anyone who can connect to it can run code in the agent", { address: process.env["BUN_INSPECT"] });
 
   // Upstream's container manager checks before any pod: swap, cgroup v1, the agent's own oom_score_adj and open file limit (node/host-checks.ts).
-  const [{ checkHost }, { detectCgroupLayout, nodeCgroupFs }, { setOpenFileLimit }] = await Promise.all([
+  const [{ checkHost, numaNodes }, { detectCgroupLayout, nodeCgroupFs }, { setOpenFileLimit }] = await Promise.all([
     import("./node/host-checks.ts"),
     import("./cgroups/index.ts"),
     import("./util/rlimit.ts"),
@@ -97,6 +97,7 @@ async function main(): Promise<number> {
     writeFile: (path, data) => writeFileSync(path, data),
     cgroupVersion: () => detectCgroupLayout("/", nodeCgroupFs).version,
     setOpenFileLimit,
+    numaNodes: () => numaNodes("/sys/devices/system/node"),
     iptablesBinary: () => Bun.which("iptables") !== null || Bun.which("ip6tables") !== null,
   });
   if (!host.ok) {

@@ -184,7 +184,6 @@ const REFUSED_VALUE: Partial<Record<FieldName, unknown>> = {
   qosReserved: { memory: "50%" }, // without the QOSReserved gate
   crashLoopBackOff: { maxContainerRestartPeriod: "1m" }, // without the KubeletCrashLoopBackOffMax gate
   memoryManagerPolicy: "Static",
-  topologyManagerPolicy: "single-numa-node",
   logging: { format: "json" },
   featureGates: { ContainerCheckpoint: false },
 };
@@ -194,7 +193,6 @@ const ACTED_VALUE: Partial<Record<FieldName, unknown>> = {
   configMapAndSecretChangeDetectionStrategy: "Watch",
   enableControllerAttachDetach: true,
   memoryManagerPolicy: "None",
-  topologyManagerPolicy: "none",
 };
 
 const HEAD = { apiVersion: "kubelet.config.k8s.io/v1beta1", kind: "KubeletConfiguration" };

@@ -225,11 +225,11 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
     only("None", `is ${NOT_IMPLEMENTED}: only the "None" memory manager policy is`, k.memoryManagerPolicy),
   ),
   reservedMemory: refused(`per-NUMA reserved memory needs the Static memory manager, which is ${NOT_IMPLEMENTED}`),
-  topologyManagerPolicy: builtIn('the "none" topology manager: no NUMA alignment', (k) =>
-    only("none", `is ${NOT_IMPLEMENTED}: only the "none" topology manager policy is`, k.topologyManagerPolicy),
+  topologyManagerPolicy: acted(
+    '"none"; on a host with one NUMA node (/sys/devices/system/node) best-effort, restricted and single-numa-node too, where every hint is that node and every pod is admitted, as upstream; another policy than "none" on a host with more NUMA nodes stops the agent at start, as NUMA alignment is not implemented (src/node/host-checks.ts)',
   ),
-  topologyManagerScope: refused(`topology manager scopes need a topology manager policy other than "none", which is ${NOT_IMPLEMENTED}`),
-  topologyManagerPolicyOptions: refused(`topology manager policy options need a topology manager policy other than "none", which is ${NOT_IMPLEMENTED}`),
+  topologyManagerScope: acted('"container" or "pod": on a host with one NUMA node both admit every pod, as upstream (with topologyManagerPolicy)'),
+  topologyManagerPolicyOptions: refused(`topology manager policy options (prefer-closest-numa-nodes, max-allowable-numa-nodes) are ${NOT_IMPLEMENTED}`),
   singleProcessOOMKill: acted(
     "cgroup v2: unset or false gives every container memory.oom.group = 1 through the CRI (an OOM kill takes the whole container), true leaves it to the kernel's one-process choice; cgroup v1 kills one process and refuses false at start, as upstream (src/cgroups/container.ts, src/node/host-checks.ts)",
   ),

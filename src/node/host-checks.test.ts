@@ -2,7 +2,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { checkHost, swapDevices, type HostCheckDeps } from "./host-checks.ts";
+import { checkHost, numaNodes, swapDevices, type HostCheckDeps } from "./host-checks.ts";
 
 const HEADER = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n";
 const dirs: string[] = [];
@@ -27,9 +27,18 @@ function fakeProc(swaps: string | undefined): HostCheckDeps & { root: string; li
     limits,
     setOpenFileLimit: (n) => void limits.push(n),
     iptablesBinary: () => true,
+    numaNodes: () => [0],
   };
 }
-const settings = { failSwapOn: true, failCgroupV1: false, oomScoreAdj: -999, maxOpenFiles: 1_000_000, makeIPTablesUtilChains: true };
+const settings = {
+  failSwapOn: true,
+  failCgroupV1: false,
+  oomScoreAdj: -999,
+  maxOpenFiles: 1_000_000,
+  makeIPTablesUtilChains: true,
+  topologyManagerPolicy: "none",
+  topologyManagerScope: "container",
+};
 
 describe("failSwapOn", () => {
   test("/proc/swaps with a device: refused, naming it and the setting", () => {
@@ -100,4 +109,30 @@ test("makeIPTablesUtilChains without an iptables binary: refused, naming the fie
   const p = { ...fakeProc(HEADER), iptablesBinary: () => false };
   expect(checkHost(settings, p)).toEqual({ ok: false, problem: expect.stringContaining("makeIPTablesUtilChains: true (the default) needs the iptables binary") });
   expect(checkHost({ ...settings, makeIPTablesUtilChains: false }, p).ok).toBe(true);
+});
+
+test("topologyManagerPolicy: every policy on one NUMA node (all pods admitted, as upstream); on more, only none, and the refusal names the field and the nodes", () => {
+  const one = fakeProc(HEADER);
+  for (const policy of ["none", "best-effort", "restricted", "single-numa-node"])
+    for (const scope of ["container", "pod"]) expect(checkHost({ ...settings, topologyManagerPolicy: policy, topologyManagerScope: scope }, one).ok).toBe(true);
+  const two = { ...fakeProc(HEADER), numaNodes: () => [0, 1] };
+  expect(checkHost(settings, two).ok).toBe(true);
+  for (const policy of ["best-effort", "restricted", "single-numa-node"])
+    expect(checkHost({ ...settings, topologyManagerPolicy: policy }, two)).toEqual({
+      ok: false,
+      problem: expect.stringContaining(`topologyManagerPolicy: "${policy}" (scope "container") needs NUMA alignment`),
+      invalidConfig: true,
+    });
+  expect(checkHost({ ...settings, topologyManagerPolicy: "restricted" }, two)).toEqual({
+    ok: false,
+    problem: expect.stringContaining("this host has 2 NUMA nodes (0, 1)"),
+    invalidConfig: true,
+  });
+});
+
+test("numaNodes: the nodeN entries in order; none or no directory is one node", () => {
+  expect(numaNodes("/x", () => ["possible", "node1", "online", "node0", "has_cpu"])).toEqual([0, 1]);
+  expect(numaNodes("/x", () => ["possible"])).toEqual([0]);
+  expect(numaNodes("/nonexistent-numa-dir")).toEqual([0]);
+  expect(numaNodes("/sys/devices/system/node").length).toBeGreaterThan(0);
 });

@@ -9,11 +9,31 @@
  *   it is a warning, as upstream logs it and goes on);
  * - maxOpenFiles: the agent's own RLIMIT_NOFILE, soft and hard (upstream
  *   rlimit.SetNumFiles; a failure is a warning, as upstream logs it);
+ * - topologyManagerPolicy: other than "none" only on a host with one NUMA
+ *   node, where upstream's policies admit every pod (every hint is node 0);
+ *   with more, NUMA alignment is not implemented and the agent does not start.
  * - makeIPTablesUtilChains: the iptables binary must be there to create the
  *   chains (iptables-chains.ts); without it the agent does not start.
  * Every path is below `procRoot`, so tests use a directory tree.
  */
+import { readdirSync } from "node:fs";
 import { join } from "node:path";
+
+/** The NUMA node numbers under `dir` (/sys/devices/system/node: node0, node1, ...); a kernel without NUMA has none: one node. */
+export function numaNodes(dir: string, list: (dir: string) => string[] = readdirSync): number[] {
+  let names: string[];
+  try {
+    names = list(dir);
+  } catch {
+    return [0];
+  }
+  const nodes = names
+    .map((n) => /^node(\d+)$/.exec(n)?.[1])
+    .filter((n): n is string => n !== undefined)
+    .map(Number)
+    .sort((a, b) => a - b);
+  return nodes.length ? nodes : [0];
+}
 
 export interface HostCheckDeps {
   /** "/proc" on a real host. */
@@ -24,6 +44,8 @@ export interface HostCheckDeps {
   cgroupVersion(): "v1" | "v2";
   /** setrlimit(RLIMIT_NOFILE) of the agent, soft and hard (util/rlimit.ts); throws why it could not. */
   setOpenFileLimit(limit: number): void;
+  /** The host's NUMA nodes (/sys/devices/system/node/nodeN), e.g. [0] or [0, 1]. */
+  numaNodes(): number[];
   /** Whether an iptables or ip6tables binary is on PATH. */
   iptablesBinary(): boolean;
 }
@@ -36,6 +58,8 @@ export interface HostCheckSettings {
   oomScoreAdj: number;
   maxOpenFiles: number;
   makeIPTablesUtilChains: boolean;
+  topologyManagerPolicy: string;
+  topologyManagerScope: string;
 }
 
 export type HostCheckResult =
@@ -76,6 +100,15 @@ export function checkHost(s: HostCheckSettings, deps: HostCheckDeps): HostCheckR
     };
   if (s.singleProcessOOMKill === false && deps.cgroupVersion() === "v1")
     return { ok: false, problem: "invalid configuration: singleProcessOOMKill must not be explicitly set to false when using cgroup v1", invalidConfig: true };
+  if (s.topologyManagerPolicy !== "none") {
+    const nodes = deps.numaNodes();
+    if (nodes.length > 1)
+      return {
+        ok: false,
+        problem: `topologyManagerPolicy: ${JSON.stringify(s.topologyManagerPolicy)} (scope ${JSON.stringify(s.topologyManagerScope)}) needs NUMA alignment of CPUs, memory and devices, which is not implemented by this agent, and this host has ${nodes.length} NUMA nodes (${nodes.join(", ")}); only "none" is honoured here (it is on a host with one NUMA node)`,
+        invalidConfig: true,
+      };
+  }
   if (s.makeIPTablesUtilChains && !deps.iptablesBinary())
     return {
       ok: false,

@@ -3,9 +3,11 @@
 // enableDebugFlagsHandler's PUT /debug/flags/v changes its log verbosity
 // while it runs (the V(10) "CRI call" lines start and stop), and
 // makeIPTablesUtilChains (the default) writes upstream's chains into the
-// host's iptables.
+// host's iptables. And on this one-NUMA-node host, topologyManagerPolicy
+// single-numa-node with the pod scope starts and admits a Guaranteed pod, as
+// upstream does there.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { eventually, explainFailure, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
@@ -18,7 +20,13 @@ beforeAll(async () => {
   ctd = await startContainerd({ name: "agentsettings" });
   // Below this host's hard limit (raising it needs CAP_SYS_RESOURCE): a value the agent can set.
   agent = await startAgent(ctd, {
-    extraConfig: { maxOpenFiles: 4096, authentication: { anonymous: { enabled: true } }, authorization: { mode: "AlwaysAllow" } },
+    extraConfig: {
+      maxOpenFiles: 4096,
+      authentication: { anonymous: { enabled: true } },
+      authorization: { mode: "AlwaysAllow" },
+      topologyManagerPolicy: "single-numa-node",
+      topologyManagerScope: "pod",
+    },
   });
 }, 120_000);
 
@@ -97,4 +105,41 @@ test(
     () => ctd,
   ),
   30_000,
+);
+
+test(
+  "topologyManagerPolicy single-numa-node, scope pod, on a host with one NUMA node: a Guaranteed pod is admitted and runs",
+  explainFailure(
+    async () => {
+      expect(readdirSync("/sys/devices/system/node").filter((n) => /^node\d+$/.test(n))).toEqual(["node0"]);
+      writeFileSync(
+        join(agent.manifests, "aligned.json"),
+        JSON.stringify({
+          apiVersion: "v1",
+          kind: "Pod",
+          metadata: { name: "aligned", namespace: "default" },
+          spec: {
+            terminationGracePeriodSeconds: 1,
+            containers: [
+              {
+                name: "main",
+                image: ctd.busyboxImage,
+                imagePullPolicy: "IfNotPresent",
+                command: ["sleep", "3600"],
+                resources: { requests: { cpu: "100m", memory: "16Mi" }, limits: { cpu: "100m", memory: "16Mi" } },
+              },
+            ],
+          },
+        }),
+      );
+      await eventually(
+        "aligned running",
+        async () => (await agent.pods().catch(() => undefined))?.items.find((p) => p.metadata.name.startsWith("aligned"))?.status.phase === "Running",
+        60_000,
+      );
+    },
+    () => agent,
+    () => ctd,
+  ),
+  90_000,
 );
