@@ -81,6 +81,9 @@ export async function startAgent(
     port: kubeletPort,
     address: "127.0.0.1",
     failSwapOn: false,
+    // No KUBE-IPTABLES-HINT / KUBE-FIREWALL chains in the shared host's tables (as the upstream kubelet's harness);
+    // agent-settings.test.ts turns it on and removes them after.
+    makeIPTablesUtilChains: false,
     ...opts.extraConfig,
   };
   writeFileSync(configFile, JSON.stringify(config, null, 2));

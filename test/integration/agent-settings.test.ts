@@ -26,6 +26,7 @@ beforeAll(async () => {
       authorization: { mode: "AlwaysAllow" },
       topologyManagerPolicy: "single-numa-node",
       topologyManagerScope: "pod",
+      makeIPTablesUtilChains: true,
     },
   });
 }, 120_000);
@@ -33,6 +34,14 @@ beforeAll(async () => {
 afterAll(async () => {
   await agent?.kill("SIGKILL");
   await ctd?.stop();
+  // The host's tables are shared: remove what the agent wrote (its canary monitor died with it).
+  for (const binary of ["iptables", "ip6tables"]) {
+    for (const table of ["mangle", "nat", "filter"]) Bun.spawnSync([binary, "-w", "5", "-t", table, "-X", "KUBE-KUBELET-CANARY"]);
+    Bun.spawnSync([binary, "-w", "5", "-t", "mangle", "-X", "KUBE-IPTABLES-HINT"]);
+  }
+  for (const chain of ["INPUT", "OUTPUT"]) Bun.spawnSync(["iptables", "-w", "5", "-t", "filter", "-D", chain, "-j", "KUBE-FIREWALL"]);
+  Bun.spawnSync(["iptables", "-w", "5", "-t", "filter", "-F", "KUBE-FIREWALL"]);
+  Bun.spawnSync(["iptables", "-w", "5", "-t", "filter", "-X", "KUBE-FIREWALL"]);
 }, 60_000);
 
 test(

@@ -27,7 +27,10 @@ afterAll(() => {
 
 async function agent(config: string): Promise<{ code: number | null; stderr: string }> {
   const file = join(dir, `kubelet-${Math.random().toString(36).slice(2)}.yaml`);
-  writeFileSync(file, `apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerRuntimeEndpoint: ${server.endpoint}\nreadOnlyPort: 0\nport: 0\n${config}`);
+  writeFileSync(
+    file,
+    `apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerRuntimeEndpoint: ${server.endpoint}\nreadOnlyPort: 0\nport: 0\nmakeIPTablesUtilChains: false\n${config}`,
+  );
   const proc = Bun.spawn([process.execPath, join(repoRoot, "src/main.ts"), `--config=${file}`, `--root-dir=${join(dir, "root")}`, "--hostname-override=n1"], {
     stdout: "pipe",
     stderr: "pipe",
