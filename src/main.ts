@@ -16,7 +16,7 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { kubeletVersion, loadConfig, type KubeletConfiguration } from "./config/index.ts";
-import { planJit } from "./memory/jit.ts";
+import { jitEnabled, planJit } from "./memory/jit.ts";
 import { StartupConfigError, errorMessage } from "./util/errors.ts";
 import { createLogger, type Logger, Verbosity } from "./util/log.ts";
 
@@ -66,9 +66,19 @@ async function main(): Promise<number> {
   });
   let jitError: string | undefined;
   if (jit.kind === "reexec") {
+    // maxOpenFiles goes through bun:ffi, which needs the JIT: set it here, the limit survives the execve (util/rlimit.ts).
+    const { OPEN_FILE_LIMIT_ERROR, setOpenFileLimit } = await import("./util/rlimit.ts");
+    const limitError = (() => {
+      try {
+        setOpenFileLimit(result.config.kubelet.maxOpenFiles);
+        return undefined;
+      } catch (err) {
+        return errorMessage(err);
+      }
+    })();
     try {
       if (!process.execve) throw new Error("this runtime has no process.execve");
-      process.execve(jit.file, jit.args, jit.env);
+      process.execve(jit.file, jit.args, limitError === undefined ? jit.env : { ...jit.env, [OPEN_FILE_LIMIT_ERROR]: limitError });
     } catch (err) {
       jitError = errorMessage(err);
     }
@@ -86,7 +96,7 @@ async function main(): Promise<number> {
   if (process.env["BUN_INSPECT"]) log.warn("the runtime's inspector is listening; anyone who can connect to it can run code in the agent", { address: process.env["BUN_INSPECT"] });
 
   // Upstream's container manager checks before any pod: swap, cgroup v1, the agent's own oom_score_adj and open file limit (node/host-checks.ts).
-  const [{ checkHost, numaNodes }, { detectCgroupLayout, nodeCgroupFs }, { setOpenFileLimit }] = await Promise.all([
+  const [{ checkHost, numaNodes }, { detectCgroupLayout, nodeCgroupFs }, { applyOpenFileLimit, setOpenFileLimit, OPEN_FILE_LIMIT_ERROR }] = await Promise.all([
     import("./node/host-checks.ts"),
     import("./cgroups/index.ts"),
     import("./util/rlimit.ts"),
@@ -96,7 +106,13 @@ async function main(): Promise<number> {
     readFile: (path) => readFileSync(path, "utf8"),
     writeFile: (path, data) => writeFileSync(path, data),
     cgroupVersion: () => detectCgroupLayout("/", nodeCgroupFs).version,
-    setOpenFileLimit,
+    setOpenFileLimit: (limit) =>
+      applyOpenFileLimit(limit, {
+        jit: jitEnabled(process.env),
+        set: setOpenFileLimit,
+        inheritedError: process.env[OPEN_FILE_LIMIT_ERROR],
+        limits: () => readFileSync("/proc/self/limits", "utf8"),
+      }),
     numaNodes: () => numaNodes("/sys/devices/system/node"),
     iptablesBinary: () => Bun.which("iptables") !== null || Bun.which("ip6tables") !== null,
   });

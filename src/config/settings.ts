@@ -158,7 +158,7 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   podsPerCore: acted("Node capacity pods: min(maxPods, cores × podsPerCore), and admission (src/node/status.ts)"),
   podPidsLimit: acted("pids.max of each pod cgroup (src/cgroups)"),
   maxOpenFiles: acted(
-    "the agent's own RLIMIT_NOFILE (soft and hard) at start; a failure (raising the hard limit needs CAP_SYS_RESOURCE) is a warning, as upstream (src/node/host-checks.ts)",
+    "the agent's own RLIMIT_NOFILE (soft and hard) at start, set before it re-executes itself without the JIT; a failure (raising the hard limit needs CAP_SYS_RESOURCE) is a warning, as upstream (src/util/rlimit.ts)",
   ),
   cgroupRoot: acted("the root of the pod cgroups (src/cgroups)"),
   cgroupsPerQOS: acted("the QoS and pod cgroup hierarchy (src/cgroups)"),

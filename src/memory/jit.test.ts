@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { JIT_VARIABLE, planJit, type ProcessFacts } from "./jit.ts";
+import { JIT_VARIABLE, jitEnabled, planJit, type ProcessFacts } from "./jit.ts";
 
 const facts = (over: Partial<ProcessFacts> = {}): ProcessFacts => ({
   env: { PATH: "/usr/bin", HOME: undefined },
@@ -33,4 +33,12 @@ describe("planJit", () => {
     // Other JavaScriptCore options are passed along, not taken as a choice about the JIT.
     expect(planJit(facts({ env: { BUN_JSC_forceRAMSize: "268435456" } }))).toMatchObject({ kind: "reexec", env: { BUN_JSC_forceRAMSize: "268435456", BUN_JSC_useJIT: "0" } });
   });
+});
+
+test("jitEnabled: off only when BUN_JSC_useJIT says 0 or false (bun:ffi, for maxOpenFiles, needs it)", () => {
+  expect(jitEnabled({})).toBe(true);
+  expect(jitEnabled({ [JIT_VARIABLE]: "1" })).toBe(true);
+  expect(jitEnabled({ BUN_JSC_useDFGJIT: "0" })).toBe(true);
+  expect(jitEnabled({ [JIT_VARIABLE]: "0" })).toBe(false);
+  expect(jitEnabled({ [JIT_VARIABLE]: "false" })).toBe(false);
 });

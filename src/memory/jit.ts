@@ -47,3 +47,9 @@ export function planJit(p: ProcessFacts): JitPlan {
   const args = p.compiled ? [p.argv0, ...p.argv.slice(2)] : [p.argv0, ...p.execArgv, ...p.argv.slice(1)];
   return { kind: "reexec", file: p.execPath, args, env };
 }
+
+/** Whether JavaScriptCore runs with its JIT under this environment (BUN_JSC_useJIT=0 or false turns it off). */
+export function jitEnabled(env: Record<string, string | undefined>): boolean {
+  const v = env[JIT_VARIABLE]?.trim().toLowerCase();
+  return !(v === "0" || v === "false");
+}
