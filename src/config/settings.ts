@@ -245,7 +245,9 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
     "idsPerPod (a multiple of 65536, default 65536): the size of each hostUsers: false pod's UID/GID range, cut from the \"kubelet\" user's /etc/subuid and /etc/subgid range or 65536..2^32 (src/userns/manager.ts)",
   ),
   oomScoreAdj: acted("the agent's own /proc/self/oom_score_adj at start; a failure is a warning, as upstream (src/node/host-checks.ts)"),
-  protectKernelDefaults: refused(`checking kernel tunables is ${NOT_IMPLEMENTED}`),
+  protectKernelDefaults: acted(
+    "upstream's kernel tunables (vm/overcommit_memory 1, vm/panic_on_oom 0, kernel/panic 10, kernel/panic_on_oops 1, kernel/keys/root_maxkeys 1000000, kernel/keys/root_maxbytes 25000000) read at start; true: one that differs stops the agent with upstream's message for each; false (the default): upstream writes them, this agent leaves the host's kernel settings alone and warns naming each that differs (src/node/host-checks.ts)",
+  ),
   kernelMemcgNotification: refused(`memcg threshold notifications are ${NOT_IMPLEMENTED}: memory eviction polls`),
   allowedUnsafeSysctls: acted("sysctls pods may set at admission (src/node/sysctls.ts)"),
   seccompDefault: acted("RuntimeDefault seccomp for containers without a profile (src/runtime/security.ts)"),

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { checkHost, numaNodes, swapDevices, type HostCheckDeps } from "./host-checks.ts";
+import { checkHost, KERNEL_TUNABLES, numaNodes, swapDevices, type HostCheckDeps } from "./host-checks.ts";
 
 const HEADER = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n";
 const dirs: string[] = [];
@@ -18,6 +18,11 @@ function fakeProc(swaps: string | undefined): HostCheckDeps & { root: string; li
   mkdirSync(join(root, "self"));
   writeFileSync(join(root, "self/oom_score_adj"), "0\n");
   if (swaps !== undefined) writeFileSync(join(root, "swaps"), swaps);
+  // Upstream's kernel tunables, as the kubelet wants them.
+  for (const [flag, value] of KERNEL_TUNABLES) {
+    mkdirSync(join(root, "sys", flag, ".."), { recursive: true });
+    writeFileSync(join(root, "sys", flag), `${value}\n`);
+  }
   return {
     root,
     procRoot: root,
@@ -38,6 +43,7 @@ const settings = {
   makeIPTablesUtilChains: true,
   topologyManagerPolicy: "none",
   topologyManagerScope: "container",
+  protectKernelDefaults: false,
 };
 
 describe("failSwapOn", () => {
@@ -135,4 +141,54 @@ test("numaNodes: the nodeN entries in order; none or no directory is one node", 
   expect(numaNodes("/x", () => ["possible"])).toEqual([0]);
   expect(numaNodes("/nonexistent-numa-dir")).toEqual([0]);
   expect(numaNodes("/sys/devices/system/node").length).toBeGreaterThan(0);
+});
+
+describe("protectKernelDefaults", () => {
+  const loose = () => {
+    const p = fakeProc(HEADER);
+    writeFileSync(join(p.root, "sys/vm/overcommit_memory"), "0\n");
+    writeFileSync(join(p.root, "sys/kernel/panic_on_oops"), "0\n");
+    return p;
+  };
+  test("upstream's six tunables, with upstream's values", () => {
+    expect(Object.fromEntries(KERNEL_TUNABLES)).toEqual({
+      "vm/overcommit_memory": 1,
+      "vm/panic_on_oom": 0,
+      "kernel/panic": 10,
+      "kernel/panic_on_oops": 1,
+      "kernel/keys/root_maxkeys": 1000000,
+      "kernel/keys/root_maxbytes": 25000000,
+    });
+  });
+  test("true, every tunable as upstream wants it: starts, no warning", () => {
+    expect(checkHost({ ...settings, failSwapOn: false, protectKernelDefaults: true }, fakeProc(HEADER))).toEqual({ ok: true, warnings: [] });
+  });
+  test("true, two differ: refused with upstream's message for each", () => {
+    const r = checkHost({ ...settings, protectKernelDefaults: true }, loose());
+    expect(r).toEqual({
+      ok: false,
+      problem:
+        "[invalid kernel flag: vm/overcommit_memory, expected value: 1, actual value: 0, invalid kernel flag: kernel/panic_on_oops, expected value: 1, actual value: 0] (protectKernelDefaults: true, --protect-kernel-defaults: the kernel tunables must be set as the kubelet expects)",
+    });
+  });
+  test("false, two differ: starts, with one warning naming each (upstream would write them; this agent does not)", () => {
+    const p = loose();
+    const r = checkHost(settings, p);
+    expect(r).toEqual({
+      ok: true,
+      warnings: [
+        "protectKernelDefaults: false: upstream sets these kernel flags, this agent leaves the host's kernel settings alone: vm/overcommit_memory is 0, upstream sets 1; kernel/panic_on_oops is 0, upstream sets 1",
+      ],
+    });
+    expect(readFileSync(join(p.root, "sys/vm/overcommit_memory"), "utf8")).toBe("0\n");
+  });
+  test("a tunable that cannot be read stops the agent whatever the setting, as upstream", () => {
+    const p = fakeProc(HEADER);
+    rmSync(join(p.root, "sys/kernel/keys"), { recursive: true });
+    for (const protect of [false, true]) {
+      const r = checkHost({ ...settings, protectKernelDefaults: protect }, p);
+      expect(r.ok).toBe(false);
+      expect(!r.ok && r.problem).toStartWith(`[reading ${join(p.root, "sys/kernel/keys/root_maxkeys")}: `);
+    }
+  });
 });

@@ -14,6 +14,11 @@
  *   with more, NUMA alignment is not implemented and the agent does not start.
  * - makeIPTablesUtilChains: the iptables binary must be there to create the
  *   chains (iptables-chains.ts); without it the agent does not start.
+ * - protectKernelDefaults: upstream's six kernel tunables (KERNEL_TUNABLES);
+ *   true: one that differs stops the agent, with upstream's message for
+ *   each; false: upstream writes them, this agent warns with each instead
+ *   (it does not change the host's kernel settings). A tunable that cannot
+ *   be read stops the agent either way, as upstream.
  * Every path is below `procRoot`, so tests use a directory tree.
  */
 import { readdirSync } from "node:fs";
@@ -34,6 +39,42 @@ export function numaNodes(dir: string, list: (dir: string) => string[] = readdir
     .sort((a, b) => a - b);
   return nodes.length ? nodes : [0];
 }
+
+/**
+ * Upstream's setupKernelTunables (pkg/kubelet/cm): each /proc/sys path and the
+ * value the kubelet wants, in upstream's names (component-helpers' sysctl).
+ */
+export const KERNEL_TUNABLES: readonly (readonly [string, number])[] = [
+  ["vm/overcommit_memory", 1],
+  ["vm/panic_on_oom", 0],
+  ["kernel/panic", 10],
+  ["kernel/panic_on_oops", 1],
+  ["kernel/keys/root_maxkeys", 1_000_000],
+  ["kernel/keys/root_maxbytes", 25_000_000],
+];
+
+/** The tunables that differ from upstream's values, or the errors reading them (as upstream, an error whatever the mode). */
+function kernelTunables(deps: Pick<HostCheckDeps, "procRoot" | "readFile">): { errors: string[]; differ: { flag: string; expected: number; actual: number }[] } {
+  const errors: string[] = [];
+  const differ: { flag: string; expected: number; actual: number }[] = [];
+  for (const [flag, expected] of KERNEL_TUNABLES) {
+    const path = join(deps.procRoot, "sys", flag);
+    let text: string;
+    try {
+      text = deps.readFile(path);
+    } catch (err) {
+      errors.push(`reading ${path}: ${(err as Error).message}`);
+      continue;
+    }
+    const actual = Number.parseInt(text.trim(), 10);
+    if (Number.isNaN(actual)) errors.push(`${path}: not a number: ${JSON.stringify(text.trim())}`);
+    else if (actual !== expected) differ.push({ flag, expected, actual });
+  }
+  return { errors, differ };
+}
+
+/** Go's utilerrors.NewAggregate text: one error alone, several in brackets. */
+const aggregate = (errors: string[]) => (errors.length === 1 ? errors[0]! : `[${errors.join(", ")}]`);
 
 export interface HostCheckDeps {
   /** "/proc" on a real host. */
@@ -60,6 +101,7 @@ export interface HostCheckSettings {
   makeIPTablesUtilChains: boolean;
   topologyManagerPolicy: string;
   topologyManagerScope: string;
+  protectKernelDefaults: boolean;
 }
 
 export type HostCheckResult =
@@ -100,6 +142,16 @@ export function checkHost(s: HostCheckSettings, deps: HostCheckDeps): HostCheckR
     };
   if (s.singleProcessOOMKill === false && deps.cgroupVersion() === "v1")
     return { ok: false, problem: "invalid configuration: singleProcessOOMKill must not be explicitly set to false when using cgroup v1", invalidConfig: true };
+  const tunables = kernelTunables(deps);
+  const tunableErrors = [
+    ...tunables.errors,
+    ...(s.protectKernelDefaults ? tunables.differ.map((d) => `invalid kernel flag: ${d.flag}, expected value: ${d.expected}, actual value: ${d.actual}`) : []),
+  ];
+  if (tunableErrors.length)
+    return {
+      ok: false,
+      problem: `${aggregate(tunableErrors)}${tunables.differ.length && s.protectKernelDefaults ? " (protectKernelDefaults: true, --protect-kernel-defaults: the kernel tunables must be set as the kubelet expects)" : ""}`,
+    };
   if (s.topologyManagerPolicy !== "none") {
     const nodes = deps.numaNodes();
     if (nodes.length > 1)
@@ -116,6 +168,10 @@ export function checkHost(s: HostCheckSettings, deps: HostCheckDeps): HostCheckR
         "makeIPTablesUtilChains: true (the default) needs the iptables binary to create the KUBE-IPTABLES-HINT and KUBE-FIREWALL chains, and neither iptables nor ip6tables is on PATH: install iptables, or set makeIPTablesUtilChains: false (--make-iptables-util-chains=false)",
     };
   const warnings: string[] = [];
+  if (tunables.differ.length)
+    warnings.push(
+      `protectKernelDefaults: false: upstream sets these kernel flags, this agent leaves the host's kernel settings alone: ${tunables.differ.map((d) => `${d.flag} is ${d.actual}, upstream sets ${d.expected}`).join("; ")}`,
+    );
   const oomPath = join(deps.procRoot, "self/oom_score_adj");
   try {
     deps.writeFile(oomPath, String(s.oomScoreAdj));

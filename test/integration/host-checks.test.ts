@@ -3,17 +3,24 @@
  * enabled (and off again at once), failCgroupV1 on this cgroup v1 host. The
  * agent must refuse before touching the runtime, with a message naming the
  * setting. The swapfile is 16 MiB and on for the few seconds the agent
- * takes to start and refuse.
+ * takes to start and refuse. protectKernelDefaults reads files bind-mounted
+ * over /proc/sys in a mount namespace of the agent's own, so the host's
+ * kernel settings are neither read nor changed.
  */
 import { afterAll, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 const dir = mkdtempSync(join(tmpdir(), "bunlet-host-checks-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-async function startAgent(config: Record<string, unknown>, killAfterMs = 30_000, env?: Record<string, string>): Promise<{ code: number; stderr: string }> {
+async function startAgent(
+  config: Record<string, unknown>,
+  killAfterMs = 30_000,
+  env?: Record<string, string>,
+  wrap: (argv: string[]) => string[] = (argv) => argv,
+): Promise<{ code: number; stderr: string }> {
   const file = join(dir, `kubelet-${Math.random().toString(36).slice(2)}.json`);
   // Nothing listens there: a check that let the agent through would fail later, on the runtime, with another message.
   writeFileSync(
@@ -28,7 +35,7 @@ async function startAgent(config: Record<string, unknown>, killAfterMs = 30_000,
     }),
   );
   const cmd = process.env.BUNLET_BINARY ? [process.env.BUNLET_BINARY] : [process.execPath, join(import.meta.dir, "../../src/main.ts")];
-  const proc = Bun.spawn([...cmd, `--config=${file}`, `--root-dir=${join(dir, "root")}`, "--hostname-override=host-checks"], {
+  const proc = Bun.spawn(wrap([...cmd, `--config=${file}`, `--root-dir=${join(dir, "root")}`, "--hostname-override=host-checks"]), {
     stdout: "pipe",
     stderr: "pipe",
     ...(env ? { env: { ...process.env, ...env } } : {}),
@@ -81,4 +88,34 @@ test("makeIPTablesUtilChains (the default) with no iptables binary on PATH: refu
   const allowed = await startAgent({ failSwapOn: false, makeIPTablesUtilChains: false }, 4000, noSbin);
   expect(allowed.stderr).toContain("starting node agent");
   expect(allowed.stderr).not.toContain("makeIPTablesUtilChains");
+}, 60_000);
+
+test("protectKernelDefaults: true refuses with upstream's message for each tunable that differs; false starts, warns, and writes nothing", async () => {
+  // Upstream's values, but vm/overcommit_memory and kernel/panic_on_oops as a stock kernel has them.
+  const values: Record<string, number> = {
+    "vm/overcommit_memory": 0,
+    "vm/panic_on_oom": 0,
+    "kernel/panic": 10,
+    "kernel/panic_on_oops": 0,
+    "kernel/keys/root_maxkeys": 1000000,
+    "kernel/keys/root_maxbytes": 25000000,
+  };
+  const binds = Object.entries(values).map(([flag, value]) => {
+    const fake = join(dir, `sysctl.${flag.replaceAll("/", ".")}`);
+    writeFileSync(fake, `${value}\n`);
+    return { fake, value, bind: `mount --bind ${fake} /proc/sys/${flag}` };
+  });
+  // unshare --mount makes every mount private: the binds stay in the agent's namespace.
+  const wrap = (argv: string[]) => ["unshare", "--mount", "--", "bash", "-c", `${binds.map((b) => b.bind).join(" && ")} && exec "$@"`, "bash", ...argv];
+  const refused = await startAgent({ failSwapOn: false, protectKernelDefaults: true }, 30_000, undefined, wrap);
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toContain(
+    "kubelet: [invalid kernel flag: vm/overcommit_memory, expected value: 1, actual value: 0, invalid kernel flag: kernel/panic_on_oops, expected value: 1, actual value: 0] (protectKernelDefaults: true, --protect-kernel-defaults",
+  );
+  const allowed = await startAgent({ failSwapOn: false }, 4000, undefined, wrap);
+  expect(allowed.stderr).toContain(
+    "protectKernelDefaults: false: upstream sets these kernel flags, this agent leaves the host's kernel settings alone: vm/overcommit_memory is 0, upstream sets 1; kernel/panic_on_oops is 0, upstream sets 1",
+  );
+  expect(allowed.stderr).toContain("starting node agent");
+  for (const { fake, value } of binds) expect(readFileSync(fake, "utf8")).toBe(`${value}\n`);
 }, 60_000);
