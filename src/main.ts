@@ -114,7 +114,6 @@ async function main(): Promise<number> {
         limits: () => readFileSync("/proc/self/limits", "utf8"),
       }),
     numaNodes: () => numaNodes("/sys/devices/system/node"),
-    iptablesBinary: () => Bun.which("iptables") !== null || Bun.which("ip6tables") !== null,
   });
   if (!host.ok) {
     process.stderr.write(`kubelet: ${host.problem}\n`);

@@ -31,7 +31,6 @@ function fakeProc(swaps: string | undefined): HostCheckDeps & { root: string; li
     cgroupVersion: () => "v1",
     limits,
     setOpenFileLimit: (n) => void limits.push(n),
-    iptablesBinary: () => true,
     numaNodes: () => [0],
   };
 }
@@ -40,7 +39,6 @@ const settings = {
   failCgroupV1: false,
   oomScoreAdj: -999,
   maxOpenFiles: 1_000_000,
-  makeIPTablesUtilChains: true,
   topologyManagerPolicy: "none",
   topologyManagerScope: "container",
   protectKernelDefaults: false,
@@ -109,12 +107,6 @@ test("maxOpenFiles sets the agent's open file limit; a failure is a warning nami
     },
   });
   expect(denied).toEqual({ ok: true, warnings: ["maxOpenFiles: could not set the agent's open file limit to 1000000: setrlimit(RLIMIT_NOFILE, 1000000) failed: EPERM"] });
-});
-
-test("makeIPTablesUtilChains without an iptables binary: refused, naming the field and the way out; off: starts", () => {
-  const p = { ...fakeProc(HEADER), iptablesBinary: () => false };
-  expect(checkHost(settings, p)).toEqual({ ok: false, problem: expect.stringContaining("makeIPTablesUtilChains: true (the default) needs the iptables binary") });
-  expect(checkHost({ ...settings, makeIPTablesUtilChains: false }, p).ok).toBe(true);
 });
 
 test("topologyManagerPolicy: every policy on one NUMA node (all pods admitted, as upstream); on more, only none, and the refusal names the field and the nodes", () => {

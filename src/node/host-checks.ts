@@ -12,8 +12,6 @@
  * - topologyManagerPolicy: other than "none" only on a host with one NUMA
  *   node, where upstream's policies admit every pod (every hint is node 0);
  *   with more, NUMA alignment is not implemented and the agent does not start.
- * - makeIPTablesUtilChains: the iptables binary must be there to create the
- *   chains (iptables-chains.ts); without it the agent does not start.
  * - protectKernelDefaults: upstream's six kernel tunables (KERNEL_TUNABLES);
  *   true: one that differs stops the agent, with upstream's message for
  *   each; false: upstream writes them, this agent warns with each instead
@@ -87,8 +85,6 @@ export interface HostCheckDeps {
   setOpenFileLimit(limit: number): void;
   /** The host's NUMA nodes (/sys/devices/system/node/nodeN), e.g. [0] or [0, 1]. */
   numaNodes(): number[];
-  /** Whether an iptables or ip6tables binary is on PATH. */
-  iptablesBinary(): boolean;
 }
 
 export interface HostCheckSettings {
@@ -98,7 +94,6 @@ export interface HostCheckSettings {
   singleProcessOOMKill?: boolean;
   oomScoreAdj: number;
   maxOpenFiles: number;
-  makeIPTablesUtilChains: boolean;
   topologyManagerPolicy: string;
   topologyManagerScope: string;
   protectKernelDefaults: boolean;
@@ -161,12 +156,6 @@ export function checkHost(s: HostCheckSettings, deps: HostCheckDeps): HostCheckR
         invalidConfig: true,
       };
   }
-  if (s.makeIPTablesUtilChains && !deps.iptablesBinary())
-    return {
-      ok: false,
-      problem:
-        "makeIPTablesUtilChains: true (the default) needs the iptables binary to create the KUBE-IPTABLES-HINT and KUBE-FIREWALL chains, and neither iptables nor ip6tables is on PATH: install iptables, or set makeIPTablesUtilChains: false (--make-iptables-util-chains=false)",
-    };
   const warnings: string[] = [];
   if (tunables.differ.length)
     warnings.push(

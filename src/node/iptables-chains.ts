@@ -11,7 +11,7 @@
  * - KUBE-KUBELET-CANARY in the mangle, nat and filter tables, checked every
  *   minute: when a flush removed it, everything above is written again.
  * A failure to write is logged and the agent goes on, as upstream. A host
- * without the iptables binary is refused at start by host-checks.ts.
+ * without a working iptables it logs "no iptables support" and goes on, as upstream.
  */
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
