@@ -79,7 +79,7 @@ test("failCgroupV1 on this cgroup v1 host: refused by name", async () => {
   expect(r.stderr).toContain("kubelet is configured to not run on a host using cgroup v1");
 }, 60_000);
 
-test("makeIPTablesUtilChains (the default) with no iptables binary on PATH: past the host checks, as upstream (the chains log \"no iptables support\" later: src/node/iptables-chains.test.ts)", async () => {
+test('makeIPTablesUtilChains (the default) with no iptables binary on PATH: past the host checks, as upstream (the chains log "no iptables support" later: src/node/iptables-chains.test.ts)', async () => {
   // /usr/sbin and /sbin hold iptables here: a PATH without them.
   const r = await startAgent({ failSwapOn: false }, 4000, { PATH: "/usr/bin:/bin" });
   expect(r.stderr).toContain("starting node agent");
