@@ -206,13 +206,10 @@ describe("pod semantics on a real control plane and containerd", () => {
     expect(rejected).toMatchObject({ reason: "SysctlForbidden", message: 'forbidden sysctl: "kernel.sem" not allowlisted' });
   }, 90_000);
 
-  test("what the node cannot give is refused at admission with a reason and an event, never run without: pod-level resources, hostUsers: false", async () => {
+  // hostUsers: false is no longer refused at admission (UserNamespacesSupport is on): user-namespaces.test.ts.
+  test("what the node cannot give is refused at admission with a reason and an event, never run without: pod-level resources", async () => {
     await apply(podOf("podres", { command: ["sleep", "3600"] }, { resources: { limits: { cpu: "500m", memory: "64Mi" } } }));
-    await apply(podOf("userns", { command: ["sleep", "3600"] }, { hostUsers: false }));
-    for (const [name, reason, message] of [
-      ["podres", "PodLevelResourcesNotSupported", "pod-level resources are not supported on the node"],
-      ["userns", "UserNamespacesNotSupported", "can't set `spec.hostUsers: false`"],
-    ] as const) {
+    for (const [name, reason, message] of [["podres", "PodLevelResourcesNotSupported", "pod-level resources are not supported on the node"]] as const) {
       const failed = await eventually(`${name} Failed`, async () => {
         const s = await statusOf(name);
         return s?.phase === "Failed" ? s : undefined;

@@ -207,7 +207,11 @@ describe("volumes on a real containerd and control plane", () => {
           { name: "d", hostPath: { path: missing, type: "Directory" } },
           { name: "f", hostPath: { path: join(hostDir, "a-dir"), type: "File" } },
         ],
-        [{ name: "d", mountPath: "/d" }],
+        // Both mounted: a volume no container uses is not set up (nor checked), as upstream.
+        [
+          { name: "d", mountPath: "/d" },
+          { name: "f", mountPath: "/f" },
+        ],
       ),
     );
     writeFileSync(
@@ -225,6 +229,7 @@ describe("volumes on a real containerd and control plane", () => {
           { name: "made", mountPath: "/made" },
           { name: "touched", mountPath: "/touched" },
           { name: "file", mountPath: "/etc/from-host" },
+          { name: "chr", mountPath: "/host-null" },
         ],
       ),
     );
