@@ -383,7 +383,10 @@ describe("a systemd + cgroup v2 node (qemu)", () => {
     expect(setup.config).toBe("1");
     expect(num(setup.threshold)).toBe(num(setup.maxpid) - num(setup.curproc) - 300);
     const p = fields("pid-pressure");
-    expect(p.condition).toBe("True");
+    // The sampling loop stops at the eviction, which the Node's PIDPressure may be posted just after (status updates are
+    // asynchronous to the eviction pass): seen during the pressure or read right after it (it stays True for
+    // evictionPressureTransitionPeriod).
+    expect([p.condition, p.after]).toContain("True");
     expect(num(p.min_available)).toBeLessThan(num(setup.threshold));
     expect(num(p.max_forker_procs)).toBeGreaterThan(300);
     expect(num(p.max_forker_procs)).toBeLessThanOrEqual(1024);
