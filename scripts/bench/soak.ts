@@ -8,9 +8,19 @@
 //   BUNLET_BINARY=dist/kubelet bun scripts/bench/soak.ts    # the shipped binary
 //
 // Churn: every SOAK_CHURN_SECONDS (default 30) a few pods are deleted and as
-// many created, and one pod crash-loops all along (restarts, backoff, GC).
+// many created; one pod crash-loops all along (restarts, backoff, GC), one
+// fails its liveness probe (probe kills and restarts), one fails its readiness
+// probe every 5 s (Ready flips, events), and one writes logs fast enough that
+// its log is rotated every few seconds (containerLogMaxSize 256Ki).
+// The figure the issue asks for: RSS growth from the level after warm-up
+// (mean of minutes 10 to 15) to the level at the end (mean of the last 5
+// minutes), under 5%. SOAK_OUT (default .cache/soak) gets the samples as JSON
+// and the chart as SVG.
 // Not part of the test command: it takes half an hour and a whole node.
+import { mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { CLK_TCK, cpuTicks, rssMiB } from "./proc.ts";
+import { renderSoakChart } from "./soak-chart.ts";
 import { createRestClient, loadCredentials } from "../../src/api/rest.ts";
 import { realClock } from "../../src/util/clock.ts";
 import { eventually, startAgent } from "../../test/harness/agent.ts";
@@ -22,6 +32,8 @@ const MINUTES = Number(process.env.SOAK_MINUTES ?? 30);
 const CHURN_SECONDS = Number(process.env.SOAK_CHURN_SECONDS ?? 30);
 const CHURN_PODS = Math.max(1, Math.round(PODS / 20));
 const SAMPLE_SECONDS = 10;
+const WARMUP_SECONDS = Number(process.env.SOAK_WARMUP_SECONDS ?? 600);
+const OUT = process.env.SOAK_OUT ?? ".cache/soak";
 const NODE = "soak-node";
 
 interface Sample {
@@ -48,7 +60,11 @@ function slope(points: { x: number; y: number }[]): number {
 requireRoot();
 const [ctd, cp] = await Promise.all([startContainerd({ name: "soak" }), startControlPlane({ name: "soak" })]);
 try {
-  const agent = await startAgent(ctd, { nodeName: NODE, extraArgs: [`--kubeconfig=${await cp.nodeKubeconfig(NODE)}`, "--node-ip=127.0.0.1"] });
+  const agent = await startAgent(ctd, {
+    nodeName: NODE,
+    extraConfig: { containerLogMaxSize: "256Ki", containerLogMaxFiles: 3 },
+    extraArgs: [`--kubeconfig=${await cp.nodeKubeconfig(NODE)}`, "--node-ip=127.0.0.1"],
+  });
   const rest = createRestClient({ credentials: await loadCredentials(cp.adminKubeconfig), qps: 0, burst: 0, clock: realClock, userAgent: "soak" });
   await eventually(
     "node Ready",
@@ -60,41 +76,49 @@ try {
     500,
   );
   await rest.request("POST", "/api/v1/namespaces", { body: { apiVersion: "v1", kind: "Namespace", metadata: { name: "soak" } } });
-  const pod = (name: string, command: string[]) => ({
+  const passing = { readinessProbe: { exec: { command: ["true"] }, periodSeconds: 30 } };
+  const pod = (name: string, command: string[], probes: Record<string, unknown>) => ({
     apiVersion: "v1",
     kind: "Pod",
     metadata: { name },
     spec: {
       nodeName: NODE,
       terminationGracePeriodSeconds: 1,
-      containers: [
-        {
-          name: "c",
-          image: ctd.busyboxImage,
-          imagePullPolicy: "IfNotPresent",
-          command,
-          readinessProbe: { exec: { command: ["true"] }, periodSeconds: 30 },
-        },
-      ],
+      containers: [{ name: "c", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command, ...probes }],
     },
   });
-  const create = (name: string, command = ["sleep", "1000000"]) => rest.request("POST", "/api/v1/namespaces/soak/pods", { body: pod(name, command) });
+  const create = (name: string, command = ["sleep", "1000000"], probes: Record<string, unknown> = passing) =>
+    rest.request("POST", "/api/v1/namespaces/soak/pods", { body: pod(name, command, probes) });
   const remove = (name: string) => rest.request("DELETE", `/api/v1/namespaces/soak/pods/${name}`).catch(() => undefined);
   const runningCount = async () => {
     const list = await rest.request<any>("GET", "/api/v1/namespaces/soak/pods");
     return list.items.filter((p: any) => p.status?.phase === "Running").length;
   };
 
-  // PODS in all: one crash-looping, the churn slots, the rest stable.
+  // PODS in all: the four special ones, the churn slots, the rest stable.
   await create("crashloop", ["sh", "-c", "sleep 5; exit 1"]);
+  await create("liveness-fail", ["sleep", "1000000"], { livenessProbe: { exec: { command: ["false"] }, initialDelaySeconds: 20, periodSeconds: 10, failureThreshold: 1 } });
+  await create("readiness-fail", ["sleep", "1000000"], { readinessProbe: { exec: { command: ["false"] }, periodSeconds: 5 } });
+  // About 40 KB/s of log lines: a 256Ki file is rotated every few seconds of the agent's log monitor.
+  await create("logger", ["sh", "-c", "while true; do seq 1 8000; sleep 1; done"]);
+  const SPECIAL = 4;
   let generation = 0;
   const churn = Array.from({ length: CHURN_PODS }, (_, i) => `churn-${i}-g0`);
-  const stable = Array.from({ length: PODS - 1 - CHURN_PODS }, (_, i) => `stable-${i}`);
+  const stable = Array.from({ length: PODS - SPECIAL - CHURN_PODS }, (_, i) => `stable-${i}`);
   for (const name of [...stable, ...churn]) await create(name);
   const t0 = performance.now();
+  // The crash-looping pod's phase stays Running too, but it is not counted on.
   await eventually(`${PODS - 1} pods Running`, async () => (await runningCount()) >= PODS - 1, 600_000, 2000);
   console.log(`${PODS} pods up in ${((performance.now() - t0) / 1000).toFixed(1)} s; soaking for ${MINUTES} min`);
 
+  // Rotated log files of the logger, by name, as seen at each sample.
+  const rotatedSeen = new Set<string>();
+  const noteRotated = () => {
+    for (const podDir of readdirSync(agent.podLogsDir).filter((d) => d.startsWith("soak_logger_"))) {
+      const containerDir = join(agent.podLogsDir, podDir, "c");
+      for (const file of readdirSync(containerDir, { withFileTypes: true })) if (/\.log\.\d{8}-\d{6}(\.gz)?$/.test(file.name)) rotatedSeen.add(file.name.replace(/\.gz$/, ""));
+    }
+  };
   const pid = agent.pid()!;
   const samples: Sample[] = [sample(pid, t0)];
   const end = performance.now() + MINUTES * 60_000;
@@ -102,6 +126,11 @@ try {
   while (performance.now() < end) {
     await Bun.sleep(SAMPLE_SECONDS * 1000);
     samples.push(sample(pid, t0));
+    try {
+      noteRotated();
+    } catch {
+      // The directory is being rotated under us: the next sample sees it.
+    }
     if (performance.now() >= nextChurn) {
       generation++;
       for (let i = 0; i < churn.length; i++) {
@@ -121,12 +150,30 @@ try {
   const first = steady[0]!;
   const last = samples.at(-1)!;
   const cpuPercent = ((last.cpuSeconds - first.cpuSeconds) / (last.s - first.s)) * 100;
-  const restarts = ((await rest.request<any>("GET", "/api/v1/namespaces/soak/pods/crashloop")).status?.containerStatuses?.[0]?.restartCount ?? 0) as number;
+  const restartsOf = async (name: string) => ((await rest.request<any>("GET", `/api/v1/namespaces/soak/pods/${name}`)).status?.containerStatuses?.[0]?.restartCount ?? 0) as number;
+  const restarts = await restartsOf("crashloop");
+  const livenessRestarts = await restartsOf("liveness-fail");
+  const mean = (xs: Sample[]) => xs.reduce((a, s) => a + s.rssMiB, 0) / xs.length;
+  const afterWarmup = samples.filter((s) => s.s >= WARMUP_SECONDS && s.s < WARMUP_SECONDS + 300);
+  const atEnd = samples.filter((s) => s.s >= last.s - 300);
+  const baseline = afterWarmup.length > 0 ? mean(afterWarmup) : NaN;
+  const growth = (mean(atEnd) / baseline - 1) * 100;
+  mkdirSync(OUT, { recursive: true });
+  writeFileSync(join(OUT, "samples.json"), JSON.stringify({ pods: PODS, churnSeconds: CHURN_SECONDS, samples }, null, 1));
+  if (afterWarmup.length > 0) {
+    const title = `Agent RSS, ${PODS} pods with churn, ${(last.s / 60).toFixed(0)} minutes`;
+    writeFileSync(join(OUT, "soak-rss.svg"), renderSoakChart(samples, { title, baselineMiB: baseline, warmupSeconds: WARMUP_SECONDS }));
+  }
   console.log("\nsoak result");
   console.log(`  pods                 ${PODS} (${churn.length} replaced every ${CHURN_SECONDS}s, ${generation * churn.length} in all; 1 crash-looping, ${restarts} restarts)`);
+  console.log(`  probe failures       liveness-fail restarted ${livenessRestarts} times; readiness-fail failed every 5 s`);
+  console.log(`  log rotation         ${rotatedSeen.size} rotated files of the logger seen`);
   console.log(`  duration             ${(last.s / 60).toFixed(1)} min, ${samples.length} samples every ${SAMPLE_SECONDS}s`);
   console.log(
     `  RSS                  start ${samples[0]!.rssMiB.toFixed(1)} MiB, min ${Math.min(...samples.map((s) => s.rssMiB)).toFixed(1)}, max ${Math.max(...samples.map((s) => s.rssMiB)).toFixed(1)}, end ${last.rssMiB.toFixed(1)} MiB`,
+  );
+  console.log(
+    `  RSS growth           ${growth.toFixed(1)}% from ${baseline.toFixed(1)} MiB (mean of minutes ${WARMUP_SECONDS / 60}-${WARMUP_SECONDS / 60 + 5}) to ${mean(atEnd).toFixed(1)} MiB (mean of the last 5)`,
   );
   console.log(`  RSS slope            ${rssSlopePerHour.toFixed(2)} MiB/hour (least squares after the first third)`);
   console.log(`  agent CPU            ${cpuPercent.toFixed(1)}% of one core on average after warm-up`);
