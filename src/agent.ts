@@ -40,7 +40,7 @@ import { buildPodSources } from "./agent/pod-sources.ts";
 import { buildVolumes } from "./agent/volumes.ts";
 import { buildProber } from "./agent/prober.ts";
 import { buildAllocation, buildPodRuntime } from "./agent/pod-runtime.ts";
-import { buildPodWorkers, podAdmission } from "./agent/pod-workers.ts";
+import { buildPodWorkers, PodAdmission } from "./agent/pod-workers.ts";
 import { housekeepingTasks } from "./agent/housekeeping.ts";
 import { startServers } from "./agent/servers.ts";
 
@@ -149,8 +149,8 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   const nodeShutdown = buildNodeShutdown(w, { trigger: deps.nodeShutdown, pods, recorder, nodeStatusRequests });
   // Admission (node shutdown, pressure, sysctls, pod features, devices, CPUs, resources), the pod syncer,
   // the pod workers that serve `pods`, and the PLEG that wakes them.
-  const admit = podAdmission(k, { facts, nodeShutdown, eviction, devices, cpuManager, allocation });
-  const { workers, pleg } = buildPodWorkers(w, { admit, cri, runtime, podHost, statusSink, allocation, prober, pods, runtimePods, metrics, recorder, random });
+  const admission = new PodAdmission(k, { facts, nodeShutdown, eviction, devices, cpuManager, allocation });
+  const { workers, pleg } = buildPodWorkers(w, { admission, cri, runtime, podHost, statusSink, allocation, prober, pods, runtimePods, metrics, recorder, random });
   // The pod resources API (v1) on <rootDir>/pod-resources/kubelet.sock: which devices each container holds.
   await servePodResourcesApi(w, { devices, pods: workers });
   // Kernel OOM kills as events (upstream's OOM watcher): SystemOOM on the node, OOMKilling on this node's pods.

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import type { AdmitResult, NodeFacts } from "../node/admission.ts";
 import type { Pod } from "../pods/schema.ts";
-import { podAdmission, type AdmissionSources } from "./pod-workers.ts";
+import { PodAdmission, type AdmissionSources } from "./pod-workers.ts";
 
 const facts: NodeFacts = { name: "n1", labels: {}, taints: [], allocatable: { cpu: 1000, memory: 1024 ** 3, "ephemeral-storage": 1024 ** 3, pods: 10 } };
 const pod = (cpu = "100m"): Pod => ({
@@ -26,10 +26,11 @@ function setup(over: Partial<Record<"shutdown" | "devices" | "cpu", AdmitResult>
     cpuManager: { admit: (p) => (asked.push(`cpu ${p.spec.containers[0]?.resources?.requests?.["cpu"]}`), over.cpu ?? admit) },
     allocation: allocated ? { allocatedPod: allocated } : undefined,
   };
-  return { asked, admit: podAdmission({ allowedUnsafeSysctls: [], featureGates: {} }, sources) };
+  const admission = new PodAdmission({ allowedUnsafeSysctls: [], featureGates: {} }, sources);
+  return { asked, admit: (p: Pod, active: Pod[]) => admission.admit(p, active) };
 }
 
-describe("podAdmission", () => {
+describe("PodAdmission", () => {
   test("upstream's order: node shutdown, eviction, devices, CPUs, then the resource predicates", () => {
     const s = setup();
     expect(s.admit(pod(), [])).toEqual({ admit: true });

@@ -7,7 +7,7 @@ import type { DeviceManager } from "../devices/index.ts";
 import type { EventRecorder } from "../events/recorder.ts";
 import type { EvictionManager } from "../eviction/index.ts";
 import type { KubeletMetrics } from "../metrics/kubelet.ts";
-import { admitPod, type AdmitResult, type NodeFacts } from "../node/admission.ts";
+import { admitPod, type AdmitResult, type NodeFacts, type PodAdmitter } from "../node/admission.ts";
 import { admitPodFeatures, appArmorEnabled } from "../node/pod-features.ts";
 import { sysctlAllowlist } from "../node/sysctls.ts";
 import { EventedPleg } from "../pleg/evented.ts";
@@ -38,48 +38,57 @@ export interface AdmissionSources {
 /**
  * Admission as upstream orders it: node shutdown, then eviction (pods under
  * pressure), sysctls, pod features, devices, exclusive CPUs, then the
- * resource predicates.
+ * resource predicates. The first refusal answers; later checks are not asked.
  */
-export function podAdmission(k: Pick<KubeletConfiguration, "allowedUnsafeSysctls" | "featureGates">, o: AdmissionSources): (pod: Pod, active: Pod[]) => AdmitResult {
-  const { facts, nodeShutdown, eviction, devices, cpuManager, allocation } = o;
-  const sysctls = sysctlAllowlist(k.allowedUnsafeSysctls);
-  const podFeatureGates = {
-    podLevelResources: k.featureGates["PodLevelResources"] !== false,
-    userNamespacesSupport: k.featureGates["UserNamespacesSupport"] !== false,
-    appArmorEnabled: appArmorEnabled(),
-  };
-  // A pod counts with what it was allocated (checkpointed; active pods come allocated), not with a resize it
-  // asked for: after a restart, a pod whose resize is pending is admitted again as it runs (upstream).
-  const allocated = (p: Pod) => (allocation ? allocation.allocatedPod(p) : p);
-  return (pod, active) => {
+export class PodAdmission implements PodAdmitter {
+  private readonly sysctls: ReturnType<typeof sysctlAllowlist>;
+  private readonly podFeatureGates: Parameters<typeof admitPodFeatures>[1];
+
+  constructor(
+    k: Pick<KubeletConfiguration, "allowedUnsafeSysctls" | "featureGates">,
+    private readonly o: AdmissionSources,
+  ) {
+    this.sysctls = sysctlAllowlist(k.allowedUnsafeSysctls);
+    this.podFeatureGates = {
+      podLevelResources: k.featureGates["PodLevelResources"] !== false,
+      userNamespacesSupport: k.featureGates["UserNamespacesSupport"] !== false,
+      appArmorEnabled: appArmorEnabled(),
+    };
+  }
+
+  admit(pod: Pod, active: Pod[]): AdmitResult {
+    const { facts, nodeShutdown, eviction, devices, cpuManager, allocation } = this.o;
     const shuttingDown = nodeShutdown?.admit();
     if (shuttingDown && !shuttingDown.admit) return shuttingDown;
     const underPressure = eviction.admitPod(pod);
     if (!underPressure.admit) return underPressure;
-    const sysctlResult = sysctls.admit(pod);
+    const sysctlResult = this.sysctls.admit(pod);
     if (!sysctlResult.admit) return sysctlResult;
     // What the node cannot give (pod-level resources, a user namespace) is refused, never run without (node/pod-features.ts).
-    const features = admitPodFeatures(pod, podFeatureGates);
+    const features = admitPodFeatures(pod, this.podFeatureGates);
     if (!features.admit) return features;
     // Devices before the resource predicates, as upstream's allocate-resources admit handler.
     const deviceResult = devices.admit(pod, active);
     if (!deviceResult.admit) return deviceResult;
+    // A pod counts with what it was allocated (checkpointed; active pods come allocated), not with a resize it
+    // asked for: after a restart, a pod whose resize is pending is admitted again as it runs (upstream).
+    const allocated = allocation ? allocation.allocatedPod(pod) : pod;
     // Exclusive CPUs after devices, as upstream's topology manager asks its hint providers.
-    const cpuResult = cpuManager.admit(allocated(pod), active);
+    const cpuResult = cpuManager.admit(allocated, active);
     if (!cpuResult.admit) return cpuResult;
-    return admitPod(allocated(pod), active, facts);
-  };
+    return admitPod(allocated, active, facts);
+  }
 }
 
 /**
- * The pod syncer, the pod workers (which serve `pods` and the prober's sync
- * requests, and admit with `admit`) and the PLEG that wakes them, each
+ * The pod syncer (which admits with `admission`), the pod workers (which
+ * serve `pods` and the prober's sync requests) and the PLEG that wakes them, each
  * disposed with the stack.
  */
 export function buildPodWorkers(
   w: Wiring,
   o: {
-    admit: (pod: Pod, active: Pod[]) => AdmitResult;
+    admission: PodAdmitter;
     cri: CriService;
     runtime: CriPodRuntime;
     podHost: PodHost;
@@ -94,10 +103,11 @@ export function buildPodWorkers(
   },
 ): { workers: PodWorkers; pleg: Pleg } {
   const { config, stack, clock, logger } = w;
-  const { admit, cri, runtime, podHost, statusSink, allocation, prober, pods, runtimePods, metrics, recorder, random } = o;
+  const { admission, cri, runtime, podHost, statusSink, allocation, prober, pods, runtimePods, metrics, recorder, random } = o;
   const k = config.kubelet;
   const syncer = new HostPodSyncer({
     runtime,
+    admission,
     host: podHost,
     status: statusSink,
     clock,
@@ -107,9 +117,7 @@ export function buildPodWorkers(
     metrics,
     ...(allocation ? { allocation } : {}),
   });
-  const workers: PodWorkers = stack.use(
-    new PodWorkers({ syncer, clock, logger, resyncIntervalMs: k.syncFrequency, random, admit, requests: prober.syncRequests, view: pods, metrics }),
-  );
+  const workers: PodWorkers = stack.use(new PodWorkers({ syncer, clock, logger, resyncIntervalMs: k.syncFrequency, random, requests: prober.syncRequests, view: pods, metrics }));
   // Container events where the runtime streams them (falls back to relisting by itself where it does not);
   // featureGates EventedPLEG=false keeps the one-second relist only.
   const onRelist = (duration: number, interval: number | undefined) => metrics.plegRelist(duration, interval);

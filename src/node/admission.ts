@@ -11,6 +11,11 @@ import { nodeMatchesTerms, type NodeSelectorTerm } from "../pods/node-selector.t
 
 export type AdmitResult = { admit: true } | { admit: false; reason: string; message: string };
 
+/** Node admission of a new pod against the pods already running (upstream canAdmitPod over its admit handlers). */
+export interface PodAdmitter {
+  admit(pod: Pod, active: Pod[]): AdmitResult;
+}
+
 export interface NodeFacts {
   name: string;
   labels: Record<string, string>;

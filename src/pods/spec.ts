@@ -1,9 +1,12 @@
 /**
  * Plain questions about a pod's spec that several subsystems ask: its
- * restart policy, which init containers are sidecars, a container by name,
+ * grace period, restart policy, which init containers are sidecars, a container by name,
  * which volumes its containers use.
  */
 import type { ContainerSpec, EphemeralContainerSpec, Pod } from "./schema.ts";
+
+/** How long a pod's containers get to stop: its deletion grace period, else its spec's, else 30 s. */
+export const defaultGracePeriodSeconds = (pod: Pod | undefined): number => pod?.metadata.deletionGracePeriodSeconds ?? pod?.spec.terminationGracePeriodSeconds ?? 30;
 
 export const restartPolicyOf = (pod: Pod): "Always" | "OnFailure" | "Never" => pod.spec.restartPolicy ?? "Always";
 

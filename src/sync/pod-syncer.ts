@@ -11,21 +11,18 @@ import type { PodAllocation } from "../allocation/index.ts";
 import { podEventRef, type EventRecorder } from "../events/recorder.ts";
 import type { KubeletMetricsSink } from "../metrics/kubelet.ts";
 import type { PodRef } from "../pods/identity.ts";
-import type { LifecycleEvent, PodLifecycle } from "../pods/lifecycle.ts";
+import type { LifecycleEvent } from "../pods/lifecycle.ts";
 import type { Pod } from "../pods/schema.ts";
-import type { PodRuntime, PodStepOutcome, SyncResult } from "../runtime/index.ts";
+import { defaultGracePeriodSeconds } from "../pods/spec.ts";
+import type { PodAdmitter } from "../node/admission.ts";
+import type { PodRuntime, PodStepOutcome } from "../runtime/index.ts";
 import { isTerminalPhase, podStatus, rejectedStatus, type ProbeView, type StatusSink } from "../status/index.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import type { PodHost, VolumesNotReady } from "./pod-host.ts";
+import { DEADLINE_MESSAGE, PodTerminator, type StepRead, type TerminatingPodRequest } from "./pod-termination.ts";
 
-/** Upstream's status message for a pod past its activeDeadlineSeconds. */
-export const DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline";
-/** Upstream nodeshutdown: the reason and message of a pod stopped because the node shuts down. */
-export const NODE_SHUTDOWN_REASON = "Terminated";
-export const NODE_SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown.";
-
-export const defaultGracePeriodSeconds = (pod: Pod | undefined): number => pod?.metadata.deletionGracePeriodSeconds ?? pod?.spec.terminationGracePeriodSeconds ?? 30;
+export { DEADLINE_MESSAGE, NODE_SHUTDOWN_MESSAGE, NODE_SHUTDOWN_REASON, type StepRead, type TerminatingPodRequest } from "./pod-termination.ts";
 
 export interface SyncPodRequest {
   ref: PodRef;
@@ -49,19 +46,7 @@ export type SyncPodResult =
     /** When the step's last read of the pod began (clock ms); none when it read nothing (past its deadline). */
     StepRead;
 
-/** When a step's last read of the pod's runtime state began: runtime events older than that are in what it saw. */
-export interface StepRead {
-  readAt?: number;
-}
-
-export interface TerminatingPodRequest {
-  ref: PodRef;
-  /** The pod's latest spec; none for an orphan no source wants. */
-  pod: Pod | undefined;
-  state: Extract<PodLifecycle, { stage: "terminating" }>;
-}
-
-/** What the pod workers call (sync/podworkers.ts); fake.ts records calls for their unit tests. */
+/** What the pod workers call (sync/podworkers.ts); unit-tested with the real syncer over the fake runtime. */
 export interface PodSyncer {
   /** One step toward the pod's spec; throws when the runtime cannot be read (the workers retry). */
   syncPod(req: SyncPodRequest): Promise<SyncPodResult>;
@@ -69,8 +54,8 @@ export interface PodSyncer {
   syncTerminatingPod(req: TerminatingPodRequest): Promise<Required<StepRead>>;
   /** Removes what is left of a stopped, deleted pod (containers, sandboxes, its status, its allocation); throws when a removal failed. */
   syncTerminatedPod(ref: PodRef, pod: Pod | undefined): Promise<Required<StepRead>>;
-  /** A pod refused by admission: Failed with the reason, an event, never started. */
-  rejectPod(pod: Pod, reason: string, message: string): void;
+  /** Node admission of a new pod against the active ones; a refused pod is Failed with the reason and an event, and never started. */
+  admitPod(pod: Pod, active: Pod[]): boolean;
   /** Only the pod's status changed at its source (a reconcile): the status manager compares it with what it sent. */
   reconcile(pod: Pod): void;
   /** The pod with its allocated resources: what admission, QoS cgroups and eviction weigh. */
@@ -81,6 +66,8 @@ export interface PodSyncer {
 
 export interface PodSyncerOptions {
   runtime: PodRuntime;
+  /** Node admission (upstream canAdmitPod over its admit handlers); every pod is admitted without it. */
+  admission?: PodAdmitter;
   /** Volumes before each step, the pod's cgroup, files and log directory torn down after its removal; none without it. */
   host?: PodHost;
   status: StatusSink;
@@ -108,31 +95,13 @@ interface PodRecord {
   startSeen: boolean;
 }
 
-/** Kill and remove must complete before the lifecycle moves on; a failed action retries the step. */
-function throwOnFailedActions(what: string, results: SyncResult[]): void {
-  const failed = results.filter((r) => r.error);
-  if (failed.length) throw new Error(`${what}: ${failed.map((r) => `${r.action} ${r.target}: ${r.error!.message}`).join("; ")}`);
-}
-
-/** The reason and message a stopped pod is Failed with, when its stop was not asked for by its owner. */
-function failedFor(state: TerminatingPodRequest["state"]): { reason: string; message: string } | undefined {
-  switch (state.reason) {
-    case "evicted":
-      return { reason: "Evicted", message: state.message ?? "" };
-    case "deadlineExceeded":
-      return { reason: "DeadlineExceeded", message: DEADLINE_MESSAGE };
-    case "nodeShutdown":
-      return { reason: NODE_SHUTDOWN_REASON, message: NODE_SHUTDOWN_MESSAGE };
-    case "deleted":
-    case "completed":
-      return undefined;
-  }
-}
-
 export class HostPodSyncer implements PodSyncer {
   private readonly records = new Map<string, PodRecord>();
+  private readonly terminator: PodTerminator;
 
-  constructor(private readonly opts: PodSyncerOptions) {}
+  constructor(private readonly opts: PodSyncerOptions) {
+    this.terminator = new PodTerminator(opts);
+  }
 
   async syncPod({ ref, pod: desired, seenAt, others, terminating }: SyncPodRequest): Promise<SyncPodResult> {
     const { runtime, clock } = this.opts;
@@ -181,45 +150,24 @@ export class HostPodSyncer implements PodSyncer {
     };
   }
 
-  async syncTerminatingPod({ ref, pod, state }: TerminatingPodRequest): Promise<Required<StepRead>> {
-    const { runtime } = this.opts;
-    const log = this.logFor(ref);
-    this.opts.probes?.removePod(ref.uid);
-    log.info("killing pod", { reason: state.reason, gracePeriodSeconds: state.gracePeriodSeconds });
-    const killed = await runtime.killPod(ref, state.gracePeriodSeconds, pod);
-    throwOnFailedActions("killing pod", killed.results);
-    // The final status: every container stopped, the phase terminal.
-    // A pod first seen already terminal keeps the status it has.
-    if (pod && this.records.get(ref.uid)?.synced) {
-      const final = podStatus(pod, killed.observed, new Map(), true);
-      const failed = failedFor(state);
-      // Upstream keeps Succeeded for a pod that had already completed when the node shut down.
-      const phase = state.reason === "nodeShutdown" && final.phase === "Succeeded" ? "Succeeded" : "Failed";
-      this.opts.status.set(pod, failed ? { ...final, phase, ...failed } : final);
-    }
-    // An evicted pod's containers and logs go at once (upstream: its content is removable), or the
-    // pressure that evicted it would stay. Its status stays until the pod is deleted.
-    if (state.reason === "evicted") {
-      const removed = await this.removePod(ref);
-      for (const r of removed.results.filter((r) => r.error)) log.warn("removing an evicted pod's containers failed; GC will retry", { target: r.target, err: r.error!.message });
-      return { readAt: removed.readAt };
-    }
-    return { readAt: killed.readAt };
+  syncTerminatingPod(req: TerminatingPodRequest): Promise<Required<StepRead>> {
+    return this.terminator.kill(req, this.records.get(req.ref.uid)?.synced ?? false);
   }
 
   async syncTerminatedPod(ref: PodRef, pod: Pod | undefined): Promise<Required<StepRead>> {
-    const removed = await this.removePod(ref);
-    throwOnFailedActions("removing pod", removed.results);
+    const removed = await this.terminator.remove(ref, pod);
     this.records.delete(ref.uid);
-    this.opts.status.delete(ref.uid, pod);
-    this.opts.allocation?.removePod(ref.uid);
-    return { readAt: removed.readAt };
+    return removed;
   }
 
-  rejectPod(pod: Pod, reason: string, message: string): void {
+  admitPod(pod: Pod, active: Pod[]): boolean {
+    const result = this.opts.admission?.admit(pod, active) ?? { admit: true };
+    if (result.admit) return true;
+    const { reason, message } = result;
     this.opts.logger.warn("pod rejected by node admission", { pod: `${pod.metadata.namespace}/${pod.metadata.name}`, reason, message });
     this.opts.recorder?.event(podEventRef(pod), "Warning", reason, message);
     this.opts.status.set(pod, rejectedStatus(reason, message));
+    return false;
   }
 
   reconcile(pod: Pod): void {
@@ -238,13 +186,6 @@ export class HostPodSyncer implements PodSyncer {
   private async volumesNotReady(ref: PodRef, { result, retryAfterMs }: VolumesNotReady): Promise<PodStepOutcome> {
     const readAt = this.opts.clock.now();
     return { results: [result], waiting: new Map(), changed: false, retryAfterMs, observed: await this.opts.runtime.observe(ref), readAt };
-  }
-
-  /** The runtime removes the pod's containers and sandboxes; once they are gone, its host side goes. */
-  private async removePod(ref: PodRef): Promise<{ results: SyncResult[]; readAt: number }> {
-    const { results, readAt } = await this.opts.runtime.removePod(ref);
-    if (results.some((r) => r.error) || !this.opts.host) return { results, readAt };
-    return { results: [...results, ...(await this.opts.host.teardown(ref))], readAt };
   }
 
   private record(uid: string): PodRecord {

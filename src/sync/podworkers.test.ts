@@ -7,7 +7,7 @@ import { memoryLogger } from "../util/log.ts";
 import { HostPodSyncer } from "./pod-syncer.ts";
 import { PodWorkers, STALE_WAKE_DELAY_MS } from "./podworkers.ts";
 import { AllocationManager } from "../allocation/index.ts";
-import { admitPod } from "../node/admission.ts";
+import { admitPod, type PodAdmitter } from "../node/admission.ts";
 
 const pod = (uid: string, restartPolicy: "Always" | "Never" = "Always", name = "web"): Pod => ({
   metadata: { name, namespace: "default", uid },
@@ -238,12 +238,14 @@ describe("PodWorkers", () => {
     const clock = new FakeClock();
     const runtime = new FakePodRuntime(clock);
     const status = new LocalStatusStore();
+    const admission: PodAdmitter = {
+      admit: (_pod, active) => (active.length >= 1 ? { admit: false, reason: "OutOfpods", message: "Node didn't have enough resource: pods" } : { admit: true }),
+    };
     const workers = new PodWorkers({
-      syncer: new HostPodSyncer({ runtime, status, clock, logger: memoryLogger().logger }),
+      syncer: new HostPodSyncer({ runtime, status, clock, logger: memoryLogger().logger, admission }),
       clock,
       logger: memoryLogger().logger,
       resyncIntervalMs: 60_000,
-      admit: (_pod, active) => (active.length >= 1 ? { admit: false, reason: "OutOfpods", message: "Node didn't have enough resource: pods" } : { admit: true }),
     });
     workers.upsert(pod("u1"));
     workers.upsert(pod("u2", "Always", "other"));

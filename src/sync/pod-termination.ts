@@ -1,0 +1,113 @@
+/**
+ * The terminating half of the pod syncer (upstream SyncTerminatingPod and
+ * SyncTerminatedPod): a pod's containers stopped within its grace period and
+ * its final status written, then what is left of it removed: containers and
+ * sandboxes, its host side (PodHost), its status and its allocation.
+ */
+import type { PodAllocation } from "../allocation/index.ts";
+import type { PodRef } from "../pods/identity.ts";
+import type { PodLifecycle } from "../pods/lifecycle.ts";
+import type { Pod } from "../pods/schema.ts";
+import type { PodRuntime, SyncResult } from "../runtime/index.ts";
+import { podStatus, type StatusSink } from "../status/index.ts";
+import type { Logger } from "../util/log.ts";
+import type { PodHost } from "./pod-host.ts";
+
+/** Upstream's status message for a pod past its activeDeadlineSeconds. */
+export const DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline";
+/** Upstream nodeshutdown: the reason and message of a pod stopped because the node shuts down. */
+export const NODE_SHUTDOWN_REASON = "Terminated";
+export const NODE_SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown.";
+
+export interface TerminatingPodRequest {
+  ref: PodRef;
+  /** The pod's latest spec; none for an orphan no source wants. */
+  pod: Pod | undefined;
+  state: Extract<PodLifecycle, { stage: "terminating" }>;
+}
+
+/** When a step's last read of the pod's runtime state began: runtime events older than that are in what it saw. */
+export interface StepRead {
+  readAt?: number;
+}
+
+export interface PodTerminatorOptions {
+  runtime: PodRuntime;
+  host?: PodHost;
+  status: StatusSink;
+  logger: Logger;
+  allocation?: Pick<PodAllocation, "removePod">;
+  /** The prober: a terminating pod's probes stop first. */
+  probes?: { removePod(uid: string): void };
+}
+
+/** Kill and remove must complete before the lifecycle moves on; a failed action retries the step. */
+function throwOnFailedActions(what: string, results: SyncResult[]): void {
+  const failed = results.filter((r) => r.error);
+  if (failed.length) throw new Error(`${what}: ${failed.map((r) => `${r.action} ${r.target}: ${r.error!.message}`).join("; ")}`);
+}
+
+/** The reason and message a stopped pod is Failed with, when its stop was not asked for by its owner. */
+function failedFor(state: TerminatingPodRequest["state"]): { reason: string; message: string } | undefined {
+  switch (state.reason) {
+    case "evicted":
+      return { reason: "Evicted", message: state.message ?? "" };
+    case "deadlineExceeded":
+      return { reason: "DeadlineExceeded", message: DEADLINE_MESSAGE };
+    case "nodeShutdown":
+      return { reason: NODE_SHUTDOWN_REASON, message: NODE_SHUTDOWN_MESSAGE };
+    case "deleted":
+    case "completed":
+      return undefined;
+  }
+}
+
+export class PodTerminator {
+  constructor(private readonly opts: PodTerminatorOptions) {}
+
+  /**
+   * Stops everything of the pod within its grace period; writes its final
+   * status when a sync ran for it in this process (`synced`: a pod first
+   * seen already terminal keeps the status it has). Throws when a kill failed.
+   */
+  async kill({ ref, pod, state }: TerminatingPodRequest, synced: boolean): Promise<Required<StepRead>> {
+    const { runtime } = this.opts;
+    const log = this.opts.logger.with({ pod: `${ref.name}_${ref.namespace}`, uid: ref.uid });
+    this.opts.probes?.removePod(ref.uid);
+    log.info("killing pod", { reason: state.reason, gracePeriodSeconds: state.gracePeriodSeconds });
+    const killed = await runtime.killPod(ref, state.gracePeriodSeconds, pod);
+    throwOnFailedActions("killing pod", killed.results);
+    // The final status: every container stopped, the phase terminal.
+    if (pod && synced) {
+      const final = podStatus(pod, killed.observed, new Map(), true);
+      const failed = failedFor(state);
+      // Upstream keeps Succeeded for a pod that had already completed when the node shut down.
+      const phase = state.reason === "nodeShutdown" && final.phase === "Succeeded" ? "Succeeded" : "Failed";
+      this.opts.status.set(pod, failed ? { ...final, phase, ...failed } : final);
+    }
+    // An evicted pod's containers and logs go at once (upstream: its content is removable), or the
+    // pressure that evicted it would stay. Its status stays until the pod is deleted.
+    if (state.reason === "evicted") {
+      const removed = await this.removeFromRuntime(ref);
+      for (const r of removed.results.filter((r) => r.error)) log.warn("removing an evicted pod's containers failed; GC will retry", { target: r.target, err: r.error!.message });
+      return { readAt: removed.readAt };
+    }
+    return { readAt: killed.readAt };
+  }
+
+  /** Removes what is left of a stopped, deleted pod (containers, sandboxes, host side, its status, its allocation); throws when a removal failed. */
+  async remove(ref: PodRef, pod: Pod | undefined): Promise<Required<StepRead>> {
+    const removed = await this.removeFromRuntime(ref);
+    throwOnFailedActions("removing pod", removed.results);
+    this.opts.status.delete(ref.uid, pod);
+    this.opts.allocation?.removePod(ref.uid);
+    return { readAt: removed.readAt };
+  }
+
+  /** The runtime removes the pod's containers and sandboxes; once they are gone, its host side goes. */
+  private async removeFromRuntime(ref: PodRef): Promise<{ results: SyncResult[]; readAt: number }> {
+    const { results, readAt } = await this.opts.runtime.removePod(ref);
+    if (results.some((r) => r.error) || !this.opts.host) return { results, readAt };
+    return { results: [...results, ...(await this.opts.host.teardown(ref))], readAt };
+  }
+}
