@@ -80,5 +80,5 @@ export async function connectCluster(config: AgentConfig, opts: { clock: Clock; 
   }
   const rest = createRestClient({ credentials, qps: config.kubelet.kubeAPIQPS, burst: config.kubelet.kubeAPIBurst, clock: opts.clock, userAgent });
   opts.logger.info("using the API server", { server: rest.server, node: config.nodeName });
-  return { api: createKubeApi(rest), csr: csrApi(rest), internalIP: defaultRouteIPv4(), kubeletVersion, rotation };
+  return { api: createKubeApi(rest, { contentType: config.kubelet.contentType }), csr: csrApi(rest), internalIP: defaultRouteIPv4(), kubeletVersion, rotation };
 }

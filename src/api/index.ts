@@ -6,6 +6,9 @@
  */
 import type { RestClient, WatchEvent } from "./rest.ts";
 import { isApiReason } from "./errors.ts";
+import { ProtobufRequests } from "./negotiate.ts";
+import { eventCodec, leaseCodec } from "./proto-objects.ts";
+import { PROTOBUF } from "./protobuf.ts";
 
 export type ApiObject = Record<string, unknown> & {
   metadata?: { name?: string; namespace?: string; uid?: string; resourceVersion?: string; [k: string]: unknown };
@@ -101,17 +104,51 @@ async function orUndefined<T>(p: Promise<T>): Promise<T | undefined> {
   }
 }
 
-export function createKubeApi(rest: RestClient): KubeApi {
+/**
+ * `contentType` is the kubelet's (--kube-api-content-type): with protobuf,
+ * upstream's default, Leases and Events go as protobuf as upstream's client
+ * sends them; everything else is JSON either way (patches are JSON by
+ * definition, and the other objects have no codec here).
+ */
+export function createKubeApi(rest: RestClient, opts: { contentType: string } = { contentType: "application/json" }): KubeApi {
   const pods = (ns: string) => `/api/v1/namespaces/${encodeURIComponent(ns)}/pods`;
   const leases = (ns: string) => `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(ns)}/leases`;
+  const proto = new ProtobufRequests(rest, opts.contentType === PROTOBUF);
+  const getLeaseJson = (ns: string, name: string) => rest.request<ApiObject>("GET", `${leases(ns)}/${name}`);
   return {
     getNode: (name) => orUndefined(rest.request("GET", `/api/v1/nodes/${name}`)),
     createNode: (node) => rest.request("POST", "/api/v1/nodes", { body: node }),
     patchNode: (name, patch) => rest.request("PATCH", `/api/v1/nodes/${name}`, { body: patch, contentType: STRATEGIC }),
     patchNodeStatus: (name, patch) => rest.request("PATCH", `/api/v1/nodes/${name}/status`, { body: patch, contentType: STRATEGIC }),
-    getLease: (ns, name) => orUndefined(rest.request("GET", `${leases(ns)}/${name}`)),
-    createLease: (ns, lease) => rest.request("POST", leases(ns), { body: lease }),
-    updateLease: (ns, lease) => rest.request("PUT", `${leases(ns)}/${lease.metadata?.name}`, { body: lease }),
+    getLease: (ns, name) =>
+      orUndefined(
+        proto.request(
+          "GET",
+          `${leases(ns)}/${name}`,
+          leaseCodec,
+          undefined,
+          () => getLeaseJson(ns, name),
+          () => getLeaseJson(ns, name),
+        ),
+      ),
+    createLease: (ns, lease) =>
+      proto.request(
+        "POST",
+        leases(ns),
+        leaseCodec,
+        lease,
+        () => rest.request("POST", leases(ns), { body: lease }),
+        () => getLeaseJson(ns, String(lease.metadata?.name)),
+      ),
+    updateLease: (ns, lease) =>
+      proto.request(
+        "PUT",
+        `${leases(ns)}/${lease.metadata?.name}`,
+        leaseCodec,
+        lease,
+        () => rest.request("PUT", `${leases(ns)}/${lease.metadata?.name}`, { body: lease }),
+        () => getLeaseJson(ns, String(lease.metadata?.name)),
+      ),
     async listPods(fieldSelector) {
       const list = await rest.request<{ items: ApiObject[]; metadata: { resourceVersion: string } }>("GET", "/api/v1/pods", { query: { fieldSelector } });
       return { items: list.items ?? [], resourceVersion: list.metadata.resourceVersion };
@@ -130,7 +167,8 @@ export function createKubeApi(rest: RestClient): KubeApi {
       await orUndefined(rest.request("DELETE", `${pods(ns)}/${name}`, { body: { kind: "DeleteOptions", apiVersion: "v1", gracePeriodSeconds, preconditions: { uid } } }));
     },
     async createEvent(ns, event) {
-      await rest.request("POST", `/api/v1/namespaces/${encodeURIComponent(ns)}/events`, { body: event });
+      const path = `/api/v1/namespaces/${encodeURIComponent(ns)}/events`;
+      await proto.write("POST", path, eventCodec, event, () => rest.request("POST", path, { body: event }));
     },
     async reviewToken(token) {
       const review = await rest.request<{ status?: { authenticated?: boolean; user?: { username: string; uid?: string; groups?: string[] } } }>(

@@ -10,6 +10,7 @@ import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import { ApiError, apiErrorFrom } from "./errors.ts";
 import type { Credentials } from "./kubeconfig.ts";
+import { decodeStatus, PROTOBUF, ProtobufError, unwrap } from "./protobuf.ts";
 import { TokenBucket } from "./ratelimit.ts";
 
 export interface WatchEvent<T = Record<string, unknown>> {
@@ -29,6 +30,17 @@ export interface RequestOptions {
 export interface RestClient {
   readonly server: string;
   request<T>(verb: "GET" | "POST" | "PUT" | "PATCH" | "DELETE", path: string, opts?: RequestOptions): Promise<T>;
+  /**
+   * One request whose body is already encoded (the API server's protobuf),
+   * answered as raw bytes and their content type. An answer that is not 2xx
+   * is thrown as ApiError, its Status read from protobuf or JSON; 415 and 406
+   * say the server takes or gives no such encoding.
+   */
+  requestBytes(
+    verb: "GET" | "POST" | "PUT",
+    path: string,
+    opts: { body?: Uint8Array; contentType: string; accept: string; signal?: AbortSignal; timeoutMs?: number },
+  ): Promise<{ contentType: string; bytes: Uint8Array }>;
   /** Streams watch events until the server ends the watch or `signal` aborts; each event is passed to `onEvent`. */
   watch(path: string, query: RequestOptions["query"], onEvent: (event: WatchEvent) => void, signal: AbortSignal): Promise<void>;
 }
@@ -50,7 +62,7 @@ export function createRestClient(opts: { credentials: Credentials; qps: number; 
     for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) u.searchParams.set(k, String(v));
     return u;
   };
-  const send = async (verb: string, path: string, o: RequestOptions, accept: string) => {
+  const send = async (verb: string, path: string, o: RequestOptions, accept: string, body: { data: string | Uint8Array; type: string } | undefined) => {
     await limiter.take();
     const timeout = AbortSignal.timeout(o.timeoutMs ?? opts.timeoutMs ?? 30_000);
     const signal = o.signal ? AbortSignal.any([o.signal, timeout]) : timeout;
@@ -61,9 +73,9 @@ export function createRestClient(opts: { credentials: Credentials; qps: number; 
           ...credentials.headers,
           Accept: accept,
           "User-Agent": opts.userAgent,
-          ...(o.body !== undefined ? { "Content-Type": o.contentType ?? "application/json" } : {}),
+          ...(body ? { "Content-Type": body.type } : {}),
         },
-        ...(o.body !== undefined ? { body: JSON.stringify(o.body) } : {}),
+        ...(body ? { body: body.data } : {}),
         signal,
         tls: tls(),
       } as RequestInit);
@@ -74,7 +86,8 @@ export function createRestClient(opts: { credentials: Credentials; qps: number; 
   return {
     server: credentials.server,
     async request<T>(verb: "GET" | "POST" | "PUT" | "PATCH" | "DELETE", path: string, o: RequestOptions = {}): Promise<T> {
-      const res = await send(verb, path, o, "application/json");
+      const encoded = o.body !== undefined ? { data: JSON.stringify(o.body), type: o.contentType ?? "application/json" } : undefined;
+      const res = await send(verb, path, o, "application/json", encoded);
       const text = await res.text();
       let body: unknown;
       try {
@@ -85,8 +98,15 @@ export function createRestClient(opts: { credentials: Credentials; qps: number; 
       if (!res.ok) throw apiErrorFrom(res.status, body, verb, path);
       return body as T;
     },
+    async requestBytes(verb, path, o) {
+      const res = await send(verb, path, o, o.accept, o.body ? { data: o.body, type: o.contentType } : undefined);
+      const bytes = new Uint8Array(await res.arrayBuffer());
+      const contentType = res.headers.get("content-type") ?? "";
+      if (!res.ok) throw apiErrorFrom(res.status, statusOf(contentType, bytes), verb, path);
+      return { contentType, bytes };
+    },
     async watch(path, query, onEvent, signal) {
-      const res = await send("GET", path, { query: { ...query, watch: true }, signal, timeoutMs: 60 * 60_000 }, "application/json");
+      const res = await send("GET", path, { query: { ...query, watch: true }, signal, timeoutMs: 60 * 60_000 }, "application/json", undefined);
       if (!res.ok) throw apiErrorFrom(res.status, await res.json().catch(() => undefined), "WATCH", path);
       if (!res.body) return;
       const decoder = new TextDecoder();
@@ -107,4 +127,18 @@ export function createRestClient(opts: { credentials: Credentials; qps: number; 
       }
     },
   };
+}
+
+/** The Status of an error answer in either encoding; undefined when it is neither (a proxy's page). */
+function statusOf(contentType: string, bytes: Uint8Array): unknown {
+  try {
+    if (contentType.startsWith(PROTOBUF)) {
+      const { kind, raw } = unwrap(bytes);
+      return kind === "Status" ? decodeStatus(raw) : undefined;
+    }
+    return JSON.parse(new TextDecoder().decode(bytes));
+  } catch (err) {
+    if (err instanceof ProtobufError || err instanceof SyntaxError) return { message: new TextDecoder().decode(bytes.subarray(0, 200)) };
+    throw err;
+  }
 }

@@ -140,6 +140,11 @@ describe("errors", () => {
       'invalid configuration: field "imageGCLowThresholdPercent" (--image-gc-low-threshold): must be less than imageGCHighThresholdPercent (85), got 90',
     ],
     [["--cgroup-driver=cgroupv2"], {}, 'field "cgroupDriver" (--cgroup-driver): must be one of "cgroupfs", "systemd", got "cgroupv2"'],
+    [
+      ["--kube-api-content-type=application/yaml"],
+      {},
+      'field "contentType" (--kube-api-content-type): must be one of "application/vnd.kubernetes.protobuf", "application/json", got "application/yaml"',
+    ],
     [["--authorization-mode=RBAC"], {}, 'field "authorization.mode" (--authorization-mode): must be one of "AlwaysAllow", "Webhook", got "RBAC"'],
     [["--sync-frequency=-1s"], {}, 'field "syncFrequency" (--sync-frequency): must be greater than 0, got -1000'],
     [["--config=/k.yaml"], { "/k.yaml": `${HEAD}clusterDNS: [dns.local]\n` }, 'field "clusterDNS[0]" (--cluster-dns): expected an IP address, got "dns.local"'],

@@ -120,7 +120,7 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   nodeStatusMaxImages: acted("how many images the Node status lists"),
   kubeAPIQPS: acted("API client rate limit (src/api/ratelimit.ts)"),
   kubeAPIBurst: acted("API client rate limit (src/api/ratelimit.ts)"),
-  contentType: acted("the API client's request content type (src/api)"),
+  contentType: acted("Lease and Event requests as protobuf (the default) or JSON; other values refused (src/api)"),
   eventRecordQPS: acted("event rate limit (src/events)"),
   eventBurst: acted("event rate limit (src/events)"),
   configMapAndSecretChangeDetectionStrategy: builtIn("configMaps and secrets are watched (src/api/object-cache.ts)", (k) =>

@@ -94,6 +94,8 @@ export function validateKubeletConfiguration(k: KubeletConfiguration): string[] 
   nonNegative(k.eventBurst, "eventBurst", "event-burst");
   check(k.nodeStatusMaxImages >= -1, "nodeStatusMaxImages", "node-status-max-images", `must be -1 (no limit) or more, got ${k.nodeStatusMaxImages}`);
   oneOf(k.configMapAndSecretChangeDetectionStrategy, ["Get", "Cache", "Watch"], "configMapAndSecretChangeDetectionStrategy");
+  // The two encodings the API server speaks; upstream's client fails on any other at start.
+  oneOf(k.contentType, ["application/vnd.kubernetes.protobuf", "application/json"], "contentType", "kube-api-content-type");
 
   // Networking
   oneOf(k.hairpinMode, ["promiscuous-bridge", "hairpin-veth", "none"], "hairpinMode", "hairpin-mode");

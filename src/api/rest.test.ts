@@ -1,0 +1,47 @@
+// requestBytes against a local HTTP server: the bytes and content type come
+// back as sent, and an error answer's Status is read from protobuf or JSON.
+import { afterAll, expect, test } from "bun:test";
+import { realClock } from "../util/clock.ts";
+import { envelope, PROTOBUF, Writer } from "./protobuf.ts";
+import { createRestClient } from "./rest.ts";
+
+const seen: { method: string; type: string | null; accept: string | null; body: number[] }[] = [];
+const server = Bun.serve({
+  port: 0,
+  hostname: "127.0.0.1",
+  async fetch(req) {
+    seen.push({ method: req.method, type: req.headers.get("content-type"), accept: req.headers.get("accept"), body: [...new Uint8Array(await req.arrayBuffer())] });
+    const path = new URL(req.url).pathname;
+    if (path === "/ok") return new Response(new Uint8Array([0x6b, 0x38, 0x73, 0x00, 1, 2]), { headers: { "content-type": PROTOBUF } });
+    if (path === "/conflict") {
+      const status = new Writer().string(2, "Failure").string(3, 'Operation cannot be fulfilled on leases "n"').string(4, "Conflict").varint(6, 409).finish();
+      return new Response(envelope("v1", "Status", status), { status: 409, headers: { "content-type": PROTOBUF } });
+    }
+    if (path === "/json-error") return Response.json({ kind: "Status", reason: "NotFound", message: "leases n not found" }, { status: 404 });
+    return new Response("unsupported media type", { status: 415, headers: { "content-type": "text/plain" } });
+  },
+});
+afterAll(() => void server.stop(true));
+const rest = createRestClient({
+  credentials: { server: `http://127.0.0.1:${server.port}`, headers: {}, insecureSkipVerify: false },
+  qps: 0,
+  burst: 0,
+  clock: realClock,
+  userAgent: "t",
+});
+const opts = { body: new Uint8Array([9, 8, 7]), contentType: PROTOBUF, accept: PROTOBUF };
+
+test("the body goes as given; the answer comes back as bytes with its content type", async () => {
+  expect(await rest.requestBytes("PUT", "/ok", opts)).toEqual({ contentType: PROTOBUF, bytes: new Uint8Array([0x6b, 0x38, 0x73, 0x00, 1, 2]) });
+  expect(seen.at(-1)).toEqual({ method: "PUT", type: PROTOBUF, accept: PROTOBUF, body: [9, 8, 7] });
+});
+
+test("an error answer is an ApiError with the Status's reason and message, in either encoding", async () => {
+  await expect(rest.requestBytes("PUT", "/conflict", opts)).rejects.toMatchObject({
+    reason: "Conflict",
+    status: 409,
+    message: expect.stringContaining('Operation cannot be fulfilled on leases "n"'),
+  });
+  await expect(rest.requestBytes("GET", "/json-error", { contentType: PROTOBUF, accept: PROTOBUF })).rejects.toMatchObject({ reason: "NotFound", status: 404 });
+  await expect(rest.requestBytes("PUT", "/other", opts)).rejects.toMatchObject({ status: 415, message: expect.stringContaining("unsupported media type") });
+});
