@@ -107,7 +107,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   // In-place resize (InPlacePodVerticalScaling): allocations checkpointed under rootDir/checkpoints.
   const allocation = buildAllocation(w, { checkpoints: vol.checkpoints, nodeAllocatable, facts });
   const nodeStatusRequests = new Requests<void>(); // served by the node controller, when there is one
-  const statuses = new LocalStatusStore();
+  const statuses = new LocalStatusStore({ hostIPs: hostIP ? [hostIP] : [], clock });
   // Disposed after the pod workers (the stack unwinds in reverse): the last statuses they write get a short flush.
   const apiStatus = cluster
     ? stack.use(new ApiStatusManager({ api: cluster.api, hostIPs: () => (hostIP ? [hostIP] : []), clock, logger, local: statuses, mirrorOf: (pod) => mirrors?.mirrorOf(pod) }))

@@ -15,7 +15,7 @@ import { bodyLimit } from "hono/body-limit";
 import { realClock, type Clock } from "../util/clock.ts";
 import { handlerTimeout, HANDLER_TIMEOUT_MS, MAX_BODY_BYTES } from "./limits.ts";
 import type { Pod } from "../pods/schema.ts";
-import type { PodStatusView } from "../status/index.ts";
+import type { LocalPodStatus } from "../status/index.ts";
 import type { ContainerStats, CpuStats, MemoryStats, StatsProvider, Summary } from "../stats/types.ts";
 import type { Logger } from "../util/log.ts";
 import { PROMETHEUS_CONTENT_TYPE } from "../metrics/registry.ts";
@@ -31,7 +31,7 @@ import { nodeLogsApp, type NodeLogQueryOptions } from "./node-logs.ts";
 export interface KubeletApiOptions {
   nodeName: string;
   /** Pods with their statuses, like LocalStatusStore.list(). */
-  pods: () => { pod: Pod; status: PodStatusView }[];
+  pods: () => LocalPodStatus[];
   /** `/stats/*` answers 503 without it. */
   stats?: StatsProvider;
   logs: ContainerLogs;
@@ -111,7 +111,7 @@ export function kubeletApi(opts: KubeletApiOptions): Hono<KubeletEnv> {
   });
   app.notFound((c) => c.text("404 page not found", 404));
 
-  app.get("/pods", (c) => c.json({ kind: "PodList", apiVersion: "v1", metadata: {}, items: opts.pods().map(({ pod, status }) => asApiPod(pod, status)) }));
+  app.get("/pods", (c) => c.json({ kind: "PodList", apiVersion: "v1", metadata: {}, items: opts.pods().map(({ pod, status, apiStatus }) => asApiPod(pod, apiStatus ?? status)) }));
 
   // Pods with running containers as the runtime sees them: identity and the running containers only (upstream's GetRunningPods).
   app.get("/runningpods/", (c) => {

@@ -14,7 +14,7 @@ export function readOnlyApp(opts: { statuses: LocalStatusStore; health: Hono; sp
       kind: "PodList",
       apiVersion: "v1",
       metadata: {},
-      items: opts.statuses.list().map(({ pod, status }) => ({ ...pod, apiVersion: "v1", kind: "Pod", status })),
+      items: opts.statuses.list().map(({ pod, status, apiStatus }) => ({ ...pod, apiVersion: "v1", kind: "Pod", status: apiStatus ?? status })),
     }),
   );
   const spec = opts.spec;
