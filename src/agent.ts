@@ -34,7 +34,17 @@ import { NodeRegistration } from "./node/registration.ts";
 import type { Wiring } from "./agent/wiring.ts";
 import { buildCluster } from "./agent/cluster.ts";
 import { connectRuntime } from "./agent/cri.ts";
-import { buildCpuManager, buildDevices, buildNodeCgroups, buildNodeShutdown, servePodResourcesApi, startNodeController, startOomWatcher, startPodCidr } from "./agent/node.ts";
+import {
+  buildCpuManager,
+  buildTopologyManager,
+  buildDevices,
+  buildNodeCgroups,
+  buildNodeShutdown,
+  servePodResourcesApi,
+  startNodeController,
+  startOomWatcher,
+  startPodCidr,
+} from "./agent/node.ts";
 import { buildNodeResources } from "./agent/node-resources.ts";
 import { buildPodSources } from "./agent/pod-sources.ts";
 import { buildVolumes } from "./agent/volumes.ts";
@@ -123,6 +133,8 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   const podCgroups = node.podCgroups ? new ActivePodCgroups(node.podCgroups, pods) : undefined;
   // The CPU manager (cpuManagerPolicy) and device plugins: exclusive CPUs and devices, released once every source delivered.
   const cpuManager = buildCpuManager(w, { cri, pods, sources: podConfig });
+  // The memory manager (NUMA pinning, memory_manager_state) as the topology manager's hint provider.
+  const { topology, memoryManager } = buildTopologyManager(w, { node, pods, sources: podConfig });
   const devices = await buildDevices(w, { sources: podConfig, nodeStatusRequests, metrics });
   // Service environment variables come from one watch of every Service (cluster mode only, as upstream).
   const services = cluster ? stack.use(new WatchedServices({ api: cluster.api, clock, logger })).start() : undefined;
@@ -137,6 +149,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
     services,
     devices,
     cpuManager,
+    memoryManager,
     prober,
     allocation,
     recorder,
@@ -149,7 +162,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   const nodeShutdown = buildNodeShutdown(w, { trigger: deps.nodeShutdown, pods, recorder, nodeStatusRequests });
   // Admission (node shutdown, pressure, sysctls, pod features, devices, CPUs, resources), the pod syncer,
   // the pod workers that serve `pods`, and the PLEG that wakes them.
-  const admission = new PodAdmission(k, { facts, nodeShutdown, eviction, devices, cpuManager, allocation });
+  const admission = new PodAdmission(k, { facts, nodeShutdown, eviction, devices, cpuManager, topology, allocation });
   const { workers, pleg } = buildPodWorkers(w, { admission, cri, runtime, podHost, statusSink, allocation, prober, pods, runtimePods, metrics, recorder, random });
   // The pod resources API (v1) on <rootDir>/pod-resources/kubelet.sock: which devices each container holds.
   await servePodResourcesApi(w, { devices, pods: workers });

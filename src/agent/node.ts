@@ -7,7 +7,7 @@ import { DeviceManager, servePodResources } from "../devices/index.ts";
 import { NodeController } from "../node/controller.ts";
 import { PodCidr } from "../node/pod-cidr.ts";
 import { CsiNodeInitializer } from "../csi/node-init.ts";
-import { allocatableAmounts, enforcedAllocatable, type nodeFacts, reservedMilliCpu } from "../node/status.ts";
+import { allocatableAmounts, enforcedAllocatable, memoryReservation, type nodeFacts, reservedMilliCpu } from "../node/status.ts";
 import { readMachineInfo } from "../node/machine.ts";
 import { podEventRef, type EventRecorder } from "../events/recorder.ts";
 import { chooseCgroupDriver, createPodCgroups, detectCgroupLayout, nodeCgroupFs, readSwapHost, reservedEnforcements, type ReservedEnforcement } from "../cgroups/index.ts";
@@ -16,9 +16,12 @@ import type { KubeletMetrics } from "../metrics/kubelet.ts";
 import type { Requests } from "../util/requests.ts";
 import { createCpuManager, CpuManagerError, parseCpuSet, readCpuTopology, type CpuManager } from "../cpumanager/index.ts";
 import type { LocalStatusStore } from "../status/index.ts";
+import { createMemoryManager, MemoryManagerError, systemReservedMemory, type MemoryManager } from "../memorymanager/index.ts";
+import { NumaTopologyError, parsePolicyOptions, readNumaNodes, TopologyManager, type NumaNode, type PolicyName, type Scope } from "../topologymanager/index.ts";
 import { OomWatcher, tryOpenKmsg } from "../oom/index.ts";
 import { NodeShutdownManager, shutdownGroups, type ShutdownTrigger } from "../shutdown/index.ts";
 import { StartupConfigError, errorMessage } from "../util/errors.ts";
+import { parseQuantity } from "../config/quantity.ts";
 import type { ActivePods, PodStopper } from "../pods/active.ts";
 import type { NodeRegistration } from "../node/registration.ts";
 import type { Wiring } from "./wiring.ts";
@@ -241,6 +244,96 @@ export function buildCpuManager(w: Wiring, o: { cri: CriService; pods: ActivePod
     if (err instanceof CpuManagerError) throw new Error(`failed to initialize the CPU manager: ${err.message}`);
     throw err;
   }
+}
+
+/**
+ * The memory manager (memoryManagerPolicy, reservedMemory) and the topology
+ * manager (topologyManagerPolicy, topologyManagerScope,
+ * topologyManagerPolicyOptions) over the host's NUMA nodes from sysfs. A
+ * reservedMemory that does not match the host or Node Allocatable stops the
+ * agent (exit 2); a state file that does not match stops it too, as upstream.
+ */
+export function buildTopologyManager(
+  w: Wiring,
+  o: { node: Pick<NodeCgroups, "machine">; pods: ActivePods; sources: SourcesReady; sysRoot?: string },
+): { topology: TopologyManager; memoryManager: MemoryManager } {
+  const { config, logger } = w;
+  const k = config.kubelet;
+  let nodes: NumaNode[];
+  try {
+    nodes = readNumaNodes(o.sysRoot ?? "/sys", o.node.machine.memoryBytes);
+  } catch (err) {
+    if (err instanceof NumaTopologyError) throw new Error(`cannot read the host's NUMA topology: ${err.message}`);
+    throw err;
+  }
+  const staticPolicy = k.memoryManagerPolicy === "Static";
+  if (!staticPolicy && k.reservedMemory.length)
+    logger.warn('reservedMemory is read by the "Static" memory manager policy only, as upstream', { memoryManagerPolicy: k.memoryManagerPolicy });
+  let memoryManager: MemoryManager;
+  try {
+    let systemReserved = new Map<number, Record<string, number>>();
+    if (staticPolicy) {
+      try {
+        systemReserved = new Map(
+          systemReservedMemory(
+            nodes,
+            memoryReservation(o.node.machine, k),
+            k.reservedMemory.map((r) => ({
+              numaNode: r.numaNode,
+              limits: Object.fromEntries(Object.entries(r.limits).map(([name, q]) => [name, { bytes: parseQuantity(String(q)), text: String(q) }])),
+            })),
+          ),
+        );
+      } catch (err) {
+        if (err instanceof MemoryManagerError)
+          throw new StartupConfigError(
+            `reservedMemory (--reserved-memory): ${err.message} (kubeReserved + systemReserved + evictionHard memory.available; NUMA nodes ${nodes.map((n) => n.id).join(", ")} in /sys/devices/system/node)`,
+          );
+        throw err;
+      }
+    }
+    memoryManager = createMemoryManager({
+      rootDir: config.rootDir,
+      policy: staticPolicy ? "Static" : "None",
+      nodes,
+      systemReserved,
+      podLevelResources: k.featureGates["PodLevelResources"] !== false,
+      pods: o.pods,
+      sources: o.sources,
+      logger,
+    });
+  } catch (err) {
+    // upstream: the container manager fails and the kubelet does not start.
+    if (err instanceof MemoryManagerError) throw new Error(`failed to initialize the memory manager: ${err.message}`);
+    throw err;
+  }
+  const policy = k.topologyManagerPolicy as PolicyName;
+  const options = parsePolicyOptions(k.topologyManagerPolicyOptions, k.featureGates["TopologyManagerPolicyBetaOptions"] !== false);
+  if (policy !== "none") {
+    if (options.preferClosestNuma && nodes.some((n) => n.distances.length === 0))
+      throw new StartupConfigError(
+        "topologyManagerPolicyOptions prefer-closest-numa-nodes: cannot discover NUMA topology: error getting NUMA distances (no /sys/devices/system/node/nodeN/distance)",
+      );
+    if (nodes.length > options.maxAllowableNumaNodes)
+      throw new StartupConfigError(
+        `topologyManagerPolicy ${JSON.stringify(policy)}: unsupported on machines with more than ${options.maxAllowableNumaNodes} NUMA Nodes (max-allowable-numa-nodes)`,
+      );
+  }
+  const topology = new TopologyManager({
+    policy,
+    scope: k.topologyManagerScope as Scope,
+    options,
+    numa: { nodes: nodes.map((n) => n.id), distances: new Map(nodes.map((n) => [n.id, n.distances])) },
+    providers: [memoryManager],
+    logger,
+  });
+  logger.info("topology and memory managers", {
+    topologyManagerPolicy: policy,
+    topologyManagerScope: k.topologyManagerScope,
+    memoryManagerPolicy: k.memoryManagerPolicy,
+    numaNodes: nodes.length,
+  });
+  return { topology, memoryManager };
 }
 
 /** Device plugins register on <rootDir>/device-plugins/kubelet.sock; their devices are extended resources of the node. */

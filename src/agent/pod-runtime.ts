@@ -17,6 +17,7 @@ import { readHostDns } from "../runtime/dns.ts";
 import type { FileCheckpointStore } from "../checkpoint/index.ts";
 import { AllocationManager } from "../allocation/index.ts";
 import type { CpuManager } from "../cpumanager/index.ts";
+import type { MemoryManager } from "../memorymanager/index.ts";
 import { PodHost } from "../sync/pod-host.ts";
 import { kubeletMappings, PodUserNamespaces, UserNamespaceError, UserNamespaceManager } from "../userns/index.ts";
 import { noServiceEnv, serviceEnvFrom, type WatchedServices } from "../services/index.ts";
@@ -94,6 +95,7 @@ export function buildPodRuntime(
     services: WatchedServices | undefined;
     devices: DeviceManager;
     cpuManager: Pick<CpuManager, "cpusetFor">;
+    memoryManager: Pick<MemoryManager, "cpusetMemsFor">;
     prober: { restarts: LivenessRestarts; verdicts: Pick<ProbeVerdicts, "isStarted"> };
     allocation: AllocationManager | undefined;
     recorder: EventRecorder;
@@ -103,7 +105,7 @@ export function buildPodRuntime(
 ): { podHost: PodHost; runtime: CriPodRuntime; crashLoop: Backoff } {
   const { config, clock, logger } = w;
   const userNamespaces = new PodUserNamespaces(buildUserNamespaceManager(config, o.random), o.cri);
-  const { cri, cluster, hostIP, podCgroups, services, devices, cpuManager, prober, allocation, recorder, metrics } = o;
+  const { cri, cluster, hostIP, podCgroups, services, devices, cpuManager, memoryManager, prober, allocation, recorder, metrics } = o;
   const { machine, nodeAllocatable, swapHost, podsCgroupParent } = o.node;
   const { volumes, podObjects } = o.vol;
   // MemoryQoS (alpha gate) acts on cgroup v2 only, as upstream's enforceMemoryQoS.
@@ -150,6 +152,7 @@ export function buildPodRuntime(
       hostIP,
       resources: (pod, container) => {
         const cpusetCpus = cpuManager.cpusetFor(pod, container);
+        const cpusetMems = memoryManager.cpusetMemsFor(pod, container);
         const base = containerLinuxResources(pod, container, {
           memoryCapacityBytes: machine.memoryBytes,
           cpuCFSQuota: k.cpuCFSQuota,
@@ -164,6 +167,7 @@ export function buildPodRuntime(
         return {
           ...base,
           ...(cpusetCpus ? { cpusetCpus } : {}),
+          ...(cpusetMems ? { cpusetMems } : {}),
           ...swap,
           ...(Object.keys(unified).length > 0 ? { unified } : {}),
         };

@@ -2,6 +2,7 @@
 import type { AllocationManager } from "../allocation/index.ts";
 import type { KubeletConfiguration } from "../config/index.ts";
 import type { CpuManager } from "../cpumanager/index.ts";
+import type { TopologyManager } from "../topologymanager/index.ts";
 import type { CriService } from "../cri/index.ts";
 import type { DeviceManager } from "../devices/index.ts";
 import type { EventRecorder } from "../events/recorder.ts";
@@ -32,13 +33,16 @@ export interface AdmissionSources {
   eviction: Pick<EvictionManager, "admitPod">;
   devices: Pick<DeviceManager, "admit">;
   cpuManager: Pick<CpuManager, "admit">;
+  /** The topology manager with its hint providers (the memory manager). */
+  topology: Pick<TopologyManager, "admit">;
   allocation: Pick<AllocationManager, "allocatedPod"> | undefined;
 }
 
 /**
  * Admission as upstream orders it: node shutdown, then eviction (pods under
- * pressure), sysctls, pod features, devices, exclusive CPUs, then the
- * resource predicates. The first refusal answers; later checks are not asked.
+ * pressure), sysctls, pod features, devices, exclusive CPUs, the topology
+ * manager (NUMA memory), then the resource predicates. The first refusal
+ * answers; later checks are not asked.
  */
 export class PodAdmission implements PodAdmitter {
   private readonly sysctls: ReturnType<typeof sysctlAllowlist>;
@@ -57,7 +61,7 @@ export class PodAdmission implements PodAdmitter {
   }
 
   admit(pod: Pod, active: Pod[]): AdmitResult {
-    const { facts, nodeShutdown, eviction, devices, cpuManager, allocation } = this.o;
+    const { facts, nodeShutdown, eviction, devices, cpuManager, topology, allocation } = this.o;
     const shuttingDown = nodeShutdown?.admit();
     if (shuttingDown && !shuttingDown.admit) return shuttingDown;
     const underPressure = eviction.admitPod(pod);
@@ -76,6 +80,9 @@ export class PodAdmission implements PodAdmitter {
     // Exclusive CPUs after devices, as upstream's topology manager asks its hint providers.
     const cpuResult = cpuManager.admit(allocated, active);
     if (!cpuResult.admit) return cpuResult;
+    // The memory manager pins a Guaranteed pod's memory to NUMA nodes through the topology manager's hints.
+    const topologyResult = topology.admit(allocated);
+    if (!topologyResult.admit) return topologyResult;
     return admitPod(allocated, active, facts);
   }
 }

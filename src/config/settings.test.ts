@@ -183,7 +183,9 @@ const REFUSED_VALUE: Partial<Record<FieldName, unknown>> = {
   reservedSystemCPUs: "3-1",
   qosReserved: { memory: "50%" }, // without the QOSReserved gate
   crashLoopBackOff: { maxContainerRestartPeriod: "1m" }, // without the KubeletCrashLoopBackOffMax gate
-  memoryManagerPolicy: "Static",
+  memoryManagerPolicy: "Static", // without reservedMemory
+  reservedMemory: [{ numaNode: 0, limits: { cpu: "1" } }],
+  topologyManagerPolicyOptions: { "align-by-socket": "true" },
   logging: { format: "json" },
   featureGates: { ContainerCheckpoint: false },
 };
@@ -192,7 +194,6 @@ const ACTED_VALUE: Partial<Record<FieldName, unknown>> = {
   containerLogMaxWorkers: 1,
   configMapAndSecretChangeDetectionStrategy: "Watch",
   enableControllerAttachDetach: true,
-  memoryManagerPolicy: "None",
 };
 
 const HEAD = { apiVersion: "kubelet.config.k8s.io/v1beta1", kind: "KubeletConfiguration" };
@@ -222,6 +223,7 @@ const COMPANIONS: Partial<Record<FieldName, Record<string, unknown>>> = {
   cpuManagerPolicyOptions: { cpuManagerPolicy: "static", reservedSystemCPUs: "0" },
   qosReserved: { featureGates: { QOSReserved: true } },
   crashLoopBackOff: { featureGates: { KubeletCrashLoopBackOffMax: true } },
+  memoryManagerPolicy: { reservedMemory: [{ numaNode: 0, limits: { memory: "1Gi" } }] },
 };
 
 describe("the field table", () => {

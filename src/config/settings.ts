@@ -16,6 +16,8 @@ import { FLAGS } from "./flag-table.ts";
 import type { KubeletConfiguration, KubeletConfigurationFile } from "./kubelet-config.ts";
 import { parseQuantity } from "./quantity.ts";
 import { parseCpuSet } from "../util/cpuset.ts";
+import { parsePolicyOptions } from "../topologymanager/policy.ts";
+import { reservedMemoryConfigErrors } from "./reserved-memory.ts";
 
 /** CPU manager policy options acted on (src/cpumanager/policy.ts reads them). */
 const CPU_POLICY_OPTIONS = ["full-pcpus-only"] as const;
@@ -221,15 +223,35 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   }),
   cpuManagerReconcilePeriod: acted("how often the static CPU manager releases CPUs of finished pods and writes containers' cpusets (src/cpumanager)"),
   draManagerReconcilePeriod: refused(`dynamic resource allocation is ${NOT_IMPLEMENTED} (a field newer than 1.34)`),
-  memoryManagerPolicy: builtIn('the "None" memory manager: no NUMA memory pinning', (k) =>
-    only("None", `is ${NOT_IMPLEMENTED}: only the "None" memory manager policy is`, k.memoryManagerPolicy),
+  memoryManagerPolicy: acted(
+    '"None" (no NUMA memory pinning) or "Static": a Guaranteed pod\'s memory and huge pages are pinned to NUMA nodes read from /sys/devices/system/node, hints go to the topology manager, containers get cpuset.mems through the CRI, <root-dir>/memory_manager_state keeps the assignments; memory that is not free fails admission with upstream\'s reason (src/memorymanager)',
+    (k) =>
+      k.memoryManagerPolicy === "Static" && !k.reservedMemory.some((r) => Object.keys(r.limits).includes("memory"))
+        ? '"Static": [memorymanager] you should specify the system reserved memory (reservedMemory, --reserved-memory)'
+        : undefined,
   ),
-  reservedMemory: refused(`per-NUMA reserved memory needs the Static memory manager, which is ${NOT_IMPLEMENTED}`),
+  reservedMemory: acted(
+    "per-NUMA reserved memory of the Static memory manager: taken off each node's allocatable memory; per type it must add up to kubeReserved + systemReserved + evictionHard memory.available and name existing NUMA nodes, or the agent stops at start (exit 2); the None policy does not read it, as upstream (src/memorymanager)",
+    (k) => {
+      const errors = reservedMemoryConfigErrors(k.reservedMemory);
+      return errors.length ? errors.join("; ") : undefined;
+    },
+  ),
   topologyManagerPolicy: acted(
-    '"none"; on a host with one NUMA node (/sys/devices/system/node) best-effort, restricted and single-numa-node too, where every hint is that node and every pod is admitted, as upstream; another policy than "none" on a host with more NUMA nodes stops the agent at start, as NUMA alignment is not implemented (src/node/host-checks.ts)',
+    '"none", best-effort, restricted or single-numa-node: hints of the memory manager merged per container or pod (topologyManagerScope), TopologyAffinityError when the policy refuses; on a host with more than one NUMA node a policy other than "none" stops the agent at start, as the CPU and device managers give no hints yet (src/topologymanager, src/node/host-checks.ts)',
   ),
-  topologyManagerScope: acted('"container" or "pod": on a host with one NUMA node both admit every pod, as upstream (with topologyManagerPolicy)'),
-  topologyManagerPolicyOptions: refused(`topology manager policy options (prefer-closest-numa-nodes, max-allowable-numa-nodes) are ${NOT_IMPLEMENTED}`),
+  topologyManagerScope: acted('"container" (hints merged per container) or "pod" (once for the whole pod), as upstream (src/topologymanager)'),
+  topologyManagerPolicyOptions: acted(
+    'prefer-closest-numa-nodes (GA: among equally wide NUMA sets the closer one by /sys/devices/system/node/nodeN/distance) and max-allowable-numa-nodes (beta, at least 8: a host with more NUMA nodes stops the agent with a policy other than "none"); any other option stops the agent naming it (src/topologymanager)',
+    (k) => {
+      try {
+        parsePolicyOptions(k.topologyManagerPolicyOptions, k.featureGates["TopologyManagerPolicyBetaOptions"] !== false);
+        return undefined;
+      } catch (err) {
+        return (err as Error).message;
+      }
+    },
+  ),
   singleProcessOOMKill: acted(
     "cgroup v2: unset or false gives every container memory.oom.group = 1 through the CRI (an OOM kill takes the whole container), true leaves it to the kernel's one-process choice; cgroup v1 kills one process and refuses false at start, as upstream (src/cgroups/container.ts, src/node/host-checks.ts)",
   ),

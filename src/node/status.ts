@@ -70,6 +70,33 @@ const reservedAmount = (k: KubeletConfiguration, name: string) =>
   (k.kubeReserved[name] ? parseQuantity(k.kubeReserved[name]!) : 0) + (k.systemReserved[name] ? parseQuantity(k.systemReserved[name]!) : 0);
 
 /**
+ * upstream GetNodeAllocatableReservation for memory and huge pages: per
+ * resource, systemReserved + kubeReserved (+ the hard eviction threshold
+ * memory.available for memory), in bytes; `binary` when the first amount was
+ * written with a binary suffix (resource.Quantity prints the sum that way).
+ * What the memory manager's reservedMemory must add up to.
+ */
+export function memoryReservation(machine: MachineInfo, k: KubeletConfiguration): Record<string, { bytes: number; binary: boolean }> {
+  const out: Record<string, { bytes: number; binary: boolean }> = {};
+  const add = (name: string, bytes: number, binary: boolean) => {
+    if (bytes === 0) return;
+    const have = out[name];
+    out[name] = have ? { bytes: have.bytes + bytes, binary: have.binary } : { bytes, binary };
+  };
+  const amount = (text: string | undefined) => (text ? parseQuantity(text) : 0);
+  const names = new Set([...Object.keys(k.systemReserved), ...Object.keys(k.kubeReserved)].filter((n) => n === "memory" || n.startsWith("hugepages-")));
+  names.add("memory");
+  for (const name of names) {
+    add(name, amount(k.systemReserved[name]), /i$/.test(k.systemReserved[name] ?? ""));
+    add(name, amount(k.kubeReserved[name]), /i$/.test(k.kubeReserved[name] ?? ""));
+  }
+  // A percentage becomes a binary quantity of the capacity (upstream GetThresholdQuantity).
+  const hard = k.evictionHard["memory.available"];
+  add("memory", thresholdBytes(hard, machine.memoryBytes), /(i|%)$/.test(hard ?? ""));
+  return out;
+}
+
+/**
  * Reserved CPU in millicores: kube-reserved + system-reserved, or, when
  * reservedSystemCPUs lists CPUs, that many whole CPUs (upstream: the list
  * overwrites the cpu of both reservations).

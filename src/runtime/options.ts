@@ -83,6 +83,8 @@ export type ContainerResourcesFn = (
   memoryLimitInBytes: number;
   oomScoreAdj: number;
   cpusetCpus?: string;
+  /** NUMA nodes of the memory manager's pinning ("0", "0,1"). */
+  cpusetMems?: string;
   memorySwapLimitInBytes?: number;
   unified?: Record<string, string>;
 };

@@ -1,0 +1,73 @@
+/**
+ * reservedMemory against the host and Node Allocatable (upstream
+ * memory_manager.go getSystemReservedMemory and
+ * apis/config/validation/validation_reserved_memory.go): the per-NUMA
+ * reservations must name existing nodes and supported types, and per type
+ * add up to kubeReserved + systemReserved + the hard eviction threshold
+ * (memory.available) exactly.
+ */
+import type { NumaNode } from "../topologymanager/numa.ts";
+import { MemoryManagerError, type SystemReserved } from "./policy.ts";
+
+export interface MemoryReservationAmounts {
+  numaNode: number;
+  /** Resource name → bytes, and the text it was written as (for the format of messages). */
+  limits: Record<string, { bytes: number; text: string }>;
+}
+
+const supported = (name: string) => name === "memory" || /^hugepages-/.test(name);
+
+const BINARY: [string, number][] = [
+  ["Ei", 2 ** 60],
+  ["Pi", 2 ** 50],
+  ["Ti", 2 ** 40],
+  ["Gi", 2 ** 30],
+  ["Mi", 2 ** 20],
+  ["Ki", 2 ** 10],
+];
+const DECIMAL: [string, number][] = [
+  ["E", 1e18],
+  ["P", 1e15],
+  ["T", 1e12],
+  ["G", 1e9],
+  ["M", 1e6],
+  ["k", 1e3],
+];
+
+/** A byte count as resource.Quantity prints it: binary suffixes when the first amount added was written with one, decimal otherwise. */
+export function formatQuantity(bytes: number, binary: boolean): string {
+  if (bytes === 0) return "0";
+  for (const [suffix, unit] of binary ? BINARY : DECIMAL) if (bytes % unit === 0) return `${bytes / unit}${suffix}`;
+  return String(bytes);
+}
+
+export interface NodeAllocatableReservation {
+  /** Resource name → bytes of kubeReserved + systemReserved + hard eviction, and whether the first part was written with a binary suffix. */
+  [name: string]: { bytes: number; binary: boolean };
+}
+
+/** upstream getSystemReservedMemory: the reservation per node and type, or why the agent must not start. */
+export function systemReservedMemory(nodes: readonly NumaNode[], reservation: NodeAllocatableReservation, reservations: readonly MemoryReservationAmounts[]): SystemReserved {
+  const ids = new Set(nodes.map((n) => n.id));
+  const totals = new Map<string, { bytes: number; binary: boolean }>();
+  for (const r of reservations) {
+    if (!ids.has(r.numaNode)) throw new MemoryManagerError(`the reserved memory configuration references a NUMA node ${r.numaNode} that does not exist on this machine`);
+    for (const [name, q] of Object.entries(r.limits)) {
+      const t = totals.get(name);
+      totals.set(name, t ? { bytes: t.bytes + q.bytes, binary: t.binary } : { bytes: q.bytes, binary: /i$/.test(q.text) });
+    }
+  }
+  const types = new Set([...totals.keys(), ...Object.keys(reservation).filter(supported)]);
+  for (const name of [...types].sort()) {
+    const want = reservation[name] ?? { bytes: 0, binary: false };
+    const got = totals.get(name) ?? { bytes: 0, binary: false };
+    if (want.bytes !== got.bytes)
+      throw new MemoryManagerError(
+        `the total amount "${formatQuantity(got.bytes, got.binary)}" of type "${name}" is not equal to the value "${formatQuantity(want.bytes, want.binary)}" determined by Node Allocatable feature`,
+      );
+  }
+  const out = new Map<number, Record<string, number>>();
+  for (const n of nodes) out.set(n.id, {});
+  for (const r of reservations) for (const [name, q] of Object.entries(r.limits)) out.get(r.numaNode)![name] = q.bytes;
+  return out;
+}

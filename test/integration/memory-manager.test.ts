@@ -1,0 +1,174 @@
+// The Static memory manager on this host's real NUMA topology (one node here,
+// /sys/devices/system/node), a real containerd and runc: a reservedMemory
+// that does not add up to kubeReserved + evictionHard stops the agent with
+// exit 2 naming the field; with a matching one, a Guaranteed pod's memory is
+// pinned to node 0 (cpuset.mems through the CRI, in the OCI spec runc got and
+// in the container's cgroup), the state file has upstream's shape, a pod
+// asking more than the node has is refused at admission with upstream's
+// reason and message, an agent restart keeps the assignment, and a deleted
+// pod's memory is given back at the next admission.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { detectCgroupLayout, nodeCgroupFs } from "../../src/cgroups/index.ts";
+import { createCriClient } from "../../src/cri/client.ts";
+import type { CriService } from "../../src/cri/index.ts";
+import { memoryLogger } from "../../src/util/log.ts";
+import { agentPaths, eventually, explainFailure, startAgent, type AgentHandle } from "../harness/agent.ts";
+import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
+
+let ctd: ContainerdHandle;
+let cri: CriService;
+let agent: AgentHandle | undefined;
+let bad: AgentHandle | undefined;
+let cpusetMount = "";
+const Mi = 2 ** 20;
+
+beforeAll(async () => {
+  requireRoot();
+  const layout = detectCgroupLayout("/", nodeCgroupFs);
+  cpusetMount = layout.version === "v1" ? (layout.hierarchies.find((h) => h.controllers.includes("cpuset"))?.mountPoint ?? "") : (layout.unified?.mountPoint ?? "");
+  ctd = await startContainerd({ name: "memmgr" });
+  cri = createCriClient({ endpoint: ctd.endpoint, requestTimeoutMs: 20_000, logger: memoryLogger().logger });
+}, 120_000);
+
+afterAll(async () => {
+  await bad?.kill("SIGKILL");
+  await agent?.kill("SIGKILL");
+  cri?.close();
+  await ctd?.stop();
+}, 60_000);
+
+const manifest = (name: string, resources?: Record<string, string>) => ({
+  apiVersion: "v1",
+  kind: "Pod",
+  metadata: { name, namespace: "default" },
+  spec: {
+    terminationGracePeriodSeconds: 1,
+    containers: [
+      {
+        name: "main",
+        image: ctd.busyboxImage,
+        imagePullPolicy: "IfNotPresent",
+        command: ["sleep", "3600"],
+        ...(resources ? { resources: { limits: resources, requests: resources } } : {}),
+      },
+    ],
+  },
+});
+const put = (name: string, resources?: Record<string, string>) => writeFileSync(join(agent!.manifests, `${name}.json`), JSON.stringify(manifest(name, resources)));
+
+/** The running container of a pod: its ID, the cpuset.mems runc was given (OCI spec) and its cgroup's cpuset.mems. */
+async function containerOf(podName: string): Promise<{ id: string; specMems: string | undefined; cgroupMems: string } | undefined> {
+  const all = await cri.listContainers({ state: { state: 1 } });
+  const c = all.find((x) => x.labels["io.kubernetes.pod.name"]?.startsWith(podName) && x.labels["io.kubernetes.container.name"] === "main");
+  if (!c) return undefined;
+  const status = await cri.containerStatus(c.id, true);
+  const info = JSON.parse(status.info["info"] ?? "{}");
+  const lines = readFileSync(`/proc/${info.pid}/cgroup`, "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => l.split(":"));
+  const v1 = lines.find(([, controllers]) => controllers!.split(",").includes("cpuset"));
+  const file = v1
+    ? join(cpusetMount, v1.slice(2).join(":"), "cpuset.mems")
+    : join(
+        cpusetMount,
+        lines
+          .find(([h]) => h === "0")!
+          .slice(2)
+          .join(":"),
+        "cpuset.mems.effective",
+      );
+  return { id: c.id, specMems: info.runtimeSpec?.linux?.resources?.cpu?.mems, cgroupMems: readFileSync(file, "utf8").trim() };
+}
+
+const stateFile = () => JSON.parse(readFileSync(join(agentPaths(ctd).rootDir, "memory_manager_state"), "utf8"));
+const podStatus = async (name: string) => (await agent!.pods()).items.find((p) => p.metadata.name.startsWith(name)) as any;
+const config = (reserved: string) => ({
+  memoryManagerPolicy: "Static",
+  reservedMemory: [{ numaNode: 0, limits: { memory: reserved } }],
+  kubeReserved: { memory: "256Mi" },
+  evictionHard: { "memory.available": "100Mi" },
+  topologyManagerPolicy: "restricted",
+  topologyManagerScope: "pod",
+});
+
+test(
+  "reservedMemory that does not match Node Allocatable: exit 2 naming the field",
+  explainFailure(
+    async () => {
+      bad = await startAgent(ctd, { name: "bad", extraConfig: config("256Mi") });
+      expect(await bad.exited()).toBe(2);
+      expect(bad.log()).toContain(
+        'reservedMemory (--reserved-memory): the total amount "256Mi" of type "memory" is not equal to the value "356Mi" determined by Node Allocatable feature',
+      );
+    },
+    () => bad,
+  ),
+  60_000,
+);
+
+test(
+  "a Guaranteed pod's memory pinned to NUMA node 0, upstream's state file, admission refusal, a restart keeps it",
+  explainFailure(
+    async () => {
+      agent = await startAgent(ctd, { extraConfig: config("356Mi") });
+      put("shared");
+      put("pinned", { cpu: "100m", memory: "64Mi" });
+      const pinned = await eventually("Guaranteed container running", () => containerOf("pinned"), 60_000);
+      const shared = await eventually("BestEffort container running", () => containerOf("shared"), 30_000);
+      // The CRI carried cpuset_mems for the Guaranteed container only; the kernel applied it to its cgroup.
+      expect(pinned.specMems).toBe("0");
+      expect(pinned.cgroupMems).toBe("0");
+      expect(shared.specMems ?? "").toBe("");
+
+      const uid = (await podStatus("pinned")).metadata.uid;
+      const state = stateFile();
+      expect(state.policyName).toBe("Static");
+      expect(state.entries).toEqual({ [uid]: { main: [{ numaAffinity: [0], type: "memory", size: 64 * Mi }] } });
+      const table = state.machineState["0"].memoryMap.memory;
+      expect(table.systemReserved).toBe(356 * Mi);
+      expect(table.reserved).toBe(64 * Mi);
+      expect(table.free).toBe(table.allocatable - 64 * Mi);
+      expect(state.machineState["0"]).toMatchObject({ numberOfAssignments: 1, cells: [0] });
+      expect(typeof state.checksum).toBe("number");
+
+      // More than node 0 has free: refused at admission with upstream's reason and message.
+      put("toobig", { cpu: "100m", memory: "100Ti" });
+      const rejected = await eventually("oversized Guaranteed pod Failed", async () => {
+        const p = await podStatus("toobig");
+        return p?.status.phase === "Failed" && p;
+      });
+      expect(rejected.status.reason).toBe("UnexpectedAdmissionError");
+      expect(rejected.status.message).toBe("Allocate failed due to [memorymanager] failed to find NUMA nodes to extend the current topology hint, which is unexpected");
+      rmSync(join(agent.manifests, "toobig.json"));
+
+      // Restart: the state file is read back and validated; the container keeps its pinning.
+      expect(await agent.kill("SIGTERM")).toBe(0);
+      agent.start();
+      await eventually(
+        "agent serving pods again",
+        async () => (await agent!.pods().catch(() => undefined))?.items.some((p) => p.metadata.name.startsWith("pinned") && p.status.phase === "Running"),
+        60_000,
+      );
+      await Bun.sleep(2000);
+      expect(await containerOf("pinned")).toEqual(pinned);
+      expect(stateFile().entries).toEqual(state.entries);
+      expect(stateFile().machineState).toEqual(state.machineState);
+
+      // The pod goes; the next Guaranteed pod's admission gives its memory back first.
+      rmSync(join(agent.manifests, "pinned.json"));
+      await eventually("pinned pod gone", async () => (await podStatus("pinned")) === undefined, 60_000);
+      put("next", { cpu: "100m", memory: "32Mi" });
+      await eventually("next Guaranteed container running", () => containerOf("next"), 60_000);
+      const nextUid = (await podStatus("next")).metadata.uid;
+      const after = stateFile();
+      expect(after.entries).toEqual({ [nextUid]: { main: [{ numaAffinity: [0], type: "memory", size: 32 * Mi }] } });
+      expect(after.machineState["0"].memoryMap.memory.reserved).toBe(32 * Mi);
+    },
+    () => agent,
+    () => ctd,
+  ),
+  240_000,
+);
