@@ -11,11 +11,18 @@
 //   system:nodes): requests by verb and resource per node-hour, watches
 //   started and open. apiserver_request_total has no user or user-agent
 //   label since Kubernetes 1.17, so the per-node split comes from the audit
-//   log; the metric's total over all clients is printed beside it.
+//   log; the metric's total over all clients is printed beside it. Bytes per
+//   node: each agent reaches the API server through its own byte-counting
+//   TCP pass-through (byte-counter.ts; TLS end to end), so bytes sent and
+//   received are what crosses the network, headers and TLS included.
+// Three windows: 0 pods; churn (CHURN_PODS pods created on each node every
+// CHURN_SECONDS and the previous round's deleted, 0 standing pods); then
+// BENCH_PODS standing pods on each node.
 //
 // Run: bun run bench:idle   (root; builds dist/kubelet first)
 // Environment: IDLE_MINUTES=10 (each window), BUSY_MINUTES (the window with
-// pods; default IDLE_MINUTES), BENCH_PODS=110, SETTLE_SECONDS=60 (after Ready
+// pods; default IDLE_MINUTES), CHURN_MINUTES (default IDLE_MINUTES; 0 skips
+// it), CHURN_PODS=5, CHURN_SECONDS=30, BENCH_PODS=110 (0 skips that window), SETTLE_SECONDS=60 (after Ready
 // and after the pods are Running, before a window), BENCH_HEAVY_LOCK (a lock
 // file, e.g. /tmp/bunlet-heavy.lock: held with flock(1) while the control
 // plane starts and while the pods start, not while idling),
@@ -30,6 +37,7 @@ import { type ContainerdHandle, requireRoot, runtimeUnderTest, startContainerd }
 import { type ControlPlaneHandle, startControlPlane } from "../../test/harness/controlplane.ts";
 import { startUpstreamKubelet } from "../../test/harness/upstream-kubelet.ts";
 import { type ApiLoad, apiLoad, readAudit } from "./audit.ts";
+import { type ByteCounter, startByteCounter } from "./byte-counter.ts";
 import { heavy as heavyLock } from "./lock.ts";
 import { CLK_TCK, cpuTicks, rssMiB } from "./proc.ts";
 
@@ -37,6 +45,9 @@ const repoRoot = resolve(import.meta.dir, "../..");
 const IDLE_MINUTES = Number(process.env.IDLE_MINUTES ?? 10);
 const BUSY_MINUTES = Number(process.env.BUSY_MINUTES ?? IDLE_MINUTES);
 const PODS = Number(process.env.BENCH_PODS ?? 110);
+const CHURN_MINUTES = Number(process.env.CHURN_MINUTES ?? IDLE_MINUTES);
+const CHURN_PODS = Number(process.env.CHURN_PODS ?? 5);
+const CHURN_SECONDS = Number(process.env.CHURN_SECONDS ?? 30);
 const SETTLE_MS = Number(process.env.SETTLE_SECONDS ?? 60) * 1000;
 const LOCK = process.env.BENCH_HEAVY_LOCK;
 const BUNLET_ENV = Object.fromEntries(
@@ -61,6 +72,8 @@ interface Agent {
   ctd: ContainerdHandle;
   ctdPid: number;
   logFile: string;
+  /** The agent's bytes to and from the API server. */
+  bytes: ByteCounter;
   stop(): Promise<void>;
 }
 
@@ -97,7 +110,12 @@ interface Window {
   threads: Map<Kind, Map<string, number>>;
   rss: Map<Kind, number>;
   api: Map<Kind, ApiLoad>;
+  /** Bytes the agent sent to / received from the API server in the window (on the wire). */
+  bytesSent: Map<Kind, number>;
+  bytesReceived: Map<Kind, number>;
   allClientsPerHour: number;
+  /** What ran during the window (churn), if anything. */
+  activity?: string;
 }
 
 /** The window's figures as JSON (Maps as objects), kept beside the logs. */
@@ -106,8 +124,22 @@ function saveWindow(w: Window): void {
   writeFileSync(join(work, `window-${w.label.replace(/\W+/g, "-")}.json`), plain);
 }
 
-async function idleWindow(label: string, minutes: number, agents: Agent[], cp: ControlPlaneHandle, auditFile: string): Promise<Window> {
+/**
+ * One measured window; `activity` runs through it (churn) and reports what it
+ * did once its signal aborts at the window's end.
+ */
+async function idleWindow(
+  label: string,
+  minutes: number,
+  agents: Agent[],
+  cp: ControlPlaneHandle,
+  auditFile: string,
+  activity?: (signal: AbortSignal) => Promise<string>,
+): Promise<Window> {
   console.error(`idle: ${label}: measuring for ${minutes} min`);
+  const b0 = new Map(agents.map((a) => [a.kind, { sent: a.bytes.sent(), received: a.bytes.received() }]));
+  const stopActivity = new AbortController();
+  const activityDone = activity?.(stopActivity.signal);
   const w0 = Date.now();
   const t0 = performance.now();
   const m0 = await requestTotals(cp);
@@ -121,7 +153,9 @@ async function idleWindow(label: string, minutes: number, agents: Agent[], cp: C
   }
   const seconds = (performance.now() - t0) / 1000;
   const w1 = Date.now();
-  const m1 = await requestTotals(cp);
+  const b1 = new Map(agents.map((a) => [a.kind, { sent: a.bytes.sent(), received: a.bytes.received() }]));
+  const c1 = new Map(agents.map((a) => [a.kind, cpuTicks(a.pid)]));
+  const d1 = new Map(agents.map((a) => [a.kind, cpuTicks(a.ctdPid)]));
   const pct = (ticks: number) => (ticks / CLK_TCK / seconds) * 100;
   const threads = new Map<Kind, Map<string, number>>();
   for (const a of agents) {
@@ -129,18 +163,24 @@ async function idleWindow(label: string, minutes: number, agents: Agent[], cp: C
     const after = threadTicks(a.pid);
     threads.set(a.kind, new Map([...after].map(([n, t]) => [n, pct(t - (before.get(n) ?? 0))])));
   }
+  const m1 = await requestTotals(cp);
+  stopActivity.abort();
+  const did = await activityDone;
   // The audit backend writes in batches: let the window's last events reach the file.
   await Bun.sleep(3000);
   const events = readAudit(auditFile);
   const w: Window = {
     label,
     seconds,
-    cpu: new Map(agents.map((a) => [a.kind, pct(cpuTicks(a.pid) - c0.get(a.kind)!)])),
-    ctdCpu: new Map(agents.map((a) => [a.kind, pct(cpuTicks(a.ctdPid) - d0.get(a.kind)!)])),
+    cpu: new Map(agents.map((a) => [a.kind, pct(c1.get(a.kind)! - c0.get(a.kind)!)])),
+    ctdCpu: new Map(agents.map((a) => [a.kind, pct(d1.get(a.kind)! - d0.get(a.kind)!)])),
     threads,
     rss: new Map([...rss].map(([k, v]) => [k, v.reduce((x, y) => x + y, 0) / v.length])),
     api: new Map(agents.map((a) => [a.kind, apiLoad(events, (u) => u === `system:node:${a.node}`, w0, w1)])),
+    bytesSent: new Map(agents.map((a) => [a.kind, b1.get(a.kind)!.sent - b0.get(a.kind)!.sent])),
+    bytesReceived: new Map(agents.map((a) => [a.kind, b1.get(a.kind)!.received - b0.get(a.kind)!.received])),
     allClientsPerHour: ((m1 - m0) / seconds) * 3600,
+    ...(did ? { activity: did } : {}),
   };
   saveWindow(w);
   return w;
@@ -185,14 +225,62 @@ async function startPods(rest: RestClient, ctd: ContainerdHandle, node: string, 
   console.error(`idle: ${count} pods Running on ${node} after ${((performance.now() - t0) / 1000).toFixed(0)} s`);
 }
 
+const churnPod = (ctd: ContainerdHandle, node: string, name: string) => ({
+  apiVersion: "v1",
+  kind: "Pod",
+  metadata: { name, labels: { node, churn: "true" } },
+  spec: {
+    nodeName: node,
+    terminationGracePeriodSeconds: 1,
+    containers: [{ name: "c", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sleep", "86400"] }],
+  },
+});
+
+/**
+ * Churn on every node until `signal` aborts: each CHURN_SECONDS, CHURN_PODS
+ * new pods and a delete of the previous round's (a pod lives one round).
+ * Then the last round is deleted and waited for, outside the window's figures
+ * only for its CPU (the audit log and bytes are read up to the window's end).
+ */
+async function churn(rest: RestClient, agents: Agent[], signal: AbortSignal): Promise<string> {
+  const path = `/api/v1/namespaces/${NAMESPACE}/pods`;
+  const live = new Map<string, string[]>();
+  let created = 0;
+  let round = 0;
+  while (!signal.aborted) {
+    await Promise.all(
+      agents.map(async (a) => {
+        const names = Array.from({ length: CHURN_PODS }, (_, i) => `${a.node}-churn-${round}-${i}`);
+        await Promise.all(names.map((n) => rest.request("POST", path, { body: churnPod(a.ctd, a.node, n) })));
+        created += names.length;
+        await Promise.all((live.get(a.node) ?? []).map((n) => rest.request("DELETE", `${path}/${n}`).catch(() => undefined)));
+        live.set(a.node, names);
+      }),
+    );
+    round++;
+    await new Promise<void>((res) => {
+      const t = setTimeout(res, CHURN_SECONDS * 1000);
+      signal.addEventListener("abort", () => (clearTimeout(t), res()), { once: true });
+    });
+  }
+  await rest.request("DELETE", path, { query: { labelSelector: "churn=true" } });
+  const deadline = Date.now() + 180_000;
+  while ((await rest.request<any>("GET", path, { query: { labelSelector: "churn=true" } })).items.length > 0) {
+    if (Date.now() > deadline) throw new Error("churn pods still in the API 180 s after the window");
+    await Bun.sleep(1000);
+  }
+  return `${created / agents.length} pods created and deleted per node, ${CHURN_PODS} every ${CHURN_SECONDS} s`;
+}
+
 async function startBunlet(cp: ControlPlaneHandle): Promise<Agent> {
   const ctd = await startContainerd({ name: "idle-bunlet" });
   const node = "bunlet-node";
+  const bytes = await startByteCounter(cp.apiServerUrl);
   process.env.BUNLET_BINARY = resolve(repoRoot, process.env.BUNLET_BINARY ?? "dist/kubelet");
   const agent = await startAgent(ctd, {
     name: "bunlet",
     nodeName: node,
-    extraArgs: [`--kubeconfig=${await cp.nodeKubeconfig(node)}`, "--node-ip=127.0.0.1"],
+    extraArgs: [`--kubeconfig=${bytes.kubeconfig(await cp.nodeKubeconfig(node), join(work, `${node}.kubeconfig`))}`, "--node-ip=127.0.0.1"],
     extraConfig: { authentication: { x509: { clientCAFile: cp.caFile }, webhook: { enabled: true }, anonymous: { enabled: false } }, authorization: { mode: "Webhook" } },
     ...(Object.keys(BUNLET_ENV).length ? { env: BUNLET_ENV } : {}),
   });
@@ -203,8 +291,10 @@ async function startBunlet(cp: ControlPlaneHandle): Promise<Agent> {
     ctd,
     ctdPid: Number(readFileSync(join(ctd.dir, "containerd.pid"), "utf8")),
     logFile: agent.logFile,
+    bytes,
     stop: async () => {
       await agent.kill("SIGTERM");
+      await bytes.close();
     },
   };
 }
@@ -212,6 +302,7 @@ async function startBunlet(cp: ControlPlaneHandle): Promise<Agent> {
 async function startUpstream(cp: ControlPlaneHandle): Promise<Agent> {
   const ctd = await startContainerd({ name: "idle-upstream" });
   const node = "upstream-node";
+  const bytes = await startByteCounter(cp.apiServerUrl);
   const dir = join(ctd.dir, "agent-upstream");
   const kubelet = startUpstreamKubelet(ctd, {
     binDir: cp.binDir,
@@ -219,7 +310,7 @@ async function startUpstream(cp: ControlPlaneHandle): Promise<Agent> {
     nodeName: node,
     rootDir: join(dir, "root"),
     podLogsDir: join(dir, "pod-logs"),
-    kubeconfig: await cp.nodeKubeconfig(node),
+    kubeconfig: bytes.kubeconfig(await cp.nodeKubeconfig(node), join(work, `${node}.kubeconfig`)),
     clientCAFile: cp.caFile,
     healthzPort: await freePort(),
     port: await freePort(),
@@ -231,7 +322,11 @@ async function startUpstream(cp: ControlPlaneHandle): Promise<Agent> {
     ctd,
     ctdPid: Number(readFileSync(join(ctd.dir, "containerd.pid"), "utf8")),
     logFile: kubelet.logFile,
-    stop: () => kubelet.stop(),
+    bytes,
+    stop: async () => {
+      await kubelet.stop();
+      await bytes.close();
+    },
   };
 }
 
@@ -243,6 +338,7 @@ function report(w: Window): string {
   const out: string[] = [];
   const hours = w.seconds / 3600;
   out.push(`### ${w.label} (${(w.seconds / 60).toFixed(1)} min)`, "");
+  if (w.activity) out.push(`During the window: ${w.activity}.`, "");
   out.push("| figure | bunlet | upstream kubelet | bunlet / upstream |", "| --- | ---: | ---: | ---: |");
   const row = (name: string, a: number | undefined, b: number | undefined, unit: string, digits: number) =>
     out.push(`| ${name} | ${a === undefined ? "–" : `${a.toFixed(digits)} ${unit}`} | ${b === undefined ? "–" : `${b.toFixed(digits)} ${unit}`} | ${ratio(a, b)} |`);
@@ -260,6 +356,9 @@ function report(w: Window): string {
   };
   row("watches started per node-hour", watches("bunlet"), watches("upstream"), "", 0);
   row("watches open at the window's end", w.api.get("bunlet")?.watchesOpenAtEnd, w.api.get("upstream")?.watchesOpenAtEnd, "", 0);
+  const kib = (m: Map<Kind, number>, k: Kind) => (m.has(k) ? m.get(k)! / 1024 / hours : undefined);
+  row("KiB sent to the API server per node-hour (on the wire, TLS)", kib(w.bytesSent, "bunlet"), kib(w.bytesSent, "upstream"), "KiB", 0);
+  row("KiB received from the API server per node-hour (on the wire, TLS)", kib(w.bytesReceived, "bunlet"), kib(w.bytesReceived, "upstream"), "KiB", 0);
   out.push("", `All clients together (apiserver_request_total): ${w.allClientsPerHour.toFixed(0)} requests per hour.`, "");
   const keys = new Set([...(w.api.get("bunlet")?.requests.keys() ?? []), ...(w.api.get("upstream")?.requests.keys() ?? [])]);
   out.push("| requests per node-hour, by verb and resource | bunlet | upstream kubelet |", "| --- | ---: | ---: |");
@@ -308,13 +407,17 @@ try {
   await Bun.sleep(SETTLE_MS);
   const windows = [await idleWindow("0 pods", IDLE_MINUTES, agents, cp!, auditFile)];
   console.log(report(windows[0]!));
+  if (CHURN_MINUTES > 0) {
+    windows.push(await idleWindow("churn", CHURN_MINUTES, agents, cp!, auditFile, (signal) => churn(rest, agents, signal)));
+    console.log(`\n${report(windows.at(-1)!)}`);
+  }
   if (PODS > 0) {
     await heavy(`${PODS} pods per node`, async () => {
       for (const a of agents) await startPods(rest, a.ctd, a.node, PODS);
     });
     await Bun.sleep(SETTLE_MS);
     windows.push(await idleWindow(`${PODS} pods`, BUSY_MINUTES, agents, cp!, auditFile));
-    console.log(`\n${report(windows[1]!)}`);
+    console.log(`\n${report(windows.at(-1)!)}`);
   }
   const memGiB = Number(/MemTotal:\s+(\d+)/.exec(readFileSync("/proc/meminfo", "utf8"))?.[1] ?? 0) / 2 ** 20;
   console.log(
