@@ -44,6 +44,7 @@ import {
   startNodeController,
   startOomWatcher,
   startPodCidr,
+  startSystemCgroups,
 } from "./agent/node.ts";
 import { buildNodeResources } from "./agent/node-resources.ts";
 import { buildPodSources } from "./agent/pod-sources.ts";
@@ -101,6 +102,8 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   // The node's cgroups: the driver, kubepods and the QoS classes (cgroupsPerQOS), node allocatable on kubepods, swap.
   const node = await buildNodeCgroups(w, { cri });
   const { machine, nodeAllocatable } = node;
+  // kubeletCgroups and systemCgroups: the agent and the root cgroup's processes moved there, now and every minute.
+  await startSystemCgroups(w);
   const nodeId = { nodeName: config.nodeName, nodeIPs: config.nodeIPs, nodeLabels: config.nodeLabels, kubeletVersion: cluster?.kubeletVersion ?? "" };
   const facts = nodeFacts(nodeId, machine, k);
   const recorder = cluster

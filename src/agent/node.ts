@@ -1,4 +1,5 @@
 /** The node's own builders: its cgroups, CPU and device managers, graceful shutdown, the OOM watcher and the Node object. */
+import { readFileSync, readlinkSync, writeFileSync } from "node:fs";
 import { posix } from "node:path";
 import type { CriService } from "../cri/index.ts";
 import type { KubeApi } from "../api/index.ts";
@@ -10,7 +11,16 @@ import { CsiNodeInitializer } from "../csi/node-init.ts";
 import { allocatableAmounts, enforcedAllocatable, memoryReservation, type nodeFacts, reservedMilliCpu } from "../node/status.ts";
 import { readMachineInfo } from "../node/machine.ts";
 import { podEventRef, type EventRecorder } from "../events/recorder.ts";
-import { chooseCgroupDriver, createPodCgroups, detectCgroupLayout, nodeCgroupFs, readSwapHost, reservedEnforcements, type ReservedEnforcement } from "../cgroups/index.ts";
+import {
+  chooseCgroupDriver,
+  createPodCgroups,
+  createSystemCgroups,
+  detectCgroupLayout,
+  nodeCgroupFs,
+  readSwapHost,
+  reservedEnforcements,
+  type ReservedEnforcement,
+} from "../cgroups/index.ts";
 import { runtimeCgroupDriver } from "../runtime/cgroup-driver.ts";
 import type { KubeletMetrics } from "../metrics/kubelet.ts";
 import type { Requests } from "../util/requests.ts";
@@ -106,6 +116,33 @@ export async function buildNodeCgroups(w: Wiring, o: { cri: CriService }) {
   else if (k.memorySwap.swapBehavior === "LimitedSwap" && !swapHost.swapController)
     logger.warn("memorySwap.swapBehavior LimitedSwap: the kernel has no swap controller (memory.swap.max); no swap limit is written, as upstream");
   return { machine, podCgroups, podsCgroupParent, nodeAllocatable, swapHost };
+}
+
+/**
+ * kubeletCgroups and systemCgroups (cgroups/system-cgroups.ts): the agent and
+ * the root cgroup's processes moved into them at once and every minute, as
+ * upstream's container manager; without kubeletCgroups the agent's
+ * oom_score_adj is set again every 5 minutes. cgroupfs paths whatever the
+ * cgroupDriver, as upstream.
+ */
+export async function startSystemCgroups(w: Wiring): Promise<void> {
+  const { stack, clock, logger } = w;
+  const k = w.config.kubelet;
+  if (k.kubeletCgroups && k.kubeReservedCgroup && !posix.join("/", k.kubeletCgroups).startsWith(posix.join("/", k.kubeReservedCgroup)))
+    logger.info("unsupported configuration: KubeletCgroups is not within KubeReservedCgroup", { kubeletCgroups: k.kubeletCgroups, kubeReservedCgroup: k.kubeReservedCgroup });
+  const system = stack.use(
+    createSystemCgroups({
+      kubeletCgroups: k.kubeletCgroups,
+      systemCgroups: k.systemCgroups,
+      oomScoreAdj: k.oomScoreAdj,
+      pid: process.pid,
+      proc: { readFile: (p) => readFileSync(p, "utf8"), writeFile: (p, data) => writeFileSync(p, data), readlink: (p) => readlinkSync(p) },
+      procRoot: "/proc",
+      clock,
+      logger,
+    }),
+  );
+  await system.start();
 }
 
 /** Graceful node shutdown, when shutdownGracePeriodByPodPriority (or its short form) gives groups and something says the node shuts down. */

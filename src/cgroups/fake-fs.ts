@@ -7,7 +7,10 @@
  * - writing a file that does not exist fails ENOENT, a bad value EINVAL;
  * - v2: "+ctrl" in cgroup.subtree_control needs ctrl in cgroup.controllers
  *   and no processes in a non-root cgroup (EBUSY); children see the change;
- * - rmdir fails EBUSY while a cgroup has child cgroups or processes.
+ * - rmdir fails EBUSY while a cgroup has child cgroups or processes;
+ * - a pid written to cgroup.procs leaves the hierarchy's other cgroups
+ *   (v2: EBUSY in a non-root cgroup with controllers in subtree_control;
+ *   v1: ENOSPC in a cpuset cgroup with empty cpus or mems).
  */
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -169,6 +172,26 @@ export function fakeCgroupTree(
           writeFileSync(join(cdir, "cgroup.controllers"), list.join(" ") + "\n");
           syncV2Files(cdir, before, list);
         }
+        return;
+      }
+      if (file === "cgroup.procs") {
+        // A process moves: it leaves every other cgroup of the hierarchy.
+        if (!isInt(value, 1)) throw errno("EINVAL", p, `write ${JSON.stringify(value)}`);
+        if (layout === "v2" && dir !== mount && readTrim(join(dir, "cgroup.subtree_control")) !== "") throw errno("EBUSY", p, "write");
+        if (layout === "v1" && existsSync(join(dir, "cpuset.cpus")) && (readTrim(join(dir, "cpuset.cpus")) === "" || readTrim(join(dir, "cpuset.mems")) === ""))
+          throw errno("ENOSPC", p, "write");
+        const top = layout === "v2" ? mount : (hierarchyOf(dir) ?? dir);
+        const walk = (d: string) => {
+          const f = join(d, "cgroup.procs");
+          if (existsSync(f)) {
+            const pids = words(readTrim(f)).filter((x) => x !== value);
+            writeFileSync(f, pids.length ? pids.join("\n") + "\n" : "");
+          }
+          for (const c of childDirs(d)) walk(join(d, c));
+        };
+        walk(top);
+        const now = readTrim(p);
+        writeFileSync(p, (now ? now + "\n" : "") + value + "\n");
         return;
       }
       const valid = VALID[file];

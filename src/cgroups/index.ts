@@ -13,6 +13,7 @@ import { createPodCgroupsOn, type PodCgroups } from "./pod-cgroups.ts";
 import type { CpuWeightFormula } from "./values.ts";
 import { createSystemdBackend } from "./systemd.ts";
 import { busctlSystemdUnits, type SystemdUnits } from "./systemd-units.ts";
+import { SystemCgroups, type SystemCgroupsOptions } from "./system-cgroups.ts";
 
 export type { PodCgroups } from "./pod-cgroups.ts";
 export { podQosClass, type QosClass } from "./qos.ts";
@@ -113,3 +114,19 @@ export function createPodCgroups(opts: PodCgroupsOptions): PodCgroups {
   });
 }
 export { ActivePodCgroups } from "./active.ts";
+export { SystemCgroups, ENSURE_PERIOD_MS, OOM_SCORE_PERIOD_MS, type ProcFs } from "./system-cgroups.ts";
+
+/**
+ * kubeletCgroups and systemCgroups (system-cgroups.ts) on the host's layout,
+ * with the cgroupfs writer whatever the cgroupDriver, as upstream.
+ */
+export function createSystemCgroups(opts: Omit<SystemCgroupsOptions, "cgroups"> & { fsRoot?: string; fs?: CgroupFs }): SystemCgroups {
+  if (!opts.kubeletCgroups && !opts.systemCgroups) return new SystemCgroups(opts);
+  const fs = opts.fs ?? nodeCgroupFs;
+  const layout = detectCgroupLayout(opts.fsRoot ?? "/", fs);
+  const backend =
+    layout.version === "v2"
+      ? createV2Backend({ unified: layout.unified, fs, logger: opts.logger, cpuWeightFormula: "linear" })
+      : createV1Backend({ hierarchies: layout.hierarchies, ...(layout.unified ? { unified: layout.unified } : {}), fs, logger: opts.logger });
+  return new SystemCgroups({ ...opts, cgroups: { layout, backend, fs } });
+}

@@ -296,7 +296,13 @@ describe("the flags", () => {
   });
 
   test("a flag of a refused field is named with the field", () => {
-    expect(errorOf(load({}, ["--kubelet-cgroups=/kube"]))).toContain('field "kubeletCgroups" (--kubelet-cgroups): moving the agent into a cgroup');
+    expect(errorOf(load({}, ["--volume-plugin-dir=/flex"]))).toContain('field "volumePluginDir" (--volume-plugin-dir): FlexVolume plugins are not supported');
+  });
+
+  test("--kubelet-cgroups and --system-cgroups load; systemCgroups needs cgroupRoot and is never the root, as upstream", () => {
+    expect(errorOf(load({}, ["--kubelet-cgroups=/kube", "--system-cgroups=/system", "--cgroup-root=/"]))).toBe("loaded (run)");
+    expect(errorOf(load({}, ["--system-cgroups=/system"]))).toContain('field "systemCgroups" (--system-cgroups): requires cgroupRoot (--cgroup-root) to be set');
+    expect(errorOf(load({ systemCgroups: "/", cgroupRoot: "/" }))).toContain('field "systemCgroups" (--system-cgroups): system container cannot be root ("/")');
   });
 
   test("reserved levels of enforceNodeAllocatable need their cgroup named, as upstream's validation", () => {

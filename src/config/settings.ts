@@ -165,8 +165,12 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   cgroupRoot: acted("the root of the pod cgroups (src/cgroups)"),
   cgroupsPerQOS: acted("the QoS and pod cgroup hierarchy (src/cgroups)"),
   cgroupDriver: acted("cgroupfs paths or systemd slices for the pod cgroups; a runtime that reports its driver decides (src/cgroups, src/runtime/cgroup-driver.ts)"),
-  kubeletCgroups: refused(`moving the agent into a cgroup is ${NOT_IMPLEMENTED}`),
-  systemCgroups: refused(`moving system processes into a cgroup is ${NOT_IMPLEMENTED}`),
+  kubeletCgroups: acted(
+    "the agent's own process is moved into this cgroup (created when missing, in every v1 hierarchy or on v2) at start and again every minute, with its oomScoreAdj, as upstream; a cgroupfs path whatever the cgroupDriver, as upstream; an agent outside the host's PID namespace is left where it is (src/cgroups/system-cgroups.ts)",
+  ),
+  systemCgroups: acted(
+    'the root cgroup\'s processes but pid 1 and kernel threads are moved into this cgroup (created when missing) at start and every minute, as upstream; needs cgroupRoot, "/" is refused; a cgroupfs path whatever the cgroupDriver (src/cgroups/system-cgroups.ts)',
+  ),
   systemReserved: acted("Node allocatable and admission (src/node/status.ts)"),
   kubeReserved: acted("Node allocatable and admission (src/node/status.ts)"),
   systemReservedCgroup: acted(

@@ -109,6 +109,7 @@ export function validateKubeletConfiguration(k: KubeletConfiguration): string[] 
   range(k.oomScoreAdj, -1000, 1000, "oomScoreAdj", "oom-score-adj");
   oneOf(k.cgroupDriver, ["cgroupfs", "systemd"], "cgroupDriver", "cgroup-driver");
   check(k.systemCgroups === "" || k.cgroupRoot !== "", "systemCgroups", "system-cgroups", "requires cgroupRoot (--cgroup-root) to be set");
+  check(k.systemCgroups === "" || k.systemCgroups.replace(/\/+/g, "/") !== "/", "systemCgroups", "system-cgroups", 'system container cannot be root ("/")');
   check(
     k.cgroupsPerQOS || k.enforceNodeAllocatable.length === 0,
     "enforceNodeAllocatable",
