@@ -112,7 +112,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   // Cluster mode: API copies of static pods, made once the node controller (built later) registered the Node
   // (its UID also owns CSINode); the prober reads mirrors' statuses.
   const nodeRegistration = new NodeRegistration();
-  const mirrors = cluster ? new MirrorPods({ api: cluster.api, nodeName: config.nodeName, nodeUid: () => nodeRegistration.uid(), logger }) : undefined;
+  const mirrors = cluster ? new MirrorPods({ api: cluster.api, nodeName: config.nodeName, node: nodeRegistration, logger }) : undefined;
   // Probes: liveness and startup failures restart that container (through the pod workers, built later); readiness feeds the statuses.
   const prober = buildProber(w, { cri, recorder, probeMetrics, mirrors });
   // Local checkpoints, offline autonomy, CSI drivers and the volume manager (with the configMaps and secrets pods reference).
@@ -123,7 +123,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   const statuses = new LocalStatusStore({ hostIPs: hostIP ? [hostIP] : [], clock });
   // Disposed after the pod workers (the stack unwinds in reverse): the last statuses they write get a short flush.
   const apiStatus = cluster
-    ? stack.use(new ApiStatusManager({ api: cluster.api, hostIPs: () => (hostIP ? [hostIP] : []), clock, logger, local: statuses, mirrorOf: (pod) => mirrors?.mirrorOf(pod) }))
+    ? stack.use(new ApiStatusManager({ api: cluster.api, hostIPs: hostIP ? [hostIP] : [], clock, logger, local: statuses, ...(mirrors ? { mirrors } : {}) }))
     : undefined;
   const statusSink = apiStatus ?? statuses;
   // Pod sources: static pods (file, URL) and, in cluster mode, the API server's pods for this node; their

@@ -168,7 +168,7 @@ export function buildNodeShutdown(
         logger,
         recorder,
         nodeName: config.nodeName,
-        nodeStatusChanged: () => nodeStatusRequests.request(),
+        nodeStatus: nodeStatusRequests,
       })
     : undefined;
   if (nodeShutdown && shutdownTrigger) {
@@ -219,7 +219,7 @@ export function startNodeController(
   const { machine } = o.node;
   const { csiDrivers } = o.vol;
   // Ready stays False until the CSINode exists (upstream initializeCSINode), created once the Node is, before any driver registers.
-  const csiNode = stack.use(new CsiNodeInitializer({ initialize: () => csiDrivers.initializeCsiNode(), onInitialized: () => nodeStatusRequests.request(), clock, logger }));
+  const csiNode = stack.use(new CsiNodeInitializer({ drivers: csiDrivers, nodeStatus: nodeStatusRequests, clock, logger }));
   stack
     .use(
       new NodeController({
@@ -377,9 +377,7 @@ export function buildTopologyManager(
 export async function buildDevices(w: Wiring, o: { sources: SourcesReady; nodeStatusRequests: Requests<void>; metrics: KubeletMetrics }): Promise<DeviceManager> {
   const { config, stack, clock, logger } = w;
   const { sources, nodeStatusRequests, metrics } = o;
-  const devices = stack.use(
-    new DeviceManager({ dir: posix.join(config.rootDir, "device-plugins"), clock, logger, onChange: () => nodeStatusRequests.request(), sources, metrics }),
-  );
+  const devices = stack.use(new DeviceManager({ dir: posix.join(config.rootDir, "device-plugins"), clock, logger, nodeStatus: nodeStatusRequests, sources, metrics }));
   await devices.start();
   return devices;
 }

@@ -2,7 +2,7 @@
 import { readFileSync } from "node:fs";
 import { posix } from "node:path";
 import type { CriService } from "../cri/index.ts";
-import { admitPod } from "../node/admission.ts";
+import { NodePredicates } from "../node/admission.ts";
 import type { DeviceManager } from "../devices/index.ts";
 import type { allocatableAmounts, nodeFacts } from "../node/status.ts";
 import type { EventRecorder } from "../events/recorder.ts";
@@ -40,8 +40,8 @@ export function buildAllocation(
   return new AllocationManager({
     store: checkpoints,
     logger,
-    allocatable: () => ({ cpu: nodeAllocatable.cpu, memory: nodeAllocatable.memory }),
-    admit: (pod, others) => admitPod(pod, others, facts),
+    allocatable: { cpu: nodeAllocatable.cpu, memory: nodeAllocatable.memory },
+    admission: new NodePredicates(facts),
   });
 }
 

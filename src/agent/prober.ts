@@ -6,8 +6,7 @@ import type { ProbeMetrics } from "../metrics/probes.ts";
 import { LivenessRestarts, ProbeVerdicts } from "../prober/verdicts.ts";
 import { Requests } from "../util/requests.ts";
 import type { MirrorPods } from "../mirror/index.ts";
-import { reportedContainer } from "../status/api.ts";
-import { isApiPod } from "../pods/source.ts";
+import { LastReported } from "../status/api.ts";
 import type { Wiring } from "./wiring.ts";
 
 /**
@@ -19,19 +18,18 @@ export function buildProber(w: Wiring, o: { cri: CriService; recorder: EventReco
   const { stack, clock, logger } = w;
   const { cri, recorder, probeMetrics, mirrors } = o;
   const syncRequests = new Requests<string>();
-  const restarts = new LivenessRestarts((uid) => syncRequests.request(uid));
+  const restarts = new LivenessRestarts(syncRequests);
   const prober = stack.use(
     createProbeManager({
       cri,
       clock,
       logger,
       recorder,
-      onLivenessFailure: (uid, name, message, gracePeriodSeconds) => restarts.livenessFailed(uid, name, message, gracePeriodSeconds),
-      onChange: (uid) => syncRequests.request(uid),
-      onProbed: (run) => probeMetrics.observe(run),
-      onPodRemoved: (uid) => probeMetrics.forgetPod(uid),
+      restarts,
+      syncRequests,
+      metrics: probeMetrics,
       // What the kubelet before this one (upstream, or this agent before a restart) reported: a ready pod stays Ready.
-      lastReported: (pod, name, id) => reportedContainer(isApiPod(pod) ? pod.status : mirrors?.mirrorOf(pod)?.status, name, id),
+      reported: new LastReported(mirrors),
     }),
   );
   const verdicts = new ProbeVerdicts(prober, restarts);

@@ -39,7 +39,7 @@ export async function buildVolumes(
   const checkpoints = new FileCheckpointStore({ dir: posix.join(config.rootDir, "checkpoints"), clock, logger });
   const autonomy = cluster ? offlineCheckpoint(k.offlineAutonomy, checkpoints, logger) : undefined;
   // CSI drivers register through <rootDir>/plugins_registry (node-driver-registrar); the watcher starts once the node controller has.
-  const csiDrivers = new CsiDrivers({ nodeName: config.nodeName, ...(cluster ? { api: cluster.api } : {}), nodeUid: () => nodeRegistration.uid(), clock, logger });
+  const csiDrivers = new CsiDrivers({ nodeName: config.nodeName, ...(cluster ? { api: cluster.api } : {}), node: nodeRegistration, clock, logger });
   stack.defer(() => csiDrivers.close());
   const pluginWatcher = stack.use(new PluginWatcher({ dir: posix.join(config.rootDir, "plugins_registry"), handlers: { [CSI_PLUGIN_TYPE]: csiDrivers }, clock, logger }));
   const { volumes, podObjects } = stack.use(

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { FakeCheckpointStore } from "../checkpoint/index.ts";
-import { admitPod, type NodeFacts } from "../node/admission.ts";
+import { NodePredicates, type NodeFacts } from "../node/admission.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { ObservedPod } from "../runtime/types.ts";
 import { apiPodStatus } from "../status/api.ts";
@@ -21,8 +21,8 @@ function setup(store = new FakeCheckpointStore(new FakeClock())) {
   const manager = new AllocationManager({
     store,
     logger: memoryLogger().logger,
-    allocatable: () => ({ cpu: node.allocatable.cpu, memory: node.allocatable.memory }),
-    admit: (p, others) => admitPod(p, others, node),
+    allocatable: { cpu: node.allocatable.cpu, memory: node.allocatable.memory },
+    admission: new NodePredicates(node),
   });
   return { store, manager };
 }

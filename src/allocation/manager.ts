@@ -18,7 +18,7 @@
  *   pod worker, finished    removePod
  */
 import type { CheckpointStore } from "../checkpoint/index.ts";
-import { podRequests, type AdmitResult } from "../node/admission.ts";
+import { podRequests, type PodAdmitter } from "../node/admission.ts";
 import type { Pod } from "../pods/schema.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
@@ -42,9 +42,9 @@ export interface AllocationManagerOptions {
   store?: CheckpointStore;
   logger: Logger;
   /** Node allocatable: cpu in millicores, memory in bytes. */
-  allocatable: () => { cpu: number; memory: number };
+  allocatable: { cpu: number; memory: number };
   /** Node admission of `pod` next to `others` (upstream canAdmitPod); others come with their allocated resources. */
-  admit: (pod: Pod, others: Pod[]) => AdmitResult;
+  admission: PodAdmitter;
 }
 
 export class AllocationManager {
@@ -178,14 +178,14 @@ export class AllocationManager {
   /** Upstream canResizePod: beyond the node's allocatable is Infeasible; beyond what is left of it is Deferred. */
   private fits(pod: Pod, others: Pod[]): ResizePending | undefined {
     const wanted = podRequests(pod);
-    const node = this.opts.allocatable();
+    const node = this.opts.allocatable;
     if (wanted.memory > node.memory) {
       return { reason: "Infeasible", message: `Node didn't have enough capacity: memory, requested: ${wanted.memory}, capacity: ${node.memory}` };
     }
     if (wanted.cpu > node.cpu) {
       return { reason: "Infeasible", message: `Node didn't have enough capacity: cpu, requested: ${wanted.cpu}, capacity: ${node.cpu}` };
     }
-    const admitted = this.opts.admit(pod, others);
+    const admitted = this.opts.admission.admit(pod, others);
     return admitted.admit ? undefined : { reason: "Deferred", message: admitted.message };
   }
 

@@ -3,13 +3,18 @@ import { podUid } from "../pods/identity.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { PodCgroups } from "./pod-cgroups.ts";
 
+/** Where a pod's cgroup is (relative to the hierarchy root), for the stats; undefined when it has none (yet). */
+export interface PodCgroupPaths {
+  podCgroupPath(ref: { uid: string }): string | undefined;
+}
+
 /**
  * Pod cgroups as the pod syncer and the stats see them: a pod's cgroup is
  * made after the QoS totals are updated with the pod counted once among the
  * active pods (upstream syncPod: it is active from its second sync on), and
  * an active pod's cgroup path is where its stats are read.
  */
-export class ActivePodCgroups {
+export class ActivePodCgroups implements PodCgroupPaths {
   constructor(
     private readonly cgroups: Pick<PodCgroups, "updateQos" | "ensurePod" | "removePod" | "podCgroupPath">,
     private readonly pods: ActivePods,

@@ -14,6 +14,7 @@ import { ApiError, isApiReason } from "../api/errors.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
+import type { NodeUid } from "../node/registration.ts";
 import { type CsiNodeClient, GrpcCsiNodeClient, type NodeInfo } from "./client.ts";
 import type { PluginHandler } from "./plugin-watcher.ts";
 
@@ -49,7 +50,7 @@ export interface CsiDriversOptions {
   /** Absent standalone: drivers register, and nothing is written to an API. */
   api?: KubeApi;
   /** The Node's UID once registered (the CSINode's owner reference). */
-  nodeUid: () => string | undefined;
+  node: NodeUid;
   clock: Clock;
   logger: Logger;
   /** Injected for tests; the gRPC client by default. */
@@ -248,7 +249,7 @@ export class CsiDrivers implements PluginHandler {
   }
 
   private newCsiNode(drivers: Record<string, unknown>[]): ApiObject {
-    const uid = this.opts.nodeUid();
+    const uid = this.opts.node.uid();
     const metadata: Record<string, unknown> = { name: this.opts.nodeName, annotations: { [MIGRATED_PLUGINS_ANNOTATION]: MIGRATED_PLUGINS } };
     if (uid) metadata.ownerReferences = [{ apiVersion: "v1", kind: "Node", name: this.opts.nodeName, uid }];
     return { apiVersion: "storage.k8s.io/v1", kind: "CSINode", metadata, spec: { drivers } };

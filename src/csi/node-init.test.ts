@@ -11,7 +11,7 @@ describe("CsiNodeInitializer (upstream initializeCSINode as a readiness gate)", 
   test("not yet initialized until the CSINode is made; then no error and a status update asked for", async () => {
     const clock = new FakeClock();
     let asked = 0;
-    const init = new CsiNodeInitializer({ initialize: async () => {}, onInitialized: () => asked++, clock, logger: memoryLogger().logger });
+    const init = new CsiNodeInitializer({ drivers: { initializeCsiNode: async () => {} }, nodeStatus: { request: () => void asked++ }, clock, logger: memoryLogger().logger });
     expect(init.storageError()).toBe("CSINode is not yet initialized");
     await init.run();
     expect(init.storageError()).toBeUndefined();
@@ -23,11 +23,13 @@ describe("CsiNodeInitializer (upstream initializeCSINode as a readiness gate)", 
     const tries: number[] = [];
     let failures = 7;
     const init = new CsiNodeInitializer({
-      initialize: async () => {
-        tries.push(clock.now());
-        if (failures-- > 0) throw new Error("csinodes is forbidden");
+      drivers: {
+        initializeCsiNode: async () => {
+          tries.push(clock.now());
+          if (failures-- > 0) throw new Error("csinodes is forbidden");
+        },
       },
-      onInitialized: () => {},
+      nodeStatus: { request: () => {} },
       clock,
       logger: memoryLogger().logger,
     });
@@ -47,11 +49,13 @@ describe("CsiNodeInitializer (upstream initializeCSINode as a readiness gate)", 
     const clock = new FakeClock();
     let tries = 0;
     const init = new CsiNodeInitializer({
-      initialize: async () => {
-        tries++;
-        throw new Error("no API server");
+      drivers: {
+        initializeCsiNode: async () => {
+          tries++;
+          throw new Error("no API server");
+        },
       },
-      onInitialized: () => {},
+      nodeStatus: { request: () => {} },
       clock,
       logger: memoryLogger().logger,
     });

@@ -11,6 +11,8 @@ import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import type { StorageHealth } from "../node/controller.ts";
+import type { RequestSink } from "../util/requests.ts";
+import type { CsiDrivers } from "./drivers.ts";
 
 const STEPS_MS = [15, 90, 540, 3_240, 19_440, 116_640];
 const NOT_YET = "CSINode is not yet initialized";
@@ -22,10 +24,10 @@ export class CsiNodeInitializer implements StorageHealth, AsyncDisposable {
 
   constructor(
     private readonly opts: {
-      /** Creates the CSINode (or annotates it); csi/drivers.ts initializeCsiNode. */
-      initialize: () => Promise<void>;
-      /** Runs when the CSINode is done: the node status goes out at once instead of at the next period. */
-      onInitialized: () => void;
+      /** Creates the CSINode (or annotates it): the CSI drivers (drivers.ts). */
+      drivers: Pick<CsiDrivers, "initializeCsiNode">;
+      /** Asked for a node status update when the CSINode is done: it goes out at once instead of at the next period. */
+      nodeStatus: RequestSink<void>;
       clock: Clock;
       logger: Logger;
     },
@@ -44,9 +46,9 @@ export class CsiNodeInitializer implements StorageHealth, AsyncDisposable {
   async run(): Promise<void> {
     for (let attempt = 0; !this.stopping.signal.aborted; attempt++) {
       try {
-        await this.opts.initialize();
+        await this.opts.drivers.initializeCsiNode();
         this.error = undefined;
-        this.opts.onInitialized();
+        this.opts.nodeStatus.request();
         return;
       } catch (err) {
         this.error = `failed to initialize CSINode: ${errorMessage(err)}`;

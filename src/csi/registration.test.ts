@@ -41,7 +41,7 @@ async function setup(opts: { driver?: Partial<ConstructorParameters<typeof FakeC
   cleanup.push(() => driver.close());
   const api = fakeApi();
   const { logger, lines } = memoryLogger();
-  const drivers = new CsiDrivers({ nodeName: "n1", api, nodeUid: () => "node-uid", clock: realClock, logger, updateAttempts: 1 });
+  const drivers = new CsiDrivers({ nodeName: "n1", api, node: { uid: () => "node-uid" }, clock: realClock, logger, updateAttempts: 1 });
   cleanup.push(() => drivers.close());
   const watcher = new PluginWatcher({ dir: registry, handlers: { [CSI_PLUGIN_TYPE]: drivers }, clock: realClock, logger, periodMs: 3_600_000 });
   cleanup.push(() => watcher[Symbol.asyncDispose]());
@@ -194,7 +194,7 @@ describe("CSINode at startup (upstream initializeCSINode)", () => {
   const migrated =
     "kubernetes.io/aws-ebs,kubernetes.io/azure-disk,kubernetes.io/azure-file,kubernetes.io/cinder,kubernetes.io/gce-pd,kubernetes.io/portworx-volume,kubernetes.io/vsphere-volume";
   const drivers = (api: FakeKubeApi) =>
-    new CsiDrivers({ nodeName: "n1", api, nodeUid: () => "node-uid", clock: new FakeClock(), logger: memoryLogger().logger, updateAttempts: 1 });
+    new CsiDrivers({ nodeName: "n1", api, node: { uid: () => "node-uid" }, clock: new FakeClock(), logger: memoryLogger().logger, updateAttempts: 1 });
 
   test("created with no drivers, owned by the Node, with upstream's migrated-plugins annotation, before any driver registers", async () => {
     const api = fakeApi();

@@ -56,7 +56,7 @@ async function setup(opts: { devices?: string[]; preStart?: boolean; preferred?:
     dir,
     clock,
     logger,
-    onChange: () => changes++,
+    nodeStatus: { request: () => void changes++ },
     sources: { allSourcesReady: () => opts.sourcesReady ?? true },
     metrics: { devicePluginRegistered: (r) => void metrics.registered.push(r), devicePluginAllocated: (r) => void metrics.allocated.push(r) },
   });

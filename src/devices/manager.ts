@@ -35,6 +35,7 @@ import { Registration } from "./gen/deviceplugin/api.ts";
 import { dialUnix, RpcError, serveUnix, type UnixServer } from "../util/grpc.ts";
 import { allocationOrder, containerNeeds, podNeeds } from "./needs.ts";
 import { status as GrpcStatus } from "@grpc/grpc-js";
+import type { RequestSink } from "../util/requests.ts";
 
 export const KUBELET_SOCKET = "kubelet.sock";
 export const SUPPORTED_VERSIONS = ["v1beta1"];
@@ -67,8 +68,8 @@ export interface DeviceManagerOptions {
   dir: string;
   clock: Clock;
   logger: Logger;
-  /** Capacity or allocatable of a resource changed: the node status should go out. */
-  onChange: () => void;
+  /** Asked for a node status update when capacity or allocatable of a resource changed (the node controller serves it). */
+  nodeStatus: RequestSink<void>;
   /**
    * Every pod source delivered its pods: from then on, allocations of pods
    * that are not active any more are freed (before it, a restarted agent
@@ -240,7 +241,7 @@ export class DeviceManager implements AsyncDisposable {
     delete state.stoppedAt;
     this.opts.logger.info("device plugin devices", { resource, healthy: healthy.size, unhealthy: unhealthy.size });
     this.writeCheckpoint();
-    this.opts.onChange();
+    this.opts.nodeStatus.request();
   }
 
   /** The plugin went away: its devices are unhealthy at once, and gone from capacity after the grace period (upstream). */
@@ -257,13 +258,13 @@ export class DeviceManager implements AsyncDisposable {
     for (const id of state.healthy) state.unhealthy.add(id);
     state.healthy = new Set();
     state.stoppedAt = clock.now();
-    this.opts.onChange();
+    this.opts.nodeStatus.request();
     const cancel = clock.setTimer(ENDPOINT_STOP_GRACE_MS, () => {
       this.cancelTimers.delete(cancel);
       if (this.resources.get(resource) !== state || state.endpoint) return;
       logger.info("device plugin gone past its grace period; capacity 0", { resource });
       state.unhealthy = new Set();
-      this.opts.onChange();
+      this.opts.nodeStatus.request();
     });
     this.cancelTimers.add(cancel);
   }

@@ -3,14 +3,14 @@
  * counter of probe runs by type and result and a histogram of their
  * durations, per container. A pod's series go when the pod goes.
  */
-import type { ProbeRun } from "../prober/manager.ts";
+import type { ProbeRun, ProbeRunSink } from "../prober/manager.ts";
 import { alpha, Registry } from "./registry.ts";
 import { podUid } from "../pods/identity.ts";
 
 const typeName = { liveness: "Liveness", readiness: "Readiness", startup: "Startup" } as const;
 const resultName = { success: "successful", failure: "failed", unknown: "unknown" } as const;
 
-export class ProbeMetrics {
+export class ProbeMetrics implements ProbeRunSink {
   private readonly registry = new Registry();
   private readonly total = this.registry.counter("prober_probe_total", alpha("Cumulative number of a liveness, readiness or startup probe for a container by result."), [
     "probe_type",

@@ -12,16 +12,22 @@ import type { Logger } from "../util/log.ts";
 import type { Pod } from "../pods/schema.ts";
 import { podFullName, podUid } from "../pods/identity.ts";
 import { ConfigHashAnnotation, ConfigMirrorAnnotation, ConfigSourceAnnotation } from "../pods/source.ts";
+import type { NodeUid } from "../node/registration.ts";
 
 export interface MirrorPodsOptions {
   api: Pick<KubeApi, "createPod" | "deletePod">;
   nodeName: string;
   /** The Node's UID once registered; mirrors wait for it (their owner reference needs it). */
-  nodeUid: () => string | undefined;
+  node: NodeUid;
   logger: Logger;
 }
 
-export class MirrorPods {
+/** A static pod's mirror pod as the API server has it (its status goes there). */
+export interface MirrorOf {
+  mirrorOf(staticPod: Pod): Pod | undefined;
+}
+
+export class MirrorPods implements MirrorOf {
   private mirrors = new Map<string, Pod>();
   private syncing: Promise<void> | undefined;
 
@@ -43,7 +49,7 @@ export class MirrorPods {
   }
 
   private async pass(staticPods: Pod[]): Promise<void> {
-    const nodeUid = this.opts.nodeUid();
+    const nodeUid = this.opts.node.uid();
     if (!nodeUid) return;
     const wanted = new Map(staticPods.map((p) => [podFullName(p), p]));
     for (const [fullName, mirror] of this.mirrors) {

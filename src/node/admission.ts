@@ -137,3 +137,12 @@ export function admitPod(pod: Pod, others: Pod[], node: NodeFacts): AdmitResult 
     return { admit: false, reason: "NodePorts", message: "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports" };
   return fitsResources(pod, others, node);
 }
+
+/** The kubelet's predicates against this node (admitPod) as a PodAdmitter: what a resize must still fit. */
+export class NodePredicates implements PodAdmitter {
+  constructor(private readonly node: NodeFacts) {}
+
+  admit(pod: Pod, active: Pod[]): AdmitResult {
+    return admitPod(pod, active, this.node);
+  }
+}

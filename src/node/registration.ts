@@ -4,7 +4,13 @@
  * their owner reference; CSINode is created once it exists). The controller
  * writes it; the others read it or wait for it.
  */
-export class NodeRegistration {
+/** The registered Node's UID, for what the Node owns (mirror pods, CSINode). */
+export interface NodeUid {
+  /** Undefined until the node is registered (or when it never is: registerNode false). */
+  uid(): string | undefined;
+}
+
+export class NodeRegistration implements NodeUid {
   private nodeUid: string | undefined;
   private readonly first = Promise.withResolvers<string>();
 

@@ -34,8 +34,8 @@ function setup(extra: Partial<ProbeManagerOptions> = {}) {
     logger: memoryLogger().logger,
     recorder,
     probe,
-    onLivenessFailure: (uid, name, message, grace) => kills.push({ uid, name, message, grace }),
-    onChange: (uid) => changes.push(uid),
+    restarts: { livenessFailed: (uid, name, message, grace) => void kills.push({ uid, name, message, grace }) },
+    syncRequests: { request: (uid) => void changes.push(uid) },
     ...extra,
   });
   /** Advances the clock and lets the probes it started finish. */
@@ -106,7 +106,7 @@ describe("probe manager", () => {
 
   test("a container the pod's reported status shows ready and started keeps both until its probes say otherwise; another container ID does not", async () => {
     const reported: Record<string, { ready: boolean; started: boolean }> = { c1: { ready: true, started: true } };
-    const t = setup({ lastReported: (_pod, _name, id) => reported[id] });
+    const t = setup({ reported: { reportedContainer: (_pod, _name, id) => reported[id] } });
     t.answers.ready = "failure";
     const probes = { startupProbe: exec("start", { periodSeconds: 60 }), readinessProbe: exec("ready", { failureThreshold: 2 }) };
     t.manager.addPod(pod("u1", probes), running("c1", t.clock.now()), "10.0.0.1");
@@ -310,7 +310,7 @@ describe("probe manager", () => {
       clock,
       logger: memoryLogger().logger,
       recorder: { event: (_o, _t, _r, m) => events.push(m) },
-      onLivenessFailure: () => {},
+      restarts: { livenessFailed: () => {} },
     });
     manager.addPod(pod("u1", { readinessProbe: { exec: { command: ["cat", "/tmp/ok"] }, periodSeconds: 1 } }), running(id, clock.now()), "");
     await Bun.sleep(1);

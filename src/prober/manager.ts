@@ -40,12 +40,37 @@ import { parseProbe, probeField, type ProbeSpec, type ProbeType } from "./schema
 import { ProbeWorker } from "./worker.ts";
 import { podFullName, podUid } from "../pods/identity.ts";
 import { isSidecar } from "../pods/spec.ts";
+import type { RequestSink } from "../util/requests.ts";
 
 export interface RunningContainer {
   containerName: string;
   containerId: string;
   /** ms since the epoch. */
   startedAt: number;
+}
+
+/** Restarts a container whose liveness (or startup) probe failed (verdicts.ts: LivenessRestarts). */
+export interface LivenessFailures {
+  /** `gracePeriodSeconds` is the probe's terminationGracePeriodSeconds override, undefined when it has none. */
+  livenessFailed(podUid: string, containerName: string, message: string, gracePeriodSeconds?: number): void;
+}
+
+/** Where probe runs are counted, for `/metrics/probes` (metrics/probes.ts: ProbeMetrics). */
+export interface ProbeRunSink {
+  /** Every probe run with its outcome and duration. */
+  observe(run: ProbeRun): void;
+  /** A pod's probes are gone for good (its metric series can go too). */
+  forgetPod(uid: string): void;
+}
+
+/**
+ * What the API server's copy of the pod's status last said of a container
+ * instance (a static pod's: its mirror's), as written by the kubelet that
+ * ran it before; undefined when it says nothing of that container ID
+ * (status/api.ts: LastReported).
+ */
+export interface ReportedContainers {
+  reportedContainer(pod: Pod, containerName: string, containerId: string): { ready: boolean; started: boolean } | undefined;
 }
 
 export interface ProbeManagerOptions {
@@ -55,25 +80,18 @@ export interface ProbeManagerOptions {
   recorder?: EventRecorder;
   /**
    * A liveness (or startup) probe reached failureThreshold: kill and restart
-   * the container. Called at most once per container instance, from a timer,
-   * never from within addPod. `terminationGracePeriodSeconds` is the probe's
-   * override, undefined when it has none.
+   * the container. Told at most once per container instance, from a timer,
+   * never from within addPod.
    */
-  onLivenessFailure: (podUid: string, containerName: string, message: string, terminationGracePeriodSeconds?: number) => void;
-  /** A container's readiness or started state changed. */
-  onChange?: (podUid: string) => void;
+  restarts: LivenessFailures;
+  /** Asked to sync a pod when a container's readiness or started state changed. */
+  syncRequests?: RequestSink<string>;
   /** Replaces runProbe; for tests. */
   probe?: (spec: ProbeSpec, target: ProbeTarget, signal: AbortSignal) => Promise<ProbeOutcome>;
-  /** Every probe run with its outcome and duration, for `/metrics/probes`. */
-  onProbed?: (run: ProbeRun) => void;
-  /**
-   * What the API server's copy of the pod's status last said of a container
-   * instance (a static pod's: its mirror's), as written by the kubelet that
-   * ran it before; undefined when it says nothing of that container ID.
-   */
-  lastReported?: (pod: Pod, containerName: string, containerId: string) => { ready: boolean; started: boolean } | undefined;
-  /** A pod's probes are gone for good (its metric series can go too). */
-  onPodRemoved?: (uid: string) => void;
+  /** Probe runs and removed pods, for `/metrics/probes`. */
+  metrics?: ProbeRunSink;
+  /** What the kubelet before this one reported of a container: a ready pod stays Ready. */
+  reported?: ReportedContainers;
 }
 
 export interface ProbeRun {
@@ -127,7 +145,7 @@ export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
   const pods = new Map<string, PodEntry>();
   const stopping = new Set<Promise<void>>();
 
-  const notify = (podUid: string) => opts.onChange?.(podUid);
+  const notify = (podUid: string) => opts.syncRequests?.request(podUid);
   caches.readiness.onUpdate((u) => notify(u.podUid));
   caches.startup.onUpdate((u) => {
     notify(u.podUid);
@@ -154,7 +172,7 @@ export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
     return async (spec: ProbeSpec, target: ProbeTarget, signal: AbortSignal): Promise<ProbeOutcome> => {
       const started = opts.clock.now();
       const outcome = await runOne(spec, target, signal);
-      opts.onProbed?.({ type, pod: target.pod, container, result: outcome.result, durationMs: opts.clock.now() - started });
+      opts.metrics?.observe({ type, pod: target.pod, container, result: outcome.result, durationMs: opts.clock.now() - started });
       return outcome;
     };
   }
@@ -168,7 +186,7 @@ export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
     const uid = podUid(entry.pod);
     const c: ContainerEntry = { name: spec.name, containerId: run.containerId, workers: new Map(), declared: new Set(), killRequested: false };
     const logger = opts.logger.with({ pod: podFullName(entry.pod), container: spec.name, containerId: run.containerId });
-    const reported = opts.lastReported?.(entry.pod, spec.name, run.containerId);
+    const reported = opts.reported?.reportedContainer(entry.pod, spec.name, run.containerId);
     const carried: Partial<Record<ProbeType, "success">> = { ...(reported?.started ? { startup: "success" } : {}), ...(reported?.ready ? { readiness: "success" } : {}) };
     if (reported?.ready || reported?.started)
       logger.v(2).info("probe results carried over from the pod's reported status until probed", { ready: reported.ready, started: reported.started });
@@ -201,7 +219,7 @@ export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
           c.killRequested = true;
           const message = `Container ${spec.name} failed ${type} probe, will be restarted`;
           logger.info("container failed probe, will be restarted", { probe: type });
-          opts.onLivenessFailure(uid, spec.name, message, probe.terminationGracePeriodSeconds ?? undefined);
+          opts.restarts.livenessFailed(uid, spec.name, message, probe.terminationGracePeriodSeconds ?? undefined);
         },
       });
       c.workers.set(type, worker);
@@ -238,7 +256,7 @@ export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
       if (!entry) return;
       for (const c of entry.containers.values()) stopContainer(c);
       pods.delete(uid);
-      opts.onPodRemoved?.(uid);
+      opts.metrics?.forgetPod(uid);
     },
 
     isStarted(uid, containerName, containerId) {

@@ -20,7 +20,7 @@ function fakeManager() {
 
 test("a liveness failure marks the container ID that was probed, and only it", () => {
   const woken: string[] = [];
-  const restarts = new LivenessRestarts((uid) => woken.push(uid));
+  const restarts = new LivenessRestarts({ request: (uid) => void woken.push(uid) });
   const manager = fakeManager();
   const v = new ProbeVerdicts(manager, restarts);
   v.addPod(pod, [{ containerName: "app", containerId: "c1", startedAt: 0 }], "10.0.0.1");
@@ -41,7 +41,7 @@ test("a liveness failure marks the container ID that was probed, and only it", (
 
 test("readiness and startup are the prober's", () => {
   const manager = fakeManager();
-  const v = new ProbeVerdicts(manager, new LivenessRestarts(() => {}));
+  const v = new ProbeVerdicts(manager, new LivenessRestarts({ request: () => {} }));
   expect(v.isReady("u1", "app")).toBe(false);
   manager.ready.add("u1/app");
   expect(v.isReady("u1", "app")).toBe(true);

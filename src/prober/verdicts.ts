@@ -8,18 +8,19 @@
  * readiness view and the add/remove calls they make, the restarts kept in step.
  */
 import type { Pod } from "../pods/schema.ts";
-import type { ProbeManager, RunningContainer } from "./manager.ts";
+import type { LivenessFailures, ProbeManager, RunningContainer } from "./manager.ts";
+import type { RequestSink } from "../util/requests.ts";
 import type { ProbeFailure } from "./types.ts";
 import { podUid } from "../pods/identity.ts";
 
-export class LivenessRestarts {
+export class LivenessRestarts implements LivenessFailures {
   private readonly probed = new Map<string, Map<string, string>>(); // pod UID → container name → ID given to the prober
   private readonly restart = new Map<string, Map<string, ProbeFailure>>(); // pod UID → container ID → why
 
-  constructor(private readonly wake: (podUid: string) => void) {}
+  constructor(private readonly syncRequests: RequestSink<string>) {}
 
   /**
-   * The prober's onLivenessFailure: restart the container that was probed,
+   * The prober's liveness failures: restart the container that was probed,
    * within the probe's terminationGracePeriodSeconds when it has one.
    */
   livenessFailed(podUid: string, containerName: string, message: string, gracePeriodSeconds?: number): void {
@@ -27,7 +28,7 @@ export class LivenessRestarts {
     if (!id) return;
     const failure: ProbeFailure = gracePeriodSeconds !== undefined ? { message, gracePeriodSeconds } : { message };
     this.restart.set(podUid, new Map([...(this.restart.get(podUid) ?? []), [id, failure]]));
-    this.wake(podUid);
+    this.syncRequests.request(podUid);
   }
 
   /** For the runtime manager's planner: running containers of a pod to restart. */

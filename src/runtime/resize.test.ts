@@ -115,8 +115,8 @@ describe("CriPodRuntime applies a resize in upstream's order", () => {
     const allocation = new AllocationManager({
       store: new FakeCheckpointStore(clock),
       logger: memoryLogger().logger,
-      allocatable: () => ({ cpu: 2000, memory: 1024 * MI }),
-      admit: () => ({ admit: true }),
+      allocatable: { cpu: 2000, memory: 1024 * MI },
+      admission: { admit: () => ({ admit: true }) },
     });
     const order: string[] = [];
     const runtime = new CriPodRuntime(

@@ -28,6 +28,7 @@ import type { Logger } from "../util/log.ts";
 import { SYSTEM_CRITICAL_PRIORITY } from "../pods/source.ts";
 import { podUid } from "../pods/identity.ts";
 import type { ActivePods, PodStopper } from "../pods/active.ts";
+import type { RequestSink } from "../util/requests.ts";
 
 export const NODE_SHUTDOWN_NOT_ADMITTED_REASON = "NodeShutdown";
 export const NODE_SHUTDOWN_NOT_ADMITTED_MESSAGE = "Pod was rejected as the node is shutting down.";
@@ -79,8 +80,8 @@ export interface NodeShutdownOptions {
   logger: Logger;
   recorder?: EventRecorder;
   nodeName: string;
-  /** Asks for a node status update now (the Ready condition changes). */
-  nodeStatusChanged?: () => void;
+  /** Asked for a node status update now (the Ready condition changes). */
+  nodeStatus?: RequestSink<void>;
   /** How often to look whether a group's pods stopped. */
   pollMs?: number;
 }
@@ -105,7 +106,7 @@ export class NodeShutdownManager {
   cancel(): void {
     this.shuttingDown = false;
     this.running = undefined;
-    this.opts.nodeStatusChanged?.();
+    this.opts.nodeStatus?.request();
   }
 
   /** Stops every active pod, group by group; resolves when all stopped or every budget ran out. Idempotent. */
@@ -125,7 +126,7 @@ export class NodeShutdownManager {
     this.shuttingDown = true;
     logger.info("Shutdown manager detected new shutdown event");
     this.opts.recorder?.event(nodeRef(this.opts.nodeName), "Normal", "Shutdown", "Shutdown manager detected shutdown event");
-    this.opts.nodeStatusChanged?.();
+    this.opts.nodeStatus?.request();
     for (const { group, pods } of groupPods(this.opts.pods.activePods(), this.opts.groups)) {
       // No pods in this priority range: do not wait for it (upstream).
       if (!pods.length) continue;

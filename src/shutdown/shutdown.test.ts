@@ -67,7 +67,7 @@ describe("graceful node shutdown", () => {
       logger: memoryLogger().logger,
       recorder: { event: (ref, type, reason, message) => void events.push(`${ref.kind}/${ref.name} ${type} ${reason} ${message}`) },
       nodeName: "n1",
-      nodeStatusChanged: () => void statusUpdates++,
+      nodeStatus: { request: () => void statusUpdates++ },
     });
     expect(manager.status()).toBeUndefined();
     expect(manager.admit()).toEqual({ admit: true });

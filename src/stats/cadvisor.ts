@@ -34,6 +34,7 @@ import type { PodRef } from "../pods/identity.ts";
 import type { PodIndex } from "./pods.ts";
 import { isIgnoredInterface, parseDiskstats, parseMaxOpenFilesSoft, parseNetDev, type DiskStats, type InterfaceCounters } from "./procfs.ts";
 import type { FsStats, Summary } from "./types.ts";
+import type { PodCgroupPaths } from "../cgroups/active.ts";
 
 export interface CadvisorFs {
   /** The filesystem's device as /proc/self/mountinfo names its source (e.g. /dev/sda1). */
@@ -93,7 +94,7 @@ export interface CadvisorReadContext {
   cgroups: CgroupReader;
   /** The pods parent cgroup. */
   podsCgroup: string;
-  podCgroupPath: (pod: { uid: string }) => string | undefined;
+  podCgroups: PodCgroupPaths | undefined;
   /** The kubelet root directory (nodefs). */
   rootDir: string;
   /** The image filesystem's mount point, when the runtime named one. */
@@ -306,7 +307,7 @@ export function buildCadvisorView(ctx: CadvisorReadContext, summary: Summary, in
     const sandbox = index.sandboxOf(pod.uid);
     if (!sandbox) continue;
     const stats = statsByUid.get(pod.uid);
-    const podPath = ctx.podCgroupPath(pod);
+    const podPath = ctx.podCgroups?.podCgroupPath(pod);
     const labels = { pod: pod.name, namespace: pod.namespace };
     if (podPath !== undefined) {
       for (const m of between(ctx.podsCgroup, podPath)) middle.add(m);

@@ -33,7 +33,7 @@ test("one pass covers 110 pods of two containers each, logs included, without a 
     rootDir: node.rootDir,
     fsRoot: node.fsRoot,
     cgroupRoot: "/kubepods",
-    podCgroupPath: node.podCgroup,
+    podCgroups: { podCgroupPath: node.podCgroup },
     cri,
     pods: { activePods: () => pods.map((metadata) => ({ metadata })) },
     podLogsDir: node.podLogsDir,

@@ -35,7 +35,7 @@ function setup(version: "v1" | "v2", extra: Partial<Parameters<typeof createStat
     rootDir: node.rootDir,
     fsRoot: node.fsRoot,
     cgroupRoot: "/kubepods",
-    podCgroupPath: node.podCgroup,
+    podCgroups: { podCgroupPath: node.podCgroup },
     cri,
     pods: { activePods: () => pods.map((metadata) => ({ metadata })) },
     podLogsDir: node.podLogsDir,
@@ -414,22 +414,25 @@ describe("volumes measured by their CSI driver", () => {
     let used = 4096;
     setup("v1", {
       volumeStatsAggPeriodMs: 60_000,
-      driverVolumes: async (uid) => {
-        asked.push(uid);
-        return uid === web.uid
-          ? [
-              {
-                name: "data",
-                pvcRef: { name: "claim", namespace: "default" },
-                capacityBytes: 1 << 30,
-                availableBytes: (1 << 30) - used,
-                usedBytes: used,
-                inodes: 100,
-                inodesFree: 90,
-                inodesUsed: 10,
-              },
-            ]
-          : [];
+      volumes: {
+        claimVolumes: () => [],
+        driverVolumeStats: async (uid) => {
+          asked.push(uid);
+          return uid === web.uid
+            ? [
+                {
+                  name: "data",
+                  pvcRef: { name: "claim", namespace: "default" },
+                  capacityBytes: 1 << 30,
+                  availableBytes: (1 << 30) - used,
+                  usedBytes: used,
+                  inodes: 100,
+                  inodesFree: 90,
+                  inodesUsed: 10,
+                },
+              ]
+            : [];
+        },
       },
     });
     await cri.addPod(web, ["app"]);

@@ -25,9 +25,10 @@ import { readNodeStats } from "./node.ts";
 import { netnsOf } from "./pod-network.ts";
 import { buildPodStats, PodIndex } from "./pods.ts";
 import { CpuRates } from "./rate.ts";
-import { DriverVolumeCache, VolumeUsageCache, type ClaimedVolumePath, type DriverVolume, type VolumeUsage } from "./volumes.ts";
+import { DriverVolumeCache, VolumeUsageCache, type PodVolumeStats, type VolumeUsage } from "./volumes.ts";
 import type { FsStats, PodStats, StatsProvider, Summary } from "./types.ts";
 import { podRef } from "../pods/identity.ts";
+import type { PodCgroupPaths } from "../cgroups/active.ts";
 
 /** No ListPodSandboxStats: it can crash containerd 1.6 before 1.6.22 (pod-network.ts). */
 export type StatsCri = Pick<CriService, "listContainerStats" | "listContainers" | "listPodSandbox" | "imageFsInfo">;
@@ -51,8 +52,8 @@ export interface StatsCollectorOptions {
    * node's system container "pods".
    */
   cgroupRoot: string;
-  /** A pod's cgroup relative to the hierarchy root; undefined when it has none (yet). */
-  podCgroupPath: (pod: { uid: string }) => string | undefined;
+  /** A pod's cgroup relative to the hierarchy root (the active pods' cgroups); none without pod cgroups (cgroupsPerQOS false). */
+  podCgroups?: PodCgroupPaths;
   cri: StatsCri;
   /** The pods to report: the active pods (pods/active.ts), asked once per pass; only their identity is read. */
   pods: StatsPods;
@@ -60,10 +61,8 @@ export interface StatsCollectorOptions {
   podLogsDir: string;
   /** How long a volume's measured usage is reused (volumeStatsAggPeriod, default 1m). */
   volumeStatsAggPeriodMs?: number;
-  /** A pod's volumes backed by PersistentVolumeClaims (outside its directory); none without it. */
-  claimedVolumes?: (uid: string) => ClaimedVolumePath[];
-  /** A pod's volumes measured by their plugin (CSI drivers' NodeGetVolumeStats), asked in the background every volumeStatsAggPeriod. */
-  driverVolumes?: (uid: string) => Promise<DriverVolume[]>;
+  /** A pod's volumes outside its directory (claims) and those measured by their plugin (CSI drivers' NodeGetVolumeStats, asked in the background every volumeStatsAggPeriod); none without it. */
+  volumes?: PodVolumeStats;
   /**
    * KubeletPSI (beta, on by default in 1.34): pressure stall information of the
    * node, pods and containers, where the cgroup v2 files exist. Default false.
@@ -102,7 +101,7 @@ export function createStatsCollector(opts: StatsCollectorOptions): StatsCollecto
   const cgroups = createCgroupReader({ fsRoot, version: opts.cgroupVersion });
   const rates = new CpuRates();
   const volumeUsage = new VolumeUsageCache(`${opts.rootDir}/pods`, opts.volumeStatsAggPeriodMs ?? 60_000);
-  const driverVolumes = opts.driverVolumes ? new DriverVolumeCache(opts.volumeStatsAggPeriodMs ?? 60_000, opts.driverVolumes) : undefined;
+  const driverVolumes = opts.volumes ? new DriverVolumeCache(opts.volumeStatsAggPeriodMs ?? 60_000, opts.volumes) : undefined;
   const log = opts.logger.with({ component: "stats" });
   const failing = new Set<string>();
   let last: { summary: Summary; atMs: number; containerStats: CriContainerStats[]; imageFsMount: string | undefined } | undefined;
@@ -196,13 +195,13 @@ export function createStatsCollector(opts: StatsCollectorOptions): StatsCollecto
       nowMs,
       rates,
       cgroups,
-      podCgroupPath: opts.podCgroupPath,
+      podCgroups: opts.podCgroups,
       podLogsDir: opts.podLogsDir,
       nodeFs: statFsCached(opts.rootDir),
       statFs: statFsCached,
       imageFs: image.info,
       volumes: (uid: string): VolumeUsage[] => [
-        ...volumeUsage.volumesOf(uid, nowMs, opts.claimedVolumes?.(uid) ?? []),
+        ...volumeUsage.volumesOf(uid, nowMs, opts.volumes?.claimVolumes(uid) ?? []),
         ...(driverVolumes?.volumesOf(uid, nowMs) ?? []).map(({ name, pvcRef, ...fs }) => ({
           name,
           path: "",
@@ -284,7 +283,7 @@ export function createStatsCollector(opts: StatsCollectorOptions): StatsCollecto
           fsRoot,
           cgroups,
           podsCgroup: opts.cgroupRoot,
-          podCgroupPath: opts.podCgroupPath,
+          podCgroups: opts.podCgroups,
           rootDir: opts.rootDir,
           imageFsMount: pass.imageFsMount,
           sandboxImage,

@@ -31,6 +31,7 @@ import type { VolumeUsage } from "./volumes.ts";
 import type { ContainerStats, FsStats, MemoryStats, PodStats } from "./types.ts";
 import { podLogDirectory } from "../pods/dirs.ts";
 import type { PodRef } from "../pods/identity.ts";
+import type { PodCgroupPaths } from "../cgroups/active.ts";
 
 /** What the CRI listed in one collection; a list that failed is empty. */
 export interface CriSnapshot {
@@ -48,7 +49,7 @@ export interface PodReadContext {
   nowMs: number;
   rates: CpuRates;
   cgroups: CgroupReader;
-  podCgroupPath: (pod: { uid: string }) => string | undefined;
+  podCgroups: PodCgroupPaths | undefined;
   podLogsDir: string;
   /** nodefs: capacity and inodes of `logs` and ephemeral-storage, as upstream's rootFsInfo. */
   nodeFs: FsInfo | undefined;
@@ -118,7 +119,7 @@ export function buildPodStats(ctx: PodReadContext, pod: PodRef, index: PodIndex,
   const sandbox = index.sandboxOf(pod.uid);
   if (!sandbox) return undefined;
   const logDir = podLogDirectory(ctx.podLogsDir, pod);
-  const cgroupPath = attempt(`pod ${pod.uid} cgroup path`, errors, () => ctx.podCgroupPath(pod));
+  const cgroupPath = attempt(`pod ${pod.uid} cgroup path`, errors, () => ctx.podCgroups?.podCgroupPath(pod));
   const out: PodStats = {
     podRef: { name: pod.name, namespace: pod.namespace, uid: pod.uid },
     startTime: nsToIso(sandbox.createdAt),

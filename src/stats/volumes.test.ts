@@ -70,11 +70,13 @@ describe("volumes measured by their driver", () => {
     let calls = 0;
     let fail = false;
     let release: () => void = () => {};
-    const cache = new DriverVolumeCache(60_000, async () => {
-      calls++;
-      if (calls === 3) await new Promise<void>((r) => (release = r)); // a slow driver
-      if (fail) throw new Error("driver gone");
-      return [vol(calls)];
+    const cache = new DriverVolumeCache(60_000, {
+      driverVolumeStats: async () => {
+        calls++;
+        if (calls === 3) await new Promise<void>((r) => (release = r)); // a slow driver
+        if (fail) throw new Error("driver gone");
+        return [vol(calls)];
+      },
     });
     expect(cache.volumesOf("u1", 0)).toEqual([]); // nothing yet; not waited for
     await cache.settled();

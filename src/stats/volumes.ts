@@ -38,6 +38,14 @@ export interface DriverVolume extends MeasuredFs {
   pvcRef?: { name: string; namespace: string };
 }
 
+/** What the volume manager tells the stats of a pod's volumes beyond its directory (volumes/: VolumeManager). */
+export interface PodVolumeStats {
+  /** The pod's volumes backed by PersistentVolumeClaims (outside its directory). */
+  claimVolumes(uid: string): ClaimedVolumePath[];
+  /** The pod's volumes measured by their plugin (CSI drivers' NodeGetVolumeStats). */
+  driverVolumeStats(uid: string): Promise<DriverVolume[]>;
+}
+
 /**
  * A volume outside the pod's directory (a `local` PersistentVolume's path),
  * reported by its claim with the figures of the file system it is on
@@ -162,7 +170,7 @@ export class DriverVolumeCache {
 
   constructor(
     private readonly periodMs: number,
-    private readonly fetch: (uid: string) => Promise<DriverVolume[]>,
+    private readonly source: Pick<PodVolumeStats, "driverVolumeStats">,
   ) {}
 
   /** The pod's last answer ([] before the first one arrives); asks again, without waiting, once the last ask is a period old. */
@@ -173,7 +181,8 @@ export class DriverVolumeCache {
     if (!entry.inFlight && nowMs - entry.askedAtMs >= this.periodMs) {
       const e = entry;
       e.askedAtMs = nowMs;
-      e.inFlight = this.fetch(uid)
+      e.inFlight = this.source
+        .driverVolumeStats(uid)
         .then(
           (volumes) => {
             e.volumes = volumes;

@@ -106,7 +106,7 @@ describe("readiness gates and other writers' conditions", () => {
   test("the manager follows a gate condition changed through the API, and keeps it in later patches", async () => {
     const api = new FakeKubeApi();
     const stored = api.putPod(gated as never);
-    const manager = new ApiStatusManager({ api, hostIPs: () => [], clock: new FakeClock(), logger: memoryLogger().logger });
+    const manager = new ApiStatusManager({ api, hostIPs: [], clock: new FakeClock(), logger: memoryLogger().logger });
     const settle = async () => {
       for (let i = 0; i < 10; i++) await Bun.sleep(0);
     };
@@ -145,7 +145,7 @@ describe("two writers of the pod's conditions", () => {
     const gate = (status: "True" | "False") => ({ type: "example.com/lb", status, lastProbeTime: null, lastTransitionTime: "2026-01-01T00:00:00Z" });
     const api = new FakeKubeApi();
     const stored = api.putPod({ ...gated, status: { phase: "Pending", conditions: [gate("False")] } } as never);
-    const manager = new ApiStatusManager({ api, hostIPs: () => [], clock: new FakeClock(), logger: memoryLogger().logger });
+    const manager = new ApiStatusManager({ api, hostIPs: [], clock: new FakeClock(), logger: memoryLogger().logger });
     const settle = async () => {
       for (let i = 0; i < 10; i++) await Bun.sleep(0);
     };
@@ -170,17 +170,19 @@ describe("the pod's addresses in a strategic merge patch", () => {
   test("a sandbox back with another IP replaces the API's podIPs and hostIPs instead of merging with them (the API refuses two)", async () => {
     const api = new FakeKubeApi();
     const stored = api.putPod(pod as never);
-    let hostIPs = ["192.0.2.1"];
-    const manager = new ApiStatusManager({ api, hostIPs: () => hostIPs, clock: new FakeClock(), logger: memoryLogger().logger });
+    const manager = new ApiStatusManager({ api, hostIPs: ["192.0.2.1"], clock: new FakeClock(), logger: memoryLogger().logger });
     const settle = async () => {
       for (let i = 0; i < 10; i++) await Bun.sleep(0);
     };
     const p = { ...pod, metadata: { ...pod.metadata, uid: stored.metadata!.uid } } as Pod;
     manager.set(p, view("Running", true));
     await settle();
-    // After a reboot: a new sandbox, a new address; the node's address changed too.
-    hostIPs = ["192.0.2.9"];
-    manager.set(p, { ...view("Running", true), podIP: "10.1.0.9", podIPs: [{ ip: "10.1.0.9" }] });
+    // After a reboot: a new sandbox, a new address; the node's address changed too. The agent starts
+    // again and sees the pod with the status the API has.
+    const rebooted = new ApiStatusManager({ api, hostIPs: ["192.0.2.9"], clock: new FakeClock(), logger: memoryLogger().logger });
+    const seen = { ...p, status: api.pods.get("default/web")!.status } as Pod;
+    expect((seen.status as ApiPodStatus).hostIPs).toEqual([{ ip: "192.0.2.1" }]);
+    rebooted.set(seen, { ...view("Running", true), podIP: "10.1.0.9", podIPs: [{ ip: "10.1.0.9" }] });
     await settle();
     const status = api.pods.get("default/web")!.status as ApiPodStatus;
     expect(status.podIPs).toEqual([{ ip: "10.1.0.9" }]);
@@ -192,7 +194,7 @@ describe("an own condition that ends", () => {
   test("PodResizePending, gone from the status once the resize is applied, is removed from the API's pod (a merge by type alone keeps it)", async () => {
     const api = new FakeKubeApi();
     const stored = api.putPod(pod as never);
-    const manager = new ApiStatusManager({ api, hostIPs: () => [], clock: new FakeClock(), logger: memoryLogger().logger });
+    const manager = new ApiStatusManager({ api, hostIPs: [], clock: new FakeClock(), logger: memoryLogger().logger });
     const settle = async () => {
       for (let i = 0; i < 10; i++) await Bun.sleep(0);
     };
@@ -216,7 +218,7 @@ describe("ApiStatusManager", () => {
   test("patches on change only, and deletes a deleted pod with a UID precondition when its worker finishes", async () => {
     const api = new FakeKubeApi();
     const stored = api.putPod(pod as never);
-    const manager = new ApiStatusManager({ api, hostIPs: () => ["192.0.2.1"], clock: new FakeClock(), logger: memoryLogger().logger });
+    const manager = new ApiStatusManager({ api, hostIPs: ["192.0.2.1"], clock: new FakeClock(), logger: memoryLogger().logger });
     const p = { ...pod, metadata: { ...pod.metadata, uid: stored.metadata!.uid } } as Pod;
     manager.set(p, view("Running", true));
     await settle();
@@ -236,7 +238,7 @@ describe("ApiStatusManager", () => {
     const api = new FakeKubeApi();
     const stored = api.putPod(pod as never);
     const logs = memoryLogger();
-    const manager = new ApiStatusManager({ api, hostIPs: () => ["192.0.2.1"], clock: new FakeClock(), logger: logs.logger });
+    const manager = new ApiStatusManager({ api, hostIPs: ["192.0.2.1"], clock: new FakeClock(), logger: logs.logger });
     const p = { ...pod, metadata: { ...pod.metadata, uid: stored.metadata!.uid } } as Pod;
     manager.set(p, view("Running", true));
     await settle();
@@ -258,7 +260,7 @@ describe("ApiStatusManager", () => {
 
   test("static pods are not patched (they report through mirror pods)", async () => {
     const api = new FakeKubeApi();
-    const manager = new ApiStatusManager({ api, hostIPs: () => [], clock: new FakeClock(), logger: memoryLogger().logger });
+    const manager = new ApiStatusManager({ api, hostIPs: [], clock: new FakeClock(), logger: memoryLogger().logger });
     manager.set({ ...pod, metadata: { ...pod.metadata, annotations: { "kubernetes.io/config.source": "file" } } }, view("Running", true));
     await settle();
     expect(api.calls).toEqual([]);
@@ -268,7 +270,7 @@ describe("ApiStatusManager", () => {
     const api = new FakeKubeApi();
     api.putPod(pod as never);
     const clock = new FakeClock();
-    const manager = new ApiStatusManager({ api, hostIPs: () => [], clock, logger: memoryLogger().logger });
+    const manager = new ApiStatusManager({ api, hostIPs: [], clock, logger: memoryLogger().logger });
     const { ApiError } = await import("../api/errors.ts");
     api.failNext("patchPodStatus", new ApiError("ServiceUnavailable", 503, "PATCH", "pods/web/status", "apiserver restarting"));
     manager.set(pod, view("Running", true));
@@ -283,7 +285,7 @@ describe("ApiStatusManager", () => {
   test("a static pod's status goes to its mirror once the mirror exists", async () => {
     const api = new FakeKubeApi();
     let mirror: Pod | undefined;
-    const manager = new ApiStatusManager({ api, hostIPs: () => [], clock: new FakeClock(), logger: memoryLogger().logger, mirrorOf: () => mirror });
+    const manager = new ApiStatusManager({ api, hostIPs: [], clock: new FakeClock(), logger: memoryLogger().logger, mirrors: { mirrorOf: () => mirror } });
     const staticPod: Pod = { ...pod, metadata: { ...pod.metadata, uid: "static-uid", annotations: { "kubernetes.io/config.source": "file" } } };
     manager.set(staticPod, view("Running", true));
     await settle();
@@ -300,7 +302,7 @@ describe("ApiStatusManager", () => {
     const stored = api.putPod(pod as never);
     const clock = new FakeClock();
     const log = memoryLogger();
-    const manager = new ApiStatusManager({ api, hostIPs: () => [], clock, logger: log.logger });
+    const manager = new ApiStatusManager({ api, hostIPs: [], clock, logger: log.logger });
     const p = { ...pod, metadata: { ...pod.metadata, uid: stored.metadata!.uid } } as Pod;
     api.setReachable(false);
     manager.set(p, view("Pending", false));
@@ -334,7 +336,7 @@ describe("ApiStatusManager", () => {
     api.putPod(pod as never);
     const clock = new FakeClock();
     const log = memoryLogger();
-    const manager = new ApiStatusManager({ api, hostIPs: () => [], clock, logger: log.logger });
+    const manager = new ApiStatusManager({ api, hostIPs: [], clock, logger: log.logger });
     api.failNext("patchPodStatus", new ApiError("ServiceUnavailable", 503, "PATCH", "pods/web/status", "restarting"));
     api.failNext("patchPodStatus", new ApiError("ServiceUnavailable", 503, "PATCH", "pods/web/status", "restarting"));
     manager.set(pod, view("Running", true));

@@ -17,6 +17,7 @@ import { isTerminalPhase, type PodStatusView } from "./phase.ts";
 import { isApiPod } from "../pods/source.ts";
 import { podUid } from "../pods/identity.ts";
 import { isSidecar } from "../pods/spec.ts";
+import type { MirrorOf } from "../mirror/index.ts";
 
 export interface PodCondition {
   type: string;
@@ -60,6 +61,15 @@ export function unreadyGates(pod: Pod, conditions: readonly PodCondition[]): str
  * judged them, or undefined when it names another container ID (or none).
  * The API's containerID is `<runtime>://<id>`.
  */
+/** What the API server's copy of a pod (a static pod's: its mirror) last said of a container instance, for the prober. */
+export class LastReported {
+  constructor(private readonly mirrors: MirrorOf | undefined) {}
+
+  reportedContainer(pod: Pod, containerName: string, containerId: string): { ready: boolean; started: boolean } | undefined {
+    return reportedContainer(isApiPod(pod) ? pod.status : this.mirrors?.mirrorOf(pod)?.status, containerName, containerId);
+  }
+}
+
 export function reportedContainer(status: unknown, containerName: string, containerId: string): { ready: boolean; started: boolean } | undefined {
   // Sidecars (restartable init containers) are probed too: their statuses are the init containers'.
   const of = (key: "containerStatuses" | "initContainerStatuses") => (status as Record<string, unknown> | undefined)?.[key];
@@ -80,7 +90,7 @@ export function reportedContainer(status: unknown, containerName: string, contai
 export function apiPodStatus(
   pod: Pod,
   view: PodStatusView,
-  ctx: { hostIPs: string[]; previous: ApiPodStatus | undefined; now: number; apiConditions?: readonly PodCondition[] },
+  ctx: { hostIPs: readonly string[]; previous: ApiPodStatus | undefined; now: number; apiConditions?: readonly PodCondition[] },
 ): ApiPodStatus {
   const previous = ctx.previous;
   const phase = previous && isTerminalPhase(previous.phase as PodStatusView["phase"]) ? previous.phase : view.phase;
@@ -156,13 +166,14 @@ export function apiPodStatus(
 
 export interface ApiStatusManagerOptions {
   api: Pick<KubeApi, "patchPodStatus" | "deletePod">;
-  hostIPs: () => string[];
+  /** The node's addresses, as the pods' hostIPs (and podIPs with hostNetwork). */
+  hostIPs: readonly string[];
   clock: Clock;
   logger: Logger;
   /** Also keeps statuses for local readers (/pods). */
   local?: StatusSink;
   /** A static pod's status goes to its mirror pod. */
-  mirrorOf?: (staticPod: Pod) => Pod | undefined;
+  mirrors?: MirrorOf;
 }
 
 interface Entry {
@@ -191,7 +202,7 @@ export class ApiStatusManager implements StatusSink, AsyncDisposable {
   set(pod: Pod, view: PodStatusView): void {
     this.opts.local?.set(pod, view);
     if (!isApiPod(pod)) this.staticViews.set(podUid(pod), { pod, view });
-    const object = isApiPod(pod) ? pod : this.opts.mirrorOf?.(pod);
+    const object = isApiPod(pod) ? pod : this.opts.mirrors?.mirrorOf(pod);
     if (!object) return; // a static pod whose mirror does not exist yet
     const uid = podUid(pod);
     const target = { namespace: object.metadata.namespace ?? "default", name: object.metadata.name ?? "", uid: podUid(object) };
@@ -204,7 +215,7 @@ export class ApiStatusManager implements StatusSink, AsyncDisposable {
     entry.view = view;
     const base = entry.pending ?? entry.sent;
     const apiConditions = foreignConditions(object.status as ApiPodStatus | undefined);
-    const next = apiPodStatus(pod, view, { hostIPs: this.opts.hostIPs(), previous: base, now: this.opts.clock.now(), apiConditions });
+    const next = apiPodStatus(pod, view, { hostIPs: this.opts.hostIPs, previous: base, now: this.opts.clock.now(), apiConditions });
     if (entry.sent && sameStatus(entry.sent, next)) {
       entry.pending = undefined;
       return;

@@ -7,7 +7,7 @@ import { memoryLogger } from "../util/log.ts";
 import { HostPodSyncer } from "./pod-syncer.ts";
 import { PodWorkers, STALE_WAKE_DELAY_MS } from "./podworkers.ts";
 import { AllocationManager } from "../allocation/index.ts";
-import { admitPod, type PodAdmitter } from "../node/admission.ts";
+import { NodePredicates, type PodAdmitter } from "../node/admission.ts";
 
 const pod = (uid: string, restartPolicy: "Always" | "Never" = "Always", name = "web"): Pod => ({
   metadata: { name, namespace: "default", uid },
@@ -314,8 +314,8 @@ describe("PodWorkers with in-place resize", () => {
     const status = new LocalStatusStore();
     const allocation = new AllocationManager({
       logger: memoryLogger().logger,
-      allocatable: () => ({ cpu: 2000, memory: 2 ** 30 }),
-      admit: (p, others) => admitPod(p, others, { name: "n", labels: {}, taints: [], allocatable: { cpu: 2000, memory: 2 ** 30, "ephemeral-storage": 2 ** 30, pods: 10 } }),
+      allocatable: { cpu: 2000, memory: 2 ** 30 },
+      admission: new NodePredicates({ name: "n", labels: {}, taints: [], allocatable: { cpu: 2000, memory: 2 ** 30, "ephemeral-storage": 2 ** 30, pods: 10 } }),
     });
     const workers = new PodWorkers({
       syncer: new HostPodSyncer({ runtime, status, clock, logger: memoryLogger().logger, allocation }),

@@ -7,7 +7,12 @@
  * calls `serve` once, from its constructor; a request made before that is
  * handed over then (repeats of one value collapse into one).
  */
-export class Requests<T> {
+/** The asking side of a request channel: what a subsystem that asks is given. */
+export interface RequestSink<T> {
+  request(value: T): void;
+}
+
+export class Requests<T> implements RequestSink<T> {
   private handler: ((value: T) => void) | undefined;
   private readonly early = new Set<T>();
 

@@ -154,7 +154,7 @@ describe("the manager on the real clock", () => {
       cri,
       clock: realClock,
       logger: memoryLogger().logger,
-      onLivenessFailure: (_uid, containerName, message, grace) => kills.push({ name: containerName, message, grace }),
+      restarts: { livenessFailed: (_uid, containerName, message, grace) => void kills.push({ name: containerName, message, grace }) },
     });
     const uid = pod.metadata.uid!;
     manager.addPod(pod, [{ containerName: "web", containerId, startedAt: Date.now() }], podIP);

@@ -72,7 +72,7 @@ beforeAll(async () => {
     nodeName: "stats-node",
     rootDir: ctd.dir,
     cgroupRoot: ctd.cgroupParent,
-    podCgroupPath: (p) => (p.uid === pod.uid ? podCgroup : undefined),
+    podCgroups: { podCgroupPath: (p) => (p.uid === pod.uid ? podCgroup : undefined) },
     cri,
     pods: { activePods: () => [{ metadata: pod }] },
     podLogsDir,
