@@ -8,7 +8,7 @@ import type { allocatableAmounts, nodeFacts } from "../node/status.ts";
 import type { EventRecorder } from "../events/recorder.ts";
 import { containerLinuxResources, containerSwapResources } from "../cgroups/index.ts";
 import type { KubeletMetrics } from "../metrics/kubelet.ts";
-import type { LivenessRestarts, ProbeVerdicts } from "../prober/verdicts.ts";
+import type { ProbeVerdicts } from "../prober/verdicts.ts";
 import { podDirs } from "../pods/dirs.ts";
 import { CriPodRuntime } from "../runtime/manager.ts";
 import { PullQueue } from "../runtime/pull-queue.ts";
@@ -96,7 +96,7 @@ export function buildPodRuntime(
     devices: DeviceManager;
     cpuManager: Pick<CpuManager, "cpusetFor">;
     memoryManager: Pick<MemoryManager, "cpusetMemsFor">;
-    prober: { restarts: LivenessRestarts; verdicts: Pick<ProbeVerdicts, "isStarted"> };
+    prober: { verdicts: Pick<ProbeVerdicts, "isStarted" | "unhealthy"> };
     allocation: AllocationManager | undefined;
     recorder: EventRecorder;
     metrics: KubeletMetrics;
@@ -173,7 +173,7 @@ export function buildPodRuntime(
         };
       },
       podObjects, // env references and pull secrets read the same watched cache as volumes
-      nodeAllocatable: () => ({ cpuMilli: nodeAllocatable.cpu, memoryBytes: nodeAllocatable.memory, ephemeralStorageBytes: nodeAllocatable["ephemeral-storage"] }),
+      nodeAllocatable: { cpuMilli: nodeAllocatable.cpu, memoryBytes: nodeAllocatable.memory, ephemeralStorageBytes: nodeAllocatable["ephemeral-storage"] },
       serviceEnv: services ? serviceEnvFrom(services) : noServiceEnv,
       runtimeClasses: cluster ? new ApiRuntimeClasses({ api: cluster.api, clock }) : defaultRuntimeClasses,
       devices,
@@ -183,8 +183,7 @@ export function buildPodRuntime(
       crashLoop,
       imagePulls: Backoff.crashLoop(clock),
       pullQueue: PullQueue.fromConfig(k.serializeImagePulls, k.maxParallelImagePulls, { qps: k.registryPullQPS, burst: k.registryBurst, now: () => clock.now() }),
-      unhealthy: (uid) => prober.restarts.unhealthy(uid),
-      started: (uid, name, id) => prober.verdicts.isStarted(uid, name, id),
+      probes: prober.verdicts,
       resize: allocation,
     },
   });

@@ -33,5 +33,5 @@ export function buildProber(w: Wiring, o: { cri: CriService; recorder: EventReco
     }),
   );
   const verdicts = new ProbeVerdicts(prober, restarts);
-  return { syncRequests, restarts, verdicts };
+  return { syncRequests, verdicts };
 }

@@ -57,6 +57,11 @@ export class ProbeVerdicts {
     return this.manager.isReady(podUid, name);
   }
 
+  /** Running containers of the pod whose liveness or startup probe failed: restart them (container ID → why). */
+  unhealthy(podUid: string): ReadonlyMap<string, ProbeFailure> {
+    return this.restarts.unhealthy(podUid);
+  }
+
   /** With `containerId`, false unless that container instance is the one probed. */
   isStarted(podUid: string, name: string, containerId?: string): boolean {
     return this.manager.isStarted(podUid, name, containerId);

@@ -129,7 +129,7 @@ export class Containers {
       const envs = await containerEnv(pod, spec, {
         values: { podIP, ...(this.opts.config.hostIP ? { hostIP: this.opts.config.hostIP } : {}) },
         objects: this.opts.config.podObjects,
-        allocatable: this.opts.config.nodeAllocatable(),
+        allocatable: this.opts.config.nodeAllocatable,
         warn: (reason, message) => this.opts.recorder.event(podEventRef(pod), "Warning", reason, message),
         services: this.opts.config.serviceEnv,
       });

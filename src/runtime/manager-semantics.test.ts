@@ -134,7 +134,7 @@ describe("env references through the runtime", () => {
   test("configMapKeyRef from PodObjects reaches the container; a missing key waits with CreateContainerConfigError and upstream's message", async () => {
     const objects = new FakePodObjects();
     objects.configMaps.set("default/cfg", { data: { mode: "fast" }, binaryData: {} });
-    const { cri, runtime, events } = setup({ config: { podObjects: objects, nodeAllocatable: () => ({ cpuMilli: 2000, memoryBytes: 1 << 30, ephemeralStorageBytes: 0 }) } });
+    const { cri, runtime, events } = setup({ config: { podObjects: objects, nodeAllocatable: { cpuMilli: 2000, memoryBytes: 1 << 30, ephemeralStorageBytes: 0 } } });
     await sync(
       runtime,
       pod({

@@ -69,7 +69,7 @@ describe("CriPodRuntime", () => {
         logger: memoryLogger().logger,
         node: { podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
         host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", clusterDomain: "" }),
-        start: { unhealthy: () => verdicts },
+        start: { probes: { unhealthy: () => verdicts, isStarted: () => true } },
       }),
     );
     const p: Pod = { ...pod(), spec: { ...pod().spec, terminationGracePeriodSeconds: 500 } };

@@ -85,9 +85,9 @@ export class CriPodRuntime implements PodRuntime {
   private async sync(pod: Pod, observed: ObservedPod, terminating: () => boolean): Promise<PodSyncOutcome> {
     const uid = podUid(pod);
     const resize = this.opts.start.resize;
-    const started = this.opts.start.started;
-    const actions = planPod(pod, observed, this.opts.start.crashLoop, this.opts.start.unhealthy(uid), resize ? { actuated: (name) => resize.actuated(uid, name) } : undefined, {
-      started: (name, id) => started(uid, name, id),
+    const { probes } = this.opts.start;
+    const actions = planPod(pod, observed, this.opts.start.crashLoop, probes.unhealthy(uid), resize ? { actuated: (name) => resize.actuated(uid, name) } : undefined, {
+      started: (name, id) => probes.isStarted(uid, name, id),
     });
     const results: SyncResult[] = [];
     const waiting: Waiting = new Map(

@@ -32,7 +32,7 @@ export interface ContainerConfigSources {
   /** ConfigMaps and secrets for env references and image pull secrets (`noPodObjects` standalone). */
   podObjects: PodObjects;
   /** What resourceFieldRef limits default to when a container sets none. */
-  nodeAllocatable: () => NodeAllocatable;
+  nodeAllocatable: NodeAllocatable;
   /** Service environment variables (`noServiceEnv` standalone, as upstream without an API client). */
   serviceEnv: ServiceEnv;
   /** spec.runtimeClassName → the CRI runtime handler (`defaultRuntimeClasses` standalone). */
@@ -51,15 +51,21 @@ export interface StartPolicy {
   imagePulls: Backoff;
   /** Node-wide pull concurrency and rate (serializeImagePulls, maxParallelImagePulls, registryPullQPS). */
   pullQueue: PullQueue;
-  /** The prober's verdicts: running containers of a pod to restart (container ID → why). */
-  unhealthy: (podUid: string) => Unhealthy;
-  /**
-   * The prober's startup verdict on a container instance (its startupProbe succeeded): a sidecar
-   * with a startupProbe holds the next init container back until it is true.
-   */
-  started: (podUid: string, containerName: string, containerId: string) => boolean;
+  /** The prober's verdicts (prober/verdicts.ts: ProbeVerdicts). */
+  probes: StartVerdicts;
   /** In-place resize: what was applied to each container (allocation/); undefined when InPlacePodVerticalScaling is off, and running containers are never resized. */
   resize: ActuatedResources | undefined;
+}
+
+/** What the prober says that decides a start or a restart. */
+export interface StartVerdicts {
+  /** Running containers of a pod to restart (container ID → why). */
+  unhealthy(podUid: string): Unhealthy;
+  /**
+   * The startup verdict on a container instance (its startupProbe succeeded): a sidecar with a
+   * startupProbe holds the next init container back until it is true.
+   */
+  isStarted(podUid: string, containerName: string, containerId: string): boolean;
 }
 
 /** The device manager's part of a container's config; a DeviceError makes CreateContainerConfigError (upstream). */

@@ -45,7 +45,7 @@ export function testRuntimeOptions(
       resources: (pod, container) =>
         containerLinuxResources(pod, container, { memoryCapacityBytes: 4 * 1024 ** 3, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: false }),
       podObjects: noPodObjects,
-      nodeAllocatable: () => ({ cpuMilli: 0, memoryBytes: 0, ephemeralStorageBytes: 0 }),
+      nodeAllocatable: { cpuMilli: 0, memoryBytes: 0, ephemeralStorageBytes: 0 },
       serviceEnv: noServiceEnv,
       runtimeClasses: defaultRuntimeClasses,
       devices: noDevices,
@@ -57,8 +57,7 @@ export function testRuntimeOptions(
       crashLoop: Backoff.crashLoop(o.clock),
       imagePulls: Backoff.crashLoop(o.clock),
       pullQueue: new PullQueue(1),
-      unhealthy: () => new Map(),
-      started: () => true,
+      probes: { unhealthy: () => new Map(), isStarted: () => true },
       resize: undefined,
       ...o.start,
     },
