@@ -197,14 +197,14 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   const health = healthzApp([
     { name: "ping", check: () => ({ ok: true }) },
     { name: "log", check: () => ({ ok: true }) },
-    syncLoopCheck({ lastIteration: () => syncLoop.lastIteration(), pleg: () => pleg.healthy(), now: () => clock.now(), thresholdMs: 2 * k.syncFrequency + 60_000 }),
+    syncLoopCheck({ syncLoop, pleg, clock, thresholdMs: 2 * k.syncFrequency + 60_000 }),
   ]);
   cpuManager.start();
   if (once) {
     syncLoop.start();
     const pods = await once.firstPods().catch((err: unknown) => errorMessage(err));
     if (typeof pods === "string") return { results: [], error: pods };
-    const report = await runOnce({ pods, status: (uid) => statuses.get(uid), clock, logger, signal });
+    const report = await runOnce({ pods, statuses, clock, logger, signal });
     logger.info("run-once finished; pods keep running", { pods: report.results.length, failed: report.results.filter((r) => !r.ok).length });
     return report;
   }

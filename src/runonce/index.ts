@@ -96,8 +96,8 @@ function failureOf(status: PodStatusView): string {
 
 export interface RunOnceOptions {
   pods: Pod[];
-  /** The pod's latest status as the pod workers computed it. */
-  status: (uid: string) => PodStatusView | undefined;
+  /** Each pod's latest status as the pod workers computed it (status/: LocalStatusStore). */
+  statuses: { get(uid: string): PodStatusView | undefined };
   clock: Clock;
   logger: Logger;
   maxRetries?: number;
@@ -112,7 +112,7 @@ async function waitForPod(pod: Pod, opts: RunOnceOptions): Promise<RunPodResult>
   let delay = opts.retryDelayMs ?? RUN_ONCE_RETRY_DELAY_MS;
   let seenRunning: string | undefined;
   for (let retry = 0; ; retry++) {
-    const status = opts.status(podUid(pod));
+    const status = opts.statuses.get(podUid(pod));
     if (status?.phase === "Failed") return { pod: name, ok: false, detail: failureOf(status) };
     if (status?.phase === "Succeeded") return { pod: name, ok: true, detail: "Succeeded" };
     const running = status && runningRestarts(pod, status);

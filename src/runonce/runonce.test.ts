@@ -38,7 +38,7 @@ describe("run-once", () => {
       ["uid-good", pending],
       ["uid-bad", failed],
     ]);
-    const done = runOnce({ pods: [pod("good"), pod("bad")], status: (uid) => statuses.get(uid), clock, logger: memoryLogger().logger });
+    const done = runOnce({ pods: [pod("good"), pod("bad")], statuses, clock, logger: memoryLogger().logger });
     await flush();
     statuses.set("uid-good", running);
     clock.advance(1000);
@@ -56,7 +56,7 @@ describe("run-once", () => {
     const clock = new FakeClock();
     const started = clock.now();
     let finished = 0;
-    const done = runOnce({ pods: [pod("slow")], status: () => pending, clock, logger: memoryLogger().logger }).then((r) => ((finished = clock.now()), r));
+    const done = runOnce({ pods: [pod("slow")], statuses: { get: () => pending }, clock, logger: memoryLogger().logger }).then((r) => ((finished = clock.now()), r));
     for (let i = 0; i < 10; i++) {
       await flush();
       clock.advance(1000 * 2 ** i);
@@ -73,7 +73,7 @@ describe("run-once", () => {
   test("a container seen running once and then exited is not started; a restart between two checks is not stable", async () => {
     const clock = new FakeClock();
     let current: PodStatusView = running;
-    const done = runOnce({ pods: [pod("flaky")], status: () => current, clock, logger: memoryLogger().logger });
+    const done = runOnce({ pods: [pod("flaky")], statuses: { get: () => current }, clock, logger: memoryLogger().logger });
     await flush();
     current = failed;
     clock.advance(1000);
@@ -82,7 +82,7 @@ describe("run-once", () => {
     let restarts = 0;
     const crashy = runOnce({
       pods: [pod("crashy")],
-      status: () => ({ ...running, containerStatuses: [{ ...running.containerStatuses[0]!, restartCount: restarts }] }),
+      statuses: { get: () => ({ ...running, containerStatuses: [{ ...running.containerStatuses[0]!, restartCount: restarts }] }) },
       clock,
       logger: memoryLogger().logger,
     });
@@ -98,10 +98,12 @@ describe("run-once", () => {
     const clock = new FakeClock();
     const report = await runOnce({
       pods: [pod("big"), pod("job")],
-      status: (uid) =>
-        uid === "uid-big"
-          ? { phase: "Failed", sandboxReady: false, podIPs: [], containerStatuses: [], reason: "OutOfmemory", message: "Node didn't have enough resource" }
-          : { ...pending, phase: "Succeeded" },
+      statuses: {
+        get: (uid) =>
+          uid === "uid-big"
+            ? { phase: "Failed", sandboxReady: false, podIPs: [], containerStatuses: [], reason: "OutOfmemory", message: "Node didn't have enough resource" }
+            : { ...pending, phase: "Succeeded" },
+      },
       clock,
       logger: memoryLogger().logger,
     });

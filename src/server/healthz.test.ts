@@ -7,7 +7,12 @@ describe("healthz", () => {
     let last: number | undefined = 1000;
     const app = healthzApp([
       { name: "ping", check: () => ({ ok: true }) },
-      syncLoopCheck({ lastIteration: () => last, pleg: () => ({ ok: true, message: "ok" }), now: () => now, thresholdMs: 5000 }),
+      syncLoopCheck({
+        syncLoop: { lastIteration: () => last },
+        pleg: { healthy: () => ({ ok: true, message: "ok" }) },
+        clock: { now: () => now },
+        thresholdMs: 5000,
+      }),
     ]);
     expect(await (await app.request("/healthz")).text()).toBe("ok");
     expect((await app.request("/healthz/syncloop")).status).toBe(200);

@@ -4,6 +4,7 @@
  * supervisor restarts a wedged agent. `/healthz?verbose` lists each check.
  */
 import { Hono } from "hono";
+import type { Clock } from "../util/clock.ts";
 
 export interface HealthCheck {
   name: string;
@@ -34,19 +35,20 @@ export function healthzApp(checks: HealthCheck[]): Hono {
 
 /** syncloop: the loop handled something within `thresholdMs`, and the PLEG is relisting. */
 export function syncLoopCheck(opts: {
-  lastIteration: () => number | undefined;
-  pleg: () => { ok: boolean; message: string };
-  now: () => number;
+  /** When the syncLoop last ran an iteration (clock ms); undefined before it started. */
+  syncLoop: { lastIteration(): number | undefined };
+  pleg: { healthy(): { ok: boolean; message: string } };
+  clock: Pick<Clock, "now">;
   thresholdMs: number;
 }): HealthCheck {
   return {
     name: "syncloop",
     check: () => {
-      const last = opts.lastIteration();
+      const last = opts.syncLoop.lastIteration();
       if (last === undefined) return { ok: false, message: "syncLoop has not started" };
-      const since = opts.now() - last;
+      const since = opts.clock.now() - last;
       if (since > opts.thresholdMs) return { ok: false, message: `syncLoop last ran ${Math.round(since / 1000)}s ago` };
-      return opts.pleg();
+      return opts.pleg.healthy();
     },
   };
 }
