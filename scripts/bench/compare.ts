@@ -2,7 +2,10 @@
 // harness runs it) and the upstream kubelet (built from the same Kubernetes
 // release as the control plane), one after the other, on one private
 // containerd and one private control plane. For each: process start → node
-// Ready, RSS and CPU idle, pod startup latency (API create → Running seen by
+// Ready, RSS and CPU idle (the first 10 s after Ready, and a steady window
+// after a settle: CPU, RSS and the API load, requests per node-hour from the
+// API server's audit log and bytes through a byte-counting pass-through, as
+// bench:idle measures them), pod startup latency (API create → Running seen by
 // a watch) for 30 and 110 pods created at once, RSS and CPU with 110 pods;
 // plus the runtime's own floor for the same pods (sandbox + create + start
 // straight through the CRI). The floor is measured before the first agent and
@@ -19,6 +22,8 @@
 // Environment: BENCH_AGENTS=bunlet,upstream (which to run, in order;
 // upstream,bunlet to swap who gets the fresher containerd),
 // BENCH_SIZES=30,110, BENCH_CHART=docs/benchmarks/startup-latency.svg,
+// BENCH_STEADY_SECONDS=120 (the steady idle window; 0 skips it) after
+// BENCH_STEADY_SETTLE_SECONDS=60 from Ready,
 // BENCH_BUNLET_ENV="BUN_JSC_useJIT=0 ..." (variables for this agent only, e.g.
 // JavaScriptCore options; not for the benchmark's own process, whose watch
 // times the pods).
@@ -33,6 +38,8 @@ import { freePort, startAgent } from "../../test/harness/agent.ts";
 import { type ContainerdHandle, requireRoot, startContainerd } from "../../test/harness/containerd.ts";
 import { type ControlPlaneHandle, startControlPlane } from "../../test/harness/controlplane.ts";
 import { startUpstreamKubelet } from "../../test/harness/upstream-kubelet.ts";
+import { apiLoad, readAudit } from "./audit.ts";
+import { startByteCounter } from "./byte-counter.ts";
 import { renderChart, type Series } from "./chart.ts";
 import { runBenchSandbox, startBenchContainer } from "./cri-pod.ts";
 import { CLK_TCK, cpuTicks, machineTicks, rssMiB } from "./proc.ts";
@@ -53,7 +60,10 @@ const BUNLET_ENV = Object.fromEntries(
 );
 const NAMESPACE = "bench";
 const WINDOW_MS = 10_000;
+const STEADY_MS = Number(process.env.BENCH_STEADY_SECONDS ?? 120) * 1000;
+const STEADY_SETTLE_MS = Number(process.env.BENCH_STEADY_SETTLE_SECONDS ?? 60) * 1000;
 const LOGS = join(tmpdir(), `bunlet-bench-logs-${new Date().toISOString().replace(/[:.]/g, "-")}`);
+const AUDIT = join(LOGS, "audit.log");
 
 type AgentKind = "bunlet" | "upstream";
 
@@ -62,12 +72,23 @@ interface Usage {
   cpuPercent: number;
 }
 
+/** The steady idle window: usage and what the node cost the API server, per node-hour. */
+interface Steady extends Usage {
+  seconds: number;
+  requestsPerHour: number;
+  watchesPerHour: number;
+  leaseUpdatesPerHour: number;
+  sentKiBPerHour: number;
+  receivedKiBPerHour: number;
+}
+
 interface AgentResult {
   kind: AgentKind;
   binary: string;
   binaryBytes: number;
   readyMs: number;
   idle: Usage;
+  steady: Steady | undefined;
   busy: Usage;
   /** After the largest batch was deleted: does the memory come back? */
   after: Usage;
@@ -361,7 +382,10 @@ type AgentFigures = Omit<AgentResult, "floorBefore" | "floorAfter">;
 
 async function benchAgent(kind: AgentKind, ctd: ContainerdHandle, cp: ControlPlaneHandle, rest: RestClient): Promise<AgentFigures> {
   const node = `${kind}-node`;
-  const kubeconfig = await cp.nodeKubeconfig(node);
+  mkdirSync(LOGS, { recursive: true });
+  // Each agent reaches the API server through its own counter: the server's byte metrics have no client label.
+  const bytes = await startByteCounter(cp.apiServerUrl);
+  const kubeconfig = bytes.kubeconfig(await cp.nodeKubeconfig(node), join(LOGS, `${node}.kubeconfig`));
   console.error(`bench: ${kind}: starting`);
   const t0 = performance.now();
   const agent = kind === "bunlet" ? await startBunlet(ctd, cp, node, kubeconfig) : await startUpstream(ctd, cp, node, kubeconfig);
@@ -371,6 +395,27 @@ async function benchAgent(kind: AgentKind, ctd: ContainerdHandle, cp: ControlPla
     });
     console.error(`bench: ${kind}: node Ready after ${readyMs.toFixed(0)} ms; measuring idle`);
     const idle = await measureUsage(agent.pid);
+    let steady: Steady | undefined;
+    if (STEADY_MS > 0) {
+      await Bun.sleep(STEADY_SETTLE_MS);
+      console.error(`bench: ${kind}: steady idle window, ${STEADY_MS / 1000} s`);
+      const [w0, s0, r0] = [Date.now(), bytes.sent(), bytes.received()];
+      const usage = await measureUsage(agent.pid, STEADY_MS);
+      const [w1, s1, r1] = [Date.now(), bytes.sent(), bytes.received()];
+      await Bun.sleep(3000); // the audit backend writes in batches
+      const load = apiLoad(readAudit(AUDIT), (u) => u === `system:node:${node}`, w0, w1);
+      const hours = (w1 - w0) / 3_600_000;
+      const count = (pick: (key: string) => boolean) => [...load.requests].filter(([k]) => pick(k)).reduce((a, [, n]) => a + n, 0) / hours;
+      steady = {
+        ...usage,
+        seconds: (w1 - w0) / 1000,
+        requestsPerHour: count(() => true),
+        watchesPerHour: count((k) => k.startsWith("watch ")),
+        leaseUpdatesPerHour: count((k) => k === "update leases"),
+        sentKiBPerHour: (s1 - s0) / 1024 / hours,
+        receivedKiBPerHour: (r1 - r0) / 1024 / hours,
+      };
+    }
     const latencies = new Map<number, number[]>();
     const startupCpuSeconds = new Map<number, number>();
     let busy: Usage = { rssMiB: NaN, cpuPercent: NaN };
@@ -392,9 +437,10 @@ async function benchAgent(kind: AgentKind, ctd: ContainerdHandle, cp: ControlPla
     }
     await Bun.sleep(5000);
     const after = await measureUsage(agent.pid);
-    return { kind, binary: agent.binary, binaryBytes: statSync(agent.binary).size, readyMs, idle, busy, after, latencies, startupCpuSeconds };
+    return { kind, binary: agent.binary, binaryBytes: statSync(agent.binary).size, readyMs, idle, steady, busy, after, latencies, startupCpuSeconds };
   } finally {
     await agent.stop();
+    await bytes.close();
     // Kept after the run (the bench directory is removed with containerd).
     mkdirSync(LOGS, { recursive: true });
     copyFileSync(agent.logFile, join(LOGS, `${kind}.log`));
@@ -428,7 +474,18 @@ function table(results: AgentResult[]): string {
   row("RSS idle", ours?.idle.rssMiB, theirs?.idle.rssMiB, "MiB", 1);
   row(`RSS with ${Math.max(...SIZES)} pods`, ours?.busy.rssMiB, theirs?.busy.rssMiB, "MiB", 1);
   row(`RSS idle again, after deleting the ${Math.max(...SIZES)} pods`, ours?.after.rssMiB, theirs?.after.rssMiB, "MiB", 1);
-  row("CPU idle (one core = 100%)", ours?.idle.cpuPercent, theirs?.idle.cpuPercent, "%", 1);
+  row("CPU in the first 10 s after node Ready (one core = 100%)", ours?.idle.cpuPercent, theirs?.idle.cpuPercent, "%", 1);
+  const st = ours?.steady ?? theirs?.steady;
+  if (st) {
+    const w = `steady idle, ${(st.seconds / 60).toFixed(0)} min from ${STEADY_SETTLE_MS / 1000} s after Ready`;
+    row(`CPU ${w}`, ours?.steady?.cpuPercent, theirs?.steady?.cpuPercent, "%", 2);
+    row(`RSS ${w}`, ours?.steady?.rssMiB, theirs?.steady?.rssMiB, "MiB", 1);
+    row(`API requests per node-hour, ${w} (audit log)`, ours?.steady?.requestsPerHour, theirs?.steady?.requestsPerHour, "");
+    row("of which lease updates", ours?.steady?.leaseUpdatesPerHour, theirs?.steady?.leaseUpdatesPerHour, "");
+    row("of which watches started", ours?.steady?.watchesPerHour, theirs?.steady?.watchesPerHour, "");
+    row("KiB sent to the API server per node-hour (on the wire, TLS)", ours?.steady?.sentKiBPerHour, theirs?.steady?.sentKiBPerHour, "KiB");
+    row("KiB received from the API server per node-hour (on the wire, TLS)", ours?.steady?.receivedKiBPerHour, theirs?.steady?.receivedKiBPerHour, "KiB");
+  }
   row(`CPU with ${Math.max(...SIZES)} pods`, ours?.busy.cpuPercent, theirs?.busy.cpuPercent, "%", 1);
   row("binary size", ours && ours.binaryBytes / 2 ** 20, theirs && theirs.binaryBytes / 2 ** 20, "MiB", 1);
   return lines.join("\n");
@@ -443,7 +500,19 @@ function floorTable(floors: { when: string; values: Map<number, number[]> }[]): 
 }
 
 requireRoot();
-const [ctd, cp] = await Promise.all([startContainerd({ name: "bench" }), startControlPlane({ name: "bench" })]);
+mkdirSync(LOGS, { recursive: true });
+const auditPolicy = join(LOGS, "audit-policy.yaml");
+writeFileSync(
+  auditPolicy,
+  ["apiVersion: audit.k8s.io/v1", "kind: Policy", "omitStages: [RequestReceived]", "rules:", "- level: Metadata", "  userGroups: [system:nodes]", "- level: None", ""].join("\n"),
+);
+const [ctd, cp] = await Promise.all([
+  startContainerd({ name: "bench" }),
+  startControlPlane({
+    name: "bench",
+    apiServerArgs: [`--audit-policy-file=${auditPolicy}`, `--audit-log-path=${AUDIT}`, "--audit-log-mode=batch", "--audit-log-batch-max-wait=1s"],
+  }),
+]);
 try {
   const rest = createRestClient({ credentials: await loadCredentials(cp.adminKubeconfig), qps: 0, burst: 0, clock: realClock, userAgent: "bench" });
   await rest.request("POST", "/api/v1/namespaces", { body: { apiVersion: "v1", kind: "Namespace", metadata: { name: NAMESPACE } } });
