@@ -167,8 +167,8 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   // the pod workers that serve `pods`, and the PLEG that wakes them.
   const admission = new PodAdmission(k, { facts, nodeShutdown, eviction, devices, cpuManager, topology, allocation });
   const { workers, pleg } = buildPodWorkers(w, { admission, cri, runtime, podHost, statusSink, allocation, prober, pods, runtimePods, metrics, recorder, random });
-  // The pod resources API (v1) on <rootDir>/pod-resources/kubelet.sock: which devices each container holds.
-  await servePodResourcesApi(w, { devices, pods: workers });
+  // The pod resources API (v1) on <rootDir>/pod-resources/kubelet.sock: which devices, CPUs and memory each container holds.
+  await servePodResourcesApi(w, { devices, cpuManager, memoryManager, pods: workers });
   // Kernel OOM kills as events (upstream's OOM watcher): SystemOOM on the node, OOMKilling on this node's pods.
   if (!config.runOnce) startOomWatcher(w, { statuses, recorder });
   // Cluster mode: the Node object, its status and its Lease; CSINode once the Node exists.

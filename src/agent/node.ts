@@ -382,12 +382,28 @@ export async function buildDevices(w: Wiring, o: { sources: SourcesReady; nodeSt
   return devices;
 }
 
-/** The pod resources API (v1) on <rootDir>/pod-resources/kubelet.sock: which devices each container holds; closed with the stack. */
-export async function servePodResourcesApi(w: Wiring, o: { devices: DeviceManager; pods: Pick<ActivePods, "activePods"> }): Promise<void> {
+/** The pod resources API (v1) on <rootDir>/pod-resources/kubelet.sock: which devices, exclusive CPUs and pinned memory each container holds; closed with the stack. */
+export async function servePodResourcesApi(
+  w: Wiring,
+  o: {
+    devices: DeviceManager;
+    cpuManager: Pick<CpuManager, "exclusiveCpus" | "allocatableCpus">;
+    memoryManager: Pick<MemoryManager, "memoryOf" | "allocatableMemory">;
+    pods: Pick<ActivePods, "activePods">;
+  },
+): Promise<void> {
   const { config, stack, logger } = w;
+  const { cpuManager, memoryManager } = o;
+  const blocks = (bs: readonly { numaAffinity: number[] | null; type: string; size: number }[]) => bs.map((b) => ({ type: b.type, size: b.size, numaNodes: b.numaAffinity ?? [] }));
   const podResources = await servePodResources({
     dir: posix.join(config.rootDir, "pod-resources"),
     devices: o.devices,
+    compute: {
+      exclusiveCpus: (uid, c) => cpuManager.exclusiveCpus(uid, c),
+      allocatableCpus: () => cpuManager.allocatableCpus(),
+      memory: (uid, c) => blocks(memoryManager.memoryOf(uid, c)),
+      allocatableMemory: () => blocks(memoryManager.allocatableMemory()),
+    },
     pods: o.pods,
     getEnabled: config.kubelet.featureGates["KubeletPodResourcesGet"] !== false, // beta, on by default since 1.34
     logger,

@@ -84,6 +84,10 @@ describe("the static policy", () => {
     expect(p.allocatePod(g)).toEqual({ admit: true });
     expect(p.cpusOf("g", "app")).toEqual([2, 3]);
     expect(p.cpusOf("be", "x")).toEqual([0, 1]); // everything else: the shared pool, reserved CPUs included
+    // The pod resources API's view: exclusive CPUs only, and every CPU but the reserved ones.
+    expect(p.exclusiveCpus("g", "app")).toEqual([2, 3]);
+    expect(p.exclusiveCpus("be", "x")).toEqual([]);
+    expect(p.allocatableCpus()).toEqual([2, 3]);
     expect(JSON.parse(store.text!)).toMatchObject({ policyName: "static", defaultCpuSet: "0-1", entries: { g: { app: "2-3" } } });
     p.removeStale([]);
     expect(p.cpusOf("be", "x")).toEqual([0, 1, 2, 3]);
@@ -164,6 +168,7 @@ describe("the static policy", () => {
     const p = new CpuPolicy({ policy: "none", fullPcpusOnly: false, topology: fakeTopology(1, 2, 1), reservedSystemCpus: [], reservedMilliCpu: 0, store, statePath: "x" });
     expect(p.allocatePod(pod("a", [{ name: "c", cpu: "1" }]))).toEqual({ admit: true });
     expect(p.cpusOf("a", "c")).toBeUndefined();
+    expect(p.allocatableCpus()).toEqual([]);
     expect(store.text).toBe('{"policyName":"none","defaultCpuSet":"","checksum":1353318690}');
   });
 });

@@ -44,6 +44,12 @@ export class FakeCpuManager implements CpuManager {
   cpusetFor(pod: Pod, container: ContainerSpec): string | undefined {
     return this.cpusets[`${pod.metadata.uid}/${container.name}`];
   }
+  exclusiveCpus(): readonly number[] {
+    return [];
+  }
+  allocatableCpus(): readonly number[] {
+    return [];
+  }
   start(): void {
     this.started = true;
   }

@@ -21,6 +21,9 @@ export interface CpuManager {
   admit(pod: Pod, active: readonly Pod[]): CpuAdmitResult;
   /** The cpuset a container is created with; undefined: none is written. */
   cpusetFor(pod: Pod, container: ContainerSpec): string | undefined;
+  /** The container's exclusive CPUs and the CPUs the policy can give (the pod resources API). */
+  exclusiveCpus(podUid: string, container: string): readonly number[];
+  allocatableCpus(): readonly number[];
   /** Starts the reconcile loop (static policy only). */
   start(): void;
   [Symbol.asyncDispose](): Promise<void>;
@@ -58,6 +61,14 @@ export class PolicyCpuManager implements CpuManager {
   cpusetFor(pod: Pod, container: ContainerSpec): string | undefined {
     const set = this.d.policy.cpusOf(pod.metadata.uid ?? "", container.name);
     return set?.length ? formatCpuSet(set) : undefined;
+  }
+
+  exclusiveCpus(podUid: string, container: string): readonly number[] {
+    return this.d.policy.exclusiveCpus(podUid, container);
+  }
+
+  allocatableCpus(): readonly number[] {
+    return this.d.policy.allocatableCpus();
   }
 
   start(): void {

@@ -132,6 +132,16 @@ export class CpuPolicy {
     return this.state.entries[podUid]?.[container] ?? this.state.defaultCpuSet;
   }
 
+  /** upstream GetExclusiveCPUs: the container's own CPUs; empty on the shared pool. */
+  exclusiveCpus(podUid: string, container: string): CpuSet {
+    return this.state.entries[podUid]?.[container] ?? [];
+  }
+
+  /** upstream GetAllocatableCPUs: every CPU but the reserved ones with static; none with the none policy. */
+  allocatableCpus(): CpuSet {
+    return this.cfg.policy === "static" ? difference(allCpus(this.cfg.topology), this.reserved) : [];
+  }
+
   /** upstream topology manager (container scope) Allocate: every container of the pod, init containers first. */
   allocatePod(pod: Pod): CpuAdmitResult {
     if (this.cfg.policy !== "static") return { admit: true };

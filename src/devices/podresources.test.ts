@@ -6,7 +6,7 @@ import type { Pod } from "../pods/schema.ts";
 import { memoryLogger } from "../util/log.ts";
 import { PodResourcesListerClient } from "./gen/podresources/api.client.ts";
 import { dialUnix, type UnixServer } from "../util/grpc.ts";
-import { servePodResources } from "./podresources.ts";
+import { type ComputeResourcesSource, NO_COMPUTE_RESOURCES, servePodResources } from "./podresources.ts";
 
 let dir: string;
 let server: UnixServer | undefined;
@@ -26,7 +26,7 @@ const pod = {
   },
 } as unknown as Pod;
 
-async function client(getEnabled = true) {
+async function client(getEnabled = true, compute: ComputeResourcesSource = NO_COMPUTE_RESOURCES) {
   dir = mkdtempSync(posix.join(tmpdir(), "podres-"));
   server = await servePodResources({
     dir,
@@ -34,6 +34,7 @@ async function client(getEnabled = true) {
       allocations: () => new Map([["u1", new Map([["main", new Map([["example.com/dev", ["d2"]]])]])]]),
       allocatable: () => new Map([["example.com/dev", ["d1", "d2"]]]),
     },
+    compute,
     pods: { activePods: () => [pod] },
     getEnabled,
     logger: memoryLogger().logger,
@@ -50,6 +51,28 @@ test("List, Get and GetAllocatableResources report devices per container over th
   expect(await c.get({ podName: "gpu", podNamespace: "ml" }).response).toEqual({ podResources: { name: "gpu", namespace: "ml", containers: [side, main] } });
   expect(await c.get({ podName: "nope", podNamespace: "ml" }).response.catch((e: Error) => e.message)).toBe("pod nope in namespace ml not found");
   expect(await c.getAllocatableResources({}).response).toEqual({ devices: [{ resourceName: "example.com/dev", deviceIds: ["d1", "d2"] }], cpuIds: [], memory: [] });
+});
+
+test("exclusive CPUs and NUMA-pinned memory of the CPU and memory managers, per container, and what the node can give", async () => {
+  const c = await client(true, {
+    exclusiveCpus: (uid, name) => (uid === "u1" && name === "main" ? [2, 3] : []),
+    allocatableCpus: () => [1, 2, 3],
+    memory: (uid, name) => (uid === "u1" && name === "main" ? [{ type: "memory", size: 64 * 2 ** 20, numaNodes: [0] }] : []),
+    allocatableMemory: () => [
+      { type: "hugepages-2Mi", size: 2 ** 30, numaNodes: [0] },
+      { type: "memory", size: 3 * 2 ** 30, numaNodes: [0] },
+    ],
+  });
+  const pinned = { ...main, cpuIds: [2n, 3n], memory: [{ memoryType: "memory", size: 67108864n, topology: { nodes: [{ iD: 0n }] } }] };
+  expect(await c.list({}).response).toEqual({ podResources: [{ name: "gpu", namespace: "ml", containers: [side, pinned] }] });
+  expect(await c.getAllocatableResources({}).response).toEqual({
+    devices: [{ resourceName: "example.com/dev", deviceIds: ["d1", "d2"] }],
+    cpuIds: [1n, 2n, 3n],
+    memory: [
+      { memoryType: "hugepages-2Mi", size: 1073741824n, topology: { nodes: [{ iD: 0n }] } },
+      { memoryType: "memory", size: 3221225472n, topology: { nodes: [{ iD: 0n }] } },
+    ],
+  });
 });
 
 test("Get is refused when the KubeletPodResourcesGet gate is off, as upstream", async () => {

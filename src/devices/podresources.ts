@@ -2,9 +2,10 @@
  * The pod resources API, v1 (upstream pkg/kubelet/apis/podresources), on
  * `<rootDir>/pod-resources/kubelet.sock`: monitoring agents (GPU exporters,
  * topology-aware schedulers) ask which devices each container of each active
- * pod holds, and which devices the node can give. CPU and memory assignments
- * are empty: this agent has no CPU or memory manager (upstream's `none`
- * policies report the same).
+ * pod holds (with its exclusive CPUs of the static CPU manager and its
+ * NUMA-pinned memory of the Static memory manager), and which devices, CPUs
+ * and memory the node can give. With the `none`/`None` policies the CPU and
+ * memory lists are empty, as upstream reports them.
  */
 import type { ActivePods } from "../pods/active.ts";
 import { mkdirSync } from "node:fs";
@@ -24,10 +25,35 @@ export interface PodResourcesSource {
   allocatable(): Map<string, string[]>;
 }
 
+/** A memory block as the CPU-less API reports it (upstream containerMemoryFromBlock). */
+export interface MemoryBlock {
+  type: string;
+  size: number;
+  numaNodes: readonly number[];
+}
+
+/** What the CPU and memory managers hold (upstream GetCPUs, GetAllocatableCPUs, GetMemory, GetAllocatableMemory). */
+export interface ComputeResourcesSource {
+  /** A container's exclusive CPUs (empty on the shared pool or with the none policy). */
+  exclusiveCpus(podUid: string, container: string): readonly number[];
+  /** The CPUs the static policy can give (all but the reserved ones); empty with none. */
+  allocatableCpus(): readonly number[];
+  /** A container's pinned memory blocks; empty with the None policy. */
+  memory(podUid: string, container: string): readonly MemoryBlock[];
+  /** Each NUMA node's allocatable memory per type; empty with the None policy. */
+  allocatableMemory(): readonly MemoryBlock[];
+}
+
+export const NO_COMPUTE_RESOURCES: ComputeResourcesSource = { exclusiveCpus: () => [], allocatableCpus: () => [], memory: () => [], allocatableMemory: () => [] };
+
+const memoryOf = (blocks: readonly MemoryBlock[]) =>
+  blocks.map((b) => ({ memoryType: b.type, size: BigInt(b.size), topology: { nodes: b.numaNodes.map((id) => ({ iD: BigInt(id) })) } }));
+
 export interface PodResourcesServerOptions {
   /** `<rootDir>/pod-resources`. */
   dir: string;
   devices: PodResourcesSource;
+  compute: ComputeResourcesSource;
   /** The pods admitted and not terminated (upstream's active pods). */
   pods: Pick<ActivePods, "activePods">;
   /** The KubeletPodResourcesGet feature gate (beta, on by default in 1.34). */
@@ -35,8 +61,9 @@ export interface PodResourcesServerOptions {
   logger: Logger;
 }
 
-/** One pod as the API reports it: sidecars (restartable init containers) and app containers, with their devices. */
-export function podResources(pod: Pod, allocations: Map<string, Map<string, string[]>> | undefined): PodResources {
+/** One pod as the API reports it: sidecars (restartable init containers) and app containers, with their devices, exclusive CPUs and pinned memory. */
+export function podResources(pod: Pod, allocations: Map<string, Map<string, string[]>> | undefined, compute: ComputeResourcesSource = NO_COMPUTE_RESOURCES): PodResources {
+  const uid = pod.metadata.uid ?? "";
   const containers = [...(pod.spec.initContainers ?? []).filter((c) => (c as { restartPolicy?: string }).restartPolicy === "Always"), ...pod.spec.containers];
   return {
     name: pod.metadata.name ?? "",
@@ -47,8 +74,8 @@ export function podResources(pod: Pod, allocations: Map<string, Map<string, stri
         devices: [...(allocations?.get(c.name) ?? new Map<string, string[]>())]
           .sort(([a], [b]) => a.localeCompare(b))
           .map(([resourceName, ids]) => ({ resourceName, deviceIds: ids })),
-        cpuIds: [],
-        memory: [],
+        cpuIds: compute.exclusiveCpus(uid, c.name).map(BigInt),
+        memory: memoryOf(compute.memory(uid, c.name)),
         dynamicResources: [],
       }),
     ),
@@ -63,18 +90,18 @@ export async function servePodResources(opts: PodResourcesServerOptions): Promis
       {
         List: async () => {
           const allocations = opts.devices.allocations();
-          return { podResources: opts.pods.activePods().map((p) => podResources(p, allocations.get(p.metadata.uid ?? ""))) };
+          return { podResources: opts.pods.activePods().map((p) => podResources(p, allocations.get(p.metadata.uid ?? ""), opts.compute)) };
         },
         GetAllocatableResources: async () => ({
           devices: [...opts.devices.allocatable()].sort(([a], [b]) => a.localeCompare(b)).map(([resourceName, ids]) => ({ resourceName, deviceIds: ids })),
-          cpuIds: [],
-          memory: [],
+          cpuIds: opts.compute.allocatableCpus().map(BigInt),
+          memory: memoryOf(opts.compute.allocatableMemory()),
         }),
         Get: async (req: GetPodResourcesRequest) => {
           if (!opts.getEnabled) throw new RpcError(GrpcStatus.UNKNOWN, "PodResources API Get method disabled");
           const pod = opts.pods.activePods().find((p) => p.metadata.name === req.podName && (p.metadata.namespace ?? "default") === req.podNamespace);
           if (!pod) throw new RpcError(GrpcStatus.UNKNOWN, `pod ${req.podName} in namespace ${req.podNamespace} not found`);
-          return { podResources: podResources(pod, opts.devices.allocations().get(pod.metadata.uid ?? "")) };
+          return { podResources: podResources(pod, opts.devices.allocations().get(pod.metadata.uid ?? ""), opts.compute) };
         },
       },
     ],

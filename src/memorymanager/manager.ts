@@ -10,6 +10,7 @@ import type { ActivePods, SourcesReady } from "../pods/active.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import type { HintProvider, ProviderHints, TopologyHint } from "../topologymanager/index.ts";
 import type { Logger } from "../util/log.ts";
+import type { Block } from "./checkpoint.ts";
 import type { MemoryPolicy } from "./policy.ts";
 
 export interface MemoryManager extends HintProvider {
@@ -19,6 +20,9 @@ export interface MemoryManager extends HintProvider {
    * AddContainer releases the blocks of the plain init containers before it.
    */
   cpusetMemsFor(pod: Pod, container: ContainerSpec): string | undefined;
+  /** A container's pinned blocks, and each node's allocatable memory (the pod resources API). */
+  memoryOf(podUid: string, container: string): readonly Block[];
+  allocatableMemory(): readonly Block[];
 }
 
 export interface MemoryManagerDeps {
@@ -52,6 +56,14 @@ export class PolicyMemoryManager implements MemoryManager {
     const err = this.d.policy.allocate(pod, container, hint);
     if (err) this.d.logger.warn("memory manager: allocate error", { pod: pod.metadata.name, container: container.name, err });
     return err;
+  }
+
+  memoryOf(podUid: string, container: string): readonly Block[] {
+    return this.d.policy.blocksOf(podUid, container);
+  }
+
+  allocatableMemory(): readonly Block[] {
+    return this.d.policy.allocatableBlocks();
   }
 
   cpusetMemsFor(pod: Pod, container: ContainerSpec): string | undefined {

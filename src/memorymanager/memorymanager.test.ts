@@ -178,6 +178,19 @@ describe("the Static policy", () => {
     });
   });
 
+  test("the pod resources API's view: a container's blocks and each node's allocatable memory per type", () => {
+    const p = staticPolicy({ nodes: [{ id: 0, memoryBytes: 4 * Gi, hugePages: [{ pageSizeKiB: 2048, numPages: 512 }], distances: [] }] });
+    const g = pod("g", [{ name: "app", memory: "1Gi" }]);
+    p.allocate(g, g.spec.containers[0]!, undefined);
+    expect(p.blocksOf("g", "app")).toEqual([{ numaAffinity: [0], type: "memory", size: Gi }]);
+    expect(p.blocksOf("g", "other")).toEqual([]);
+    // 4Gi − 512Mi reserved − 1Gi of huge pages; the huge pages themselves.
+    expect(p.allocatableBlocks()).toEqual([
+      { numaAffinity: [0], type: "hugepages-2Mi", size: Gi },
+      { numaAffinity: [0], type: "memory", size: 2560 * Mi },
+    ]);
+  });
+
   test("not enough free memory on any node: upstream's error, and the state is unchanged", () => {
     const store = memoryStore();
     const p = staticPolicy({ store });

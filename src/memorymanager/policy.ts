@@ -228,6 +228,20 @@ export class MemoryPolicy {
     return [...set].sort((a, b) => a - b);
   }
 
+  /** upstream GetMemory: a container's blocks. */
+  blocksOf(podUid: string, container: string): readonly Block[] {
+    return this.state.entries[podUid]?.[container] ?? [];
+  }
+
+  /** upstream GetAllocatableMemory: each node's allocatable amount per type (those not zero). */
+  allocatableBlocks(): Block[] {
+    const out: Block[] = [];
+    for (const id of [...this.state.machineState.keys()].sort((a, b) => a - b))
+      for (const [type, t] of Object.entries(this.state.machineState.get(id)!.memoryMap ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+        if (t.allocatable !== 0) out.push({ numaAffinity: [id], type, size: t.allocatable });
+    return out;
+  }
+
   private pinned(pod: Pod): boolean {
     if (this.cfg.policy !== "Static" || podQosClass(pod) !== "Guaranteed") return false;
     return !(this.cfg.podLevelResources && podLevelSet(pod));

@@ -6,13 +6,16 @@
 // in the container's cgroup), the state file has upstream's shape, a pod
 // asking more than the node has is refused at admission with upstream's
 // reason and message, an agent restart keeps the assignment, and a deleted
-// pod's memory is given back at the next admission.
+// pod's memory is given back at the next admission. The pod resources API
+// reports the pinned memory and each node's allocatable memory.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { detectCgroupLayout, nodeCgroupFs } from "../../src/cgroups/index.ts";
 import { createCriClient } from "../../src/cri/client.ts";
 import type { CriService } from "../../src/cri/index.ts";
+import { PodResourcesListerClient } from "../../src/devices/gen/podresources/api.client.ts";
+import { dialUnix } from "../../src/util/grpc.ts";
 import { memoryLogger } from "../../src/util/log.ts";
 import { agentPaths, eventually, explainFailure, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
@@ -133,6 +136,16 @@ test(
       expect(table.free).toBe(table.allocatable - 64 * Mi);
       expect(state.machineState["0"]).toMatchObject({ numberOfAssignments: 1, cells: [0] });
       expect(typeof state.checksum).toBe("number");
+
+      // The pod resources API on the agent's socket: the container's block, and node 0's allocatable memory.
+      const podres = new PodResourcesListerClient(dialUnix(join(agentPaths(ctd).rootDir, "pod-resources", "kubelet.sock")));
+      const listed = (await podres.list({}).response).podResources.find((p) => p.name.startsWith("pinned"));
+      expect(listed?.containers[0]?.memory).toEqual([{ memoryType: "memory", size: BigInt(64 * Mi), topology: { nodes: [{ iD: 0n }] } }]);
+      expect((await podres.getAllocatableResources({}).response).memory).toContainEqual({
+        memoryType: "memory",
+        size: BigInt(table.allocatable),
+        topology: { nodes: [{ iD: 0n }] },
+      });
 
       // More than node 0 has free: refused at admission with upstream's reason and message.
       put("toobig", { cpu: "100m", memory: "100Ti" });
