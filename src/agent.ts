@@ -142,7 +142,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   // Service environment variables come from one watch of every Service (cluster mode only, as upstream).
   const services = cluster ? stack.use(new WatchedServices({ api: cluster.api, clock, logger })).start() : undefined;
   // The pods' host side (volumes, pod cgroups, pod files, log directories) and the runtime facade over the CRI.
-  const { podHost, runtime, crashLoop } = buildPodRuntime(w, {
+  const { podHost, runtime, crashLoop, userNamespaces } = buildPodRuntime(w, {
     cri,
     cluster,
     hostIP,
@@ -177,7 +177,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   }
   await vol.pluginWatcher.start();
   const once = config.runOnce ? recordFirstSnapshots(sources, { clock }) : undefined;
-  const housekeeping = housekeepingTasks(w, { heap: deps.heap ?? bunHeap, node, workers, pleg, podConfig, vol, allocation, devices });
+  const housekeeping = housekeepingTasks(w, { heap: deps.heap ?? bunHeap, node, workers, pleg, podConfig, vol, allocation, devices, userNamespaces });
   const syncLoop = stack.use(
     new SyncLoop({
       sources: once?.sources ?? sources,

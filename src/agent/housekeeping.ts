@@ -10,6 +10,8 @@ import type { Wiring } from "./wiring.ts";
 import { podUid } from "../pods/identity.ts";
 import type { VolumeManager } from "../volumes/index.ts";
 import { everyMs } from "../util/every.ts";
+import { errorMessage } from "../util/errors.ts";
+import type { PodUserNamespaces } from "../userns/index.ts";
 import { podCgroupHousekeeping } from "../cgroups/housekeeping.ts";
 
 /** What housekeeping runs besides the syncLoop's own (orphans, mirror pods, GC): heap pacing, pod cgroups, orphaned pod directories. */
@@ -24,10 +26,11 @@ export function housekeepingTasks(
     vol: { volumes: Pick<VolumeManager, "cleanupOrphans"> };
     allocation: AllocationManager | undefined;
     devices: Pick<DeviceManager, "removeOrphans">;
+    userNamespaces: Pick<PodUserNamespaces, "cleanupOrphans">;
   },
 ): (() => void)[] {
   const { clock, logger } = w;
-  const { workers, pleg, podConfig, allocation, devices } = o;
+  const { workers, pleg, podConfig, allocation, devices, userNamespaces } = o;
   const { podCgroups } = o.node;
   const { volumes } = o.vol;
   // Garbage is collected by heap growth, as Go's GOGC does, not by the machine's RAM (memory/gc-pacer.ts).
@@ -37,6 +40,18 @@ export function housekeepingTasks(
     ...(podCgroups ? [everyMs(60_000, clock, () => podCgroupHousekeeping(podCgroups, workers, pleg, logger))] : []),
     // Directories (and mounts) of pods gone from the agent and the runtime, as upstream cleanupOrphanedPodDirs.
     // Only once every source delivered its pods: a restarted node must not lose emptyDirs of pods still loading.
+    // User namespace slots of pods gone (no source wants them, none runs) or whose directory is gone: every pass, as
+    // upstream's HandlePodCleanups (CleanupOrphanedPodUsernsAllocations), once every source delivered its pods.
+    () => {
+      if (!pleg.hasRelisted() || !podConfig.allSourcesReady()) return;
+      const known = new Set([...pleg.runtimePods().map((p) => p.uid), ...podConfig.desiredPods().map((p) => podUid(p))]);
+      try {
+        const released = userNamespaces.cleanupOrphans((uid) => workers.has(uid) || known.has(uid));
+        if (released.length) logger.v(2).info("released user namespaces of orphaned pods", { pods: released });
+      } catch (err) {
+        logger.error("Failed cleaning up orphaned pod user namespaces allocations", { err: errorMessage(err) });
+      }
+    },
     everyMs(60_000, clock, async () => {
       if (!pleg.hasRelisted() || !podConfig.allSourcesReady()) return;
       const known = new Set([...pleg.runtimePods().map((p) => p.uid), ...podConfig.desiredPods().map((p) => podUid(p))]);

@@ -102,7 +102,7 @@ export function buildPodRuntime(
     metrics: KubeletMetrics;
     random: () => number;
   },
-): { podHost: PodHost; runtime: CriPodRuntime; crashLoop: Backoff } {
+): { podHost: PodHost; runtime: CriPodRuntime; crashLoop: Backoff; userNamespaces: PodUserNamespaces } {
   const { config, clock, logger } = w;
   const userNamespaces = new PodUserNamespaces(buildUserNamespaceManager(config, o.random), o.cri);
   const { cri, cluster, hostIP, podCgroups, services, devices, cpuManager, memoryManager, prober, allocation, recorder, metrics } = o;
@@ -187,5 +187,5 @@ export function buildPodRuntime(
       resize: allocation,
     },
   });
-  return { podHost, runtime, crashLoop };
+  return { podHost, runtime, crashLoop, userNamespaces };
 }

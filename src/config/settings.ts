@@ -268,7 +268,7 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   failCgroupV1: acted("start refused on a cgroup v1 host (src/node/host-checks.ts)"),
   localStorageCapacityIsolation: acted("ephemeral-storage limits and eviction (src/eviction/local-storage.ts)"),
   userNamespaces: acted(
-    "idsPerPod (a multiple of 65536, default 65536): the size of each hostUsers: false pod's UID/GID range, cut from the \"kubelet\" user's /etc/subuid and /etc/subgid range or 65536..2^32 (src/userns/manager.ts)",
+    "idsPerPod (a multiple of 65536, default 65536): the size of each hostUsers: false pod's UID/GID range, cut from the \"kubelet\" user's /etc/subuid and /etc/subgid range or 65536..2^32; housekeeping releases the ranges of pods that no longer exist, as upstream (src/userns/manager.ts)",
   ),
   oomScoreAdj: acted("the agent's own /proc/self/oom_score_adj at start; a failure is a warning, as upstream (src/node/host-checks.ts)"),
   protectKernelDefaults: acted(

@@ -39,6 +39,11 @@ export class PodUserNamespaces {
     this.manager?.release(uid);
   }
 
+  /** Releases the slots of pods that are gone (upstream CleanupOrphanedPodUsernsAllocations; nothing with the gate off). */
+  cleanupOrphans(known: (uid: string) => boolean): string[] {
+    return this.manager?.cleanupOrphans(known) ?? [];
+  }
+
   /** Upstream HandlerSupportsUserNamespaces: no handlers reported (an older runtime) means no support. */
   private async checkHandler(runtimeHandler: string): Promise<void> {
     const msg =

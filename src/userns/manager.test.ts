@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { posix } from "node:path";
 import { DEFAULT_RANGE, kubeletMappings, UserNamespaceManager } from "./manager.ts";
@@ -59,6 +59,34 @@ describe("UserNamespaceManager", () => {
     m.release("a");
     expect(existsSync(posix.join(podDir("a"), "userns"))).toBe(false);
     expect(m.mappingsFor("c").uids[0]!.hostId).toBe(65536);
+  });
+
+  test("the orphan sweep releases slots of unknown pods and of pods whose directory is gone, as upstream's housekeeping", () => {
+    const { make, podDir } = setup({ range: { firstId: 65536, length: 65536 * 4 }, maxPods: 4 });
+    const m = make();
+    for (const uid of ["kept", "running-only", "unknown", "dir-gone"]) m.mappingsFor(uid);
+    mkdirSync(podDir("no-slot"), { recursive: true }); // a pod directory without a user namespace: nothing to release
+    rmSync(podDir("dir-gone"), { recursive: true });
+    const known = new Set(["kept", "running-only", "dir-gone"]);
+    expect(m.cleanupOrphans((uid) => known.has(uid)).sort()).toEqual(["dir-gone", "unknown"]);
+    expect([...m.allocated().keys()].sort()).toEqual(["kept", "running-only"]);
+    expect(existsSync(posix.join(podDir("unknown"), "userns"))).toBe(false);
+    expect(existsSync(posix.join(podDir("kept"), "userns"))).toBe(true);
+    // The freed slots are given out again: two new pods fit beside the two kept.
+    m.mappingsFor("new1");
+    m.mappingsFor("new2");
+    expect(() => m.mappingsFor("new3")).toThrow("could not find an empty slot");
+    // Nothing left to sweep; a missing pods directory is no pod at all.
+    expect(m.cleanupOrphans(() => true)).toEqual([]);
+  });
+
+  test("the sweep with no pods directory releases every slot (no pod has a directory)", () => {
+    const { make, podsRoot } = setup();
+    const m = make();
+    m.mappingsFor("a");
+    rmSync(podsRoot, { recursive: true });
+    expect(m.cleanupOrphans(() => true)).toEqual(["a"]);
+    expect(m.allocated().size).toBe(0);
   });
 
   test("exhaustion fails with upstream's error and takes nothing", () => {

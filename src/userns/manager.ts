@@ -91,6 +91,37 @@ export class UserNamespaceManager {
     this.used.delete(from / this.o.idsPerPod - this.off);
   }
 
+  /**
+   * upstream CleanupOrphanedPodUsernsAllocations (housekeeping): a pod
+   * directory on disk whose pod is not `known` (not wanted by a source, not
+   * running) has its slot released, and so has a slot whose pod has no
+   * directory any more. Returns the released pods.
+   */
+  cleanupOrphans(known: (uid: string) => boolean): string[] {
+    let found: string[];
+    try {
+      found = readdirSync(this.o.podsRoot, { withFileTypes: true })
+        .filter((e) => e.isDirectory())
+        .map((e) => e.name);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw new UserNamespaceError(`user namespace: read pods from disk: ${(err as Error).message}`);
+      found = [];
+    }
+    const released: string[] = [];
+    for (const uid of found) {
+      if (known(uid) || !this.usedBy.has(uid)) continue;
+      this.release(uid);
+      released.push(uid);
+    }
+    const onDisk = new Set(found);
+    for (const uid of [...this.usedBy.keys()]) {
+      if (onDisk.has(uid)) continue;
+      this.release(uid);
+      released.push(uid);
+    }
+    return released;
+  }
+
   /** Pods holding a slot now. */
   allocated(): ReadonlyMap<string, number> {
     return this.usedBy;
