@@ -249,6 +249,13 @@ export function startNodeController(
 /** The pod CIDR for the runtime (upstream updatePodCIDR): podCIDR at start; in cluster mode the Node's spec.podCIDRs later. */
 export function startPodCidr(w: Wiring, o: { cri: CriService }): PodCidr {
   const { config, logger } = w;
+  // hairpinMode: validated, then without effect, as upstream 1.34 (no code reads it since dockershim): the runtime's
+  // CNI configuration (the bridge plugin's hairpinMode) decides. Said in the log, louder when not the default.
+  const hairpin = config.kubelet.hairpinMode;
+  (hairpin === "promiscuous-bridge" ? logger.v(2) : logger).info(
+    "hairpinMode has no effect with a CRI runtime, as upstream: the runtime's CNI configuration governs hairpin traffic",
+    { hairpinMode: hairpin },
+  );
   const podCidr = new PodCidr({ cri: o.cri, logger });
   void podCidr.update(config.kubelet.podCIDR).catch((err: unknown) => logger.error("pod CIDR update failed", { err: errorMessage(err) }));
   return podCidr;

@@ -139,7 +139,9 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   clusterDomain: acted("pod DNS search domains (src/runtime/dns.ts)"),
   clusterDNS: acted("pod DNS servers (src/runtime/dns.ts)"),
   resolvConf: acted("pod DNS base (src/runtime/dns.ts)"),
-  hairpinMode: refused("hairpin mode is the CNI plugin's configuration; this agent sets nothing"),
+  hairpinMode: acted(
+    "validated (promiscuous-bridge, hairpin-veth or none) and otherwise without effect, as upstream 1.34, where nothing reads it with a CRI runtime: the runtime's CNI configuration (the bridge plugin's hairpinMode) governs hairpin traffic; the agent logs this at start (src/agent/node.ts)",
+  ),
   podCIDR: acted(
     "handed to the runtime at start over CRI UpdateRuntimeConfig (its network plugin may use it); in cluster mode the Node's spec.podCIDRs replace it, read from the Node the API returns at registration and on each status update (src/node/pod-cidr.ts)",
   ),
