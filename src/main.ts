@@ -103,6 +103,9 @@ async function main(): Promise<number> {
   ]);
   const host = checkHost(result.config.kubelet, {
     procRoot: "/proc",
+    // The kernel tunables: /proc/sys, or the directory BUNLET_SYSCTL_ROOT names (the test harness's, so a shared test
+    // host's kernel settings are not changed by every agent it starts).
+    sysctlRoot: process.env[SYSCTL_ROOT_ENV] || "/proc/sys",
     readFile: (path) => readFileSync(path, "utf8"),
     writeFile: (path, data) => writeFileSync(path, data),
     cgroupVersion: () => detectCgroupLayout("/", nodeCgroupFs).version,
@@ -119,6 +122,7 @@ async function main(): Promise<number> {
     process.stderr.write(`kubelet: ${host.problem}\n`);
     return host.invalidConfig ? 2 : 1;
   }
+  for (const line of host.info) log.v(2).info(line);
   for (const warning of host.warnings) log.warn(warning);
 
   const controller = new AbortController();
@@ -161,6 +165,9 @@ async function main(): Promise<number> {
   process.stderr.write(`kubelet: runonce failed: ${report.error}\n`);
   return 1;
 }
+
+/** Where the kernel tunables are read and written instead of /proc/sys (tests). */
+const SYSCTL_ROOT_ENV = "BUNLET_SYSCTL_ROOT";
 
 const shutdownConfigured = (k: KubeletConfiguration): boolean => k.shutdownGracePeriod > 0 || k.shutdownGracePeriodByPodPriority.length > 0;
 

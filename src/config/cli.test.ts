@@ -2,16 +2,32 @@
  * The CLI entry end to end: spawns `bun src/main.ts` and checks output and
  * exit codes (0 for --help and --version, 2 for a bad flag).
  */
-import { describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const MAIN = fileURLToPath(new URL("../main.ts", import.meta.url));
 
+/**
+ * A directory holding the host's kernel tunables, for BUNLET_SYSCTL_ROOT: an
+ * agent started here with protectKernelDefaults false writes upstream's values
+ * there, not into the shared test machine's /proc/sys.
+ */
+function sysctlSandbox(): { BUNLET_SYSCTL_ROOT: string } {
+  const root = mkdtempSync(join(tmpdir(), "cli-sysctl-"));
+  for (const flag of ["vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops", "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes"]) {
+    mkdirSync(join(root, dirname(flag)), { recursive: true });
+    writeFileSync(join(root, flag), readFileSync(join("/proc/sys", flag), "utf8"));
+  }
+  return { BUNLET_SYSCTL_ROOT: root };
+}
+const SYSCTL = sysctlSandbox();
+afterAll(() => rmSync(SYSCTL.BUNLET_SYSCTL_ROOT, { recursive: true, force: true }));
+
 async function kubelet(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const proc = Bun.spawn([process.execPath, MAIN, ...args], { stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawn([process.execPath, MAIN, ...args], { stdout: "pipe", stderr: "pipe", env: { ...process.env, ...SYSCTL } });
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
   return { code, stdout, stderr };
 }
@@ -21,7 +37,7 @@ async function startAgentProcess(args: string[], env?: Record<string, string | u
   const proc = Bun.spawn([process.execPath, MAIN, "--container-runtime-endpoint=unix:///nonexistent/cri.sock", "--healthz-port=0", "--hostname-override=cli-test", ...args], {
     stdout: "pipe",
     stderr: "pipe",
-    ...(env ? { env } : {}),
+    env: { ...(env ?? process.env), ...SYSCTL },
   });
   const decoder = new TextDecoder();
   let stderr = "";

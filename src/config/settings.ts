@@ -274,7 +274,7 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   ),
   oomScoreAdj: acted("the agent's own /proc/self/oom_score_adj at start; a failure is a warning, as upstream (src/node/host-checks.ts)"),
   protectKernelDefaults: acted(
-    "upstream's kernel tunables (vm/overcommit_memory 1, vm/panic_on_oom 0, kernel/panic 10, kernel/panic_on_oops 1, kernel/keys/root_maxkeys 1000000, kernel/keys/root_maxbytes 25000000) read at start; true: one that differs stops the agent with upstream's message for each; false (the default): upstream writes them, this agent leaves the host's kernel settings alone and warns naming each that differs (src/node/host-checks.ts)",
+    "upstream's kernel tunables (vm/overcommit_memory 1, vm/panic_on_oom 0, kernel/panic 10, kernel/panic_on_oops 1, kernel/keys/root_maxkeys 1000000, kernel/keys/root_maxbytes 25000000) read at start; true: one that differs stops the agent with upstream's message for each; false (the default): each that differs is written, and one that cannot be written stops the agent (in a user namespace with the KubeletInUserNamespace gate it is logged and ignored), as upstream (src/node/host-checks.ts)",
   ),
   kernelMemcgNotification: refused(`memcg threshold notifications are ${NOT_IMPLEMENTED}: memory eviction polls`),
   allowedUnsafeSysctls: acted("sysctls pods may set at admission (src/node/sysctls.ts)"),

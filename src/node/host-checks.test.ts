@@ -23,9 +23,11 @@ function fakeProc(swaps: string | undefined): HostCheckDeps & { root: string; li
     mkdirSync(join(root, "sys", flag, ".."), { recursive: true });
     writeFileSync(join(root, "sys", flag), `${value}\n`);
   }
+  writeFileSync(join(root, "self/uid_map"), "         0          0 4294967295\n");
   return {
     root,
     procRoot: root,
+    sysctlRoot: join(root, "sys"),
     readFile: (p) => readFileSync(p, "utf8"),
     writeFile: (p, d) => writeFileSync(p, d),
     cgroupVersion: () => "v1",
@@ -42,6 +44,7 @@ const settings = {
   topologyManagerPolicy: "none",
   topologyManagerScope: "container",
   protectKernelDefaults: false,
+  featureGates: {} as Record<string, boolean>,
 };
 
 describe("failSwapOn", () => {
@@ -85,7 +88,7 @@ test("singleProcessOOMKill: false is refused on a v1 host as invalid configurati
 
 test("oomScoreAdj is written to the agent's own oom_score_adj; a failure is a warning", () => {
   const p = fakeProc(HEADER);
-  expect(checkHost({ ...settings, oomScoreAdj: -500 }, p)).toEqual({ ok: true, warnings: [] });
+  expect(checkHost({ ...settings, oomScoreAdj: -500 }, p)).toEqual({ ok: true, warnings: [], info: [] });
   expect(readFileSync(join(p.root, "self/oom_score_adj"), "utf8")).toBe("-500");
   const denied = checkHost(settings, {
     ...p,
@@ -93,12 +96,12 @@ test("oomScoreAdj is written to the agent's own oom_score_adj; a failure is a wa
       throw new Error("EACCES: permission denied");
     },
   });
-  expect(denied).toEqual({ ok: true, warnings: [expect.stringContaining("could not set the agent's")] });
+  expect(denied).toEqual({ ok: true, warnings: [expect.stringContaining("could not set the agent's")], info: [] });
 });
 
 test("maxOpenFiles sets the agent's open file limit; a failure is a warning naming the field, as upstream logs it", () => {
   const p = fakeProc(HEADER);
-  expect(checkHost({ ...settings, maxOpenFiles: 4096 }, p)).toEqual({ ok: true, warnings: [] });
+  expect(checkHost({ ...settings, maxOpenFiles: 4096 }, p)).toEqual({ ok: true, warnings: [], info: [] });
   expect(p.limits).toEqual([4096]);
   const denied = checkHost(settings, {
     ...p,
@@ -106,7 +109,7 @@ test("maxOpenFiles sets the agent's open file limit; a failure is a warning nami
       throw new Error("setrlimit(RLIMIT_NOFILE, 1000000) failed: EPERM");
     },
   });
-  expect(denied).toEqual({ ok: true, warnings: ["maxOpenFiles: could not set the agent's open file limit to 1000000: setrlimit(RLIMIT_NOFILE, 1000000) failed: EPERM"] });
+  expect(denied).toEqual({ ok: true, warnings: ["maxOpenFiles: could not set the agent's open file limit to 1000000: setrlimit(RLIMIT_NOFILE, 1000000) failed: EPERM"], info: [] });
 });
 
 test("topologyManagerPolicy: every policy on one NUMA node (all pods admitted, as upstream); on more, only none, and the refusal names the field and the nodes", () => {
@@ -153,7 +156,7 @@ describe("protectKernelDefaults", () => {
     });
   });
   test("true, every tunable as upstream wants it: starts, no warning", () => {
-    expect(checkHost({ ...settings, failSwapOn: false, protectKernelDefaults: true }, fakeProc(HEADER))).toEqual({ ok: true, warnings: [] });
+    expect(checkHost({ ...settings, failSwapOn: false, protectKernelDefaults: true }, fakeProc(HEADER))).toEqual({ ok: true, warnings: [], info: [] });
   });
   test("true, two differ: refused with upstream's message for each", () => {
     const r = checkHost({ ...settings, protectKernelDefaults: true }, loose());
@@ -163,16 +166,39 @@ describe("protectKernelDefaults", () => {
         "[invalid kernel flag: vm/overcommit_memory, expected value: 1, actual value: 0, invalid kernel flag: kernel/panic_on_oops, expected value: 1, actual value: 0] (protectKernelDefaults: true, --protect-kernel-defaults: the kernel tunables must be set as the kubelet expects)",
     });
   });
-  test("false, two differ: starts, with one warning naming each (upstream would write them; this agent does not)", () => {
+  test("false, two differ: both are written with upstream's values, the agent starts, as upstream's KernelTunableModify", () => {
     const p = loose();
     const r = checkHost(settings, p);
     expect(r).toEqual({
       ok: true,
-      warnings: [
-        "protectKernelDefaults: false: upstream sets these kernel flags, this agent leaves the host's kernel settings alone: vm/overcommit_memory is 0, upstream sets 1; kernel/panic_on_oops is 0, upstream sets 1",
-      ],
+      warnings: [],
+      info: ["Updating kernel flag vm/overcommit_memory: expected value 1, actual value 0", "Updating kernel flag kernel/panic_on_oops: expected value 1, actual value 0"],
     });
-    expect(readFileSync(join(p.root, "sys/vm/overcommit_memory"), "utf8")).toBe("0\n");
+    expect(readFileSync(join(p.root, "sys/vm/overcommit_memory"), "utf8")).toBe("1");
+    expect(readFileSync(join(p.root, "sys/kernel/panic_on_oops"), "utf8")).toBe("1");
+    // Now as upstream wants them: nothing more is written, and true starts too.
+    expect(checkHost(settings, p)).toEqual({ ok: true, warnings: [], info: [] });
+    expect(checkHost({ ...settings, protectKernelDefaults: true }, p)).toEqual({ ok: true, warnings: [], info: [] });
+  });
+  test("false, a tunable that cannot be written stops the agent, as upstream; in a user namespace only with the hint", () => {
+    const p = loose();
+    const failing = {
+      ...p,
+      writeFile: (path: string) => {
+        throw new Error(`EACCES: permission denied, open '${path}'`);
+      },
+    };
+    const r = checkHost(settings, failing);
+    expect(r).toEqual({
+      ok: false,
+      problem: `[write ${join(p.root, "sys/vm/overcommit_memory")}: EACCES: permission denied, open '${join(p.root, "sys/vm/overcommit_memory")}', write ${join(p.root, "sys/kernel/panic_on_oops")}: EACCES: permission denied, open '${join(p.root, "sys/kernel/panic_on_oops")}'] (protectKernelDefaults: false, --protect-kernel-defaults: the kubelet sets these kernel tunables)`,
+    });
+    writeFileSync(join(p.root, "self/uid_map"), "         0     100000      65536\n");
+    const inUserns = checkHost(settings, failing);
+    expect(!inUserns.ok && inUserns.problem).toContain("(Hint: enable KubeletInUserNamespace feature flag to ignore the error)");
+    const gated = checkHost({ ...settings, featureGates: { KubeletInUserNamespace: true } }, failing);
+    expect(gated.ok).toBe(true);
+    expect(gated.ok && gated.info.filter((l) => l.startsWith("Updating kernel flag failed (running in UserNS, ignoring)"))).toHaveLength(2);
   });
   test("a tunable that cannot be read stops the agent whatever the setting, as upstream", () => {
     const p = fakeProc(HEADER);

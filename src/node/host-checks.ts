@@ -13,12 +13,14 @@
  *   node (src/topologymanager merges the memory manager's hints there);
  *   with more, the CPU and device managers give no hints yet, so the agent
  *   does not start.
- * - protectKernelDefaults: upstream's six kernel tunables (KERNEL_TUNABLES);
- *   true: one that differs stops the agent, with upstream's message for
- *   each; false: upstream writes them, this agent warns with each instead
- *   (it does not change the host's kernel settings). A tunable that cannot
+ * - protectKernelDefaults: upstream's six kernel tunables (KERNEL_TUNABLES,
+ *   setupKernelTunables); true: one that differs stops the agent, with
+ *   upstream's message for each; false: each that differs is written
+ *   ("Updating kernel flag"), and one that cannot be written stops the agent,
+ *   unless the agent runs in a user namespace with the KubeletInUserNamespace
+ *   gate (then it is logged and ignored), as upstream. A tunable that cannot
  *   be read stops the agent either way, as upstream.
- * Every path is below `procRoot`, so tests use a directory tree.
+ * Every path is below `procRoot` and `sysctlRoot`, so tests use directory trees.
  */
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
@@ -53,11 +55,14 @@ export const KERNEL_TUNABLES: readonly (readonly [string, number])[] = [
 ];
 
 /** The tunables that differ from upstream's values, or the errors reading them (as upstream, an error whatever the mode). */
-function kernelTunables(deps: Pick<HostCheckDeps, "procRoot" | "readFile">): { errors: string[]; differ: { flag: string; expected: number; actual: number }[] } {
+function kernelTunables(deps: Pick<HostCheckDeps, "sysctlRoot" | "readFile">): {
+  errors: string[];
+  differ: { flag: string; path: string; expected: number; actual: number }[];
+} {
   const errors: string[] = [];
-  const differ: { flag: string; expected: number; actual: number }[] = [];
+  const differ: { flag: string; path: string; expected: number; actual: number }[] = [];
   for (const [flag, expected] of KERNEL_TUNABLES) {
-    const path = join(deps.procRoot, "sys", flag);
+    const path = join(deps.sysctlRoot, flag);
     let text: string;
     try {
       text = deps.readFile(path);
@@ -67,9 +72,15 @@ function kernelTunables(deps: Pick<HostCheckDeps, "procRoot" | "readFile">): { e
     }
     const actual = Number.parseInt(text.trim(), 10);
     if (Number.isNaN(actual)) errors.push(`${path}: not a number: ${JSON.stringify(text.trim())}`);
-    else if (actual !== expected) differ.push({ flag, expected, actual });
+    else if (actual !== expected) differ.push({ flag, path, expected, actual });
   }
   return { errors, differ };
+}
+
+/** libcontainer's RunningInUserNS: any uid_map but the initial namespace's "0 0 4294967295". */
+export function runningInUserNamespace(uidMap: string): boolean {
+  const lines = uidMap.trim().split("\n");
+  return !(lines.length === 1 && /^0\s+0\s+4294967295$/.test(lines[0]!.trim()));
 }
 
 /** Go's utilerrors.NewAggregate text: one error alone, several in brackets. */
@@ -78,6 +89,8 @@ const aggregate = (errors: string[]) => (errors.length === 1 ? errors[0]! : `[${
 export interface HostCheckDeps {
   /** "/proc" on a real host. */
   procRoot: string;
+  /** Where the kernel tunables are read and written: "/proc/sys" on a real host. */
+  sysctlRoot: string;
   readFile(path: string): string;
   writeFile(path: string, data: string): void;
   /** The host's cgroup version (cgroups/detect.ts). */
@@ -98,11 +111,12 @@ export interface HostCheckSettings {
   topologyManagerPolicy: string;
   topologyManagerScope: string;
   protectKernelDefaults: boolean;
+  featureGates: Readonly<Record<string, boolean>>;
 }
 
 export type HostCheckResult =
   /** The agent must not start: `problem` says why, for the operator; `invalidConfig` when a setting is wrong for this host (exit 2). */
-  { ok: false; problem: string; invalidConfig?: true } | { ok: true; warnings: string[] };
+  { ok: false; problem: string; invalidConfig?: true } | { ok: true; warnings: string[]; info: string[] };
 
 /** The swap devices /proc/swaps lists (its first line is a header). */
 export function swapDevices(swapsText: string): string[] {
@@ -139,14 +153,43 @@ export function checkHost(s: HostCheckSettings, deps: HostCheckDeps): HostCheckR
   if (s.singleProcessOOMKill === false && deps.cgroupVersion() === "v1")
     return { ok: false, problem: "invalid configuration: singleProcessOOMKill must not be explicitly set to false when using cgroup v1", invalidConfig: true };
   const tunables = kernelTunables(deps);
-  const tunableErrors = [
-    ...tunables.errors,
-    ...(s.protectKernelDefaults ? tunables.differ.map((d) => `invalid kernel flag: ${d.flag}, expected value: ${d.expected}, actual value: ${d.actual}`) : []),
-  ];
+  const info: string[] = [];
+  const tunableErrors = [...tunables.errors];
+  for (const d of tunables.differ) {
+    if (s.protectKernelDefaults) {
+      tunableErrors.push(`invalid kernel flag: ${d.flag}, expected value: ${d.expected}, actual value: ${d.actual}`);
+      continue;
+    }
+    // Upstream's KernelTunableModify.
+    info.push(`Updating kernel flag ${d.flag}: expected value ${d.expected}, actual value ${d.actual}`);
+    try {
+      deps.writeFile(d.path, String(d.expected));
+    } catch (err) {
+      const error = `write ${d.path}: ${(err as Error).message}`;
+      const inUserns = (() => {
+        try {
+          return runningInUserNamespace(deps.readFile(join(deps.procRoot, "self/uid_map")));
+        } catch {
+          return false;
+        }
+      })();
+      if (inUserns && s.featureGates["KubeletInUserNamespace"] === true) {
+        info.push(`Updating kernel flag failed (running in UserNS, ignoring): ${d.flag}: ${error}`);
+        continue;
+      }
+      tunableErrors.push(inUserns ? `${error} (Hint: enable KubeletInUserNamespace feature flag to ignore the error)` : error);
+    }
+  }
   if (tunableErrors.length)
     return {
       ok: false,
-      problem: `${aggregate(tunableErrors)}${tunables.differ.length && s.protectKernelDefaults ? " (protectKernelDefaults: true, --protect-kernel-defaults: the kernel tunables must be set as the kubelet expects)" : ""}`,
+      problem: `${aggregate(tunableErrors)}${
+        s.protectKernelDefaults && tunables.differ.length
+          ? " (protectKernelDefaults: true, --protect-kernel-defaults: the kernel tunables must be set as the kubelet expects)"
+          : !s.protectKernelDefaults && tunables.differ.length
+            ? " (protectKernelDefaults: false, --protect-kernel-defaults: the kubelet sets these kernel tunables)"
+            : ""
+      }`,
     };
   if (s.topologyManagerPolicy !== "none") {
     const nodes = deps.numaNodes();
@@ -158,10 +201,6 @@ export function checkHost(s: HostCheckSettings, deps: HostCheckDeps): HostCheckR
       };
   }
   const warnings: string[] = [];
-  if (tunables.differ.length)
-    warnings.push(
-      `protectKernelDefaults: false: upstream sets these kernel flags, this agent leaves the host's kernel settings alone: ${tunables.differ.map((d) => `${d.flag} is ${d.actual}, upstream sets ${d.expected}`).join("; ")}`,
-    );
   const oomPath = join(deps.procRoot, "self/oom_score_adj");
   try {
     deps.writeFile(oomPath, String(s.oomScoreAdj));
@@ -173,5 +212,5 @@ export function checkHost(s: HostCheckSettings, deps: HostCheckDeps): HostCheckR
   } catch (err) {
     warnings.push(`maxOpenFiles: could not set the agent's open file limit to ${s.maxOpenFiles}: ${(err as Error).message}`);
   }
-  return { ok: true, warnings };
+  return { ok: true, warnings, info };
 }

@@ -4,11 +4,27 @@
 // agent's log, kill -9 it and start it again.
 import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync, writeSync } from "node:fs";
 import { createServer } from "node:net";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import type { Subprocess } from "bun";
+import { KERNEL_TUNABLES } from "../../src/node/host-checks.ts";
 import type { ContainerdHandle } from "./containerd.ts";
 
 const repoRoot = resolve(import.meta.dir, "../..");
+
+/**
+ * The agent's kernel tunables (protectKernelDefaults: false writes upstream's
+ * values, as upstream) in a directory of `dir` holding the host's current
+ * values, named by BUNLET_SYSCTL_ROOT: this machine is shared, and every agent
+ * a test starts would otherwise change its panic and overcommit behaviour.
+ */
+export function sysctlSandbox(dir: string): { BUNLET_SYSCTL_ROOT: string } {
+  const root = join(dir, "sysctl");
+  for (const [flag] of KERNEL_TUNABLES) {
+    mkdirSync(join(root, dirname(flag)), { recursive: true });
+    writeFileSync(join(root, flag), readFileSync(join("/proc/sys", flag), "utf8"));
+  }
+  return { BUNLET_SYSCTL_ROOT: root };
+}
 
 export interface AgentHandle {
   dir: string;
@@ -87,6 +103,7 @@ export async function startAgent(
     ...opts.extraConfig,
   };
   writeFileSync(configFile, JSON.stringify(config, null, 2));
+  const sysctl = sysctlSandbox(dir);
   const logFile = join(dir, "agent.log");
   writeFileSync(logFile, "");
   let proc: Subprocess | undefined;
@@ -116,7 +133,7 @@ export async function startAgent(
         {
           stdout: "pipe",
           stderr: "pipe",
-          ...(opts.env ? { env: { ...process.env, ...opts.env } } : {}),
+          env: { ...process.env, ...sysctl, ...opts.env },
         },
       );
       const pump = async (stream: ReadableStream<Uint8Array>) => {

@@ -11,6 +11,7 @@ import { join, resolve } from "node:path";
 import { FakeCri } from "../../src/cri/fake.ts";
 import { serveCri, type CriGrpcServer } from "../../src/cri/grpc-server.ts";
 import { FakeClock } from "../../src/util/clock.ts";
+import { sysctlSandbox } from "../harness/agent.ts";
 
 const repoRoot = resolve(import.meta.dir, "../..");
 let dir: string;
@@ -34,6 +35,7 @@ async function agent(config: string): Promise<{ code: number | null; stderr: str
   const proc = Bun.spawn([process.execPath, join(repoRoot, "src/main.ts"), `--config=${file}`, `--root-dir=${join(dir, "root")}`, "--hostname-override=n1"], {
     stdout: "pipe",
     stderr: "pipe",
+    env: { ...process.env, ...sysctlSandbox(dir) },
   });
   const timer = setTimeout(() => proc.kill("SIGKILL"), 30_000);
   const [, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);

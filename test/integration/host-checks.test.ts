@@ -3,14 +3,15 @@
  * enabled (and off again at once), failCgroupV1 on this cgroup v1 host. The
  * agent must refuse before touching the runtime, with a message naming the
  * setting. The swapfile is 16 MiB and on for the few seconds the agent
- * takes to start and refuse. protectKernelDefaults reads files bind-mounted
- * over /proc/sys in a mount namespace of the agent's own, so the host's
- * kernel settings are neither read nor changed.
+ * takes to start and refuse. protectKernelDefaults reads and writes the
+ * tunables in a directory BUNLET_SYSCTL_ROOT names, so the host's kernel
+ * settings are not changed.
  */
 import { afterAll, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
+import { sysctlSandbox } from "../harness/agent.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "bunlet-host-checks-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -38,7 +39,8 @@ async function startAgent(
   const proc = Bun.spawn(wrap([...cmd, `--config=${file}`, `--root-dir=${join(dir, "root")}`, "--hostname-override=host-checks"]), {
     stdout: "pipe",
     stderr: "pipe",
-    ...(env ? { env: { ...process.env, ...env } } : {}),
+    // The host's kernel tunables are never written: protectKernelDefaults false would (harness/agent.ts sysctlSandbox).
+    env: { ...process.env, ...sysctlSandbox(dir), ...env },
   });
   const timer = setTimeout(() => proc.kill(), killAfterMs);
   const [code, stderr] = await Promise.all([proc.exited, new Response(proc.stderr).text()]);
@@ -86,7 +88,7 @@ test('makeIPTablesUtilChains (the default) with no iptables binary on PATH: past
   expect(r.stderr).not.toContain("makeIPTablesUtilChains");
 }, 60_000);
 
-test("protectKernelDefaults: true refuses with upstream's message for each tunable that differs; false starts, warns, and writes nothing", async () => {
+test("protectKernelDefaults: true refuses with upstream's message for each tunable that differs; false writes them and starts, as upstream", async () => {
   // Upstream's values, but vm/overcommit_memory and kernel/panic_on_oops as a stock kernel has them.
   const values: Record<string, number> = {
     "vm/overcommit_memory": 0,
@@ -96,22 +98,27 @@ test("protectKernelDefaults: true refuses with upstream's message for each tunab
     "kernel/keys/root_maxkeys": 1000000,
     "kernel/keys/root_maxbytes": 25000000,
   };
-  const binds = Object.entries(values).map(([flag, value]) => {
-    const fake = join(dir, `sysctl.${flag.replaceAll("/", ".")}`);
-    writeFileSync(fake, `${value}\n`);
-    return { fake, value, bind: `mount --bind ${fake} /proc/sys/${flag}` };
-  });
-  // unshare --mount makes every mount private: the binds stay in the agent's namespace.
-  const wrap = (argv: string[]) => ["unshare", "--mount", "--", "bash", "-c", `${binds.map((b) => b.bind).join(" && ")} && exec "$@"`, "bash", ...argv];
-  const refused = await startAgent({ failSwapOn: false, protectKernelDefaults: true }, 30_000, undefined, wrap);
+  const root = join(dir, "kernel-tunables");
+  for (const [flag, value] of Object.entries(values)) {
+    mkdirSync(join(root, dirname(flag)), { recursive: true });
+    writeFileSync(join(root, flag), `${value}\n`);
+  }
+  const env = { BUNLET_SYSCTL_ROOT: root };
+  const refused = await startAgent({ failSwapOn: false, protectKernelDefaults: true }, 30_000, env);
   expect(refused.code).toBe(1);
   expect(refused.stderr).toContain(
     "kubelet: [invalid kernel flag: vm/overcommit_memory, expected value: 1, actual value: 0, invalid kernel flag: kernel/panic_on_oops, expected value: 1, actual value: 0] (protectKernelDefaults: true, --protect-kernel-defaults",
   );
-  const allowed = await startAgent({ failSwapOn: false }, 4000, undefined, wrap);
-  expect(allowed.stderr).toContain(
-    "protectKernelDefaults: false: upstream sets these kernel flags, this agent leaves the host's kernel settings alone: vm/overcommit_memory is 0, upstream sets 1; kernel/panic_on_oops is 0, upstream sets 1",
-  );
+  // Refused: nothing written.
+  expect(readFileSync(join(root, "vm/overcommit_memory"), "utf8")).toBe("0\n");
+  const allowed = await startAgent({ failSwapOn: false }, 4000, env, (argv) => [...argv, "--v=2"]);
+  expect(allowed.stderr).toContain("Updating kernel flag vm/overcommit_memory: expected value 1, actual value 0");
+  expect(allowed.stderr).toContain("Updating kernel flag kernel/panic_on_oops: expected value 1, actual value 0");
   expect(allowed.stderr).toContain("starting node agent");
-  for (const { fake, value } of binds) expect(readFileSync(fake, "utf8")).toBe(`${value}\n`);
+  expect(readFileSync(join(root, "vm/overcommit_memory"), "utf8")).toBe("1");
+  expect(readFileSync(join(root, "kernel/panic_on_oops"), "utf8")).toBe("1");
+  expect(readFileSync(join(root, "kernel/panic"), "utf8")).toBe("10\n");
+  // Now as upstream wants them: true starts.
+  const protectedStart = await startAgent({ failSwapOn: false, protectKernelDefaults: true }, 4000, env);
+  expect(protectedStart.stderr).toContain("starting node agent");
 }, 60_000);
