@@ -96,7 +96,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   // The pod CIDR for the runtime's network plugin: the podCIDR setting now, the Node's spec.podCIDRs in cluster mode.
   const podCidr = startPodCidr(w, { cri });
   // Cluster mode: the API server is a pod source and the status sink, and the node registers.
-  const cluster = await buildCluster(w, { api: deps.api, version: deps.version, signal });
+  const cluster = await buildCluster(w, { api: deps.api, version: deps.version, signal, random });
   const hostIP = config.nodeIPs[0] ?? cluster?.internalIP;
 
   // The node's cgroups: the driver, kubepods and the QoS classes (cgroupsPerQOS), node allocatable on kubepods, swap.

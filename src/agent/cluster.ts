@@ -2,8 +2,17 @@
 import { posix } from "node:path";
 import type { AgentConfig } from "../config/index.ts";
 import { createKubeApi, type KubeApi } from "../api/index.ts";
+import type { Credentials } from "../api/kubeconfig.ts";
 import { defaultRouteIPv4, goArch } from "../node/machine.ts";
-import { bootstrapClientCertificate, ClientCertificateRotation, csrApi, CURRENT_CLIENT_PEM, readUsableCertificate, type CsrApi } from "../certificates/client.ts";
+import {
+  bootstrapClientCertificate,
+  ClientCertificateInUse,
+  ClientCertificateRotation,
+  csrApi,
+  CURRENT_CLIENT_PEM,
+  readUsableCertificate,
+  type CsrApi,
+} from "../certificates/client.ts";
 import { certificateValidity } from "../certificates/x509.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
@@ -14,10 +23,17 @@ import type { Wiring } from "./wiring.ts";
  * node registers (deps.api in tests, else the one --kubeconfig names), with
  * its client certificate rotation started. Run-once never talks to it (upstream).
  */
-export async function buildCluster(w: Wiring, o: { api: KubeApi | undefined; version: string | undefined; signal: AbortSignal }): Promise<Cluster | undefined> {
+export async function buildCluster(
+  w: Wiring,
+  o: { api: KubeApi | undefined; version: string | undefined; signal: AbortSignal; random: () => number },
+): Promise<Cluster | undefined> {
   const { config, stack, clock, logger } = w;
   if (config.runOnce) return undefined;
-  const cluster = o.api ? injectedCluster(o.api, o.version) : config.kubeconfig ? await connectCluster(config, { clock, logger, version: o.version, signal: o.signal }) : undefined;
+  const cluster = o.api
+    ? injectedCluster(o.api, o.version)
+    : config.kubeconfig
+      ? await connectCluster(config, { clock, logger, version: o.version, signal: o.signal, random: o.random })
+      : undefined;
   if (cluster?.rotation) stack.use(cluster.rotation).start();
   return cluster;
 }
@@ -43,8 +59,11 @@ export interface Cluster {
  * here. TLS bootstrap first when configured; with rotateCertificates the
  * client certificate is renewed while running and the client follows it.
  */
-export async function connectCluster(config: AgentConfig, opts: { clock: Clock; logger: Logger; version: string | undefined; signal: AbortSignal }): Promise<Cluster> {
-  const { createRestClient, loadCredentials } = await import("../api/rest.ts");
+export async function connectCluster(
+  config: AgentConfig,
+  opts: { clock: Clock; logger: Logger; version: string | undefined; signal: AbortSignal; random: () => number },
+): Promise<Cluster> {
+  const { createRestClient } = await import("../api/rest.ts");
   const kubeletVersion = kubeletVersionOf(opts.version);
   const userAgent = `kubelet/${kubeletVersion} (linux/${goArch()}) bunlet`;
   if (config.bootstrapKubeconfig) {
@@ -59,26 +78,38 @@ export async function connectCluster(config: AgentConfig, opts: { clock: Clock; 
       userAgent,
     });
   }
-  const credentials = await loadCredentials(config.kubeconfig!);
-  let rotation: ClientCertificateRotation | undefined;
-  if (config.kubelet.rotateCertificates && credentials.cert && credentials.key) {
-    // A certificate rotated before a restart is newer than the one the kubeconfig names.
-    const fromKubeconfig = { certificatePem: credentials.cert, privateKeyPem: credentials.key };
-    const stored = readUsableCertificate(posix.join(config.certDir, CURRENT_CLIENT_PEM), opts.clock.now());
-    const newer = stored && certificateValidity(stored.certificatePem).notAfterMs > certificateValidity(fromKubeconfig.certificatePem).notAfterMs;
-    let current = newer ? stored : fromKubeconfig;
-    credentials.clientCertificate = () => ({ cert: current.certificatePem, key: current.privateKeyPem });
-    rotation = new ClientCertificateRotation(current, {
-      api: csrApi(createRestClient({ credentials, qps: 5, burst: 10, clock: opts.clock, userAgent })),
-      nodeName: config.nodeName,
-      certDir: config.certDir,
-      clock: opts.clock,
-      logger: opts.logger,
-      random: Math.random,
-      onRotated: (next) => (current = next),
-    });
-  }
+  const { credentials, rotation } = await rotatedCredentials(config, { ...opts, userAgent });
   const rest = createRestClient({ credentials, qps: config.kubelet.kubeAPIQPS, burst: config.kubelet.kubeAPIBurst, clock: opts.clock, userAgent });
   opts.logger.info("using the API server", { server: rest.server, node: config.nodeName });
   return { api: createKubeApi(rest, { contentType: config.kubelet.contentType }), csr: csrApi(rest), internalIP: defaultRouteIPv4(), kubeletVersion, rotation };
+}
+
+/**
+ * The kubeconfig's credentials; with rotateCertificates, the client
+ * certificate comes from a holder the rotation renews (its own CSR client
+ * presents the same certificate).
+ */
+async function rotatedCredentials(
+  config: AgentConfig,
+  opts: { clock: Clock; logger: Logger; random: () => number; userAgent: string },
+): Promise<{ credentials: Credentials; rotation?: ClientCertificateRotation }> {
+  const { createRestClient, loadCredentials } = await import("../api/rest.ts");
+  const loaded = await loadCredentials(config.kubeconfig!);
+  if (!config.kubelet.rotateCertificates || !loaded.cert || !loaded.key) return { credentials: loaded };
+  // A certificate rotated before a restart is newer than the one the kubeconfig names.
+  const fromKubeconfig = { certificatePem: loaded.cert, privateKeyPem: loaded.key };
+  const stored = readUsableCertificate(posix.join(config.certDir, CURRENT_CLIENT_PEM), opts.clock.now());
+  const newer = stored && certificateValidity(stored.certificatePem).notAfterMs > certificateValidity(fromKubeconfig.certificatePem).notAfterMs;
+  const inUse = new ClientCertificateInUse(newer ? stored : fromKubeconfig);
+  const credentials: Credentials = { ...loaded, clientCertificate: () => inUse.pem() };
+  const rotation = new ClientCertificateRotation(inUse.current(), {
+    api: csrApi(createRestClient({ credentials, qps: 5, burst: 10, clock: opts.clock, userAgent: opts.userAgent })),
+    nodeName: config.nodeName,
+    certDir: config.certDir,
+    clock: opts.clock,
+    logger: opts.logger,
+    random: opts.random,
+    onRotated: (next) => inUse.replace(next),
+  });
+  return { credentials, rotation };
 }

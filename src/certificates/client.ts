@@ -27,6 +27,28 @@ export interface ClientCertificate {
   privateKeyPem: string;
 }
 
+/**
+ * The client certificate the API client presents: the rotation replaces it,
+ * the REST client reads it for each new connection. Built before both, so
+ * neither is changed after it is made.
+ */
+export class ClientCertificateInUse {
+  constructor(private cert: ClientCertificate) {}
+
+  current(): ClientCertificate {
+    return this.cert;
+  }
+
+  replace(next: ClientCertificate): void {
+    this.cert = next;
+  }
+
+  /** As the REST client's credentials take it. */
+  pem(): { cert: string; key: string } {
+    return { cert: this.cert.certificatePem, key: this.cert.privateKeyPem };
+  }
+}
+
 /** The CSR API calls this needs (certificates.k8s.io/v1). */
 export interface CsrApi {
   create(csr: Record<string, unknown>): Promise<{ metadata?: { name?: string } }>;
