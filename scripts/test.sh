@@ -63,7 +63,7 @@ containerd2_files=(
   faults preload volumes persistent-volumes device-plugins cluster certificates serving-certificate
   server-authz prometheus metrics-server parity debug-resize pod-semantics
   cgroups shutdown-logind harness takeover-cluster csi cpu-manager swap qos-reserved
-  pull-qps selinux user-namespaces
+  pull-qps selinux user-namespaces memory-manager api-protobuf system-cgroups
 )
 echo "== integration tests (containerd 2.x): ${#containerd2_files[@]} files"
 BUNLET_RUNTIME=containerd2 run_tests bun test --timeout 120000 $(printf "test/integration/%s.test.ts " "${containerd2_files[@]}")
