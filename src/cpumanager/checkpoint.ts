@@ -8,7 +8,6 @@
  * checkpoint struct with its checksum zeroed (dump.ForHash: sorted map keys,
  * no pointer addresses). A checksum of 0 is accepted, as upstream does.
  */
-import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { type CpuSet, formatCpuSet, parseCpuSet } from "../util/cpuset.ts";
 
 export interface CpuManagerState {
@@ -110,28 +109,4 @@ export function decodeCheckpoint(text: string): CpuManagerState {
   };
 }
 
-/** Where the state is kept: a file on the host, a map in tests. */
-export interface StateStore {
-  /** The stored text, or undefined when there is none yet. */
-  read(): string | undefined;
-  write(text: string): void;
-}
-
-export function fileStateStore(path: string): StateStore {
-  return {
-    read() {
-      try {
-        return readFileSync(path, "utf8");
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-        throw err;
-      }
-    },
-    // Written aside and renamed over the old file, so a crash leaves the old state or the new one.
-    write(text) {
-      const tmp = `${path}.tmp`;
-      writeFileSync(tmp, text, { mode: 0o644 });
-      renameSync(tmp, path);
-    },
-  };
-}
+export { fileStateStore, type StateStore } from "../util/state-file.ts";

@@ -11,7 +11,6 @@
  * inside a map, `<nil>` for a nil slice or map), so a Go `null` and an empty
  * list are kept apart here as they are there.
  */
-import { readFileSync, renameSync, writeFileSync } from "node:fs";
 
 export interface MemoryTable {
   total: number;
@@ -196,28 +195,4 @@ export function decodeCheckpoint(text: string): MemoryManagerState & { checksum:
   return { ...state, checksum };
 }
 
-/** Where the state is kept: a file on the host, a string in tests. */
-export interface StateStore {
-  /** The stored text, or undefined when there is none yet. */
-  read(): string | undefined;
-  write(text: string): void;
-}
-
-export function fileStateStore(path: string): StateStore {
-  return {
-    read() {
-      try {
-        return readFileSync(path, "utf8");
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-        throw err;
-      }
-    },
-    // Written aside and renamed over the old file, so a crash leaves the old state or the new one.
-    write(text) {
-      const tmp = `${path}.tmp`;
-      writeFileSync(tmp, text, { mode: 0o644 });
-      renameSync(tmp, path);
-    },
-  };
-}
+export { fileStateStore, type StateStore } from "../util/state-file.ts";
