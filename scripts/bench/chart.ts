@@ -12,7 +12,7 @@ export interface Series {
 }
 
 const COLORS = ["#1f77b4", "#ff7f0e", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"];
-const esc = (s: string) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+export const esc = (s: string) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 
 /** A round step for an axis that reaches `max` in about five ticks. */
 function tickStep(max: number): number {

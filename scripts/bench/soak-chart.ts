@@ -8,7 +8,7 @@ export interface SoakPoint {
   rssMiB: number;
 }
 
-const esc = (s: string) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+import { esc } from "./chart.ts";
 
 export function renderSoakChart(points: SoakPoint[], opts: { title: string; baselineMiB: number; warmupSeconds: number }): string {
   const w = 760,
