@@ -2,13 +2,13 @@
 // issue allows (growth under 5% over the level after warm-up) shaded, so a
 // leak reads as a line leaving the band. Hand-written SVG like chart.ts.
 
+import { esc } from "./chart.ts";
+
 export interface SoakPoint {
   /** Seconds since the pods were all created. */
   s: number;
   rssMiB: number;
 }
-
-import { esc } from "./chart.ts";
 
 export function renderSoakChart(points: SoakPoint[], opts: { title: string; baselineMiB: number; warmupSeconds: number }): string {
   const w = 760,
