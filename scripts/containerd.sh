@@ -352,7 +352,8 @@ do_purge() {
   for bundle in "$dir"/state/io.containerd.runtime.v2.task/*/*/; do
     [[ -d "$bundle" ]] || continue
     bundle="${bundle%/}"; id="${bundle##*/}"; ns="${bundle%/*}"; ns="${ns##*/}"
-    root="$(sed -n 's/.*"root":"\([^"]*\)".*/\1/p' "$bundle/options.json" 2>/dev/null)"
+    # A task stopped while it was being created may have no options.json yet (sed exits 2: not fatal here).
+    root="$(sed -n 's/.*"root":"\([^"]*\)".*/\1/p' "$bundle/options.json" 2>/dev/null || true)"
     root="${root:-/run/containerd/runc}/$ns"
     if [[ -d "$root/$id" ]]; then
       "$RUNC" --root "$root" delete --force "$id" >/dev/null 2>&1 || log "runc delete --force $id failed"

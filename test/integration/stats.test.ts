@@ -43,7 +43,9 @@ async function collectUntil(ok: (s: Summary) => boolean, timeoutMs = 15_000): Pr
 beforeAll(async () => {
   requireRoot();
   ctd = await startContainerd({ name: "stats" });
-  cri = createCriClient({ endpoint: ctd.endpoint, requestTimeoutMs: 20_000, logger: memoryLogger().logger });
+  // 60 s: containerd 2.x once took over 20 s for one RunPodSandbox of the 20 below on a CI machine (the only
+  // such run of many); setting up sandboxes is not what these tests measure.
+  cri = createCriClient({ endpoint: ctd.endpoint, requestTimeoutMs: 60_000, logger: memoryLogger().logger });
   podLogsDir = join(ctd.dir, "pod-logs");
   podCgroup = `${ctd.cgroupParent}/podtest`;
   const logDirectory = podLogDirectory(podLogsDir, pod);
@@ -187,15 +189,19 @@ describe("stats collector on containerd", () => {
     try {
       for (let i = 0; i < 19; i++) {
         const name = `extra-${i}`;
-        extra.push(
-          await cri.runPodSandbox({
+        const started = Date.now();
+        const id = await cri
+          .runPodSandbox({
             metadata: { name, namespace: "stats-it", uid: `uid-${name}`, attempt: 0 },
             hostname: name,
             logDirectory: join(podLogsDir, name),
             labels: {},
             linux: { cgroupParent: `${ctd.cgroupParent}/${name}`, securityContext: { namespaceOptions: { network: NamespaceMode.POD } } },
-          }),
-        );
+          })
+          .catch((e: Error) => {
+            throw new Error(`${e.message} (after ${Date.now() - started} ms)\n${ctd.describe()}\nlast lines of its log:\n${logTail(40)}`);
+          });
+        extra.push(id);
       }
       const until = Date.now() + 15_000;
       let passes = 0;
@@ -218,5 +224,10 @@ describe("stats collector on containerd", () => {
           .then(() => cri.removePodSandbox(id))
           .catch(() => {});
     }
-  }, 60_000);
+  }, 180_000);
 });
+
+/** containerd's last log lines, whatever their level: a slow call shows what containerd was doing. */
+function logTail(lines: number): string {
+  return readFileSync(join(ctd.dir, "containerd.log"), "utf8").split("\n").slice(-lines).join("\n");
+}
