@@ -15,6 +15,7 @@ import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import { formatCpuSet } from "../util/cpuset.ts";
 import type { CpuAdmitResult, CpuPolicy } from "./policy.ts";
+import { podUid } from "../pods/identity.ts";
 
 export interface CpuManager {
   /** Allocates the pod's exclusive CPUs, or says why it cannot be admitted. */
@@ -59,7 +60,7 @@ export class PolicyCpuManager implements CpuManager {
   }
 
   cpusetFor(pod: Pod, container: ContainerSpec): string | undefined {
-    const set = this.d.policy.cpusOf(pod.metadata.uid ?? "", container.name);
+    const set = this.d.policy.cpusOf(podUid(pod), container.name);
     return set?.length ? formatCpuSet(set) : undefined;
   }
 
@@ -85,7 +86,7 @@ export class PolicyCpuManager implements CpuManager {
   async reconcile(): Promise<void> {
     const active = this.d.pods.activePods();
     if (this.d.sources.allSourcesReady()) this.d.policy.removeStale(active);
-    const byUid = new Map(active.map((p) => [p.metadata.uid ?? "", p]));
+    const byUid = new Map(active.map((p) => [podUid(p), p]));
     let containers: Awaited<ReturnType<CpuManagerDeps["cri"]["listContainers"]>>;
     try {
       containers = await this.d.cri.listContainers({ state: { state: ContainerState.CONTAINER_RUNNING } });
@@ -99,7 +100,7 @@ export class PolicyCpuManager implements CpuManager {
       const pod = byUid.get(c.labels[PodUidLabel] ?? "");
       const name = c.labels[ContainerNameLabel];
       if (!pod || !name) continue;
-      const set = this.d.policy.cpusOf(pod.metadata.uid ?? "", name);
+      const set = this.d.policy.cpusOf(podUid(pod), name);
       if (!set?.length) continue;
       const cpus = formatCpuSet(set);
       if (this.written.get(c.id) === cpus) continue;

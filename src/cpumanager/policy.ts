@@ -13,6 +13,8 @@
  * pod is no longer active.
  */
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
+import { podUid } from "../pods/identity.ts";
+import { staleContainerEntries } from "../pods/active.ts";
 import { podQosClass } from "../cgroups/qos.ts";
 import { containerRequests } from "../cgroups/resources.ts";
 import { type CpuManagerState, CheckpointError, decodeCheckpoint, encodeCheckpoint, type StateStore } from "./checkpoint.ts";
@@ -56,8 +58,6 @@ export function guaranteedCpus(pod: Pod, container: ContainerSpec): number {
   const milli = containerRequests(container).cpu ?? 0;
   return milli % 1000 === 0 ? milli / 1000 : 0;
 }
-
-const uidOf = (pod: Pod) => pod.metadata.uid ?? "";
 
 export class CpuPolicy {
   readonly reserved: CpuSet;
@@ -145,7 +145,7 @@ export class CpuPolicy {
   /** upstream topology manager (container scope) Allocate: every container of the pod, init containers first. */
   allocatePod(pod: Pod): CpuAdmitResult {
     if (this.cfg.policy !== "static") return { admit: true };
-    const uid = uidOf(pod);
+    const uid = podUid(pod);
     const before = structuredClone(this.state);
     for (const c of [...(pod.spec.initContainers ?? []), ...pod.spec.containers]) {
       const err = this.allocate(pod, c);
@@ -162,7 +162,7 @@ export class CpuPolicy {
   private allocate(pod: Pod, c: ContainerSpec): CpuAdmitResult | undefined {
     const n = guaranteedCpus(pod, c);
     if (n === 0) return undefined;
-    const uid = uidOf(pod);
+    const uid = podUid(pod);
     const perCore = cpusPerCore(this.cfg.topology);
     if (this.cfg.fullPcpusOnly) {
       const smt = (message: string): CpuAdmitResult => ({ admit: false, reason: "SMTAlignmentError", message });
@@ -192,7 +192,7 @@ export class CpuPolicy {
   }
 
   private updateReuse(pod: Pod, c: ContainerSpec, set: CpuSet): void {
-    const uid = uidOf(pod);
+    const uid = podUid(pod);
     for (const other of this.reuse.keys()) if (other !== uid) this.reuse.delete(other);
     const current = this.reuse.get(uid) ?? [];
     const plainInit = (pod.spec.initContainers ?? []).includes(c) && !isRestartableInit(pod, c);
@@ -212,16 +212,10 @@ export class CpuPolicy {
 
   /** upstream removeStaleState: assignments of containers no active pod has are released. Returns whether anything was. */
   removeStale(active: readonly Pod[]): boolean {
-    const containers = new Map(active.map((p) => [uidOf(p), new Set([...(p.spec.initContainers ?? []), ...p.spec.containers].map((c) => c.name))]));
-    let changed = false;
-    for (const [uid, cs] of Object.entries(this.state.entries))
-      for (const name of Object.keys(cs))
-        if (!containers.get(uid)?.has(name)) {
-          this.release(uid, name);
-          changed = true;
-        }
-    if (changed) this.save();
-    return changed;
+    const stale = staleContainerEntries(this.state.entries, active);
+    for (const { uid, container } of stale) this.release(uid, container);
+    if (stale.length) this.save();
+    return stale.length > 0;
   }
 }
 

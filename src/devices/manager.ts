@@ -36,6 +36,7 @@ import { dialUnix, RpcError, serveUnix, type UnixServer } from "../util/grpc.ts"
 import { allocationOrder, containerNeeds, podNeeds } from "./needs.ts";
 import { status as GrpcStatus } from "@grpc/grpc-js";
 import type { RequestSink } from "../util/requests.ts";
+import { podUid } from "../pods/identity.ts";
 
 export const KUBELET_SOCKET = "kubelet.sock";
 export const SUPPORTED_VERSIONS = ["v1beta1"];
@@ -319,8 +320,8 @@ export class DeviceManager implements AsyncDisposable {
    * finds its devices in the checkpoint) keeps them.
    */
   admit(pod: Pod, others: Pod[]): AdmitResult {
-    const uid = pod.metadata.uid ?? "";
-    this.prune(new Set([uid, ...others.map((p) => p.metadata.uid ?? "")]));
+    const uid = podUid(pod);
+    this.prune(new Set([uid, ...others.map((p) => podUid(p))]));
     const needs = podNeeds(pod, this.isDeviceResource);
     const existing = this.pods.get(uid);
     if (existing) {
@@ -357,7 +358,7 @@ export class DeviceManager implements AsyncDisposable {
    */
   async runOptions(pod: Pod, containerName: string): Promise<DeviceRunOptions> {
     const out: DeviceRunOptions = { envs: [], mounts: [], devices: [], annotations: {}, cdiDevices: [] };
-    const entry = this.pods.get(pod.metadata.uid ?? "");
+    const entry = this.pods.get(podUid(pod));
     if (!entry || entry.needs.size === 0) return out;
     entry.prepared ??= this.prepare(pod, entry).catch((err: unknown) => {
       delete entry.prepared; // retried on the next sync
@@ -390,7 +391,7 @@ export class DeviceManager implements AsyncDisposable {
 
   /** Picks each container's devices (init containers first, handing theirs on) and asks the plugins' Allocate. */
   private async prepare(pod: Pod, entry: PodDevices): Promise<void> {
-    const uid = pod.metadata.uid ?? "";
+    const uid = podUid(pod);
     for (const { container } of allocationOrder(pod)) {
       const needs = containerNeeds(container, this.isDeviceResource);
       if (needs.size === 0) continue;
@@ -423,7 +424,7 @@ export class DeviceManager implements AsyncDisposable {
   }
 
   private async pick(pod: Pod, entry: PodDevices, container: string, resource: string, n: number, state: ResourceState): Promise<string[]> {
-    const uid = pod.metadata.uid ?? "";
+    const uid = podUid(pod);
     // Devices of this pod's regular init containers can be handed on (they run one at a time, before the
     // others); those of its long-running containers (app containers, sidecars) cannot.
     const regularInit = new Set(

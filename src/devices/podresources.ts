@@ -15,6 +15,7 @@ import type { Pod } from "../pods/schema.ts";
 import type { Logger } from "../util/log.ts";
 import { PodResourcesLister, type ContainerResources, type GetPodResourcesRequest, type PodResources } from "./gen/podresources/api.ts";
 import { RpcError, serveUnix, type UnixServer } from "../util/grpc.ts";
+import { podUid } from "../pods/identity.ts";
 
 export const POD_RESOURCES_SOCKET = "kubelet.sock";
 
@@ -63,7 +64,7 @@ export interface PodResourcesServerOptions {
 
 /** One pod as the API reports it: sidecars (restartable init containers) and app containers, with their devices, exclusive CPUs and pinned memory. */
 export function podResources(pod: Pod, allocations: Map<string, Map<string, string[]>> | undefined, compute: ComputeResourcesSource = NO_COMPUTE_RESOURCES): PodResources {
-  const uid = pod.metadata.uid ?? "";
+  const uid = podUid(pod);
   const containers = [...(pod.spec.initContainers ?? []).filter((c) => (c as { restartPolicy?: string }).restartPolicy === "Always"), ...pod.spec.containers];
   return {
     name: pod.metadata.name ?? "",
@@ -90,7 +91,7 @@ export async function servePodResources(opts: PodResourcesServerOptions): Promis
       {
         List: async () => {
           const allocations = opts.devices.allocations();
-          return { podResources: opts.pods.activePods().map((p) => podResources(p, allocations.get(p.metadata.uid ?? ""), opts.compute)) };
+          return { podResources: opts.pods.activePods().map((p) => podResources(p, allocations.get(podUid(p)), opts.compute)) };
         },
         GetAllocatableResources: async () => ({
           devices: [...opts.devices.allocatable()].sort(([a], [b]) => a.localeCompare(b)).map(([resourceName, ids]) => ({ resourceName, deviceIds: ids })),
@@ -101,7 +102,7 @@ export async function servePodResources(opts: PodResourcesServerOptions): Promis
           if (!opts.getEnabled) throw new RpcError(GrpcStatus.UNKNOWN, "PodResources API Get method disabled");
           const pod = opts.pods.activePods().find((p) => p.metadata.name === req.podName && (p.metadata.namespace ?? "default") === req.podNamespace);
           if (!pod) throw new RpcError(GrpcStatus.UNKNOWN, `pod ${req.podName} in namespace ${req.podNamespace} not found`);
-          return { podResources: podResources(pod, opts.devices.allocations().get(pod.metadata.uid ?? ""), opts.compute) };
+          return { podResources: podResources(pod, opts.devices.allocations().get(podUid(pod)), opts.compute) };
         },
       },
     ],

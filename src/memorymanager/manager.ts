@@ -12,6 +12,7 @@ import type { HintProvider, ProviderHints, TopologyHint } from "../topologymanag
 import type { Logger } from "../util/log.ts";
 import type { Block } from "./checkpoint.ts";
 import type { MemoryPolicy } from "./policy.ts";
+import { podUid } from "../pods/identity.ts";
 
 export interface MemoryManager extends HintProvider {
   /**
@@ -68,7 +69,7 @@ export class PolicyMemoryManager implements MemoryManager {
 
   cpusetMemsFor(pod: Pod, container: ContainerSpec): string | undefined {
     this.d.policy.containerStarted(pod, container);
-    const nodes = this.d.policy.numaNodesOf(pod.metadata.uid ?? "", container.name);
+    const nodes = this.d.policy.numaNodesOf(podUid(pod), container.name);
     return nodes.length ? nodes.join(",") : undefined;
   }
 }

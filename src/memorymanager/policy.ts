@@ -16,6 +16,8 @@
 import { podQosClass } from "../cgroups/qos.ts";
 import { containerRequests } from "../cgroups/resources.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
+import { podUid } from "../pods/identity.ts";
+import { staleContainerEntries } from "../pods/active.ts";
 import { bitsOf, countOf, isNarrower, maskOf, type NumaMask, type ProviderHints, type TopologyHint } from "../topologymanager/index.ts";
 import type { NumaNode } from "../topologymanager/numa.ts";
 import { hugePageResourceName } from "../topologymanager/numa.ts";
@@ -57,7 +59,6 @@ export interface MemoryPolicyConfig {
 
 type Requests = Map<string, number>;
 
-const uidOf = (pod: Pod) => pod.metadata.uid ?? "";
 const isMemoryResource = (name: string) => name === "memory" || name.startsWith("hugepages-");
 const isRestartableInit = (pod: Pod, c: ContainerSpec) => c.restartPolicy === "Always" && (pod.spec.initContainers ?? []).includes(c);
 const isRegularInit = (pod: Pod, c: ContainerSpec) => (pod.spec.initContainers ?? []).some((i) => i.name === c.name && i.restartPolicy !== "Always");
@@ -251,7 +252,7 @@ export class MemoryPolicy {
   containerHints(pod: Pod, c: ContainerSpec): ProviderHints {
     if (!this.pinned(pod)) return undefined;
     const requested = requestedMemory(c);
-    const blocks = this.state.entries[uidOf(pod)]?.[c.name];
+    const blocks = this.state.entries[podUid(pod)]?.[c.name];
     if (blocks) return regenerateHints(blocks, requested);
     return this.calculateHints(pod, requested);
   }
@@ -261,14 +262,14 @@ export class MemoryPolicy {
     if (!this.pinned(pod)) return undefined;
     const requested = podRequestedMemory(pod);
     for (const c of [...(pod.spec.initContainers ?? []), ...pod.spec.containers]) {
-      const blocks = this.state.entries[uidOf(pod)]?.[c.name];
+      const blocks = this.state.entries[podUid(pod)]?.[c.name];
       if (blocks) return regenerateHints(blocks, requested);
     }
     return this.calculateHints(pod, requested);
   }
 
   private reusableOf(pod: Pod, mask: NumaMask, resource: string): number {
-    return this.reusable.get(uidOf(pod))?.get(mask)?.get(resource) ?? 0;
+    return this.reusable.get(podUid(pod))?.get(mask)?.get(resource) ?? 0;
   }
 
   /** upstream calculateHints: every set of nodes that could hold the request; the narrowest are preferred. */
@@ -307,7 +308,7 @@ export class MemoryPolicy {
    */
   allocate(pod: Pod, c: ContainerSpec, hint: TopologyHint | undefined): string | undefined {
     if (!this.pinned(pod)) return undefined;
-    const uid = uidOf(pod);
+    const uid = podUid(pod);
     const existing = this.state.entries[uid]?.[c.name];
     if (existing) {
       this.updateReusable(pod, c, existing);
@@ -356,7 +357,7 @@ export class MemoryPolicy {
 
   /** upstream updatePodReusableMemory. */
   private updateReusable(pod: Pod, c: ContainerSpec, blocks: readonly Block[]): void {
-    const uid = uidOf(pod);
+    const uid = podUid(pod);
     for (const other of this.reusable.keys()) if (other !== uid) this.reusable.delete(other);
     if (isRegularInit(pod, c)) {
       const byMask = this.reusable.get(uid) ?? new Map<NumaMask, Map<string, number>>();
@@ -382,7 +383,7 @@ export class MemoryPolicy {
 
   /** upstream updateInitContainersMemoryBlocks: memory a later container reuses is taken off the earlier init containers' blocks. */
   private handOnInitMemory(pod: Pod, c: ContainerSpec, blocks: readonly Block[]): void {
-    const uid = uidOf(pod);
+    const uid = podUid(pod);
     for (const block of blocks) {
       let size = block.size;
       for (const init of pod.spec.initContainers ?? []) {
@@ -425,16 +426,10 @@ export class MemoryPolicy {
 
   /** upstream removeStaleState: blocks of containers no active pod has are released. Returns whether anything was. */
   removeStale(active: readonly Pod[]): boolean {
-    const containers = new Map(active.map((p) => [uidOf(p), new Set([...(p.spec.initContainers ?? []), ...p.spec.containers].map((c) => c.name))]));
-    let changed = false;
-    for (const [uid, cs] of Object.entries(this.state.entries))
-      for (const name of Object.keys(cs))
-        if (!containers.get(uid)?.has(name)) {
-          this.release(uid, name);
-          changed = true;
-        }
-    if (changed) this.save();
-    return changed;
+    const stale = staleContainerEntries(this.state.entries, active);
+    for (const { uid, container } of stale) this.release(uid, container);
+    if (stale.length) this.save();
+    return stale.length > 0;
   }
 
   /** upstream AddContainer: once a container starts, the plain init containers before it have finished and give their blocks back. */
@@ -443,8 +438,8 @@ export class MemoryPolicy {
     for (const init of pod.spec.initContainers ?? []) {
       if (init.name === c.name) break;
       if (init.restartPolicy === "Always") continue;
-      if (this.state.entries[uidOf(pod)]?.[init.name]) {
-        this.release(uidOf(pod), init.name);
+      if (this.state.entries[podUid(pod)]?.[init.name]) {
+        this.release(podUid(pod), init.name);
         changed = true;
       }
     }

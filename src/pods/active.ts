@@ -1,4 +1,5 @@
 import type { PodLifecycle } from "./lifecycle.ts";
+import { podUid } from "./identity.ts";
 import type { Pod } from "./schema.ts";
 
 /** The pods this node runs now (admitted, not terminating), as the pod workers know them. */
@@ -20,4 +21,19 @@ export interface PodStopper {
   evict(uid: string, message: string, gracePeriodSeconds: number): boolean;
   /** Where the pod is in its lifecycle; undefined when nothing of it is known here. */
   stageOf(uid: string): PodLifecycle["stage"] | undefined;
+}
+
+/**
+ * The entries of containers no active pod has, in a table keyed by pod UID
+ * then container name (upstream's removeStaleState, as the CPU and memory
+ * managers ask it): a pod gone, or a container its spec no longer names.
+ * Init containers count as the pod's; ephemeral containers do not.
+ */
+export function staleContainerEntries(entries: Readonly<Record<string, Readonly<Record<string, unknown>>>>, active: readonly Pod[]): { uid: string; container: string }[] {
+  const containers = new Map(active.map((p) => [podUid(p), new Set([...(p.spec.initContainers ?? []), ...p.spec.containers].map((c) => c.name))]));
+  return Object.entries(entries).flatMap(([uid, cs]) =>
+    Object.keys(cs)
+      .filter((name) => !containers.get(uid)?.has(name))
+      .map((container) => ({ uid, container })),
+  );
 }
