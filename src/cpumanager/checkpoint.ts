@@ -9,6 +9,7 @@
  * no pointer addresses). A checksum of 0 is accepted, as upstream does.
  */
 import { type CpuSet, formatCpuSet, parseCpuSet } from "../util/cpuset.ts";
+import { fnv32a } from "../util/fnv.ts";
 
 export interface CpuManagerState {
   policyName: string;
@@ -25,16 +26,6 @@ export class CheckpointError extends Error {
 }
 
 const byKey = <T>(o: Record<string, T>): [string, T][] => Object.entries(o).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-
-/** FNV-1a, 32 bits, over the UTF-8 bytes of `text` (Go's hash/fnv New32a). */
-export function fnv32a(text: string): number {
-  let h = 0x811c9dc5;
-  for (const byte of new TextEncoder().encode(text)) {
-    h ^= byte;
-    h = Math.imul(h, 0x01000193) >>> 0;
-  }
-  return h >>> 0;
-}
 
 type Entries = Record<string, Record<string, string>>;
 

@@ -10,6 +10,7 @@
 import { mkdirSync, readFileSync, renameSync, writeFileSync, openSync, fsyncSync, closeSync } from "node:fs";
 import { posix } from "node:path";
 import * as v from "valibot";
+import { fnv32a } from "../util/fnv.ts";
 
 export const CHECKPOINT_FILE = "kubelet_internal_checkpoint";
 
@@ -44,15 +45,6 @@ export interface CheckpointData {
   entries: CheckpointEntry[];
   /** Resource name → the IDs of its devices when last written. */
   registered: Record<string, string[]>;
-}
-
-function fnv32a(text: string): number {
-  let h = 0x811c9dc5;
-  for (const byte of new TextEncoder().encode(text)) {
-    h ^= byte;
-    h = Math.imul(h, 0x01000193) >>> 0;
-  }
-  return h;
 }
 
 export function encodeCheckpoint(data: CheckpointData): string {

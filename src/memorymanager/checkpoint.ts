@@ -11,6 +11,7 @@
  * inside a map, `<nil>` for a nil slice or map), so a Go `null` and an empty
  * list are kept apart here as they are there.
  */
+import { fnv32a } from "../util/fnv.ts";
 
 export interface MemoryTable {
   total: number;
@@ -51,16 +52,6 @@ export class CheckpointError extends Error {
     super(message);
     this.name = "CheckpointError";
   }
-}
-
-/** FNV-1a, 32 bits, over the UTF-8 bytes of `text` (Go's hash/fnv New32a). */
-export function fnv32a(text: string): number {
-  let h = 0x811c9dc5;
-  for (const byte of new TextEncoder().encode(text)) {
-    h ^= byte;
-    h = Math.imul(h, 0x01000193) >>> 0;
-  }
-  return h >>> 0;
 }
 
 const byString = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);

@@ -14,6 +14,7 @@
 import { createHash } from "node:crypto";
 import type { ContainerSpec } from "../pods/schema.ts";
 import { canonicalJson } from "../util/canonical-json.ts";
+import { fnv32a } from "../util/fnv.ts";
 
 /** The fields whose change restarts a running container (upstream pickFieldsToHash). */
 export const RESTART_FIELDS = ["image", "name"] as const satisfies readonly (keyof ContainerSpec)[];
@@ -27,7 +28,7 @@ export const RESTART_FIELDS = ["image", "name"] as const satisfies readonly (key
 export function containerHash(container: Pick<ContainerSpec, "name" | "image">): string {
   const json = `{"image":${goJsonString(container.image ?? "")},"name":${goJsonString(container.name)}}`;
   const printed = `([]uint8)[${[...new TextEncoder().encode(json)].join(" ")}]`;
-  return fnv32a(new TextEncoder().encode(printed)).toString(16);
+  return fnv32a(printed).toString(16);
 }
 
 /** What differs between `spec` and a running container (a field, or the hash), or undefined when it runs the spec as it is. */
@@ -36,12 +37,6 @@ export function specChange(spec: ContainerSpec, running: { hash: string; image: 
   // Only the hash is kept with the container, so the field is named when the runtime shows it differs.
   if (running.image && running.image !== spec.image) return `image ${JSON.stringify(running.image)} → ${JSON.stringify(spec.image)}`;
   return `hash ${running.hash || "(none)"} → ${containerHash(spec)}: image or name`;
-}
-
-function fnv32a(bytes: Uint8Array): number {
-  let hash = 0x811c9dc5;
-  for (const b of bytes) hash = Math.imul(hash ^ b, 0x01000193) >>> 0;
-  return hash >>> 0;
 }
 
 /** A string as Go's encoding/json writes it (HTML-safe escapes, as json.Marshal does). */
