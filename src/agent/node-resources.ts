@@ -10,7 +10,7 @@ import type { CriPodRuntime } from "../runtime/manager.ts";
 import type { ActivePods, PodStopper } from "../pods/active.ts";
 import type { VolumeManager } from "../volumes/index.ts";
 import { sandboxImageOf } from "../cri/runtime-info.ts";
-import { dedicatedImageFs } from "../images/imagefs.ts";
+import { RuntimeImageFs } from "../images/imagefs.ts";
 import type { NodeCgroups } from "./node.ts";
 import type { Wiring } from "./wiring.ts";
 import type { ActivePodCgroups } from "../cgroups/index.ts";
@@ -72,8 +72,8 @@ export async function buildNodeResources(
       config: k,
       stats,
       pods,
-      reclaimNodeLevel: { imageGC: () => imageGC.freeSpace(Infinity), containerGC: () => runtime.garbageCollect() },
-      hasDedicatedImageFs: () => dedicatedImageFs(cri, config.rootDir),
+      reclaim: { containers: runtime, images: imageGC },
+      imageFs: new RuntimeImageFs(cri, config.rootDir),
       clock,
       logger,
       recorder,

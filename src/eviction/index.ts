@@ -4,7 +4,16 @@ export { isCriticalPod } from "../pods/source.ts";
  * from config, observations from the Summary, node conditions and taints,
  * pod ranking, admission under pressure, and the manager loop.
  */
-export { createEvictionManager, type EvictionManager, type EvictionManagerOptions, type EvictionPods } from "./manager.ts";
+export {
+  createEvictionManager,
+  type ContainerGarbage,
+  type EvictionManager,
+  type EvictionManagerOptions,
+  type EvictionPods,
+  type ImageFsLayout,
+  type NodeReclaim,
+  type UnusedImages,
+} from "./manager.ts";
 export { admitUnderPressure, type EvictionAdmitResult } from "./admit.ts";
 export { nodeConditions, nodeConditionsLastObservedAt, nodeConditionsObservedSince, taintsFor, type PressureTaint } from "./conditions.ts";
 export { evaluate, initialEvictionState, type Evaluation, type EvictionState } from "./evaluate.ts";

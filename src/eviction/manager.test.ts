@@ -44,11 +44,13 @@ function harness(doc: Record<string, unknown>, pods: Pod[], first: SummaryInput,
       },
       ...podsOver,
     },
-    reclaimNodeLevel: {
-      containerGC: async () => void calls.push("containerGC"),
-      imageGC: async () => {
-        calls.push("imageGC");
-        return 0;
+    reclaim: {
+      containers: { garbageCollect: async () => void calls.push("containerGC") },
+      images: {
+        freeSpace: async () => {
+          calls.push("imageGC");
+          return 0;
+        },
       },
     },
     clock,
@@ -145,18 +147,20 @@ describe("disk pressure", () => {
   test("node-level reclaim first (container GC, then image GC); nothing evicted when that was enough", async () => {
     const reclaimed: string[] = [];
     const h2 = harness(config, [big, small], disk(5), {
-      reclaimNodeLevel: {
-        containerGC: async () => void reclaimed.push("containerGC"),
-        imageGC: async () => {
-          reclaimed.push("imageGC");
-          // Image GC frees 10Gi: the reading after reclaim is above 10Gi + the 2Gi minimum reclaim.
-          h2.stats.set(summary({ ...disk(15), time: iso(h2.clock.now()) }));
-          return 10 * Gi;
+      reclaim: {
+        containers: { garbageCollect: async () => void reclaimed.push("containerGC") },
+        images: {
+          freeSpace: async (bytes) => {
+            reclaimed.push(`imageGC ${bytes}`);
+            // Image GC frees 10Gi: the reading after reclaim is above 10Gi + the 2Gi minimum reclaim.
+            h2.stats.set(summary({ ...disk(15), time: iso(h2.clock.now()) }));
+            return 10 * Gi;
+          },
         },
       },
     });
     expect(await h2.manager.synchronize()).toEqual([]);
-    expect(reclaimed).toEqual(["containerGC", "imageGC"]);
+    expect(reclaimed).toEqual(["containerGC", "imageGC Infinity"]);
     expect(h2.stats.calls).toBe(2); // once to observe, once after reclaim
     expect(h2.evictions).toEqual([]);
     expect(h2.events).toEqual([{ object: "Node/node-a", type: "Warning", reason: "EvictionThresholdMet", message: "Attempting to reclaim ephemeral-storage" }]);
@@ -171,10 +175,12 @@ describe("disk pressure", () => {
 
   test("when reclaim is not enough (min reclaim not met), the biggest user is evicted at once", async () => {
     const h = harness(config, [small, big], disk(5), {
-      reclaimNodeLevel: {
-        imageGC: async () => {
-          h.stats.set(summary({ ...disk(11), time: iso(h.clock.now()) })); // above 10Gi, below 10Gi + 2Gi
-          return Gi;
+      reclaim: {
+        images: {
+          freeSpace: async () => {
+            h.stats.set(summary({ ...disk(11), time: iso(h.clock.now()) })); // above 10Gi, below 10Gi + 2Gi
+            return Gi;
+          },
         },
       },
     });
@@ -188,7 +194,7 @@ describe("disk pressure", () => {
   });
 
   test("with a dedicated image filesystem, nodefs pressure has nothing to reclaim at node level", async () => {
-    const h = harness(config, [small, big], disk(5), { hasDedicatedImageFs: () => true });
+    const h = harness(config, [small, big], disk(5), { imageFs: { hasDedicatedImageFs: () => true } });
     await h.manager.synchronize();
     expect(h.calls).toEqual([]);
     // nodefs ranks by logs and volumes only: big's 1Gi of logs beats small's none
@@ -392,7 +398,7 @@ test("the API is the one the agent wires (checked by tsc)", async () => {
     config: testConfig(),
     stats: new FakeStatsProvider(summary({})),
     pods,
-    reclaimNodeLevel: {},
+    reclaim: {},
     clock: new FakeClock(),
     logger: memoryLogger().logger,
   });

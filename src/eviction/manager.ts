@@ -42,23 +42,40 @@ import { podUid } from "../pods/identity.ts";
  */
 export type EvictionPods = Pick<ActivePods, "activePods"> & Pick<PodStopper, "evict" | "stageOf">;
 
+/** What node-level reclaim frees before a pod is evicted for disk (upstream's nodeReclaimFuncs): dead containers first, then unused images. */
+export interface NodeReclaim {
+  containers?: ContainerGarbage;
+  images?: UnusedImages;
+}
+
+/** Dead containers and sandboxes (the runtime's garbage collection). */
+export interface ContainerGarbage {
+  garbageCollect(): Promise<void>;
+}
+
+/** Unused images (the image GC): deleted until `bytes` are free, Infinity for all of them; resolves with the bytes freed. */
+export interface UnusedImages {
+  freeSpace(bytes: number): Promise<number>;
+}
+
+/** Whether images and container writable layers live on a filesystem of their own (upstream HasDedicatedImageFs). */
+export interface ImageFsLayout {
+  hasDedicatedImageFs(): boolean | Promise<boolean>;
+}
+
 export interface EvictionManagerOptions {
   config: KubeletConfiguration;
   stats: StatsProvider;
   pods: EvictionPods;
   /** Node-level reclaim tried before evicting for disk signals. */
-  reclaimNodeLevel: { imageGC?: () => Promise<number /* bytes freed */>; containerGC?: () => Promise<void> };
+  reclaim: NodeReclaim;
   clock: Clock;
   logger: Logger;
   recorder?: EventRecorder;
   /** The node's name, for the EvictionThresholdMet event; without it that event is not recorded. */
   nodeName?: string;
-  /**
-   * Whether images and container writable layers live on a filesystem of
-   * their own (upstream HasDedicatedImageFs). Asked once, at the first pass
-   * (retried while it throws); default: one filesystem for everything.
-   */
-  hasDedicatedImageFs?: () => boolean | Promise<boolean>;
+  /** Asked once, at the first pass (retried while it throws); default: one filesystem for everything. */
+  imageFs?: ImageFsLayout;
   /** Pods never evicted and always admitted; default upstream's IsCriticalPod (static, mirror, priority ≥ 2000000000). */
   isCriticalPod?: (pod: Pod) => boolean;
 }
@@ -140,10 +157,10 @@ export function createEvictionManager(opts: EvictionManagerOptions): EvictionMan
   function reclaimersFor(signal: Signal): { name: string; run: () => Promise<unknown> }[] {
     const disk = signal.startsWith("nodefs.") || signal.startsWith("imagefs.");
     if (!disk || (dedicatedImageFs && signal.startsWith("nodefs."))) return [];
-    const { containerGC, imageGC } = opts.reclaimNodeLevel;
+    const { containers, images } = opts.reclaim;
     return [
-      ...(containerGC ? [{ name: "containerGC", run: containerGC }] : []),
-      ...(imageGC ? [{ name: "imageGC", run: async () => log.info("eviction manager: image garbage collection freed", { bytes: await imageGC() }) }] : []),
+      ...(containers ? [{ name: "containerGC", run: () => containers.garbageCollect() }] : []),
+      ...(images ? [{ name: "imageGC", run: async () => log.info("eviction manager: image garbage collection freed", { bytes: await images.freeSpace(Infinity) }) }] : []),
     ];
   }
 
@@ -180,7 +197,7 @@ export function createEvictionManager(opts: EvictionManagerOptions): EvictionMan
     if (thresholds.length === 0 && !config.localStorageCapacityIsolation) return [];
     if (dedicatedImageFs === undefined) {
       try {
-        dedicatedImageFs = (await opts.hasDedicatedImageFs?.()) ?? false;
+        dedicatedImageFs = (await opts.imageFs?.hasDedicatedImageFs()) ?? false;
       } catch (err) {
         log.error("eviction manager: failed to get HasDedicatedImageFs", { err: errorMessage(err) });
         return [];
