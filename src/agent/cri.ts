@@ -4,7 +4,6 @@ import { containerdImageStore } from "../images/containerd/client.ts";
 import { preloadImages } from "../images/preload.ts";
 import { instrumentCri, KubeletMetrics } from "../metrics/kubelet.ts";
 import { ProbeMetrics } from "../metrics/probes.ts";
-import { runtimeCounts } from "../pleg/counts.ts";
 import { RuntimePodsView } from "../pleg/view.ts";
 import { waitForRuntime } from "../cri/runtime-info.ts";
 import type { Wiring } from "./wiring.ts";
@@ -30,9 +29,9 @@ export async function connectRuntime(w: Wiring, o: { cri: CriService | undefined
     });
   stack.defer(() => rawCri.close());
   const runtimePods = new RuntimePodsView();
-  const metrics = new KubeletMetrics({ nodeName: config.nodeName, processStartMs: clock.now(), runtimeCounts: () => runtimeCounts(runtimePods.runtimePods()) });
+  const metrics = new KubeletMetrics({ nodeName: config.nodeName, processStartMs: clock.now(), runtime: runtimePods });
   const probeMetrics = new ProbeMetrics();
-  const cri = instrumentCri(rawCri, metrics, () => clock.now());
+  const cri = instrumentCri(rawCri, metrics, clock);
   await waitForRuntime(cri, { clock, logger, signal });
   if (signal.aborted) return undefined;
   if (k.imagePreloadDir) {

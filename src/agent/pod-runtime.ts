@@ -182,7 +182,7 @@ export function buildPodRuntime(
     start: {
       crashLoop,
       imagePulls: Backoff.crashLoop(clock),
-      pullQueue: PullQueue.fromConfig(k.serializeImagePulls, k.maxParallelImagePulls, { qps: k.registryPullQPS, burst: k.registryBurst, now: () => clock.now() }),
+      pullQueue: PullQueue.fromConfig(k.serializeImagePulls, k.maxParallelImagePulls, { qps: k.registryPullQPS, burst: k.registryBurst, clock }),
       probes: prober.verdicts,
       resize: allocation,
     },

@@ -9,6 +9,7 @@
 import { readFileSync, readdirSync } from "node:fs";
 import type { CriService } from "../cri/index.ts";
 import { alpha, exponentialBuckets, Registry, type Counter, type Histogram } from "./registry.ts";
+import type { Clock } from "../util/clock.ts";
 
 /** What the agent's subsystems report; each method is one event. A no-op implementation serves tests that do not look. */
 export interface KubeletMetricsSink {
@@ -31,10 +32,14 @@ export const noMetrics: KubeletMetricsSink = {
   devicePluginAllocated: () => {},
 };
 
+/** Pods with a running sandbox and containers by state in the runtime (kubelet_running_pods, kubelet_running_containers), read at scrape time. */
+export interface RuntimeCounts {
+  runtimeCounts(): { pods: number; containers: Record<string, number> };
+}
+
 export interface KubeletMetricsOptions {
   nodeName: string;
-  /** Running pods and containers by state, read at scrape time. */
-  runtimeCounts: () => { pods: number; containers: Record<string, number> };
+  runtime: RuntimeCounts;
   /** Milliseconds since the epoch when the process started. */
   processStartMs: number;
   /** /proc root, injected for tests. */
@@ -84,9 +89,9 @@ export class KubeletMetrics implements KubeletMetricsSink {
     this.runtimeOperationsErrors = r.counter("kubelet_runtime_operations_errors_total", alpha("Cumulative number of runtime operation errors by operation type."), [
       "operation_type",
     ]);
-    r.gaugeFn("kubelet_running_pods", alpha("Number of pods that have a running pod sandbox"), () => [{ value: opts.runtimeCounts().pods }]);
+    r.gaugeFn("kubelet_running_pods", alpha("Number of pods that have a running pod sandbox"), () => [{ value: opts.runtime.runtimeCounts().pods }]);
     r.gaugeFn("kubelet_running_containers", alpha("Number of containers currently running"), () =>
-      Object.entries(opts.runtimeCounts().containers).map(([state, value]) => ({ labels: { container_state: state }, value })),
+      Object.entries(opts.runtime.runtimeCounts().containers).map(([state, value]) => ({ labels: { container_state: state }, value })),
     );
     this.startedPods = r.counter("kubelet_started_pods_total", alpha("Cumulative number of pods started"));
     this.startedContainers = r.counter("kubelet_started_containers_total", alpha("Cumulative number of containers started"), ["container_type"]);
@@ -148,7 +153,7 @@ export function runtimeOperationName(method: string): string {
 export function instrumentCri(
   cri: CriService,
   metrics: Pick<KubeletMetrics, "runtimeOperations" | "runtimeOperationsDuration" | "runtimeOperationsErrors">,
-  now: () => number,
+  clock: Pick<Clock, "now">,
 ): CriService {
   return new Proxy(cri, {
     get(target, prop, receiver) {
@@ -156,14 +161,14 @@ export function instrumentCri(
       if (typeof value !== "function" || typeof prop !== "string" || prop === "close") return value;
       const operation = runtimeOperationName(prop);
       return (...args: unknown[]) => {
-        const started = now();
+        const started = clock.now();
         const result = (value as (...a: unknown[]) => unknown).apply(target, args);
         if (!(result instanceof Promise)) return result;
         metrics.runtimeOperations.inc({ operation_type: operation });
         return result.then(
-          (v) => (metrics.runtimeOperationsDuration.observe({ operation_type: operation }, (now() - started) / 1000), v),
+          (v) => (metrics.runtimeOperationsDuration.observe({ operation_type: operation }, (clock.now() - started) / 1000), v),
           (err: unknown) => {
-            metrics.runtimeOperationsDuration.observe({ operation_type: operation }, (now() - started) / 1000);
+            metrics.runtimeOperationsDuration.observe({ operation_type: operation }, (clock.now() - started) / 1000);
             metrics.runtimeOperationsErrors.inc({ operation_type: operation });
             throw err;
           },

@@ -75,11 +75,11 @@ describe("kubelet metrics", () => {
       nodeName: "n1",
       processStartMs: 1_700_000_000_000,
       procRoot: procRoot(),
-      runtimeCounts: () => ({ pods: 2, containers: { running: 3, exited: 1 } }),
+      runtime: { runtimeCounts: () => ({ pods: 2, containers: { running: 3, exited: 1 } }) },
     });
     const now = 0;
     const fake = new FakeCri({ clock: new FakeClock(0) });
-    const cri = instrumentCri(fake, m, () => now);
+    const cri = instrumentCri(fake, m, { now: () => now });
     await cri.version();
     fake.failNext("listPodSandbox", "Unavailable");
     await cri.listPodSandbox().catch(() => {});
@@ -116,7 +116,7 @@ describe("kubelet metrics", () => {
   });
 
   test("as upstream's scrape: [ALPHA] in the HELP of kubelet_* (component-base), none on process_*; types; histogram buckets", () => {
-    const m = new KubeletMetrics({ nodeName: "n1", processStartMs: 0, procRoot: procRoot(), runtimeCounts: () => ({ pods: 0, containers: {} }) });
+    const m = new KubeletMetrics({ nodeName: "n1", processStartMs: 0, procRoot: procRoot(), runtime: { runtimeCounts: () => ({ pods: 0, containers: {} }) } });
     m.plegRelist(1, 1);
     m.podWorkerStep("sync", 1);
     m.podStarted(0, 1);

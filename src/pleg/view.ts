@@ -2,22 +2,28 @@
  * The pods the runtime holds, as the PLEG last saw them, for what is built
  * before the PLEG: the kubelet metrics (running pods and containers, read at
  * scrape time) come first because the CRI client and the runtime the PLEG
- * relists are built with them. The PLEG serves the view from its
+ * relists are built with them (it is their `RuntimeCounts`). The PLEG serves the view from its
  * construction on; until then the runtime holds no pods.
  */
 import type { RuntimePodRecord } from "../runtime/index.ts";
 import { Served } from "../util/served.ts";
+import type { RuntimeCounts } from "../metrics/kubelet.ts";
+import { runtimeCounts } from "./counts.ts";
 
 export interface RuntimePods {
   runtimePods(): RuntimePodRecord[];
 }
 
-export class RuntimePodsView extends Served<RuntimePods> implements RuntimePods {
+export class RuntimePodsView extends Served<RuntimePods> implements RuntimePods, RuntimeCounts {
   constructor() {
     super("the runtime pods view");
   }
 
   runtimePods(): RuntimePodRecord[] {
     return this.ask((pleg) => pleg.runtimePods(), []);
+  }
+
+  runtimeCounts(): ReturnType<RuntimeCounts["runtimeCounts"]> {
+    return runtimeCounts(this.runtimePods());
   }
 }

@@ -64,7 +64,7 @@ test("parallel: at most maxParallelImagePulls at once; unbounded without it; a f
 
 test('registryPullQPS/registryBurst: a full bucket of burst pulls, then "pull QPS exceeded" until a token is refilled at qps', () => {
   let now = 1_000_000;
-  const q = PullQueue.fromConfig(true, undefined, { qps: 2, burst: 3, now: () => now });
+  const q = PullQueue.fromConfig(true, undefined, { qps: 2, burst: 3, clock: { now: () => now } });
   for (let i = 0; i < 3; i++) q.throttle();
   expect(() => q.throttle()).toThrow("pull QPS exceeded");
   now += 400; // 0.8 of a token at 2 per second
@@ -78,6 +78,6 @@ test('registryPullQPS/registryBurst: a full bucket of burst pulls, then "pull QP
 });
 
 test("registryPullQPS 0: no limit", () => {
-  const q = PullQueue.fromConfig(true, undefined, { qps: 0, burst: 10, now: () => 0 });
+  const q = PullQueue.fromConfig(true, undefined, { qps: 0, burst: 10, clock: { now: () => 0 } });
   for (let i = 0; i < 1000; i++) q.throttle();
 });

@@ -9,11 +9,13 @@
  * pull fails at once with upstream's "pull QPS exceeded" (the pod's image
  * back-off retries it). qps 0 is no limit.
  */
+import type { Clock } from "../util/clock.ts";
+
 export interface PullRate {
   qps: number;
   burst: number;
-  /** Milliseconds (the agent's Clock). */
-  now(): number;
+  /** The agent's clock, which refills the bucket. */
+  clock: Pick<Clock, "now">;
 }
 
 export class PullQueue {
@@ -28,7 +30,7 @@ export class PullQueue {
     private readonly rate?: PullRate,
   ) {
     this.tokens = rate?.burst ?? 0;
-    this.refilledAt = rate?.now() ?? 0;
+    this.refilledAt = rate?.clock.now() ?? 0;
   }
 
   static fromConfig(serializeImagePulls: boolean, maxParallelImagePulls: number | undefined, rate?: PullRate): PullQueue {
@@ -39,7 +41,7 @@ export class PullQueue {
   throttle(): void {
     const r = this.rate;
     if (!r || r.qps <= 0) return;
-    const now = r.now();
+    const now = r.clock.now();
     this.tokens = Math.min(Math.max(r.burst, 1), this.tokens + ((now - this.refilledAt) / 1000) * r.qps);
     this.refilledAt = now;
     if (this.tokens < 1) throw new Error("pull QPS exceeded");
