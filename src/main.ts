@@ -19,6 +19,7 @@ import { kubeletVersion, loadConfig, type KubeletConfiguration } from "./config/
 import { jitEnabled, planJit } from "./memory/jit.ts";
 import { StartupConfigError, errorMessage } from "./util/errors.ts";
 import { createLogger, type Logger, Verbosity } from "./util/log.ts";
+import type { ShutdownHandler } from "./shutdown/index.ts";
 
 /** Defined by the build script (bun build --define); absent when run from source. */
 declare const BUILD_VERSION: string | undefined;
@@ -180,10 +181,10 @@ async function logindTrigger(k: KubeletConfiguration, log: Logger) {
 
 /** The SIGTERM-driven node shutdown, when a shutdown grace period is configured and there is no systemd. */
 function nodeShutdownBySignal() {
-  const listeners: (() => Promise<void>)[] = [];
+  const handlers: ShutdownHandler[] = [];
   return {
-    onShutdown: (listener: () => Promise<void>) => void listeners.push(listener),
-    fire: async () => void (await Promise.allSettled(listeners.map((l) => l()))),
+    onShutdown: (handler: ShutdownHandler) => void handlers.push(handler),
+    fire: async () => void (await Promise.allSettled(handlers.map((h) => h.shutdown()))),
   };
 }
 

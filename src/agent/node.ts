@@ -159,24 +159,9 @@ export function buildNodeShutdown(
   const { pods, recorder, nodeStatusRequests } = o;
   const k = config.kubelet;
   const groups = shutdownGroups(k);
-  const shutdownTrigger = groups.length ? o.trigger : undefined;
-  const nodeShutdown = shutdownTrigger
-    ? new NodeShutdownManager({
-        groups,
-        pods,
-        clock,
-        logger,
-        recorder,
-        nodeName: config.nodeName,
-        nodeStatus: nodeStatusRequests,
-      })
-    : undefined;
-  if (nodeShutdown && shutdownTrigger) {
-    shutdownTrigger.onShutdown(
-      () => nodeShutdown.shutdown(),
-      () => nodeShutdown.cancel(),
-    );
-  }
+  if (!groups.length || !o.trigger) return undefined;
+  const nodeShutdown = new NodeShutdownManager({ groups, pods, clock, logger, recorder, nodeName: config.nodeName, nodeStatus: nodeStatusRequests });
+  o.trigger.onShutdown(nodeShutdown);
   return nodeShutdown;
 }
 

@@ -35,9 +35,17 @@ export const NODE_SHUTDOWN_NOT_ADMITTED_MESSAGE = "Pod was rejected as the node 
 /** What the Ready condition's message says while shutting down (upstream ShutdownStatus error). */
 export const NODE_SHUTTING_DOWN = "node is shutting down";
 
-/** What says the node is shutting down; `listener` resolves once pods are stopped; `onCancel` when the shutdown was called off. */
+/** What says the node is shutting down (logind, or SIGTERM without systemd): it tells the handler, once. */
 export interface ShutdownTrigger {
-  onShutdown(listener: () => Promise<void>, onCancel?: () => void): void;
+  onShutdown(handler: ShutdownHandler): void;
+}
+
+/** What a node shutdown is handed to: the node shutdown manager. */
+export interface ShutdownHandler {
+  /** The node is shutting down: resolves once the pods are stopped. */
+  shutdown(): Promise<void>;
+  /** The shutdown was called off (logind's PrepareForShutdown(false)): pods are admitted again. */
+  cancel(): void;
 }
 
 export interface ShutdownGroup {
@@ -86,7 +94,7 @@ export interface NodeShutdownOptions {
   pollMs?: number;
 }
 
-export class NodeShutdownManager {
+export class NodeShutdownManager implements ShutdownHandler {
   private shuttingDown = false;
   private running: Promise<void> | undefined;
 

@@ -15,7 +15,7 @@ import type { Subprocess } from "bun";
 import * as v from "valibot";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
-import type { ShutdownTrigger } from "./index.ts";
+import type { ShutdownHandler, ShutdownTrigger } from "./index.ts";
 
 export interface LogindInhibitor {
   /** logind's InhibitDelayMaxUSec, in milliseconds: how long a delay lock may hold a shutdown. */
@@ -126,11 +126,11 @@ export class LogindShutdownTrigger implements ShutdownTrigger {
 
   constructor(private readonly opts: { inhibitor: LogindInhibitor; gracePeriodMs: number; logger: Logger }) {}
 
-  onShutdown(listener: () => Promise<void>, onCancel?: () => void): void {
-    void this.start(listener, onCancel).catch((err) => this.opts.logger.error("Failed to start node shutdown manager", { err: errorMessage(err) }));
+  onShutdown(handler: ShutdownHandler): void {
+    void this.start(handler).catch((err) => this.opts.logger.error("Failed to start node shutdown manager", { err: errorMessage(err) }));
   }
 
-  private async start(listener: () => Promise<void>, onCancel?: () => void): Promise<void> {
+  private async start(handler: ShutdownHandler): Promise<void> {
     const { inhibitor, logger, gracePeriodMs } = this.opts;
     const delayMs = await inhibitor.inhibitDelayMaxMs();
     if (delayMs < gracePeriodMs) {
@@ -143,13 +143,14 @@ export class LogindShutdownTrigger implements ShutdownTrigger {
       if (active && !this.shuttingDown) {
         this.shuttingDown = true;
         logger.info("Shutdown manager detected new shutdown event, isNodeShuttingDownNow", { active });
-        void listener()
+        void handler
+          .shutdown()
           .catch((err) => logger.error("stopping pods for the node shutdown failed", { err: errorMessage(err) }))
           .finally(() => inhibitor.release().catch((err) => logger.error("releasing the shutdown delay lock failed", { err: errorMessage(err) })));
       } else if (!active && this.shuttingDown) {
         this.shuttingDown = false;
         logger.info("Shutdown manager detected that the shutdown was cancelled");
-        onCancel?.();
+        handler.cancel();
         void inhibitor.acquire().catch((err) => logger.error("taking the shutdown delay lock again failed", { err: errorMessage(err) }));
       }
     });

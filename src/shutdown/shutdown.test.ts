@@ -163,10 +163,10 @@ describe("logind trigger", () => {
     const trigger = new LogindShutdownTrigger({ inhibitor, gracePeriodMs: 30_000, logger });
     let finish: () => void = () => {};
     const stopped: string[] = [];
-    trigger.onShutdown(
-      () => new Promise<void>((resolve) => (stopped.push("stopping"), (finish = resolve))),
-      () => void stopped.push("cancelled"),
-    );
+    trigger.onShutdown({
+      shutdown: () => new Promise<void>((resolve) => (stopped.push("stopping"), (finish = resolve))),
+      cancel: () => void stopped.push("cancelled"),
+    });
     await flush();
     expect(inhibitor.calls).toEqual(["watch", "acquire"]);
     expect(lines.some((l) => l.includes("InhibitDelayMaxSec is less than the shutdown grace period"))).toBe(true);
