@@ -56,7 +56,7 @@ export async function buildPodSources(
           nodeName: config.nodeName,
           clock,
           logger,
-          onMirrorPods: (pods) => (mirrors?.observe(pods), apiStatus?.mirrorsChanged()),
+          mirrorPods: [...(mirrors ? [mirrors] : []), ...(apiStatus ? [apiStatus] : [])],
           ...(autonomy ? { checkpoint: autonomy } : {}),
         }),
       ),

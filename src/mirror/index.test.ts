@@ -13,7 +13,7 @@ function setup() {
   const api = new FakeKubeApi();
   let nodeUid: string | undefined = "node-uid";
   const mirrors = new MirrorPods({ api, nodeName: "n1", node: { uid: () => nodeUid }, logger: memoryLogger().logger });
-  const refresh = () => mirrors.observe([...api.pods.values()].filter((p) => isMirrorPod(p as never)) as unknown as Pod[]);
+  const refresh = () => mirrors.mirrorPodsChanged([...api.pods.values()].filter((p) => isMirrorPod(p as never)) as unknown as Pod[]);
   return { api, mirrors, refresh, setNodeUid: (u: string | undefined) => (nodeUid = u) };
 }
 

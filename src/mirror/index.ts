@@ -13,6 +13,7 @@ import type { Pod } from "../pods/schema.ts";
 import { podFullName, podUid } from "../pods/identity.ts";
 import { ConfigHashAnnotation, ConfigMirrorAnnotation, ConfigSourceAnnotation } from "../pods/source.ts";
 import type { NodeUid } from "../node/registration.ts";
+import type { MirrorPodsObserver } from "../sources/apiserver.ts";
 
 export interface MirrorPodsOptions {
   api: Pick<KubeApi, "createPod" | "deletePod">;
@@ -27,14 +28,14 @@ export interface MirrorOf {
   mirrorOf(staticPod: Pod): Pod | undefined;
 }
 
-export class MirrorPods implements MirrorOf {
+export class MirrorPods implements MirrorOf, MirrorPodsObserver {
   private mirrors = new Map<string, Pod>();
   private syncing: Promise<void> | undefined;
 
   constructor(private readonly opts: MirrorPodsOptions) {}
 
   /** The mirror pods the API server currently has, from the API source. */
-  observe(mirrors: Pod[]): void {
+  mirrorPodsChanged(mirrors: Pod[]): void {
     this.mirrors = new Map(mirrors.map((p) => [podFullName(p), p]));
   }
 

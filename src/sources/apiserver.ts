@@ -21,13 +21,18 @@ import type { Logger } from "../util/log.ts";
 import type { PodSource, SourceSnapshot } from "./types.ts";
 import { isMirrorPod } from "../pods/source.ts";
 
+/** What hears of the mirror pods the API server has for this node (its copies of static pods, never run here) whenever they may have changed. */
+export interface MirrorPodsObserver {
+  mirrorPodsChanged(mirrors: Pod[]): void;
+}
+
 export interface ApiServerSourceOptions {
   api: Pick<KubeApi, "listPods" | "watchPods">;
   nodeName: string;
   clock: Clock;
   logger: Logger;
-  /** Mirror pods are the API's copies of static pods: never run, handed here instead. */
-  onMirrorPods?: (mirrors: Pod[]) => void;
+  /** Mirror pods are never run: they are handed to these instead, in this order (the mirror pod manager, then the status manager that sends to them). */
+  mirrorPods?: readonly MirrorPodsObserver[];
   /** Offline autonomy; without it nothing is written or read. */
   checkpoint?: Omit<PodCheckpointOptions, "clock" | "logger">;
 }
@@ -183,7 +188,8 @@ export class ApiServerSource implements PodSource {
       this.emitScheduled = false;
       if (this.abort.signal.aborted) return;
       const all = [...this.pods.values()];
-      this.opts.onMirrorPods?.(all.filter(isMirrorPod));
+      const mirrors = all.filter(isMirrorPod);
+      for (const o of this.opts.mirrorPods ?? []) o.mirrorPodsChanged(mirrors);
       this.emitFn({ source: "api", pods: all.filter((p) => !isMirrorPod(p)) });
       this.checkpoint?.changed();
     });

@@ -291,7 +291,7 @@ describe("ApiStatusManager", () => {
     await settle();
     expect(api.calls).toEqual([]);
     mirror = api.putPod({ ...pod, metadata: { name: "web", namespace: "default", annotations: { "kubernetes.io/config.mirror": "static-uid" } } } as never) as unknown as Pod;
-    manager.mirrorsChanged();
+    manager.mirrorPodsChanged();
     await settle();
     const patch = api.calls.find((c) => c.method === "patchPodStatus")!;
     expect(patch.args[2]).toMatchObject({ metadata: { uid: mirror.metadata.uid }, status: { phase: "Running" } });

@@ -18,6 +18,7 @@ import { isApiPod } from "../pods/source.ts";
 import { podUid } from "../pods/identity.ts";
 import { isSidecar } from "../pods/spec.ts";
 import type { MirrorOf } from "../mirror/index.ts";
+import type { MirrorPodsObserver } from "../sources/apiserver.ts";
 
 export interface PodCondition {
   type: string;
@@ -189,7 +190,7 @@ interface Entry {
   retryMs: number;
 }
 
-export class ApiStatusManager implements StatusSink, AsyncDisposable {
+export class ApiStatusManager implements StatusSink, MirrorPodsObserver, AsyncDisposable {
   private readonly entries = new Map<string, Entry>();
   /** Aborted to cut the retry waits short (a flush at shutdown). */
   private retryWake = new AbortController();
@@ -250,8 +251,8 @@ export class ApiStatusManager implements StatusSink, AsyncDisposable {
     this.set(pod, entry.view);
   }
 
-  /** Mirror pods changed: send static pods' statuses to mirrors that are new or replaced. */
-  mirrorsChanged(): void {
+  /** Mirror pods changed (after MirrorPods heard of them): send static pods' statuses to mirrors that are new or replaced. */
+  mirrorPodsChanged(): void {
     for (const { pod, view } of this.staticViews.values()) this.set(pod, view);
   }
 
