@@ -6,7 +6,7 @@ import { NodePredicates } from "../node/admission.ts";
 import type { DeviceManager } from "../devices/index.ts";
 import type { allocatableAmounts, nodeFacts } from "../node/status.ts";
 import type { EventRecorder } from "../events/recorder.ts";
-import { containerLinuxResources, containerSwapResources } from "../cgroups/index.ts";
+import { NodeContainerResources } from "../cgroups/container-values.ts";
 import type { KubeletMetrics } from "../metrics/kubelet.ts";
 import type { ProbeVerdicts } from "../prober/verdicts.ts";
 import { podDirs } from "../pods/dirs.ts";
@@ -150,10 +150,8 @@ export function buildPodRuntime(
         seccompDefault: k.seccompDefault,
       },
       hostIP,
-      resources: (pod, container) => {
-        const cpusetCpus = cpuManager.cpusetFor(pod, container);
-        const cpusetMems = memoryManager.cpusetMemsFor(pod, container);
-        const base = containerLinuxResources(pod, container, {
+      resources: new NodeContainerResources({
+        values: {
           memoryCapacityBytes: machine.memoryBytes,
           cpuCFSQuota: k.cpuCFSQuota,
           cpuCFSQuotaPeriodUs: k.cpuCFSQuotaPeriod * 1000,
@@ -161,17 +159,12 @@ export function buildPodRuntime(
           oomGroup: swapHost.cgroupVersion === "v2" && k.singleProcessOOMKill !== true,
           // MemoryQoS on cgroup v2 only (upstream's enforceMemoryQoS): memory.min and memory.high in the unified map.
           ...(memoryQoS ? { memoryQoS: { throttlingFactor: k.memoryThrottlingFactor, allocatableMemoryBytes: nodeAllocatable.memory } } : {}),
-        });
-        const swap = containerSwapResources(k.memorySwap.swapBehavior, pod, container, base.memoryLimitInBytes, swapHost);
-        const unified = { ...base.unified, ...swap.unified };
-        return {
-          ...base,
-          ...(cpusetCpus ? { cpusetCpus } : {}),
-          ...(cpusetMems ? { cpusetMems } : {}),
-          ...swap,
-          ...(Object.keys(unified).length > 0 ? { unified } : {}),
-        };
-      },
+        },
+        swapBehavior: k.memorySwap.swapBehavior,
+        swapHost,
+        cpus: cpuManager,
+        memory: memoryManager,
+      }),
       podObjects, // env references and pull secrets read the same watched cache as volumes
       nodeAllocatable: { cpuMilli: nodeAllocatable.cpu, memoryBytes: nodeAllocatable.memory, ephemeralStorageBytes: nodeAllocatable["ephemeral-storage"] },
       serviceEnv: services ? serviceEnvFrom(services) : noServiceEnv,

@@ -27,7 +27,8 @@ import { containerEnv, EnvError } from "./env.ts";
 import { hookOf, MINIMUM_GRACE_AFTER_PRESTOP_SECONDS, runHook } from "./hooks.ts";
 import { ImageError, type ImageInfo, type ImagePuller } from "./images.ts";
 import type { PodHostResources } from "./index.ts";
-import type { ActuatedResources, ContainerConfigSources, ContainerResourcesFn } from "./options.ts";
+import type { ActuatedResources, ContainerConfigSources } from "./options.ts";
+import type { ContainerCriResources } from "../cgroups/container-values.ts";
 import type { RestoredSpec } from "./orphan-spec.ts";
 import { podResizeSteps } from "./resize-steps.ts";
 import { effectiveSecurityContext, SecurityContextError, verifyRunAsNonRoot } from "./security.ts";
@@ -54,7 +55,7 @@ export interface ContainersOptions extends RuntimeBase {
 }
 
 /** The CRI message for container resource values (created with the container, or updated in place). */
-const criResources = (r: ReturnType<ContainerResourcesFn>) =>
+const criResources = (r: ContainerCriResources) =>
   LinuxContainerResources.create({
     ...r,
     cpuQuota: BigInt(r.cpuQuota),
@@ -140,7 +141,7 @@ export class Containers {
       config.mounts = idmappedMounts(config.mounts, userns);
       const pidTarget = pidTargetOf(pod, spec.name, observed);
       if (pidTarget) joinPidNamespace(config, pidTarget);
-      config.linux = { ...config.linux!, resources: criResources(this.opts.config.resources(pod, spec)) };
+      config.linux = { ...config.linux!, resources: criResources(this.opts.config.resources.resourcesOf(pod, spec)) };
       this.opts.host.ensureLogDirectory(posix.join(sandbox.logDirectory, spec.name));
     } catch (err) {
       const reason =
@@ -265,7 +266,7 @@ export class Containers {
     for (const t of ordered) {
       const spec = containerSpecOf(pod, t.name)!;
       try {
-        const r = this.opts.config.resources(pod, spec);
+        const r = this.opts.config.resources.resourcesOf(pod, spec);
         await this.opts.cri.updateContainerResources(t.id, criResources(r));
         this.opts.resize?.setActuated(uid, t.name, resourcesOf(spec));
         this.opts.logger.info("container resized in place", { pod: pod.metadata.name, container: t.name, ...r });

@@ -266,7 +266,7 @@ describe("CriPodRuntime", () => {
         logger: memoryLogger().logger,
         node: { podLogsDir: logs, podsCgroupParent: "/unused", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
         host,
-        config: { resources: () => ({ cpuShares: 512, cpuQuota: 50_000, cpuPeriod: 100_000, memoryLimitInBytes: 64 << 20, oomScoreAdj: 900 }) },
+        config: { resources: { resourcesOf: () => ({ cpuShares: 512, cpuQuota: 50_000, cpuPeriod: 100_000, memoryLimitInBytes: 64 << 20, oomScoreAdj: 900 }) } },
       }),
     );
     const p = pod();

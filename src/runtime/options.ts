@@ -9,6 +9,7 @@
  * with `runtime/testing.ts`.
  */
 import type { PodObjects } from "../api/objects.ts";
+import type { ContainerResourceValues } from "../cgroups/container-values.ts";
 import type { UserNamespace } from "../cri/index.ts";
 import type { DeviceRunOptions } from "../devices/index.ts";
 import type { Pod } from "../pods/schema.ts";
@@ -27,8 +28,8 @@ export interface ContainerConfigSources {
   node: NodeSettings;
   /** The node's IP, for status.hostIP fieldRefs and host-network pods; undefined when the node has none known. */
   hostIP: string | undefined;
-  /** Container-level CPU, memory, swap, cpuset and OOM score values for the CRI. */
-  resources: ContainerResourcesFn;
+  /** Container-level CPU, memory, swap, cpuset and OOM score values for the CRI (`NodeContainerResources`). */
+  resources: ContainerResourceValues;
   /** ConfigMaps and secrets for env references and image pull secrets (`noPodObjects` standalone). */
   podObjects: PodObjects;
   /** What resourceFieldRef limits default to when a container sets none. */
@@ -78,19 +79,3 @@ export interface ActuatedResources {
   actuated(uid: string, container: string): ContainerResources | undefined;
   setActuated(uid: string, container: string, resources: ContainerResources): void;
 }
-
-export type ContainerResourcesFn = (
-  pod: Pod,
-  container: Pod["spec"]["containers"][number],
-) => {
-  cpuShares: number;
-  cpuQuota: number;
-  cpuPeriod: number;
-  memoryLimitInBytes: number;
-  oomScoreAdj: number;
-  cpusetCpus?: string;
-  /** NUMA nodes of the memory manager's pinning ("0", "0,1"). */
-  cpusetMems?: string;
-  memorySwapLimitInBytes?: number;
-  unified?: Record<string, string>;
-};

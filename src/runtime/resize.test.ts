@@ -125,7 +125,9 @@ describe("CriPodRuntime applies a resize in upstream's order", () => {
         clock,
         logger: memoryLogger().logger,
         start: { resize: allocation },
-        config: { resources: (p, c) => containerLinuxResources(p, c, { memoryCapacityBytes: 4096 * MI, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: false }) },
+        config: {
+          resources: { resourcesOf: (p, c) => containerLinuxResources(p, c, { memoryCapacityBytes: 4096 * MI, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: false }) },
+        },
         node: { podLogsDir: logs, podsCgroupParent: "/kubepods", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
         host: PodHost.forNode(
           { podLogsDir: logs, podsCgroupParent: "/kubepods", clusterDomain: "" },

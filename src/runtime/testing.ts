@@ -42,8 +42,10 @@ export function testRuntimeOptions(
     config: {
       node: o.node,
       hostIP: undefined,
-      resources: (pod, container) =>
-        containerLinuxResources(pod, container, { memoryCapacityBytes: 4 * 1024 ** 3, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: false }),
+      resources: {
+        resourcesOf: (pod, container) =>
+          containerLinuxResources(pod, container, { memoryCapacityBytes: 4 * 1024 ** 3, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: false }),
+      },
       podObjects: noPodObjects,
       nodeAllocatable: { cpuMilli: 0, memoryBytes: 0, ephemeralStorageBytes: 0 },
       serviceEnv: noServiceEnv,
