@@ -1,5 +1,4 @@
 /** The node's own builders: its cgroups, CPU and device managers, graceful shutdown, the OOM watcher and the Node object. */
-import { readFileSync, readlinkSync, writeFileSync } from "node:fs";
 import { posix } from "node:path";
 import type { CriService } from "../cri/index.ts";
 import type { KubeApi } from "../api/index.ts";
@@ -15,6 +14,7 @@ import {
   chooseCgroupDriver,
   createPodCgroups,
   createSystemCgroups,
+  nodeProcFs,
   detectCgroupLayout,
   nodeCgroupFs,
   readSwapHost,
@@ -136,7 +136,7 @@ export async function startSystemCgroups(w: Wiring): Promise<void> {
       systemCgroups: k.systemCgroups,
       oomScoreAdj: k.oomScoreAdj,
       pid: process.pid,
-      proc: { readFile: (p) => readFileSync(p, "utf8"), writeFile: (p, data) => writeFileSync(p, data), readlink: (p) => readlinkSync(p) },
+      proc: nodeProcFs,
       procRoot: "/proc",
       clock,
       logger,

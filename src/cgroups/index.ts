@@ -114,7 +114,7 @@ export function createPodCgroups(opts: PodCgroupsOptions): PodCgroups {
   });
 }
 export { ActivePodCgroups } from "./active.ts";
-export { SystemCgroups, ENSURE_PERIOD_MS, OOM_SCORE_PERIOD_MS, type ProcFs } from "./system-cgroups.ts";
+export { SystemCgroups, ENSURE_PERIOD_MS, OOM_SCORE_PERIOD_MS, nodeProcFs, type ProcFs } from "./system-cgroups.ts";
 
 /**
  * kubeletCgroups and systemCgroups (system-cgroups.ts) on the host's layout,

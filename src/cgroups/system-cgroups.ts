@@ -27,6 +27,7 @@ import type { CgroupBackend } from "./backend.ts";
 import type { CgroupLayout, Hierarchy } from "./detect.ts";
 import { hierarchyDir } from "./detect.ts";
 import type { CgroupFs } from "./fs.ts";
+import { readFileSync, readlinkSync, writeFileSync } from "node:fs";
 
 /** What is read and written under /proc. */
 export interface ProcFs {
@@ -35,6 +36,13 @@ export interface ProcFs {
   /** Throws a Node fs error (with `code`) when the link cannot be read. */
   readlink(path: string): string;
 }
+
+/** The host's /proc files, read and written as they are. */
+export const nodeProcFs: ProcFs = {
+  readFile: (p) => readFileSync(p, "utf8"),
+  writeFile: (p, data) => writeFileSync(p, data),
+  readlink: (p) => readlinkSync(p),
+};
 
 export interface SystemCgroupsOptions {
   /** kubeletCgroups; "" for none. */
