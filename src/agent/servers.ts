@@ -1,13 +1,11 @@
 /** What the agent serves over HTTP: healthz, the kubelet API and the read-only port. */
 import type { CriService } from "../cri/index.ts";
-import { renderVolumeStatsMetrics } from "../metrics/volume-stats.ts";
 import type { MachineInfo } from "../node/machine.ts";
-import { readMachineSpec } from "../node/machine-spec.ts";
+import { HostMachineSpec } from "../node/machine-spec.ts";
 import type { StatsCollector } from "../stats/index.ts";
 import type { KubeletMetrics } from "../metrics/kubelet.ts";
 import type { ProbeMetrics } from "../metrics/probes.ts";
-import { resourceMetrics } from "../metrics/resource.ts";
-import { cadvisorMetrics, machineFactsFromSpec } from "../metrics/cadvisor.ts";
+import { ScrapedMetrics } from "../metrics/endpoints.ts";
 import type { healthzApp } from "../server/healthz.ts";
 import { readOnlyApp } from "../server/readonly.ts";
 import { startKubeletServer } from "../server/wire.ts";
@@ -42,7 +40,7 @@ export async function startServers(
     stack.defer(() => server.stop(true));
     logger.info("serving healthz", { address: `${k.healthzBindAddress}:${k.healthzPort}` });
   }
-  const machineSpec = () => readMachineSpec(machine, { now: clock.now() });
+  const machineSpec = new HostMachineSpec(machine, clock);
   const kubeletServer = await startKubeletServer({
     config: k,
     ...(o.verbosity ? { verbosity: o.verbosity } : {}),
@@ -56,17 +54,7 @@ export async function startServers(
     nodeIPs: config.nodeIPs,
     nodeAddresses: config.nodeIPs.length ? config.nodeIPs : hostIP ? [hostIP] : [],
     health,
-    metrics: {
-      kubelet: () => metrics.render() + renderVolumeStatsMetrics(stats.latest()),
-      resource: () => resourceMetrics(stats),
-      probes: () => probeMetrics.render(),
-      cadvisor: () =>
-        cadvisorMetrics(
-          () => stats.cadvisor({ sandboxImage: pauseImage ?? "" }),
-          () => machineFactsFromSpec(machineSpec(), machine),
-          () => clock.now(),
-        ),
-    },
+    metrics: new ScrapedMetrics({ kubelet: metrics, probes: probeMetrics, stats, sandboxImage: pauseImage ?? "", machine: machineSpec, version: machine, clock }),
     spec: machineSpec,
     logger,
   });

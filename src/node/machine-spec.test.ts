@@ -67,7 +67,7 @@ describe("/spec (cAdvisor MachineInfo)", () => {
         instance_type: "Unknown",
         instance_id: "None",
       });
-      const app = readOnlyApp({ statuses: new LocalStatusStore(), health: new Hono(), spec: () => spec });
+      const app = readOnlyApp({ statuses: new LocalStatusStore(), health: new Hono(), spec: { spec: () => spec } });
       for (const path of ["/spec", "/spec/"]) {
         const res = await app.request(path);
         expect(res.status).toBe(200);

@@ -115,3 +115,15 @@ export function readMachineSpec(machine: MachineInfo, opts: { now: number; procR
     timestampMs: opts.now,
   });
 }
+
+/** The host's machine spec, read at each request (`/spec/`, cAdvisor's machine metrics). */
+export class HostMachineSpec {
+  constructor(
+    private readonly machine: MachineInfo,
+    private readonly clock: { now(): number },
+  ) {}
+
+  spec(): Record<string, unknown> {
+    return readMachineSpec(this.machine, { now: this.clock.now() });
+  }
+}

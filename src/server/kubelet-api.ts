@@ -19,6 +19,7 @@ import type { LocalPodStatus } from "../status/index.ts";
 import type { ContainerStats, CpuStats, MemoryStats, StatsProvider, Summary } from "../stats/types.ts";
 import type { Logger } from "../util/log.ts";
 import { PROMETHEUS_CONTENT_TYPE } from "../metrics/registry.ts";
+import type { MachineSpecSource, MetricsEndpoints } from "../metrics/endpoints.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { KubeletEnv } from "./authn.ts";
 import { HttpError } from "./errors.ts";
@@ -40,7 +41,7 @@ export interface KubeletApiOptions {
   /** The body of `/configz` (configzBody); 404 without it. */
   configz?: () => unknown;
   /** The body of `/spec/` (cAdvisor MachineInfo, node/machine-spec.ts); 404 without it. */
-  spec?: () => unknown;
+  spec?: MachineSpecSource;
   /** `/debug/heap` and `/debug/profile` (debug.ts); 404 without it. */
   profiler?: Profiler;
   /** PUT `/debug/flags/v` sets it (debug.ts debugFlagsApp); "disabled": 405 there; 404 without it. */
@@ -63,14 +64,6 @@ export interface KubeletApiOptions {
   /** Default HANDLER_TIMEOUT_MS. */
   handlerTimeoutMs?: number;
   logger?: Logger;
-}
-
-export interface MetricsEndpoints {
-  kubelet(): string;
-  resource(): Promise<string>;
-  probes(): string;
-  /** `/metrics/cadvisor` (metrics/cadvisor.ts). */
-  cadvisor(): Promise<string>;
 }
 
 /** Upstream's GetCPUAndMemoryStats: only CPU and memory of the node, its system containers, pods and containers. */
@@ -157,8 +150,8 @@ export function kubeletApi(opts: KubeletApiOptions): Hono<KubeletEnv> {
   }
 
   if (opts.spec) {
-    const spec = opts.spec;
-    for (const path of ["/spec", "/spec/"]) app.get(path, (c) => c.json(spec()));
+    const machine = opts.spec;
+    for (const path of ["/spec", "/spec/"]) app.get(path, (c) => c.json(machine.spec()));
   }
 
   if (opts.profiler) app.route("/", debugApp(opts.profiler));

@@ -6,8 +6,9 @@
  */
 import { Hono } from "hono";
 import type { LocalStatusStore } from "../status/index.ts";
+import type { MachineSpecSource } from "../metrics/endpoints.ts";
 
-export function readOnlyApp(opts: { statuses: LocalStatusStore; health: Hono; spec?: () => unknown }): Hono {
+export function readOnlyApp(opts: { statuses: LocalStatusStore; health: Hono; spec?: MachineSpecSource }): Hono {
   const app = new Hono();
   app.get("/pods", (c) =>
     c.json({
@@ -17,9 +18,9 @@ export function readOnlyApp(opts: { statuses: LocalStatusStore; health: Hono; sp
       items: opts.statuses.list().map(({ pod, status, apiStatus }) => ({ ...pod, apiVersion: "v1", kind: "Pod", status: apiStatus ?? status })),
     }),
   );
-  const spec = opts.spec;
+  const machine = opts.spec;
   // Upstream's read-only server has the default handlers, /spec/ among them.
-  if (spec) for (const path of ["/spec", "/spec/"]) app.get(path, (c) => c.json(spec()));
+  if (machine) for (const path of ["/spec", "/spec/"]) app.get(path, (c) => c.json(machine.spec()));
   app.route("/", opts.health);
   return app;
 }

@@ -23,7 +23,8 @@ import { createSelfSignedCert, ensureSelfSignedCert } from "./selfsigned.ts";
 import { authenticateWith, createAuthenticator } from "./authn.ts";
 import { accessChecker, alwaysAllow, authorizeWith, webhookAuthorizer } from "./authz.ts";
 import { configzBody } from "./configz.ts";
-import { kubeletApi, type MetricsEndpoints } from "./kubelet-api.ts";
+import { kubeletApi } from "./kubelet-api.ts";
+import type { MachineSpecSource, MetricsEndpoints } from "../metrics/endpoints.ts";
 import { bunProfiler, type Profiler, type VerbositySetter } from "./debug.ts";
 import { streamingUpgrade } from "./stream-proxy.ts";
 import { streamingResolver, type StreamingRuntime } from "./streaming.ts";
@@ -51,7 +52,7 @@ export interface KubeletServerOptions {
   /** How NodeLogQuery reads the journal (default journalctl). */
   journal?: Journal;
   /** `/spec/`: the machine as cAdvisor's MachineInfo. */
-  spec?: () => unknown;
+  spec?: MachineSpecSource;
   /** The agent's log verbosity: PUT /debug/flags/v changes it (enableDebugFlagsHandler). */
   verbosity?: VerbositySetter;
   /** For /debug/heap and /debug/profile; Bun's own by default. */
