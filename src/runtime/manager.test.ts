@@ -147,6 +147,29 @@ describe("CriPodRuntime", () => {
     expect((await runtime.observe(podRef(p))).containers[0]).toMatchObject({ state: "running", restartCount: 2 });
   });
 
+  test("a crash-looping container's waiting message names the whole back-off, as upstream (10s, then 20s), not the time left", async () => {
+    const { clock, cri, runtime } = setup();
+    const p = pod();
+    await sync(runtime, p);
+    const crash = async () => {
+      const c = (await runtime.observe(podRef(p))).containers[0]!;
+      cri.exitContainer(c.id, 1);
+    };
+    await crash();
+    await sync(runtime, p); // the first restart is immediate
+    await crash();
+    clock.advance(3000);
+    const first = await sync(runtime, p);
+    expect(first.retryAfterMs).toBe(7000);
+    expect(first.waiting.get("app")).toEqual({ reason: "CrashLoopBackOff", message: "back-off 10s restarting failed container=app pod=web_default(uid-1)" });
+    clock.advance(7000);
+    await sync(runtime, p);
+    await crash();
+    const second = await sync(runtime, p);
+    expect(second.retryAfterMs).toBe(20_000);
+    expect(second.waiting.get("app")?.message).toBe("back-off 20s restarting failed container=app pod=web_default(uid-1)");
+  });
+
   test("image pull policy Never with the image absent waits with ErrImageNeverPull", async () => {
     const { runtime } = setup();
     const outcome = await sync(runtime, pod({ image: "absent:1", imagePullPolicy: "Never" }));

@@ -5,6 +5,7 @@
  * images.ts), and returns what it did with what it holds after. Relist
  * (observe.ts) and container GC (gc.ts) are the PLEG's and housekeeping's.
  */
+import { formatDuration } from "../config/duration.ts";
 import { isNotFound } from "../cri/index.ts";
 import { podEventRef } from "../events/recorder.ts";
 import { type PodRef, podRef, podUid } from "../pods/identity.ts";
@@ -42,6 +43,14 @@ export interface CriPodRuntimeOptions extends RuntimeBase {
 }
 
 /** Pods in their first start at once, and how long one keeps its slot at most (start-gate.ts). */
+/**
+ * A crash-looping container's waiting message, as upstream's doBackOff: the
+ * back-off's whole delay in Go's duration format (10s, 20s, ..., 1m20s, 5m0s),
+ * not the time left, and the pod as format.Pod prints it.
+ */
+export const crashLoopMessage = (pod: Pod, container: string, backoffMs: number): string =>
+  `back-off ${formatDuration(backoffMs)} restarting failed container=${container} pod=${pod.metadata.name}_${pod.metadata.namespace}(${pod.metadata.uid})`;
+
 const START_GATE_SLOTS = 8;
 const START_GATE_MAX_HOLD_MS = 3000;
 
@@ -91,10 +100,11 @@ export class CriPodRuntime implements PodRuntime {
     });
     const results: SyncResult[] = [];
     const waiting: Waiting = new Map(
-      actions.waiting.map((w) => [
-        w.name,
-        { reason: w.reason, message: `back-off ${Math.ceil(w.remainingMs / 1000)}s restarting failed container=${w.name} pod=${pod.metadata.name}` },
-      ]),
+      actions.waiting.map((w) => {
+        const spec = containerSpecOf(pod, w.name);
+        const backoffMs = (spec && this.opts.start.crashLoop.current(backoffKey(pod, spec))) ?? w.remainingMs;
+        return [w.name, { reason: w.reason, message: crashLoopMessage(pod, w.name, backoffMs) }];
+      }),
     );
     const retries = actions.waiting.map((w) => w.remainingMs);
     for (const w of actions.waiting) {

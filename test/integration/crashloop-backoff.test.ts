@@ -47,6 +47,18 @@ test(
       await eventually("five restarts", async () => (await restarts()) >= 5, 30_000, 250);
       // Four more restarts, each after a 2 s back-off plus the container's start: well under the 30 s (10+20 s by default).
       expect(Date.now() - first).toBeLessThan(30_000);
+      // Between restarts it waits with upstream's message: the whole back-off in Go's format and the pod as format.Pod prints it.
+      const message = await eventually(
+        "a CrashLoopBackOff waiting message",
+        async () => {
+          const pod = (await agent.pods().catch(() => undefined))?.items.find((p) => p.metadata.name.startsWith("crasher"));
+          const waiting = pod?.status.containerStatuses?.[0]?.state.waiting as { reason?: string; message?: string } | undefined;
+          return waiting?.reason === "CrashLoopBackOff" ? `${waiting.message} ${pod!.metadata.name}_default(${pod!.metadata.uid})` : undefined;
+        },
+        30_000,
+        100,
+      );
+      expect(message).toMatch(/^back-off 2s restarting failed container=main pod=(\S+) \1$/);
     },
     () => agent,
     () => ctd,
