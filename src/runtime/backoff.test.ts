@@ -52,6 +52,57 @@ describe("Backoff", () => {
     expect(b.current("k")).toBe(10_000);
   });
 
+  test("at the 5 minute cap, a container that runs 5 s between restarts stays at 5 minutes, housekeeping's gc included (conformance: should cap back-off at MaxContainerBackOff)", () => {
+    const clock = new FakeClock();
+    const b = Backoff.crashLoop(clock);
+    let finishedAt = clock.now();
+    const delays: number[] = [];
+    for (let i = 0; i < 12; i++) {
+      // Waits out the back-off, housekeeping runs, then the restart records the failure.
+      clock.advance(b.remainingSince("k", finishedAt));
+      b.gc();
+      expect(b.remainingSince("k", finishedAt)).toBe(0);
+      b.next("k", finishedAt);
+      clock.advance(5000);
+      finishedAt = clock.now();
+      delays.push(b.remainingSince("k", finishedAt));
+    }
+    expect(delays).toEqual([10_000, 20_000, 40_000, 80_000, 160_000, 300_000, 300_000, 300_000, 300_000, 300_000, 300_000, 300_000]);
+  });
+
+  test("the stable window is counted from the restart: a container that ran 6 minutes at the cap is still at the cap, one that ran 10 is not", () => {
+    const clock = new FakeClock();
+    const b = Backoff.crashLoop(clock);
+    for (let i = 0; i < 6; i++) b.next("k", clock.now());
+    expect(b.current("k")).toBe(300_000);
+    clock.advance(300_000); // its back-off, then the restart
+    b.next("k", clock.now() - 300_000);
+    clock.advance(6 * 60_000);
+    expect(b.remainingSince("k", clock.now())).toBe(300_000);
+    clock.advance(300_000);
+    b.next("k", clock.now() - 300_000);
+    clock.advance(10 * 60_000 + 1);
+    expect(b.remainingSince("k", clock.now())).toBe(0);
+    b.next("k", clock.now());
+    expect(b.current("k")).toBe(10_000);
+  });
+
+  test("the crash loop's stable window is 600 s whatever the maximum (upstream's HasExpiredFunc): a 1 minute cap still doubles after 200 s of running", () => {
+    const clock = new FakeClock();
+    const b = Backoff.crashLoop(clock, crashLoopLimits({ reducedDecay: true, maxContainerRestartPeriodMs: undefined }));
+    b.next("k", clock.now());
+    b.next("k", clock.now());
+    expect(b.current("k")).toBe(2_000);
+    clock.advance(200_000);
+    expect(b.remainingSince("k", clock.now())).toBe(2_000);
+    b.next("k", clock.now());
+    expect(b.current("k")).toBe(4_000);
+    b.gc();
+    clock.advance(600_001);
+    b.gc();
+    expect(b.current("k")).toBeUndefined();
+  });
+
   test("gc forgets stale keys", () => {
     const clock = new FakeClock();
     const b = Backoff.crashLoop(clock);

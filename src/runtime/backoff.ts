@@ -1,8 +1,11 @@
 /**
  * Per-key exponential backoff, as upstream's flowcontrol.Backoff used for
- * CrashLoopBackOff and image pulls: 10s doubling to 5 minutes, forgotten
- * when the last failure is more than twice the maximum old (a container that
- * ran 10 minutes starts again at 10s).
+ * CrashLoopBackOff and image pulls: 10s doubling to 5 minutes. An entry
+ * remembers when it was last grown (the restart or retry, upstream's
+ * lastUpdate = Clock.Now() in Next) and is forgotten once a failure comes
+ * more than the stable window after that: a container that ran 10 minutes
+ * starts again at 10s. The window is twice the maximum, or, for the crash
+ * loop, a fixed 600 s (upstream kubelet's HasExpiredFunc).
  */
 import type { Clock } from "../util/clock.ts";
 
@@ -10,7 +13,12 @@ export interface BackoffOptions {
   initialMs: number;
   maxMs: number;
   clock: Clock;
+  /** How long after its last growth an entry is still counted (default twice maxMs). */
+  stableAfterMs?: number;
 }
+
+/** Upstream kubelet's crash-loop HasExpiredFunc: stable after 600 s whatever the maximum. */
+export const CRASH_LOOP_STABLE_AFTER_MS = 600_000;
 
 export interface CrashLoopLimits {
   initialMs: number;
@@ -45,18 +53,24 @@ export class Backoff {
   constructor(private readonly opts: BackoffOptions) {}
 
   static crashLoop(clock: Clock, limits: CrashLoopLimits = DEFAULT_CRASH_LOOP): Backoff {
-    return new Backoff({ ...limits, clock });
+    return new Backoff({ ...limits, clock, stableAfterMs: CRASH_LOOP_STABLE_AFTER_MS });
   }
 
-  /** Records a failure that happened at `eventTime` and grows the delay. */
+  /**
+   * Records a failure that happened at `eventTime`, when its retry is made
+   * (the restart): grows the delay, or starts it again when the failure came
+   * after the stable window. The entry is dated now, as upstream's Next: the
+   * window is counted from the retry, not from the failure before it.
+   */
   next(key: string, eventTime: number): void {
     const entry = this.entries.get(key);
+    const now = this.opts.clock.now();
     if (!entry || this.expired(entry, eventTime)) {
-      this.entries.set(key, { backoffMs: this.opts.initialMs, lastUpdate: eventTime });
+      this.entries.set(key, { backoffMs: this.opts.initialMs, lastUpdate: now });
       return;
     }
     entry.backoffMs = Math.min(entry.backoffMs * 2, this.opts.maxMs);
-    entry.lastUpdate = eventTime;
+    entry.lastUpdate = now;
   }
 
   /** Milliseconds still to wait after a failure at `eventTime`, or 0 when free to retry. */
@@ -81,7 +95,7 @@ export class Backoff {
     return this.entries.get(key)?.backoffMs;
   }
 
-  /** Drops entries untouched for twice the maximum (called by housekeeping). */
+  /** Drops entries not grown for the stable window (called by housekeeping). */
   gc(): void {
     const now = this.opts.clock.now();
     for (const [key, entry] of this.entries) if (this.expired(entry, now)) this.entries.delete(key);
@@ -92,6 +106,6 @@ export class Backoff {
   }
 
   private expired(entry: Entry, eventTime: number): boolean {
-    return eventTime - entry.lastUpdate > 2 * this.opts.maxMs;
+    return eventTime - entry.lastUpdate > (this.opts.stableAfterMs ?? 2 * this.opts.maxMs);
   }
 }
