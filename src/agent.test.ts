@@ -11,12 +11,13 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { connect, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { runAgent } from "./agent.ts";
+import { runAgent, type AgentDeps } from "./agent.ts";
 import { FakeKubeApi } from "./api/fake.ts";
 import { loadConfig } from "./config/index.ts";
 import { ContainerState } from "./cri/index.ts";
 import { FakeCri } from "./cri/fake.ts";
 import { realClock, type Clock } from "./util/clock.ts";
+import { StopTimeout } from "./util/disposal.ts";
 import { memoryLogger } from "./util/log.ts";
 import { FakeMounter } from "./volumes/mount.ts";
 
@@ -88,42 +89,53 @@ const portRefuses = (port: number): Promise<boolean> =>
     socket.once("error", () => resolve(true));
   });
 
-test("the whole agent runs a static pod and stops with no timer, watch or port left open", async () => {
-  const manifests = join(dir, "manifests");
-  mkdirSync(manifests);
-  writeFileSync(
-    join(manifests, "web.yaml"),
-    "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: default\nspec:\n  containers:\n  - name: app\n    image: registry.local/app:1\n",
-  );
+const webPod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: default\nspec:\n  containers:\n  - name: app\n    image: registry.local/app:1\n";
+
+/** The whole agent on the fakes, with these static pods, until `stop` aborts; resolves once its static pod "web" runs. */
+async function startWholeAgent(
+  name: string,
+  o: { manifests: Record<string, string>; config?: Record<string, unknown>; cri: FakeCri; api: FakeKubeApi; clock: Clock } & Pick<AgentDeps, "stopLimits">,
+) {
+  const base = join(dir, name);
+  const manifests = join(base, "manifests");
+  mkdirSync(manifests, { recursive: true });
+  for (const [file, text] of Object.entries(o.manifests)) writeFileSync(join(manifests, file), text);
   const configFile = JSON.stringify({
     apiVersion: "kubelet.config.k8s.io/v1beta1",
     kind: "KubeletConfiguration",
     staticPodPath: manifests,
-    podLogsDir: join(dir, "logs"),
+    podLogsDir: join(base, "logs"),
     cgroupsPerQOS: false,
     enforceNodeAllocatable: [],
     port: await freePort(), // not 10250 (port 0 defaults to it): the server runs and must be closed at the end
     readOnlyPort: 0,
     healthzPort: 0,
+    ...o.config,
   });
-  const loaded = loadConfig(["--config=/agent/config.json", "--hostname-override=node1", `--root-dir=${join(dir, "root")}`, `--cert-dir=${join(dir, "pki")}`], {
+  const loaded = loadConfig(["--config=/agent/config.json", "--hostname-override=node1", `--root-dir=${join(base, "root")}`, `--cert-dir=${join(base, "pki")}`], {
     readFile: () => configFile,
     hostname: () => "node1",
   });
   if (loaded.kind !== "run") throw new Error(`config: ${JSON.stringify(loaded)}`);
-
-  const clock = new CountingClock();
-  const cri = new FakeCri({ clock });
-  const api = new FakeKubeApi();
   const { logger, lines } = memoryLogger(4);
   const stop = new AbortController();
-  const agent = runAgent(loaded.config, { logger, signal: stop.signal, clock, cri, api, mounter: new FakeMounter(), version: "Kubernetes v1.34.0-bunlet+test", random: () => 0.5 });
+  const { cri, api, clock } = o;
+  const agent = runAgent(loaded.config, {
+    logger,
+    signal: stop.signal,
+    clock,
+    cri,
+    api,
+    mounter: new FakeMounter(),
+    version: "Kubernetes v1.34.0-bunlet+test",
+    random: () => 0.5,
+    ...(o.stopLimits ? { stopLimits: o.stopLimits } : {}),
+  });
   // A failure says what the agent logged last.
   const failed = agent.then(
     () => new Error(`the agent stopped on its own; its last lines:\n${lines.slice(-30).join("\n")}`),
     (err: unknown) => new Error(`the agent failed: ${String(err)}; its last lines:\n${lines.slice(-30).join("\n")}`, { cause: err }),
   );
-
   const running = await Promise.race([
     until("the static pod's container to run", async () => {
       const containers = await cri.listContainers({});
@@ -131,6 +143,16 @@ test("the whole agent runs a static pod and stops with no timer, watch or port l
     }),
     failed.then((err) => Promise.reject(err)),
   ]);
+  const serving = lines.find((l) => l.includes("serving the kubelet API"));
+  const port = Number(/:(\d+)/.exec(serving?.split("address")[1] ?? "")?.[1]);
+  return { agent, stop, lines, running, port };
+}
+
+test("the whole agent runs a static pod and stops with no timer, watch or port left open", async () => {
+  const clock = new CountingClock();
+  const cri = new FakeCri({ clock });
+  const api = new FakeKubeApi();
+  const { agent, stop, running, port } = await startWholeAgent("clean", { manifests: { "web.yaml": webPod }, cri, api, clock });
   expect(running.labels["io.kubernetes.pod.name"]).toBe("web-node1");
   // Static pods start without waiting for the node's registration (as upstream's): the Node may come a moment later.
   expect(await until("the node to register", () => api.nodes.has("node1") || undefined)).toBe(true);
@@ -139,8 +161,6 @@ test("the whole agent runs a static pod and stops with no timer, watch or port l
     return pod?.status?.phase === "Running" ? pod : undefined;
   });
   expect(mirror.status?.phase).toBe("Running");
-  const serving = lines.find((l) => l.includes("serving the kubelet API"));
-  const port = Number(/:(\d+)/.exec(serving?.split("address")[1] ?? "")?.[1]);
   expect(port).toBeGreaterThan(0);
 
   stop.abort();
@@ -150,4 +170,69 @@ test("the whole agent runs a static pod and stops with no timer, watch or port l
   expect(await portRefuses(port)).toBe(true);
   // The pod keeps running (an agent restart adopts it): nothing was stopped.
   expect(cri.calls.filter((c) => c.method === "stopContainer" || c.method === "stopPodSandbox")).toEqual([]);
+}, 30_000);
+
+/**
+ * What held a SIGTERM'd agent open in a conformance run: parts whose stop
+ * waits on work in flight. Here an image pull that never answers (a pod
+ * step in flight) and a Lease renewal the API server never answers (the
+ * node controller's request in flight).
+ */
+async function startStuckAgent(name: string, stopLimits: NonNullable<AgentDeps["stopLimits"]>) {
+  const clock = realClock;
+  const cri = new FakeCri({ clock, images: ["registry.local/app:1"] });
+  const never = new Promise<never>(() => {});
+  const pull = cri.pullImage.bind(cri);
+  let pulling = false;
+  cri.pullImage = (image, ...rest) => (image.image === "registry.local/slow:1" ? ((pulling = true), never) : pull(image, ...rest));
+  const api = new FakeKubeApi();
+  const slowPod = webPod.replace("name: web", "name: slow").replace("registry.local/app:1", "registry.local/slow:1");
+  const started = await startWholeAgent(name, {
+    manifests: { "web.yaml": webPod, "slow.yaml": slowPod },
+    config: { nodeLeaseDurationSeconds: 4 }, // a renewal every second
+    cri,
+    api,
+    clock,
+    stopLimits,
+  });
+  await until("the slow pod's pull", () => pulling || undefined);
+  let renewing = false;
+  await until("the lease to exist", () => api.calls.some((c) => c.method === "createLease" || c.method === "updateLease") || undefined);
+  api.updateLease = () => ((renewing = true), never);
+  await until("a lease renewal in flight", () => renewing || undefined);
+  return { ...started, cri, api };
+}
+
+test("stopping does not wait for a pod step or an API request that never ends: each is named and left behind", async () => {
+  const { agent, stop, lines, port, cri, api } = await startStuckAgent("stuck", { partTimeoutMs: 3_000, totalTimeoutMs: 10_000 });
+  const stopping = Date.now();
+  stop.abort();
+  expect(await agent).toBeUndefined();
+  // The node controller's 3 s, the pod workers' 2 s for the steps in flight, the rest at once.
+  expect(Date.now() - stopping).toBeLessThan(7_000);
+  expect(lines.some((l) => l.includes("a part did not stop in time") && l.includes('part="node controller"'))).toBe(true);
+  expect(lines.some((l) => l.includes("stopping with pod steps in flight") && l.includes("default/slow-node1 (syncing)"))).toBe(true);
+  for (const part of ["sync loop", "kubelet API server", "PLEG", "API server pod source", "plugin watcher", "CRI connection"]) {
+    expect(lines.some((l) => l.includes('"stopped"') && l.includes(`part=${/ /.test(part) ? `"${part}"` : part} `))).toBe(true);
+  }
+  expect(api.openWatches).toBe(0);
+  expect(await portRefuses(port)).toBe(true);
+  expect(cri.calls.filter((c) => c.method === "stopContainer" || c.method === "stopPodSandbox")).toEqual([]);
+}, 30_000);
+
+test("stopping past its deadline rejects with StopTimeout naming the parts still stopping", async () => {
+  const { agent, stop, port } = await startStuckAgent("deadline", { partTimeoutMs: 1_000, totalTimeoutMs: 1_500 });
+  const stopping = Date.now();
+  stop.abort();
+  const err = await agent.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(Date.now() - stopping).toBeLessThan(3_000);
+  expect(err).toBeInstanceOf(StopTimeout);
+  // The node controller was left behind at 1 s; the pod workers were waiting for the pull at 1.5 s.
+  expect((err as StopTimeout).stuck).toEqual(["node controller", "pod workers"]);
+  expect((err as StopTimeout).unreached).toContain("CRI connection");
+  // The parts not reached were told to stop all the same.
+  expect(await until("the kubelet API port to close", async () => (await portRefuses(port)) || undefined)).toBe(true);
 }, 30_000);

@@ -27,6 +27,7 @@ import { recordFirstSnapshots, runOnce, type RunOnceReport } from "./runonce/ind
 import type { ShutdownTrigger } from "./shutdown/index.ts";
 import { bunHeap, type Heap } from "./memory/gc-pacer.ts";
 import { realClock, type Clock } from "./util/clock.ts";
+import { DisposalStack, type DisposalLimits } from "./util/disposal.ts";
 import { errorMessage } from "./util/errors.ts";
 import type { Logger, Verbosity } from "./util/log.ts";
 import { Requests } from "./util/requests.ts";
@@ -75,17 +76,37 @@ export interface AgentDeps {
   random?: () => number;
   /** The JavaScript heap the GC pacer watches; Bun's by default. */
   heap?: Heap;
+  /** How long stopping may take, per part and in all (DEFAULT_DISPOSAL_LIMITS); tests shorten them. */
+  stopLimits?: Partial<DisposalLimits>;
 }
 
-/** Runs until `signal` aborts; with runOnce, until the static pods run or fail, and returns their report. */
+/**
+ * Runs until `signal` aborts; with runOnce, until the static pods run or fail, and returns their report. Then every
+ * part built is stopped, each within a bound (util/disposal.ts): rejects with StopTimeout, naming what did not
+ * stop, when stopping takes longer than the limits allow.
+ */
 export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<RunOnceReport | undefined> {
-  const { logger, signal } = deps;
   const clock = deps.clock ?? realClock;
+  const stack = new DisposalStack({ clock, logger: deps.logger, ...(deps.stopLimits ? { limits: deps.stopLimits } : {}) });
+  let report: RunOnceReport | undefined;
+  try {
+    report = await run(config, deps, stack, clock);
+  } catch (err) {
+    await stack.dispose().catch((stopErr: unknown) => deps.logger.error("stopping after a failure failed", { err: errorMessage(stopErr) }));
+    throw err;
+  }
+  const stopping = clock.now();
+  await stack.dispose();
+  deps.logger.info("node agent stopped", { ms: clock.now() - stopping });
+  return report;
+}
+
+async function run(config: AgentConfig, deps: AgentDeps, stack: DisposalStack, clock: Clock): Promise<RunOnceReport | undefined> {
+  const { logger, signal } = deps;
   const random = deps.random ?? Math.random;
   const k = config.kubelet;
   logger.info("starting node agent", { node: config.nodeName, mode: config.kubeconfig ? "cluster" : "standalone" });
 
-  await using stack = new AsyncDisposableStack();
   const w: Wiring = { config, stack, clock, logger };
   mkdirSync(config.rootDir, { recursive: true, mode: 0o750 });
   // The CRI client, wrapped to time every call for the metrics (kubelet, resource, prober); the running pods and
@@ -123,7 +144,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   const statuses = new LocalStatusStore({ hostIPs: hostIP ? [hostIP] : [], clock });
   // Disposed after the pod workers (the stack unwinds in reverse): the last statuses they write get a short flush.
   const apiStatus = cluster
-    ? stack.use(new ApiStatusManager({ api: cluster.api, hostIPs: hostIP ? [hostIP] : [], clock, logger, local: statuses, ...(mirrors ? { mirrors } : {}) }))
+    ? stack.use("pod status manager", new ApiStatusManager({ api: cluster.api, hostIPs: hostIP ? [hostIP] : [], clock, logger, local: statuses, ...(mirrors ? { mirrors } : {}) }))
     : undefined;
   const statusSink = apiStatus ?? statuses;
   // Pod sources: static pods (file, URL) and, in cluster mode, the API server's pods for this node; their
@@ -140,7 +161,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   const { topology, memoryManager } = buildTopologyManager(w, { node, pods, sources: podConfig });
   const devices = await buildDevices(w, { sources: podConfig, nodeStatusRequests, metrics });
   // Service environment variables come from one watch of every Service (cluster mode only, as upstream).
-  const services = cluster ? stack.use(new WatchedServices({ api: cluster.api, clock, logger })).start() : undefined;
+  const services = cluster ? stack.use("services watch", new WatchedServices({ api: cluster.api, clock, logger })).start() : undefined;
   // The pods' host side (volumes, pod cgroups, pod files, log directories) and the runtime facade over the CRI.
   const { podHost, runtime, crashLoop, userNamespaces } = buildPodRuntime(w, {
     cri,
@@ -179,6 +200,7 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   const once = config.runOnce ? recordFirstSnapshots(sources, { clock }) : undefined;
   const housekeeping = housekeepingTasks(w, { heap: deps.heap ?? bunHeap, node, workers, pleg, podConfig, vol, allocation, devices, userNamespaces });
   const syncLoop = stack.use(
+    "sync loop",
     new SyncLoop({
       sources: once?.sources ?? sources,
       removeOrphans: !once,
@@ -221,7 +243,8 @@ export async function runAgent(config: AgentConfig, deps: AgentDeps): Promise<Ru
   logRotation.start(k.containerLogMonitorInterval);
   eviction.start(10_000);
   logger.info("syncLoop started", { staticPodPath: k.staticPodPath || "(none)" });
-  await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+  // A signal that came while starting has already fired: its listener would never be called.
+  if (!signal.aborted) await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
   logger.info("stopping node agent; pods keep running");
   return undefined;
 }

@@ -11,12 +11,15 @@
  * another cgroup driver than the one configured; 1 for an unexpected error,
  * a host the configuration refuses (swap on with failSwapOn, cgroup v1 with
  * failCgroupV1) or a --runonce pod that failed;
- * 128+signal when a second signal cuts a graceful stop short.
+ * 128+signal when a second signal cuts a graceful stop short; 1 when
+ * stopping the agent's parts took longer than its deadline (the parts
+ * still stopping are logged by name).
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { kubeletVersion, loadConfig, type KubeletConfiguration } from "./config/index.ts";
 import { jitEnabled, planJit } from "./memory/jit.ts";
+import { DEFAULT_DISPOSAL_LIMITS, StopTimeout } from "./util/disposal.ts";
 import { StartupConfigError, errorMessage } from "./util/errors.ts";
 import { createLogger, type Logger, Verbosity } from "./util/log.ts";
 import type { ShutdownHandler } from "./shutdown/index.ts";
@@ -25,6 +28,9 @@ import type { ShutdownHandler } from "./shutdown/index.ts";
 declare const BUILD_VERSION: string | undefined;
 
 const SIGNAL_NUMBERS = { SIGINT: 2, SIGTERM: 15 } as const;
+
+/** After a signal, the process exits by then whatever still runs: the agent's own stop deadline plus 5 s. */
+const EXIT_BACKSTOP_MS = DEFAULT_DISPOSAL_LIMITS.totalTimeoutMs + 5_000;
 
 let logger: Logger | undefined;
 
@@ -134,6 +140,12 @@ async function main(): Promise<number> {
     }
     log.info("shutting down", { signal: name });
     controller.abort(new Error(`received ${name}`));
+    // Stopping the agent's parts is bounded (runAgent rejects with StopTimeout past DEFAULT_DISPOSAL_LIMITS); this is
+    // for what is not one of them (a step of the start that does not heed the signal): the agent exits regardless.
+    setTimeout(() => {
+      log.error("the agent did not stop in time; exiting anyway", { afterMs: EXIT_BACKSTOP_MS, stillRunning: "the start or the stop of the agent" });
+      void exit(1);
+    }, EXIT_BACKSTOP_MS).unref();
   };
   // Graceful node shutdown (shutdown/index.ts): logind with systemd, as upstream; without it, SIGTERM means the node
   // is going down, so pods are stopped by priority before the agent exits; SIGINT still stops only the agent.
@@ -198,6 +210,13 @@ main().then(exit, (err: unknown) => {
   if (err instanceof StartupConfigError) {
     process.stderr.write(`kubelet: ${err.message}\n`);
     return exit(2);
+  }
+  if (err instanceof StopTimeout) {
+    (logger ?? createLogger({ verbosity: 0 })).error("the agent did not stop in time; exiting anyway", {
+      stillStopping: err.stuck.join(", "),
+      ...(err.unreached.length ? { stoppedWithoutWaiting: err.unreached.join(", ") } : {}),
+    });
+    return exit(1);
   }
   (logger ?? createLogger({ verbosity: 0 })).error("unexpected error", { err: errorMessage(err), stack: err instanceof Error ? err.stack : undefined });
   return exit(1);

@@ -34,7 +34,7 @@ export async function buildCluster(
     : config.kubeconfig
       ? await connectCluster(config, { clock, logger, version: o.version, signal: o.signal, random: o.random })
       : undefined;
-  if (cluster?.rotation) stack.use(cluster.rotation).start();
+  if (cluster?.rotation) stack.use("client certificate rotation", cluster.rotation).start();
   return cluster;
 }
 

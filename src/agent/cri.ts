@@ -27,7 +27,7 @@ export async function connectRuntime(w: Wiring, o: { cri: CriService | undefined
       requestTimeoutMs: k.runtimeRequestTimeout,
       logger,
     });
-  stack.defer(() => rawCri.close());
+  stack.defer("CRI connection", () => rawCri.close());
   const runtimePods = new RuntimePodsView();
   const metrics = new KubeletMetrics({ nodeName: config.nodeName, processStartMs: clock.now(), runtime: runtimePods });
   const probeMetrics = new ProbeMetrics();

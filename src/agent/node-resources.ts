@@ -35,6 +35,7 @@ export async function buildNodeResources(
   const { volumes } = o.vol;
   const k = config.kubelet;
   const stats = stack.use(
+    "stats",
     createStatsCollector({
       nodeName: config.nodeName,
       rootDir: config.rootDir,
@@ -52,6 +53,7 @@ export async function buildNodeResources(
   );
   const pauseImage = await sandboxImageOf(cri);
   const imageGC = stack.use(
+    "image GC",
     createImageGC({
       cri,
       highThresholdPercent: k.imageGCHighThresholdPercent,
@@ -66,8 +68,9 @@ export async function buildNodeResources(
       nodeName: config.nodeName,
     }),
   );
-  const logRotation = stack.use(createLogRotation({ cri, maxSizeBytes: parseQuantity(k.containerLogMaxSize), maxFiles: k.containerLogMaxFiles, clock, logger }));
+  const logRotation = stack.use("log rotation", createLogRotation({ cri, maxSizeBytes: parseQuantity(k.containerLogMaxSize), maxFiles: k.containerLogMaxFiles, clock, logger }));
   const eviction = stack.use(
+    "eviction manager",
     createEvictionManager({
       config: k,
       stats,

@@ -131,6 +131,7 @@ export async function startSystemCgroups(w: Wiring): Promise<void> {
   if (k.kubeletCgroups && k.kubeReservedCgroup && !posix.join("/", k.kubeletCgroups).startsWith(posix.join("/", k.kubeReservedCgroup)))
     logger.info("unsupported configuration: KubeletCgroups is not within KubeReservedCgroup", { kubeletCgroups: k.kubeletCgroups, kubeReservedCgroup: k.kubeReservedCgroup });
   const system = stack.use(
+    "system cgroups",
     createSystemCgroups({
       kubeletCgroups: k.kubeletCgroups,
       systemCgroups: k.systemCgroups,
@@ -176,7 +177,7 @@ export function startOomWatcher(w: Wiring, o: { statuses: Pick<LocalStatusStore,
     const entry = statuses.list().find(({ pod }) => pod.metadata.uid === uid);
     return entry ? podEventRef(entry.pod) : undefined;
   };
-  stack.use(new OomWatcher({ kernelLog, recorder, nodeName: config.nodeName, podRef: knownRef, clock, logger })).start();
+  stack.use("OOM watcher", new OomWatcher({ kernelLog, recorder, nodeName: config.nodeName, podRef: knownRef, clock, logger })).start();
 }
 
 /** Cluster mode: the Node object (registered, its status every 10 s, sent on change or every 5 min) and its Lease. */
@@ -204,9 +205,10 @@ export function startNodeController(
   const { machine } = o.node;
   const { csiDrivers } = o.vol;
   // Ready stays False until the CSINode exists (upstream initializeCSINode), created once the Node is, before any driver registers.
-  const csiNode = stack.use(new CsiNodeInitializer({ drivers: csiDrivers, nodeStatus: nodeStatusRequests, clock, logger }));
+  const csiNode = stack.use("CSINode initializer", new CsiNodeInitializer({ drivers: csiDrivers, nodeStatus: nodeStatusRequests, clock, logger }));
   stack
     .use(
+      "node controller",
       new NodeController({
         api,
         cri,
@@ -253,6 +255,7 @@ export function buildCpuManager(w: Wiring, o: { cri: CriService; pods: ActivePod
   const k = config.kubelet;
   try {
     return stack.use(
+      "CPU manager",
       createCpuManager({
         rootDir: config.rootDir,
         policy: k.cpuManagerPolicy === "static" ? "static" : "none",
@@ -369,7 +372,10 @@ export function buildTopologyManager(
 export async function buildDevices(w: Wiring, o: { sources: SourcesReady; nodeStatusRequests: Requests<void>; metrics: KubeletMetrics }): Promise<DeviceManager> {
   const { config, stack, clock, logger } = w;
   const { sources, nodeStatusRequests, metrics } = o;
-  const devices = stack.use(new DeviceManager({ dir: posix.join(config.rootDir, "device-plugins"), clock, logger, nodeStatus: nodeStatusRequests, sources, metrics }));
+  const devices = stack.use(
+    "device manager",
+    new DeviceManager({ dir: posix.join(config.rootDir, "device-plugins"), clock, logger, nodeStatus: nodeStatusRequests, sources, metrics }),
+  );
   await devices.start();
   return devices;
 }
@@ -400,5 +406,5 @@ export async function servePodResourcesApi(
     getEnabled: config.kubelet.featureGates["KubeletPodResourcesGet"] !== false, // beta, on by default since 1.34
     logger,
   });
-  stack.defer(() => podResources.close());
+  stack.defer("pod resources API", () => podResources.close());
 }

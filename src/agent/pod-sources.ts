@@ -39,11 +39,14 @@ export async function buildPodSources(
         )
       : undefined;
   if (k.staticPodPath) {
-    sources.push(stack.use(new FileSource({ path: k.staticPodPath, nodeName: config.nodeName, checkFrequencyMs: k.fileCheckFrequency, clock, logger, runtimePodUids })));
+    sources.push(
+      stack.use("static pod files", new FileSource({ path: k.staticPodPath, nodeName: config.nodeName, checkFrequencyMs: k.fileCheckFrequency, clock, logger, runtimePodUids })),
+    );
   }
   if (k.staticPodURL) {
     sources.push(
       stack.use(
+        "static pod URL",
         new UrlSource({ url: k.staticPodURL, headers: k.staticPodURLHeader, nodeName: config.nodeName, checkFrequencyMs: k.httpCheckFrequency, clock, logger, runtimePodUids }),
       ),
     );
@@ -51,6 +54,7 @@ export async function buildPodSources(
   if (cluster) {
     sources.push(
       stack.use(
+        "API server pod source",
         new ApiServerSource({
           api: cluster.api,
           nodeName: config.nodeName,

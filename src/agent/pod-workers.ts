@@ -124,11 +124,15 @@ export function buildPodWorkers(
     metrics,
     ...(allocation ? { allocation } : {}),
   });
-  const workers: PodWorkers = stack.use(new PodWorkers({ syncer, clock, logger, resyncIntervalMs: k.syncFrequency, random, requests: prober.syncRequests, view: pods, metrics }));
+  const workers: PodWorkers = stack.use(
+    "pod workers",
+    new PodWorkers({ syncer, clock, logger, resyncIntervalMs: k.syncFrequency, random, requests: prober.syncRequests, view: pods, metrics }),
+  );
   // Container events where the runtime streams them (falls back to relisting by itself where it does not);
   // featureGates EventedPLEG=false keeps the one-second relist only.
   const onRelist = (duration: number, interval: number | undefined) => metrics.plegRelist(duration, interval);
   const pleg: Pleg = stack.use(
+    "PLEG",
     k.featureGates["EventedPLEG"] === false
       ? new GenericPleg({ runtime, clock, logger, onRelist, view: runtimePods })
       : new EventedPleg({ runtime, cri, clock, logger, onRelist, view: runtimePods }),

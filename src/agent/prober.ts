@@ -20,6 +20,7 @@ export function buildProber(w: Wiring, o: { cri: CriService; recorder: EventReco
   const syncRequests = new Requests<string>();
   const restarts = new LivenessRestarts(syncRequests);
   const prober = stack.use(
+    "prober",
     createProbeManager({
       cri,
       clock,

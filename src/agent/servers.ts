@@ -37,7 +37,7 @@ export async function startServers(
   const k = config.kubelet;
   if (k.healthzPort > 0) {
     const server = Bun.serve({ hostname: k.healthzBindAddress, port: k.healthzPort, fetch: health.fetch });
-    stack.defer(() => server.stop(true));
+    stack.defer("healthz server", () => server.stop(true));
     logger.info("serving healthz", { address: `${k.healthzBindAddress}:${k.healthzPort}` });
   }
   const machineSpec = new HostMachineSpec(machine, clock);
@@ -58,10 +58,10 @@ export async function startServers(
     spec: machineSpec,
     logger,
   });
-  if (kubeletServer) stack.defer(() => kubeletServer.close());
+  if (kubeletServer) stack.defer("kubelet API server", () => kubeletServer.close());
   if (k.readOnlyPort > 0) {
     const server = Bun.serve({ hostname: k.address, port: k.readOnlyPort, fetch: readOnlyApp({ statuses, health, spec: machineSpec }).fetch });
-    stack.defer(() => server.stop(true));
+    stack.defer("read-only server", () => server.stop(true));
     logger.info("serving read-only port", { address: `${k.address}:${k.readOnlyPort}` });
   }
 }

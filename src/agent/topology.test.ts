@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadConfig } from "../config/index.ts";
 import { FakeClock } from "../util/clock.ts";
+import { DisposalStack } from "../util/disposal.ts";
 import { StartupConfigError } from "../util/errors.ts";
 import { memoryLogger } from "../util/log.ts";
 import { buildTopologyManager } from "./node.ts";
@@ -34,7 +35,9 @@ function build(fields: Record<string, unknown>, sys: string) {
     cwd: () => "/",
   });
   if (r.kind !== "run") throw new Error(`config did not load: ${JSON.stringify(r)}`);
-  const w = { config: r.config, stack: new AsyncDisposableStack(), clock: new FakeClock(0), logger: memoryLogger().logger };
+  const clock = new FakeClock(0);
+  const logger = memoryLogger().logger;
+  const w = { config: r.config, stack: new DisposalStack({ clock, logger }), clock, logger };
   const run = () =>
     buildTopologyManager(w, {
       node: { machine: { memoryBytes: 8 * 2 ** 30 } as never },

@@ -40,9 +40,13 @@ export async function buildVolumes(
   const autonomy = cluster ? offlineCheckpoint(k.offlineAutonomy, checkpoints, logger) : undefined;
   // CSI drivers register through <rootDir>/plugins_registry (node-driver-registrar); the watcher starts once the node controller has.
   const csiDrivers = new CsiDrivers({ nodeName: config.nodeName, ...(cluster ? { api: cluster.api } : {}), node: nodeRegistration, clock, logger });
-  stack.defer(() => csiDrivers.close());
-  const pluginWatcher = stack.use(new PluginWatcher({ dir: posix.join(config.rootDir, "plugins_registry"), handlers: { [CSI_PLUGIN_TYPE]: csiDrivers }, clock, logger }));
+  stack.defer("CSI drivers", () => csiDrivers.close());
+  const pluginWatcher = stack.use(
+    "plugin watcher",
+    new PluginWatcher({ dir: posix.join(config.rootDir, "plugins_registry"), handlers: { [CSI_PLUGIN_TYPE]: csiDrivers }, clock, logger }),
+  );
   const { volumes, podObjects } = stack.use(
+    "volume manager",
     await createVolumeManager({
       rootDir: config.rootDir,
       ...(mounter ? { mounter } : {}),

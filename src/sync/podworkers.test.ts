@@ -59,6 +59,39 @@ describe("PodWorkers", () => {
     expect(await syncsAfter(() => 0.999, 89_000)).toBe(1);
   });
 
+  test("stopping waits for a step in flight only stopWaitMs, then names its pod; no retry is scheduled after", async () => {
+    const clock = new FakeClock();
+    const runtime = new FakePodRuntime(clock);
+    // A runtime call that never answers (a container stop within a long grace period, an image pull).
+    let fail = (_err: Error) => {};
+    runtime.syncPod = () => new Promise((_resolve, reject) => (fail = reject));
+    const { logger, lines } = memoryLogger(2);
+    const workers = new PodWorkers({
+      syncer: new HostPodSyncer({ runtime, status: new LocalStatusStore(), clock, logger }),
+      clock,
+      logger,
+      resyncIntervalMs: 60_000,
+      stopWaitMs: 2_000,
+    });
+    workers.upsert(pod("u1"));
+    await Bun.sleep(0);
+    let stopped = false;
+    const stopping = workers[Symbol.asyncDispose]().then(() => (stopped = true));
+    await Bun.sleep(0);
+    expect(stopped).toBe(false);
+    clock.advance(1_999);
+    await Bun.sleep(0);
+    expect(stopped).toBe(false);
+    clock.advance(1);
+    await stopping;
+    expect(lines.some((l) => l.includes("stopping with pod steps in flight") && l.includes("default/web (syncing)"))).toBe(true);
+    // The runtime connection closes after the workers: the step fails then, and is left to the next start.
+    fail(new Error("connection closed"));
+    await Bun.sleep(0);
+    expect(lines.some((l) => l.includes("pod sync failed"))).toBe(false);
+    expect(clock.pendingTimers()).toBe(0);
+  });
+
   test("requests during a step collapse into one more step", async () => {
     const { runtime, workers } = setup();
     workers.upsert(pod("u1"));

@@ -37,6 +37,8 @@ export interface PodWorkersOptions {
    * burst of CRI calls and memory every syncFrequency.
    */
   random?: () => number;
+  /** How long stopping waits for the steps in flight (2 s by default); then they are left to the next start. */
+  stopWaitMs?: number;
   /** Retry delay after a failed step (upstream backOffPeriod, 10s). */
   errorRetryMs?: number;
   /** Pod worker step durations. */
@@ -170,10 +172,27 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries, WorkerSte
     }
   }
 
+  /**
+   * Nothing new starts; the steps in flight get `stopWaitMs` to end. A step
+   * can wait on the runtime for minutes (a container stop within a long
+   * grace period, an image pull): the agent does not wait for it, as
+   * upstream's does not; the pods are named, and the next start takes
+   * them up where the runtime left them.
+   */
   async [Symbol.asyncDispose](): Promise<void> {
     this.isStopped = true;
     for (const w of this.workers.values()) w.stop();
-    await Promise.allSettled([...this.workers.values()].map((w) => w.inFlight));
+    const inFlight = [...this.workers.values()].filter((w) => w.inFlight);
+    if (!inFlight.length) return;
+    let cancel = () => {};
+    const waited = await Promise.race([
+      Promise.allSettled(inFlight.map((w) => w.inFlight)).then(() => true),
+      new Promise<false>((resolve) => (cancel = this.opts.clock.setTimer(this.opts.stopWaitMs ?? 2_000, () => resolve(false)))),
+    ]);
+    cancel();
+    if (waited) return;
+    const pods = inFlight.filter((w) => w.inFlight).map((w) => `${w.ref.namespace}/${w.ref.name} (${w.lifecycle.stage})`);
+    this.opts.logger.warn("stopping with pod steps in flight; the next start takes them up", { pods: pods.join(", ") });
   }
 
   stopped(): boolean {
@@ -190,6 +209,11 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries, WorkerSte
       await this.runStage(worker);
       if (stage !== "finished") this.opts.metrics?.podWorkerStep(operation, this.opts.clock.now() - started);
     } catch (err) {
+      // Stopping left this step behind (its runtime calls end with the connection): the next start does it again.
+      if (this.isStopped)
+        return void this.logFor(worker)
+          .v(2)
+          .info("pod step ended by the agent's stop", { stage: worker.lifecycle.stage, err: errorMessage(err) });
       this.logFor(worker).error("pod sync failed; will retry", { stage: worker.lifecycle.stage, err: errorMessage(err) });
       worker.schedule(this.opts.errorRetryMs ?? 10_000);
     }
