@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import type { Pod } from "../pods/schema.ts";
-import { admitOs, admitPod, podRequests, type NodeFacts } from "./admission.ts";
+import { admitOs, admitPod, podHugePageRequests, podRequests, type NodeFacts } from "./admission.ts";
 
 const node: NodeFacts = {
   name: "n1",
@@ -83,5 +83,52 @@ describe("admitPod", () => {
       },
     };
     expect(podRequests(p).cpu).toBe(2000);
+  });
+});
+
+describe("huge pages", () => {
+  const MI = 2 ** 20;
+  const withPools: NodeFacts = { ...node, allocatable: { ...node.allocatable, pods: 10, hugePages: { "hugepages-2Mi": 32 * MI, "hugepages-1Gi": 0 } } };
+  const hp = (name: string, size: string, amount: string): Pod => ({
+    metadata: { name, namespace: "default", uid: name },
+    spec: { nodeName: "n1", containers: [{ name: "c", image: "i", resources: { limits: { memory: "64Mi", [size]: amount } } }] },
+  });
+
+  test("a pod fits while its hugepages-<size> requests (limits count as requests) stay within what the pods already admitted left", () => {
+    expect(admitPod(hp("a", "hugepages-2Mi", "16Mi"), [], withPools)).toEqual({ admit: true });
+    expect(admitPod(hp("b", "hugepages-2Mi", "16Mi"), [hp("a", "hugepages-2Mi", "16Mi")], withPools)).toEqual({ admit: true });
+  });
+
+  test("OutOfhugepages-2Mi with upstream's message when the pool is used up", () => {
+    expect(admitPod(hp("c", "hugepages-2Mi", "20Mi"), [hp("a", "hugepages-2Mi", "16Mi")], withPools)).toEqual({
+      admit: false,
+      reason: "OutOfhugepages-2Mi",
+      message: `Node didn't have enough resource: hugepages-2Mi, requested: ${20 * MI}, used: ${16 * MI}, capacity: ${32 * MI}`,
+    });
+  });
+
+  test("requests aggregate as upstream's PodRequests: a sidecar adds to the app, a plain init container counts at its peak", () => {
+    const lim = (q: string) => ({ resources: { limits: { memory: "64Mi", "hugepages-2Mi": q } } });
+    const p: Pod = {
+      metadata: { name: "s", namespace: "default", uid: "s" },
+      spec: {
+        nodeName: "n1",
+        containers: [{ name: "c", image: "i", ...lim("8Mi") }],
+        initContainers: [
+          { name: "side", image: "i", restartPolicy: "Always", ...lim("4Mi") },
+          { name: "init", image: "i", ...lim("10Mi") },
+        ],
+      },
+    };
+    expect(podHugePageRequests(p)).toEqual({ "hugepages-2Mi": 14 * MI });
+  });
+
+  test("a size with an empty pool, or none on this node, has capacity 0", () => {
+    expect(admitPod(hp("g", "hugepages-1Gi", "1Gi"), [], withPools)).toMatchObject({ admit: false, reason: "OutOfhugepages-1Gi" });
+    expect(admitPod(hp("k", "hugepages-64Ki", "64Ki"), [], withPools)).toMatchObject({
+      reason: "OutOfhugepages-64Ki",
+      message: `Node didn't have enough resource: hugepages-64Ki, requested: 65536, used: 0, capacity: 0`,
+    });
+    expect(admitPod(hp("n", "hugepages-2Mi", "2Mi"), [], node)).toMatchObject({ reason: "OutOfhugepages-2Mi" });
   });
 });

@@ -8,6 +8,8 @@
 import { parseQuantity } from "../config/index.ts";
 import type { Pod } from "../pods/schema.ts";
 import { nodeMatchesTerms, type NodeSelectorTerm } from "../pods/node-selector.ts";
+import { isHugePageResourceName } from "../cgroups/hugepages.ts";
+import { podRequests as aggregatedRequests } from "../cgroups/resources.ts";
 
 export type AdmitResult = { admit: true } | { admit: false; reason: string; message: string };
 
@@ -21,7 +23,7 @@ export interface NodeFacts {
   labels: Record<string, string>;
   taints: { key: string; value?: string; effect: string }[];
   /** Allocatable: cpu in millicores, memory and ephemeral-storage in bytes, pods as a count. */
-  allocatable: { cpu: number; memory: number; "ephemeral-storage": number; pods: number };
+  allocatable: { cpu: number; memory: number; "ephemeral-storage": number; pods: number /** hugepages-<size> → bytes, one per pool. */; hugePages?: Record<string, number> };
 }
 
 type Resource = "cpu" | "memory" | "ephemeral-storage";
@@ -46,6 +48,16 @@ export function podRequests(pod: Pod): Record<Resource, number> {
   return out;
 }
 
+/**
+ * A pod's hugepages-<size> requests in bytes, aggregated as upstream's
+ * resource.PodRequests (sidecars summed, init containers at their peak,
+ * overhead added; a limit without a request counts as the request, as API
+ * defaulting makes it, and the API requires them equal for huge pages).
+ */
+export function podHugePageRequests(pod: Pod): Record<string, number> {
+  return Object.fromEntries(Object.entries(aggregatedRequests(pod)).filter(([name]) => isHugePageResourceName(name)));
+}
+
 function fitsResources(pod: Pod, others: Pod[], node: NodeFacts): AdmitResult {
   if (others.length + 1 > node.allocatable.pods) {
     return { admit: false, reason: "OutOfpods", message: `Node didn't have enough resource: pods, requested: 1, used: ${others.length}, capacity: ${node.allocatable.pods}` };
@@ -61,6 +73,15 @@ function fitsResources(pod: Pod, others: Pod[], node: NodeFacts): AdmitResult {
         reason: `OutOf${name}`,
         message: `Node didn't have enough resource: ${name}, requested: ${wanted[name]}, used: ${used}, capacity: ${capacity}`,
       };
+    }
+  }
+  // Huge pages are scalar resources of the scheduler's Fits: a size the node has no pool of has capacity 0.
+  for (const [name, requested] of Object.entries(podHugePageRequests(pod)).sort(([a], [b]) => a.localeCompare(b))) {
+    if (requested === 0) continue;
+    const used = others.map((p) => podHugePageRequests(p)[name] ?? 0).reduce((a, b) => a + b, 0);
+    const capacity = node.allocatable.hugePages?.[name] ?? 0;
+    if (used + requested > capacity) {
+      return { admit: false, reason: `OutOf${name}`, message: `Node didn't have enough resource: ${name}, requested: ${requested}, used: ${used}, capacity: ${capacity}` };
     }
   }
   return { admit: true };

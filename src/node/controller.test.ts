@@ -23,6 +23,7 @@ const machine: MachineInfo = {
   memoryBytes: 8 * 1024 ** 3,
   ephemeralStorageBytes: 100 * 1024 ** 3,
   hostname: "host",
+  hugePages: [],
 };
 
 function setup(over: Partial<KubeletConfiguration> = {}, more: { extended?: ExtendedResources; pressure?: NodePressure; storage?: StorageHealth; podCidr?: NodePodCidr } = {}) {
@@ -274,6 +275,20 @@ describe("NodeController", () => {
     await settle();
     expect(ready(api).status).toBe("False");
     expect(ready(api).lastTransitionTime).not.toBe(since);
+    await controller[Symbol.asyncDispose]();
+  });
+
+  test("an existing node's hugepages-<size> this machine has no pool of is deleted by the status patch (reconcileHugePageResource)", async () => {
+    const { api, controller, clock } = setup();
+    api.nodes.set("n1", {
+      metadata: { name: "n1", uid: "old", labels: { "kubernetes.io/hostname": "n1" } },
+      status: { capacity: { cpu: "2", "hugepages-1Gi": "2Gi" }, allocatable: { cpu: "2", "hugepages-1Gi": "2Gi" } },
+    });
+    controller.start();
+    await startUp(clock);
+    const patch = api.calls.find((c) => c.method === "patchNodeStatus")!.args[1] as { status: { capacity: Record<string, unknown>; allocatable: Record<string, unknown> } };
+    expect(patch.status.capacity["hugepages-1Gi"]).toBeNull();
+    expect(patch.status.allocatable["hugepages-1Gi"]).toBeNull();
     await controller[Symbol.asyncDispose]();
   });
 

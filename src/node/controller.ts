@@ -230,6 +230,7 @@ export class NodeController implements AsyncDisposable {
       now: rfc3339(now),
       ...(this.opts.pressure ? { pressure: this.opts.pressure.conditions() } : {}),
       ...(this.opts.extendedResources ? { extended: this.opts.extendedResources.nodeResources() } : {}),
+      ...(this.registered ? { registered: this.registered } : {}),
     });
     const key = withoutHeartbeats(status);
     const due = this.apiMissedUs || !this.lastSent || this.lastSent.key !== key || now - this.lastSent.at >= config.nodeStatusReportFrequency;

@@ -21,6 +21,7 @@ const machine: MachineInfo = {
   memoryBytes: 8 * 1024 ** 3,
   ephemeralStorageBytes: 0,
   hostname: "h",
+  hugePages: [],
 };
 
 describe("/spec (cAdvisor MachineInfo)", () => {

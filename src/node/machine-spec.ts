@@ -8,8 +8,9 @@
  * Not included: filesystems, disk_map, network_devices, topology,
  * memory_by_type and nvm (cAdvisor's deeper hardware probing).
  */
-import { readdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import type { MachineInfo } from "./machine.ts";
+import { readHugePagePools } from "../cgroups/hugepages.ts";
 
 export interface CpuFacts {
   vendorId: string;
@@ -94,17 +95,8 @@ const readOr = (path: string, fallback = ""): string => {
 export function readMachineSpec(machine: MachineInfo, opts: { now: number; procRoot?: string; sysRoot?: string }): Record<string, unknown> {
   const proc = opts.procRoot ?? "/proc";
   const sys = opts.sysRoot ?? "/sys";
-  const hugeDir = `${sys}/kernel/mm/hugepages`;
-  let hugePages: { page_size: number; num_pages: number }[] = [];
-  try {
-    hugePages = readdirSync(hugeDir)
-      .map((d) => /^hugepages-(\d+)kB$/.exec(d))
-      .filter((m): m is RegExpExecArray => m !== null)
-      .map((m) => ({ page_size: Number(m[1]), num_pages: Number(readOr(`${hugeDir}/${m[0]}/nr_hugepages`, "0").trim()) || 0 }))
-      .sort((a, b) => a.page_size - b.page_size);
-  } catch {
-    // no hugetlb support: no pools
-  }
+  // Read at each request, as cAdvisor's MachineInfo: the pools as they are now.
+  const hugePages = readHugePagePools(sys).map((p) => ({ page_size: p.pageSizeKiB, num_pages: p.numPages }));
   const maxFrequencyKHz = Number(readOr(`${sys}/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq`).trim()) || 0;
   return machineSpec({
     machine,

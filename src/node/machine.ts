@@ -6,6 +6,7 @@
 import { readFileSync, statfsSync } from "node:fs";
 import { arch, cpus, hostname, networkInterfaces, release } from "node:os";
 import { parseDefaultRouteInterface } from "../stats/procfs.ts";
+import { readHugePagePools, type HugePagePool } from "../cgroups/hugepages.ts";
 
 export interface MachineInfo {
   machineID: string;
@@ -18,6 +19,8 @@ export interface MachineInfo {
   memoryBytes: number;
   ephemeralStorageBytes: number;
   hostname: string;
+  /** The huge page pools (/sys/kernel/mm/hugepages), smallest page first: the node's hugepages-<size> resources. */
+  hugePages: HugePagePool[];
 }
 
 const read = (path: string): string => {
@@ -43,7 +46,7 @@ export function parseOsRelease(text: string): string {
   return m?.[1] ?? "Linux";
 }
 
-export function readMachineInfo(opts: { rootDir: string; procRoot?: string }): MachineInfo {
+export function readMachineInfo(opts: { rootDir: string; procRoot?: string; sysRoot?: string }): MachineInfo {
   const proc = opts.procRoot ?? "/proc";
   let ephemeralStorageBytes = 0;
   try {
@@ -64,6 +67,7 @@ export function readMachineInfo(opts: { rootDir: string; procRoot?: string }): M
     memoryBytes: parseMeminfoTotal(read(`${proc}/meminfo`)),
     ephemeralStorageBytes,
     hostname: hostname(),
+    hugePages: readHugePagePools(opts.sysRoot ?? "/sys"),
   };
 }
 

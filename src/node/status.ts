@@ -9,6 +9,7 @@ import type { ApiObject } from "../api/index.ts";
 import type { NodeFacts } from "./admission.ts";
 import type { MachineInfo } from "./machine.ts";
 import { parseCpuSet } from "../util/cpuset.ts";
+import { binaryQuantity, hugePageResourceName } from "../cgroups/hugepages.ts";
 
 export interface NodeCondition {
   type: string;
@@ -106,17 +107,33 @@ export function reservedMilliCpu(k: KubeletConfiguration): number {
   return listed > 0 ? listed * 1000 : Math.round(reservedAmount(k, "cpu") * 1000);
 }
 
-/** Allocatable = capacity − kube-reserved − system-reserved − hard eviction thresholds (cpu in millicores, bytes). */
+/** The huge page pools as resources: hugepages-<size> → nr_hugepages × page size in bytes (upstream CapacityFromMachineInfo). */
+export function hugePageCapacity(machine: MachineInfo): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const p of machine.hugePages) out[hugePageResourceName(p.pageSizeKiB)] = p.pageSizeKiB * 1024 * p.numPages;
+  return out;
+}
+
+/**
+ * Allocatable = capacity − kube-reserved − system-reserved − hard eviction
+ * thresholds (cpu in millicores, bytes); each huge page size = its pool −
+ * reserved of that name; memory also loses every pre-allocated huge page, as
+ * upstream's MachineInfo setter (the pools' pages are not the pods' memory).
+ */
 export function allocatableAmounts(machine: MachineInfo, k: KubeletConfiguration) {
   const reserved = (name: string) => reservedAmount(k, name);
+  const pools = hugePageCapacity(machine);
+  const hugePages = Object.fromEntries(Object.entries(pools).map(([name, bytes]) => [name, Math.max(0, bytes - reserved(name))]));
+  const poolBytes = Object.values(pools).reduce((a, b) => a + b, 0);
   return {
     cpu: Math.max(0, machine.cpuCores * 1000 - reservedMilliCpu(k)),
-    memory: Math.max(0, machine.memoryBytes - reserved("memory") - thresholdBytes(k.evictionHard["memory.available"], machine.memoryBytes)),
+    memory: Math.max(0, Math.max(0, machine.memoryBytes - reserved("memory") - thresholdBytes(k.evictionHard["memory.available"], machine.memoryBytes)) - poolBytes),
     "ephemeral-storage": Math.max(
       0,
       machine.ephemeralStorageBytes - reserved("ephemeral-storage") - thresholdBytes(k.evictionHard["nodefs.available"], machine.ephemeralStorageBytes),
     ),
     pods: podCapacity(machine, k),
+    hugePages,
   };
 }
 
@@ -145,20 +162,21 @@ export function nodeFacts(id: NodeIdentity, machine: MachineInfo, k: KubeletConf
 /** Capacity and allocatable as the Node reports them. */
 export function resources(machine: MachineInfo, k: KubeletConfiguration): { capacity: Record<string, string>; allocatable: Record<string, string> } {
   const a = allocatableAmounts(machine, k);
+  const quantities = (amounts: Record<string, number>) => Object.fromEntries(Object.entries(amounts).map(([name, bytes]) => [name, binaryQuantity(bytes)]));
   return {
     capacity: {
       cpu: String(machine.cpuCores),
       memory: kib(machine.memoryBytes),
       "ephemeral-storage": kib(machine.ephemeralStorageBytes),
       pods: String(podCapacity(machine, k)),
-      "hugepages-2Mi": "0",
+      ...quantities(hugePageCapacity(machine)),
     },
     allocatable: {
       cpu: a.cpu % 1000 === 0 ? String(a.cpu / 1000) : `${a.cpu}m`,
       memory: kib(a.memory),
       "ephemeral-storage": String(a["ephemeral-storage"]),
       pods: String(a.pods),
-      "hugepages-2Mi": "0",
+      ...quantities(a.hugePages),
     },
   };
 }
@@ -217,6 +235,22 @@ export interface NodeStatusInput {
   pressure?: Pressure;
   /** Extended resources from device plugins: capacity (every device) and allocatable (healthy ones). */
   extended?: { capacity: Record<string, string>; allocatable: Record<string, string> };
+  /**
+   * The Node as this agent found it at registration: a hugepages-<size> it
+   * lists that this machine has no pool of any more is removed (null in the
+   * patch), as upstream's reconcileHugePageResource.
+   */
+  registered?: ApiObject;
+}
+
+/** hugepages-<size> names the registered Node has and this machine has no pool of: null, which the patch deletes. */
+function removedHugePages(registered: ApiObject | undefined, capacity: Record<string, string>): Record<string, null> {
+  const before = ((registered?.status ?? {}) as { capacity?: Record<string, unknown> }).capacity ?? {};
+  return Object.fromEntries(
+    Object.keys(before)
+      .filter((name) => name.startsWith("hugepages-") && !(name in capacity))
+      .map((name) => [name, null]),
+  );
 }
 
 export function nodeStatus(input: NodeStatusInput): ApiObject {
@@ -226,9 +260,10 @@ export function nodeStatus(input: NodeStatusInput): ApiObject {
     ...(id.nodeIPs.length ? id.nodeIPs : input.internalIP ? [input.internalIP] : []).map((address) => ({ type: "InternalIP", address })),
     { type: "Hostname", address: id.nodeName },
   ];
+  const removed = removedHugePages(input.registered, base.capacity);
   return {
-    capacity: { ...base.capacity, ...input.extended?.capacity },
-    allocatable: { ...base.allocatable, ...input.extended?.allocatable },
+    capacity: { ...removed, ...base.capacity, ...input.extended?.capacity },
+    allocatable: { ...removed, ...base.allocatable, ...input.extended?.allocatable },
     conditions: nodeConditions(input.health, input.previousConditions, input.now, input.pressure),
     addresses,
     daemonEndpoints: { kubeletEndpoint: { Port: config.port } },

@@ -1,0 +1,121 @@
+/**
+ * Huge pages as the kernel shows them and as Kubernetes names them:
+ * - the pools in /sys/kernel/mm/hugepages/hugepages-<size>kB (nr_hugepages),
+ *   which become the node's `hugepages-<size>` capacity (upstream
+ *   cadvisor.CapacityFromMachineInfo);
+ * - the page sizes in the kernel's cgroup file names ("2MB", "1GB":
+ *   libcontainer's HugePageSizes, hugetlb.2MB.limit_in_bytes), which the CRI's
+ *   HugepageLimit.page_size uses too;
+ * - a pod's `hugepages-<size>` amounts as limits per page size (upstream
+ *   HugePageLimits).
+ * Pure except readHugePagePools.
+ */
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseQuantity } from "../config/index.ts";
+
+export interface HugePagePool {
+  pageSizeKiB: number;
+  /** nr_hugepages: the pages allocated in the pool now. */
+  numPages: number;
+}
+
+export const HUGEPAGES_PREFIX = "hugepages-";
+
+/** upstream IsHugePageResourceName. */
+export const isHugePageResourceName = (name: string): boolean => name.startsWith(HUGEPAGES_PREFIX);
+
+/**
+ * The pools of `<sysRoot>/kernel/mm/hugepages`, smallest page first; none
+ * when the kernel has no hugetlb support (no directory). A pool whose
+ * nr_hugepages cannot be read counts 0 pages, as cAdvisor's.
+ */
+export function readHugePagePools(sysRoot = "/sys"): HugePagePool[] {
+  const dir = join(sysRoot, "kernel/mm/hugepages");
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const pools: HugePagePool[] = [];
+  for (const name of names) {
+    const m = /^hugepages-(\d+)kB$/.exec(name);
+    if (!m) continue;
+    let numPages = 0;
+    try {
+      numPages = Number(readFileSync(join(dir, name, "nr_hugepages"), "utf8").trim()) || 0;
+    } catch {
+      // unreadable: no pages
+    }
+    pools.push({ pageSizeKiB: Number(m[1]), numPages });
+  }
+  return pools.sort((a, b) => a.pageSizeKiB - b.pageSizeKiB);
+}
+
+const BINARY_SUFFIXES = [
+  ["Ei", 2 ** 60],
+  ["Pi", 2 ** 50],
+  ["Ti", 2 ** 40],
+  ["Gi", 2 ** 30],
+  ["Mi", 2 ** 20],
+  ["Ki", 2 ** 10],
+] as const;
+
+/** A byte count as resource.Quantity prints a BinarySI value: 2097152 → "2Mi", 1536 → "1536". */
+export function binaryQuantity(bytes: number): string {
+  if (bytes === 0) return "0";
+  for (const [suffix, unit] of BINARY_SUFFIXES) if (bytes % unit === 0) return `${bytes / unit}${suffix}`;
+  return String(bytes);
+}
+
+/** upstream HugePageResourceName for a page size in KiB: hugepages-2Mi, hugepages-1Gi. */
+export const hugePageResourceName = (pageSizeKiB: number): string => HUGEPAGES_PREFIX + binaryQuantity(pageSizeKiB * 1024);
+
+/** upstream HugePageSizeFromResourceName: the page size in bytes; throws on a name that is not hugepages-<quantity>. */
+export function hugePageSizeFromResourceName(name: string): number {
+  if (!isHugePageResourceName(name)) throw new Error(`resource name: ${name} is an invalid hugepage name`);
+  return parseQuantity(name.slice(HUGEPAGES_PREFIX.length));
+}
+
+const UNIT_LIST = ["B", "KB", "MB", "GB", "TB", "PB"];
+
+/**
+ * upstream HugePageUnitSizeFromByteSize: 2097152 → "2MB", 1073741824 → "1GB",
+ * the form of the kernel's hugetlb cgroup files and the CRI's page_size.
+ * Throws when the size is not a whole number of its largest unit.
+ */
+export function hugePageUnitSize(bytes: number): string {
+  let size = bytes;
+  let idx = 0;
+  while (size % 1024 === 0 && idx < UNIT_LIST.length - 1) {
+    size /= 1024;
+    idx++;
+  }
+  if (size > 1024 && idx < UNIT_LIST.length - 1) throw new Error(`size: ${size}${UNIT_LIST[idx]} must be guaranteed to divisible into the largest units`);
+  return `${size}${UNIT_LIST[idx]}`;
+}
+
+/** libcontainer HugePageSizes: the kernel's page sizes ("2MB", "1GB") of these pools, whatever their page count. */
+export const cgroupPageSizes = (pools: readonly HugePagePool[]): string[] => pools.map((p) => hugePageUnitSize(p.pageSizeKiB * 1024));
+
+/**
+ * upstream HugePageLimits: the `hugepages-<size>` entries of a resource list
+ * as page size in bytes → bytes (two names of one size, "2Mi" and
+ * "2097152", add up). Other names, and a size that is no quantity (the
+ * API refuses those), are ignored.
+ */
+export function hugePageLimits(amounts: Readonly<Record<string, number>>): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const [name, value] of Object.entries(amounts)) {
+    if (!isHugePageResourceName(name)) continue;
+    let size: number;
+    try {
+      size = hugePageSizeFromResourceName(name);
+    } catch {
+      continue;
+    }
+    out.set(size, (out.get(size) ?? 0) + value);
+  }
+  return out;
+}
