@@ -7,7 +7,7 @@ import { DeviceManager, servePodResources } from "../devices/index.ts";
 import { NodeController } from "../node/controller.ts";
 import { PodCidr } from "../node/pod-cidr.ts";
 import { CsiNodeInitializer } from "../csi/node-init.ts";
-import { allocatableAmounts, enforcedAllocatable, memoryReservation, type nodeFacts, reservedMilliCpu } from "../node/status.ts";
+import { allocatableAmounts, enforcedAllocatable, hugePageCapacity, memoryReservation, type nodeFacts, reservedMilliCpu } from "../node/status.ts";
 import { readMachineInfo } from "../node/machine.ts";
 import { podEventRef, type EventRecorder } from "../events/recorder.ts";
 import {
@@ -77,6 +77,7 @@ export async function buildNodeCgroups(w: Wiring, o: { cri: CriService }) {
         memoryQoS: k.featureGates["MemoryQoS"] === true, // upstream's alpha gate: memory.min on cgroup v2 (the writer checks the version)
         // qosReserved (checked at start: memory only, with the QOSReserved gate): burstable and besteffort memory limits.
         ...(k.qosReserved["memory"] ? { qosReservedMemoryPercent: Number.parseInt(k.qosReserved["memory"], 10) } : {}),
+        hugePagePools: machine.hugePages,
         logger,
       })
     : undefined;
@@ -84,9 +85,11 @@ export async function buildNodeCgroups(w: Wiring, o: { cri: CriService }) {
   const nodeAllocatable = allocatableAmounts(machine, k);
   // kubepods gets capacity − reserved (upstream): the hard eviction threshold stays usable by pods until eviction acts.
   const enforced = enforcedAllocatable(machine, k);
+  const enforce = k.enforceNodeAllocatable.includes("pods");
   await podCgroups?.setupNode({
-    allocatable: { cpuMilli: enforced.cpu, memoryBytes: enforced.memory },
-    enforce: k.enforceNodeAllocatable.includes("pods"),
+    // Huge pages on kubepods: the pools, or the pools − reserved when enforcing (upstream's internal capacity / allocatable).
+    allocatable: { cpuMilli: enforced.cpu, memoryBytes: enforced.memory, hugePages: enforce ? nodeAllocatable.hugePages : hugePageCapacity(machine) },
+    enforce,
   });
   // enforceNodeAllocatable system-reserved / kube-reserved (and -compressible): the reserved amounts become limits on
   // those existing cgroups (upstream's enforceExistingCgroup); one that cannot be written stops the start.

@@ -7,6 +7,7 @@ import type { DeviceManager } from "../devices/index.ts";
 import type { allocatableAmounts, nodeFacts } from "../node/status.ts";
 import type { EventRecorder } from "../events/recorder.ts";
 import { NodeContainerResources } from "../cgroups/container-values.ts";
+import { cgroupPageSizes } from "../cgroups/index.ts";
 import type { KubeletMetrics } from "../metrics/kubelet.ts";
 import type { ProbeVerdicts } from "../prober/verdicts.ts";
 import { podDirs } from "../pods/dirs.ts";
@@ -157,6 +158,8 @@ export function buildPodRuntime(
           cpuCFSQuotaPeriodUs: k.cpuCFSQuotaPeriod * 1000,
           // Upstream's default on cgroup v2: an OOM kill takes the whole container (singleProcessOOMKill: true opts out).
           oomGroup: swapHost.cgroupVersion === "v2" && k.singleProcessOOMKill !== true,
+          // Every huge page size of the host gets a limit (0 unless the container asks), as upstream; read at start with the machine.
+          hugePageSizes: cgroupPageSizes(machine.hugePages),
           // MemoryQoS on cgroup v2 only (upstream's enforceMemoryQoS): memory.min and memory.high in the unified map.
           ...(memoryQoS ? { memoryQoS: { throttlingFactor: k.memoryThrottlingFactor, allocatableMemoryBytes: nodeAllocatable.memory } } : {}),
         },

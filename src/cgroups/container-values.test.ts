@@ -10,7 +10,7 @@ const guaranteed = {
   spec: { containers: [{ name: "app", image: "i", resources: { requests: { cpu: "1", memory: "1Gi" }, limits: { cpu: "1", memory: "1Gi" } } }] },
 } as Pod;
 const app = guaranteed.spec.containers[0]!;
-const values = { memoryCapacityBytes: 8 * GI, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: true };
+const values = { memoryCapacityBytes: 8 * GI, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: true, hugePageSizes: ["2MB"] };
 
 test("one container's CRI values: CPU and memory from the spec, cpusets from the CPU and memory managers, the unified files of OOM group and swap in one map", () => {
   const r = new NodeContainerResources({
@@ -30,6 +30,8 @@ test("one container's CRI values: CPU and memory from the spec, cpusets from the
     cpusetMems: "0",
     // A Guaranteed container gets no swap (upstream's LimitedSwap is for Burstable ones): memory.swap.max 0.
     unified: { "memory.oom.group": "1", "memory.swap.max": "0" },
+    // Every huge page size of the host: 0 when the container asks for none.
+    hugepageLimits: [{ pageSize: "2MB", limit: 0 }],
   });
 });
 
@@ -41,5 +43,5 @@ test("without exclusive CPUs, pinned memory or unified files, none of those fiel
     cpus: { cpusetFor: () => undefined },
     memory: { cpusetMemsFor: () => undefined },
   });
-  expect(Object.keys(r.resourcesOf(guaranteed, app)).sort()).toEqual(["cpuPeriod", "cpuQuota", "cpuShares", "memoryLimitInBytes", "oomScoreAdj"]);
+  expect(Object.keys(r.resourcesOf(guaranteed, app)).sort()).toEqual(["cpuPeriod", "cpuQuota", "cpuShares", "hugepageLimits", "memoryLimitInBytes", "oomScoreAdj"]);
 });

@@ -59,8 +59,8 @@ describe("oom_score_adj (pkg/kubelet/qos/policy.go)", () => {
 });
 
 describe("containerLinuxResources", () => {
-  const opts = { memoryCapacityBytes: CAP, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: false };
-  test.each<[string, Res | undefined, Partial<typeof opts>, ReturnType<typeof containerLinuxResources>]>([
+  const opts = { memoryCapacityBytes: CAP, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: false, hugePageSizes: [] as string[] };
+  test.each<[string, Res | undefined, Partial<typeof opts>, Omit<ReturnType<typeof containerLinuxResources>, "hugepageLimits">]>([
     ["no resources", undefined, {}, { cpuShares: 2, cpuQuota: 0, cpuPeriod: 100_000, memoryLimitInBytes: 0, oomScoreAdj: 1000 }],
     [
       "requests and limits",
@@ -89,7 +89,25 @@ describe("containerLinuxResources", () => {
     ],
   ])("%s", (_n, r, over, expected) => {
     const container = c("a", r);
-    expect(containerLinuxResources(pod([container]), container, { ...opts, ...over })).toEqual(expected);
+    expect(containerLinuxResources(pod([container]), container, { ...opts, ...over })).toEqual({ ...expected, hugepageLimits: [] });
+  });
+
+  test("huge pages (GetHugepageLimitsFromResources): every size of the host, 0 unless the container's limits name it", () => {
+    const sizes = ["2MB", "1GB"];
+    const none = c("a", { limits: { cpu: "1", memory: "64Mi" } });
+    expect(containerLinuxResources(pod([none]), none, { ...opts, hugePageSizes: sizes }).hugepageLimits).toEqual([
+      { pageSize: "2MB", limit: 0 },
+      { pageSize: "1GB", limit: 0 },
+    ]);
+    const some = c("a", { limits: { memory: "64Mi", "hugepages-2Mi": "8Mi" }, requests: { memory: "64Mi", "hugepages-2Mi": "8Mi" } });
+    expect(containerLinuxResources(pod([some]), some, { ...opts, hugePageSizes: sizes }).hugepageLimits).toEqual([
+      { pageSize: "2MB", limit: 8 * 2 ** 20 },
+      { pageSize: "1GB", limit: 0 },
+    ]);
+    // A size the host has no pool of is not sent; a host without pools sends none.
+    const gig = c("a", { limits: { memory: "64Mi", "hugepages-1Gi": "1Gi" } });
+    expect(containerLinuxResources(pod([gig]), gig, { ...opts, hugePageSizes: ["2MB"] }).hugepageLimits).toEqual([{ pageSize: "2MB", limit: 0 }]);
+    expect(containerLinuxResources(pod([gig]), gig, opts).hugepageLimits).toEqual([]);
   });
 });
 
@@ -135,7 +153,7 @@ describe("MemoryQoS (generateLinuxContainerResources with the gate on cgroup v2)
 
   test("containerLinuxResources puts them in unified only with the option", () => {
     const container = c("a", { requests: { memory: "128Mi" }, limits: { memory: "256Mi" } });
-    const base = { memoryCapacityBytes: CAP, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: false };
+    const base = { memoryCapacityBytes: CAP, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: false, hugePageSizes: [] };
     expect(containerLinuxResources(pod([container]), container, base).unified).toBeUndefined();
     expect(containerLinuxResources(pod([container]), container, { ...base, memoryQoS: qos }).unified).toEqual(containerMemoryQoS(container, qos));
     const be = c("b");
@@ -144,7 +162,7 @@ describe("MemoryQoS (generateLinuxContainerResources with the gate on cgroup v2)
 
   test("memory.oom.group = 1 with the option (cgroup v2 unless singleProcessOOMKill), beside MemoryQoS's files", () => {
     const container = c("a", { requests: { memory: "128Mi" }, limits: { memory: "256Mi" } });
-    const base = { memoryCapacityBytes: CAP, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: true };
+    const base = { memoryCapacityBytes: CAP, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: true, hugePageSizes: [] };
     expect(containerLinuxResources(pod([c("b")]), c("b"), base).unified).toEqual({ "memory.oom.group": "1" });
     expect(containerLinuxResources(pod([container]), container, { ...base, memoryQoS: qos }).unified).toEqual({ "memory.oom.group": "1", ...containerMemoryQoS(container, qos) });
   });

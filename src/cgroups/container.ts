@@ -8,6 +8,7 @@ import { podQosClass } from "./qos.ts";
 import { containerLimits, containerRequests } from "./resources.ts";
 import { milliCpuToQuota, milliCpuToShares, milliValue } from "./values.ts";
 import { isCriticalPod } from "../pods/source.ts";
+import { hugePageLimits, hugePageUnitSize } from "./hugepages.ts";
 
 const GUARANTEED_OOM_SCORE_ADJ = -997;
 const BESTEFFORT_OOM_SCORE_ADJ = 1000;
@@ -61,6 +62,8 @@ export interface ContainerResourceOptions {
    * on cgroup v1 and with singleProcessOOMKill: true.
    */
   oomGroup: boolean;
+  /** The host's huge page sizes as the kernel names them ("2MB", "1GB"; libcontainer HugePageSizes): each gets a CRI limit. */
+  hugePageSizes: readonly string[];
 }
 
 export interface ContainerMemoryQoS {
@@ -102,14 +105,34 @@ export interface ContainerLinuxResources {
   oomScoreAdj: number;
   /** cgroup v2 files for the runtime to write (memory.oom.group, MemoryQoS); absent when none. */
   unified?: Record<string, string>;
+  /** One limit per huge page size of the host, in bytes; 0 for a size the container does not ask for. */
+  hugepageLimits: { pageSize: string; limit: number }[];
+}
+
+/**
+ * upstream GetHugepageLimitsFromResources: every page size of the host with
+ * limit 0 (no huge pages of that size), then the container's
+ * `hugepages-<size>` limits. A size the host does not have is not sent (the
+ * pod was not admitted with it anyway).
+ */
+export function containerHugepageLimits(container: ContainerSpec, hostSizes: readonly string[]): { pageSize: string; limit: number }[] {
+  const wanted = new Map<string, number>();
+  for (const [bytes, limit] of hugePageLimits(containerLimits(container))) {
+    try {
+      wanted.set(hugePageUnitSize(bytes), limit);
+    } catch {
+      // not a size the kernel can have: as upstream, skipped
+    }
+  }
+  return hostSizes.map((pageSize) => ({ pageSize, limit: wanted.get(pageSize) ?? 0 }));
 }
 
 /**
  * The CRI resources of one container of `pod` (regular, init or sidecar):
  * shares from the CPU request (the limit when no request), quota from the CPU
  * limit over the configured period (0, unlimited, without a limit; quota and
- * period 0 when cpuCFSQuota is off), memory limit (0 without one), and the
- * OOM score adjustment of its QoS class.
+ * period 0 when cpuCFSQuota is off), memory limit (0 without one), the
+ * OOM score adjustment of its QoS class, and a huge page limit per size.
  */
 export function containerLinuxResources(pod: Pod, container: ContainerSpec, opts: ContainerResourceOptions): ContainerLinuxResources {
   const limits = containerLimits(container);
@@ -126,5 +149,6 @@ export function containerLinuxResources(pod: Pod, container: ContainerSpec, opts
     memoryLimitInBytes: limits.memory ?? 0,
     oomScoreAdj: containerOomScoreAdj(pod, container, opts.memoryCapacityBytes),
     ...(Object.keys(unified).length > 0 ? { unified } : {}),
+    hugepageLimits: containerHugepageLimits(container, opts.hugePageSizes),
   };
 }

@@ -36,6 +36,8 @@ const V1_FILES: Record<string, Record<string, string>> = {
   cpuset: { "cpuset.cpus": "", "cpuset.mems": "" },
   memory: { "memory.limit_in_bytes": "9223372036854771712" },
   pids: { "pids.max": "max" },
+  // A kernel before 5.7: no reservation (.rsvd) files.
+  hugetlb: { "hugetlb.2MB.limit_in_bytes": "9223372036854771712", "hugetlb.1GB.limit_in_bytes": "9223372036854771712" },
 };
 const V2_FILES: Record<string, Record<string, string>> = {
   cpu: { "cpu.weight": "100", "cpu.max": "max 100000" },
@@ -43,6 +45,7 @@ const V2_FILES: Record<string, Record<string, string>> = {
   pids: { "pids.max": "max" },
   cpuset: { "cpuset.cpus": "", "cpuset.mems": "" },
   io: { "io.weight": "default 100" },
+  hugetlb: { "hugetlb.2MB.max": "max", "hugetlb.2MB.rsvd.max": "max", "hugetlb.1GB.max": "max", "hugetlb.1GB.rsvd.max": "max" },
 };
 
 const errno = (code: string, path: string, what: string) => Object.assign(new Error(`${code}: ${what}, '${path}'`), { code });
@@ -61,6 +64,12 @@ const VALID: Record<string, (v: string) => boolean> = {
   "memory.max": (v) => v === "max" || isInt(v),
   "memory.min": (v) => v === "max" || isInt(v),
   "memory.low": (v) => v === "max" || isInt(v),
+  "hugetlb.2MB.limit_in_bytes": (v) => isInt(v),
+  "hugetlb.1GB.limit_in_bytes": (v) => isInt(v),
+  "hugetlb.2MB.max": (v) => v === "max" || isInt(v),
+  "hugetlb.2MB.rsvd.max": (v) => v === "max" || isInt(v),
+  "hugetlb.1GB.max": (v) => v === "max" || isInt(v),
+  "hugetlb.1GB.rsvd.max": (v) => v === "max" || isInt(v),
 };
 
 export interface FakeCgroupTree {

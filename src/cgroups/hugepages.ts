@@ -119,3 +119,24 @@ export function hugePageLimits(amounts: Readonly<Record<string, number>>): Map<n
   }
   return out;
 }
+
+/** What qos_container_manager writes for every size on the QoS cgroups: effectively unbounded (1 << 62). */
+export const HUGETLB_UNBOUNDED = 2 ** 62;
+
+/**
+ * upstream maybeSetHugetlb: the config's limits by the kernel's size name,
+ * then 0 for every size of the host the config does not name (a cgroup gets
+ * no huge pages it was not given). Sizes the host does not have are left
+ * out: there is no file to write them to.
+ */
+export function hugetlbSettings(limits: ReadonlyMap<number, number>, hostSizes: readonly string[]): { pageSize: string; limit: number }[] {
+  const bySize = new Map<string, number>();
+  for (const [bytes, limit] of limits) {
+    try {
+      bySize.set(hugePageUnitSize(bytes), limit);
+    } catch {
+      // not a kernel page size: skipped, as upstream's "Invalid pageSize"
+    }
+  }
+  return hostSizes.map((pageSize) => ({ pageSize, limit: bySize.get(pageSize) ?? 0 }));
+}

@@ -4,7 +4,9 @@
  * driver (directories made here) or the systemd driver (slices made by
  * systemd over D-Bus, values written to both).
  */
+import { join } from "node:path";
 import type { Logger } from "../util/log.ts";
+import { cgroupPageSizes, readHugePagePools, type HugePagePool } from "./hugepages.ts";
 import { createV1Backend } from "./v1.ts";
 import { createV2Backend } from "./v2.ts";
 import { detectCgroupLayout } from "./detect.ts";
@@ -43,6 +45,19 @@ export {
   type ResourceConfig,
 } from "./resources.ts";
 export {
+  binaryQuantity,
+  cgroupPageSizes,
+  HUGEPAGES_PREFIX,
+  hugePageLimits,
+  hugePageResourceName,
+  hugePageSizeFromResourceName,
+  hugePageUnitSize,
+  isHugePageResourceName,
+  readHugePagePools,
+  type HugePagePool,
+} from "./hugepages.ts";
+export {
+  containerHugepageLimits,
   containerLinuxResources,
   containerMemoryQoS,
   PAGE_SIZE,
@@ -83,6 +98,8 @@ export interface PodCgroupsOptions {
   driver?: "cgroupfs" | "systemd";
   /** The systemd driver's D-Bus calls; busctl on the system bus by default. */
   systemd?: SystemdUnits;
+  /** The host's huge page pools (their sizes get hugetlb limits); read from <fsRoot>/sys/kernel/mm/hugepages by default. */
+  hugePagePools?: readonly HugePagePool[];
 }
 
 /**
@@ -94,10 +111,13 @@ export function createPodCgroups(opts: PodCgroupsOptions): PodCgroups {
   const fs = opts.fs ?? nodeCgroupFs;
   const layout = detectCgroupLayout(opts.fsRoot ?? "/", fs);
   const cpuWeightFormula = opts.cpuWeightFormula ?? "linear";
+  // libcontainer HugePageSizes: read once, as upstream.
+  const pools = opts.hugePagePools ?? readHugePagePools(join(opts.fsRoot ?? "/", "sys"));
+  const hugePageSizes = cgroupPageSizes(pools);
   const files =
     layout.version === "v2"
-      ? createV2Backend({ unified: layout.unified, fs, logger: opts.logger, cpuWeightFormula })
-      : createV1Backend({ hierarchies: layout.hierarchies, ...(layout.unified ? { unified: layout.unified } : {}), fs, logger: opts.logger });
+      ? createV2Backend({ unified: layout.unified, fs, logger: opts.logger, cpuWeightFormula, hugePageSizes })
+      : createV1Backend({ hierarchies: layout.hierarchies, ...(layout.unified ? { unified: layout.unified } : {}), fs, logger: opts.logger, hugePageSizes });
   const driver = opts.driver ?? "cgroupfs";
   const backend = driver === "systemd" ? createSystemdBackend({ files, units: opts.systemd ?? busctlSystemdUnits(), fs, logger: opts.logger, cpuWeightFormula }) : files;
   return createPodCgroupsOn({
@@ -110,6 +130,7 @@ export function createPodCgroups(opts: PodCgroupsOptions): PodCgroups {
     cpuCFSQuota: opts.cpuCFSQuota,
     cpuCFSQuotaPeriodUs: Math.round(opts.cpuCFSQuotaPeriodMs * 1000),
     memoryQoS: opts.memoryQoS ?? false,
+    hugePageSizesBytes: pools.map((p) => p.pageSizeKiB * 1024),
     ...(opts.qosReservedMemoryPercent !== undefined ? { qosReservedMemoryPercent: opts.qosReservedMemoryPercent } : {}),
   });
 }

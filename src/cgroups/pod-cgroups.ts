@@ -27,7 +27,7 @@ import type { CgroupFs } from "./fs.ts";
 import type { CgroupBackend } from "./backend.ts";
 import { podQosClass, type QosClass } from "./qos.ts";
 import { parseSystemdName, systemdCgroupPath } from "./systemd.ts";
-import { nodeResourceConfig, podResourceConfig, qosResourceConfigs, type NodeAllocatable, type ResourceConfig } from "./resources.ts";
+import { nodeResourceConfig, podResourceConfig, qosResourceConfigs, unboundedHugePages, type NodeAllocatable, type ResourceConfig } from "./resources.ts";
 import { podUid } from "../pods/identity.ts";
 
 export interface PodCgroups {
@@ -68,6 +68,8 @@ export interface PodCgroupsDeps {
   qosReservedMemoryPercent?: number;
   /** How cgroup names become paths: cgroupfs ("/kubepods/burstable/pod<uid>") or systemd slices. Default cgroupfs. */
   driver?: "cgroupfs" | "systemd";
+  /** The host's huge page sizes in bytes: the QoS levels get each unbounded. Default none. */
+  hugePageSizesBytes?: readonly number[];
 }
 
 /** upstream's CgroupName: components from the root, turned into a path by the driver. */
@@ -119,6 +121,7 @@ export function createPodCgroupsOn(deps: PodCgroupsDeps): PodCgroups {
   const kubepods = naming.path(kubepodsName);
   const qosDir = { Guaranteed: kubepods, Burstable: naming.path(qosName.Burstable), BestEffort: naming.path(qosName.BestEffort) } as const;
   let allocatableMemory: number | undefined;
+  const qosHugePages = unboundedHugePages(deps.hugePageSizesBytes ?? []);
 
   const podPathOf = (qos: QosClass, uid: string) => naming.path([...qosName[qos], POD_PREFIX + checkUid(uid)]);
   const podPath = (pod: Pod) => podPathOf(podQosClass(pod), podUid(pod));
@@ -155,7 +158,9 @@ export function createPodCgroupsOn(deps: PodCgroupsDeps): PodCgroups {
       // (upstream creates it with no values too); BestEffort is always minimal.
       await backend.ensure(qosDir.Burstable);
       await backend.ensure(qosDir.BestEffort);
-      await backend.apply(qosDir.BestEffort, { cpuShares: 2 });
+      // Both QoS levels: huge pages unbounded (upstream setHugePagesUnbounded), so only kubepods and the pods bound them.
+      await backend.apply(qosDir.Burstable, { hugePageLimits: qosHugePages });
+      await backend.apply(qosDir.BestEffort, { cpuShares: 2, hugePageLimits: qosHugePages });
       logger.v(2).info("node cgroups ready", { version: backend.version, kubepods, enforce, ...allocatable });
     },
 
@@ -168,8 +173,8 @@ export function createPodCgroupsOn(deps: PodCgroupsDeps): PodCgroups {
       await backend.ensure(qosDir.Burstable);
       await backend.ensure(qosDir.BestEffort);
       if (Object.keys(c.guaranteed).length > 0) await backend.apply(kubepods, c.guaranteed);
-      await backend.apply(qosDir.Burstable, c.burstable);
-      await backend.apply(qosDir.BestEffort, c.besteffort);
+      await backend.apply(qosDir.Burstable, { ...c.burstable, hugePageLimits: qosHugePages });
+      await backend.apply(qosDir.BestEffort, { ...c.besteffort, hugePageLimits: qosHugePages });
       logger.v(4).info("QoS cgroups updated", { pods: activePods.length, burstableShares: c.burstable.cpuShares });
     },
 

@@ -102,7 +102,16 @@ describe("podResourceConfig (upstream TestResourceConfigForPod)", () => {
     ["memory QoS: memory.min = memory requests", pod([c("a", res(["100m", "100Mi"], []))]), { memoryQoS: true }, { cpuShares: 102, pidsLimit: -1, memoryMin: 100 * MI }],
     ["memory QoS on a best-effort pod: nothing to protect", pod([c("a")]), { memoryQoS: true }, { cpuShares: 2, pidsLimit: -1 }],
   ])("%s", (_name, p, over, expected) => {
-    expect(podResourceConfig(p, { ...opts, ...over })).toEqual(expected);
+    // No huge pages asked: an empty map, which the writers turn into 0 for every size of the host.
+    expect(podResourceConfig(p, { ...opts, ...over })).toEqual({ ...expected, hugePageLimits: new Map() });
+  });
+
+  test("huge pages: the pod's hugepages-<size> requests (limits defaulted in) by page size, in every QoS class", () => {
+    const hp = (q: string) => ({ limits: { cpu: "1", memory: "64Mi", "hugepages-2Mi": q } });
+    const guaranteed = pod([c("a", hp("4Mi")), c("b", hp("6Mi"))]);
+    expect(podResourceConfig(guaranteed, opts).hugePageLimits).toEqual(new Map([[2 * MI, 10 * MI]]));
+    const burstable = pod([c("a", { requests: { "hugepages-1Gi": "1Gi" }, limits: { "hugepages-1Gi": "1Gi" } })]);
+    expect(podResourceConfig(burstable, opts).hugePageLimits).toEqual(new Map([[2 ** 30, 2 ** 30]]));
   });
 });
 
@@ -151,7 +160,17 @@ test.each([
   ["not enforced: shares only", { cpuMilli: 2000, memoryBytes: 1024 * MI, pids: 4096 }, false, { cpuShares: 2048, memoryLimit: -1, pidsLimit: -1 }],
   ["huge cpu: shares clamped", { cpuMilli: 500_000, memoryBytes: 1 }, true, { cpuShares: 262144, memoryLimit: 1, pidsLimit: -1 }],
 ] as const)("nodeResourceConfig: %s", (_name, alloc, enforce, expected) => {
-  expect(nodeResourceConfig(alloc, enforce)).toEqual(expected);
+  expect(nodeResourceConfig(alloc, enforce)).toEqual({ ...expected, hugePageLimits: new Map() });
+});
+
+test("nodeResourceConfig: kubepods gets the huge pages it is given (pools, or pools − reserved), by page size", () => {
+  const c = nodeResourceConfig({ cpuMilli: 1000, memoryBytes: MI, hugePages: { "hugepages-2Mi": 32 * MI, "hugepages-1Gi": 0 } }, true);
+  expect(c.hugePageLimits).toEqual(
+    new Map([
+      [2 * MI, 32 * MI],
+      [2 ** 30, 0],
+    ]),
+  );
 });
 
 describe("reserved cgroups (enforceNodeAllocatable system-reserved / kube-reserved, getCgroupConfig)", () => {
@@ -163,11 +182,21 @@ describe("reserved cgroups (enforceNodeAllocatable system-reserved / kube-reserv
   };
   test("full levels: cpu shares, memory limit, pids; compressible: cpu only; MemoryQoS adds memory.min", () => {
     expect(reservedEnforcements({ ...base, enforceNodeAllocatable: ["pods", "system-reserved", "kube-reserved-compressible"] }, false)).toEqual([
-      { level: "system-reserved", field: "systemReservedCgroup", cgroup: "/system.slice", config: { cpuShares: 1024, memoryLimit: 512 * 2 ** 20, pidsLimit: 1000 } },
-      { level: "kube-reserved-compressible", field: "kubeReservedCgroup", cgroup: "/kube.slice", config: { cpuShares: 102 } },
+      {
+        level: "system-reserved",
+        field: "systemReservedCgroup",
+        cgroup: "/system.slice",
+        config: { cpuShares: 1024, memoryLimit: 512 * 2 ** 20, pidsLimit: 1000, hugePageLimits: new Map() },
+      },
+      { level: "kube-reserved-compressible", field: "kubeReservedCgroup", cgroup: "/kube.slice", config: { cpuShares: 102, hugePageLimits: new Map() } },
     ]);
     expect(reservedEnforcements({ ...base, enforceNodeAllocatable: ["kube-reserved"] }, true)).toEqual([
-      { level: "kube-reserved", field: "kubeReservedCgroup", cgroup: "/kube.slice", config: { cpuShares: 102, memoryLimit: 128 * 2 ** 20, memoryMin: 128 * 2 ** 20 } },
+      {
+        level: "kube-reserved",
+        field: "kubeReservedCgroup",
+        cgroup: "/kube.slice",
+        config: { cpuShares: 102, memoryLimit: 128 * 2 ** 20, memoryMin: 128 * 2 ** 20, hugePageLimits: new Map() },
+      },
     ]);
   });
 

@@ -10,6 +10,7 @@ import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import { podQosClass, type QosClass } from "./qos.ts";
 import { MIN_SHARES, intValue, milliCpuToQuota, milliCpuToShares, milliValue } from "./values.ts";
 import { isSidecar } from "../pods/spec.ts";
+import { HUGETLB_UNBOUNDED, hugePageLimits } from "./hugepages.ts";
 
 /**
  * One cgroup's settings in cgroup v1 terms (v2 converts shares to a weight).
@@ -27,6 +28,12 @@ export interface ResourceConfig {
   memoryMin?: number;
   /** -1 unlimited. */
   pidsLimit?: number;
+  /**
+   * Huge page limits, page size in bytes → bytes. When present, every size
+   * of the host it does not name gets 0 (upstream maybeSetHugetlb); written
+   * only where the hugetlb controller is.
+   */
+  hugePageLimits?: ReadonlyMap<number, number>;
 }
 
 /** cpu in millicores, everything else in integer units (bytes, counts). */
@@ -150,7 +157,8 @@ export function podResourceConfig(pod: Pod, opts: PodResourceOptions): ResourceC
   const pidsLimit = opts.podPidsLimit > 0 ? opts.podPidsLimit : -1;
 
   const qos = podQosClass(pod);
-  const config: ResourceConfig = { pidsLimit };
+  // Huge pages by request (the API makes requests equal limits), whatever the QoS class.
+  const config: ResourceConfig = { pidsLimit, hugePageLimits: hugePageLimits(reqs) };
   if (qos === "Guaranteed") {
     Object.assign(config, { cpuShares, cpuQuota, cpuPeriod, memoryLimit });
   } else if (qos === "Burstable") {
@@ -168,6 +176,8 @@ export interface NodeAllocatable {
   cpuMilli: number;
   memoryBytes: number;
   pids?: number;
+  /** hugepages-<size> → bytes: the pools (not enforcing) or the pools − reserved (enforcing), as upstream writes either on kubepods. */
+  hugePages?: Readonly<Record<string, number>>;
 }
 
 /**
@@ -182,8 +192,12 @@ export function nodeResourceConfig(allocatable: NodeAllocatable, enforce: boolea
     cpuShares: milliCpuToShares(allocatable.cpuMilli),
     memoryLimit: enforce ? allocatable.memoryBytes : -1,
     pidsLimit: enforce && allocatable.pids !== undefined && allocatable.pids > 0 ? allocatable.pids : -1,
+    hugePageLimits: hugePageLimits(allocatable.hugePages ?? {}),
   };
 }
+
+/** setHugePagesUnbounded: the QoS levels never bound huge pages (every host size gets 1 << 62). */
+export const unboundedHugePages = (hostSizesBytes: readonly number[]): ReadonlyMap<number, number> => new Map(hostSizesBytes.map((size) => [size, HUGETLB_UNBOUNDED]));
 
 export interface QosOptions {
   /** MemoryQoS on cgroup v2: memory.min of burstable = its pods' memory requests,
@@ -287,7 +301,8 @@ export function reservedEnforcements(k: ReservedSettings, memoryQoS: boolean): R
     if (cgroup === "") throw new ReservedConfigError(`${field} must be specified when ${JSON.stringify(level)} is in enforceNodeAllocatable`);
     if (Object.keys(list).length === 0)
       throw new ReservedConfigError(`${field} ${JSON.stringify(cgroup)} is not configured properly: ${listName} is empty, nothing to enforce for ${JSON.stringify(level)}`);
-    const config: ResourceConfig = {};
+    // upstream getCgroupConfig: huge pages of the list (none for the compressible levels); the writer gives every other size 0.
+    const config: ResourceConfig = { hugePageLimits: compressibleOnly ? new Map() : hugePageLimits(amounts(list)) };
     if (list["cpu"] !== undefined) config.cpuShares = milliCpuToShares(milliValue(list["cpu"]));
     if (!compressibleOnly) {
       if (list["memory"] !== undefined) {

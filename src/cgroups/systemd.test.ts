@@ -117,6 +117,27 @@ describe("pod cgroups with cgroupDriver systemd on a fake cgroup v2", () => {
   });
   afterEach(() => tree.cleanup());
 
+  test("huge pages: systemd does not enable hugetlb, so it is enabled down to the pod's parent before the limits are written (libcontainer's CreateCgroupPath)", async () => {
+    const withPools = createPodCgroups({
+      cgroupRoot: "/",
+      fsRoot: tree.root,
+      fs: tree.fs,
+      podPidsLimit: 1024,
+      cpuCFSQuota: true,
+      cpuCFSQuotaPeriodMs: 100,
+      logger: memoryLogger().logger,
+      driver: "systemd",
+      systemd: units,
+      hugePagePools: [{ pageSizeKiB: 2048, numPages: 4 }],
+    });
+    await withPools.setupNode({ allocatable: { cpuMilli: 2000, memoryBytes: 1024 * MI, hugePages: { "hugepages-2Mi": 8 * MI } }, enforce: true });
+    const hugeBurstable = { ...burstable, spec: { containers: [{ name: "c", image: "i", resources: { limits: { memory: "64Mi", "hugepages-2Mi": "4Mi" } } }] } };
+    const p = await withPools.ensurePod(hugeBurstable);
+    expect(read("/kubepods.slice", "hugetlb.2MB.max")).toBe(String(8 * MI));
+    expect(read("/kubepods.slice/kubepods-burstable.slice", "hugetlb.2MB.max")).toBe(String(2 ** 62));
+    expect(read(p, "hugetlb.2MB.max")).toBe(String(4 * MI));
+  });
+
   test("the slices of each QoS class, Guaranteed directly under kubepods.slice; the CRI gets the expanded path", async () => {
     await cg.setupNode({ allocatable: { cpuMilli: 2000, memoryBytes: 1024 * MI }, enforce: true });
     expect(await cg.ensurePod(guaranteed)).toBe(`/kubepods.slice/kubepods-pod${G_UID.replaceAll("-", "_")}.slice`);

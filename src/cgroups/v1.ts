@@ -17,10 +17,20 @@ import type { ResourceConfig } from "./resources.ts";
 import { fileOps, pathChain, type CgroupBackend } from "./backend.ts";
 import { hierarchyDir, type Hierarchy } from "./detect.ts";
 import { isCgroupError } from "./errors.ts";
+import { hugetlbSettings } from "./hugepages.ts";
 import type { Logger } from "../util/log.ts";
 
-export function createV1Backend(opts: { hierarchies: Hierarchy[]; unified?: Hierarchy; fs: CgroupFs; logger: Logger }): CgroupBackend {
+export function createV1Backend(opts: {
+  hierarchies: Hierarchy[];
+  unified?: Hierarchy;
+  fs: CgroupFs;
+  logger: Logger;
+  /** The host's huge page sizes as the kernel names them ("2MB"); none: no hugetlb writes. */
+  hugePageSizes?: readonly string[];
+}): CgroupBackend {
   const { logger } = opts;
+  const hugePageSizes = opts.hugePageSizes ?? [];
+  let hugetlbMissingLogged = false;
   const io = fileOps(opts.fs, logger);
   // The hybrid cgroup2 mount holds no controllers but runc creates container
   // cgroups there too; the pod directory is made (and removed) there as well.
@@ -43,6 +53,37 @@ export function createV1Backend(opts: { hierarchies: Hierarchy[]; unified?: Hier
       return;
     }
     await io.write(join(hierarchyDir(h, path), file), value);
+  }
+
+  /**
+   * libcontainer fs HugetlbGroup.Set: hugetlb.<size>.limit_in_bytes, and the
+   * reservation limit .rsvd.limit_in_bytes where the kernel has it. Without
+   * a hugetlb hierarchy upstream skips it (the pages stay bounded by
+   * admission alone): said once in the log here.
+   */
+  async function setHugetlb(path: string, limits: ReadonlyMap<number, number>): Promise<void> {
+    const h = withController("hugetlb");
+    if (!h) {
+      if (!hugetlbMissingLogged) {
+        hugetlbMissingLogged = true;
+        logger.warn("no hugetlb cgroup hierarchy is mounted: huge page limits are not written to pod cgroups, as upstream (admission still bounds them)", {
+          hugePageSizes: hugePageSizes.join(","),
+        });
+      }
+      return;
+    }
+    let rsvd = true;
+    for (const { pageSize, limit } of hugetlbSettings(limits, hugePageSizes)) {
+      const dir = hierarchyDir(h, path);
+      await io.write(join(dir, `hugetlb.${pageSize}.limit_in_bytes`), String(limit));
+      if (!rsvd) continue;
+      try {
+        await io.write(join(dir, `hugetlb.${pageSize}.rsvd.limit_in_bytes`), String(limit));
+      } catch (e) {
+        if (!isCgroupError(e, "NotFound")) throw e;
+        rsvd = false; // a kernel before 5.7: no reservation accounting
+      }
+    }
   }
 
   return {
@@ -82,6 +123,7 @@ export function createV1Backend(opts: { hierarchies: Hierarchy[]; unified?: Hier
       if (c.memoryLimit !== undefined) await put("memory", path, "memory.limit_in_bytes", String(c.memoryLimit < 0 ? -1 : c.memoryLimit), c.memoryLimit < 0);
       if (c.pidsLimit !== undefined) await put("pids", path, "pids.max", c.pidsLimit < 0 ? "max" : String(c.pidsLimit), c.pidsLimit < 0);
       // memory.min has no v1 counterpart (memory QoS needs cgroup v2).
+      if (c.hugePageLimits !== undefined && hugePageSizes.length > 0) await setHugetlb(path, c.hugePageLimits);
     },
   };
 }

@@ -7,7 +7,8 @@
  * when it puts container cgroups below).
  */
 import { join } from "node:path";
-import { CgroupError } from "./errors.ts";
+import { CgroupError, isCgroupError } from "./errors.ts";
+import { hugetlbSettings } from "./hugepages.ts";
 import type { CgroupFs } from "./fs.ts";
 import type { ResourceConfig } from "./resources.ts";
 import { sharesToCpuWeight, type CpuWeightFormula } from "./values.ts";
@@ -23,8 +24,17 @@ const OPTIONAL = ["cpuset", "io", "hugetlb"];
 
 const words = (s: string) => s.split(/\s+/).filter(Boolean);
 
-export function createV2Backend(opts: { unified: Hierarchy; fs: CgroupFs; logger: Logger; cpuWeightFormula: CpuWeightFormula }): CgroupBackend {
+export function createV2Backend(opts: {
+  unified: Hierarchy;
+  fs: CgroupFs;
+  logger: Logger;
+  cpuWeightFormula: CpuWeightFormula;
+  /** The host's huge page sizes as the kernel names them ("2MB"); none: no hugetlb writes. */
+  hugePageSizes?: readonly string[];
+}): CgroupBackend {
   const { unified, logger } = opts;
+  const hugePageSizes = opts.hugePageSizes ?? [];
+  let hugetlbAvailable: boolean | undefined;
   const io = fileOps(opts.fs, logger);
   const dir = (path: string) => hierarchyDir(unified, path);
 
@@ -56,6 +66,43 @@ export function createV2Backend(opts: { unified: Hierarchy; fs: CgroupFs; logger
     }
   }
 
+  /**
+   * libcontainer fs2 setHugeTlb: hugetlb.<size>.max, and .rsvd.max where the
+   * kernel has it. Upstream writes them only when the root's
+   * cgroup.controllers lists hugetlb; without it, skipped as upstream and
+   * said once in the log. A cgroup made by systemd (which does not manage
+   * hugetlb) has it enabled in its ancestors first, as libcontainer's
+   * CreateCgroupPath does after systemd made the unit.
+   */
+  async function setHugetlb(path: string, limits: ReadonlyMap<number, number>): Promise<void> {
+    if (hugetlbAvailable === undefined) {
+      hugetlbAvailable = words(await io.read(join(unified.mountPoint, "cgroup.controllers"))).includes("hugetlb");
+      if (!hugetlbAvailable)
+        logger.warn("the kernel has no hugetlb cgroup controller: huge page limits are not written to pod cgroups, as upstream (admission still bounds them)", {
+          hugePageSizes: hugePageSizes.join(","),
+        });
+    }
+    if (!hugetlbAvailable) return;
+    const d = dir(path);
+    if (!words(await io.read(join(d, "cgroup.controllers"))).includes("hugetlb")) {
+      for (const p of pathChain(path).slice(0, -1)) {
+        const control = join(dir(p), "cgroup.subtree_control");
+        if (!words(await io.read(control)).includes("hugetlb")) await io.write(control, "+hugetlb");
+      }
+    }
+    let rsvd = true;
+    for (const { pageSize, limit } of hugetlbSettings(limits, hugePageSizes)) {
+      await io.write(join(d, `hugetlb.${pageSize}.max`), String(limit));
+      if (!rsvd) continue;
+      try {
+        await io.write(join(d, `hugetlb.${pageSize}.rsvd.max`), String(limit));
+      } catch (e) {
+        if (!isCgroupError(e, "NotFound")) throw e;
+        rsvd = false;
+      }
+    }
+  }
+
   return {
     version: "v2",
     dirs: (path) => [dir(path)],
@@ -79,6 +126,7 @@ export function createV2Backend(opts: { unified: Hierarchy; fs: CgroupFs; logger
       if (c.memoryMin !== undefined) await io.write(join(d, "memory.min"), String(c.memoryMin));
       if (c.memoryLimit !== undefined) await io.write(join(d, "memory.max"), c.memoryLimit < 0 ? "max" : String(c.memoryLimit));
       if (c.pidsLimit !== undefined) await io.write(join(d, "pids.max"), c.pidsLimit < 0 ? "max" : String(c.pidsLimit));
+      if (c.hugePageLimits !== undefined && hugePageSizes.length > 0) await setHugetlb(path, c.hugePageLimits);
     },
   };
 }

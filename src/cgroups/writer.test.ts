@@ -181,6 +181,80 @@ for (const version of ["v1", "v2"] as const) {
   });
 }
 
+describe("huge pages (hugetlb): pod, QoS and kubepods limits as upstream's maybeSetHugetlb", () => {
+  const pools = [
+    { pageSizeKiB: 2048, numPages: 16 },
+    { pageSizeKiB: 1048576, numPages: 1 },
+  ];
+  const hugePod = pod("h1", { limits: { cpu: "500m", memory: "64Mi", "hugepages-2Mi": "8Mi" } });
+  const V1_HUGETLB = { cpu: ["cpu"], cpuset: ["cpuset"], memory: ["memory"], pids: ["pids"], hugetlb: ["hugetlb"] };
+  let tree: FakeCgroupTree | undefined;
+  afterEach(() => tree?.cleanup());
+
+  test("v1 with a hugetlb hierarchy: the pod gets its request per size and 0 for the others; QoS unbounded; kubepods its allocatable", async () => {
+    tree = fakeCgroupTree("v1", { hierarchies: V1_HUGETLB });
+    const cg = make(tree, { hugePagePools: pools });
+    await cg.setupNode({ allocatable: { cpuMilli: 1000, memoryBytes: 512 * MI, hugePages: { "hugepages-2Mi": 28 * MI, "hugepages-1Gi": 2 ** 30 } }, enforce: true });
+    const kp = `${ROOT}/kubepods`;
+    expect(tree.read(kp, "hugetlb.2MB.limit_in_bytes", "hugetlb")).toBe(String(28 * MI));
+    expect(tree.read(kp, "hugetlb.1GB.limit_in_bytes", "hugetlb")).toBe(String(2 ** 30));
+    for (const qos of ["burstable", "besteffort"]) expect(tree.read(`${kp}/${qos}`, "hugetlb.2MB.limit_in_bytes", "hugetlb")).toBe(String(2 ** 62));
+    const p = await cg.ensurePod(hugePod);
+    expect(tree.read(p, "hugetlb.2MB.limit_in_bytes", "hugetlb")).toBe(String(8 * MI));
+    expect(tree.read(p, "hugetlb.1GB.limit_in_bytes", "hugetlb")).toBe("0");
+    // A pod that asks for none gets none of any size.
+    const e = await cg.ensurePod(besteffort);
+    expect([tree.read(e, "hugetlb.2MB.limit_in_bytes", "hugetlb"), tree.read(e, "hugetlb.1GB.limit_in_bytes", "hugetlb")]).toEqual(["0", "0"]);
+    // updateQos keeps the QoS levels unbounded.
+    await cg.updateQos([hugePod, besteffort]);
+    expect(tree.read(`${kp}/burstable`, "hugetlb.1GB.limit_in_bytes", "hugetlb")).toBe(String(2 ** 62));
+  });
+
+  test("v1 without a hugetlb hierarchy (this project's hosts): nothing written, said once in the log, the pod cgroup still made", async () => {
+    tree = fakeCgroupTree("v1");
+    const { logger, lines } = memoryLogger();
+    const cg = make(tree, { hugePagePools: pools, logger });
+    await cg.setupNode({ allocatable: { cpuMilli: 1000, memoryBytes: 512 * MI }, enforce: false });
+    const p = await cg.ensurePod(hugePod);
+    await cg.ensurePod(besteffort);
+    expect(tree.read(p, "memory.limit_in_bytes", "memory")).toBe(String(64 * MI));
+    const warnings = lines.filter((l) => l.includes("hugetlb"));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain("no hugetlb cgroup hierarchy is mounted");
+  });
+
+  test("v2 with hugetlb: hugetlb.<size>.max and .rsvd.max on the pod and kubepods, unbounded on the QoS levels", async () => {
+    tree = fakeCgroupTree("v2");
+    const cg = make(tree, { hugePagePools: pools });
+    await cg.setupNode({ allocatable: { cpuMilli: 1000, memoryBytes: 512 * MI, hugePages: { "hugepages-2Mi": 32 * MI, "hugepages-1Gi": 2 ** 30 } }, enforce: false });
+    expect(tree.read(`${ROOT}/kubepods`, "hugetlb.2MB.max")).toBe(String(32 * MI));
+    expect(tree.read(`${ROOT}/kubepods/besteffort`, "hugetlb.1GB.rsvd.max")).toBe(String(2 ** 62));
+    const p = await cg.ensurePod(hugePod);
+    expect([tree.read(p, "hugetlb.2MB.max"), tree.read(p, "hugetlb.2MB.rsvd.max"), tree.read(p, "hugetlb.1GB.max"), tree.read(p, "hugetlb.1GB.rsvd.max")]).toEqual([
+      String(8 * MI),
+      String(8 * MI),
+      "0",
+      "0",
+    ]);
+  });
+
+  test("v2 without the hugetlb controller: skipped as upstream, said once", async () => {
+    tree = fakeCgroupTree("v2", { v2Controllers: ["cpu", "memory", "pids"] });
+    const { logger, lines } = memoryLogger();
+    const cg = make(tree, { hugePagePools: pools, logger });
+    await cg.ensurePod(hugePod);
+    await cg.ensurePod(besteffort);
+    expect(lines.filter((l) => l.includes("no hugetlb cgroup controller"))).toHaveLength(1);
+  });
+
+  test("a host without huge page pools writes no hugetlb file and logs nothing about it", async () => {
+    tree = fakeCgroupTree("v1");
+    const { logger, lines } = memoryLogger();
+    await make(tree, { hugePagePools: [], logger }).ensurePod(hugePod);
+    expect(lines.filter((l) => l.includes("hugetlb"))).toEqual([]);
+  });
+});
+
 describe("cgroup v1 only", () => {
   let tree: FakeCgroupTree;
   beforeEach(() => {

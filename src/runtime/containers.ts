@@ -64,6 +64,7 @@ const criResources = (r: ContainerCriResources) =>
     memoryLimitInBytes: BigInt(r.memoryLimitInBytes),
     oomScoreAdj: BigInt(r.oomScoreAdj),
     memorySwapLimitInBytes: BigInt(r.memorySwapLimitInBytes ?? 0),
+    hugepageLimits: (r.hugepageLimits ?? []).map((h) => ({ pageSize: h.pageSize, limit: BigInt(h.limit) })),
   });
 
 /** One container to start in a pod's sandbox. */

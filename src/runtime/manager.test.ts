@@ -289,7 +289,9 @@ describe("CriPodRuntime", () => {
         logger: memoryLogger().logger,
         node: { podLogsDir: logs, podsCgroupParent: "/unused", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
         host,
-        config: { resources: { resourcesOf: () => ({ cpuShares: 512, cpuQuota: 50_000, cpuPeriod: 100_000, memoryLimitInBytes: 64 << 20, oomScoreAdj: 900 }) } },
+        config: {
+          resources: { resourcesOf: () => ({ cpuShares: 512, cpuQuota: 50_000, cpuPeriod: 100_000, memoryLimitInBytes: 64 << 20, oomScoreAdj: 900, hugepageLimits: [] }) },
+        },
       }),
     );
     const p = pod();

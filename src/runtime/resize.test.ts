@@ -126,7 +126,10 @@ describe("CriPodRuntime applies a resize in upstream's order", () => {
         logger: memoryLogger().logger,
         start: { resize: allocation },
         config: {
-          resources: { resourcesOf: (p, c) => containerLinuxResources(p, c, { memoryCapacityBytes: 4096 * MI, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: false }) },
+          resources: {
+            resourcesOf: (p, c) =>
+              containerLinuxResources(p, c, { memoryCapacityBytes: 4096 * MI, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: false, hugePageSizes: [] }),
+          },
         },
         node: { podLogsDir: logs, podsCgroupParent: "/kubepods", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
         host: PodHost.forNode(

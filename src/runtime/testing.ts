@@ -44,7 +44,7 @@ export function testRuntimeOptions(
       hostIP: undefined,
       resources: {
         resourcesOf: (pod, container) =>
-          containerLinuxResources(pod, container, { memoryCapacityBytes: 4 * 1024 ** 3, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: false }),
+          containerLinuxResources(pod, container, { memoryCapacityBytes: 4 * 1024 ** 3, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: false, hugePageSizes: [] }),
       },
       podObjects: noPodObjects,
       nodeAllocatable: { cpuMilli: 0, memoryBytes: 0, ephemeralStorageBytes: 0 },

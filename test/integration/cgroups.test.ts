@@ -16,7 +16,7 @@ import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/
 
 const MI = 2 ** 20;
 const MEMORY_CAPACITY = totalmem();
-const CFS = { cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: false };
+const CFS = { cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: false, hugePageSizes: [] };
 
 let ctd: ContainerdHandle;
 let cri: CriService;
