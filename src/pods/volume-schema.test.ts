@@ -10,6 +10,8 @@ describe("volume validation names the field", () => {
     const r = withVolumes(
       [
         { name: "a", emptyDir: { medium: "Memory", sizeLimit: "1Gi" } },
+        { name: "h", emptyDir: { medium: "HugePages" } },
+        { name: "h2", emptyDir: { medium: "HugePages-2Mi" } },
         { name: "b", hostPath: { path: "/var/log", type: "Directory" } },
         { name: "c", configMap: { name: "x", items: [{ key: "k", path: "dir/f", mode: 0o400 }], defaultMode: 0o644, optional: true } },
         { name: "d", projected: { sources: [{ serviceAccountToken: { path: "token", expirationSeconds: 3607 } }] } },
@@ -27,6 +29,7 @@ describe("volume validation names the field", () => {
       'field "spec.volumes[0].secret.defaultMode": must be a number between 0 and 0777 (octal), both inclusive',
     ],
     [[{ name: "a", hostPath: { path: "/x", type: "Dir" } }], [], 'field "spec.volumes[0].hostPath.type": must be one of'],
+    [[{ name: "a", emptyDir: { medium: "HugePages-big" } }], [], 'field "spec.volumes[0].emptyDir.medium": must be "", "Memory", "HugePages" or "HugePages-<size>"'],
     [[{ name: "a", projected: { sources: [{ serviceAccountToken: { path: "t", expirationSeconds: 60 } }] } }], [], "may not specify a duration less than 10 minutes"],
     [[{ name: "a", emptyDir: {}, hostPath: { path: "/x" } }], [], 'field "spec.volumes[0]": may not specify more than 1 volume type'],
     [

@@ -79,7 +79,9 @@ export const ProjectedVolumeSource = v.looseObject({
 });
 
 export const EmptyDirVolumeSource = v.looseObject({
-  medium: v.optional(v.picklist(["", "Memory", "HugePages"], 'must be "", "Memory" or "HugePages"')),
+  medium: v.optional(
+    v.pipe(v.string(), v.regex(/^(|Memory|HugePages|HugePages-\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?)$/, 'must be "", "Memory", "HugePages" or "HugePages-<size>"')),
+  ),
   sizeLimit: v.optional(v.nullable(Quantity)),
 });
 

@@ -73,6 +73,58 @@ describe("PodVolumeManager", () => {
     expect(mounter.mounts.get(volDir("kubernetes.io~empty-dir", "m"))).toEqual({ kind: "tmpfs", sizeBytes: 16 * 2 ** 20 });
   });
 
+  describe("emptyDir HugePages (upstream setupHugepages)", () => {
+    const MI = 2 ** 20;
+    const hugePod = (medium: string, limits: Record<string, string>, init: Record<string, string> = {}): Pod => ({
+      ...pod([{ name: "hp", emptyDir: { medium } }]),
+      spec: {
+        volumes: [{ name: "hp", emptyDir: { medium } }],
+        containers: [{ name: "c", image: "busybox", volumeMounts: [{ name: "hp", mountPath: "/hugepages" }], resources: { limits: { memory: "64Mi", ...limits } } }],
+        ...(Object.keys(init).length ? { initContainers: [{ name: "i", image: "busybox", resources: { limits: { memory: "64Mi", ...init } } }] } : {}),
+      },
+    });
+
+    test("HugePages: a hugetlbfs with the page size of the pod's request, mounted once across syncs, its root left 0755", async () => {
+      const { manager, mounter } = setup();
+      const p = hugePod("HugePages", { "hugepages-2Mi": "8Mi" });
+      await manager.setupPod(p);
+      await manager.setupPod(p);
+      expect(mounter.calls.filter((c) => c.startsWith("hugetlbfs"))).toEqual([`hugetlbfs ${volDir("kubernetes.io~empty-dir", "hp")} pagesize=2Mi`]);
+      expect(mounter.mounts.get(volDir("kubernetes.io~empty-dir", "hp"))).toEqual({ kind: "hugetlbfs", pageSize: "2Mi", pageSizeBytes: 2 * MI });
+      const [m] = await manager.mountsFor(p, p.spec.containers[0]!);
+      expect(m).toMatchObject({ containerPath: "/hugepages", hostPath: volDir("kubernetes.io~empty-dir", "hp"), readonly: false });
+    });
+
+    test("HugePages-<size> picks that size among several; an init container's request counts", async () => {
+      const { manager, mounter } = setup();
+      await manager.setupPod(hugePod("HugePages-1Gi", { "hugepages-2Mi": "8Mi" }, { "hugepages-1Gi": "1Gi" }));
+      expect(mounter.mounts.get(volDir("kubernetes.io~empty-dir", "hp"))).toMatchObject({ kind: "hugetlbfs", pageSize: "1Gi" });
+    });
+
+    test("upstream's refusals: no request of that size, several sizes for plain HugePages; nothing mounted", async () => {
+      const cases: [Pod, string][] = [
+        [hugePod("HugePages", {}), "medium HugePages: hugePages storage requested, but there is no resource request for huge pages"],
+        [hugePod("HugePages-1Gi", { "hugepages-2Mi": "8Mi" }), "medium HugePages-1Gi: hugePages storage requested, but there is no resource request for huge pages"],
+        [hugePod("HugePages", { "hugepages-2Mi": "8Mi" }, { "hugepages-1Gi": "1Gi" }), "medium: HugePages can't be used if container requests multiple huge page sizes"],
+      ];
+      for (const [p, message] of cases) {
+        const { manager, mounter } = setup();
+        expect(await failures(() => manager.setupPod(p))).toEqual([expect.objectContaining({ volume: "hp", message })]);
+        expect(mounter.mounts.size).toBe(0);
+      }
+    });
+
+    test("a hugetlbfs already mounted (restart) is kept when its page size is the medium's, an error naming both when not", async () => {
+      const { manager, mounter } = setup();
+      const dir = volDir("kubernetes.io~empty-dir", "hp");
+      await mounter.mountHugetlbfs(dir, "2Mi");
+      await manager.setupPod(hugePod("HugePages-2Mi", { "hugepages-2Mi": "8Mi" }));
+      expect(mounter.calls.filter((c) => c.startsWith("hugetlbfs"))).toHaveLength(1);
+      const [failure] = await failures(() => manager.setupPod(hugePod("HugePages-1Gi", { "hugepages-1Gi": "1Gi" })));
+      expect(failure?.message).toContain(`mounted dir ${dir} pagesize '2Mi' and requested medium size '1Gi' differ`);
+    });
+  });
+
   test("memory volume size: node allocatable, lowered by the pod's memory limit, then by sizeLimit", () => {
     const limited = pod([], [], { containers: [{ name: "c", image: "i", resources: { limits: { memory: "1Gi" } } }] });
     expect(memoryVolumeSize(pod([]), undefined, 4 * GiB)).toBe(4 * GiB);

@@ -25,6 +25,7 @@ import type { Mounter } from "./mount.ts";
 import { setVolumeOwnership, type FsGroupChangePolicy } from "./ownership.ts";
 import { configMapBytes, configMapMissingKey, DEFAULT_MODE, projectDownwardAPI, projectKeys, secretBytes, secretMissingKey, type NodeAllocatable } from "./projection.ts";
 import { prepareSubPath } from "./subpath.ts";
+import { hugePageVolumeSize, hugetlbfsPageSizeOption, isHugePageMedium } from "./hugepages.ts";
 import type { TokenSource } from "./token.ts";
 import { expand } from "../pods/expansion.ts";
 import { podUid } from "../pods/identity.ts";
@@ -222,10 +223,12 @@ export class PodVolumeManager implements VolumeManager {
         return;
       case "emptyDir": {
         const medium = vol.emptyDir!.medium ?? "";
-        if (medium === "HugePages") throw new Error("hugepages volumes are not supported by this node");
         const made = this.ensureDir(loc.hostPath);
-        const mounted = medium === "Memory" && (await this.ensureTmpfs(loc.hostPath, memoryVolumeSize(pod, vol.emptyDir!.sizeLimit, this.opts.node.memoryBytes)));
-        if (mounted) chmodSync(loc.hostPath, 0o777);
+        const mounted = isHugePageMedium(medium)
+          ? await this.ensureHugetlbfs(loc.hostPath, medium, pod)
+          : medium === "Memory" && (await this.ensureTmpfs(loc.hostPath, memoryVolumeSize(pod, vol.emptyDir!.sizeLimit, this.opts.node.memoryBytes)));
+        // A tmpfs root is world-writable as upstream's (1777); a hugetlbfs keeps its 0755, as upstream leaves it.
+        if (mounted && medium === "Memory") chmodSync(loc.hostPath, 0o777);
         // Set up once: a restarted agent leaves an adopted pod's emptyDir as it is.
         if ((made || mounted) && fsGroup !== undefined) setVolumeOwnership(loc.hostPath, fsGroup, { readOnly: false, policy });
         return;
@@ -323,6 +326,26 @@ export class PodVolumeManager implements VolumeManager {
   }
 
   /** Mounts a tmpfs on `dir` unless one is there already; true when it mounted one. */
+  /**
+   * upstream setupHugepages: a hugetlbfs with the page size of the pod's
+   * huge page requests; one already mounted (a restart) is kept when its page
+   * size is the medium's, and an error otherwise.
+   */
+  private async ensureHugetlbfs(dir: string, medium: string, pod: Pod): Promise<boolean> {
+    const mountedSize = await this.opts.mounter.hugetlbfsPageSize(dir);
+    if (mountedSize !== undefined) {
+      if (medium === "HugePages") return false;
+      const wanted = hugePageVolumeSize(medium, pod);
+      if (wanted !== mountedSize)
+        throw new Error(
+          `pod ${podUid(pod)}: mounted dir ${dir} pagesize '${hugetlbfsPageSizeOption(mountedSize)}' and requested medium size '${hugetlbfsPageSizeOption(wanted)}' differ`,
+        );
+      return false;
+    }
+    await this.opts.mounter.mountHugetlbfs(dir, hugetlbfsPageSizeOption(hugePageVolumeSize(medium, pod)));
+    return true;
+  }
+
   private async ensureTmpfs(dir: string, sizeBytes: number): Promise<boolean> {
     if (await this.opts.mounter.isDeviceMountPoint(dir)) return false;
     await this.opts.mounter.mountTmpfs(dir, sizeBytes > 0 ? sizeBytes : undefined);

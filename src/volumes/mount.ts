@@ -6,12 +6,16 @@
  * /proc/self/mountinfo.
  */
 import { execFile } from "node:child_process";
-import { readFile, stat } from "node:fs/promises";
+import { readFile, stat, statfs } from "node:fs/promises";
 import { posix } from "node:path";
 
 export interface Mounter {
   /** Mounts a tmpfs on the directory `target`; `sizeBytes` caps it (undefined: the kernel's default). */
   mountTmpfs(target: string, sizeBytes: number | undefined): Promise<void>;
+  /** Mounts a hugetlbfs on `target` with `-o pagesize=<pageSize>` ("2Mi"), as upstream's emptyDir (source "nodev"). */
+  mountHugetlbfs(target: string, pageSize: string): Promise<void>;
+  /** The page size in bytes of the hugetlbfs mounted on `dir` (statfs: HUGETLBFS_MAGIC, f_bsize); undefined when `dir` is no hugetlbfs. */
+  hugetlbfsPageSize(dir: string): Promise<number | undefined>;
   /** Bind-mounts `source` (a file, a directory or a /proc/<pid>/fd/<n> link) on `target`. */
   bind(source: string, target: string): Promise<void>;
   /** Unmounts `target`; a path that is not a mount point is an error. */
@@ -44,6 +48,9 @@ export class MountError extends Error {
     super(`${operation} ${target}: ${detail}`);
   }
 }
+
+/** linux/magic.h: the f_type statfs reports for a hugetlbfs. */
+const HUGETLBFS_MAGIC = 0x958458f6;
 
 const run = (file: string, args: string[]): Promise<void> =>
   new Promise((resolve, reject) => {
@@ -93,6 +100,19 @@ export function createMounter(): Mounter {
       const options = sizeBytes !== undefined && sizeBytes > 0 ? ["-o", `size=${Math.floor(sizeBytes)}`] : [];
       await run("mount", ["-t", "tmpfs", ...options, "tmpfs", target]).catch((err) => Promise.reject(new MountError("mount tmpfs", target, String(err.message))));
     },
+    async mountHugetlbfs(target, pageSize) {
+      await run("mount", ["-t", "hugetlbfs", "-o", `pagesize=${pageSize}`, "nodev", target]).catch((err) =>
+        Promise.reject(new MountError("mount hugetlbfs", target, String(err.message))),
+      );
+    },
+    async hugetlbfsPageSize(dir) {
+      try {
+        const s = await statfs(dir);
+        return Number(s.type) === HUGETLBFS_MAGIC ? Number(s.bsize) : undefined;
+      } catch {
+        return undefined;
+      }
+    },
     async bind(source, target) {
       await run("mount", ["--no-canonicalize", "--bind", source, target]).catch((err) => Promise.reject(new MountError("bind mount", target, String(err.message))));
     },
@@ -126,9 +146,12 @@ export function createMounter(): Mounter {
   };
 }
 
-/** Mount points kept in memory; records tmpfs sizes and bind sources for assertions. */
+/** Mount points kept in memory; records tmpfs sizes, hugetlbfs page sizes and bind sources for assertions. */
 export class FakeMounter implements Mounter {
-  readonly mounts = new Map<string, { kind: "tmpfs"; sizeBytes: number | undefined } | { kind: "bind"; source: string }>();
+  readonly mounts = new Map<
+    string,
+    { kind: "tmpfs"; sizeBytes: number | undefined } | { kind: "hugetlbfs"; pageSize: string; pageSizeBytes: number } | { kind: "bind"; source: string }
+  >();
   readonly calls: string[] = [];
   failNext: Error | undefined;
 
@@ -142,6 +165,16 @@ export class FakeMounter implements Mounter {
     this.enter(`tmpfs ${target}`);
     this.mounts.set(target, { kind: "tmpfs", sizeBytes });
   }
+  async mountHugetlbfs(target: string, pageSize: string) {
+    this.enter(`hugetlbfs ${target} pagesize=${pageSize}`);
+    const m = /^(\d+)(Ki|Mi|Gi)$/.exec(pageSize);
+    const pageSizeBytes = m ? Number(m[1]) * { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30 }[m[2] as "Ki" | "Mi" | "Gi"] : Number(pageSize);
+    this.mounts.set(target, { kind: "hugetlbfs", pageSize, pageSizeBytes });
+  }
+  async hugetlbfsPageSize(dir: string) {
+    const m = this.mounts.get(posix.normalize(dir));
+    return m?.kind === "hugetlbfs" ? m.pageSizeBytes : undefined;
+  }
   async bind(source: string, target: string) {
     this.enter(`bind ${source} ${target}`);
     this.mounts.set(target, { kind: "bind", source });
@@ -154,7 +187,8 @@ export class FakeMounter implements Mounter {
     return deepestFirst([...this.mounts.keys()].filter((m) => under(m, posix.normalize(prefix))));
   }
   async isDeviceMountPoint(dir: string) {
-    return this.mounts.get(posix.normalize(dir))?.kind === "tmpfs";
+    const kind = this.mounts.get(posix.normalize(dir))?.kind;
+    return kind === "tmpfs" || kind === "hugetlbfs";
   }
   readonly shared = new Set<string>();
   async makeRShared(path: string) {
