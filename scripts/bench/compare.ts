@@ -514,7 +514,14 @@ const [ctd, cp] = await Promise.all([
   }),
 ]);
 try {
-  const rest = createRestClient({ credentials: await loadCredentials(cp.adminKubeconfig), qps: 0, burst: 0, clock: realClock, userAgent: "bench" });
+  const rest = createRestClient({
+    credentials: await loadCredentials(cp.adminKubeconfig),
+    qps: 0,
+    burst: 0,
+    clock: realClock,
+    logger: createLogger({ verbosity: 0 }),
+    userAgent: "bench",
+  });
   await rest.request("POST", "/api/v1/namespaces", { body: { apiVersion: "v1", kind: "Namespace", metadata: { name: NAMESPACE } } });
   // The pods use the namespace's default ServiceAccount (a projected token volume), as pods usually do.
   const deadline = Date.now() + 60_000;

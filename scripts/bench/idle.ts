@@ -40,6 +40,7 @@ import { type ApiLoad, apiLoad, readAudit } from "./audit.ts";
 import { type ByteCounter, startByteCounter } from "./byte-counter.ts";
 import { heavy as heavyLock } from "./lock.ts";
 import { CLK_TCK, cpuTicks, rssMiB } from "./proc.ts";
+import { createLogger } from "../../src/util/log.ts";
 
 const repoRoot = resolve(import.meta.dir, "../..");
 const IDLE_MINUTES = Number(process.env.IDLE_MINUTES ?? 10);
@@ -391,7 +392,14 @@ try {
       apiServerArgs: [`--audit-policy-file=${policy}`, `--audit-log-path=${auditFile}`, "--audit-log-mode=batch", "--audit-log-batch-max-wait=1s"],
     });
     cp = c;
-    const r = createRestClient({ credentials: await loadCredentials(c.adminKubeconfig), qps: 0, burst: 0, clock: realClock, userAgent: "bench-idle" });
+    const r = createRestClient({
+      credentials: await loadCredentials(c.adminKubeconfig),
+      qps: 0,
+      burst: 0,
+      clock: realClock,
+      logger: createLogger({ verbosity: 0 }),
+      userAgent: "bench-idle",
+    });
     await r.request("POST", "/api/v1/namespaces", { body: { apiVersion: "v1", kind: "Namespace", metadata: { name: NAMESPACE } } });
     agents.push(await startBunlet(c));
     agents.push(await startUpstream(c));

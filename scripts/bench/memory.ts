@@ -20,6 +20,7 @@ import { eventually, startAgent } from "../../test/harness/agent.ts";
 import { requireRoot, startContainerd } from "../../test/harness/containerd.ts";
 import { startControlPlane } from "../../test/harness/controlplane.ts";
 import { CLK_TCK, cpuTicks, statusMiB } from "./proc.ts";
+import { createLogger } from "../../src/util/log.ts";
 
 const COUNT = Number(process.env.BENCH_PODS ?? 110);
 const NODE = "memory-node";
@@ -76,7 +77,14 @@ try {
   });
   const { port } = JSON.parse(readFileSync(`${agent.dir}/kubelet.yaml`, "utf8")) as { port: number };
   const debug = (path: string) => fetch(`https://127.0.0.1:${port}${path}`, { tls: { rejectUnauthorized: false } } as RequestInit);
-  const rest = createRestClient({ credentials: await loadCredentials(cp.adminKubeconfig), qps: 0, burst: 0, clock: realClock, userAgent: "bench-memory" });
+  const rest = createRestClient({
+    credentials: await loadCredentials(cp.adminKubeconfig),
+    qps: 0,
+    burst: 0,
+    clock: realClock,
+    logger: createLogger({ verbosity: 0 }),
+    userAgent: "bench-memory",
+  });
   const mib = (bytes: number) => (bytes / 1048576).toFixed(1);
   const report = async (label: string) => {
     console.log(`${label.padEnd(16)} ${processFigures(agent.pid())}`);

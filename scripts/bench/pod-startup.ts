@@ -44,7 +44,14 @@ try {
 
   const agentStart = performance.now();
   const agent = await startAgent(ctd, { nodeName: NODE, extraArgs: [`--kubeconfig=${await cp.nodeKubeconfig(NODE)}`] });
-  const rest = createRestClient({ credentials: await loadCredentials(cp.adminKubeconfig), qps: 0, burst: 0, clock: realClock, userAgent: "bench" });
+  const rest = createRestClient({
+    credentials: await loadCredentials(cp.adminKubeconfig),
+    qps: 0,
+    burst: 0,
+    clock: realClock,
+    logger: createLogger({ verbosity: 0 }),
+    userAgent: "bench",
+  });
   await eventually(
     "node Ready",
     async () => {

@@ -36,6 +36,7 @@ import { apiLoad, readAudit } from "./audit.ts";
 import { heavy as heavyLock } from "./lock.ts";
 import { CLK_TCK, cpuTicks, rssMiB } from "./proc.ts";
 import { delta, groups, type HollowKind, hollowNodeName, LagMeter, leaseAges, parseHollowNodeName, parsePrometheus, type Sample, sumBy, verbResource } from "./scale-lib.ts";
+import { createLogger } from "../../src/util/log.ts";
 
 const repoRoot = resolve(import.meta.dir, "../..");
 const NODES = Number(process.env.SCALE_NODES ?? 100);
@@ -306,7 +307,14 @@ async function runKind(kind: HollowKind): Promise<KindRun | string> {
     });
     const kubemark = kind === "upstream" ? kubemarkBinary(cp) : undefined;
     if (kind === "upstream" && !kubemark) return `no kubemark in ${cp.binDir}: run \`bash scripts/controlplane/build.sh --with-kubemark\``;
-    const rest = createRestClient({ credentials: await loadCredentials(cp.adminKubeconfig), qps: 0, burst: 0, clock: realClock, userAgent: "bench-scale" });
+    const rest = createRestClient({
+      credentials: await loadCredentials(cp.adminKubeconfig),
+      qps: 0,
+      burst: 0,
+      clock: realClock,
+      logger: createLogger({ verbosity: 0 }),
+      userAgent: "bench-scale",
+    });
     const baseline = await window(`${kind}: control plane alone`, BASELINE_MS, cp, rest, auditFile, undefined, 0);
     const t0 = performance.now();
     fleet = kind === "bunlet" ? await startBunletFleet(cp, dir) : await startUpstreamFleet(cp, dir, kubemark!);

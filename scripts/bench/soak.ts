@@ -26,6 +26,7 @@ import { realClock } from "../../src/util/clock.ts";
 import { eventually, startAgent } from "../../test/harness/agent.ts";
 import { requireRoot, startContainerd } from "../../test/harness/containerd.ts";
 import { startControlPlane } from "../../test/harness/controlplane.ts";
+import { createLogger } from "../../src/util/log.ts";
 
 const PODS = Number(process.env.SOAK_PODS ?? 110);
 const MINUTES = Number(process.env.SOAK_MINUTES ?? 30);
@@ -65,7 +66,14 @@ try {
     extraConfig: { containerLogMaxSize: "256Ki", containerLogMaxFiles: 3 },
     extraArgs: [`--kubeconfig=${await cp.nodeKubeconfig(NODE)}`, "--node-ip=127.0.0.1"],
   });
-  const rest = createRestClient({ credentials: await loadCredentials(cp.adminKubeconfig), qps: 0, burst: 0, clock: realClock, userAgent: "soak" });
+  const rest = createRestClient({
+    credentials: await loadCredentials(cp.adminKubeconfig),
+    qps: 0,
+    burst: 0,
+    clock: realClock,
+    logger: createLogger({ verbosity: 0 }),
+    userAgent: "soak",
+  });
   await eventually(
     "node Ready",
     async () => {

@@ -79,7 +79,7 @@ export async function connectCluster(
     });
   }
   const { credentials, rotation } = await rotatedCredentials(config, { ...opts, userAgent });
-  const rest = createRestClient({ credentials, qps: config.kubelet.kubeAPIQPS, burst: config.kubelet.kubeAPIBurst, clock: opts.clock, userAgent });
+  const rest = createRestClient({ credentials, qps: config.kubelet.kubeAPIQPS, burst: config.kubelet.kubeAPIBurst, clock: opts.clock, logger: opts.logger, userAgent });
   opts.logger.info("using the API server", { server: rest.server, node: config.nodeName });
   return { api: createKubeApi(rest, { contentType: config.kubelet.contentType }), csr: csrApi(rest), internalIP: defaultRouteIPv4(), kubeletVersion, rotation };
 }
@@ -103,7 +103,7 @@ async function rotatedCredentials(
   const inUse = new ClientCertificateInUse(newer ? stored : fromKubeconfig);
   const credentials: Credentials = { ...loaded, clientCertificate: () => inUse.pem() };
   const rotation = new ClientCertificateRotation(inUse.current(), {
-    api: csrApi(createRestClient({ credentials, qps: 5, burst: 10, clock: opts.clock, userAgent: opts.userAgent })),
+    api: csrApi(createRestClient({ credentials, qps: 5, burst: 10, clock: opts.clock, logger: opts.logger, userAgent: opts.userAgent })),
     nodeName: config.nodeName,
     certDir: config.certDir,
     clock: opts.clock,

@@ -32,6 +32,7 @@ function scripted(answers: Answer[] = []) {
       return a;
     },
     watch: async () => {},
+    close() {},
   };
   return { rest, calls };
 }

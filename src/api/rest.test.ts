@@ -2,8 +2,11 @@
 // back as sent, and an error answer's Status is read from protobuf or JSON.
 import { afterAll, expect, test } from "bun:test";
 import { realClock } from "../util/clock.ts";
+import { createLogger } from "../util/log.ts";
 import { envelope, PROTOBUF, Writer } from "./protobuf.ts";
+import { FakeTransport } from "./fake-transport.ts";
 import { createRestClient } from "./rest.ts";
+import { TransportError } from "./transport.ts";
 
 const seen: { method: string; type: string | null; accept: string | null; body: number[] }[] = [];
 const server = Bun.serve({
@@ -27,6 +30,7 @@ const rest = createRestClient({
   qps: 0,
   burst: 0,
   clock: realClock,
+  logger: createLogger({ verbosity: 0 }),
   userAgent: "t",
 });
 const opts = { body: new Uint8Array([9, 8, 7]), contentType: PROTOBUF, accept: PROTOBUF };
@@ -44,4 +48,38 @@ test("an error answer is an ApiError with the Status's reason and message, in ei
   });
   await expect(rest.requestBytes("GET", "/json-error", { contentType: PROTOBUF, accept: PROTOBUF })).rejects.toMatchObject({ reason: "NotFound", status: 404 });
   await expect(rest.requestBytes("PUT", "/other", opts)).rejects.toMatchObject({ status: 415, message: expect.stringContaining("unsupported media type") });
+});
+
+test("requests go through the given transport; a transport failure is an ApiError naming the request", async () => {
+  const transport = new FakeTransport((req) => {
+    if (req.path.startsWith("/api/v1/nodes/down")) throw new TransportError("Connect", "https://api", "connect ECONNREFUSED", "ECONNREFUSED");
+    return Response.json({ kind: "Node", metadata: { name: "n" } });
+  });
+  const client = createRestClient({
+    credentials: { server: "https://api", headers: { Authorization: "Bearer t" }, insecureSkipVerify: false },
+    qps: 0,
+    burst: 0,
+    clock: realClock,
+    logger: createLogger({ verbosity: 0 }),
+    userAgent: "ua",
+    transport,
+  });
+  expect(await client.request("PATCH", "/api/v1/nodes/n/status", { body: { status: {} }, contentType: "application/strategic-merge-patch+json", query: { a: 1 } })).toEqual({
+    kind: "Node",
+    metadata: { name: "n" },
+  });
+  expect(transport.requests.at(-1)).toEqual({
+    method: "PATCH",
+    path: "/api/v1/nodes/n/status?a=1",
+    headers: { Authorization: "Bearer t", Accept: "application/json", "User-Agent": "ua", "Content-Type": "application/strategic-merge-patch+json" },
+    body: '{"status":{}}',
+  });
+  await expect(client.request("GET", "/api/v1/nodes/down")).rejects.toMatchObject({
+    reason: "Unreachable",
+    verb: "GET",
+    path: "/api/v1/nodes/down",
+    message: expect.stringContaining("Connect: connect ECONNREFUSED"),
+  });
+  client.close();
+  expect(transport.closed).toBe(true);
 });

@@ -1,17 +1,21 @@
 /**
- * A small REST and watch client for the API server over Bun's fetch.
+ * A small REST and watch client for the API server.
  * Credentials come from the kubeconfig (kubeconfig.ts, on client-node's
- * kubeconfig entry parsers); requests go through Bun's fetch with its `tls`
- * options because client-node's own transport is node-fetch agents, and raw
- * JSON keeps API objects as the API server wrote them.
+ * kubeconfig entry parsers); requests go through the agent's own transport
+ * (transport.ts: HTTP/2 to an https server as upstream's client, HTTP/1.1
+ * over Bun's fetch otherwise) because client-node's own transport is
+ * node-fetch agents, and raw JSON keeps API objects as the API server wrote them.
  * Every call takes a token from the client-side rate limit first.
  */
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
+import type { Logger } from "../util/log.ts";
 import { ApiError, apiErrorFrom } from "./errors.ts";
+import { Http2Transport } from "./http2.ts";
 import type { Credentials } from "./kubeconfig.ts";
 import { decodeStatus, PROTOBUF, ProtobufError, unwrap } from "./protobuf.ts";
 import { TokenBucket } from "./ratelimit.ts";
+import { fetchTransport, type HttpTransport, type TlsMaterial } from "./transport.ts";
 
 export interface WatchEvent<T = Record<string, unknown>> {
   type: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
@@ -43,20 +47,43 @@ export interface RestClient {
   ): Promise<{ contentType: string; bytes: Uint8Array }>;
   /** Streams watch events until the server ends the watch or `signal` aborts; each event is passed to `onEvent`. */
   watch(path: string, query: RequestOptions["query"], onEvent: (event: WatchEvent) => void, signal: AbortSignal): Promise<void>;
+  /** Ends the client's connections. */
+  close(): void;
 }
 
 export { type Credentials, KubeconfigError, loadCredentials } from "./kubeconfig.ts";
 
-export function createRestClient(opts: { credentials: Credentials; qps: number; burst: number; clock: Clock; userAgent: string; timeoutMs?: number }): RestClient {
+/**
+ * The transport for `server`: HTTP/2 for https (HTTP/1.1 where the server
+ * does not offer h2), HTTP/1.1 for plain http, as upstream's client (no h2c).
+ */
+export function transportFor(server: string, tls: () => TlsMaterial, deps: { logger: Logger; clock: Clock }): HttpTransport {
+  const fallback = fetchTransport(tls);
+  if (!server.startsWith("https:")) return fallback;
+  return new Http2Transport({ server, tls, logger: deps.logger, clock: deps.clock, fallback });
+}
+
+export function createRestClient(opts: {
+  credentials: Credentials;
+  qps: number;
+  burst: number;
+  clock: Clock;
+  logger: Logger;
+  userAgent: string;
+  timeoutMs?: number;
+  /** Instead of `transportFor` the server (unit tests). */
+  transport?: HttpTransport;
+}): RestClient {
   const { credentials } = opts;
   const limiter = new TokenBucket({ qps: opts.qps, burst: opts.burst, clock: opts.clock });
-  const staticTls = {
+  const staticTls: TlsMaterial = {
     ...(credentials.ca ? { ca: credentials.ca } : {}),
     ...(credentials.cert ? { cert: credentials.cert } : {}),
     ...(credentials.key ? { key: credentials.key } : {}),
     rejectUnauthorized: !credentials.insecureSkipVerify,
   };
-  const tls = () => (credentials.clientCertificate ? { ...staticTls, ...credentials.clientCertificate() } : staticTls);
+  const tls = (): TlsMaterial => (credentials.clientCertificate ? { ...staticTls, ...credentials.clientCertificate() } : staticTls);
+  const transport = opts.transport ?? transportFor(credentials.server, tls, { logger: opts.logger, clock: opts.clock });
   const url = (path: string, query: RequestOptions["query"]) => {
     const u = new URL(credentials.server + path);
     for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) u.searchParams.set(k, String(v));
@@ -67,8 +94,9 @@ export function createRestClient(opts: { credentials: Credentials; qps: number; 
     const timeout = AbortSignal.timeout(o.timeoutMs ?? opts.timeoutMs ?? 30_000);
     const signal = o.signal ? AbortSignal.any([o.signal, timeout]) : timeout;
     try {
-      return await fetch(url(path, o.query), {
+      return await transport.send({
         method: verb,
+        url: url(path, o.query),
         headers: {
           ...credentials.headers,
           Accept: accept,
@@ -77,14 +105,14 @@ export function createRestClient(opts: { credentials: Credentials; qps: number; 
         },
         ...(body ? { body: body.data } : {}),
         signal,
-        tls: tls(),
-      } as RequestInit);
+      });
     } catch (err) {
       throw new ApiError(timeout.aborted ? "Timeout" : "Unreachable", 0, verb, path, errorMessage(err));
     }
   };
   return {
     server: credentials.server,
+    close: () => transport.close(),
     async request<T>(verb: "GET" | "POST" | "PUT" | "PATCH" | "DELETE", path: string, o: RequestOptions = {}): Promise<T> {
       const encoded = o.body !== undefined ? { data: JSON.stringify(o.body), type: o.contentType ?? "application/json" } : undefined;
       const res = await send(verb, path, o, "application/json", encoded);
@@ -93,6 +121,8 @@ export function createRestClient(opts: { credentials: Credentials; qps: number; 
       try {
         body = text ? JSON.parse(text) : undefined;
       } catch {
+        // A success that is not JSON (a proxy's page, a cut answer) is no object to hand on.
+        if (res.ok) throw new ApiError("InternalError", res.status, verb, path, `the answer is not JSON: ${text.slice(0, 200)}`);
         body = { message: text.slice(0, 200) };
       }
       if (!res.ok) throw apiErrorFrom(res.status, body, verb, path);

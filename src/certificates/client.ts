@@ -217,7 +217,7 @@ export async function bootstrapClientCertificate(opts: {
   const stored = readUsableCertificate(posix.join(opts.certDir, CURRENT_CLIENT_PEM), clock.now());
   const bootstrap = await loadCredentials(opts.bootstrapKubeconfig);
   if (!stored) {
-    const api = csrApi(createRestClient({ credentials: bootstrap, qps: 5, burst: 10, clock, userAgent: opts.userAgent }));
+    const api = csrApi(createRestClient({ credentials: bootstrap, qps: 5, burst: 10, clock, logger, userAgent: opts.userAgent }));
     logger.info("requesting a client certificate with the bootstrap kubeconfig", { bootstrapKubeconfig: opts.bootstrapKubeconfig });
     for (let attempt = 0; ; attempt++) {
       try {

@@ -17,6 +17,7 @@ import { type ApiProxy, startApiProxy } from "../harness/api-proxy.ts";
 import { type ContainerdHandle, requireRoot, startContainerd } from "../harness/containerd.ts";
 import { type ControlPlaneHandle, startControlPlane } from "../harness/controlplane.ts";
 import { startTogether } from "../harness/together.ts";
+import { createLogger } from "../../src/util/log.ts";
 
 const NODE = "proto-node";
 const LEASE = `/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${NODE}`;
@@ -30,7 +31,14 @@ beforeAll(async () => {
   requireRoot();
   [ctd, cp] = await startTogether([startContainerd({ name: "api-protobuf" }), startControlPlane({ name: "api-protobuf" })]);
   const kubeconfig = await cp.nodeKubeconfig(NODE);
-  admin = createRestClient({ credentials: await loadCredentials(cp.adminKubeconfig), qps: 0, burst: 0, clock: realClock, userAgent: "api-protobuf-test" });
+  admin = createRestClient({
+    credentials: await loadCredentials(cp.adminKubeconfig),
+    qps: 0,
+    burst: 0,
+    clock: realClock,
+    logger: createLogger({ verbosity: 0 }),
+    userAgent: "api-protobuf-test",
+  });
   proxy = await startApiProxy(kubeconfig);
   // contentType is left at its default, application/vnd.kubernetes.protobuf, as upstream's.
   agent = await startAgent(ctd, { nodeName: NODE, extraArgs: [`--kubeconfig=${proxy.kubeconfig(join(cp.dir, "proxied.kubeconfig"))}`, "--node-ip=127.0.0.1"] });
