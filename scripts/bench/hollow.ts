@@ -80,7 +80,9 @@ for (const [i, { node, kubeconfig }] of nodes.entries()) {
     { readFile: () => config, hostname: () => node },
   );
   if (loaded.kind !== "run") throw new Error(`${node}: config: ${JSON.stringify(loaded)}`);
-  const cri = new FakeCri({ clock: realClock });
+  // A real directory for the image filesystem, as kubemark's fake cadvisor reports one: with the fake's
+  // default (a path that does not exist) every node's image GC failed and posted ImageGCFailed every 5 min.
+  const cri = new FakeCri({ clock: realClock, imageFsMountpoint: dir });
   cris.push(cri);
   const logger = createLogger({ verbosity: 0, sink, fields: { node } });
   running.push(

@@ -64,6 +64,8 @@ export class Http2Transport implements HttpTransport {
   private mode: "h2" | "http1" = "h2";
   private current: Current | undefined;
   private closed = false;
+  /** Whether a session was opened yet (logged once). */
+  private spoke = false;
   private readonly origin: URL;
   private readonly connectTimeoutMs: number;
   private readonly readIdleMs: number;
@@ -173,6 +175,8 @@ export class Http2Transport implements HttpTransport {
           resolve("http1");
           return;
         }
+        if (!this.spoke) logger.info("speaking HTTP/2 to the API server", { server });
+        this.spoke = true;
         resolve(this.track(http2.connect(this.origin, { createConnection: () => socket })));
       });
     });

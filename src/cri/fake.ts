@@ -83,6 +83,12 @@ export interface FakeCriOptions {
   runtimeName?: string;
   /** What RuntimeConfig reports (default cgroupfs); "unimplemented" answers as containerd 1.6 does. */
   cgroupDriver?: "cgroupfs" | "systemd" | "unimplemented";
+  /**
+   * The image filesystem's mountpoint ImageFsInfo reports (default
+   * /fake/images, which does not exist: image GC's statfs of it fails).
+   * A real directory lets the agent's image GC run as on a real node.
+   */
+  imageFsMountpoint?: string;
 }
 
 interface SandboxRecord {
@@ -138,8 +144,10 @@ export class FakeCri implements CriService {
   private closed = false;
 
   private readonly cgroupDriver: "cgroupfs" | "systemd" | "unimplemented";
+  private readonly imageFsMountpoint: string;
 
   constructor(opts: FakeCriOptions) {
+    this.imageFsMountpoint = opts.imageFsMountpoint ?? "/fake/images";
     this.clock = opts.clock;
     this.runtimeName = opts.runtimeName ?? "fake";
     this.cgroupDriver = opts.cgroupDriver ?? "cgroupfs";
@@ -675,7 +683,7 @@ export class FakeCri implements CriService {
     await this.enter("imageFsInfo", []);
     let used = 0n;
     for (const i of this.images.values()) used += i.size;
-    const fs = { timestamp: this.now(), fsId: { mountpoint: "/fake/images" }, usedBytes: { value: used }, inodesUsed: { value: BigInt(this.images.size) } };
+    const fs = { timestamp: this.now(), fsId: { mountpoint: this.imageFsMountpoint }, usedBytes: { value: used }, inodesUsed: { value: BigInt(this.images.size) } };
     return { imageFilesystems: [fs], containerFilesystems: [] };
   }
 

@@ -1,9 +1,10 @@
 import { describe, expect, test } from "bun:test";
+import { tmpdir } from "node:os";
 import { FakeCri } from "../cri/fake.ts";
 import type { EventRecorder, EventType, ObjectRef } from "../events/recorder.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
-import { createImageGC, IMAGE_GC_PERIOD_MS, type ImageGCOptions } from "./gc.ts";
+import { createImageGC, IMAGE_GC_PERIOD_MS, type ImageGCOptions, statfsBytes } from "./gc.ts";
 
 const MiB = 1024 * 1024;
 const MIN = 60_000;
@@ -387,4 +388,20 @@ describe("image GC: start and dispose", () => {
     await done;
     expect(t.clock.pendingTimers()).toBe(0);
   });
+});
+
+test("on the fake runtime, the real statfs fails for the fake's default image filesystem and succeeds for a real directory (the hollow nodes')", async () => {
+  const options = (cri: FakeCri): ImageGCOptions => ({
+    cri,
+    highThresholdPercent: 85,
+    lowThresholdPercent: 80,
+    minimumAgeMs: 0,
+    statfs: statfsBytes,
+    clock: new FakeClock(),
+    logger: memoryLogger().logger,
+  });
+  await using missing = createImageGC(options(new FakeCri({ clock: new FakeClock() })));
+  await expect(missing.garbageCollect()).rejects.toThrow("/fake/images");
+  await using real = createImageGC(options(new FakeCri({ clock: new FakeClock(), imageFsMountpoint: tmpdir() })));
+  await real.garbageCollect();
 });

@@ -141,6 +141,12 @@ describe("client certificates on a real control plane", () => {
     expect(renewed.subject).toBe("O=system:nodes\nCN=system:node:rotate-node");
     expect(Date.parse(renewed.validTo)).toBeGreaterThan(now + 3_600_000);
     expect(agent.log()).toContain("rotated the client certificate");
+    // The next API request goes on a new HTTP/2 connection that presents the renewed certificate.
+    await eventually(
+      "a connection with the renewed certificate",
+      () => agent.log().includes("the client certificate changed; new API requests go on a new HTTP/2 connection"),
+      15_000,
+    );
     // Past the short certificate's end: a restart must use the renewed certificate (the kubeconfig still names the expired one).
     await Bun.sleep(Math.max(0, now - 1000 + lifetimeMs + 1000 - Date.now()));
     await agent.kill("SIGTERM");

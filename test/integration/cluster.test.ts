@@ -81,6 +81,9 @@ describe("cluster mode on a real control plane", () => {
     const renew = async () => (await getJson("lease", "-n", "kube-node-lease", NODE)).spec.renewTime as string;
     const first = await eventually("lease", renew);
     await eventually("lease renewed", async () => (await renew()) !== first, 20_000);
+    // One multiplexed HTTP/2 connection, as upstream's client (no fallback to HTTP/1.1 logged).
+    expect(agent.log()).toContain("speaking HTTP/2 to the API server");
+    expect(agent.log()).not.toContain("does not offer HTTP/2");
   }, 60_000);
 
   test("a pod created through the API runs; its status has the IP, conditions and the kubelet's events", async () => {
