@@ -6,26 +6,23 @@
 // state file has upstream's shape, an agent restart moves nothing, and
 // deleting the Guaranteed pod gives CPU 1 back to the shared pool.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { join } from "node:path";
-import { detectCgroupLayout, nodeCgroupFs } from "../../src/cgroups/index.ts";
 import { createCriClient } from "../../src/cri/client.ts";
 import type { CriService } from "../../src/cri/index.ts";
 import { memoryLogger } from "../../src/util/log.ts";
 import { agentPaths, eventually, explainFailure, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
+import { putSleepingPod, runningMain } from "../harness/cpuset.ts";
 
 let ctd: ContainerdHandle;
 let cri: CriService;
 let agent: AgentHandle;
-let cpusetMount = "";
 
 beforeAll(async () => {
   requireRoot();
   if (availableParallelism() < 2) throw new Error("this test needs at least 2 CPUs");
-  const layout = detectCgroupLayout("/", nodeCgroupFs);
-  cpusetMount = layout.version === "v1" ? (layout.hierarchies.find((h) => h.controllers.includes("cpuset"))?.mountPoint ?? "") : (layout.unified?.mountPoint ?? "");
   ctd = await startContainerd({ name: "cpumgr" });
   cri = createCriClient({ endpoint: ctd.endpoint, requestTimeoutMs: 20_000, logger: memoryLogger().logger });
   agent = await startAgent(ctd, { extraConfig: { cpuManagerPolicy: "static", reservedSystemCPUs: "0", cpuManagerReconcilePeriod: "1s" } });
@@ -37,49 +34,12 @@ afterAll(async () => {
   await ctd?.stop();
 }, 60_000);
 
-const manifest = (name: string, resources?: Record<string, string>) => ({
-  apiVersion: "v1",
-  kind: "Pod",
-  metadata: { name, namespace: "default" },
-  spec: {
-    terminationGracePeriodSeconds: 1,
-    containers: [
-      {
-        name: "main",
-        image: ctd.busyboxImage,
-        imagePullPolicy: "IfNotPresent",
-        command: ["sleep", "3600"],
-        ...(resources ? { resources: { limits: resources, requests: resources } } : {}),
-      },
-    ],
-  },
-});
-const put = (name: string, resources?: Record<string, string>) => writeFileSync(join(agent.manifests, `${name}.json`), JSON.stringify(manifest(name, resources)));
+const put = (name: string, resources?: Record<string, string>) => putSleepingPod({ manifests: agent.manifests, image: ctd.busyboxImage }, name, resources);
 
-/** The running container of a pod: its ID and the cpuset.cpus of its cgroup (from its process's /proc/<pid>/cgroup). */
+/** The running container of a pod: its ID and the cpuset.cpus of its cgroup. */
 async function containerOf(podName: string): Promise<{ id: string; cpus: string } | undefined> {
-  const all = await cri.listContainers({ state: { state: 1 } });
-  const c = all.find((x) => x.labels["io.kubernetes.pod.name"]?.startsWith(podName) && x.labels["io.kubernetes.container.name"] === "main");
-  if (!c) return undefined;
-  const status = await cri.containerStatus(c.id, true);
-  const pid = JSON.parse(status.info["info"] ?? "{}").pid as number;
-  // v1: the line of the cpuset hierarchy; v2: the one unified line, where the kernel's effective set is read.
-  const lines = readFileSync(`/proc/${pid}/cgroup`, "utf8")
-    .trim()
-    .split("\n")
-    .map((l) => l.split(":"));
-  const v1 = lines.find(([, controllers]) => controllers!.split(",").includes("cpuset"));
-  const file = v1
-    ? join(cpusetMount, v1.slice(2).join(":"), "cpuset.cpus")
-    : join(
-        cpusetMount,
-        lines
-          .find(([h]) => h === "0")!
-          .slice(2)
-          .join(":"),
-        "cpuset.cpus.effective",
-      );
-  return { id: c.id, cpus: readFileSync(file, "utf8").trim() };
+  const c = await runningMain(cri, podName, "cpus");
+  return c && { id: c.id, cpus: c.cpuset };
 }
 
 const stateFile = () => JSON.parse(readFileSync(join(agentPaths(ctd).rootDir, "cpu_manager_state"), "utf8"));

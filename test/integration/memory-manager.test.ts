@@ -9,9 +9,8 @@
 // pod's memory is given back at the next admission. The pod resources API
 // reports the pinned memory and each node's allocatable memory.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { detectCgroupLayout, nodeCgroupFs } from "../../src/cgroups/index.ts";
 import { createCriClient } from "../../src/cri/client.ts";
 import type { CriService } from "../../src/cri/index.ts";
 import { PodResourcesListerClient } from "../../src/devices/gen/podresources/api.client.ts";
@@ -19,18 +18,16 @@ import { dialUnix } from "../../src/util/grpc.ts";
 import { memoryLogger } from "../../src/util/log.ts";
 import { agentPaths, eventually, explainFailure, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
+import { putSleepingPod, runningMain } from "../harness/cpuset.ts";
 
 let ctd: ContainerdHandle;
 let cri: CriService;
 let agent: AgentHandle | undefined;
 let bad: AgentHandle | undefined;
-let cpusetMount = "";
 const Mi = 2 ** 20;
 
 beforeAll(async () => {
   requireRoot();
-  const layout = detectCgroupLayout("/", nodeCgroupFs);
-  cpusetMount = layout.version === "v1" ? (layout.hierarchies.find((h) => h.controllers.includes("cpuset"))?.mountPoint ?? "") : (layout.unified?.mountPoint ?? "");
   ctd = await startContainerd({ name: "memmgr" });
   cri = createCriClient({ endpoint: ctd.endpoint, requestTimeoutMs: 20_000, logger: memoryLogger().logger });
 }, 120_000);
@@ -42,48 +39,12 @@ afterAll(async () => {
   await ctd?.stop();
 }, 60_000);
 
-const manifest = (name: string, resources?: Record<string, string>) => ({
-  apiVersion: "v1",
-  kind: "Pod",
-  metadata: { name, namespace: "default" },
-  spec: {
-    terminationGracePeriodSeconds: 1,
-    containers: [
-      {
-        name: "main",
-        image: ctd.busyboxImage,
-        imagePullPolicy: "IfNotPresent",
-        command: ["sleep", "3600"],
-        ...(resources ? { resources: { limits: resources, requests: resources } } : {}),
-      },
-    ],
-  },
-});
-const put = (name: string, resources?: Record<string, string>) => writeFileSync(join(agent!.manifests, `${name}.json`), JSON.stringify(manifest(name, resources)));
+const put = (name: string, resources?: Record<string, string>) => putSleepingPod({ manifests: agent!.manifests, image: ctd.busyboxImage }, name, resources);
 
 /** The running container of a pod: its ID, the cpuset.mems runc was given (OCI spec) and its cgroup's cpuset.mems. */
 async function containerOf(podName: string): Promise<{ id: string; specMems: string | undefined; cgroupMems: string } | undefined> {
-  const all = await cri.listContainers({ state: { state: 1 } });
-  const c = all.find((x) => x.labels["io.kubernetes.pod.name"]?.startsWith(podName) && x.labels["io.kubernetes.container.name"] === "main");
-  if (!c) return undefined;
-  const status = await cri.containerStatus(c.id, true);
-  const info = JSON.parse(status.info["info"] ?? "{}");
-  const lines = readFileSync(`/proc/${info.pid}/cgroup`, "utf8")
-    .trim()
-    .split("\n")
-    .map((l) => l.split(":"));
-  const v1 = lines.find(([, controllers]) => controllers!.split(",").includes("cpuset"));
-  const file = v1
-    ? join(cpusetMount, v1.slice(2).join(":"), "cpuset.mems")
-    : join(
-        cpusetMount,
-        lines
-          .find(([h]) => h === "0")!
-          .slice(2)
-          .join(":"),
-        "cpuset.mems.effective",
-      );
-  return { id: c.id, specMems: info.runtimeSpec?.linux?.resources?.cpu?.mems, cgroupMems: readFileSync(file, "utf8").trim() };
+  const c = await runningMain(cri, podName, "mems");
+  return c && { id: c.id, specMems: c.info.runtimeSpec?.linux?.resources?.cpu?.mems, cgroupMems: c.cpuset };
 }
 
 const stateFile = () => JSON.parse(readFileSync(join(agentPaths(ctd).rootDir, "memory_manager_state"), "utf8"));
