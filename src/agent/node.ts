@@ -9,7 +9,7 @@ import { PodCidr } from "../node/pod-cidr.ts";
 import { CsiNodeInitializer } from "../csi/node-init.ts";
 import { allocatableAmounts, enforcedAllocatable, hugePageCapacity, memoryReservation, type nodeFacts, reservedMilliCpu } from "../node/status.ts";
 import { readMachineInfo } from "../node/machine.ts";
-import { podEventRef, type EventRecorder } from "../events/recorder.ts";
+import type { EventRecorder } from "../events/recorder.ts";
 import {
   chooseCgroupDriver,
   createPodCgroups,
@@ -25,10 +25,9 @@ import { runtimeCgroupDriver } from "../runtime/cgroup-driver.ts";
 import type { KubeletMetrics } from "../metrics/kubelet.ts";
 import type { Requests } from "../util/requests.ts";
 import { createCpuManager, CpuManagerError, parseCpuSet, readCpuTopology, type CpuManager } from "../cpumanager/index.ts";
-import type { LocalStatusStore } from "../status/index.ts";
 import { createMemoryManager, MemoryManagerError, systemReservedMemory, type MemoryManager } from "../memorymanager/index.ts";
 import { NumaTopologyError, parsePolicyOptions, readNumaNodes, TopologyManager, type NumaNode, type PolicyName, type Scope } from "../topologymanager/index.ts";
-import { OomWatcher, tryOpenKmsg } from "../oom/index.ts";
+import { OomWatcher, tryOpenKmsg, type ReportedPods } from "../oom/index.ts";
 import { NodeShutdownManager, shutdownGroups, type ShutdownTrigger } from "../shutdown/index.ts";
 import { StartupConfigError, errorMessage } from "../util/errors.ts";
 import { parseQuantity } from "../config/quantity.ts";
@@ -170,17 +169,11 @@ export function buildNodeShutdown(
 }
 
 /** Kernel OOM kills as events (upstream's OOM watcher): SystemOOM on the node, OOMKilling on this node's pods; none where /dev/kmsg cannot be read. */
-export function startOomWatcher(w: Wiring, o: { statuses: Pick<LocalStatusStore, "list">; recorder: EventRecorder }): void {
+export function startOomWatcher(w: Wiring, o: { statuses: ReportedPods; recorder: EventRecorder }): void {
   const { config, stack, clock, logger } = w;
-  const { statuses, recorder } = o;
   const kernelLog = tryOpenKmsg(logger);
   if (!kernelLog) return;
-  // Any pod with a status here, not only active ones: a pod whose only container was killed may be terminal by the next poll.
-  const knownRef = (uid: string) => {
-    const entry = statuses.list().find(({ pod }) => pod.metadata.uid === uid);
-    return entry ? podEventRef(entry.pod) : undefined;
-  };
-  stack.use("OOM watcher", new OomWatcher({ kernelLog, recorder, nodeName: config.nodeName, podRef: knownRef, clock, logger })).start();
+  stack.use("OOM watcher", new OomWatcher({ kernelLog, recorder: o.recorder, nodeName: config.nodeName, pods: o.statuses, clock, logger })).start();
 }
 
 /** Cluster mode: the Node object (registered, its status every 10 s, sent on change or every 5 min) and its Lease. */

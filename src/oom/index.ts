@@ -11,7 +11,8 @@
  * whole buffer and re-reports old kills after a restart).
  */
 import { closeSync, constants, openSync, readSync } from "node:fs";
-import { nodeRef, type EventRecorder, type ObjectRef } from "../events/recorder.ts";
+import { nodeRef, podEventRef, type EventRecorder } from "../events/recorder.ts";
+import type { Pod } from "../pods/schema.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
@@ -59,12 +60,20 @@ export function tryOpenKmsg(logger: Logger, path = "/dev/kmsg"): KernelLog | und
   }
 }
 
+/**
+ * The pods this node has a status for (the local status store), terminal
+ * ones included: a pod whose only container was killed may be terminal by
+ * the next poll. Kills in other cgroups are not reported on a pod.
+ */
+export interface ReportedPods {
+  reportedPod(uid: string): Pod | undefined;
+}
+
 export interface OomWatcherOptions {
   kernelLog: KernelLog;
   recorder: EventRecorder;
   nodeName: string;
-  /** The pod behind a pod UID, when this node runs it; kills in other cgroups are not reported on a pod. */
-  podRef: (uid: string) => ObjectRef | undefined;
+  pods: ReportedPods;
   clock: Clock;
   logger: Logger;
   pollMs?: number;
@@ -113,8 +122,9 @@ export class OomWatcher implements Disposable {
       return;
     }
     const uid = podUidOfCgroup(oom.taskCgroup);
-    const ref = uid ? this.opts.podRef(uid) : undefined;
-    if (!ref) return;
+    const pod = uid ? this.opts.pods.reportedPod(uid) : undefined;
+    if (!pod) return;
+    const ref = podEventRef(pod);
     logger.info("container OOM kill", { pod: `${ref.namespace}/${ref.name}`, pid: oom.pid, process: oom.processName, cgroup: oom.oomCgroup });
     recorder.event(ref, "Warning", "OOMKilling", `Memory cgroup out of memory: Killed process ${oom.pid} (${oom.processName})`);
   }

@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import type { ObjectRef } from "../events/recorder.ts";
+import type { Pod } from "../pods/schema.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { OomParser, OomWatcher, parseKmsgRecord, podUidOfCgroup, type KernelLog } from "./index.ts";
@@ -79,7 +80,7 @@ describe("OOM watcher", () => {
       kernelLog,
       recorder: { event: (ref, type, reason, message) => void events.push({ ref, type, reason, message }) },
       nodeName: "n1",
-      podRef: (uid) => (uid === POD ? known : undefined),
+      pods: { reportedPod: (uid) => (uid === POD ? ({ metadata: { name: "hog", namespace: "default", uid: POD }, spec: { containers: [] } } as Pod) : undefined) },
       clock,
       logger: memoryLogger().logger,
     }).start();

@@ -5,6 +5,7 @@
  */
 import type { Pod } from "../pods/schema.ts";
 import type { PodStatusView } from "./phase.ts";
+import type { ReportedPods } from "../oom/index.ts";
 import { podUid } from "../pods/identity.ts";
 import { type Clock, realClock } from "../util/clock.ts";
 import { type ApiPodStatus, apiPodStatus } from "./api.ts";
@@ -32,7 +33,7 @@ export interface LocalPodStatus {
  * hostIP, qosClass...). The previous v1 status keeps conditions' transition
  * times across updates.
  */
-export class LocalStatusStore implements StatusSink {
+export class LocalStatusStore implements StatusSink, ReportedPods {
   /** `api` is made when first read (most views are never served), from the view and the time it was set. */
   private readonly statuses = new Map<string, { pod: Pod; status: PodStatusView; setAt: number; api?: ApiPodStatus; previousApi?: ApiPodStatus }>();
   private readonly hostIPs: string[];
@@ -56,6 +57,11 @@ export class LocalStatusStore implements StatusSink {
   /** The latest view of a pod (phase, container states) for the agent's own decisions. */
   get(uid: string): PodStatusView | undefined {
     return this.statuses.get(uid)?.status;
+  }
+
+  /** The pod of a status here, terminal ones included (the OOM watcher names the pod a kill hit). */
+  reportedPod(uid: string): Pod | undefined {
+    return this.statuses.get(uid)?.pod;
   }
 
   /** Pods with their views and v1 statuses (`apiStatus`: what /pods serves). */
