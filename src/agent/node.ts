@@ -3,7 +3,7 @@ import { posix } from "node:path";
 import type { CriService } from "../cri/index.ts";
 import type { KubeApi } from "../api/index.ts";
 import type { CsiDrivers } from "../csi/index.ts";
-import { DeviceManager, servePodResources } from "../devices/index.ts";
+import { DeviceManager, servePodResources, type ExclusiveCpus, type PinnedMemory } from "../devices/index.ts";
 import { NodeController } from "../node/controller.ts";
 import { PodCidr } from "../node/pod-cidr.ts";
 import { CsiNodeInitializer } from "../csi/node-init.ts";
@@ -381,23 +381,16 @@ export async function servePodResourcesApi(
   w: Wiring,
   o: {
     devices: DeviceManager;
-    cpuManager: Pick<CpuManager, "exclusiveCpus" | "allocatableCpus">;
-    memoryManager: Pick<MemoryManager, "memoryOf" | "allocatableMemory">;
+    cpuManager: ExclusiveCpus;
+    memoryManager: PinnedMemory;
     pods: Pick<ActivePods, "activePods">;
   },
 ): Promise<void> {
   const { config, stack, logger } = w;
-  const { cpuManager, memoryManager } = o;
-  const blocks = (bs: readonly { numaAffinity: number[] | null; type: string; size: number }[]) => bs.map((b) => ({ type: b.type, size: b.size, numaNodes: b.numaAffinity ?? [] }));
   const podResources = await servePodResources({
     dir: posix.join(config.rootDir, "pod-resources"),
     devices: o.devices,
-    compute: {
-      exclusiveCpus: (uid, c) => cpuManager.exclusiveCpus(uid, c),
-      allocatableCpus: () => cpuManager.allocatableCpus(),
-      memory: (uid, c) => blocks(memoryManager.memoryOf(uid, c)),
-      allocatableMemory: () => blocks(memoryManager.allocatableMemory()),
-    },
+    compute: { cpus: o.cpuManager, memory: o.memoryManager },
     pods: o.pods,
     getEnabled: config.kubelet.featureGates["KubeletPodResourcesGet"] !== false, // beta, on by default since 1.34
     logger,

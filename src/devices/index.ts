@@ -5,4 +5,4 @@
  */
 export { DeviceManager, DeviceError, isExtendedResourceName, KUBELET_SOCKET, type DeviceManagerOptions, type DeviceRunOptions } from "./manager.ts";
 export { withDevices } from "./cri.ts";
-export { servePodResources, type PodResourcesServerOptions } from "./podresources.ts";
+export { servePodResources, type ExclusiveCpus, type PinnedMemory, type PodResourcesServerOptions } from "./podresources.ts";

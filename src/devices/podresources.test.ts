@@ -55,13 +55,15 @@ test("List, Get and GetAllocatableResources report devices per container over th
 
 test("exclusive CPUs and NUMA-pinned memory of the CPU and memory managers, per container, and what the node can give", async () => {
   const c = await client(true, {
-    exclusiveCpus: (uid, name) => (uid === "u1" && name === "main" ? [2, 3] : []),
-    allocatableCpus: () => [1, 2, 3],
-    memory: (uid, name) => (uid === "u1" && name === "main" ? [{ type: "memory", size: 64 * 2 ** 20, numaNodes: [0] }] : []),
-    allocatableMemory: () => [
-      { type: "hugepages-2Mi", size: 2 ** 30, numaNodes: [0] },
-      { type: "memory", size: 3 * 2 ** 30, numaNodes: [0] },
-    ],
+    cpus: { exclusiveCpus: (uid, name) => (uid === "u1" && name === "main" ? [2, 3] : []), allocatableCpus: () => [1, 2, 3] },
+    memory: {
+      memoryOf: (uid, name) => (uid === "u1" && name === "main" ? [{ type: "memory", size: 64 * 2 ** 20, numaAffinity: [0] }] : []),
+      allocatableMemory: () => [
+        { type: "hugepages-2Mi", size: 2 ** 30, numaAffinity: [0] },
+        { type: "memory", size: 3 * 2 ** 30, numaAffinity: [0] },
+        { type: "memory", size: 0, numaAffinity: null },
+      ],
+    },
   });
   const pinned = { ...main, cpuIds: [2n, 3n], memory: [{ memoryType: "memory", size: 67108864n, topology: { nodes: [{ iD: 0n }] } }] };
   expect(await c.list({}).response).toEqual({ podResources: [{ name: "gpu", namespace: "ml", containers: [side, pinned] }] });
@@ -71,6 +73,7 @@ test("exclusive CPUs and NUMA-pinned memory of the CPU and memory managers, per 
     memory: [
       { memoryType: "hugepages-2Mi", size: 1073741824n, topology: { nodes: [{ iD: 0n }] } },
       { memoryType: "memory", size: 3221225472n, topology: { nodes: [{ iD: 0n }] } },
+      { memoryType: "memory", size: 0n, topology: { nodes: [] } },
     ],
   });
 });

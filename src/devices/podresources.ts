@@ -26,29 +26,42 @@ export interface PodResourcesSource {
   allocatable(): Map<string, string[]>;
 }
 
-/** A memory block as the CPU-less API reports it (upstream containerMemoryFromBlock). */
+/** A memory block as the memory manager holds it (upstream's state.Block); reported as upstream's containerMemoryFromBlock. */
 export interface MemoryBlock {
   type: string;
   size: number;
-  numaNodes: readonly number[];
+  numaAffinity: readonly number[] | null;
 }
 
-/** What the CPU and memory managers hold (upstream GetCPUs, GetAllocatableCPUs, GetMemory, GetAllocatableMemory). */
-export interface ComputeResourcesSource {
+/** What the CPU manager holds (upstream GetCPUs, GetAllocatableCPUs). */
+export interface ExclusiveCpus {
   /** A container's exclusive CPUs (empty on the shared pool or with the none policy). */
   exclusiveCpus(podUid: string, container: string): readonly number[];
   /** The CPUs the static policy can give (all but the reserved ones); empty with none. */
   allocatableCpus(): readonly number[];
+}
+
+/** What the memory manager holds (upstream GetMemory, GetAllocatableMemory). */
+export interface PinnedMemory {
   /** A container's pinned memory blocks; empty with the None policy. */
-  memory(podUid: string, container: string): readonly MemoryBlock[];
+  memoryOf(podUid: string, container: string): readonly MemoryBlock[];
   /** Each NUMA node's allocatable memory per type; empty with the None policy. */
   allocatableMemory(): readonly MemoryBlock[];
 }
 
-export const NO_COMPUTE_RESOURCES: ComputeResourcesSource = { exclusiveCpus: () => [], allocatableCpus: () => [], memory: () => [], allocatableMemory: () => [] };
+/** The CPU and memory managers, as the pod resources API reports them. */
+export interface ComputeResourcesSource {
+  cpus: ExclusiveCpus;
+  memory: PinnedMemory;
+}
+
+export const NO_COMPUTE_RESOURCES: ComputeResourcesSource = {
+  cpus: { exclusiveCpus: () => [], allocatableCpus: () => [] },
+  memory: { memoryOf: () => [], allocatableMemory: () => [] },
+};
 
 const memoryOf = (blocks: readonly MemoryBlock[]) =>
-  blocks.map((b) => ({ memoryType: b.type, size: BigInt(b.size), topology: { nodes: b.numaNodes.map((id) => ({ iD: BigInt(id) })) } }));
+  blocks.map((b) => ({ memoryType: b.type, size: BigInt(b.size), topology: { nodes: (b.numaAffinity ?? []).map((id) => ({ iD: BigInt(id) })) } }));
 
 export interface PodResourcesServerOptions {
   /** `<rootDir>/pod-resources`. */
@@ -75,8 +88,8 @@ export function podResources(pod: Pod, allocations: Map<string, Map<string, stri
         devices: [...(allocations?.get(c.name) ?? new Map<string, string[]>())]
           .sort(([a], [b]) => a.localeCompare(b))
           .map(([resourceName, ids]) => ({ resourceName, deviceIds: ids })),
-        cpuIds: compute.exclusiveCpus(uid, c.name).map(BigInt),
-        memory: memoryOf(compute.memory(uid, c.name)),
+        cpuIds: compute.cpus.exclusiveCpus(uid, c.name).map(BigInt),
+        memory: memoryOf(compute.memory.memoryOf(uid, c.name)),
         dynamicResources: [],
       }),
     ),
@@ -95,8 +108,8 @@ export async function servePodResources(opts: PodResourcesServerOptions): Promis
         },
         GetAllocatableResources: async () => ({
           devices: [...opts.devices.allocatable()].sort(([a], [b]) => a.localeCompare(b)).map(([resourceName, ids]) => ({ resourceName, deviceIds: ids })),
-          cpuIds: opts.compute.allocatableCpus().map(BigInt),
-          memory: memoryOf(opts.compute.allocatableMemory()),
+          cpuIds: opts.compute.cpus.allocatableCpus().map(BigInt),
+          memory: memoryOf(opts.compute.memory.allocatableMemory()),
         }),
         Get: async (req: GetPodResourcesRequest) => {
           if (!opts.getEnabled) throw new RpcError(GrpcStatus.UNKNOWN, "PodResources API Get method disabled");
