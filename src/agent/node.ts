@@ -25,12 +25,20 @@ import { runtimeCgroupDriver } from "../runtime/cgroup-driver.ts";
 import type { KubeletMetrics } from "../metrics/kubelet.ts";
 import type { Requests } from "../util/requests.ts";
 import { createCpuManager, CpuManagerError, parseCpuSet, readCpuTopology, type CpuManager } from "../cpumanager/index.ts";
-import { createMemoryManager, MemoryManagerError, systemReservedMemory, type MemoryManager } from "../memorymanager/index.ts";
-import { NumaTopologyError, parsePolicyOptions, readNumaNodes, TopologyManager, type NumaNode, type PolicyName, type Scope } from "../topologymanager/index.ts";
+import { createMemoryManager, MemoryManagerError, systemReservedFromConfig, type MemoryManager } from "../memorymanager/index.ts";
+import {
+  checkPolicyOnMachine,
+  NumaTopologyError,
+  parsePolicyOptions,
+  readNumaNodes,
+  TopologyManager,
+  type NumaNode,
+  type PolicyName,
+  type Scope,
+} from "../topologymanager/index.ts";
 import { OomWatcher, tryOpenKmsg, type ReportedPods } from "../oom/index.ts";
 import { NodeShutdownManager, shutdownGroups, type ShutdownTrigger } from "../shutdown/index.ts";
 import { StartupConfigError, errorMessage } from "../util/errors.ts";
-import { parseQuantity } from "../config/quantity.ts";
 import type { ActivePods, PodStopper } from "../pods/active.ts";
 import type { NodeRegistration } from "../node/registration.ts";
 import type { Wiring } from "./wiring.ts";
@@ -299,27 +307,7 @@ export function buildTopologyManager(
     logger.warn('reservedMemory is read by the "Static" memory manager policy only, as upstream', { memoryManagerPolicy: k.memoryManagerPolicy });
   let memoryManager: MemoryManager;
   try {
-    let systemReserved = new Map<number, Record<string, number>>();
-    if (staticPolicy) {
-      try {
-        systemReserved = new Map(
-          systemReservedMemory(
-            nodes,
-            memoryReservation(o.node.machine, k),
-            k.reservedMemory.map((r) => ({
-              numaNode: r.numaNode,
-              limits: Object.fromEntries(Object.entries(r.limits).map(([name, q]) => [name, { bytes: parseQuantity(String(q)), text: String(q) }])),
-            })),
-          ),
-        );
-      } catch (err) {
-        if (err instanceof MemoryManagerError)
-          throw new StartupConfigError(
-            `reservedMemory (--reserved-memory): ${err.message} (kubeReserved + systemReserved + evictionHard memory.available; NUMA nodes ${nodes.map((n) => n.id).join(", ")} in /sys/devices/system/node)`,
-          );
-        throw err;
-      }
-    }
+    const systemReserved = staticPolicy ? systemReservedFromConfig(nodes, memoryReservation(o.node.machine, k), k.reservedMemory) : new Map();
     memoryManager = createMemoryManager({
       rootDir: config.rootDir,
       policy: staticPolicy ? "Static" : "None",
@@ -337,16 +325,7 @@ export function buildTopologyManager(
   }
   const policy = k.topologyManagerPolicy as PolicyName;
   const options = parsePolicyOptions(k.topologyManagerPolicyOptions, k.featureGates["TopologyManagerPolicyBetaOptions"] !== false);
-  if (policy !== "none") {
-    if (options.preferClosestNuma && nodes.some((n) => n.distances.length === 0))
-      throw new StartupConfigError(
-        "topologyManagerPolicyOptions prefer-closest-numa-nodes: cannot discover NUMA topology: error getting NUMA distances (no /sys/devices/system/node/nodeN/distance)",
-      );
-    if (nodes.length > options.maxAllowableNumaNodes)
-      throw new StartupConfigError(
-        `topologyManagerPolicy ${JSON.stringify(policy)}: unsupported on machines with more than ${options.maxAllowableNumaNodes} NUMA Nodes (max-allowable-numa-nodes)`,
-      );
-  }
+  checkPolicyOnMachine(policy, options, nodes);
   const topology = new TopologyManager({
     policy,
     scope: k.topologyManagerScope as Scope,

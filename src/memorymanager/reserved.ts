@@ -8,6 +8,8 @@
  */
 import type { NumaNode } from "../topologymanager/numa.ts";
 import { MemoryManagerError, type SystemReserved } from "./policy.ts";
+import { parseQuantity } from "../config/quantity.ts";
+import { StartupConfigError } from "../util/errors.ts";
 
 export interface MemoryReservationAmounts {
   numaNode: number;
@@ -70,4 +72,29 @@ export function systemReservedMemory(nodes: readonly NumaNode[], reservation: No
   for (const n of nodes) out.set(n.id, {});
   for (const r of reservations) for (const [name, q] of Object.entries(r.limits)) out.get(r.numaNode)![name] = q.bytes;
   return out;
+}
+
+/**
+ * reservedMemory (--reserved-memory) as the configuration holds it, against
+ * the host's NUMA nodes and Node Allocatable's reservation; one that does
+ * not match stops the agent (exit 2) naming the field and what it must add up to.
+ */
+export function systemReservedFromConfig(
+  nodes: readonly NumaNode[],
+  reservation: NodeAllocatableReservation,
+  reservedMemory: readonly { numaNode: number; limits: Record<string, string | number> }[],
+): SystemReserved {
+  const amounts = reservedMemory.map((r) => ({
+    numaNode: r.numaNode,
+    limits: Object.fromEntries(Object.entries(r.limits).map(([name, q]) => [name, { bytes: parseQuantity(String(q)), text: String(q) }])),
+  }));
+  try {
+    return new Map(systemReservedMemory(nodes, reservation, amounts));
+  } catch (err) {
+    if (err instanceof MemoryManagerError)
+      throw new StartupConfigError(
+        `reservedMemory (--reserved-memory): ${err.message} (kubeReserved + systemReserved + evictionHard memory.available; NUMA nodes ${nodes.map((n) => n.id).join(", ")} in /sys/devices/system/node)`,
+      );
+    throw err;
+  }
 }

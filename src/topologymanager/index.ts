@@ -6,6 +6,7 @@
  */
 export {
   bitsOf,
+  checkPolicyOnMachine,
   countOf,
   isNarrower,
   maskOf,

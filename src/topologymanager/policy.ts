@@ -7,6 +7,7 @@
  * single-numa-node admit only a preferred result (single-numa-node keeps only
  * hints of one node first).
  */
+import { StartupConfigError } from "../util/errors.ts";
 
 /** A set of NUMA node ids as a bit mask (bit N: node N). */
 export type NumaMask = bigint;
@@ -51,6 +52,23 @@ export class TopologyConfigError extends Error {
     super(message);
     this.name = "TopologyConfigError";
   }
+}
+
+/**
+ * upstream NewManager's checks against the machine, for any policy but none:
+ * prefer-closest-numa-nodes needs the NUMA distances, and a machine with more
+ * NUMA nodes than max-allowable-numa-nodes is refused. The agent does not start (exit 2).
+ */
+export function checkPolicyOnMachine(policy: PolicyName, options: PolicyOptions, nodes: readonly { distances: readonly number[] }[]): void {
+  if (policy === "none") return;
+  if (options.preferClosestNuma && nodes.some((n) => n.distances.length === 0))
+    throw new StartupConfigError(
+      "topologyManagerPolicyOptions prefer-closest-numa-nodes: cannot discover NUMA topology: error getting NUMA distances (no /sys/devices/system/node/nodeN/distance)",
+    );
+  if (nodes.length > options.maxAllowableNumaNodes)
+    throw new StartupConfigError(
+      `topologyManagerPolicy ${JSON.stringify(policy)}: unsupported on machines with more than ${options.maxAllowableNumaNodes} NUMA Nodes (max-allowable-numa-nodes)`,
+    );
 }
 
 /** upstream NewPolicyOptions with CheckPolicyOptionAvailable; `betaEnabled`: the TopologyManagerPolicyBetaOptions gate. */
