@@ -18,8 +18,8 @@ import {
   detectCgroupLayout,
   nodeCgroupFs,
   readSwapHost,
-  reservedEnforcements,
-  type ReservedEnforcement,
+  enforceReservedCgroups,
+  limitedSwapWarning,
 } from "../cgroups/index.ts";
 import { runtimeCgroupDriver } from "../runtime/cgroup-driver.ts";
 import type { KubeletMetrics } from "../metrics/kubelet.ts";
@@ -98,33 +98,12 @@ export async function buildNodeCgroups(w: Wiring, o: { cri: CriService }) {
     allocatable: { cpuMilli: enforced.cpu, memoryBytes: enforced.memory, hugePages: enforce ? nodeAllocatable.hugePages : hugePageCapacity(machine) },
     enforce,
   });
-  // enforceNodeAllocatable system-reserved / kube-reserved (and -compressible): the reserved amounts become limits on
-  // those existing cgroups (upstream's enforceExistingCgroup); one that cannot be written stops the start.
-  if (podCgroups) {
-    const memoryQoSGate = k.featureGates["MemoryQoS"] === true && podCgroups.version === "v2";
-    let enforcements: ReservedEnforcement[];
-    try {
-      enforcements = reservedEnforcements(k, memoryQoSGate);
-    } catch (err) {
-      throw new StartupConfigError(`enforceNodeAllocatable: ${errorMessage(err)}`);
-    }
-    for (const e of enforcements) {
-      try {
-        const path = await podCgroups.enforceExisting(e.cgroup, e.config);
-        logger.info("enforced reserved limits on cgroup", { level: e.level, [e.field]: e.cgroup, path, ...e.config });
-      } catch (err) {
-        throw new StartupConfigError(
-          `${e.field} ${JSON.stringify(e.cgroup)}: failed to enforce the ${JSON.stringify(e.level)} limits of enforceNodeAllocatable: ${errorMessage(err)}`,
-        );
-      }
-    }
-  }
+  // enforceNodeAllocatable system-reserved / kube-reserved: the reserved amounts as limits on those existing cgroups.
+  if (podCgroups) await enforceReservedCgroups(podCgroups, k, k.featureGates["MemoryQoS"] === true, logger);
   // Swap for containers (memorySwap.swapBehavior), as upstream: NoSwap unless LimitedSwap on cgroup v2 (cgroups/swap.ts).
   const swapHost = readSwapHost(detectCgroupLayout("/", nodeCgroupFs).version, machine.memoryBytes);
-  if (k.memorySwap.swapBehavior === "LimitedSwap" && swapHost.cgroupVersion === "v1")
-    logger.warn("memorySwap.swapBehavior LimitedSwap needs cgroup v2: on this cgroup v1 host every container gets NoSwap (memory+swap limit = memory limit), as upstream");
-  else if (k.memorySwap.swapBehavior === "LimitedSwap" && !swapHost.swapController)
-    logger.warn("memorySwap.swapBehavior LimitedSwap: the kernel has no swap controller (memory.swap.max); no swap limit is written, as upstream");
+  const swapWarning = limitedSwapWarning(k.memorySwap.swapBehavior, swapHost);
+  if (swapWarning) logger.warn(swapWarning);
   return { machine, podCgroups, podsCgroupParent, nodeAllocatable, swapHost };
 }
 

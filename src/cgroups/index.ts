@@ -69,7 +69,16 @@ export {
 export { CgroupError, isCgroupError, type CgroupErrorKind } from "./errors.ts";
 export { detectCgroupLayout, parseMountinfo, type CgroupLayout, type Hierarchy } from "./detect.ts";
 export { nodeCgroupFs, type CgroupFs } from "./fs.ts";
-export { containerSwapBehavior, containerSwapResources, readSwapHost, swapForBurstableContainer, type SwapBehavior, type SwapHost, type SwapResources } from "./swap.ts";
+export {
+  containerSwapBehavior,
+  containerSwapResources,
+  limitedSwapWarning,
+  readSwapHost,
+  swapForBurstableContainer,
+  type SwapBehavior,
+  type SwapHost,
+  type SwapResources,
+} from "./swap.ts";
 export { FakePodCgroups } from "./fake.ts";
 export { CgroupDriverMismatchError, chooseCgroupDriver, type CgroupDriverName, type RuntimeDriverAnswer } from "./driver.ts";
 export { expandSlice, parseSystemdName, resourceProperties, systemdCgroupPath } from "./systemd.ts";
@@ -135,6 +144,7 @@ export function createPodCgroups(opts: PodCgroupsOptions): PodCgroups {
   });
 }
 export { ActivePodCgroups } from "./active.ts";
+export { enforceReservedCgroups } from "./reserved.ts";
 export { SystemCgroups, ENSURE_PERIOD_MS, OOM_SCORE_PERIOD_MS, nodeProcFs, type ProcFs } from "./system-cgroups.ts";
 
 /**

@@ -81,3 +81,12 @@ export function readSwapHost(cgroupVersion: "v1" | "v2", memoryCapacityBytes: nu
   const swapKb = /^SwapTotal:\s+(\d+) kB$/m.exec(readFileSync(join(root, "proc/meminfo"), "utf8"))?.[1];
   return { cgroupVersion, swapController: existsSync(controller), memoryCapacityBytes, swapCapacityBytes: Number(swapKb ?? 0) * 1024 };
 }
+
+/** What the log says when memorySwap.swapBehavior LimitedSwap cannot act on this host (every container gets NoSwap, as upstream); undefined when it can or is not asked. */
+export function limitedSwapWarning(configured: string, host: Pick<SwapHost, "cgroupVersion" | "swapController">): string | undefined {
+  if (configured !== "LimitedSwap") return undefined;
+  if (host.cgroupVersion === "v1")
+    return "memorySwap.swapBehavior LimitedSwap needs cgroup v2: on this cgroup v1 host every container gets NoSwap (memory+swap limit = memory limit), as upstream";
+  if (!host.swapController) return "memorySwap.swapBehavior LimitedSwap: the kernel has no swap controller (memory.swap.max); no swap limit is written, as upstream";
+  return undefined;
+}
