@@ -3,8 +3,9 @@
  * a static pod from a manifest directory, every subsystem real. It proves
  * the wiring (the pod runs, its mirror pod reports Running) and that stopping
  * the agent leaves nothing behind: every timer and sleep taken from the
- * clock is done or cancelled, every watch on the API is closed, the kubelet
- * API port no longer accepts connections.
+ * clock, and every setTimeout and setInterval taken from the runtime
+ * directly, is done or cancelled, every watch on the API is closed, the
+ * kubelet API port no longer accepts connections.
  */
 import { afterAll, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -58,6 +59,45 @@ class CountingClock implements Clock {
     return id;
   }
 }
+
+/**
+ * Timers taken from the runtime itself (setTimeout, setInterval) rather than
+ * through the clock, while the agent runs: one still pending after stop is a
+ * leak too. Timeouts that fired or were cleared, and cleared intervals, are not.
+ */
+function trackRuntimeTimers(): { pending: Map<unknown, string>; restore(): void } {
+  const pending = new Map<unknown, string>();
+  const original = { setTimeout, setInterval, clearTimeout, clearInterval };
+  const where = (what: string) =>
+    `${what} ${(new Error().stack ?? "")
+      .split("\n")
+      .slice(3, 6)
+      .map((l) => l.trim())
+      .join(" < ")}`;
+  globalThis.setTimeout = ((fn: (...a: unknown[]) => void, ms?: number, ...args: unknown[]) => {
+    const t = original.setTimeout(
+      (...a: unknown[]) => {
+        pending.delete(t);
+        fn(...a);
+      },
+      ms,
+      ...args,
+    );
+    pending.set(t, where(`setTimeout ${ms} ms`));
+    return t;
+  }) as typeof setTimeout;
+  globalThis.setInterval = ((fn: (...a: unknown[]) => void, ms?: number, ...args: unknown[]) => {
+    const t = original.setInterval(fn, ms, ...args);
+    pending.set(t, where(`setInterval ${ms} ms`));
+    return t;
+  }) as typeof setInterval;
+  globalThis.clearTimeout = ((t: Parameters<typeof clearTimeout>[0]) => (pending.delete(t), original.clearTimeout(t))) as typeof clearTimeout;
+  globalThis.clearInterval = ((t: Parameters<typeof clearInterval>[0]) => (pending.delete(t), original.clearInterval(t))) as typeof clearInterval;
+  return { pending, restore: () => void Object.assign(globalThis, original) };
+}
+
+let restoreTimers = () => {};
+afterAll(() => restoreTimers());
 
 const dir = mkdtempSync(join(tmpdir(), "bunlet-agent-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -150,6 +190,8 @@ async function startWholeAgent(
 
 test("the whole agent runs a static pod and stops with no timer, watch or port left open", async () => {
   const clock = new CountingClock();
+  const runtimeTimers = trackRuntimeTimers();
+  restoreTimers = runtimeTimers.restore; // also when the test fails before its end
   const cri = new FakeCri({ clock });
   const api = new FakeKubeApi();
   const { agent, stop, running, port } = await startWholeAgent("clean", { manifests: { "web.yaml": webPod }, cri, api, clock });
@@ -166,6 +208,9 @@ test("the whole agent runs a static pod and stops with no timer, watch or port l
   stop.abort();
   expect(await agent).toBeUndefined();
   expect([...clock.pending.values()]).toEqual([]);
+  const runtimeTimersLeft = [...runtimeTimers.pending.values()];
+  runtimeTimers.restore();
+  expect(runtimeTimersLeft).toEqual([]);
   expect(api.openWatches).toBe(0);
   expect(await portRefuses(port)).toBe(true);
   // The pod keeps running (an agent restart adopts it): nothing was stopped.
