@@ -35,6 +35,13 @@ export function housekeepingTasks(
   const { volumes } = o.vol;
   // Garbage is collected by heap growth, as Go's GOGC does, not by the machine's RAM (memory/gc-pacer.ts).
   const gcPacer = new GcPacer({ heap: o.heap, clock, logger });
+  // Whether a pod UID is still known here (a worker, the runtime, a source): undefined until the PLEG relisted and every
+  // source delivered, since before that a pod still loading would look orphaned.
+  const knownPods = (): ((uid: string) => boolean) | undefined => {
+    if (!pleg.hasRelisted() || !podConfig.allSourcesReady()) return undefined;
+    const known = new Set([...pleg.runtimePods().map((p) => p.uid), ...podConfig.desiredPods().map((p) => podUid(p))]);
+    return (uid) => workers.has(uid) || known.has(uid);
+  };
   return [
     () => gcPacer.tick(),
     ...(podCgroups ? [everyMs(60_000, clock, () => podCgroupHousekeeping(podCgroups, workers, pleg, logger))] : []),
@@ -43,21 +50,21 @@ export function housekeepingTasks(
     // User namespace slots of pods gone (no source wants them, none runs) or whose directory is gone: every pass, as
     // upstream's HandlePodCleanups (CleanupOrphanedPodUsernsAllocations), once every source delivered its pods.
     () => {
-      if (!pleg.hasRelisted() || !podConfig.allSourcesReady()) return;
-      const known = new Set([...pleg.runtimePods().map((p) => p.uid), ...podConfig.desiredPods().map((p) => podUid(p))]);
+      const known = knownPods();
+      if (!known) return;
       try {
-        const released = userNamespaces.cleanupOrphans((uid) => workers.has(uid) || known.has(uid));
+        const released = userNamespaces.cleanupOrphans(known);
         if (released.length) logger.v(2).info("released user namespaces of orphaned pods", { pods: released });
       } catch (err) {
         logger.error("Failed cleaning up orphaned pod user namespaces allocations", { err: errorMessage(err) });
       }
     },
     everyMs(60_000, clock, async () => {
-      if (!pleg.hasRelisted() || !podConfig.allSourcesReady()) return;
-      const known = new Set([...pleg.runtimePods().map((p) => p.uid), ...podConfig.desiredPods().map((p) => podUid(p))]);
-      await volumes.cleanupOrphans((uid) => workers.has(uid) || known.has(uid));
-      allocation?.removeOrphans((uid) => workers.has(uid) || known.has(uid));
-      devices.removeOrphans((uid) => workers.has(uid) || known.has(uid));
+      const known = knownPods();
+      if (!known) return;
+      await volumes.cleanupOrphans(known);
+      allocation?.removeOrphans(known);
+      devices.removeOrphans(known);
     }),
   ];
 }

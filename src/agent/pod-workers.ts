@@ -130,12 +130,11 @@ export function buildPodWorkers(
   );
   // Container events where the runtime streams them (falls back to relisting by itself where it does not);
   // featureGates EventedPLEG=false keeps the one-second relist only.
-  const onRelist = (duration: number, interval: number | undefined) => metrics.plegRelist(duration, interval);
   const pleg: Pleg = stack.use(
     "PLEG",
     k.featureGates["EventedPLEG"] === false
-      ? new GenericPleg({ runtime, clock, logger, onRelist, view: runtimePods })
-      : new EventedPleg({ runtime, cri, clock, logger, onRelist, view: runtimePods }),
+      ? new GenericPleg({ runtime, clock, logger, metrics, view: runtimePods })
+      : new EventedPleg({ runtime, cri, clock, logger, metrics, view: runtimePods }),
   );
   return { workers, pleg };
 }

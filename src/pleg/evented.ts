@@ -29,6 +29,7 @@ import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import type { PlegEvent } from "./diff.ts";
 import { GenericPleg, type Pleg } from "./generic.ts";
+import type { KubeletMetricsSink } from "../metrics/kubelet.ts";
 
 /** Upstream's generic PLEG: relistPeriod 1 s, relistThreshold 3 min. */
 export const RELIST_PERIOD_MS = 1000;
@@ -69,7 +70,7 @@ export interface EventedPlegOptions {
   cri: Pick<RuntimeService, "containerEvents">;
   clock: Clock;
   logger: Logger;
-  onRelist?: (durationMs: number, intervalMs: number | undefined) => void;
+  metrics?: Pick<KubeletMetricsSink, "plegRelist">;
   /** What the metrics (built before the PLEG) read the runtime's pods through; served from construction on. */
   view?: RuntimePodsView;
 }
@@ -86,7 +87,7 @@ export class EventedPleg implements Pleg {
       runtime: opts.runtime,
       clock: opts.clock,
       logger: opts.logger,
-      ...(opts.onRelist ? { onRelist: opts.onRelist } : {}),
+      ...(opts.metrics ? { metrics: opts.metrics } : {}),
       relistPeriodMs: () => (streaming() ? EVENTED_RELIST_PERIOD_MS : RELIST_PERIOD_MS),
       unhealthyAfterMs: () => (streaming() ? EVENTED_RELIST_THRESHOLD_MS : RELIST_THRESHOLD_MS),
     });

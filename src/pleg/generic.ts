@@ -16,6 +16,7 @@ import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import { diffRelists, type PlegEvent } from "./diff.ts";
 import type { RuntimePodsView } from "./view.ts";
+import type { KubeletMetricsSink } from "../metrics/kubelet.ts";
 
 export interface PlegOptions {
   runtime: Pick<PodRuntime, "relist">;
@@ -26,7 +27,7 @@ export interface PlegOptions {
   /** Default 3 min (upstream relistThreshold); read at each health check. */
   unhealthyAfterMs?: number | (() => number);
   /** Each relist's duration and the time since the previous one started (upstream's relist metrics). */
-  onRelist?: (durationMs: number, intervalMs: number | undefined) => void;
+  metrics?: Pick<KubeletMetricsSink, "plegRelist">;
   /** What the metrics (built before the PLEG) read the runtime's pods through; served from construction on. */
   view?: RuntimePodsView;
 }
@@ -143,7 +144,7 @@ export class GenericPleg implements Pleg {
       this.opts.logger.warn("PLEG relist failed", { err: errorMessage(err) });
       return;
     } finally {
-      this.opts.onRelist?.(this.opts.clock.now() - started, interval);
+      this.opts.metrics?.plegRelist(this.opts.clock.now() - started, interval);
     }
     const next = new Map(pods.map((p) => [p.uid, p]));
     // Pods an event told about while this relist was in flight: the event is newer.
