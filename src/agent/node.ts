@@ -32,6 +32,7 @@ import {
   parsePolicyOptions,
   readNumaNodes,
   TopologyManager,
+  type HintProvider,
   type NumaNode,
   type PolicyName,
   type Scope,
@@ -270,7 +271,7 @@ export function buildCpuManager(w: Wiring, o: { cri: CriService; pods: ActivePod
  */
 export function buildTopologyManager(
   w: Wiring,
-  o: { node: Pick<NodeCgroups, "machine">; pods: ActivePods; sources: SourcesReady; sysRoot?: string },
+  o: { node: Pick<NodeCgroups, "machine">; pods: ActivePods; sources: SourcesReady; cpuManager: HintProvider; sysRoot?: string },
 ): { topology: TopologyManager; memoryManager: MemoryManager } {
   const { config, logger } = w;
   const k = config.kubelet;
@@ -310,7 +311,8 @@ export function buildTopologyManager(
     scope: k.topologyManagerScope as Scope,
     options,
     numa: { nodes: nodes.map((n) => n.id), distances: new Map(nodes.map((n) => [n.id, n.distances])) },
-    providers: [memoryManager],
+    // upstream's order of hint providers: the CPU manager, then the memory manager.
+    providers: [o.cpuManager, memoryManager],
     logger,
   });
   logger.info("topology and memory managers", {

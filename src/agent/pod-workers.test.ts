@@ -12,7 +12,7 @@ const refuse = (reason: string): AdmitResult => ({ admit: false, reason, message
 const admit: AdmitResult = { admit: true };
 
 /** Every check admits and records that it was asked; `over` makes one refuse. */
-function setup(over: Partial<Record<"shutdown" | "devices" | "cpu" | "topology", AdmitResult>> & { evicted?: boolean } = {}, allocated?: (p: Pod) => Pod) {
+function setup(over: Partial<Record<"shutdown" | "devices" | "topology", AdmitResult>> & { evicted?: boolean } = {}, allocated?: (p: Pod) => Pod) {
   const asked: string[] = [];
   const sources: AdmissionSources = {
     facts,
@@ -23,8 +23,7 @@ function setup(over: Partial<Record<"shutdown" | "devices" | "cpu" | "topology",
       ),
     },
     devices: { admit: () => (asked.push("devices"), over.devices ?? admit) },
-    cpuManager: { admit: (p) => (asked.push(`cpu ${p.spec.containers[0]?.resources?.requests?.["cpu"]}`), over.cpu ?? admit) },
-    topology: { admit: () => (asked.push("topology"), over.topology ?? admit) },
+    topology: { admit: (p) => (asked.push(`topology ${p.spec.containers[0]?.resources?.requests?.["cpu"]}`), over.topology ?? admit) },
     allocation: allocated ? { allocatedPod: allocated } : undefined,
   };
   const admission = new PodAdmission({ allowedUnsafeSysctls: [], featureGates: {} }, sources);
@@ -32,10 +31,10 @@ function setup(over: Partial<Record<"shutdown" | "devices" | "cpu" | "topology",
 }
 
 describe("PodAdmission", () => {
-  test("upstream's order: node shutdown, eviction, devices, CPUs, the topology manager (NUMA memory), then the resource predicates", () => {
+  test("upstream's order: node shutdown, eviction, devices, the topology manager (CPUs, NUMA memory), then the resource predicates", () => {
     const s = setup();
     expect(s.admit(pod(), [])).toEqual({ admit: true });
-    expect(s.asked).toEqual(["shutdown", "eviction", "devices", "cpu 100m", "topology"]);
+    expect(s.asked).toEqual(["shutdown", "eviction", "devices", "topology 100m"]);
     const refused = setup({ topology: { admit: false, reason: "TopologyAffinityError", message: "Resources cannot be allocated with Topology locality" } });
     expect(refused.admit(pod(), [])).toMatchObject({ admit: false, reason: "TopologyAffinityError" });
     expect(setup().admit(pod("2"), [])).toMatchObject({ admit: false, reason: "OutOfcpu" });
@@ -63,6 +62,6 @@ describe("PodAdmission", () => {
   test("CPUs and resources count the pod as allocated, not as its pending resize asks", () => {
     const s = setup({}, () => pod("200m"));
     expect(s.admit(pod("5"), [])).toEqual({ admit: true });
-    expect(s.asked.at(-2)).toBe("cpu 200m");
+    expect(s.asked.at(-1)).toBe("topology 200m");
   });
 });

@@ -1,7 +1,6 @@
 /** The pod path's last part: admission, the pod syncer, the pod workers and the PLEG that wakes them. */
 import type { AllocationManager } from "../allocation/index.ts";
 import type { KubeletConfiguration } from "../config/index.ts";
-import type { CpuManager } from "../cpumanager/index.ts";
 import type { TopologyManager } from "../topologymanager/index.ts";
 import type { CriService } from "../cri/index.ts";
 import type { DeviceManager } from "../devices/index.ts";
@@ -32,8 +31,7 @@ export interface AdmissionSources {
   nodeShutdown: Pick<NodeShutdownManager, "admit"> | undefined;
   eviction: Pick<EvictionManager, "admitPod">;
   devices: Pick<DeviceManager, "admit">;
-  cpuManager: Pick<CpuManager, "admit">;
-  /** The topology manager with its hint providers (the memory manager). */
+  /** The topology manager with its hint providers (the CPU and memory managers): it allocates exclusive CPUs and NUMA memory. */
   topology: Pick<TopologyManager, "admit">;
   allocation: Pick<AllocationManager, "allocatedPod"> | undefined;
 }
@@ -61,7 +59,7 @@ export class PodAdmission implements PodAdmitter {
   }
 
   admit(pod: Pod, active: Pod[]): AdmitResult {
-    const { facts, nodeShutdown, eviction, devices, cpuManager, topology, allocation } = this.o;
+    const { facts, nodeShutdown, eviction, devices, topology, allocation } = this.o;
     const shuttingDown = nodeShutdown?.admit();
     if (shuttingDown && !shuttingDown.admit) return shuttingDown;
     const underPressure = eviction.admitPod(pod);
@@ -77,10 +75,7 @@ export class PodAdmission implements PodAdmitter {
     // A pod counts with what it was allocated (checkpointed; active pods come allocated), not with a resize it
     // asked for: after a restart, a pod whose resize is pending is admitted again as it runs (upstream).
     const allocated = allocation ? allocation.allocatedPod(pod) : pod;
-    // Exclusive CPUs after devices, as upstream's topology manager asks its hint providers.
-    const cpuResult = cpuManager.admit(allocated, active);
-    if (!cpuResult.admit) return cpuResult;
-    // The memory manager pins a Guaranteed pod's memory to NUMA nodes through the topology manager's hints.
+    // Exclusive CPUs and NUMA memory after devices, aligned by the topology manager (upstream's hint provider order).
     const topologyResult = topology.admit(allocated);
     if (!topologyResult.admit) return topologyResult;
     return admitPod(allocated, active, facts);

@@ -43,6 +43,7 @@ function build(fields: Record<string, unknown>, sys: string) {
       node: { machine: { memoryBytes: 8 * 2 ** 30 } as never },
       pods: { activePods: () => [] } as never,
       sources: { allSourcesReady: () => true },
+      cpuManager: { containerHints: () => undefined, podHints: () => undefined, allocate: () => undefined },
       sysRoot: sys,
     });
   return { run, rootDir };

@@ -197,7 +197,7 @@ describe("the reconcile loop", () => {
     expect(updates).toEqual([["c-be", { cpusetCpus: "0-3" }]]);
     await m.reconcile();
     expect(updates.length).toBe(1); // unchanged: not written again
-    expect(m.admit(g, active)).toEqual({ admit: true });
+    expect(m.allocate(g, g.spec.containers[0]!, undefined)).toBeUndefined();
     expect(m.cpusetFor(g, g.spec.containers[0]!)).toBe("1");
     active = [be, g];
     containers.push({ id: "c-g", labels: { "io.kubernetes.pod.uid": "g", "io.kubernetes.container.name": "app" } });

@@ -3,6 +3,7 @@ import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import type { StateStore } from "./checkpoint.ts";
 import type { CpuManager } from "./manager.ts";
 import type { CpuAdmitResult } from "./policy.ts";
+import type { AllocateFailure, ProviderHints } from "../topologymanager/index.ts";
 import type { CpuTopology } from "./topology.ts";
 
 export function memoryStateStore(initial?: string): StateStore & { text: string | undefined; writes: number } {
@@ -37,9 +38,18 @@ export class FakeCpuManager implements CpuManager {
     private readonly verdict: (pod: Pod) => CpuAdmitResult = () => ({ admit: true }),
     private readonly cpusets: Record<string, string> = {},
   ) {}
-  admit(pod: Pod): CpuAdmitResult {
-    this.admitted.push(pod.metadata.name ?? "");
-    return this.verdict(pod);
+  containerHints(): ProviderHints {
+    return undefined;
+  }
+  podHints(): ProviderHints {
+    return undefined;
+  }
+  /** Records the pod once (its first container) and answers with the verdict. */
+  allocate(pod: Pod, container: ContainerSpec): AllocateFailure | undefined {
+    const first = [...(pod.spec.initContainers ?? []), ...pod.spec.containers][0];
+    if (container === first) this.admitted.push(pod.metadata.name ?? "");
+    const v = this.verdict(pod);
+    return v.admit ? undefined : { reason: v.reason, message: v.message };
   }
   cpusetFor(pod: Pod, container: ContainerSpec): string | undefined {
     return this.cpusets[`${pod.metadata.uid}/${container.name}`];

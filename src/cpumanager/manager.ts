@@ -14,12 +14,16 @@ import { ContainerNameLabel, PodUidLabel } from "../runtime/labels.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import { formatCpuSet } from "../util/cpuset.ts";
-import type { CpuAdmitResult, CpuPolicy } from "./policy.ts";
+import type { CpuPolicy } from "./policy.ts";
 import { podUid } from "../pods/identity.ts";
+import type { AllocateFailure, HintProvider, ProviderHints, TopologyHint } from "../topologymanager/index.ts";
 
-export interface CpuManager {
-  /** Allocates the pod's exclusive CPUs, or says why it cannot be admitted. */
-  admit(pod: Pod, active: readonly Pod[]): CpuAdmitResult;
+/**
+ * A hint provider of the topology manager (upstream: the CPU manager's
+ * GetTopologyHints, GetPodTopologyHints and Allocate, which the topology
+ * manager's admission calls with the merged affinity).
+ */
+export interface CpuManager extends HintProvider {
   /** The cpuset a container is created with; undefined: none is written. */
   cpusetFor(pod: Pod, container: ContainerSpec): string | undefined;
   /** The container's exclusive CPUs and the CPUs the policy can give (the pod resources API). */
@@ -51,12 +55,30 @@ export class PolicyCpuManager implements CpuManager {
 
   constructor(private readonly d: CpuManagerDeps) {}
 
-  admit(pod: Pod, active: readonly Pod[]): CpuAdmitResult {
-    // upstream Allocate removes stale state first, so CPUs of finished pods are free again.
-    if (this.d.sources.allSourcesReady()) this.d.policy.removeStale([...active, pod]);
-    const result = this.d.policy.allocatePod(pod);
-    if (!result.admit) this.d.logger.warn("CPU manager: pod not admitted", { pod: pod.metadata.name, reason: result.reason, message: result.message });
-    return result;
+  /** upstream removeStaleState before hints and Allocate, so CPUs of finished pods are free again; the pod being admitted keeps its own. */
+  private removeStale(admitting: Pod): void {
+    if (this.d.sources.allSourcesReady()) this.d.policy.removeStale([...this.d.pods.activePods(), admitting]);
+  }
+
+  containerHints(pod: Pod, container: ContainerSpec): ProviderHints {
+    this.removeStale(pod);
+    return this.d.policy.containerHints(pod, container);
+  }
+
+  podHints(pod: Pod): ProviderHints {
+    this.removeStale(pod);
+    return this.d.policy.podHints(pod);
+  }
+
+  allocate(pod: Pod, container: ContainerSpec, hint: TopologyHint | undefined): AllocateFailure | undefined {
+    this.removeStale(pod);
+    const err = this.d.policy.allocate(pod, container, hint?.affinity);
+    if (err !== undefined) this.d.logger.warn("CPU manager: cannot allocate", { pod: pod.metadata.name, container: container.name, err });
+    return err;
+  }
+
+  rollback(pod: Pod): void {
+    this.d.policy.rollback(pod);
   }
 
   cpusetFor(pod: Pod, container: ContainerSpec): string | undefined {

@@ -11,6 +11,12 @@
  * Non-restartable init containers hand their CPUs on to the pod's next
  * containers (upstream's cpusToReuse). A container keeps its CPUs until its
  * pod is no longer active.
+ *
+ * As a hint provider of the topology manager (upstream GetTopologyHints,
+ * GetPodTopologyHints, generateCPUTopologyHints) it says on which NUMA nodes
+ * a container's (or a pod's) exclusive CPUs fit, from the free CPUs or from
+ * the ones it already holds, and takes them on the merged hint's nodes first
+ * (upstream allocateCPUs).
  */
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import { podUid } from "../pods/identity.ts";
@@ -21,6 +27,7 @@ import { type CpuManagerState, CheckpointError, decodeCheckpoint, encodeCheckpoi
 import { type CpuSet, difference, formatCpuSet, intersection, sameSet, union } from "../util/cpuset.ts";
 import { takeByTopology } from "./assignment.ts";
 import { allCpus, type CpuTopology, cpusPerCore } from "./topology.ts";
+import { type AllocateFailure, generateHints, type NumaMask, type ProviderHints, type TopologyHint } from "../topologymanager/index.ts";
 
 export type CpuAdmitResult = { admit: true } | { admit: false; reason: string; message: string };
 
@@ -59,11 +66,27 @@ export function guaranteedCpus(pod: Pod, container: ContainerSpec): number {
   return milli % 1000 === 0 ? milli / 1000 : 0;
 }
 
+/** upstream podGuaranteedCPUs: the long-running containers together, or the largest init container with the sidecars before it. */
+export function podGuaranteedCpus(pod: Pod): number {
+  let byInit = 0;
+  let byRestartableInit = 0;
+  for (const c of pod.spec.initContainers ?? []) {
+    const n = guaranteedCpus(pod, c);
+    if (isRestartableInit(pod, c)) byRestartableInit += n;
+    else if (byRestartableInit + n > byInit) byInit = byRestartableInit + n;
+  }
+  let byApps = 0;
+  for (const c of pod.spec.containers) byApps += guaranteedCpus(pod, c);
+  return Math.max(byInit, byApps + byRestartableInit);
+}
+
 export class CpuPolicy {
   readonly reserved: CpuSet;
   private state: CpuManagerState;
   /** Pod UID → CPUs its finished init containers hand on (upstream cpusToReuse; one pod at a time). */
   private reuse = new Map<string, CpuSet>();
+  /** The pod being admitted, the containers this admission gave CPUs and its reusable CPUs before (rollback). */
+  private fresh: { uid: string; added: string[]; reuse: CpuSet } | undefined;
 
   constructor(private readonly cfg: PolicyConfig) {
     this.reserved = cfg.policy === "static" ? reservedCpus(cfg) : [];
@@ -142,30 +165,106 @@ export class CpuPolicy {
     return this.cfg.policy === "static" ? difference(allCpus(this.cfg.topology), this.reserved) : [];
   }
 
-  /** upstream topology manager (container scope) Allocate: every container of the pod, init containers first. */
+  /** Every container of the pod, init containers first, with no NUMA affinity (topology manager policy "none"); nothing is kept when one fails. */
   allocatePod(pod: Pod): CpuAdmitResult {
-    if (this.cfg.policy !== "static") return { admit: true };
-    const uid = podUid(pod);
-    const before = structuredClone(this.state);
     for (const c of [...(pod.spec.initContainers ?? []), ...pod.spec.containers]) {
-      const err = this.allocate(pod, c);
-      if (err) {
-        this.state = before;
-        this.reuse.delete(uid);
-        return err;
+      const err = this.allocate(pod, c, undefined);
+      if (err !== undefined) {
+        this.rollback(pod);
+        return typeof err === "string"
+          ? { admit: false, reason: "UnexpectedAdmissionError", message: `Allocate failed due to ${err}, which is unexpected` }
+          : { admit: false, ...err };
       }
     }
-    this.save();
     return { admit: true };
   }
 
-  private allocate(pod: Pod, c: ContainerSpec): CpuAdmitResult | undefined {
+  /** The NUMA nodes of the CPUs. */
+  private numaNodes(): number[] {
+    return [...new Set(this.cfg.topology.cpus.map((c) => c.numa))].sort((a, b) => a - b);
+  }
+
+  private cpusIn(mask: NumaMask, among: CpuSet): CpuSet {
+    const numa = new Map(this.cfg.topology.cpus.map((c) => [c.cpu, c.numa]));
+    return among.filter((cpu) => (mask >> BigInt(numa.get(cpu) ?? 0)) & 1n);
+  }
+
+  /** upstream generateCPUTopologyHints. */
+  private hints(available: CpuSet, reusable: CpuSet, request: number): TopologyHint[] {
+    const all = allCpus(this.cfg.topology);
+    return generateHints({
+      nodes: this.numaNodes(),
+      request,
+      totalIn: (mask) => this.cpusIn(mask, all).length,
+      availableIn: (mask) => this.cpusIn(mask, available).length,
+      reusableIn: (mask) => (this.cpusIn(mask, reusable).length === reusable.length ? reusable.length : undefined),
+    });
+  }
+
+  /** upstream GetAvailableCPUs: the shared pool without the reserved CPUs. */
+  private available(): CpuSet {
+    return difference(this.state.defaultCpuSet, this.reserved);
+  }
+
+  /** upstream staticPolicy.GetTopologyHints: none for a container on the shared pool; from its CPUs when it has them already (an agent restart). */
+  containerHints(pod: Pod, c: ContainerSpec): ProviderHints {
+    if (this.cfg.policy !== "static") return undefined;
+    const requested = guaranteedCpus(pod, c);
+    if (requested === 0) return undefined;
+    const allocated = this.state.entries[podUid(pod)]?.[c.name];
+    if (allocated) return { cpu: allocated.length === requested ? this.hints(allocated, [], requested) : [] };
+    return { cpu: this.hints(this.available(), this.reuse.get(podUid(pod)) ?? [], requested) };
+  }
+
+  /** upstream staticPolicy.GetPodTopologyHints. */
+  podHints(pod: Pod): ProviderHints {
+    if (this.cfg.policy !== "static") return undefined;
+    const requested = podGuaranteedCpus(pod);
+    if (requested === 0) return undefined;
+    let assigned: CpuSet = [];
+    for (const c of [...(pod.spec.initContainers ?? []), ...pod.spec.containers]) {
+      const allocated = this.state.entries[podUid(pod)]?.[c.name];
+      if (!allocated) continue;
+      if (allocated.length !== guaranteedCpus(pod, c)) return { cpu: [] };
+      assigned = union(assigned, allocated);
+    }
+    if (assigned.length === requested) return { cpu: this.hints(assigned, [], requested) };
+    return { cpu: this.hints(this.available(), union(this.reuse.get(podUid(pod)) ?? [], assigned), requested) };
+  }
+
+  /**
+   * upstream staticPolicy.Allocate for one container: its CPUs are taken from
+   * the NUMA nodes of `affinity` first, the rest (if they do not hold enough)
+   * from the others. Written to the state file at once.
+   */
+  allocate(pod: Pod, c: ContainerSpec, affinity: NumaMask | undefined): AllocateFailure | undefined {
+    if (this.cfg.policy !== "static") return undefined;
+    const uid = podUid(pod);
+    if (this.fresh?.uid !== uid) this.fresh = { uid, added: [], reuse: [...(this.reuse.get(uid) ?? [])] };
+    const had = this.state.entries[uid]?.[c.name] !== undefined;
+    const err = this.allocateContainer(pod, c, affinity);
+    if (err !== undefined) return err;
+    if (!had && this.state.entries[uid]?.[c.name]) this.fresh.added.push(c.name);
+    this.save();
+    return undefined;
+  }
+
+  /** The pod was not admitted: the CPUs this admission gave it go back to the pool. */
+  rollback(pod: Pod): void {
+    if (this.fresh?.uid !== podUid(pod)) return;
+    for (const name of this.fresh.added) this.release(this.fresh.uid, name);
+    this.reuse.set(this.fresh.uid, this.fresh.reuse);
+    this.fresh = undefined;
+    this.save();
+  }
+
+  private allocateContainer(pod: Pod, c: ContainerSpec, affinity: NumaMask | undefined): AllocateFailure | undefined {
     const n = guaranteedCpus(pod, c);
     if (n === 0) return undefined;
     const uid = podUid(pod);
     const perCore = cpusPerCore(this.cfg.topology);
     if (this.cfg.fullPcpusOnly) {
-      const smt = (message: string): CpuAdmitResult => ({ admit: false, reason: "SMTAlignmentError", message });
+      const smt = (message: string): AllocateFailure => ({ reason: "SMTAlignmentError", message });
       if (n % perCore !== 0) return smt(`SMT Alignment Error: requested ${n} cpus not multiple cpus per core = ${perCore}`);
       const reservedCores = new Set(this.cfg.topology.cpus.filter((x) => this.reserved.includes(x.cpu)).map((x) => x.core));
       const physical = difference(
@@ -181,10 +280,15 @@ export class CpuPolicy {
       return undefined;
     }
     const reusable = this.reuse.get(uid) ?? [];
-    const available = union(difference(this.state.defaultCpuSet, this.reserved), reusable);
-    const took = takeByTopology(this.cfg.topology, available, n);
-    // Errors that are not admission errors of their own get upstream's UnexpectedAdmissionError wording.
-    if (!took.ok) return { admit: false, reason: "UnexpectedAdmissionError", message: `Allocate failed due to ${took.error}, which is unexpected` };
+    const available = union(this.available(), reusable);
+    // upstream allocateCPUs: the CPUs on the affinity's NUMA nodes first, by topology, then the rest.
+    const aligned = affinity === undefined ? [] : this.cpusIn(affinity, available);
+    const first = takeByTopology(this.cfg.topology, aligned, Math.min(n, aligned.length));
+    if (!first.ok) return first.error;
+    const rest = takeByTopology(this.cfg.topology, difference(available, first.cpus), n - first.cpus.length);
+    // A message, not an admission error of its own: upstream's UnexpectedAdmissionError.
+    if (!rest.ok) return rest.error;
+    const took = { cpus: union(first.cpus, rest.cpus) };
     this.state.defaultCpuSet = difference(this.state.defaultCpuSet, took.cpus);
     this.state.entries[uid] = { ...this.state.entries[uid], [c.name]: took.cpus };
     this.updateReuse(pod, c, took.cpus);

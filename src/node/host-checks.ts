@@ -10,9 +10,9 @@
  * - maxOpenFiles: the agent's own RLIMIT_NOFILE, soft and hard (upstream
  *   rlimit.SetNumFiles; a failure is a warning, as upstream logs it);
  * - topologyManagerPolicy: other than "none" only on a host with one NUMA
- *   node (src/topologymanager merges the memory manager's hints there);
- *   with more, the CPU and device managers give no hints yet, so the agent
- *   does not start.
+ *   node (src/topologymanager merges the CPU and memory managers' hints);
+ *   with more, the device manager gives no hints yet, so the agent does not
+ *   start.
  * - protectKernelDefaults: upstream's six kernel tunables (KERNEL_TUNABLES,
  *   setupKernelTunables); true: one that differs stops the agent, with
  *   upstream's message for each; false: each that differs is written
@@ -196,7 +196,7 @@ export function checkHost(s: HostCheckSettings, deps: HostCheckDeps): HostCheckR
     if (nodes.length > 1)
       return {
         ok: false,
-        problem: `topologyManagerPolicy: ${JSON.stringify(s.topologyManagerPolicy)} (scope ${JSON.stringify(s.topologyManagerScope)}) needs NUMA alignment of CPUs, memory and devices, and this host has ${nodes.length} NUMA nodes (${nodes.join(", ")}): only the memory manager gives the topology manager hints here, the CPU and device managers do not, so only "none" is honoured on this host (every policy is on a host with one NUMA node)`,
+        problem: `topologyManagerPolicy: ${JSON.stringify(s.topologyManagerPolicy)} (scope ${JSON.stringify(s.topologyManagerScope)}) needs NUMA alignment of CPUs, memory and devices, and this host has ${nodes.length} NUMA nodes (${nodes.join(", ")}): the CPU and memory managers give the topology manager hints here, the device manager does not, so only "none" is honoured on this host (every policy is on a host with one NUMA node)`,
         invalidConfig: true,
       };
   }

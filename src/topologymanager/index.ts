@@ -22,5 +22,15 @@ export {
   type ProviderHints,
   type TopologyHint,
 } from "./policy.ts";
-export { TopologyManager, TOPOLOGY_AFFINITY_ERROR, describe, type HintProvider, type Scope, type TopologyAdmitResult, type TopologyManagerOptions } from "./manager.ts";
+export {
+  TopologyManager,
+  TOPOLOGY_AFFINITY_ERROR,
+  describe,
+  type AllocateFailure,
+  type HintProvider,
+  type Scope,
+  type TopologyAdmitResult,
+  type TopologyManagerOptions,
+} from "./manager.ts";
+export { generateHints, numaMasks, type HintInputs } from "./hints.ts";
 export { readNumaNodes, hugePageResourceName, NumaTopologyError, type NumaNode, type HugePages } from "./numa.ts";

@@ -12,12 +12,21 @@ import { bitsOf, mergePolicy, type NumaInfo, type PolicyName, type PolicyOptions
 
 export type TopologyAdmitResult = { admit: true } | { admit: false; reason: string; message: string };
 
-/** A resource manager that takes part in alignment (upstream HintProvider): the memory manager here. */
+/**
+ * Why a provider could not allocate: an admission error of its own (upstream's
+ * admission.Error, e.g. SMTAlignmentError) or a message that is reported as
+ * UnexpectedAdmissionError.
+ */
+export type AllocateFailure = string | { reason: string; message: string };
+
+/** A resource manager that takes part in alignment (upstream HintProvider): the device, CPU and memory managers, in that order. */
 export interface HintProvider {
   containerHints(pod: Pod, container: ContainerSpec): ProviderHints;
   podHints(pod: Pod): ProviderHints;
-  /** Allocates with the merged hint (undefined: no hint, policy "none"); a failure's message, or undefined. */
-  allocate(pod: Pod, container: ContainerSpec, hint: TopologyHint | undefined): string | undefined;
+  /** Allocates with the merged hint (undefined: no hint, policy "none"); why it failed, or undefined. */
+  allocate(pod: Pod, container: ContainerSpec, hint: TopologyHint | undefined): AllocateFailure | undefined;
+  /** The pod was not admitted: what this admission allocated to it is given back. */
+  rollback?(pod: Pod): void;
 }
 
 export type Scope = "container" | "pod";
@@ -33,7 +42,8 @@ export interface TopologyManagerOptions {
 
 export const TOPOLOGY_AFFINITY_ERROR = { reason: "TopologyAffinityError", message: "Resources cannot be allocated with Topology locality" } as const;
 
-const unexpected = (err: string): TopologyAdmitResult => ({ admit: false, reason: "UnexpectedAdmissionError", message: `Allocate failed due to ${err}, which is unexpected` });
+const failure = (err: AllocateFailure): TopologyAdmitResult =>
+  typeof err === "string" ? { admit: false, reason: "UnexpectedAdmissionError", message: `Allocate failed due to ${err}, which is unexpected` } : { admit: false, ...err };
 
 const allContainers = (pod: Pod): ContainerSpec[] => [...(pod.spec.initContainers ?? []), ...pod.spec.containers];
 
@@ -45,11 +55,17 @@ export class TopologyManager {
   }
 
   admit(pod: Pod): TopologyAdmitResult {
+    const result = this.admitAligned(pod);
+    if (!result.admit) for (const p of this.o.providers) p.rollback?.(pod);
+    return result;
+  }
+
+  private admitAligned(pod: Pod): TopologyAdmitResult {
     const { policy, scope, providers } = this.o;
     const allocate = (c: ContainerSpec, hint: TopologyHint | undefined): TopologyAdmitResult | undefined => {
       for (const p of providers) {
         const err = p.allocate(pod, c, hint);
-        if (err !== undefined) return unexpected(err);
+        if (err !== undefined) return failure(err);
       }
       return undefined;
     };
