@@ -157,9 +157,9 @@ async function run(config: AgentConfig, deps: AgentDeps, stack: DisposalStack, c
   const podCgroups = node.podCgroups ? new ActivePodCgroups(node.podCgroups, pods) : undefined;
   // The CPU manager (cpuManagerPolicy) and device plugins: exclusive CPUs and devices, released once every source delivered.
   const cpuManager = buildCpuManager(w, { cri, pods, sources: podConfig });
-  // The memory manager (NUMA pinning, memory_manager_state) and the CPU manager as the topology manager's hint providers.
-  const { topology, memoryManager } = buildTopologyManager(w, { node, pods, sources: podConfig, cpuManager });
-  const devices = await buildDevices(w, { sources: podConfig, nodeStatusRequests, metrics });
+  const devices = await buildDevices(w, { sources: podConfig, pods, nodeStatusRequests, metrics });
+  // The device, CPU and memory (NUMA pinning, memory_manager_state) managers as the topology manager's hint providers.
+  const { topology, memoryManager } = buildTopologyManager(w, { node, pods, sources: podConfig, devices, cpuManager });
   // Service environment variables come from one watch of every Service (cluster mode only, as upstream).
   const services = cluster ? stack.use("services watch", new WatchedServices({ api: cluster.api, clock, logger })).start() : undefined;
   // The pods' host side (volumes, pod cgroups, pod files, log directories) and the runtime facade over the CRI.
@@ -186,7 +186,7 @@ async function run(config: AgentConfig, deps: AgentDeps, stack: DisposalStack, c
   const nodeShutdown = buildNodeShutdown(w, { trigger: deps.nodeShutdown, pods, recorder, nodeStatusRequests });
   // Admission (node shutdown, pressure, sysctls, pod features, devices, CPUs, resources), the pod syncer,
   // the pod workers that serve `pods`, and the PLEG that wakes them.
-  const admission = new PodAdmission(k, { facts, nodeShutdown, eviction, devices, topology, allocation });
+  const admission = new PodAdmission(k, { facts, nodeShutdown, eviction, topology, allocation });
   const { workers, pleg } = buildPodWorkers(w, { admission, cri, runtime, podHost, statusSink, allocation, prober, pods, runtimePods, metrics, recorder, random });
   // The pod resources API (v1) on <rootDir>/pod-resources/kubelet.sock: which devices, CPUs and memory each container holds.
   await servePodResourcesApi(w, { devices, cpuManager, memoryManager, pods: workers });

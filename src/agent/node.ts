@@ -10,6 +10,7 @@ import { CsiNodeInitializer } from "../csi/node-init.ts";
 import { allocatableAmounts, enforcedAllocatable, hugePageCapacity, memoryReservation, type nodeFacts, reservedMilliCpu } from "../node/status.ts";
 import { readMachineInfo } from "../node/machine.ts";
 import type { EventRecorder } from "../events/recorder.ts";
+import { numaNodes } from "../node/host-checks.ts";
 import {
   chooseCgroupDriver,
   createPodCgroups,
@@ -271,7 +272,7 @@ export function buildCpuManager(w: Wiring, o: { cri: CriService; pods: ActivePod
  */
 export function buildTopologyManager(
   w: Wiring,
-  o: { node: Pick<NodeCgroups, "machine">; pods: ActivePods; sources: SourcesReady; cpuManager: HintProvider; sysRoot?: string },
+  o: { node: Pick<NodeCgroups, "machine">; pods: ActivePods; sources: SourcesReady; devices: HintProvider; cpuManager: HintProvider; sysRoot?: string },
 ): { topology: TopologyManager; memoryManager: MemoryManager } {
   const { config, logger } = w;
   const k = config.kubelet;
@@ -311,8 +312,8 @@ export function buildTopologyManager(
     scope: k.topologyManagerScope as Scope,
     options,
     numa: { nodes: nodes.map((n) => n.id), distances: new Map(nodes.map((n) => [n.id, n.distances])) },
-    // upstream's order of hint providers: the CPU manager, then the memory manager.
-    providers: [o.cpuManager, memoryManager],
+    // upstream's order of hint providers: the device manager, the CPU manager, then the memory manager.
+    providers: [o.devices, o.cpuManager, memoryManager],
     logger,
   });
   logger.info("topology and memory managers", {
@@ -325,12 +326,17 @@ export function buildTopologyManager(
 }
 
 /** Device plugins register on <rootDir>/device-plugins/kubelet.sock; their devices are extended resources of the node. */
-export async function buildDevices(w: Wiring, o: { sources: SourcesReady; nodeStatusRequests: Requests<void>; metrics: KubeletMetrics }): Promise<DeviceManager> {
+export async function buildDevices(
+  w: Wiring,
+  o: { sources: SourcesReady; pods: ActivePods; nodeStatusRequests: Requests<void>; metrics: KubeletMetrics; sysRoot?: string },
+): Promise<DeviceManager> {
   const { config, stack, clock, logger } = w;
-  const { sources, nodeStatusRequests, metrics } = o;
+  const { sources, pods, nodeStatusRequests, metrics } = o;
+  // The host's NUMA nodes, which the device manager's topology hints are made of.
+  const numa = numaNodes(posix.join(o.sysRoot ?? "/sys", "devices/system/node"));
   const devices = stack.use(
     "device manager",
-    new DeviceManager({ dir: posix.join(config.rootDir, "device-plugins"), clock, logger, nodeStatus: nodeStatusRequests, sources, metrics }),
+    new DeviceManager({ dir: posix.join(config.rootDir, "device-plugins"), clock, logger, nodeStatus: nodeStatusRequests, sources, pods, numaNodes: numa, metrics }),
   );
   await devices.start();
   return devices;

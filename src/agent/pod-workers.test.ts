@@ -12,7 +12,7 @@ const refuse = (reason: string): AdmitResult => ({ admit: false, reason, message
 const admit: AdmitResult = { admit: true };
 
 /** Every check admits and records that it was asked; `over` makes one refuse. */
-function setup(over: Partial<Record<"shutdown" | "devices" | "topology", AdmitResult>> & { evicted?: boolean } = {}, allocated?: (p: Pod) => Pod) {
+function setup(over: Partial<Record<"shutdown" | "topology", AdmitResult>> & { evicted?: boolean } = {}, allocated?: (p: Pod) => Pod) {
   const asked: string[] = [];
   const sources: AdmissionSources = {
     facts,
@@ -22,7 +22,6 @@ function setup(over: Partial<Record<"shutdown" | "devices" | "topology", AdmitRe
         asked.push("eviction"), over.evicted ? ({ admit: false, reason: "Evicted", message: "The node had condition: [MemoryPressure]." } as const) : ({ admit: true } as const)
       ),
     },
-    devices: { admit: () => (asked.push("devices"), over.devices ?? admit) },
     topology: { admit: (p) => (asked.push(`topology ${p.spec.containers[0]?.resources?.requests?.["cpu"]}`), over.topology ?? admit) },
     allocation: allocated ? { allocatedPod: allocated } : undefined,
   };
@@ -31,10 +30,10 @@ function setup(over: Partial<Record<"shutdown" | "devices" | "topology", AdmitRe
 }
 
 describe("PodAdmission", () => {
-  test("upstream's order: node shutdown, eviction, devices, the topology manager (CPUs, NUMA memory), then the resource predicates", () => {
+  test("upstream's order: node shutdown, eviction, the topology manager (devices, CPUs, NUMA memory), then the resource predicates", () => {
     const s = setup();
     expect(s.admit(pod(), [])).toEqual({ admit: true });
-    expect(s.asked).toEqual(["shutdown", "eviction", "devices", "topology 100m"]);
+    expect(s.asked).toEqual(["shutdown", "eviction", "topology 100m"]);
     const refused = setup({ topology: { admit: false, reason: "TopologyAffinityError", message: "Resources cannot be allocated with Topology locality" } });
     expect(refused.admit(pod(), [])).toMatchObject({ admit: false, reason: "TopologyAffinityError" });
     expect(setup().admit(pod("2"), [])).toMatchObject({ admit: false, reason: "OutOfcpu" });
@@ -47,12 +46,12 @@ describe("PodAdmission", () => {
     const pressure = setup({ evicted: true });
     expect(pressure.admit(pod(), [])).toMatchObject({ reason: "Evicted" });
     expect(pressure.asked).toEqual(["shutdown", "eviction"]);
-    const devices = setup({ devices: refuse("UnexpectedAdmissionError") });
+    const devices = setup({ topology: refuse("UnexpectedAdmissionError") });
     expect(devices.admit(pod(), [])).toMatchObject({ reason: "UnexpectedAdmissionError" });
-    expect(devices.asked).toEqual(["shutdown", "eviction", "devices"]);
+    expect(devices.asked).toEqual(["shutdown", "eviction", "topology 100m"]);
   });
 
-  test("a sysctl outside the allowlist is refused before devices are asked", () => {
+  test("a sysctl outside the allowlist is refused before devices are allocated", () => {
     const s = setup();
     const unsafe = { ...pod(), spec: { ...pod().spec, securityContext: { sysctls: [{ name: "kernel.msgmax", value: "1" }] } } } as Pod;
     expect(s.admit(unsafe, [])).toMatchObject({ admit: false, reason: "SysctlForbidden" });

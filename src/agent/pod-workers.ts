@@ -3,7 +3,6 @@ import type { AllocationManager } from "../allocation/index.ts";
 import type { KubeletConfiguration } from "../config/index.ts";
 import type { TopologyManager } from "../topologymanager/index.ts";
 import type { CriService } from "../cri/index.ts";
-import type { DeviceManager } from "../devices/index.ts";
 import type { EventRecorder } from "../events/recorder.ts";
 import type { EvictionManager } from "../eviction/index.ts";
 import type { KubeletMetrics } from "../metrics/kubelet.ts";
@@ -30,16 +29,15 @@ export interface AdmissionSources {
   facts: NodeFacts;
   nodeShutdown: Pick<NodeShutdownManager, "admit"> | undefined;
   eviction: Pick<EvictionManager, "admitPod">;
-  devices: Pick<DeviceManager, "admit">;
-  /** The topology manager with its hint providers (the CPU and memory managers): it allocates exclusive CPUs and NUMA memory. */
+  /** The topology manager with its hint providers (the device, CPU and memory managers): it allocates devices, exclusive CPUs and NUMA memory. */
   topology: Pick<TopologyManager, "admit">;
   allocation: Pick<AllocationManager, "allocatedPod"> | undefined;
 }
 
 /**
  * Admission as upstream orders it: node shutdown, then eviction (pods under
- * pressure), sysctls, pod features, devices, exclusive CPUs, the topology
- * manager (NUMA memory), then the resource predicates. The first refusal
+ * pressure), sysctls, pod features, the topology manager (devices,
+ * exclusive CPUs, NUMA memory), then the resource predicates. The first refusal
  * answers; later checks are not asked.
  */
 export class PodAdmission implements PodAdmitter {
@@ -59,7 +57,7 @@ export class PodAdmission implements PodAdmitter {
   }
 
   admit(pod: Pod, active: Pod[]): AdmitResult {
-    const { facts, nodeShutdown, eviction, devices, topology, allocation } = this.o;
+    const { facts, nodeShutdown, eviction, topology, allocation } = this.o;
     const shuttingDown = nodeShutdown?.admit();
     if (shuttingDown && !shuttingDown.admit) return shuttingDown;
     const underPressure = eviction.admitPod(pod);
@@ -69,13 +67,10 @@ export class PodAdmission implements PodAdmitter {
     // What the node cannot give (pod-level resources, a user namespace) is refused, never run without (node/pod-features.ts).
     const features = admitPodFeatures(pod, this.podFeatureGates);
     if (!features.admit) return features;
-    // Devices before the resource predicates, as upstream's allocate-resources admit handler.
-    const deviceResult = devices.admit(pod, active);
-    if (!deviceResult.admit) return deviceResult;
     // A pod counts with what it was allocated (checkpointed; active pods come allocated), not with a resize it
     // asked for: after a restart, a pod whose resize is pending is admitted again as it runs (upstream).
     const allocated = allocation ? allocation.allocatedPod(pod) : pod;
-    // Exclusive CPUs and NUMA memory after devices, aligned by the topology manager (upstream's hint provider order).
+    // Devices, exclusive CPUs and NUMA memory, aligned by the topology manager (upstream's allocate-resources admit handler), before the resource predicates.
     const topologyResult = topology.admit(allocated);
     if (!topologyResult.admit) return topologyResult;
     return admitPod(allocated, active, facts);

@@ -24,6 +24,8 @@ function fakeSys(count: number, noDistances = false): string {
   return root;
 }
 
+const noHints = { containerHints: () => undefined, podHints: () => undefined, allocate: () => undefined };
+
 function build(fields: Record<string, unknown>, sys: string) {
   const rootDir = mkdtempSync(join(tmpdir(), "root-"));
   const r = loadConfig(["--config=/k.json", `--root-dir=${rootDir}`], {
@@ -43,7 +45,8 @@ function build(fields: Record<string, unknown>, sys: string) {
       node: { machine: { memoryBytes: 8 * 2 ** 30 } as never },
       pods: { activePods: () => [] } as never,
       sources: { allSourcesReady: () => true },
-      cpuManager: { containerHints: () => undefined, podHints: () => undefined, allocate: () => undefined },
+      devices: noHints,
+      cpuManager: noHints,
       sysRoot: sys,
     });
   return { run, rootDir };

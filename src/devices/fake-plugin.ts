@@ -14,10 +14,23 @@ export interface FakePluginOptions {
   dir: string;
   resource: string;
   endpoint: string;
-  devices: { id: string; healthy?: boolean }[];
+  /** `numa`: the NUMA nodes the device reports (Device.topology); none: no topology. */
+  devices: FakeDevice[];
   preStartRequired?: boolean;
   preferredAllocation?: (available: string[], mustInclude: string[], size: number) => string[];
 }
+
+export interface FakeDevice {
+  id: string;
+  healthy?: boolean;
+  numa?: number[];
+}
+
+const toDevice = (d: FakeDevice): Device => ({
+  iD: d.id,
+  health: d.healthy === false ? "Unhealthy" : "Healthy",
+  ...(d.numa ? { topology: { nodes: d.numa.map((n) => ({ iD: BigInt(n) })) } } : {}),
+});
 
 export class FakeDevicePlugin {
   readonly calls: { method: string; ids: string[] }[] = [];
@@ -27,7 +40,7 @@ export class FakeDevicePlugin {
   private readonly ends = new Set<() => void>();
 
   constructor(private readonly opts: FakePluginOptions) {
-    this.devices = opts.devices.map((d) => ({ iD: d.id, health: d.healthy === false ? "Unhealthy" : "Healthy" }));
+    this.devices = opts.devices.map(toDevice);
   }
 
   get socketPath(): string {
@@ -112,8 +125,8 @@ export class FakeDevicePlugin {
   }
 
   /** Sends a new device list to every ListAndWatch stream. */
-  setDevices(devices: { id: string; healthy?: boolean }[]): void {
-    this.devices = devices.map((d) => ({ iD: d.id, health: d.healthy === false ? "Unhealthy" : "Healthy" }));
+  setDevices(devices: FakeDevice[]): void {
+    this.devices = devices.map(toDevice);
     for (const w of this.watchers) w(this.devices);
   }
 

@@ -8,6 +8,7 @@ import type { Pod } from "../pods/schema.ts";
 import { CHECKPOINT_FILE } from "./checkpoint.ts";
 import { FakeDevicePlugin } from "./fake-plugin.ts";
 import { DeviceManager, ENDPOINT_STOP_GRACE_MS, isExtendedResourceName } from "./manager.ts";
+import { type HintProvider, maskOf, type PolicyName, type Scope, type TopologyHint, TopologyManager } from "../topologymanager/index.ts";
 
 const R = "example.com/dev";
 
@@ -45,14 +46,32 @@ afterEach(async () => {
   plugins = [];
 });
 
-async function setup(opts: { devices?: string[]; preStart?: boolean; preferred?: (a: string[], m: string[], n: number) => string[]; dir?: string; sourcesReady?: boolean } = {}) {
+async function setup(
+  opts: {
+    devices?: string[];
+    numa?: Record<string, number[]>;
+    numaNodes?: number[];
+    preStart?: boolean;
+    preferred?: (a: string[], m: string[], n: number) => string[];
+    dir?: string;
+    sourcesReady?: boolean;
+    policy?: PolicyName;
+    scope?: Scope;
+    /** Hint providers after the device manager (as the CPU and memory managers are). */
+    others?: HintProvider[];
+  } = {},
+) {
   const dir = opts.dir ?? mkdtempSync(posix.join(tmpdir(), "devices-"));
   if (!opts.dir) dirs.push(dir);
   const clock = new FakeClock();
   const { logger, lines } = memoryLogger();
   let changes = 0;
   const metrics = { registered: [] as string[], allocated: [] as string[] };
+  let active: Pod[] = [];
+  const numaNodes = opts.numaNodes ?? [0];
   const manager = new DeviceManager({
+    numaNodes,
+    pods: { activePods: () => active },
     dir,
     clock,
     logger,
@@ -66,12 +85,25 @@ async function setup(opts: { devices?: string[]; preStart?: boolean; preferred?:
     dir,
     resource: R,
     endpoint: "fake.sock",
-    devices: (opts.devices ?? ["d1", "d2"]).map((id) => ({ id })),
+    devices: (opts.devices ?? ["d1", "d2"]).map((id) => ({ id, ...(opts.numa?.[id] ? { numa: opts.numa[id] } : {}) })),
     ...(opts.preStart ? { preStartRequired: true } : {}),
     ...(opts.preferred ? { preferredAllocation: opts.preferred } : {}),
   });
   plugins.push(plugin);
-  return { dir, clock, manager, plugin, lines, metrics, changes: () => changes };
+  // Admission as the agent does it: the topology manager with the device manager as its hint provider.
+  const topology = new TopologyManager({
+    policy: opts.policy ?? "none",
+    scope: opts.scope ?? "container",
+    options: { preferClosestNuma: false, maxAllowableNumaNodes: 8 },
+    numa: { nodes: numaNodes, distances: new Map() },
+    providers: [manager, ...(opts.others ?? [])],
+    logger,
+  });
+  const admit = (p: Pod, others: Pod[]) => {
+    active = others;
+    return topology.admit(p);
+  };
+  return { dir, clock, manager, plugin, lines, metrics, admit, setActive: (pods: Pod[]) => void (active = pods), changes: () => changes };
 }
 
 async function registered(s: Awaited<ReturnType<typeof setup>>, allocatable: string) {
@@ -103,17 +135,17 @@ describe("DeviceManager", () => {
     const s = await setup();
     await registered(s, "2");
     const a = pod("a", [{ name: "c", n: 1 }]);
-    expect(s.manager.admit(a, [])).toEqual({ admit: true });
+    expect(s.admit(a, [])).toEqual({ admit: true });
     const big = pod("big", [{ name: "c", n: 2 }]);
-    expect(s.manager.admit(big, [a])).toEqual({
+    expect(s.admit(big, [a])).toEqual({
       admit: false,
       reason: "UnexpectedAdmissionError",
       message: "Allocate failed due to requested number of devices unavailable for example.com/dev. Requested: 2, Available: 1, which is unexpected",
     });
     // A pod that asks nothing of the resource, or of a resource no plugin ever registered, is not the device manager's concern.
-    expect(s.manager.admit(pod("none", [{ name: "c" }]), [a])).toEqual({ admit: true });
+    expect(s.admit(pod("none", [{ name: "c" }]), [a])).toEqual({ admit: true });
     // Once `a` is no longer active, its device is free again.
-    expect(s.manager.admit(big, [])).toEqual({ admit: true });
+    expect(s.admit(big, [])).toEqual({ admit: true });
   });
 
   test("a resource with no healthy device refuses pods asking for it", async () => {
@@ -122,7 +154,7 @@ describe("DeviceManager", () => {
     await s.plugin.register();
     s.plugin.setDevices([{ id: "d1", healthy: false }]);
     await until(() => s.manager.nodeResources().capacity[R] === "1", "capacity");
-    expect(s.manager.admit(pod("a", [{ name: "c", n: 1 }]), [])).toMatchObject({
+    expect(s.admit(pod("a", [{ name: "c", n: 1 }]), [])).toMatchObject({
       admit: false,
       reason: "UnexpectedAdmissionError",
       message: "Allocate failed due to no healthy devices present; cannot allocate unhealthy devices example.com/dev, which is unexpected",
@@ -133,7 +165,7 @@ describe("DeviceManager", () => {
     const s = await setup({ preStart: true });
     await registered(s, "2");
     const a = pod("a", [{ name: "c", n: 2 }, { name: "plain" }]);
-    expect(s.manager.admit(a, [])).toEqual({ admit: true });
+    expect(s.admit(a, [])).toEqual({ admit: true });
     const opts = await s.manager.runOptions(a, "c");
     expect(opts).toEqual({
       envs: [{ key: "FAKE_DEVICES", value: "d1,d2" }],
@@ -162,7 +194,7 @@ describe("DeviceManager", () => {
     const s = await setup({ devices: ["d1", "d2", "d3"], preferred: (available) => [available[available.length - 1]!] });
     await registered(s, "3");
     const a = pod("a", [{ name: "c", n: 1 }]);
-    s.manager.admit(a, []);
+    s.admit(a, []);
     expect((await s.manager.runOptions(a, "c")).envs).toEqual([{ key: "FAKE_DEVICES", value: "d3" }]);
     expect(s.plugin.calls[0]).toEqual({ method: "GetPreferredAllocation", ids: ["d1", "d2", "d3"] });
   });
@@ -178,21 +210,21 @@ describe("DeviceManager", () => {
         { name: "side", n: 1, sidecar: true },
       ],
     );
-    expect(s.manager.admit(a, [])).toEqual({ admit: true });
+    expect(s.admit(a, [])).toEqual({ admit: true });
     const ids = async (c: string) => (await s.manager.runOptions(a, c)).envs[0]?.value;
     expect(await ids("init")).toBe("d1,d2");
     expect(await ids("side")).toBe("d1"); // the init container has finished when the sidecar starts (upstream reuses its devices)
     expect(await ids("app")).toBe("d2");
     // The pod holds 2 at its peak (the init container's 2, then sidecar 1 + app 1): one is left for another pod, not two.
-    expect(s.manager.admit(pod("b", [{ name: "c", n: 1 }]), [a])).toEqual({ admit: true });
-    expect(s.manager.admit(pod("c", [{ name: "c", n: 1 }]), [a, pod("b", [{ name: "c", n: 1 }])])).toMatchObject({ admit: false });
+    expect(s.admit(pod("b", [{ name: "c", n: 1 }]), [a])).toEqual({ admit: true });
+    expect(s.admit(pod("c", [{ name: "c", n: 1 }]), [a, pod("b", [{ name: "c", n: 1 }])])).toMatchObject({ admit: false });
   });
 
   test("allocations survive a restart from the checkpoint: the same devices, no second Allocate", async () => {
     const s = await setup();
     await registered(s, "2");
     const a = pod("a", [{ name: "c", n: 1 }]);
-    s.manager.admit(a, []);
+    s.admit(a, []);
     const before = await s.manager.runOptions(a, "c");
     const file = JSON.parse(readFileSync(posix.join(s.dir, CHECKPOINT_FILE), "utf8"));
     expect(file.Data.PodDeviceEntries).toMatchObject([{ PodUID: "a", ContainerName: "c", ResourceName: R, DeviceIDs: { "-1": ["d1"] } }]);
@@ -205,8 +237,8 @@ describe("DeviceManager", () => {
     expect(existsSync(posix.join(s.dir, "fake.sock"))).toBe(false); // stale plugin sockets are removed at start
     expect(again.manager.nodeResources()).toEqual({ capacity: { [R]: "0" }, allocatable: { [R]: "0" } });
     await registered(again, "2");
-    expect(again.manager.admit(pod("b", [{ name: "c", n: 2 }]), [])).toMatchObject({ admit: false, message: expect.stringContaining("Available: 1") });
-    expect(again.manager.admit(a, [])).toEqual({ admit: true });
+    expect(again.admit(pod("b", [{ name: "c", n: 2 }]), [])).toMatchObject({ admit: false, message: expect.stringContaining("Available: 1") });
+    expect(again.admit(a, [])).toEqual({ admit: true });
     expect(await again.manager.runOptions(a, "c")).toEqual(before);
     expect(again.plugin.calls).toEqual([]);
   });
@@ -227,7 +259,7 @@ describe("DeviceManager", () => {
     await until(() => s.manager.nodeResources().allocatable[R] === "0", "allocatable 0");
     expect(s.manager.nodeResources().capacity[R]).toBe("2");
     expect(s.lines.join("\n")).toContain("device plugin disconnected");
-    expect(s.manager.admit(pod("a", [{ name: "c", n: 1 }]), [])).toMatchObject({ admit: false, reason: "UnexpectedAdmissionError" });
+    expect(s.admit(pod("a", [{ name: "c", n: 1 }]), [])).toMatchObject({ admit: false, reason: "UnexpectedAdmissionError" });
     s.clock.advance(ENDPOINT_STOP_GRACE_MS);
     expect(s.manager.nodeResources()).toEqual({ capacity: { [R]: "0" }, allocatable: { [R]: "0" } });
     // It comes back and registers again.
@@ -240,5 +272,102 @@ describe("DeviceManager", () => {
     expect(isExtendedResourceName("kubernetes.io/dev")).toBe(false);
     expect(isExtendedResourceName("cpu")).toBe(false);
     expect(isExtendedResourceName("requests.example.com/x")).toBe(false);
+  });
+
+  describe("topology (NUMA nodes in ListAndWatch Device.topology; upstream topology_hints_test.go cases)", () => {
+    const h = (nodes: number[], preferred: boolean): TopologyHint => ({ affinity: maskOf(nodes), preferred });
+    const hintsOf = (s: Awaited<ReturnType<typeof setup>>, p: Pod) => s.manager.containerHints(p, p.spec.containers[0]!);
+    /** A provider that prefers one NUMA node, as the CPU manager does when only that node has the CPUs. */
+    const prefers = (node: number): HintProvider => ({
+      containerHints: () => ({ cpu: [h([node], true)] }),
+      podHints: () => ({ cpu: [h([node], true)] }),
+      allocate: () => undefined,
+    });
+    const onTwoNodes = { d1: [0], d2: [1], d3: [0], d4: [1], d5: [0], d6: [1] };
+
+    test("devices without NUMA nodes: no preference; one device with a node: that node preferred", async () => {
+      const plain = await setup({ devices: ["d1", "d2"], numaNodes: [0, 1] });
+      await registered(plain, "2");
+      expect(hintsOf(plain, pod("a", [{ name: "c", n: 1 }]))).toEqual({ [R]: undefined });
+      const one = await setup({ devices: ["d1", "d2"], numa: { d2: [1] }, numaNodes: [0, 1] });
+      await registered(one, "2");
+      expect(hintsOf(one, pod("a", [{ name: "c", n: 1 }]))).toEqual({ [R]: [h([1], true), h([0, 1], false)] });
+      // A container asking for no device resource has no hints at all.
+      expect(hintsOf(one, pod("a", [{ name: "c" }]))).toBeUndefined();
+    });
+
+    test("one device per node: 1 fits either node; 2 need both, preferred as no node could hold them", async () => {
+      const s = await setup({ devices: ["d1", "d2"], numa: { d1: [0], d2: [1] }, numaNodes: [0, 1] });
+      await registered(s, "2");
+      expect(hintsOf(s, pod("a", [{ name: "c", n: 1 }]))).toEqual({ [R]: [h([0], true), h([1], true), h([0, 1], false)] });
+      expect(hintsOf(s, pod("a", [{ name: "c", n: 2 }]))).toEqual({ [R]: [h([0, 1], true)] });
+      expect(hintsOf(s, pod("a", [{ name: "c", n: 3 }]))).toEqual({ [R]: [] }); // more than there are
+    });
+
+    test("2 wanted, node 0 has only one free: node 1, or both (optimal on one node, forced cross-NUMA when taken)", async () => {
+      const s = await setup({ devices: ["d1", "d2", "d3", "d4"], numa: onTwoNodes, numaNodes: [0, 1] });
+      await registered(s, "4");
+      const holder = pod("holder", [{ name: "c", n: 1 }]);
+      expect(s.admit(holder, [])).toEqual({ admit: true });
+      // policy none: no hint, the devices are picked when the container is created; pick them now.
+      await s.manager.runOptions(holder, "c");
+      expect(s.manager.allocations().get("holder")?.get("c")?.get(R)).toEqual(["d1"]);
+      s.setActive([holder]);
+      expect(hintsOf(s, pod("a", [{ name: "c", n: 2 }]))).toEqual({ [R]: [h([1], true), h([0, 1], false)] });
+    });
+
+    test("already allocated (an agent restart): hints from its own devices; a different count cannot be satisfied", async () => {
+      const s = await setup({ devices: ["d1", "d2", "d3", "d4"], numa: onTwoNodes, numaNodes: [0, 1], policy: "restricted", others: [prefers(1)] });
+      await registered(s, "4");
+      const a = pod("a", [{ name: "c", n: 2 }]);
+      expect(s.admit(a, [])).toEqual({ admit: true });
+      expect(s.manager.allocations().get("a")?.get("c")?.get(R)).toEqual(["d2", "d4"]);
+      s.setActive([a]);
+      expect(hintsOf(s, a)).toEqual({ [R]: [h([1], true), h([0, 1], false)] });
+      expect(s.manager.podHints(a)).toEqual({ [R]: [h([1], true), h([0, 1], false)] });
+      expect(hintsOf(s, pod("a", [{ name: "c", n: 1 }]))).toEqual({ [R]: [] });
+    });
+
+    test("restricted: the devices are picked at admission on the merged node; a pod they fit on no preferred node is refused with TopologyAffinityError and keeps nothing", async () => {
+      const s = await setup({ devices: ["d1", "d2", "d3", "d4"], numa: onTwoNodes, numaNodes: [0, 1], policy: "restricted", others: [prefers(1)] });
+      await registered(s, "4");
+      const a = pod("a", [{ name: "c", n: 1 }]);
+      expect(s.admit(a, [])).toEqual({ admit: true });
+      expect(s.manager.allocations().get("a")?.get("c")?.get(R)).toEqual(["d2"]); // node 1, as the other provider prefers
+      const b = pod("b", [{ name: "c", n: 2 }]); // node 1 has one left: only both nodes fit, not preferred
+      expect(s.admit(b, [a])).toEqual({ admit: false, reason: "TopologyAffinityError", message: "Resources cannot be allocated with Topology locality" });
+      expect(s.manager.allocations().has("b")).toBe(false);
+      // Its Allocate is made when the container is created, with the devices picked at admission and no GetPreferredAllocation.
+      expect((await s.manager.runOptions(a, "c")).envs).toEqual([{ key: "FAKE_DEVICES", value: "d2" }]);
+      expect(s.plugin.calls).toEqual([{ method: "Allocate", ids: ["d2"] }]);
+      const file = JSON.parse(readFileSync(posix.join(s.dir, CHECKPOINT_FILE), "utf8"));
+      expect(file.Data.PodDeviceEntries).toMatchObject([{ PodUID: "a", ContainerName: "c", ResourceName: R }]);
+    });
+
+    test("best-effort, 4 wanted and node 1 preferred where only 3 are: all 3 of node 1, then 1 of node 0 (upstream: unsatisfiable, prefer socket 1)", async () => {
+      const s = await setup({ devices: Object.keys(onTwoNodes), numa: onTwoNodes, numaNodes: [0, 1], policy: "best-effort", others: [prefers(1)] });
+      await registered(s, "6");
+      const a = pod("a", [{ name: "c", n: 4 }]);
+      expect(s.admit(a, [])).toEqual({ admit: true });
+      expect(s.manager.allocations().get("a")?.get("c")?.get(R)).toEqual(["d2", "d4", "d6", "d1"]);
+    });
+
+    test("pod scope: an init container's devices are handed on to the app container on the same node", async () => {
+      const s = await setup({ devices: Object.keys(onTwoNodes), numa: onTwoNodes, numaNodes: [0, 1], policy: "single-numa-node", scope: "pod", others: [prefers(1)] });
+      await registered(s, "6");
+      const a = pod("a", [{ name: "app", n: 2 }], [{ name: "init", n: 2 }]);
+      expect(s.manager.podHints(a)).toEqual({ [R]: [h([0], true), h([1], true), h([0, 1], false)] });
+      expect(s.admit(a, [])).toEqual({ admit: true });
+      expect(s.manager.allocations().get("a")?.get("init")?.get(R)).toEqual(["d2", "d4"]);
+      expect(s.manager.allocations().get("a")?.get("app")?.get(R)).toEqual(["d2", "d4"]);
+    });
+
+    test("with policy none a resource with NUMA nodes is still picked at admission, lowest IDs first", async () => {
+      const s = await setup({ devices: ["d1", "d2"], numa: { d1: [1], d2: [0] }, numaNodes: [0, 1] });
+      await registered(s, "2");
+      const a = pod("a", [{ name: "c", n: 1 }]);
+      expect(s.admit(a, [])).toEqual({ admit: true });
+      expect(s.manager.allocations().get("a")?.get("c")?.get(R)).toEqual(["d1"]);
+    });
   });
 });

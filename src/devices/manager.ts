@@ -7,10 +7,18 @@
  *        healthy devices → node allocatable, all devices → capacity;
  *        the stream ends (plugin died) → every device unhealthy at once,
  *        and after 5 minutes the resource's capacity is 0 (upstream's grace).
- *   admit(pod)   reserves the pod's devices by count, synchronously, before
- *                the pod starts (UnexpectedAdmissionError when short);
- *   runOptions   before a container is created: the pod's devices are picked
- *                (GetPreferredAllocation when the plugin offers it), Allocate
+ *   admission    through the topology manager (this is its first hint
+ *                provider, as upstream): hints from the NUMA nodes the
+ *                plugin reports for its devices (ListAndWatch
+ *                Device.topology), then allocate() reserves the pod's
+ *                devices by count (UnexpectedAdmissionError when short) and,
+ *                for a resource whose devices report NUMA nodes, picks the
+ *                container's devices at once on the merged hint's nodes first
+ *                (upstream devicesToAllocate and filterByAffinity);
+ *   runOptions   before a container is created: the pod's other devices are
+ *                picked (GetPreferredAllocation when the plugin offers it; a
+ *                resource with NUMA nodes was picked at admission, without
+ *                it, as the choice must be made synchronously), Allocate
  *                asked once per container and checkpointed; PreStartContainer
  *                before each start when the plugin requires it.
  *
@@ -22,14 +30,15 @@
  */
 import { mkdirSync, readdirSync, rmSync, statSync } from "node:fs";
 import { posix } from "node:path";
-import type { SourcesReady } from "../pods/active.ts";
-import type { Pod } from "../pods/schema.ts";
+import type { ActivePods, SourcesReady } from "../pods/active.ts";
+import type { ContainerSpec, Pod } from "../pods/schema.ts";
+import { type AllocateFailure, countOf, generateHints, type HintProvider, type NumaMask, type ProviderHints, type TopologyHint } from "../topologymanager/index.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import { errorMessage } from "../util/errors.ts";
 import { CHECKPOINT_FILE, readCheckpointFile, writeCheckpointFile, type CheckpointEntry } from "./checkpoint.ts";
 import { GrpcPluginEndpoint, type PluginEndpoint } from "./endpoint.ts";
-import { ContainerAllocateResponse, type DevicePluginOptions, type RegisterRequest } from "./gen/deviceplugin/api.ts";
+import { ContainerAllocateResponse, type Device, type DevicePluginOptions, type RegisterRequest } from "./gen/deviceplugin/api.ts";
 import { DevicePluginClient, RegistrationClient } from "./gen/deviceplugin/api.client.ts";
 import { Registration } from "./gen/deviceplugin/api.ts";
 import { dialUnix, RpcError, serveUnix, type UnixServer } from "../util/grpc.ts";
@@ -77,6 +86,10 @@ export interface DeviceManagerOptions {
    * must not give away the devices of pods still loading).
    */
   sources: SourcesReady;
+  /** The host's NUMA nodes, which hints are made of (upstream: the machine's topology). */
+  numaNodes: readonly number[];
+  /** The pods admitted and not terminated: allocations of the others are freed before hints and allocation (upstream UpdateAllocatedDevices). */
+  pods: Pick<ActivePods, "activePods">;
   /** kubelet_device_plugin_registration_total and kubelet_device_plugin_alloc_duration_seconds. */
   metrics?: DeviceMetrics;
   /** Dials a registered plugin; the gRPC endpoint by default (tests pass a fake). */
@@ -88,6 +101,8 @@ interface ResourceState {
   abort?: AbortController;
   healthy: Set<string>;
   unhealthy: Set<string>;
+  /** Device ID → the NUMA nodes the plugin reports it on (none: no topology). */
+  numa: Map<string, number[]>;
   /** When the plugin went away; the resource's capacity drops to 0 after the grace period. */
   stoppedAt?: number;
 }
@@ -127,7 +142,7 @@ export function isExtendedResourceName(name: string): boolean {
   return /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(name) && name.length - slash - 1 <= 63;
 }
 
-export class DeviceManager implements AsyncDisposable {
+export class DeviceManager implements AsyncDisposable, HintProvider {
   private readonly resources = new Map<string, ResourceState>();
   private readonly pods = new Map<string, PodDevices>();
   private server: UnixServer | undefined;
@@ -164,7 +179,7 @@ export class DeviceManager implements AsyncDisposable {
 
   private restore(entries: CheckpointEntry[], registered: Record<string, string[]>): void {
     // As upstream: resources from the checkpoint count as registered, with no healthy device until their plugin comes back.
-    for (const name of Object.keys(registered)) this.resources.set(name, { healthy: new Set(), unhealthy: new Set(), stoppedAt: this.opts.clock.now() });
+    for (const name of Object.keys(registered)) this.resources.set(name, { healthy: new Set(), unhealthy: new Set(), numa: new Map(), stoppedAt: this.opts.clock.now() });
     for (const e of entries) {
       const pod = this.pods.get(e.podUid) ?? { needs: new Map(), containers: new Map() };
       this.pods.set(e.podUid, pod);
@@ -172,7 +187,7 @@ export class DeviceManager implements AsyncDisposable {
       pod.containers.set(e.container, byResource);
       byResource.set(e.resource, { ids: e.deviceIds, ...(e.allocResp ? { response: ContainerAllocateResponse.fromBinary(e.allocResp) } : {}) });
       pod.needs.set(e.resource, (pod.needs.get(e.resource) ?? 0) + e.deviceIds.length);
-      if (!this.resources.has(e.resource)) this.resources.set(e.resource, { healthy: new Set(), unhealthy: new Set(), stoppedAt: this.opts.clock.now() });
+      if (!this.resources.has(e.resource)) this.resources.set(e.resource, { healthy: new Set(), unhealthy: new Set(), numa: new Map(), stoppedAt: this.opts.clock.now() });
     }
   }
 
@@ -210,7 +225,13 @@ export class DeviceManager implements AsyncDisposable {
     const previous = this.resources.get(resource);
     previous?.abort?.abort();
     previous?.endpoint?.close();
-    const state: ResourceState = { endpoint, abort: new AbortController(), healthy: previous?.healthy ?? new Set(), unhealthy: previous?.unhealthy ?? new Set() };
+    const state: ResourceState = {
+      endpoint,
+      abort: new AbortController(),
+      healthy: previous?.healthy ?? new Set(),
+      unhealthy: previous?.unhealthy ?? new Set(),
+      numa: previous?.numa ?? new Map(),
+    };
     this.resources.set(resource, state);
     logger.info("device plugin registered", {
       resource,
@@ -231,8 +252,9 @@ export class DeviceManager implements AsyncDisposable {
       });
   }
 
-  private devicesChanged(resource: string, state: ResourceState, devices: { iD: string; health: string }[]): void {
+  private devicesChanged(resource: string, state: ResourceState, devices: Device[]): void {
     if (this.resources.get(resource) !== state) return;
+    state.numa = new Map(devices.map((d) => [d.iD, (d.topology?.nodes ?? []).map((n) => Number(n.iD))]));
     const healthy = new Set(devices.filter((d) => d.health === "Healthy").map((d) => d.iD));
     const unhealthy = new Set(devices.filter((d) => d.health !== "Healthy").map((d) => d.iD));
     const same = (a: Set<string>, b: Set<string>) => a.size === b.size && [...a].every((x) => b.has(x));
@@ -312,33 +334,201 @@ export class DeviceManager implements AsyncDisposable {
     if (changed) this.writeCheckpoint();
   }
 
-  /**
-   * Node admission for device plugin resources (upstream's allocate-resources
-   * admit handler): reserves the pod's devices, or refuses it with
-   * UnexpectedAdmissionError and upstream's message. `others` are the pods
-   * already admitted and active. A pod admitted before (an agent restart
-   * finds its devices in the checkpoint) keeps them.
-   */
-  admit(pod: Pod, others: Pod[]): AdmitResult {
+  /** Allocations of pods that are not active any more are freed; the pod being admitted keeps its own (a restarted agent admits its pods again). */
+  private pruneFor(admitting: Pod): void {
+    this.prune(new Set([podUid(admitting), ...this.opts.pods.activePods().map((p) => podUid(p))]));
+  }
+
+  /** upstream deviceHasTopologyAlignment: some device of the resource reports NUMA nodes. */
+  private aligned(resource: string): boolean {
+    return [...(this.resources.get(resource)?.numa.values() ?? [])].some((nodes) => nodes.length > 0);
+  }
+
+  private onMask(state: ResourceState, id: string, mask: NumaMask): boolean {
+    return (state.numa.get(id) ?? []).some((n) => (mask >> BigInt(n)) & 1n);
+  }
+
+  /** upstream generateDeviceTopologyHints: every device the plugin lists counts towards what a NUMA set could hold. */
+  private hints(resource: string, available: readonly string[], reusable: readonly string[], request: number): TopologyHint[] {
+    const state = this.resources.get(resource)!;
+    const all = [...state.numa.keys()];
+    const on = (ids: readonly string[], mask: NumaMask) => ids.filter((id) => this.onMask(state, id, mask)).length;
+    return generateHints({
+      nodes: this.opts.numaNodes,
+      request,
+      totalIn: (mask) => on(all, mask),
+      availableIn: (mask) => on(available, mask),
+      reusableIn: (mask) => {
+        const withTopology = reusable.filter((id) => (state.numa.get(id) ?? []).length > 0);
+        return on(withTopology, mask) === withTopology.length ? withTopology.length : undefined;
+      },
+    });
+  }
+
+  /** Healthy devices no other pod holds (upstream getAvailableDevices), minus `alsoHeld`. */
+  private availableIds(resource: string, uid: string, alsoHeld: ReadonlySet<string> = new Set()): string[] {
+    const state = this.resources.get(resource)!;
+    const others = this.held(resource, uid).ids;
+    return [...state.healthy].filter((id) => !others.has(id) && !alsoHeld.has(id)).sort();
+  }
+
+  /** This pod's devices of `resource` held by containers other than `container`: those of its plain init containers (reusable) and the others. */
+  private ownDevices(pod: Pod, container: string, resource: string): { reusable: string[]; longRunning: Set<string> } {
+    const entry = this.pods.get(podUid(pod));
+    const regularInit = new Set(
+      allocationOrder(pod)
+        .filter((c) => c.init && !c.sidecar)
+        .map((c) => c.container.name),
+    );
+    const reusable = new Set<string>();
+    const longRunning = new Set<string>();
+    for (const [name, byResource] of entry?.containers ?? []) {
+      if (name === container) continue;
+      for (const id of byResource.get(resource)?.ids ?? []) (regularInit.has(name) ? reusable : longRunning).add(id);
+    }
+    for (const id of longRunning) reusable.delete(id);
+    return { reusable: [...reusable].sort(), longRunning };
+  }
+
+  /** upstream GetTopologyHints: per device resource of the container, none for a resource without NUMA nodes. */
+  containerHints(pod: Pod, container: ContainerSpec): ProviderHints {
+    this.pruneFor(pod);
     const uid = podUid(pod);
-    this.prune(new Set([uid, ...others.map((p) => podUid(p))]));
+    const out: Record<string, TopologyHint[] | undefined> = {};
+    for (const [resource, n] of containerNeeds(container, this.isDeviceResource)) {
+      if (!this.aligned(resource)) {
+        out[resource] = undefined;
+        continue;
+      }
+      const allocated = this.pods.get(uid)?.containers.get(container.name)?.get(resource)?.ids ?? [];
+      if (allocated.length > 0) {
+        out[resource] = allocated.length === n ? this.hints(resource, allocated, [], n) : [];
+        continue;
+      }
+      const { reusable, longRunning } = this.ownDevices(pod, container.name, resource);
+      const available = this.availableIds(resource, uid, new Set([...longRunning, ...reusable]));
+      out[resource] = available.length + reusable.length < n ? [] : this.hints(resource, available, reusable, n);
+    }
+    return Object.keys(out).length ? out : undefined;
+  }
+
+  /** upstream GetPodTopologyHints: the pod's devices at its peak, from what it holds already or what is free. */
+  podHints(pod: Pod): ProviderHints {
+    this.pruneFor(pod);
+    const uid = podUid(pod);
+    const out: Record<string, TopologyHint[] | undefined> = {};
+    for (const [resource, n] of podNeeds(pod, this.isDeviceResource)) {
+      if (!this.aligned(resource)) {
+        out[resource] = undefined;
+        continue;
+      }
+      const allocated = new Set([...(this.pods.get(uid)?.containers.values() ?? [])].flatMap((byResource) => byResource.get(resource)?.ids ?? []));
+      if (allocated.size > 0) {
+        out[resource] = allocated.size === n ? this.hints(resource, [...allocated], [], n) : [];
+        continue;
+      }
+      const available = this.availableIds(resource, uid);
+      out[resource] = available.length < n ? [] : this.hints(resource, available, [], n);
+    }
+    return out;
+  }
+
+  /** The pod being admitted: whether this admission reserved it, and the devices it picked (rollback). */
+  private fresh: { uid: string; reserved: boolean; picked: { container: string; resource: string }[] } | undefined;
+
+  /**
+   * upstream Allocate for one container, called by the topology manager with
+   * the merged hint. The first container's call reserves the whole pod's
+   * devices by count (refused when short: UnexpectedAdmissionError with
+   * upstream's message); a resource whose devices report NUMA nodes has the
+   * container's devices picked now, on the hint's nodes first.
+   */
+  allocate(pod: Pod, container: ContainerSpec, hint: TopologyHint | undefined): AllocateFailure | undefined {
+    this.pruneFor(pod);
+    const uid = podUid(pod);
+    if (this.fresh?.uid !== uid) this.fresh = { uid, reserved: false, picked: [] };
+    if (allocationOrder(pod)[0]?.container === container) {
+      const err = this.reserve(pod);
+      if (err !== undefined) return err;
+    }
+    const entry = this.pods.get(uid);
+    if (!entry) return undefined;
+    for (const [resource, n] of containerNeeds(container, this.isDeviceResource)) {
+      if (!this.aligned(resource)) continue; // picked when the container is created, GetPreferredAllocation included
+      const byResource = entry.containers.get(container.name) ?? new Map<string, ContainerDevices>();
+      const given = byResource.get(resource);
+      if (given) {
+        if (given.ids.length !== n) return `pod "${uid}" container "${container.name}" changed request for resource "${resource}" from ${given.ids.length} to ${n}`;
+        continue;
+      }
+      const picked = this.pickAligned(pod, container.name, resource, n, hint?.affinity);
+      if (typeof picked === "string") return picked;
+      byResource.set(resource, { ids: picked });
+      entry.containers.set(container.name, byResource);
+      this.fresh.picked.push({ container: container.name, resource });
+      this.writeCheckpoint();
+      this.opts.logger.info("devices picked", { pod: `${pod.metadata.namespace}/${pod.metadata.name}`, container: container.name, resource, devices: picked.join(",") });
+    }
+    return undefined;
+  }
+
+  /** The pod was not admitted: what this admission reserved and picked for it is free again. */
+  rollback(pod: Pod): void {
+    const uid = podUid(pod);
+    if (this.fresh?.uid !== uid) return;
+    const { reserved, picked } = this.fresh;
+    this.fresh = undefined;
+    if (reserved) this.pods.delete(uid);
+    else for (const { container, resource } of picked) this.pods.get(uid)?.containers.get(container)?.delete(resource);
+    if (reserved || picked.length) this.writeCheckpoint();
+  }
+
+  /** Reserves the pod's devices by count; a pod admitted before (an agent restart finds them in the checkpoint) keeps them. */
+  private reserve(pod: Pod): string | undefined {
+    const uid = podUid(pod);
     const needs = podNeeds(pod, this.isDeviceResource);
     const existing = this.pods.get(uid);
     if (existing) {
       existing.needs = needs;
-      return { admit: true };
+      return undefined;
     }
-    if (needs.size === 0) return { admit: true };
+    if (needs.size === 0) return undefined;
     for (const [resource, n] of needs) {
       const state = this.resources.get(resource)!;
-      const refuse = (why: string): AdmitResult => ({ admit: false, reason: "UnexpectedAdmissionError", message: `Allocate failed due to ${why}, which is unexpected` });
-      if (state.healthy.size === 0) return refuse(`no healthy devices present; cannot allocate unhealthy devices ${resource}`);
+      if (state.healthy.size === 0) return `no healthy devices present; cannot allocate unhealthy devices ${resource}`;
       const { ids, pending } = this.held(resource, uid);
       const available = Math.max(0, [...state.healthy].filter((id) => !ids.has(id)).length - pending);
-      if (available < n) return refuse(`requested number of devices unavailable for ${resource}. Requested: ${n}, Available: ${available}`);
+      if (available < n) return `requested number of devices unavailable for ${resource}. Requested: ${n}, Available: ${available}`;
     }
     this.pods.set(uid, { needs, containers: new Map() });
-    return { admit: true };
+    if (this.fresh?.uid === uid) this.fresh.reserved = true;
+    return undefined;
+  }
+
+  /**
+   * upstream devicesToAllocate without GetPreferredAllocation: the pod's
+   * reusable devices (its plain init containers') first, then those on the
+   * affinity's NUMA nodes, then those on other nodes, then those without
+   * topology. Within each group, by ID.
+   */
+  private pickAligned(pod: Pod, container: string, resource: string, n: number, affinity: NumaMask | undefined): string[] | string {
+    const state = this.resources.get(resource)!;
+    const uid = podUid(pod);
+    const { reusable, longRunning } = this.ownDevices(pod, container, resource);
+    const taken: string[] = [];
+    const take = (ids: readonly string[]) => {
+      for (const id of ids) if (taken.length < n && !taken.includes(id) && state.healthy.has(id)) taken.push(id);
+    };
+    take(reusable);
+    const available = this.availableIds(resource, uid, longRunning);
+    const topo = (id: string) => (state.numa.get(id) ?? []).length > 0;
+    if (affinity !== undefined && countOf(affinity) > 0) {
+      take(available.filter((id) => topo(id) && this.onMask(state, id, affinity)));
+      take(available.filter((id) => topo(id) && !this.onMask(state, id, affinity)));
+      take(available.filter((id) => !topo(id)));
+    } else take(available);
+    if (taken.length < n) return `requested number of devices unavailable for ${resource}. Requested: ${n}, Available: ${available.length}`;
+    return taken;
   }
 
   /** The pod is gone from the node: its devices are free. Idempotent. */
