@@ -103,7 +103,7 @@ async function main(): Promise<number> {
   if (process.env["BUN_INSPECT"]) log.warn("the runtime's inspector is listening; anyone who can connect to it can run code in the agent", { address: process.env["BUN_INSPECT"] });
 
   // Upstream's container manager checks before any pod: swap, cgroup v1, the agent's own oom_score_adj and open file limit (node/host-checks.ts).
-  const [{ checkHost, numaNodes }, { detectCgroupLayout, nodeCgroupFs }, { applyOpenFileLimit, setOpenFileLimit, OPEN_FILE_LIMIT_ERROR }] = await Promise.all([
+  const [{ checkHost }, { detectCgroupLayout, nodeCgroupFs }, { applyOpenFileLimit, setOpenFileLimit, OPEN_FILE_LIMIT_ERROR }] = await Promise.all([
     import("./node/host-checks.ts"),
     import("./cgroups/index.ts"),
     import("./util/rlimit.ts"),
@@ -123,7 +123,6 @@ async function main(): Promise<number> {
         inheritedError: process.env[OPEN_FILE_LIMIT_ERROR],
         limits: () => readFileSync("/proc/self/limits", "utf8"),
       }),
-    numaNodes: () => numaNodes("/sys/devices/system/node"),
   });
   if (!host.ok) {
     process.stderr.write(`kubelet: ${host.problem}\n`);

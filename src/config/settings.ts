@@ -244,7 +244,7 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
     },
   ),
   topologyManagerPolicy: acted(
-    '"none", best-effort, restricted or single-numa-node: hints of the CPU manager (static) and the memory manager (Static) merged per container or pod (topologyManagerScope), exclusive CPUs and pinned memory taken on the merged NUMA nodes, TopologyAffinityError when the policy refuses; on a host with more than one NUMA node a policy other than "none" stops the agent at start, as the device manager gives no hints yet (src/topologymanager, src/node/host-checks.ts)',
+    '"none", best-effort, restricted or single-numa-node: hints of the device manager (devices whose plugin reports NUMA nodes), the CPU manager (static) and the memory manager (Static) merged per container or pod (topologyManagerScope), devices, exclusive CPUs and pinned memory taken on the merged NUMA nodes, TopologyAffinityError (and an event) when the policy refuses, on hosts with any number of NUMA nodes up to max-allowable-numa-nodes (src/topologymanager)',
   ),
   topologyManagerScope: acted('"container" (hints merged per container) or "pod" (once for the whole pod), as upstream (src/topologymanager)'),
   topologyManagerPolicyOptions: acted(

@@ -33,7 +33,6 @@ function fakeProc(swaps: string | undefined): HostCheckDeps & { root: string; li
     cgroupVersion: () => "v1",
     limits,
     setOpenFileLimit: (n) => void limits.push(n),
-    numaNodes: () => [0],
   };
 }
 const settings = {
@@ -41,8 +40,6 @@ const settings = {
   failCgroupV1: false,
   oomScoreAdj: -999,
   maxOpenFiles: 1_000_000,
-  topologyManagerPolicy: "none",
-  topologyManagerScope: "container",
   protectKernelDefaults: false,
   featureGates: {} as Record<string, boolean>,
 };
@@ -110,25 +107,6 @@ test("maxOpenFiles sets the agent's open file limit; a failure is a warning nami
     },
   });
   expect(denied).toEqual({ ok: true, warnings: ["maxOpenFiles: could not set the agent's open file limit to 1000000: setrlimit(RLIMIT_NOFILE, 1000000) failed: EPERM"], info: [] });
-});
-
-test("topologyManagerPolicy: every policy on one NUMA node (all pods admitted, as upstream); on more, only none, and the refusal names the field and the nodes", () => {
-  const one = fakeProc(HEADER);
-  for (const policy of ["none", "best-effort", "restricted", "single-numa-node"])
-    for (const scope of ["container", "pod"]) expect(checkHost({ ...settings, topologyManagerPolicy: policy, topologyManagerScope: scope }, one).ok).toBe(true);
-  const two = { ...fakeProc(HEADER), numaNodes: () => [0, 1] };
-  expect(checkHost(settings, two).ok).toBe(true);
-  for (const policy of ["best-effort", "restricted", "single-numa-node"])
-    expect(checkHost({ ...settings, topologyManagerPolicy: policy }, two)).toEqual({
-      ok: false,
-      problem: expect.stringContaining(`topologyManagerPolicy: "${policy}" (scope "container") needs NUMA alignment`),
-      invalidConfig: true,
-    });
-  expect(checkHost({ ...settings, topologyManagerPolicy: "restricted" }, two)).toEqual({
-    ok: false,
-    problem: expect.stringContaining("this host has 2 NUMA nodes (0, 1)"),
-    invalidConfig: true,
-  });
 });
 
 test("numaNodes: the nodeN entries in order; none or no directory is one node", () => {

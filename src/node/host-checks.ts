@@ -9,10 +9,6 @@
  *   it is a warning, as upstream logs it and goes on);
  * - maxOpenFiles: the agent's own RLIMIT_NOFILE, soft and hard (upstream
  *   rlimit.SetNumFiles; a failure is a warning, as upstream logs it);
- * - topologyManagerPolicy: other than "none" only on a host with one NUMA
- *   node (src/topologymanager merges the CPU and memory managers' hints);
- *   with more, the device manager gives no hints yet, so the agent does not
- *   start.
  * - protectKernelDefaults: upstream's six kernel tunables (KERNEL_TUNABLES,
  *   setupKernelTunables); true: one that differs stops the agent, with
  *   upstream's message for each; false: each that differs is written
@@ -97,8 +93,6 @@ export interface HostCheckDeps {
   cgroupVersion(): "v1" | "v2";
   /** setrlimit(RLIMIT_NOFILE) of the agent, soft and hard (util/rlimit.ts); throws why it could not. */
   setOpenFileLimit(limit: number): void;
-  /** The host's NUMA nodes (/sys/devices/system/node/nodeN), e.g. [0] or [0, 1]. */
-  numaNodes(): number[];
 }
 
 export interface HostCheckSettings {
@@ -108,8 +102,6 @@ export interface HostCheckSettings {
   singleProcessOOMKill?: boolean;
   oomScoreAdj: number;
   maxOpenFiles: number;
-  topologyManagerPolicy: string;
-  topologyManagerScope: string;
   protectKernelDefaults: boolean;
   featureGates: Readonly<Record<string, boolean>>;
 }
@@ -191,15 +183,6 @@ export function checkHost(s: HostCheckSettings, deps: HostCheckDeps): HostCheckR
             : ""
       }`,
     };
-  if (s.topologyManagerPolicy !== "none") {
-    const nodes = deps.numaNodes();
-    if (nodes.length > 1)
-      return {
-        ok: false,
-        problem: `topologyManagerPolicy: ${JSON.stringify(s.topologyManagerPolicy)} (scope ${JSON.stringify(s.topologyManagerScope)}) needs NUMA alignment of CPUs, memory and devices, and this host has ${nodes.length} NUMA nodes (${nodes.join(", ")}): the CPU and memory managers give the topology manager hints here, the device manager does not, so only "none" is honoured on this host (every policy is on a host with one NUMA node)`,
-        invalidConfig: true,
-      };
-  }
   const warnings: string[] = [];
   const oomPath = join(deps.procRoot, "self/oom_score_adj");
   try {
