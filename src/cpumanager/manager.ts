@@ -77,6 +77,10 @@ export class PolicyCpuManager implements CpuManager {
     return err;
   }
 
+  beginAdmission(pod: Pod): void {
+    this.d.policy.beginAdmission(pod);
+  }
+
   rollback(pod: Pod): void {
     this.d.policy.rollback(pod);
   }

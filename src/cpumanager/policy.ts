@@ -167,6 +167,7 @@ export class CpuPolicy {
 
   /** Every container of the pod, init containers first, with no NUMA affinity (topology manager policy "none"); nothing is kept when one fails. */
   allocatePod(pod: Pod): CpuAdmitResult {
+    this.beginAdmission(pod);
     for (const c of [...(pod.spec.initContainers ?? []), ...pod.spec.containers]) {
       const err = this.allocate(pod, c, undefined);
       if (err !== undefined) {
@@ -240,13 +241,19 @@ export class CpuPolicy {
   allocate(pod: Pod, c: ContainerSpec, affinity: NumaMask | undefined): AllocateFailure | undefined {
     if (this.cfg.policy !== "static") return undefined;
     const uid = podUid(pod);
-    if (this.fresh?.uid !== uid) this.fresh = { uid, added: [], reuse: [...(this.reuse.get(uid) ?? [])] };
+    if (this.fresh?.uid !== uid) this.beginAdmission(pod);
     const had = this.state.entries[uid]?.[c.name] !== undefined;
     const err = this.allocateContainer(pod, c, affinity);
     if (err !== undefined) return err;
-    if (!had && this.state.entries[uid]?.[c.name]) this.fresh.added.push(c.name);
+    if (!had && this.state.entries[uid]?.[c.name]) this.fresh!.added.push(c.name);
     this.save();
     return undefined;
+  }
+
+  /** What allocate() gives the pod from now on is what rollback() gives back. */
+  beginAdmission(pod: Pod): void {
+    const uid = podUid(pod);
+    this.fresh = { uid, added: [], reuse: [...(this.reuse.get(uid) ?? [])] };
   }
 
   /** The pod was not admitted: the CPUs this admission gave it go back to the pool. */

@@ -216,6 +216,16 @@ describe("through the topology manager", () => {
     expect(formatCpuSet(policy.snapshot().defaultCpuSet)).toBe("0-8,11");
   });
 
+  test("a refused admission of a pod admitted before (a resize asking more) takes nothing the first admission gave it", () => {
+    const policy = policyWith({ available: "1-11", reserved: "0" });
+    const m = tm("restricted", "container", [managerOf(policy)]);
+    expect(m.admit(pod("a", [{ name: "c", cpu: "2" }]))).toEqual({ admit: true });
+    const held = policy.cpusOf("a", "c");
+    expect(m.admit(pod("a", [{ name: "c", cpu: "3" }]))).toMatchObject({ admit: false, reason: "TopologyAffinityError" });
+    expect(policy.cpusOf("a", "c")).toEqual(held!);
+    expect(held!.length).toBe(2);
+  });
+
   test("pod scope: the whole pod's CPUs on one node", () => {
     const policy = policyWith({ available: "1-11", reserved: "0" });
     const q = pod("q", [

@@ -344,6 +344,14 @@ describe("DeviceManager", () => {
       expect(file.Data.PodDeviceEntries).toMatchObject([{ PodUID: "a", ContainerName: "c", ResourceName: R }]);
     });
 
+    test("a refused admission of a pod admitted before keeps the devices the first admission gave it", async () => {
+      const s = await setup({ devices: ["d1", "d2", "d3", "d4"], numa: onTwoNodes, numaNodes: [0, 1], policy: "restricted" });
+      await registered(s, "4");
+      expect(s.admit(pod("a", [{ name: "c", n: 1 }]), [])).toEqual({ admit: true });
+      expect(s.admit(pod("a", [{ name: "c", n: 2 }]), [])).toMatchObject({ admit: false, reason: "TopologyAffinityError" });
+      expect(s.manager.allocations().get("a")?.get("c")?.get(R)).toEqual(["d1"]);
+    });
+
     test("best-effort, 4 wanted and node 1 preferred where only 3 are: all 3 of node 1, then 1 of node 0 (upstream: unsatisfiable, prefer socket 1)", async () => {
       const s = await setup({ devices: Object.keys(onTwoNodes), numa: onTwoNodes, numaNodes: [0, 1], policy: "best-effort", others: [prefers(1)] });
       await registered(s, "6");

@@ -446,7 +446,7 @@ export class DeviceManager implements AsyncDisposable, HintProvider {
   allocate(pod: Pod, container: ContainerSpec, hint: TopologyHint | undefined): AllocateFailure | undefined {
     this.pruneFor(pod);
     const uid = podUid(pod);
-    if (this.fresh?.uid !== uid) this.fresh = { uid, reserved: false, picked: [] };
+    if (this.fresh?.uid !== uid) this.beginAdmission(pod);
     if (allocationOrder(pod)[0]?.container === container) {
       const err = this.reserve(pod);
       if (err !== undefined) return err;
@@ -465,11 +465,15 @@ export class DeviceManager implements AsyncDisposable, HintProvider {
       if (typeof picked === "string") return picked;
       byResource.set(resource, { ids: picked });
       entry.containers.set(container.name, byResource);
-      this.fresh.picked.push({ container: container.name, resource });
+      this.fresh!.picked.push({ container: container.name, resource });
       this.writeCheckpoint();
       this.opts.logger.info("devices picked", { pod: `${pod.metadata.namespace}/${pod.metadata.name}`, container: container.name, resource, devices: picked.join(",") });
     }
     return undefined;
+  }
+
+  beginAdmission(pod: Pod): void {
+    this.fresh = { uid: podUid(pod), reserved: false, picked: [] };
   }
 
   /** The pod was not admitted: what this admission reserved and picked for it is free again. */

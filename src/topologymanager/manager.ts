@@ -25,6 +25,8 @@ export interface HintProvider {
   podHints(pod: Pod): ProviderHints;
   /** Allocates with the merged hint (undefined: no hint, policy "none"); why it failed, or undefined. */
   allocate(pod: Pod, container: ContainerSpec, hint: TopologyHint | undefined): AllocateFailure | undefined;
+  /** An admission of the pod starts: what allocate() gives from now on is what rollback() gives back. */
+  beginAdmission?(pod: Pod): void;
   /** The pod was not admitted: what this admission allocated to it is given back. */
   rollback?(pod: Pod): void;
 }
@@ -55,6 +57,7 @@ export class TopologyManager {
   }
 
   admit(pod: Pod): TopologyAdmitResult {
+    for (const p of this.o.providers) p.beginAdmission?.(pod);
     const result = this.admitAligned(pod);
     if (!result.admit) for (const p of this.o.providers) p.rollback?.(pod);
     return result;
