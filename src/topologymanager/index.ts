@@ -1,8 +1,8 @@
 /**
  * The topology manager: hint merging by policy (none, best-effort,
  * restricted, single-numa-node), scope container or pod, policy options, and
- * the host's NUMA nodes from sysfs. Its hint providers (the memory manager)
- * are given to it by the agent.
+ * the host's NUMA nodes from sysfs. Its hint providers (the device, CPU and
+ * memory managers) are given to it by the agent.
  */
 export {
   bitsOf,
