@@ -50,7 +50,20 @@ export interface VmRun {
   ms: number;
 }
 
-export async function runVm(opts: { initramfs: string; kernel: string; timeoutMs?: number; memoryMb?: number }): Promise<VmRun> {
+/**
+ * `smp` and `numa`: qemu's -smp value and its NUMA nodes (each one memory
+ * backend and the CPUs given); `append`: more of the kernel command line.
+ */
+export async function runVm(opts: {
+  initramfs: string;
+  kernel: string;
+  timeoutMs?: number;
+  memoryMb?: number;
+  smp?: string;
+  numa?: { cpus: string; memoryMb: number }[];
+  append?: string;
+}): Promise<VmRun> {
+  const numa = (opts.numa ?? []).flatMap((n, id) => ["-object", `memory-backend-ram,id=mem${id},size=${n.memoryMb}M`, "-numa", `node,nodeid=${id},cpus=${n.cpus},memdev=mem${id}`]);
   const t0 = performance.now();
   const proc = Bun.spawn(
     [
@@ -62,13 +75,14 @@ export async function runVm(opts: { initramfs: string; kernel: string; timeoutMs
       "-m",
       String(opts.memoryMb ?? 1024),
       "-smp",
-      "1",
+      opts.smp ?? "1",
+      ...numa,
       "-kernel",
       opts.kernel,
       "-initrd",
       opts.initramfs,
       "-append",
-      "console=ttyS0 quiet panic=-1 rdinit=/init",
+      `console=ttyS0 quiet panic=-1 rdinit=/init${opts.append ? ` ${opts.append}` : ""}`,
       "-no-reboot",
       "-nodefaults",
       "-display",
