@@ -122,7 +122,12 @@ beforeAll(async () => {
   [ctd, cp] = await startTogether([startContainerd({ name: "faults" }), startControlPlane({ name: "faults", nodeMonitorGracePeriod: "20s" })]);
   cri = createCriClient({ endpoint: ctd.endpoint, logger: createLogger({ verbosity: 0 }) });
   const kubeconfig = await cp.nodeKubeconfig(NODE);
-  agent = await startAgent(ctd, { nodeName: NODE, extraArgs: [`--kubeconfig=${kubeconfig}`, "--node-ip=127.0.0.1"], extraConfig: { fileCheckFrequency: "2s" } });
+  agent = await startAgent(ctd, {
+    nodeName: NODE,
+    extraArgs: [`--kubeconfig=${kubeconfig}`, "--node-ip=127.0.0.1"],
+    // The cluster CA verifies the API server's client certificate: `kubectl logs -f` and `exec` reach 10250 (SIGTERM test).
+    extraConfig: { fileCheckFrequency: "2s", authentication: { x509: { clientCAFile: cp.caFile } } },
+  });
   await eventually("node Ready", nodeReady, 60_000);
 }, 180_000);
 
@@ -338,20 +343,65 @@ describe("faults (issue #8)", () => {
   );
 
   test(
-    "SIGTERM stops the agent cleanly and leaves every pod running",
+    "SIGTERM stops the agent within seconds, with a log stream, an exec session and a container stop in flight, and leaves every pod running",
     explained(async () => {
-      const uids = (await agent.pods()).items.map((p) => p.metadata.uid);
-      const before = await runtimeView(uids);
-      expect(await agent.kill("SIGTERM")).toBe(0);
-      const log = agent.log();
-      expect(log).toContain("stopping node agent; pods keep running");
-      expect(log).not.toContain("stopping with pod statuses the API server has not accepted");
-      expect(await runtimeView(uids)).toEqual(before);
-      agent.start();
-      await eventually("node Ready after the restart", nodeReady, 45_000);
-      await eventually("the agent adopted the pods", async () => (await agent.pods()).items.length === uids.length);
-      expect(await runtimeView(uids)).toEqual(before);
+      // What held a SIGTERM'd agent open in a conformance run: work in flight. A `kubectl logs -f` and an exec session
+      // through the API server to 10250, and a pod being deleted whose container ignores SIGTERM (sleep as PID 1), so
+      // its stop waits out the 20 s grace period.
+      await apply(
+        apiPod("chatty", [sleeper("main", { command: ["sh", "-c", "trap 'exit 0' TERM; while true; do echo tick; sleep 1; done"] })]),
+        apiPod("stubborn", [sleeper("main", { command: ["sleep", "3600"] })], { terminationGracePeriodSeconds: 20 }),
+      );
+      await Promise.all([runningPod("chatty"), runningPod("stubborn")]);
+      const kubectlArgv = (...args: string[]) => [join(cp.binDir, "kubectl"), "--kubeconfig", cp.adminKubeconfig, ...args];
+      const follow = Bun.spawn(kubectlArgv("logs", "-f", "chatty"), { stdout: "pipe", stderr: "pipe" });
+      const exec = Bun.spawn(kubectlArgv("exec", "-i", "chatty", "--", "cat"), { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+      try {
+        const seen = { follow: "", exec: "" };
+        void (async () => {
+          for await (const b of follow.stdout) seen.follow += new TextDecoder().decode(b);
+        })();
+        void (async () => {
+          for await (const b of exec.stdout) seen.exec += new TextDecoder().decode(b);
+        })();
+        await eventually("kubectl logs -f streaming", () => seen.follow.includes("tick"), 30_000);
+        exec.stdin.write("ping\n");
+        exec.stdin.flush();
+        await eventually("the exec session answering", () => seen.exec.includes("ping"), 30_000);
+        const stubborn = (await tryJson("pod", "stubborn")).metadata.uid as string;
+        await kubectl("delete", "pod", "stubborn", "--wait=false");
+        // The agent's Killing event says the stop began; the container ignores it for its 20 s.
+        await eventually(
+          "the stubborn container's stop in flight",
+          async () => (await kubectl("get", "events", "--field-selector", "involvedObject.name=stubborn,reason=Killing", "-o", "name")).trim() !== "",
+          30_000,
+        );
+
+        const uids = (await agent.pods()).items.map((p) => p.metadata.uid).filter((uid) => uid !== stubborn);
+        const before = await runtimeView(uids);
+        const stopping = Date.now();
+        expect(await agent.kill("SIGTERM")).toBe(0);
+        // The pod workers give the stop in flight 2 s; nothing else waits (it took the 20 s grace period before).
+        expect(Date.now() - stopping).toBeLessThan(6_000);
+        const log = agent.log();
+        expect(log).toContain("stopping node agent; pods keep running");
+        expect(log).toContain("stopping with pod steps in flight; the next start takes them up");
+        expect(log).toMatch(/"stopped" component=stop part="kubelet API server" ms=\d+/);
+        expect(log).toContain('"node agent stopped"');
+        expect(log).not.toContain("stopping with pod statuses the API server has not accepted");
+        expect(await runtimeView(uids)).toEqual(before);
+        // The streams ended with the agent.
+        expect(await Promise.race([Promise.all([follow.exited, exec.exited]).then(() => "ended"), Bun.sleep(10_000).then(() => "still open")])).toBe("ended");
+
+        agent.start();
+        await eventually("node Ready after the restart", nodeReady, 45_000);
+        await eventually("the agent adopted the pods", async () => (await agent.pods()).items.filter((p) => p.metadata.uid !== stubborn).length === uids.length);
+        expect(await runtimeView(uids)).toEqual(before);
+      } finally {
+        follow.kill();
+        exec.kill();
+      }
     }),
-    90_000,
+    150_000,
   );
 });
