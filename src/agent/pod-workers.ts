@@ -64,7 +64,7 @@ export class PodAdmission implements PodAdmitter {
     if (!underPressure.admit) return underPressure;
     const sysctlResult = this.sysctls.admit(pod);
     if (!sysctlResult.admit) return sysctlResult;
-    // What the node cannot give (pod-level resources, a user namespace) is refused, never run without (node/pod-features.ts).
+    // What the node cannot give (pod-level resources with the gate off, a user namespace) is refused, never run without (node/pod-features.ts).
     const features = admitPodFeatures(pod, this.podFeatureGates);
     if (!features.admit) return features;
     // A pod counts with what it was allocated (checkpointed; active pods come allocated), not with a resize it

@@ -70,10 +70,10 @@ describe("containerLinuxResources", () => {
     ],
     ["cpu limit only: shares from the limit", { limits: { cpu: "100m" } }, {}, { cpuShares: 102, cpuQuota: 10_000, cpuPeriod: 100_000, memoryLimitInBytes: 0, oomScoreAdj: 999 }],
     [
-      "explicit zero cpu request with a limit: shares from the limit (upstream)",
+      "explicit zero cpu request with a limit: the request is named, so shares from 0, the minimum (upstream takes the limit only when requests has no cpu)",
       { requests: { cpu: "0" }, limits: { cpu: "2" } },
       {},
-      { cpuShares: 2048, cpuQuota: 200_000, cpuPeriod: 100_000, memoryLimitInBytes: 0, oomScoreAdj: 999 },
+      { cpuShares: 2, cpuQuota: 200_000, cpuPeriod: 100_000, memoryLimitInBytes: 0, oomScoreAdj: 999 },
     ],
     [
       "cpuCFSQuota off: no quota, no period",
@@ -165,5 +165,78 @@ describe("MemoryQoS (generateLinuxContainerResources with the gate on cgroup v2)
     const base = { memoryCapacityBytes: CAP, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: true, hugePageSizes: [] };
     expect(containerLinuxResources(pod([c("b")]), c("b"), base).unified).toEqual({ "memory.oom.group": "1" });
     expect(containerLinuxResources(pod([container]), container, { ...base, memoryQoS: qos }).unified).toEqual({ "memory.oom.group": "1", ...containerMemoryQoS(container, qos) });
+  });
+});
+
+describe("pod-level resources (qos/policy_test.go and kuberuntime getCPULimit/getMemoryLimit)", () => {
+  const CAP4 = 4_000_000_000;
+  const podRes = (memRequest: string) => ({ requests: { cpu: "5m", memory: memRequest }, limits: { cpu: "5m", memory: String(1000 + 2_000_000_000) } });
+  const withPod = (resources: Res, containers: ContainerSpec[], initContainers: ContainerSpec[] = []) => pod(containers, { resources, initContainers });
+  test.each<[string, Pod, Record<string, number>]>([
+    [
+      "guaranteed-pod-resources-no-container-resources",
+      withPod({ requests: { cpu: "5m", memory: "2000000000" }, limits: { cpu: "5m", memory: "2000000000" } }, [c("a"), c("b")]),
+      { a: -997, b: -997 },
+    ],
+    ["burstable-pod-resources-no-container-resources", withPod(podRes("2000000000"), [c("a"), c("b")]), { a: 750, b: 750 }],
+    [
+      "burstable-pod-resources-equal-container-requests",
+      withPod(podRes("2000000000"), [
+        c("a", { requests: { cpu: "5m", memory: "1000000000" }, limits: { cpu: "5m", memory: "1000000000" } }),
+        c("b", { requests: { cpu: "5m", memory: "1000000000" }, limits: { cpu: "5m", memory: "1000000000" } }),
+      ]),
+      { a: 750, b: 750 },
+    ],
+    [
+      "burstable-pod-resources-unequal-container-requests",
+      withPod(podRes("2000000000"), [c("a", { requests: { cpu: "3m", memory: "1000000000" }, limits: { cpu: "5m", memory: "1000000000" } }), c("b")]),
+      { a: 625, b: 875 },
+    ],
+    ["burstable-pod-resources-no-container-resources-with-sidecar", withPod(podRes("2000000000"), [c("a")], [c("s", undefined, { restartPolicy: "Always" })]), { a: 750, s: 750 }],
+    [
+      "burstable-pod-resources-unequal-container-requests-with-sidecar",
+      withPod(
+        podRes("2000000000"),
+        [c("a", { requests: { cpu: "5m", memory: "1000000000" } }), c("b", { requests: { cpu: "5m", memory: "500000000" } })],
+        [c("s", { requests: { cpu: "5m", memory: "200000000" } }, { restartPolicy: "Always" })],
+      ),
+      { a: 725, b: 850, s: 850 },
+    ],
+  ])("oom_score_adj: %s", (_n, p, want) => {
+    const all = [...p.spec.containers, ...(p.spec.initContainers ?? [])];
+    expect(Object.fromEntries(all.map((x) => [x.name, containerOomScoreAdj(p, x, CAP4)]))).toEqual(want);
+  });
+
+  const opts = { memoryCapacityBytes: CAP, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: false, hugePageSizes: ["2MB", "1GB"] };
+  test("a container without limits is bounded by the pod's limits; its shares come from that cpu limit when it names no request", () => {
+    const p = withPod({ limits: { cpu: "500m", memory: "64Mi" } }, [c("a")]);
+    expect(containerLinuxResources(p, c("a"), opts)).toEqual({
+      cpuShares: 512,
+      cpuQuota: 50_000,
+      cpuPeriod: 100_000,
+      memoryLimitInBytes: 64 * 2 ** 20,
+      oomScoreAdj: -997,
+      hugepageLimits: [
+        { pageSize: "2MB", limit: 0 },
+        { pageSize: "1GB", limit: 0 },
+      ],
+    });
+  });
+  test("huge pages: the pod's limit per size, the container's own winning for its size (GetHugepageLimitsFromResources)", () => {
+    const own = c("a", { limits: { "hugepages-2Mi": "4Mi" } });
+    const p = withPod({ limits: { "hugepages-2Mi": "8Mi", "hugepages-1Gi": "1Gi" } }, [own]);
+    expect(containerLinuxResources(p, own, opts).hugepageLimits).toEqual([
+      { pageSize: "2MB", limit: 4 * 2 ** 20 },
+      { pageSize: "1GB", limit: 2 ** 30 },
+    ]);
+  });
+  test("a container's own limit wins over the pod's; a request keeps its shares", () => {
+    const own = c("a", { requests: { cpu: "100m", memory: "16Mi" }, limits: { cpu: "200m" } });
+    const p = withPod({ limits: { cpu: "500m", memory: "64Mi" } }, [own]);
+    expect(containerLinuxResources(p, own, opts)).toMatchObject({ cpuShares: 102, cpuQuota: 20_000, memoryLimitInBytes: 64 * 2 ** 20 });
+  });
+  test("pod-level requests only: no limits to inherit", () => {
+    const p = withPod({ requests: { cpu: "1", memory: "1Gi" } }, [c("a")]);
+    expect(containerLinuxResources(p, c("a"), opts)).toMatchObject({ cpuShares: 2, cpuQuota: 0, memoryLimitInBytes: 0 });
   });
 });

@@ -5,7 +5,7 @@
  */
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import { podQosClass } from "./qos.ts";
-import { containerLimits, containerRequests } from "./resources.ts";
+import { aggregate, containerLimits, containerRequests, podLevelRequestsSet, podLevelResources, podLevelResourcesSet, type ResourceAmounts } from "./pod-resources.ts";
 import { milliCpuToQuota, milliCpuToShares, milliValue } from "./values.ts";
 import { isCriticalPod } from "../pods/source.ts";
 import { hugePageLimits, hugePageUnitSize } from "./hugepages.ts";
@@ -24,7 +24,10 @@ const memoryRequest = (c: ContainerSpec) => containerRequests(c).memory ?? 0;
  * [1000 - 997, 999] so that it stays above Guaranteed and below BestEffort.
  * A sidecar never scores above the smallest regular container, so it is not
  * killed before the containers it serves.
- * (Pod-level resources, which change the per-container share, are not modelled.)
+ * With pod-level memory requests, the part of the pod's request its
+ * containers do not request is shared equally among all of them (init and
+ * sidecars included) and added to each one's request, for the sidecar's
+ * smallest regular container too (upstream remainingPodMemReqPerContainer).
  */
 export function containerOomScoreAdj(pod: Pod, container: ContainerSpec, memoryCapacityBytes: number): number {
   if (!(memoryCapacityBytes > 0)) throw new RangeError(`memory capacity must be positive, got ${memoryCapacityBytes}`);
@@ -34,15 +37,35 @@ export function containerOomScoreAdj(pod: Pod, container: ContainerSpec, memoryC
   if (qos === "BestEffort") return BESTEFFORT_OOM_SCORE_ADJ;
 
   const score = (req: number) => 1000 - Math.trunc((1000 * req) / memoryCapacityBytes);
-  let adj = score(memoryRequest(container));
+  const remaining = podLevelRequestsSet(pod) ? remainingPodMemoryRequestPerContainer(pod) : 0;
+  let adj = score(memoryRequest(container) + remaining);
   const sidecar = container.restartPolicy === "Always" && (pod.spec.initContainers ?? []).some((c) => c.name === container.name);
   if (sidecar) {
     const minRegular = Math.min(...pod.spec.containers.map(memoryRequest));
-    adj = Math.min(adj, score(minRegular));
+    adj = Math.min(adj, score(minRegular + remaining));
   }
   if (adj < 1000 + GUARANTEED_OOM_SCORE_ADJ) return 1000 + GUARANTEED_OOM_SCORE_ADJ;
   if (adj === BESTEFFORT_OOM_SCORE_ADJ) return adj - 1;
   return adj;
+}
+
+/** Upstream remainingPodMemReqPerContainer: (pod memory request - containers' aggregate) / number of containers, truncated. */
+function remainingPodMemoryRequestPerContainer(pod: Pod): number {
+  const podMemory = podLevelResources(pod)?.requests.memory ?? 0;
+  if (podMemory === 0) return 0;
+  const count = pod.spec.containers.length + (pod.spec.initContainers ?? []).length;
+  return Math.trunc((podMemory - (aggregate(pod, containerRequests).memory ?? 0)) / count);
+}
+
+/**
+ * kuberuntime getCPULimit / getMemoryLimit: a container without its own
+ * limit is bounded by the pod's (spec.resources.limits) when the pod sets
+ * pod-level resources; 0 when neither has one.
+ */
+export function effectiveContainerLimit(pod: Pod, container: ContainerSpec, name: "cpu" | "memory"): number {
+  const own = containerLimits(container)[name] ?? 0;
+  if (own === 0 && podLevelResourcesSet(pod)) return podLevelResources(pod)?.limits[name] ?? 0;
+  return own;
 }
 
 export interface ContainerResourceOptions {
@@ -111,17 +134,20 @@ export interface ContainerLinuxResources {
 
 /**
  * upstream GetHugepageLimitsFromResources: every page size of the host with
- * limit 0 (no huge pages of that size), then the container's
- * `hugepages-<size>` limits. A size the host does not have is not sent (the
- * pod was not admitted with it anyway).
+ * limit 0 (no huge pages of that size), then the pod's `hugepages-<size>`
+ * limits when it sets pod-level resources, then the container's own, which
+ * win per size. A size the host does not have is not sent (the pod was not
+ * admitted with it anyway).
  */
-export function containerHugepageLimits(container: ContainerSpec, hostSizes: readonly string[]): { pageSize: string; limit: number }[] {
+export function containerHugepageLimits(container: ContainerSpec, hostSizes: readonly string[], podLevelLimits: ResourceAmounts = {}): { pageSize: string; limit: number }[] {
   const wanted = new Map<string, number>();
-  for (const [bytes, limit] of hugePageLimits(containerLimits(container))) {
-    try {
-      wanted.set(hugePageUnitSize(bytes), limit);
-    } catch {
-      // not a size the kernel can have: as upstream, skipped
+  for (const list of [podLevelLimits, containerLimits(container)]) {
+    for (const [bytes, limit] of hugePageLimits(list)) {
+      try {
+        wanted.set(hugePageUnitSize(bytes), limit);
+      } catch {
+        // not a size the kernel can have: as upstream, skipped
+      }
     }
   }
   return hostSizes.map((pageSize) => ({ pageSize, limit: wanted.get(pageSize) ?? 0 }));
@@ -129,16 +155,19 @@ export function containerHugepageLimits(container: ContainerSpec, hostSizes: rea
 
 /**
  * The CRI resources of one container of `pod` (regular, init or sidecar):
- * shares from the CPU request (the limit when no request), quota from the CPU
- * limit over the configured period (0, unlimited, without a limit; quota and
- * period 0 when cpuCFSQuota is off), memory limit (0 without one), the
- * OOM score adjustment of its QoS class, and a huge page limit per size.
+ * shares from the CPU request (the limit when it names no request), quota
+ * from the CPU limit over the configured period (0, unlimited, without a
+ * limit; quota and period 0 when cpuCFSQuota is off), memory limit (0
+ * without one), the OOM score adjustment of its QoS class, and a huge page
+ * limit per size. The cpu and memory limits are the pod's where the
+ * container has none and the pod sets pod-level resources
+ * (effectiveContainerLimit).
  */
 export function containerLinuxResources(pod: Pod, container: ContainerSpec, opts: ContainerResourceOptions): ContainerLinuxResources {
-  const limits = containerLimits(container);
-  const cpuLimit = limits.cpu ?? 0;
-  const explicitRequest = milliValue(container.resources?.requests?.cpu);
-  const cpuShares = milliCpuToShares(explicitRequest === 0 && cpuLimit !== 0 ? cpuLimit : explicitRequest);
+  const cpuLimit = effectiveContainerLimit(pod, container, "cpu");
+  const memoryLimit = effectiveContainerLimit(pod, container, "memory");
+  const requested = container.resources?.requests?.cpu;
+  const cpuShares = milliCpuToShares(requested === undefined ? cpuLimit : milliValue(requested));
   const cpuPeriod = opts.cpuCFSQuota ? opts.cpuCFSQuotaPeriodUs : 0;
   const cpuQuota = opts.cpuCFSQuota ? milliCpuToQuota(cpuLimit, cpuPeriod) : 0;
   const unified = { ...(opts.oomGroup ? { "memory.oom.group": "1" } : {}), ...(opts.memoryQoS ? containerMemoryQoS(container, opts.memoryQoS) : {}) };
@@ -146,9 +175,9 @@ export function containerLinuxResources(pod: Pod, container: ContainerSpec, opts
     cpuShares,
     cpuQuota,
     cpuPeriod,
-    memoryLimitInBytes: limits.memory ?? 0,
+    memoryLimitInBytes: memoryLimit,
     oomScoreAdj: containerOomScoreAdj(pod, container, opts.memoryCapacityBytes),
     ...(Object.keys(unified).length > 0 ? { unified } : {}),
-    hugepageLimits: containerHugepageLimits(container, opts.hugePageSizes),
+    hugepageLimits: containerHugepageLimits(container, opts.hugePageSizes, podLevelResourcesSet(pod) ? podLevelResources(pod)?.limits : undefined),
   };
 }

@@ -31,3 +31,38 @@ describe("pod-level resources decide the class, as upstream ComputePodQOS", () =
     expect(podQosClass(withPodLevel({ limits: { memory: "64Mi" } }))).toBe("Burstable");
   });
 });
+
+describe("pod-level resources: upstream's ComputePodQOS table (qos_test.go)", () => {
+  type R = { requests?: Record<string, string>; limits?: Record<string, string> };
+  const withPod = (podResources: R, ...containers: R[]) =>
+    ({
+      metadata: { name: "p", uid: "u" },
+      spec: { resources: podResources, containers: containers.map((resources, i) => ({ name: `c${i}`, image: "i", resources })) },
+    }) as unknown as Pod;
+  const rl = (cpu: string, memory: string) => ({ ...(cpu ? { cpu } : {}), ...(memory ? { memory } : {}) });
+  test.each<[string, Pod, string]>([
+    ["guaranteed-with-pod-level-resources", withPod({ requests: rl("10m", "100Mi"), limits: rl("10m", "100Mi") }, {}), "Guaranteed"],
+    [
+      "guaranteed-with-pod-and-container-level-resources",
+      withPod({ requests: rl("10m", "100Mi"), limits: rl("10m", "100Mi") }, { requests: rl("3m", "10Mi"), limits: rl("5m", "20Mi") }),
+      "Guaranteed",
+    ],
+    ["burstable-with-pod-level-resources", withPod({ requests: rl("10m", "10Mi"), limits: rl("20m", "50Mi") }, {}), "Burstable"],
+    [
+      "burstable-with-pod-and-container-level-resources",
+      withPod({ requests: rl("10m", "10Mi"), limits: rl("20m", "50Mi") }, { requests: rl("5m", "10Mi"), limits: rl("5m", "10Mi") }),
+      "Burstable",
+    ],
+    ["burstable-with-pod-and-container-level-requests", withPod({ requests: rl("10m", "10Mi") }, { requests: rl("5m", "10Mi") }), "Burstable"],
+    [
+      "burstable-with-pod-and-container-level-resources-2",
+      withPod({ requests: rl("10m", "10Mi"), limits: rl("5m", "") }, { requests: rl("5m", "10Mi") }, { requests: rl("5m", "10Mi"), limits: rl("5m", "10Mi") }),
+      "Burstable",
+    ],
+    // Static pods are not defaulted by an API server: the pod's limits with container requests default the pod's requests to those (Burstable).
+    ["pod limits, container requests below them (defaulted requests)", withPod({ limits: rl("500m", "64Mi") }, { requests: rl("100m", "32Mi") }), "Burstable"],
+    ["spec.resources present but empty: BestEffort whatever the containers ask, as upstream", withPod({}, { limits: rl("1", "1Gi") }), "BestEffort"],
+  ])("%s → %s", (_n, p, qos) => {
+    expect(podQosClass(p)).toBe(qos as never);
+  });
+});

@@ -3,11 +3,15 @@
  * count; requests default to limits (API defaulting does the same for pods
  * it stores, static pods get it here). With pod-level resources
  * (`spec.resources`, PodLevelResources, on by default in 1.34) those decide
- * instead of the containers', as upstream's ComputePodQOS: the API server
- * computes the class that way, and a status with another class is refused.
+ * instead of the containers' whenever spec.resources is present, as
+ * upstream's ComputePodQOS: the API server computes the class that way, and
+ * a status with another class is refused. The pod-level requests are the
+ * defaulted ones (a request the pod lacks is the containers' aggregate, else
+ * the pod's limit: pod-resources.ts).
  */
 import { parseQuantity } from "../config/index.ts";
 import type { Pod } from "../pods/schema.ts";
+import { podLevelResources } from "./pod-resources.ts";
 
 export type QosClass = "Guaranteed" | "Burstable" | "BestEffort";
 
@@ -15,12 +19,22 @@ const SUPPORTED = ["cpu", "memory"] as const;
 
 const amount = (q: string | number | undefined): number => (q === undefined ? 0 : typeof q === "number" ? q : parseQuantity(q));
 
+/** The pod's own classes' inputs: defaulted requests, and limits, as quantities in base units (cpu in cores). */
+function podLevelSource(pod: Pod): { requests: Record<string, number>; limits: Record<string, number> } | undefined {
+  const own = podLevelResources(pod);
+  if (!own) return undefined;
+  const cores = (list: Record<string, number>) => Object.fromEntries(Object.entries(list).map(([k, v]) => [k, k === "cpu" ? v / 1000 : v]));
+  return { requests: cores(own.requests), limits: cores(own.limits) };
+}
+
 export function podQosClass(pod: Pod): QosClass {
   const requests = new Map<string, number>();
   const limits = new Map<string, number>();
   let guaranteed = true;
-  const podLevel = (pod.spec as { resources?: { requests?: Record<string, string | number>; limits?: Record<string, string | number> } }).resources;
-  const sources = podLevel ? [podLevel] : [...(pod.spec.initContainers ?? []), ...pod.spec.containers].map((c) => c.resources ?? {});
+  const podLevel = podLevelSource(pod);
+  const sources: { requests?: Record<string, string | number>; limits?: Record<string, string | number> }[] = podLevel
+    ? [podLevel]
+    : [...(pod.spec.initContainers ?? []), ...pod.spec.containers].map((c) => c.resources ?? {});
   for (const resources of sources) {
     const cLimits = resources.limits ?? {};
     const cRequests = { ...cLimits, ...(resources.requests ?? {}) };

@@ -6,10 +6,10 @@
  * Pure functions of the pods and options; the writers (v1.ts, v2.ts) only
  * turn a ResourceConfig into file writes.
  */
-import type { ContainerSpec, Pod } from "../pods/schema.ts";
+import type { Pod } from "../pods/schema.ts";
+import { amounts, podLimits, podRequests } from "./pod-resources.ts";
 import { podQosClass, type QosClass } from "./qos.ts";
 import { MIN_SHARES, intValue, milliCpuToQuota, milliCpuToShares, milliValue } from "./values.ts";
-import { isSidecar } from "../pods/spec.ts";
 import { HUGETLB_UNBOUNDED, hugePageLimits } from "./hugepages.ts";
 
 /**
@@ -36,97 +36,7 @@ export interface ResourceConfig {
   hugePageLimits?: ReadonlyMap<number, number>;
 }
 
-/** cpu in millicores, everything else in integer units (bytes, counts). */
-export type ResourceAmounts = Record<string, number>;
-
-type Quantities = Record<string, string | number> | undefined;
-
-function amounts(list: Quantities): ResourceAmounts {
-  const out: ResourceAmounts = {};
-  for (const [name, q] of Object.entries(list ?? {})) out[name] = name === "cpu" ? milliValue(q) : intValue(q);
-  return out;
-}
-
-const add = (into: ResourceAmounts, more: ResourceAmounts) => {
-  for (const [k, v] of Object.entries(more)) into[k] = (into[k] ?? 0) + v;
-};
-const maxInto = (into: ResourceAmounts, more: ResourceAmounts) => {
-  for (const [k, v] of Object.entries(more)) if (into[k] === undefined || v > into[k]) into[k] = v;
-};
-
-/**
- * A container's requests as the kubelet sees them: API defaulting gives a
- * resource with a limit and no request the limit as request (static pods get
- * the same defaulting), and podQosClass assumes it too.
- */
-export function containerRequests(c: ContainerSpec): ResourceAmounts {
-  return amounts({ ...(c.resources?.limits ?? {}), ...(c.resources?.requests ?? {}) });
-}
-
-export function containerLimits(c: ContainerSpec): ResourceAmounts {
-  return amounts(c.resources?.limits);
-}
-
-/**
- * component-helpers/resource's aggregation: regular containers and sidecars
- * (restartable init containers) are summed; each plain init container runs
- * alone next to the sidecars started before it, and the pod needs the max of
- * those peaks. `visit` sees each container's effective list (upstream's
- * ContainerFn), which is how "every container declares a limit" is decided.
- */
-function aggregate(pod: Pod, get: (c: ContainerSpec) => ResourceAmounts, visit?: (list: ResourceAmounts) => void): ResourceAmounts {
-  const result: ResourceAmounts = {};
-  for (const c of pod.spec.containers) {
-    const r = get(c);
-    visit?.(r);
-    add(result, r);
-  }
-  const sidecars: ResourceAmounts = {};
-  const initPeak: ResourceAmounts = {};
-  for (const c of pod.spec.initContainers ?? []) {
-    let r = get(c);
-    if (isSidecar(c)) {
-      add(result, r);
-      add(sidecars, r);
-      r = { ...sidecars };
-    } else {
-      const combined = { ...r };
-      add(combined, sidecars);
-      r = combined;
-    }
-    visit?.(r);
-    maxInto(initPeak, r);
-  }
-  maxInto(result, initPeak);
-  return result;
-}
-
-function overhead(pod: Pod): ResourceAmounts {
-  const o = (pod.spec as { overhead?: Quantities }).overhead;
-  return amounts(o);
-}
-
-/** resource.PodRequests: aggregated requests plus pod overhead. */
-export function podRequests(pod: Pod): ResourceAmounts {
-  const reqs = aggregate(pod, containerRequests);
-  add(reqs, overhead(pod));
-  return reqs;
-}
-
-/**
- * resource.PodLimits plus which limits every container declares: overhead
- * is added only to non-zero limits.
- */
-export function podLimits(pod: Pod): { limits: ResourceAmounts; cpuDeclared: boolean; memoryDeclared: boolean } {
-  let cpuDeclared = true;
-  let memoryDeclared = true;
-  const limits = aggregate(pod, containerLimits, (l) => {
-    if (!l.cpu) cpuDeclared = false;
-    if (!l.memory) memoryDeclared = false;
-  });
-  for (const [k, v] of Object.entries(overhead(pod))) if (limits[k]) limits[k] += v;
-  return { limits, cpuDeclared, memoryDeclared };
-}
+export { containerLimits, containerRequests, podLimits, podRequests, type ResourceAmounts } from "./pod-resources.ts";
 
 export interface PodResourceOptions {
   /** cpuCFSQuota: enforce CPU limits with CFS quota (false writes quota -1). */
@@ -142,7 +52,9 @@ export interface PodResourceOptions {
  * ResourceConfigForPod: Guaranteed pods get shares, quota and memory limit;
  * Burstable pods get shares, and quota / memory limit only when every
  * container declares that limit (one unlimited container makes the pod
- * unlimited); BestEffort pods get the minimum shares.
+ * unlimited) or the pod sets it in spec.resources; BestEffort pods get the
+ * minimum shares. Requests and limits are the pod-level ones where the pod
+ * sets them (pod-resources.ts).
  * Deliberate difference: upstream leaves pids.max unset when podPidsLimit <= 0;
  * here it is written as -1 ("max"), the same on a new cgroup, and an update
  * from a limited value back to unlimited takes effect.

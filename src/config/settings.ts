@@ -352,7 +352,7 @@ export const ACTED_GATES: Readonly<Record<string, string>> = {
   KubeletPodResourcesGet: "the pod resources API's Get (src/devices/podresources.ts); false refuses it as upstream",
   QOSReserved: "qosReserved memory=N% caps the burstable and besteffort cgroups (src/cgroups/resources.ts); false refuses qosReserved",
   PodLevelResources:
-    "pods with spec.resources are rejected (PodLevelResourcesNotSupported): with false as upstream, with true because this agent does not apply them (src/node/pod-features.ts)",
+    "true: spec.resources (cpu, memory) decide the QoS class, admission's resource fit, the pod cgroup's shares, quota and memory limit, the limits of containers without their own, the OOM score adjustment, the downward API's default limits and eviction's requests, as upstream (src/cgroups/pod-resources.ts); the static CPU and memory managers skip such pods as upstream; false: pods with spec.resources are rejected (PodLevelResourcesNotSupported), as upstream (src/node/pod-features.ts)",
   UserNamespacesSupport:
     "true: hostUsers: false pods get a user namespace through the CRI (userns_options) where the runtime handler reports it, and fail sandbox creation with upstream's message where it does not (src/userns/index.ts); false: such pods are rejected (UserNamespacesNotSupported)",
 };

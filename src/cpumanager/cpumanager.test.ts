@@ -93,6 +93,15 @@ describe("the static policy", () => {
     expect(p.cpusOf("be", "x")).toEqual([0, 1, 2, 3]);
     expect(JSON.parse(store.text!).entries).toBeUndefined();
   });
+  test("a Guaranteed pod with pod-level resources gets no exclusive CPUs: upstream's static policy skips such pods", () => {
+    const p = staticPolicy({ reserved: "0" });
+    const g = pod("pl", [{ name: "app", cpu: "2" }]);
+    const podLevel: Pod = { ...g, spec: { ...g.spec, resources: { limits: { cpu: "2", memory: "64Mi" } } } };
+    expect(guaranteedCpus(g, g.spec.containers[0]!)).toBe(2);
+    expect(guaranteedCpus(podLevel, podLevel.spec.containers[0]!)).toBe(0);
+    expect(p.allocatePod(podLevel)).toEqual({ admit: true });
+    expect(p.exclusiveCpus("pl", "app")).toEqual([]);
+  });
   test("only Guaranteed containers with whole CPUs; not enough CPUs fails admission with upstream's reason and leaves the state alone", () => {
     const p = staticPolicy({ reserved: "0" });
     expect(guaranteedCpus(pod("a", [{ name: "c", cpu: "1500m" }]), pod("a", [{ name: "c", cpu: "1500m" }]).spec.containers[0]!)).toBe(0);

@@ -23,6 +23,7 @@ import { podUid } from "../pods/identity.ts";
 import { staleContainerEntries } from "../pods/active.ts";
 import { podQosClass } from "../cgroups/qos.ts";
 import { containerRequests } from "../cgroups/resources.ts";
+import { podLevelResourcesSet } from "../cgroups/pod-resources.ts";
 import { type CpuManagerState, CheckpointError, decodeCheckpoint, encodeCheckpoint, type StateStore } from "./checkpoint.ts";
 import { type CpuSet, difference, formatCpuSet, intersection, sameSet, union } from "../util/cpuset.ts";
 import { takeByTopology } from "./assignment.ts";
@@ -59,9 +60,15 @@ export interface PolicyConfig {
 
 const isRestartableInit = (pod: Pod, c: ContainerSpec) => c.restartPolicy === "Always" && (pod.spec.initContainers ?? []).includes(c);
 
-/** upstream guaranteedCPUs: a Guaranteed pod's container with a whole CPU request; 0 otherwise. */
+/**
+ * upstream guaranteedCPUs: a Guaranteed pod's container with a whole CPU
+ * request; 0 otherwise. 0 too for a pod with pod-level resources: upstream's
+ * static policy skips such pods in Allocate and in its topology hints
+ * ("pod-level resources ... are not supported by the static CPU manager
+ * policy"), so they run in the shared pool.
+ */
 export function guaranteedCpus(pod: Pod, container: ContainerSpec): number {
-  if (podQosClass(pod) !== "Guaranteed") return 0;
+  if (podQosClass(pod) !== "Guaranteed" || podLevelResourcesSet(pod)) return 0;
   const milli = containerRequests(container).cpu ?? 0;
   return milli % 1000 === 0 ? milli / 1000 : 0;
 }

@@ -50,3 +50,13 @@ test("podDiskUsage sums what the signal weighs", () => {
   expect(podDiskUsage(s, p, ["logs", "localVolumeSource"])).toEqual({ bytes: 6, inodes: 60 });
   expect(podDiskUsage(s, p, ["root"])).toEqual({ bytes: 1, inodes: 10 });
 });
+
+test("pod-level resources: only the pod's own requests count, the containers' are skipped (upstream GetResourceRequestQuantity)", () => {
+  const withPodLevel = (p: Pod, resources: Record<string, Record<string, string>>): Pod => ({ ...p, spec: { ...p.spec, resources } });
+  const p = pod({ name: "p", requests: { memory: "10Mi", "ephemeral-storage": "1Gi" } });
+  expect(podRequest(withPodLevel(p, { requests: { memory: "64Mi" } }), "memory")).toBe(64 * Mi);
+  expect(podRequest(withPodLevel(p, { requests: { cpu: "1" } }), "memory")).toBe(0);
+  expect(podRequest(withPodLevel(p, { requests: { memory: "64Mi" } }), "ephemeral-storage")).toBe(0);
+  // Pod limits only: its memory request defaults to the containers' aggregate (10Mi), as the API server stores the pod.
+  expect(podRequest(withPodLevel(p, { limits: { cpu: "1", memory: "32Mi" } }), "memory")).toBe(10 * Mi);
+});

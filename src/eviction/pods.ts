@@ -5,6 +5,7 @@
  */
 import { parseQuantity } from "../config/index.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
+import { isPodLevelResource, podLevelResources, podLevelResourcesSet } from "../cgroups/pod-resources.ts";
 import type { FsStats, PodStats } from "../stats/types.ts";
 
 /** upstream corev1helpers.PodPriority: unset is 0. */
@@ -20,12 +21,19 @@ export function containerRequestRaw(c: ContainerSpec, resource: string): string 
 /**
  * upstream v1resource.GetResourceRequestQuantity: the sum over app
  * containers, at least any one init container's, plus pod overhead when
- * that is not zero.
+ * that is not zero. A pod with pod-level resources counts only its own
+ * requests (the containers' are skipped, so a resource the pod does not
+ * request, ephemeral-storage included, is 0), as upstream.
  */
 export function podRequest(pod: Pod, resource: string): number {
   let total = 0;
-  for (const c of pod.spec.containers) total += amount(containerRequestRaw(c, resource));
-  for (const c of pod.spec.initContainers ?? []) total = Math.max(total, amount(containerRequestRaw(c, resource)));
+  if (podLevelResourcesSet(pod)) {
+    const own = podLevelResources(pod)?.requests[resource] ?? 0;
+    total = isPodLevelResource(resource) ? (resource === "cpu" ? own / 1000 : own) : 0;
+  } else {
+    for (const c of pod.spec.containers) total += amount(containerRequestRaw(c, resource));
+    for (const c of pod.spec.initContainers ?? []) total = Math.max(total, amount(containerRequestRaw(c, resource)));
+  }
   const overhead = (pod.spec as { overhead?: Record<string, string | number> }).overhead?.[resource];
   if (overhead !== undefined && total !== 0) total += amount(overhead);
   return total;

@@ -15,6 +15,7 @@
  */
 import { podQosClass } from "../cgroups/qos.ts";
 import { containerRequests } from "../cgroups/resources.ts";
+import { podLevelResourcesSet } from "../cgroups/pod-resources.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import { podUid } from "../pods/identity.ts";
 import { staleContainerEntries } from "../pods/active.ts";
@@ -62,10 +63,6 @@ type Requests = Map<string, number>;
 const isMemoryResource = (name: string) => name === "memory" || name.startsWith("hugepages-");
 const isRestartableInit = (pod: Pod, c: ContainerSpec) => c.restartPolicy === "Always" && (pod.spec.initContainers ?? []).includes(c);
 const isRegularInit = (pod: Pod, c: ContainerSpec) => (pod.spec.initContainers ?? []).some((i) => i.name === c.name && i.restartPolicy !== "Always");
-const podLevelSet = (pod: Pod) => {
-  const r = (pod.spec as { resources?: { requests?: Record<string, unknown>; limits?: Record<string, unknown> } }).resources;
-  return [...Object.keys(r?.requests ?? {}), ...Object.keys(r?.limits ?? {})].some((n) => n === "cpu" || isMemoryResource(n));
-};
 const sameGroup = (a: readonly number[] | null, b: readonly number[] | null) => {
   const x = [...(a ?? [])].sort((p, q) => p - q);
   const y = [...(b ?? [])].sort((p, q) => p - q);
@@ -245,7 +242,7 @@ export class MemoryPolicy {
 
   private pinned(pod: Pod): boolean {
     if (this.cfg.policy !== "Static" || podQosClass(pod) !== "Guaranteed") return false;
-    return !(this.cfg.podLevelResources && podLevelSet(pod));
+    return !(this.cfg.podLevelResources && podLevelResourcesSet(pod));
   }
 
   /** upstream GetTopologyHints. */

@@ -27,6 +27,23 @@ describe("admitPod", () => {
     expect(admitPod(pod("c", {}, { memory: "5Gi" }), [], node)).toMatchObject({ reason: "OutOfmemory" });
   });
 
+  test("pod-level resources: the pod's own requests are fitted, for the new pod and the admitted ones (scheduler's PodRequests)", () => {
+    const podLevel = (name: string, resources: Record<string, unknown>, requests: Record<string, string> = {}) => pod(name, { resources } as Partial<Pod["spec"]>, requests);
+    // The containers ask for 100m; the pod for 1500m: 1500m is what counts.
+    expect(admitPod(podLevel("b", { requests: { cpu: "1500m" } }, { cpu: "100m" }), [pod("a", {}, { cpu: "1" })], node)).toEqual({
+      admit: false,
+      reason: "OutOfcpu",
+      message: "Node didn't have enough resource: cpu, requested: 1500, used: 1000, capacity: 2000",
+    });
+    // An admitted pod counts with its pod-level request (limits only: the request defaults to the limit).
+    expect(admitPod(pod("b", {}, { memory: "2Gi" }), [podLevel("a", { limits: { cpu: "1", memory: "3Gi" } })], node)).toEqual({
+      admit: false,
+      reason: "OutOfmemory",
+      message: `Node didn't have enough resource: memory, requested: ${2 * 1024 ** 3}, used: ${3 * 1024 ** 3}, capacity: ${4 * 1024 ** 3}`,
+    });
+    expect(podRequests(podLevel("x", { requests: { memory: "1Gi" } }, { cpu: "250m", memory: "10Mi" }))).toEqual({ cpu: 250, memory: 1024 ** 3, "ephemeral-storage": 0 });
+  });
+
   test("spec.os.name or the kubernetes.io/os label naming another OS: rejected with upstream's reasons, before resources", () => {
     expect(admitPod(pod("w", { os: { name: "windows" } }), [], node)).toEqual({
       admit: false,

@@ -5,7 +5,6 @@
  * host ports do not fit this node, is rejected with upstream's reason and
  * message and never started.
  */
-import { parseQuantity } from "../config/index.ts";
 import type { Pod } from "../pods/schema.ts";
 import { nodeMatchesTerms, type NodeSelectorTerm } from "../pods/node-selector.ts";
 import { isHugePageResourceName } from "../cgroups/hugepages.ts";
@@ -29,27 +28,20 @@ export interface NodeFacts {
 type Resource = "cpu" | "memory" | "ephemeral-storage";
 const RESOURCES: Resource[] = ["cpu", "memory", "ephemeral-storage"];
 
-const toUnits = (name: Resource, q: string | number | undefined): number => {
-  if (q === undefined) return 0;
-  const value = typeof q === "number" ? q : parseQuantity(q);
-  return name === "cpu" ? Math.round(value * 1000) : value;
-};
-
-/** Effective requests: max(sum of app containers, any init container) plus overhead, as upstream. */
+/**
+ * The requests the fit is checked with (the scheduler's
+ * computePodResourceRequest, resource.PodRequests): app containers and
+ * sidecars summed, at least each init container's peak, the pod's own
+ * cpu and memory requests (pod-level resources) in their place where it sets
+ * them, plus overhead. Cpu in millicores, the rest in bytes.
+ */
 export function podRequests(pod: Pod): Record<Resource, number> {
-  const sum = (cs: Pod["spec"]["containers"], name: Resource) => cs.map((c) => toUnits(name, (c.resources?.requests ?? c.resources?.limits)?.[name])).reduce((a, b) => a + b, 0);
-  const out = {} as Record<Resource, number>;
-  const overhead = ((pod.spec as { overhead?: Record<string, string> }).overhead ?? {}) as Record<string, string>;
-  for (const name of RESOURCES) {
-    const app = sum(pod.spec.containers, name);
-    const init = Math.max(0, ...(pod.spec.initContainers ?? []).map((c) => sum([c], name)));
-    out[name] = Math.max(app, init) + toUnits(name, overhead[name]);
-  }
-  return out;
+  const all = aggregatedRequests(pod);
+  return { cpu: all.cpu ?? 0, memory: all.memory ?? 0, "ephemeral-storage": all["ephemeral-storage"] ?? 0 };
 }
 
 /**
- * A pod's hugepages-<size> requests in bytes, aggregated as upstream's
+ * A pod's hugepages-<size> requests in bytes (the pod's own where it sets them), aggregated as upstream's
  * resource.PodRequests (sidecars summed, init containers at their peak,
  * overhead added; a limit without a request counts as the request, as API
  * defaulting makes it, and the API requires them equal for huge pages).

@@ -7,13 +7,10 @@ const pod = (spec: Record<string, unknown> = {}): Pod =>
 const on = { podLevelResources: true, userNamespacesSupport: true };
 
 describe("pod-level resources", () => {
-  test("spec.resources with cpu or memory: rejected with upstream's reason; the message says why for each gate value", () => {
+  test("spec.resources with cpu or memory: admitted with the gate on (acted on), rejected with upstream's reason and message with it off", () => {
     const p = pod({ resources: { limits: { cpu: "1", memory: "1Gi" } } });
-    expect(admitPodFeatures(p, on)).toEqual({
-      admit: false,
-      reason: "PodLevelResourcesNotSupported",
-      message: expect.stringContaining("pod-level resources are not supported on the node"),
-    });
+    expect(admitPodFeatures(p, on)).toEqual({ admit: true });
+    expect(admitPodFeatures(pod({ resources: { limits: { "example.com/gpu": "1" } } }), { ...on, podLevelResources: false })).toEqual({ admit: true });
     expect(admitPodFeatures(p, { ...on, podLevelResources: false })).toEqual({
       admit: false,
       reason: "PodLevelResourcesNotSupported",

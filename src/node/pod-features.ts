@@ -2,10 +2,17 @@
  * Admission of what a pod asks for that this node cannot give, so that a pod
  * never runs without it (upstream lifecycle/features_linux.go and the user
  * namespace checks of pkg/kubelet/userns):
- * - pod-level resources (`spec.resources` with cpu, memory or hugepages):
- *   rejected with upstream's reason PodLevelResourcesNotSupported: with the
- *   PodLevelResources gate off, as upstream; with it on, because this agent's
- *   QoS, admission and pod cgroups do not use them yet;
+ * - pod-level resources (`spec.resources` with cpu, memory or hugepages)
+ *   with the PodLevelResources gate off: rejected with upstream's reason
+ *   PodLevelResourcesNotSupported and message (upstream
+ *   isPodLevelResourcesSupported). With the gate on (1.34's default) the pod
+ *   is admitted and they are acted on as upstream: QoS class (cgroups/qos.ts),
+ *   resource fit (admission.ts), the pod cgroup's shares, quota and memory
+ *   limit, each container's CRI limits where it has none, the OOM score
+ *   adjustment (cgroups/pod-resources.ts, resources.ts, container.ts), the
+ *   downward API's default limits, eviction's requests; the static CPU and
+ *   memory managers give such a pod no exclusive CPUs or NUMA memory, as
+ *   upstream; hugepages only as far as this agent handles them elsewhere;
  * - `spec.hostUsers: false` with the UserNamespacesSupport gate off, with
  *   upstream's message (with it on, the pod gets its user namespace through
  *   the CRI, or the runtime's lack of it fails the sandbox: userns/index.ts);
@@ -30,6 +37,7 @@
 import { readFileSync } from "node:fs";
 import type { Pod } from "../pods/schema.ts";
 import { allContainersOf } from "../pods/spec.ts";
+import { podLevelResourcesSet } from "../cgroups/pod-resources.ts";
 import type { AdmitResult } from "./admission.ts";
 
 export interface PodFeatureGates {
@@ -53,24 +61,11 @@ export function appArmorRequired(pod: Pod): boolean {
   return Object.entries(pod.metadata.annotations ?? {}).some(([k, value]) => k.startsWith(APPARMOR_ANNOTATION_PREFIX) && value !== "unconfined");
 }
 
-/** Upstream IsSupportedPodLevelResource: cpu, memory and hugepages-<size>. */
-const podLevelResource = (name: string) => name === "cpu" || name === "memory" || name.startsWith("hugepages-");
-
-/** Upstream IsPodLevelResourcesSet: spec.resources names a supported resource in requests or limits. */
-export function podLevelResourcesSet(pod: Pod): boolean {
-  const r = (pod.spec as { resources?: { requests?: Record<string, unknown>; limits?: Record<string, unknown> } }).resources;
-  return [...Object.keys(r?.requests ?? {}), ...Object.keys(r?.limits ?? {})].some(podLevelResource);
-}
+export { podLevelResourcesSet };
 
 export function admitPodFeatures(pod: Pod, gates: PodFeatureGates): AdmitResult {
-  if (podLevelResourcesSet(pod)) {
-    return {
-      admit: false,
-      reason: "PodLevelResourcesNotSupported",
-      message: gates.podLevelResources
-        ? "pod-level resources are not supported on the node: this agent does not apply spec.resources to QoS, admission and the pod cgroup"
-        : "PodLevelResources feature gate is disabled",
-    };
+  if (podLevelResourcesSet(pod) && !gates.podLevelResources) {
+    return { admit: false, reason: "PodLevelResourcesNotSupported", message: "PodLevelResources feature gate is disabled" };
   }
   if ((pod.spec as { hostUsers?: boolean }).hostUsers === false && !gates.userNamespacesSupport) {
     return { admit: false, reason: "UserNamespacesNotSupported", message: 'the feature gate "UserNamespacesSupport" is disabled: can\'t set spec.HostUsers' };

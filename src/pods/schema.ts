@@ -96,6 +96,8 @@ export const PodSpec = v.looseObject({
   containers: v.pipe(v.array(Container), v.minLength(1, "must have at least one container")),
   initContainers: v.optional(v.array(Container)),
   ephemeralContainers: v.optional(v.array(EphemeralContainer)),
+  /** Pod-level resources (PodLevelResources): cpu, memory and hugepages for the whole pod. */
+  resources: v.optional(v.nullable(ResourceRequirements)),
   restartPolicy: v.optional(v.picklist(["Always", "OnFailure", "Never"])),
   terminationGracePeriodSeconds: v.optional(v.nullable(v.pipe(Int, v.minValue(0)))),
   activeDeadlineSeconds: v.optional(v.nullable(v.pipe(Int, v.minValue(1)))),

@@ -153,6 +153,20 @@ describe("env", () => {
     expect((bad as Error).message).toBe("unsupported container resource : limits.gpu");
   });
 
+  test("resourceFieldRef with pod-level limits: a limit the container does not set is the pod's, not the node's (upstream podAllocatable)", async () => {
+    const pod = podWith(
+      {
+        env: [
+          { name: "CPU_M", valueFrom: { resourceFieldRef: { resource: "limits.cpu", divisor: "1m" } } },
+          { name: "MEM_MI", valueFrom: { resourceFieldRef: { resource: "limits.memory", divisor: "1Mi" } } },
+          { name: "EPH", valueFrom: { resourceFieldRef: { resource: "limits.ephemeral-storage", divisor: "1Gi" } } },
+        ],
+      },
+      { resources: { limits: { cpu: "500m", memory: "64Mi" } } },
+    );
+    expect(Object.fromEntries((await envOf(pod)).map((e) => [e.key, e.value]))).toEqual({ CPU_M: "500", MEM_MI: "64", EPH: "100" });
+  });
+
   test("an empty value with no source is an empty variable; an unknown source is an error naming it", async () => {
     expect(await envOf(podWith({ env: [{ name: "E" }] }))).toEqual([{ key: "E", value: "" }]);
     const err = await errorOf(podWith({ env: [{ name: "S", valueFrom: { somethingElse: {} } }] }));

@@ -2,11 +2,13 @@
  * resourceFieldRef values for env (upstream ExtractContainerResourceValue
  * with defaultPodLimitsForDownwardAPI): a container's limits or requests of
  * cpu, memory or ephemeral-storage, divided by the divisor and rounded up;
- * limits the container does not set are the node's allocatable.
+ * limits the container does not set are the node's allocatable, or the pod's
+ * own limit where it sets pod-level limits (downwardApiAllocatable).
  */
 import { parseQuantity } from "../config/index.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import { EnvError } from "./env.ts";
+import { downwardApiAllocatable } from "../cgroups/pod-resources.ts";
 
 /** Node allocatable: cpu in millicores, memory and ephemeral-storage in bytes. */
 export interface NodeAllocatable {
@@ -41,7 +43,7 @@ export function resourceFieldValue(
   const m = /^(limits|requests)\.(cpu|memory|ephemeral-storage)$/.exec(ref.resource ?? "");
   if (!m) throw new EnvError(`unsupported container resource : ${ref.resource}`);
   const [, kind, resource] = m as unknown as [string, "limits" | "requests", Resource];
-  const value = amount(target, kind, resource, allocatable);
+  const value = amount(target, kind, resource, downwardApiAllocatable(pod, allocatable));
   const divisorQ = ref.divisor === undefined || ref.divisor === "0" || ref.divisor === 0 ? 1 : quantity(ref.divisor);
   if (resource === "cpu") {
     // Upstream convertResourceCPUToString: ceil(MilliValue / divisor.MilliValue).

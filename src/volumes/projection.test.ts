@@ -95,6 +95,22 @@ describe("projectDownwardAPI", () => {
     });
   });
 
+  test("pod-level limits stand in for the limits a container does not set (upstream podAllocatable)", () => {
+    const p: Payload = new Map();
+    const podLevel: Pod = { ...pod, spec: { resources: { limits: { cpu: "2" } }, containers: [{ name: "c", image: "i" }] } };
+    projectDownwardAPI(
+      p,
+      podLevel,
+      [
+        { path: "cpu-m", resourceFieldRef: { containerName: "c", resource: "limits.cpu", divisor: "1m" } },
+        { path: "mem-gi", resourceFieldRef: { containerName: "c", resource: "limits.memory", divisor: "1Gi" } },
+      ],
+      0o644,
+      node,
+    );
+    expect(Object.fromEntries([...p].map(([k, v]) => [k, new TextDecoder().decode(v.content)]))).toEqual({ "cpu-m": "2000", "mem-gi": "8" });
+  });
+
   test("unsupported field paths fail with upstream's message", () => {
     expect(() => projectDownwardAPI(new Map(), pod, [{ path: "x", fieldRef: { fieldPath: "status.podIP" } }], 0o644, node)).toThrow(
       new ProjectionError("unsupported fieldPath: status.podIP"),

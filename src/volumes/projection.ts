@@ -6,6 +6,7 @@
  */
 import type { ConfigMapData, SecretData } from "../api/objects.ts";
 import { containerLimits, containerRequests } from "../cgroups/resources.ts";
+import { downwardApiAllocatable } from "../cgroups/pod-resources.ts";
 import { milliValue, intValue } from "../cgroups/values.ts";
 import { podMetadataField } from "../pods/fields.ts";
 import type { Pod } from "../pods/schema.ts";
@@ -88,7 +89,8 @@ function resourceValue(pod: Pod, ref: NonNullable<DownwardAPIFileSpec["resourceF
   const [kind, resource] = ref.resource.split(".") as [string, string];
   const values = kind === "limits" ? containerLimits(container) : kind === "requests" ? containerRequests(container) : undefined;
   if (!values || !["cpu", "memory", "ephemeral-storage"].includes(resource)) throw new ProjectionError(`unsupported container resource : ${ref.resource}`);
-  const fallback = kind === "limits" ? { cpu: node.cpuMilli, memory: node.memoryBytes, "ephemeral-storage": node.ephemeralStorageBytes }[resource]! : 0;
+  const bound = downwardApiAllocatable(pod, node);
+  const fallback = kind === "limits" ? { cpu: bound.cpuMilli, memory: bound.memoryBytes, "ephemeral-storage": bound.ephemeralStorageBytes }[resource]! : 0;
   const amount = values[resource] ?? fallback;
   if (resource === "cpu") {
     const divisor = ref.divisor !== undefined ? milliValue(ref.divisor) : 1000;
