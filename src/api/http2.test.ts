@@ -127,6 +127,14 @@ test("concurrent requests share one session; status, headers and bodies go both 
   expect(t.protocol).toBe("h2");
 });
 
+test("a DELETE carries its body (the kubelet's DeleteOptions: grace period 0 and the uid precondition)", async () => {
+  const srv = await h2Server(echo);
+  const { t } = transport(srv.url);
+  const options = JSON.stringify({ kind: "DeleteOptions", apiVersion: "v1", gracePeriodSeconds: 0, preconditions: { uid: "u1" } });
+  const answer = await t.send(get(srv.url, "/api/v1/namespaces/ns/pods/p", undefined, { method: "DELETE", body: options }));
+  expect(await answer.json()).toMatchObject({ method: "DELETE", body: options });
+});
+
 test("a body of several MiB arrives whole, and a streamed answer arrives chunk by chunk until it is aborted", async () => {
   const big = new Uint8Array(3 * 1024 * 1024).map((_, i) => i % 251);
   let cancelled: Promise<void> | undefined;

@@ -235,7 +235,9 @@ export class Http2Transport implements HttpTransport {
       for (const [k, v] of Object.entries(req.headers)) headers[k.toLowerCase()] = v;
       let stream: ClientHttp2Stream;
       try {
-        stream = s.h2.request(headers);
+        // endStream false always: node:http2 (and Bun's) otherwise closes the request side at once for the
+        // methods it deems bodiless (GET, HEAD and DELETE), and a DELETE's DeleteOptions body was dropped.
+        stream = s.h2.request(headers, { endStream: false });
       } catch (err) {
         // The session closed or went away after it was picked.
         if (this.current?.session === s) this.current = undefined;
