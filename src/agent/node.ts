@@ -26,6 +26,7 @@ import { runtimeCgroupDriver } from "../runtime/cgroup-driver.ts";
 import type { KubeletMetrics } from "../metrics/kubelet.ts";
 import type { Requests } from "../util/requests.ts";
 import { createCpuManager, CpuManagerError, parseCpuSet, readCpuTopology, type CpuManager } from "../cpumanager/index.ts";
+import { cpuPolicyOptionGates, parseStaticPolicyOptions } from "../config/cpu-policy-options.ts";
 import { createMemoryManager, MemoryManagerError, systemReservedFromConfig, type MemoryManager } from "../memorymanager/index.ts";
 import {
   checkPolicyOnMachine,
@@ -244,7 +245,7 @@ export function buildCpuManager(w: Wiring, o: { cri: CriService; pods: ActivePod
       createCpuManager({
         rootDir: config.rootDir,
         policy: k.cpuManagerPolicy === "static" ? "static" : "none",
-        policyOptions: k.cpuManagerPolicyOptions,
+        policyOptions: parseStaticPolicyOptions(k.cpuManagerPolicyOptions, cpuPolicyOptionGates(k.featureGates)),
         topology: k.cpuManagerPolicy === "static" ? readCpuTopology("/sys") : { cpus: [] },
         reservedSystemCpus: parseCpuSet(k.reservedSystemCPUs),
         reservedMilliCpu: reservedMilliCpu(k),

@@ -179,7 +179,7 @@ const REFUSED_VALUE: Partial<Record<FieldName, unknown>> = {
   configMapAndSecretChangeDetectionStrategy: "Get",
   enableControllerAttachDetach: false,
   cpuManagerPolicy: "static", // without reserved CPU
-  cpuManagerPolicyOptions: { "distribute-cpus-across-numa": "true" },
+  cpuManagerPolicyOptions: { "align-by-socket": "true" },
   reservedSystemCPUs: "3-1",
   qosReserved: { memory: "50%" }, // without the QOSReserved gate
   crashLoopBackOff: { maxContainerRestartPeriod: "1m" }, // without the KubeletCrashLoopBackOffMax gate
@@ -320,6 +320,16 @@ describe("the flags", () => {
     expect(errorOf(load({ kubeReserved: { cpu: "100m" } }, ["--cpu-manager-policy=static"]))).toBe("loaded (run)");
     expect(errorOf(load({}, ["--cpu-manager-policy=static", "--reserved-cpus=0"]))).toBe("loaded (run)");
     expect(errorOf(load({}, ["--cpu-manager-policy-options=full-pcpus-only=true"]))).toContain('policy options need the "static" policy');
+    const cpuStatic = ["--cpu-manager-policy=static", "--reserved-cpus=0"];
+    expect(errorOf(load({}, [...cpuStatic, "--cpu-manager-policy-options=distribute-cpus-across-numa=true", "--cpu-manager-policy-options=full-pcpus-only=true"]))).toBe(
+      "loaded (run)",
+    );
+    expect(errorOf(load({ featureGates: { CPUManagerPolicyBetaOptions: false } }, [...cpuStatic, "--cpu-manager-policy-options=distribute-cpus-across-numa=true"]))).toContain(
+      'CPU Manager Policy Beta-level Options not enabled, but option "distribute-cpus-across-numa" provided',
+    );
+    expect(errorOf(load({ featureGates: { CPUManagerPolicyAlphaOptions: true } }, [...cpuStatic, "--cpu-manager-policy-options=align-by-socket=true"]))).toContain(
+      '"align-by-socket": this CPU manager policy option is not implemented by this agent',
+    );
     const gate = { featureGates: { QOSReserved: true } };
     expect(errorOf(load(gate, ["--qos-reserved=cpu=50%"]))).toContain('field "qosReserved" (--qos-reserved): cannot reserve "cpu" resource');
     expect(errorOf(load({ ...gate, qosReserved: { memory: "150%" } }))).toContain("failed to parse percentage");

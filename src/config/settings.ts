@@ -17,10 +17,8 @@ import type { KubeletConfiguration, KubeletConfigurationFile } from "./kubelet-c
 import { parseQuantity } from "./quantity.ts";
 import { parseCpuSet } from "../util/cpuset.ts";
 import { parsePolicyOptions } from "../topologymanager/policy.ts";
+import { cpuPolicyOptionGates, parseStaticPolicyOptions } from "./cpu-policy-options.ts";
 import { reservedMemoryConfigErrors } from "./reserved-memory.ts";
-
-/** CPU manager policy options acted on (src/cpumanager/policy.ts reads them). */
-const CPU_POLICY_OPTIONS = ["full-pcpus-only"] as const;
 
 const reservedCpuOf = (k: KubeletConfiguration) =>
   (k.kubeReserved["cpu"] ? parseQuantity(k.kubeReserved["cpu"]) : 0) + (k.systemReserved["cpu"] ? parseQuantity(k.systemReserved["cpu"]) : 0);
@@ -218,15 +216,19 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
       return undefined;
     },
   ),
-  cpuManagerPolicyOptions: acted('"full-pcpus-only" with the static policy: exclusive CPUs in whole physical cores (src/cpumanager)', (k) => {
-    for (const [name, value] of Object.entries(k.cpuManagerPolicyOptions)) {
-      if (k.cpuManagerPolicy !== "static") return `${name}: policy options need the "static" policy (upstream: None policy: received unsupported options)`;
-      if (!(CPU_POLICY_OPTIONS as readonly string[]).includes(name))
-        return `${JSON.stringify(name)}: this CPU manager policy option is ${NOT_IMPLEMENTED}; only ${CPU_POLICY_OPTIONS.map((o) => JSON.stringify(o)).join(", ")} is`;
-      if (value !== "true" && value !== "false") return `${name}: ${JSON.stringify(value)} is not a boolean`;
-    }
-    return undefined;
-  }),
+  cpuManagerPolicyOptions: acted(
+    'with the static policy, as upstream 1.34: "full-pcpus-only" (exclusive CPUs in whole physical cores, SMTAlignmentError otherwise) and "distribute-cpus-across-numa" (beta, CPUManagerPolicyBetaOptions: a request that needs several NUMA nodes is spread evenly over them, in whole cores with full-pcpus-only); values are booleans; upstream\'s other options stop the agent naming them (src/cpumanager)',
+    (k) => {
+      if (Object.keys(k.cpuManagerPolicyOptions).length && k.cpuManagerPolicy !== "static")
+        return `${Object.keys(k.cpuManagerPolicyOptions)[0]}: policy options need the "static" policy (upstream: None policy: received unsupported options)`;
+      try {
+        parseStaticPolicyOptions(k.cpuManagerPolicyOptions, cpuPolicyOptionGates(k.featureGates));
+        return undefined;
+      } catch (err) {
+        return (err as Error).message;
+      }
+    },
+  ),
   cpuManagerReconcilePeriod: acted("how often the static CPU manager releases CPUs of finished pods and writes containers' cpusets (src/cpumanager)"),
   draManagerReconcilePeriod: refused(`dynamic resource allocation is ${NOT_IMPLEMENTED} (a field newer than 1.34)`),
   memoryManagerPolicy: acted(

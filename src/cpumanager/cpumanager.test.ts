@@ -31,6 +31,7 @@ const staticPolicy = (opts: { store?: ReturnType<typeof memoryStateStore>; cpus?
   new CpuPolicy({
     policy: "static",
     fullPcpusOnly: opts.full ?? false,
+    distributeCpusAcrossNuma: false,
     topology: fakeTopology(1, opts.cpus ?? 4, 1),
     reservedSystemCpus: parseCpuSet(opts.reserved ?? ""),
     reservedMilliCpu: opts.milli ?? 0,
@@ -154,6 +155,7 @@ describe("the static policy", () => {
     const p = new CpuPolicy({
       policy: "static",
       fullPcpusOnly: true,
+      distributeCpusAcrossNuma: false,
       topology: fakeTopology(1, 2, 2),
       reservedSystemCpus: [0],
       reservedMilliCpu: 0,
@@ -174,7 +176,16 @@ describe("the static policy", () => {
   });
   test("the none policy writes no cpuset and keeps an empty state file", () => {
     const store = memoryStateStore();
-    const p = new CpuPolicy({ policy: "none", fullPcpusOnly: false, topology: fakeTopology(1, 2, 1), reservedSystemCpus: [], reservedMilliCpu: 0, store, statePath: "x" });
+    const p = new CpuPolicy({
+      policy: "none",
+      fullPcpusOnly: false,
+      distributeCpusAcrossNuma: false,
+      topology: fakeTopology(1, 2, 1),
+      reservedSystemCpus: [],
+      reservedMilliCpu: 0,
+      store,
+      statePath: "x",
+    });
     expect(p.allocatePod(pod("a", [{ name: "c", cpu: "1" }]))).toEqual({ admit: true });
     expect(p.cpusOf("a", "c")).toBeUndefined();
     expect(p.allocatableCpus()).toEqual([]);

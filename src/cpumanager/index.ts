@@ -12,7 +12,7 @@ import type { CpuTopology } from "./topology.ts";
 
 export { type CpuSet, formatCpuSet, parseCpuSet, CpuSetParseError } from "../util/cpuset.ts";
 export { readCpuTopology, TopologyError, type CpuTopology } from "./topology.ts";
-export { CpuPolicy, CpuManagerError, CPU_MANAGER_POLICIES, CPU_MANAGER_POLICY_OPTIONS, guaranteedCpus, type CpuAdmitResult, type PolicyName } from "./policy.ts";
+export { CpuPolicy, CpuManagerError, CPU_MANAGER_POLICIES, guaranteedCpus, type CpuAdmitResult, type PolicyName } from "./policy.ts";
 export { PolicyCpuManager, type CpuManager, type CpuManagerDeps } from "./manager.ts";
 export { encodeCheckpoint, decodeCheckpoint, checkpointChecksum, type CpuManagerState, type StateStore } from "./checkpoint.ts";
 
@@ -21,7 +21,8 @@ export const CPU_MANAGER_STATE_FILE = "cpu_manager_state";
 export interface CreateCpuManagerOptions extends Omit<CpuManagerDeps, "policy"> {
   rootDir: string;
   policy: PolicyName;
-  policyOptions: Record<string, string>;
+  /** cpuManagerPolicyOptions as src/config/cpu-policy-options.ts parses them. */
+  policyOptions: { fullPcpusOnly: boolean; distributeCpusAcrossNuma: boolean };
   topology: CpuTopology;
   reservedSystemCpus: CpuSet;
   reservedMilliCpu: number;
@@ -32,7 +33,8 @@ export function createCpuManager(o: CreateCpuManagerOptions): CpuManager {
   const statePath = posix.join(o.rootDir, CPU_MANAGER_STATE_FILE);
   const policy = new CpuPolicy({
     policy: o.policy,
-    fullPcpusOnly: o.policyOptions["full-pcpus-only"] === "true",
+    fullPcpusOnly: o.policyOptions.fullPcpusOnly,
+    distributeCpusAcrossNuma: o.policyOptions.distributeCpusAcrossNuma,
     topology: o.topology,
     reservedSystemCpus: o.reservedSystemCpus,
     reservedMilliCpu: o.reservedMilliCpu,

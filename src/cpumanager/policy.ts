@@ -26,7 +26,7 @@ import { containerRequests } from "../cgroups/resources.ts";
 import { podLevelResourcesSet } from "../cgroups/pod-resources.ts";
 import { type CpuManagerState, CheckpointError, decodeCheckpoint, encodeCheckpoint, type StateStore } from "./checkpoint.ts";
 import { type CpuSet, difference, formatCpuSet, intersection, sameSet, union } from "../util/cpuset.ts";
-import { takeByTopology } from "./assignment.ts";
+import { type Take, takeByTopology, takeByTopologyDistributed } from "./assignment.ts";
 import { allCpus, type CpuTopology, cpusPerCore } from "./topology.ts";
 import { type AllocateFailure, generateHints, type NumaMask, type ProviderHints, type TopologyHint } from "../topologymanager/index.ts";
 
@@ -42,13 +42,17 @@ export class CpuManagerError extends Error {
 
 export type PolicyName = "none" | "static";
 export const CPU_MANAGER_POLICIES: readonly PolicyName[] = ["none", "static"];
-/** Policy options acted on (static only); upstream's others are refused at start (src/config/settings.ts). */
-export const CPU_MANAGER_POLICY_OPTIONS = ["full-pcpus-only"] as const;
 
 export interface PolicyConfig {
   policy: PolicyName;
   /** full-pcpus-only: exclusive CPUs come in whole physical cores (SMTAlignmentError otherwise). */
   fullPcpusOnly: boolean;
+  /**
+   * distribute-cpus-across-numa: a request that needs several NUMA nodes is
+   * spread evenly over them (in whole cores with full-pcpus-only), for the
+   * reserved CPUs too, as upstream's staticPolicy.takeByTopology.
+   */
+  distributeCpusAcrossNuma: boolean;
   topology: CpuTopology;
   /** reservedSystemCPUs; empty: reserve kube + system reserved CPU, rounded up. */
   reservedSystemCpus: CpuSet;
@@ -297,9 +301,9 @@ export class CpuPolicy {
     const available = union(this.available(), reusable);
     // upstream allocateCPUs: the CPUs on the affinity's NUMA nodes first, by topology, then the rest.
     const aligned = affinity === undefined ? [] : this.cpusIn(affinity, available);
-    const first = takeByTopology(this.cfg.topology, aligned, Math.min(n, aligned.length));
+    const first = takeCpus(this.cfg, aligned, Math.min(n, aligned.length));
     if (!first.ok) return first.error;
-    const rest = takeByTopology(this.cfg.topology, difference(available, first.cpus), n - first.cpus.length);
+    const rest = takeCpus(this.cfg, difference(available, first.cpus), n - first.cpus.length);
     // A message, not an admission error of its own: upstream's UnexpectedAdmissionError.
     if (!rest.ok) return rest.error;
     const took = { cpus: union(first.cpus, rest.cpus) };
@@ -337,6 +341,12 @@ export class CpuPolicy {
   }
 }
 
+/** upstream staticPolicy.takeByTopology: distributed over NUMA nodes with distribute-cpus-across-numa (in groups of a core's CPUs with full-pcpus-only), packed otherwise. */
+function takeCpus(cfg: PolicyConfig, available: CpuSet, n: number): Take {
+  if (!cfg.distributeCpusAcrossNuma) return takeByTopology(cfg.topology, available, n);
+  return takeByTopologyDistributed(cfg.topology, available, n, cfg.fullPcpusOnly ? cpusPerCore(cfg.topology) : 1);
+}
+
 function reservedCpus(cfg: PolicyConfig): CpuSet {
   const all = allCpus(cfg.topology);
   if (cfg.reservedSystemCpus.length) {
@@ -346,7 +356,7 @@ function reservedCpus(cfg: PolicyConfig): CpuSet {
   }
   if (cfg.reservedMilliCpu <= 0) throw new CpuManagerError("[cpumanager] the static policy requires systemreserved.cpu + kubereserved.cpu to be greater than zero");
   const n = Math.ceil(cfg.reservedMilliCpu / 1000);
-  const took = takeByTopology(cfg.topology, all, n);
+  const took = takeCpus(cfg, all, n);
   if (!took.ok || took.cpus.length !== n)
     throw new CpuManagerError(`[cpumanager] unable to reserve the required amount of CPUs (size of ${took.ok ? formatCpuSet(took.cpus) : "none"} did not equal ${n})`);
   return took.cpus;

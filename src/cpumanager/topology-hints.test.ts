@@ -43,7 +43,16 @@ function policyWith(opts: { available: string; reserved: string; mine?: string }
   if (mine.length) entries["p"] = { c: mine };
   if (others.length) entries["other"] = { x: others };
   const store = memoryStateStore(encodeCheckpoint({ policyName: "static", defaultCpuSet: [...reserved, ...available].sort((a, b) => a - b), entries }));
-  return new CpuPolicy({ policy: "static", fullPcpusOnly: false, topology, reservedSystemCpus: reserved, reservedMilliCpu: 0, store, statePath: "/state" });
+  return new CpuPolicy({
+    policy: "static",
+    fullPcpusOnly: false,
+    distributeCpusAcrossNuma: false,
+    topology,
+    reservedSystemCpus: reserved,
+    reservedMilliCpu: 0,
+    store,
+    statePath: "/state",
+  });
 }
 
 describe("container hints (upstream TestGetTopologyHints cases)", () => {
@@ -89,7 +98,16 @@ describe("container hints (upstream TestGetTopologyHints cases)", () => {
   });
 
   test("the none policy gives no hints", () => {
-    const none = new CpuPolicy({ policy: "none", fullPcpusOnly: false, topology, reservedSystemCpus: [], reservedMilliCpu: 0, store: memoryStateStore(), statePath: "/s" });
+    const none = new CpuPolicy({
+      policy: "none",
+      fullPcpusOnly: false,
+      distributeCpusAcrossNuma: false,
+      topology,
+      reservedSystemCpus: [],
+      reservedMilliCpu: 0,
+      store: memoryStateStore(),
+      statePath: "/s",
+    });
     expect(hintsOf(none, one("2"))).toBeUndefined();
     expect(none.podHints(one("2"))).toBeUndefined();
   });

@@ -37,6 +37,7 @@ export const numaChecks: ProbeCheck[] = [
       const policy = new CpuPolicy({
         policy: "static",
         fullPcpusOnly: false,
+        distributeCpusAcrossNuma: false,
         topology,
         reservedSystemCpus: [0],
         reservedMilliCpu: 0,
