@@ -13,6 +13,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseQuantity } from "../config/index.ts";
+import { binaryQuantity, HUGEPAGES_PREFIX, hugePageResourceName, isHugePageResourceName } from "../pods/resource-names.ts";
 
 export interface HugePagePool {
   pageSizeKiB: number;
@@ -20,10 +21,7 @@ export interface HugePagePool {
   numPages: number;
 }
 
-export const HUGEPAGES_PREFIX = "hugepages-";
-
-/** upstream IsHugePageResourceName. */
-export const isHugePageResourceName = (name: string): boolean => name.startsWith(HUGEPAGES_PREFIX);
+export { HUGEPAGES_PREFIX, binaryQuantity, hugePageResourceName, isHugePageResourceName };
 
 /**
  * The pools of `<sysRoot>/kernel/mm/hugepages`, smallest page first; none
@@ -52,25 +50,6 @@ export function readHugePagePools(sysRoot = "/sys"): HugePagePool[] {
   }
   return pools.sort((a, b) => a.pageSizeKiB - b.pageSizeKiB);
 }
-
-const BINARY_SUFFIXES = [
-  ["Ei", 2 ** 60],
-  ["Pi", 2 ** 50],
-  ["Ti", 2 ** 40],
-  ["Gi", 2 ** 30],
-  ["Mi", 2 ** 20],
-  ["Ki", 2 ** 10],
-] as const;
-
-/** A byte count as resource.Quantity prints a BinarySI value: 2097152 → "2Mi", 1536 → "1536". */
-export function binaryQuantity(bytes: number): string {
-  if (bytes === 0) return "0";
-  for (const [suffix, unit] of BINARY_SUFFIXES) if (bytes % unit === 0) return `${bytes / unit}${suffix}`;
-  return String(bytes);
-}
-
-/** upstream HugePageResourceName for a page size in KiB: hugepages-2Mi, hugepages-1Gi. */
-export const hugePageResourceName = (pageSizeKiB: number): string => HUGEPAGES_PREFIX + binaryQuantity(pageSizeKiB * 1024);
 
 /** upstream HugePageSizeFromResourceName: the page size in bytes; throws on a name that is not hugepages-<quantity>. */
 export function hugePageSizeFromResourceName(name: string): number {

@@ -13,7 +13,7 @@ import { MemoryPolicy, type MemoryPolicyName, type SystemReserved } from "./poli
 export { MemoryPolicy, MemoryManagerError, requestedMemory, podRequestedMemory, type MemoryPolicyName, type SystemReserved } from "./policy.ts";
 export { PolicyMemoryManager, type MemoryManager, type MemoryManagerDeps } from "./manager.ts";
 export { encodeCheckpoint, decodeCheckpoint, checkpointChecksum, spewText, type MemoryManagerState, type Block, type MachineState, type StateStore } from "./checkpoint.ts";
-export { systemReservedMemory, systemReservedFromConfig, formatQuantity, type MemoryReservationAmounts, type NodeAllocatableReservation } from "./reserved.ts";
+export { systemReservedMemory, systemReservedFromConfig, type MemoryReservationAmounts, type NodeAllocatableReservation } from "./reserved.ts";
 
 export const MEMORY_MANAGER_STATE_FILE = "memory_manager_state";
 

@@ -9,7 +9,8 @@ import { checkpointChecksum, decodeCheckpoint, encodeCheckpoint, type MemoryMana
 import { PolicyMemoryManager } from "./manager.ts";
 import { MemoryManagerError, MemoryPolicy, podRequestedMemory } from "./policy.ts";
 import { reservedMemoryConfigErrors } from "../config/reserved-memory.ts";
-import { formatQuantity, systemReservedMemory } from "./reserved.ts";
+import { exactQuantity } from "../pods/resource-names.ts";
+import { systemReservedMemory } from "./reserved.ts";
 
 const Mi = 2 ** 20;
 const Gi = 2 ** 30;
@@ -148,8 +149,8 @@ describe("reservedMemory", () => {
     expect(() => systemReservedMemory(two, { memory: { bytes: 100 * 1000 * 1000, binary: false } }, [])).toThrow(
       'the total amount "0" of type "memory" is not equal to the value "100M"',
     );
-    expect(formatQuantity(1536 * Mi, true)).toBe("1536Mi");
-    expect(formatQuantity(1234567, false)).toBe("1234567");
+    expect(exactQuantity(1536 * Mi, true)).toBe("1536Mi");
+    expect(exactQuantity(1234567, false)).toBe("1234567");
   });
   test("Static without reserved memory does not start (upstream's message)", () => {
     expect(() => staticPolicy({ reserved: [] })).toThrow(new MemoryManagerError("[memorymanager] you should specify the system reserved memory"));

@@ -21,7 +21,7 @@ import { podUid } from "../pods/identity.ts";
 import { staleContainerEntries } from "../pods/active.ts";
 import { bitsOf, countOf, isNarrower, maskOf, type NumaMask, type ProviderHints, type TopologyHint } from "../topologymanager/index.ts";
 import type { NumaNode } from "../topologymanager/numa.ts";
-import { hugePageResourceName } from "../topologymanager/numa.ts";
+import { hugePageResourceName } from "../pods/resource-names.ts";
 import {
   type Assignments,
   type Block,

@@ -9,6 +9,7 @@
 import type { NumaNode } from "../topologymanager/numa.ts";
 import { MemoryManagerError, type SystemReserved } from "./policy.ts";
 import { parseQuantity } from "../config/quantity.ts";
+import { exactQuantity } from "../pods/resource-names.ts";
 import { StartupConfigError } from "../util/errors.ts";
 
 export interface MemoryReservationAmounts {
@@ -18,30 +19,6 @@ export interface MemoryReservationAmounts {
 }
 
 const supported = (name: string) => name === "memory" || /^hugepages-/.test(name);
-
-const BINARY: [string, number][] = [
-  ["Ei", 2 ** 60],
-  ["Pi", 2 ** 50],
-  ["Ti", 2 ** 40],
-  ["Gi", 2 ** 30],
-  ["Mi", 2 ** 20],
-  ["Ki", 2 ** 10],
-];
-const DECIMAL: [string, number][] = [
-  ["E", 1e18],
-  ["P", 1e15],
-  ["T", 1e12],
-  ["G", 1e9],
-  ["M", 1e6],
-  ["k", 1e3],
-];
-
-/** A byte count as resource.Quantity prints it: binary suffixes when the first amount added was written with one, decimal otherwise. */
-export function formatQuantity(bytes: number, binary: boolean): string {
-  if (bytes === 0) return "0";
-  for (const [suffix, unit] of binary ? BINARY : DECIMAL) if (bytes % unit === 0) return `${bytes / unit}${suffix}`;
-  return String(bytes);
-}
 
 export interface NodeAllocatableReservation {
   /** Resource name → bytes of kubeReserved + systemReserved + hard eviction, and whether the first part was written with a binary suffix. */
@@ -65,7 +42,7 @@ export function systemReservedMemory(nodes: readonly NumaNode[], reservation: No
     const got = totals.get(name) ?? { bytes: 0, binary: false };
     if (want.bytes !== got.bytes)
       throw new MemoryManagerError(
-        `the total amount "${formatQuantity(got.bytes, got.binary)}" of type "${name}" is not equal to the value "${formatQuantity(want.bytes, want.binary)}" determined by Node Allocatable feature`,
+        `the total amount "${exactQuantity(got.bytes, got.binary)}" of type "${name}" is not equal to the value "${exactQuantity(want.bytes, want.binary)}" determined by Node Allocatable feature`,
       );
   }
   const out = new Map<number, Record<string, number>>();

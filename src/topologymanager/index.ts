@@ -33,4 +33,4 @@ export {
   type TopologyManagerOptions,
 } from "./manager.ts";
 export { generateHints, numaMasks, type HintInputs } from "./hints.ts";
-export { readNumaNodes, hugePageResourceName, NumaTopologyError, type NumaNode, type HugePages } from "./numa.ts";
+export { readNumaNodes, NumaTopologyError, type NumaNode, type HugePages } from "./numa.ts";

@@ -72,18 +72,3 @@ export function readNumaNodes(sysRoot: string, fallbackMemoryBytes: number): Num
     })
     .sort((a, b) => a.id - b.id);
 }
-
-/** upstream's HugePageResourceName for a page size in KiB: hugepages-2Mi, hugepages-1Gi. */
-export function hugePageResourceName(pageSizeKiB: number): string {
-  const bytes = pageSizeKiB * 1024;
-  for (const [suffix, unit] of [
-    ["Ei", 2 ** 60],
-    ["Pi", 2 ** 50],
-    ["Ti", 2 ** 40],
-    ["Gi", 2 ** 30],
-    ["Mi", 2 ** 20],
-    ["Ki", 2 ** 10],
-  ] as const)
-    if (bytes % unit === 0) return `hugepages-${bytes / unit}${suffix}`;
-  return `hugepages-${bytes}`;
-}
