@@ -397,6 +397,10 @@ describe("faults (issue #8)", () => {
         await eventually("node Ready after the restart", nodeReady, 45_000);
         await eventually("the agent adopted the pods", async () => (await agent.pods()).items.filter((p) => p.metadata.uid !== stubborn).length === uids.length);
         expect(await runtimeView(uids)).toEqual(before);
+        // The restarted agent finishes the stop it was given 2 s for: the pod's grace period (20 s) again, as upstream's,
+        // then the API pod's final DELETE (grace 0, UID precondition). Before that DELETE carried its body over HTTP/2
+        // the pod, not terminal in the API, stayed there with its deletionTimestamp.
+        await eventually("the stubborn pod gone from the API", async () => (await tryJson("pod", "stubborn")) === undefined, 45_000);
       } finally {
         follow.kill();
         exec.kill();
