@@ -3,7 +3,8 @@
  * NewStaticPolicyOptions with CheckPolicyOptionAvailable, 1.34): each option
  * is alpha, beta or stable and needs its feature gate; values are Go
  * booleans; some pairs cannot be used together. Of upstream's options this
- * agent acts on full-pcpus-only and distribute-cpus-across-numa; the others
+ * agent acts on full-pcpus-only, distribute-cpus-across-numa and
+ * align-by-socket; the others
  * pass upstream's checks first and are then refused by name.
  */
 
@@ -20,13 +21,15 @@ export interface StaticPolicyOptions {
   fullPcpusOnly: boolean;
   /** distribute-cpus-across-numa (beta): spread a request that needs several NUMA nodes evenly over them. */
   distributeCpusAcrossNuma: boolean;
+  /** align-by-socket (alpha): CPUs count as aligned at socket rather than NUMA boundary (hints and allocation). */
+  alignBySocket: boolean;
 }
 
 const ALPHA = ["align-by-socket", "distribute-cpus-across-cores"];
 const BETA = ["strict-cpu-reservation", "distribute-cpus-across-numa", "prefer-align-cpus-by-uncorecache"];
 const STABLE = ["full-pcpus-only"];
 /** Options this agent acts on (src/cpumanager/policy.ts, PolicyConfig). */
-export const ACTED_CPU_POLICY_OPTIONS = ["full-pcpus-only", "distribute-cpus-across-numa"] as const;
+export const ACTED_CPU_POLICY_OPTIONS = ["full-pcpus-only", "distribute-cpus-across-numa", "align-by-socket"] as const;
 
 /** Go's strconv.ParseBool. */
 function parseGoBool(name: string, value: string): boolean {
@@ -65,5 +68,12 @@ export function parseStaticPolicyOptions(options: Record<string, string>, gates:
       throw new CpuPolicyOptionsError(
         `${JSON.stringify(name)}: this CPU manager policy option is not implemented by this agent; only ${ACTED_CPU_POLICY_OPTIONS.map((o) => JSON.stringify(o)).join(", ")} are`,
       );
-  return { fullPcpusOnly: on("full-pcpus-only"), distributeCpusAcrossNuma: on("distribute-cpus-across-numa") };
+  return { fullPcpusOnly: on("full-pcpus-only"), distributeCpusAcrossNuma: on("distribute-cpus-across-numa"), alignBySocket: on("align-by-socket") };
+}
+
+/** upstream ValidateStaticPolicyOptions, its part that needs no hardware: align-by-socket is incompatible with the single-numa-node topology manager policy. */
+export function alignBySocketConfigError(opts: StaticPolicyOptions, topologyManagerPolicy: string): string | undefined {
+  if (opts.alignBySocket && topologyManagerPolicy === "single-numa-node")
+    return "Topolgy manager single-numa-node policy is incompatible with CPUManager align-by-socket policy option";
+  return undefined;
 }

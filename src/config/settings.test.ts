@@ -327,8 +327,13 @@ describe("the flags", () => {
     expect(errorOf(load({ featureGates: { CPUManagerPolicyBetaOptions: false } }, [...cpuStatic, "--cpu-manager-policy-options=distribute-cpus-across-numa=true"]))).toContain(
       'CPU Manager Policy Beta-level Options not enabled, but option "distribute-cpus-across-numa" provided',
     );
-    expect(errorOf(load({ featureGates: { CPUManagerPolicyAlphaOptions: true } }, [...cpuStatic, "--cpu-manager-policy-options=align-by-socket=true"]))).toContain(
-      '"align-by-socket": this CPU manager policy option is not implemented by this agent',
+    const alpha = { featureGates: { CPUManagerPolicyAlphaOptions: true } };
+    expect(errorOf(load(alpha, [...cpuStatic, "--cpu-manager-policy-options=align-by-socket=true"]))).toBe("loaded (run)");
+    expect(errorOf(load(alpha, [...cpuStatic, "--cpu-manager-policy-options=align-by-socket=true", "--topology-manager-policy=single-numa-node"]))).toContain(
+      "Topolgy manager single-numa-node policy is incompatible with CPUManager align-by-socket policy option",
+    );
+    expect(errorOf(load(alpha, [...cpuStatic, "--cpu-manager-policy-options=distribute-cpus-across-cores=true"]))).toContain(
+      '"distribute-cpus-across-cores": this CPU manager policy option is not implemented by this agent',
     );
     const gate = { featureGates: { QOSReserved: true } };
     expect(errorOf(load(gate, ["--qos-reserved=cpu=50%"]))).toContain('field "qosReserved" (--qos-reserved): cannot reserve "cpu" resource');
@@ -363,7 +368,7 @@ describe("feature gates against 1.34's list", () => {
     [{ NoSuchGate: true }, "unrecognized feature gate: NoSuchGate"],
     [{ NodeSwap: false }, "cannot set feature gate NodeSwap to false, feature is locked to true"],
     [{ ContainerCheckpoint: false }, "feature gate ContainerCheckpoint=false: not implemented by this agent; only its 1.34 default (true) is supported"],
-    [{ CPUManagerPolicyAlphaOptions: true }, "feature gate CPUManagerPolicyAlphaOptions=true: not implemented"],
+    [{ TopologyManagerPolicyAlphaOptions: true }, "feature gate TopologyManagerPolicyAlphaOptions=true: not implemented"],
     [{ AllAlpha: true }, "feature gate AllAlpha=true"],
   ])("%p exits 2: %s", (gates, message) => {
     expect(errorOf(load({ featureGates: gates }))).toContain(`field "featureGates" (--feature-gates): ${message}`);

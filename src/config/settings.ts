@@ -17,7 +17,7 @@ import type { KubeletConfiguration, KubeletConfigurationFile } from "./kubelet-c
 import { parseQuantity } from "./quantity.ts";
 import { parseCpuSet } from "../util/cpuset.ts";
 import { parsePolicyOptions } from "../topologymanager/policy.ts";
-import { cpuPolicyOptionGates, parseStaticPolicyOptions } from "./cpu-policy-options.ts";
+import { alignBySocketConfigError, cpuPolicyOptionGates, parseStaticPolicyOptions } from "./cpu-policy-options.ts";
 import { reservedMemoryConfigErrors } from "./reserved-memory.ts";
 
 const reservedCpuOf = (k: KubeletConfiguration) =>
@@ -217,13 +217,12 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
     },
   ),
   cpuManagerPolicyOptions: acted(
-    'with the static policy, as upstream 1.34: "full-pcpus-only" (exclusive CPUs in whole physical cores, SMTAlignmentError otherwise) and "distribute-cpus-across-numa" (beta, CPUManagerPolicyBetaOptions: a request that needs several NUMA nodes is spread evenly over them, in whole cores with full-pcpus-only); values are booleans; upstream\'s other options stop the agent naming them (src/cpumanager)',
+    'with the static policy, as upstream 1.34: "full-pcpus-only" (exclusive CPUs in whole physical cores, SMTAlignmentError otherwise) and "distribute-cpus-across-numa" (beta, CPUManagerPolicyBetaOptions: a request that needs several NUMA nodes is spread evenly over them, in whole cores with full-pcpus-only) and "align-by-socket" (alpha, CPUManagerPolicyAlphaOptions: CPUs aligned at socket rather than NUMA boundary in hints and allocation; not with the single-numa-node topology manager policy, nor on hosts with more sockets than NUMA nodes); values are booleans; upstream\'s other options stop the agent naming them (src/cpumanager)',
     (k) => {
       if (Object.keys(k.cpuManagerPolicyOptions).length && k.cpuManagerPolicy !== "static")
         return `${Object.keys(k.cpuManagerPolicyOptions)[0]}: policy options need the "static" policy (upstream: None policy: received unsupported options)`;
       try {
-        parseStaticPolicyOptions(k.cpuManagerPolicyOptions, cpuPolicyOptionGates(k.featureGates));
-        return undefined;
+        return alignBySocketConfigError(parseStaticPolicyOptions(k.cpuManagerPolicyOptions, cpuPolicyOptionGates(k.featureGates)), k.topologyManagerPolicy);
       } catch (err) {
         return (err as Error).message;
       }
@@ -343,6 +342,9 @@ export const FLAG_ONLY_ACTED: Readonly<Record<string, string>> = {
  */
 export const ACTED_GATES: Readonly<Record<string, string>> = {
   EventedPLEG: "container events drive the PLEG where the runtime streams them (src/pleg; on unless false, unlike upstream's alpha default); false relists every second",
+  CPUManagerPolicyAlphaOptions:
+    "true makes the alpha cpuManagerPolicyOptions available: align-by-socket is acted on, distribute-cpus-across-cores is refused naming it (src/config/cpu-policy-options.ts)",
+  CPUManagerPolicyBetaOptions: "false refuses the beta cpuManagerPolicyOptions (distribute-cpus-across-numa) as upstream (src/config/cpu-policy-options.ts)",
   InPlacePodVerticalScaling: "in-place pod resize (src/allocation); false turns it off",
   KubeletCrashLoopBackOffMax: "crashLoopBackOff.maxContainerRestartPeriod caps the container restart back-off (src/runtime/backoff.ts)",
   ReduceDefaultCrashLoopBackOffDecay: "the container restart back-off starts at 1 s and stops at 1 minute instead of 10 s and 5 minutes (src/runtime/backoff.ts)",

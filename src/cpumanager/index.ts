@@ -22,7 +22,7 @@ export interface CreateCpuManagerOptions extends Omit<CpuManagerDeps, "policy"> 
   rootDir: string;
   policy: PolicyName;
   /** cpuManagerPolicyOptions as src/config/cpu-policy-options.ts parses them. */
-  policyOptions: { fullPcpusOnly: boolean; distributeCpusAcrossNuma: boolean };
+  policyOptions: { fullPcpusOnly: boolean; distributeCpusAcrossNuma: boolean; alignBySocket: boolean };
   topology: CpuTopology;
   reservedSystemCpus: CpuSet;
   reservedMilliCpu: number;
@@ -35,6 +35,7 @@ export function createCpuManager(o: CreateCpuManagerOptions): CpuManager {
     policy: o.policy,
     fullPcpusOnly: o.policyOptions.fullPcpusOnly,
     distributeCpusAcrossNuma: o.policyOptions.distributeCpusAcrossNuma,
+    alignBySocket: o.policyOptions.alignBySocket,
     topology: o.topology,
     reservedSystemCpus: o.reservedSystemCpus,
     reservedMilliCpu: o.reservedMilliCpu,

@@ -53,6 +53,12 @@ export interface PolicyConfig {
    * reserved CPUs too, as upstream's staticPolicy.takeByTopology.
    */
   distributeCpusAcrossNuma: boolean;
+  /**
+   * align-by-socket: hints whose NUMA nodes span no more sockets than the
+   * narrowest fit needs are preferred too, and the CPUs of the affinity's
+   * sockets (not only its NUMA nodes) are taken first.
+   */
+  alignBySocket?: boolean;
   topology: CpuTopology;
   /** reservedSystemCPUs; empty: reserve kube + system reserved CPU, rounded up. */
   reservedSystemCpus: CpuSet;
@@ -100,6 +106,9 @@ export class CpuPolicy {
   private fresh: { uid: string; added: string[]; reuse: CpuSet } | undefined;
 
   constructor(private readonly cfg: PolicyConfig) {
+    // upstream ValidateStaticPolicyOptions, its hardware part (the topology manager part: src/config/cpu-policy-options.ts).
+    if (cfg.policy === "static" && cfg.alignBySocket && distinct(cfg.topology, "socket") > distinct(cfg.topology, "numa"))
+      throw new CpuManagerError("Align by socket is not compatible with hardware where number of sockets are more than number of NUMA");
     this.reserved = cfg.policy === "static" ? reservedCpus(cfg) : [];
     this.state = this.restore();
     this.save();
@@ -210,7 +219,25 @@ export class CpuPolicy {
       totalIn: (mask) => this.cpusIn(mask, all).length,
       availableIn: (mask) => this.cpusIn(mask, available).length,
       reusableIn: (mask) => (this.cpusIn(mask, reusable).length === reusable.length ? reusable.length : undefined),
+      ...(this.cfg.alignBySocket ? { alsoPreferred: (mask: NumaMask, min: number) => this.socketAligned(mask, min) } : {}),
     });
+  }
+
+  /** upstream isHintSocketAligned: the mask's NUMA nodes lie on as few sockets as the narrowest fit needs. */
+  private socketAligned(mask: NumaMask, minAffinitySize: number): boolean {
+    const perSocket = Math.floor(distinct(this.cfg.topology, "numa") / distinct(this.cfg.topology, "socket"));
+    if (perSocket === 0) return false;
+    const minSockets = Math.floor((minAffinitySize + perSocket - 1) / perSocket);
+    const sockets = new Set(this.cfg.topology.cpus.filter((c) => (mask >> BigInt(c.numa)) & 1n).map((c) => c.socket));
+    return sockets.size === minSockets;
+  }
+
+  /** upstream getAlignedCPUs: of `among`, the CPUs on the affinity's NUMA nodes, or with align-by-socket on their sockets. */
+  private alignedCpus(mask: NumaMask, among: CpuSet): CpuSet {
+    if (!this.cfg.alignBySocket) return this.cpusIn(mask, among);
+    const sockets = new Set(this.cfg.topology.cpus.filter((c) => (mask >> BigInt(c.numa)) & 1n).map((c) => c.socket));
+    const inSockets = new Set(this.cfg.topology.cpus.filter((c) => sockets.has(c.socket)).map((c) => c.cpu));
+    return among.filter((cpu) => inSockets.has(cpu));
   }
 
   /** upstream GetAvailableCPUs: the shared pool without the reserved CPUs. */
@@ -300,7 +327,7 @@ export class CpuPolicy {
     const reusable = this.reuse.get(uid) ?? [];
     const available = union(this.available(), reusable);
     // upstream allocateCPUs: the CPUs on the affinity's NUMA nodes first, by topology, then the rest.
-    const aligned = affinity === undefined ? [] : this.cpusIn(affinity, available);
+    const aligned = affinity === undefined ? [] : this.alignedCpus(affinity, available);
     const first = takeCpus(this.cfg, aligned, Math.min(n, aligned.length));
     if (!first.ok) return first.error;
     const rest = takeCpus(this.cfg, difference(available, first.cpus), n - first.cpus.length);
@@ -340,6 +367,8 @@ export class CpuPolicy {
     return stale.length > 0;
   }
 }
+
+const distinct = (t: CpuTopology, key: "socket" | "numa") => new Set(t.cpus.map((c) => c[key])).size;
 
 /** upstream staticPolicy.takeByTopology: distributed over NUMA nodes with distribute-cpus-across-numa (in groups of a core's CPUs with full-pcpus-only), packed otherwise. */
 function takeCpus(cfg: PolicyConfig, available: CpuSet, n: number): Take {

@@ -34,6 +34,8 @@ export interface HintInputs {
   availableIn(mask: NumaMask): number;
   /** How many reusable ones lie on `mask`, or undefined when one of them lies outside it (the mask is then no hint). */
   reusableIn(mask: NumaMask): number | undefined;
+  /** Also preferred (the CPU manager's align-by-socket: upstream isHintSocketAligned), given the narrowest size. */
+  alsoPreferred?(mask: NumaMask, minAffinitySize: number): boolean;
 }
 
 export function generateHints(i: HintInputs): TopologyHint[] {
@@ -46,5 +48,8 @@ export function generateHints(i: HintInputs): TopologyHint[] {
     if (reusable + i.availableIn(mask) < i.request) continue;
     hints.push({ affinity: mask, preferred: false });
   }
-  return hints.map((h) => ({ affinity: h.affinity, preferred: countOf(h.affinity!) === minAffinitySize }));
+  return hints.map((h) => ({
+    affinity: h.affinity,
+    preferred: i.alsoPreferred?.(h.affinity!, minAffinitySize) === true || countOf(h.affinity!) === minAffinitySize,
+  }));
 }
