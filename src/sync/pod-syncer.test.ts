@@ -132,9 +132,17 @@ describe("HostPodSyncer.syncTerminatingPod", () => {
     expect(status.get("b")!.containerStatuses[0]!.state).toMatchObject({ terminated: { exitCode: 137 } });
   });
 
+  test("a pod first seen terminating (reported Running, after a restart) gets its final status, as upstream's SyncTerminatingPod", async () => {
+    const { runtime, status, syncer } = setup();
+    const p: Pod = { ...pod("u2"), status: { phase: "Running" } };
+    runtime.pods.set("u2", { uid: "u2", name: "web", namespace: "default", sandboxes: [], containers: [] });
+    await syncer.syncTerminatingPod({ ref: podRef(p), pod: p, state: { stage: "terminating", gracePeriodSeconds: 3, reason: "deleted", deleted: true } });
+    expect(status.get("u2")?.phase).toBe("Failed");
+  });
+
   test("a pod never synced here (first seen terminal, or an orphan) gets no status; a failed kill throws", async () => {
     const { runtime, status, syncer } = setup();
-    const p = pod("u1");
+    const p: Pod = { ...pod("u1"), status: { phase: "Succeeded" } };
     runtime.pods.set("u1", { uid: "u1", name: "web", namespace: "default", sandboxes: [], containers: [] });
     await syncer.syncTerminatingPod({ ref: podRef(p), pod: p, state: { stage: "terminating", gracePeriodSeconds: 3, reason: "completed", deleted: false } });
     expect(status.get("u1")).toBeUndefined();

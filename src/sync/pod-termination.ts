@@ -67,8 +67,11 @@ export class PodTerminator {
 
   /**
    * Stops everything of the pod within its grace period; writes its final
-   * status when a sync ran for it in this process (`synced`: a pod first
-   * seen already terminal keeps the status it has). Throws when a kill failed.
+   * status when a sync ran for it in this process (`synced`), or when its
+   * reported phase is not terminal yet (a pod this process first sees
+   * terminating, after a restart: upstream's SyncTerminatingPod writes it
+   * too). A pod first seen already terminal keeps the status it has.
+   * Throws when a kill failed.
    */
   async kill({ ref, pod, state }: TerminatingPodRequest, synced: boolean): Promise<Required<StepRead>> {
     const { runtime } = this.opts;
@@ -78,7 +81,8 @@ export class PodTerminator {
     const killed = await runtime.killPod(ref, state.gracePeriodSeconds, pod);
     throwOnFailedActions("killing pod", killed.results);
     // The final status: every container stopped, the phase terminal.
-    if (pod && synced) {
+    const reportedTerminal = pod?.status?.phase === "Succeeded" || pod?.status?.phase === "Failed";
+    if (pod && (synced || !reportedTerminal)) {
       const final = podStatus(pod, killed.observed, new Map(), true);
       const failed = failedFor(state);
       // Upstream keeps Succeeded for a pod that had already completed when the node shut down.
