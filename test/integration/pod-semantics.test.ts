@@ -54,7 +54,9 @@ beforeAll(async () => {
   agent = await startAgent(ctd, {
     nodeName: NODE,
     extraArgs: [`--kubeconfig=${kubeconfig}`, "--node-ip=127.0.0.1"],
-    extraConfig: { clusterDomain: "cluster.local", clusterDNS: ["10.96.0.10"], allowedUnsafeSysctls: ["kernel.msg*"] },
+    // PodLevelResources off on this node only (the API server keeps it on and accepts such pods): the gate-off
+    // refusal on a real node; pod-level-resources.test.ts runs them with the gate on.
+    extraConfig: { clusterDomain: "cluster.local", clusterDNS: ["10.96.0.10"], allowedUnsafeSysctls: ["kernel.msg*"], featureGates: { PodLevelResources: false } },
   });
   await eventually("node registered", async () => (await tryJson("node", NODE)) !== undefined, 60_000);
 }, 180_000);
@@ -207,9 +209,9 @@ describe("pod semantics on a real control plane and containerd", () => {
   }, 90_000);
 
   // hostUsers: false is no longer refused at admission (UserNamespacesSupport is on): user-namespaces.test.ts.
-  test("what the node cannot give is refused at admission with a reason and an event, never run without: pod-level resources", async () => {
+  test("what the node cannot give is refused at admission with a reason and an event, never run without: pod-level resources with the gate off", async () => {
     await apply(podOf("podres", { command: ["sleep", "3600"] }, { resources: { limits: { cpu: "500m", memory: "64Mi" } } }));
-    for (const [name, reason, message] of [["podres", "PodLevelResourcesNotSupported", "pod-level resources are not supported on the node"]] as const) {
+    for (const [name, reason, message] of [["podres", "PodLevelResourcesNotSupported", "PodLevelResources feature gate is disabled"]] as const) {
       const failed = await eventually(`${name} Failed`, async () => {
         const s = await statusOf(name);
         return s?.phase === "Failed" ? s : undefined;
