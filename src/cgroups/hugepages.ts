@@ -106,9 +106,11 @@ export const HUGETLB_UNBOUNDED = 2 ** 62;
  * upstream maybeSetHugetlb: the config's limits by the kernel's size name,
  * then 0 for every size of the host the config does not name (a cgroup gets
  * no huge pages it was not given). Sizes the host does not have are left
- * out: there is no file to write them to.
+ * out: there is no file to write them to. `limit` is the exact decimal the
+ * file gets: String() of 1 << 62 as a double would write 4611686018427388000,
+ * not upstream's 4611686018427387904.
  */
-export function hugetlbSettings(limits: ReadonlyMap<number, number>, hostSizes: readonly string[]): { pageSize: string; limit: number }[] {
+export function hugetlbSettings(limits: ReadonlyMap<number, number>, hostSizes: readonly string[]): { pageSize: string; limit: string }[] {
   const bySize = new Map<string, number>();
   for (const [bytes, limit] of limits) {
     try {
@@ -117,5 +119,5 @@ export function hugetlbSettings(limits: ReadonlyMap<number, number>, hostSizes: 
       // not a kernel page size: skipped, as upstream's "Invalid pageSize"
     }
   }
-  return hostSizes.map((pageSize) => ({ pageSize, limit: bySize.get(pageSize) ?? 0 }));
+  return hostSizes.map((pageSize) => ({ pageSize, limit: BigInt(Math.trunc(bySize.get(pageSize) ?? 0)).toString() }));
 }

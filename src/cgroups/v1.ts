@@ -75,10 +75,10 @@ export function createV1Backend(opts: {
     let rsvd = true;
     for (const { pageSize, limit } of hugetlbSettings(limits, hugePageSizes)) {
       const dir = hierarchyDir(h, path);
-      await io.write(join(dir, `hugetlb.${pageSize}.limit_in_bytes`), String(limit));
+      await io.write(join(dir, `hugetlb.${pageSize}.limit_in_bytes`), limit);
       if (!rsvd) continue;
       try {
-        await io.write(join(dir, `hugetlb.${pageSize}.rsvd.limit_in_bytes`), String(limit));
+        await io.write(join(dir, `hugetlb.${pageSize}.rsvd.limit_in_bytes`), limit);
       } catch (e) {
         if (!isCgroupError(e, "NotFound")) throw e;
         rsvd = false; // a kernel before 5.7: no reservation accounting

@@ -92,10 +92,10 @@ export function createV2Backend(opts: {
     }
     let rsvd = true;
     for (const { pageSize, limit } of hugetlbSettings(limits, hugePageSizes)) {
-      await io.write(join(d, `hugetlb.${pageSize}.max`), String(limit));
+      await io.write(join(d, `hugetlb.${pageSize}.max`), limit);
       if (!rsvd) continue;
       try {
-        await io.write(join(d, `hugetlb.${pageSize}.rsvd.max`), String(limit));
+        await io.write(join(d, `hugetlb.${pageSize}.rsvd.max`), limit);
       } catch (e) {
         if (!isCgroupError(e, "NotFound")) throw e;
         rsvd = false;

@@ -198,7 +198,7 @@ describe("huge pages (hugetlb): pod, QoS and kubepods limits as upstream's maybe
     const kp = `${ROOT}/kubepods`;
     expect(tree.read(kp, "hugetlb.2MB.limit_in_bytes", "hugetlb")).toBe(String(28 * MI));
     expect(tree.read(kp, "hugetlb.1GB.limit_in_bytes", "hugetlb")).toBe(String(2 ** 30));
-    for (const qos of ["burstable", "besteffort"]) expect(tree.read(`${kp}/${qos}`, "hugetlb.2MB.limit_in_bytes", "hugetlb")).toBe(String(2 ** 62));
+    for (const qos of ["burstable", "besteffort"]) expect(tree.read(`${kp}/${qos}`, "hugetlb.2MB.limit_in_bytes", "hugetlb")).toBe("4611686018427387904");
     const p = await cg.ensurePod(hugePod);
     expect(tree.read(p, "hugetlb.2MB.limit_in_bytes", "hugetlb")).toBe(String(8 * MI));
     expect(tree.read(p, "hugetlb.1GB.limit_in_bytes", "hugetlb")).toBe("0");
@@ -207,7 +207,7 @@ describe("huge pages (hugetlb): pod, QoS and kubepods limits as upstream's maybe
     expect([tree.read(e, "hugetlb.2MB.limit_in_bytes", "hugetlb"), tree.read(e, "hugetlb.1GB.limit_in_bytes", "hugetlb")]).toEqual(["0", "0"]);
     // updateQos keeps the QoS levels unbounded.
     await cg.updateQos([hugePod, besteffort]);
-    expect(tree.read(`${kp}/burstable`, "hugetlb.1GB.limit_in_bytes", "hugetlb")).toBe(String(2 ** 62));
+    expect(tree.read(`${kp}/burstable`, "hugetlb.1GB.limit_in_bytes", "hugetlb")).toBe("4611686018427387904");
   });
 
   test("v1 without a hugetlb hierarchy (this project's hosts): nothing written, said once in the log, the pod cgroup still made", async () => {
@@ -228,7 +228,7 @@ describe("huge pages (hugetlb): pod, QoS and kubepods limits as upstream's maybe
     const cg = make(tree, { hugePagePools: pools });
     await cg.setupNode({ allocatable: { cpuMilli: 1000, memoryBytes: 512 * MI, hugePages: { "hugepages-2Mi": 32 * MI, "hugepages-1Gi": 2 ** 30 } }, enforce: false });
     expect(tree.read(`${ROOT}/kubepods`, "hugetlb.2MB.max")).toBe(String(32 * MI));
-    expect(tree.read(`${ROOT}/kubepods/besteffort`, "hugetlb.1GB.rsvd.max")).toBe(String(2 ** 62));
+    expect(tree.read(`${ROOT}/kubepods/besteffort`, "hugetlb.1GB.rsvd.max")).toBe("4611686018427387904");
     const p = await cg.ensurePod(hugePod);
     expect([tree.read(p, "hugetlb.2MB.max"), tree.read(p, "hugetlb.2MB.rsvd.max"), tree.read(p, "hugetlb.1GB.max"), tree.read(p, "hugetlb.1GB.rsvd.max")]).toEqual([
       String(8 * MI),
