@@ -85,6 +85,39 @@ describe("cgroup v2 writer on a real kernel (qemu)", () => {
     expect(t.usageUs).toBeGreaterThan(t.wallUs * 0.02);
   });
 
+  test("huge pages: hugetlb.<size>.max (and .rsvd.max) on the pod (its request, 0 for other sizes), kubepods and unbounded QoS levels; the kernel enforces them", () => {
+    type Limits = Record<string, string>;
+    const h = value<{
+      sizes: string[];
+      files: Record<string, Limits>;
+      podPath: string;
+      nonePath: string;
+      withinCode: number;
+      beyondCode: number;
+      beyondErr: string;
+      noneCode: number;
+      usage: string;
+    }>("cgroup-v2-hugetlb");
+    // 1 << 62 (upstream's unbounded), exactly: String(2 ** 62) would be the double's 4611686018427388000.
+    const unbounded = "4611686018427387904";
+    expect(h.sizes[0]).toBe("2MB");
+    expect(h.podPath).toBe("/hp/kubepods/podhuge-1");
+    // Each size's limit and reservation limit: what the pod (or kubepods) was given, 0 for any other size; unbounded on the QoS levels.
+    const each = (f: (size: string) => string): Limits => Object.fromEntries(h.sizes.flatMap((s) => [`${s}.max`, `${s}.rsvd.max`].map((k) => [k, f(s)])));
+    expect(h.files).toEqual({
+      "/hp/kubepods": each((s) => (s === "2MB" ? String(12 * MI) : "0")),
+      "/hp/kubepods/burstable": each(() => unbounded),
+      "/hp/kubepods/besteffort": each(() => unbounded),
+      "/hp/kubepods/podhuge-1": each((s) => (s === "2MB" ? String(4 * MI) : "0")),
+      "/hp/kubepods/besteffort/podnohuge-1": each(() => "0"),
+    });
+    // 4 MiB (two pages) fit the pod's 4Mi; one page more does not; a pod that asked none gets none.
+    expect(h.withinCode).toBe(0);
+    expect(h.usage).toBe(String(4 * MI));
+    expect([h.beyondCode, h.beyondErr]).not.toEqual([0, ""]);
+    expect(h.noneCode).not.toBe(0);
+  });
+
   test("removePod removes the pods' cgroups (and the empty container cgroups below)", () => {
     expect(value("cgroup-v2-remove")).toEqual({ listedAfter: [], dirsLeft: [] });
   });

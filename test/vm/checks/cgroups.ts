@@ -6,7 +6,7 @@
  * The pods and options are exported for the host-side test's expectations.
  */
 import { join } from "node:path";
-import { createPodCgroups, type PodCgroups } from "../../../src/cgroups/index.ts";
+import { cgroupPageSizes, createPodCgroups, readHugePagePools, type PodCgroups } from "../../../src/cgroups/index.ts";
 import type { Pod } from "../../../src/pods/schema.ts";
 import { createLogger } from "../../../src/util/log.ts";
 import type { ProbeCheck, ProbeContext } from "../protocol.ts";
@@ -26,6 +26,10 @@ export const VM_PODS = {
 };
 export const VM_OPTIONS = { cgroupRoot: "/", podPidsLimit: 1024, cpuCFSQuota: true, cpuCFSQuotaPeriodMs: 100 } as const;
 export const VM_ALLOCATABLE = { cpuMilli: 1000, memoryBytes: 512 * 2 ** 20, pids: 2048 };
+/** Huge pages: kubepods may use 12Mi of 2 MiB pages; a Guaranteed pod asks 4Mi, a BestEffort one none. */
+export const VM_HUGE_PAGES = { "hugepages-2Mi": 12 * 2 ** 20 };
+export const VM_HUGE_POD = pod("huge-1", { limits: { cpu: "100m", memory: "64Mi", "hugepages-2Mi": "4Mi" } });
+export const VM_NO_HUGE_POD = pod("nohuge-1");
 
 const FILES = ["cgroup.controllers", "cgroup.subtree_control", "cpu.weight", "cpu.max", "memory.max", "pids.max"];
 
@@ -115,6 +119,48 @@ export const cgroupChecks: ProbeCheck[] = [
         nrPeriods: Number(after.nr_periods),
         nrThrottled: Number(after.nr_throttled),
       };
+    },
+  },
+  {
+    name: "cgroup-v2-hugetlb",
+    async run(ctx) {
+      // 8 pages of 2 MiB in the VM's pool; the writer reads the pools (2MB, 1GB) from /sys as in production.
+      await Bun.write("/proc/sys/vm/nr_hugepages", "8");
+      const pages = Number(ctx.read("/proc/sys/vm/nr_hugepages"));
+      if (pages !== 8) throw new Error(`the VM's kernel allocated ${pages} of 8 huge pages`);
+      const hp = createPodCgroups({ ...VM_OPTIONS, cgroupRoot: "/hp", logger: createLogger({ verbosity: 0 }) });
+      await hp.setupNode({ allocatable: { ...VM_ALLOCATABLE, hugePages: VM_HUGE_PAGES }, enforce: true });
+      const podPath = await hp.ensurePod(VM_HUGE_POD);
+      const nonePath = await hp.ensurePod(VM_NO_HUGE_POD);
+      const read = (p: string, f: string) => {
+        try {
+          return ctx.read(join(CG, p, f));
+        } catch {
+          return "";
+        }
+      };
+      // Every page size the VM's kernel has (2MB, and 1GB where the CPU has gigantic pages).
+      const sizes = cgroupPageSizes(readHugePagePools("/sys"));
+      const files = Object.fromEntries(
+        ["/hp/kubepods", "/hp/kubepods/burstable", "/hp/kubepods/besteffort", podPath, nonePath].map((p) => [
+          p,
+          Object.fromEntries(sizes.flatMap((size) => [`${size}.max`, `${size}.rsvd.max`]).map((f) => [f, read(p, `hugetlb.${f}`)])),
+        ]),
+      );
+      // The kernel enforces them: fallocate on a hugetlbfs takes pages charged to the caller's cgroup.
+      const mnt = "/tmp/hugetlbfs";
+      await ctx.run([BB, "mkdir", "-p", mnt]);
+      const m = await ctx.run([BB, "mount", "-t", "hugetlbfs", "-o", "pagesize=2M", "nodev", mnt]);
+      if (m.code !== 0) throw new Error(`mount hugetlbfs: ${m.stderr}`);
+      const within = await runInChild(ctx, podPath, "fits", `${BB} fallocate -l ${4 * 2 ** 20} ${mnt}/a`, 10_000);
+      const beyond = await runInChild(ctx, podPath, "over", `${BB} fallocate -l ${2 * 2 ** 20} ${mnt}/b`, 10_000);
+      const none = await runInChild(ctx, nonePath, "none", `${BB} fallocate -l ${2 * 2 ** 20} ${mnt}/c`, 10_000);
+      const usage = read(podPath, "hugetlb.2MB.current");
+      await ctx.run([BB, "rm", "-f", `${mnt}/a`, `${mnt}/b`, `${mnt}/c`]);
+      await ctx.run([BB, "umount", mnt]);
+      for (const p of [VM_HUGE_POD, VM_NO_HUGE_POD]) await hp.removePod(p.metadata.uid!);
+      await Bun.write("/proc/sys/vm/nr_hugepages", "0");
+      return { sizes, files, podPath, nonePath, withinCode: within.code, beyondCode: beyond.code, beyondErr: beyond.stderr.trim(), noneCode: none.code, usage };
     },
   },
   {
