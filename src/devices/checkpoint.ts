@@ -1,9 +1,12 @@
 /**
  * The device manager's checkpoint, `<rootDir>/device-plugins/kubelet_internal_checkpoint`,
  * in upstream's shape (devicemanager/checkpoint): one entry per pod, container
- * and resource with the device IDs by NUMA node and the plugin's Allocate
- * answer for that container (protobuf, base64 in JSON), and the devices each
- * registered resource had. The checksum is FNV-32a over the JSON of `Data`
+ * and resource with the device IDs by NUMA node (upstream's DevicesPerNUMA:
+ * a device is listed under each node its plugin reports it on, under "-1"
+ * when it reports none) and the plugin's Allocate answer for that container
+ * (protobuf, base64 in JSON), and the devices each registered resource had.
+ * Files written before this agent kept the nodes (every device under "-1")
+ * read as devices without topology. The checksum is FNV-32a over the JSON of `Data`
  * (upstream hashes a Go dump of the struct, which is not reproducible here):
  * a file this agent did not write is refused, not misread.
  */
@@ -21,7 +24,8 @@ const Entry = v.object({
   PodUID: v.string(),
   ContainerName: v.string(),
   ResourceName: v.string(),
-  DeviceIDs: v.record(v.string(), v.array(v.string())),
+  // Keys are NUMA node IDs (Go's map[int64][]string), "-1" for devices without topology.
+  DeviceIDs: v.record(v.pipe(v.string(), v.regex(/^-?\d+$/)), v.array(v.string())),
   AllocResp: v.optional(v.nullable(v.string())),
 });
 const File = v.object({
@@ -36,7 +40,10 @@ export interface CheckpointEntry {
   podUid: string;
   container: string;
   resource: string;
+  /** The container's devices, each once, in the order they were chosen (a file gives them by node, ascending). */
   deviceIds: string[];
+  /** Device ID → the NUMA nodes it was on when allocated; a device without topology has none. */
+  numa: Record<string, number[]>;
   /** The plugin's ContainerAllocateResponse, serialized; absent when Allocate was not answered yet. */
   allocResp?: Uint8Array;
 }
@@ -47,13 +54,37 @@ export interface CheckpointData {
   registered: Record<string, string[]>;
 }
 
+/** upstream's DevicesPerNUMA of one container's devices: node (as a JSON key) → its device IDs. */
+export function devicesPerNuma(ids: readonly string[], numa: Readonly<Record<string, readonly number[]>>): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  for (const id of ids) {
+    const nodes = numa[id] ?? [];
+    for (const node of nodes.length ? nodes : [NO_NUMA]) (out[String(node)] ??= []).push(id);
+  }
+  return out;
+}
+
+/** The device IDs of a DevicesPerNUMA (each once, nodes ascending, "-1" last) and each one's nodes. */
+function fromDevicesPerNuma(byNode: Record<string, string[]>): { deviceIds: string[]; numa: Record<string, number[]> } {
+  const deviceIds: string[] = [];
+  const numa: Record<string, number[]> = {};
+  const keys = Object.keys(byNode).sort((a, b) => (a === NO_NUMA ? 1 : b === NO_NUMA ? -1 : Number(a) - Number(b)));
+  for (const key of keys) {
+    for (const id of byNode[key] ?? []) {
+      if (!deviceIds.includes(id)) deviceIds.push(id);
+      if (key !== NO_NUMA) (numa[id] ??= []).push(Number(key));
+    }
+  }
+  return { deviceIds, numa };
+}
+
 export function encodeCheckpoint(data: CheckpointData): string {
   const Data = {
     PodDeviceEntries: data.entries.map((e) => ({
       PodUID: e.podUid,
       ContainerName: e.container,
       ResourceName: e.resource,
-      DeviceIDs: { [NO_NUMA]: e.deviceIds },
+      DeviceIDs: devicesPerNuma(e.deviceIds, e.numa),
       AllocResp: e.allocResp ? Buffer.from(e.allocResp).toString("base64") : null,
     })),
     RegisteredDevices: data.registered,
@@ -81,7 +112,7 @@ export function decodeCheckpoint(text: string): DecodeResult {
         podUid: e.PodUID,
         container: e.ContainerName,
         resource: e.ResourceName,
-        deviceIds: Object.values(e.DeviceIDs).flat(),
+        ...fromDevicesPerNuma(e.DeviceIDs),
         ...(e.AllocResp ? { allocResp: new Uint8Array(Buffer.from(e.AllocResp, "base64")) } : {}),
       })),
       registered: Object.fromEntries(Object.entries(RegisteredDevices ?? {}).map(([k, ids]) => [k, ids ?? []])),

@@ -17,7 +17,10 @@ export interface FakePluginOptions {
   /** `numa`: the NUMA nodes the device reports (Device.topology); none: no topology. */
   devices: FakeDevice[];
   preStartRequired?: boolean;
+  /** GetPreferredAllocation's answer (offered in GetDevicePluginOptions when set); a throw fails the call. */
   preferredAllocation?: (available: string[], mustInclude: string[], size: number) => string[];
+  /** Where the host side of each device's mount is (`<hostDir>/<id>`, which must exist for a real runtime); /tmp by default. */
+  hostDir?: string;
 }
 
 export interface FakeDevice {
@@ -33,7 +36,8 @@ const toDevice = (d: FakeDevice): Device => ({
 });
 
 export class FakeDevicePlugin {
-  readonly calls: { method: string; ids: string[] }[] = [];
+  /** Every call; GetPreferredAllocation's with its must-include IDs and size. */
+  readonly calls: { method: string; ids: string[]; mustInclude?: string[]; size?: number }[] = [];
   private server: UnixServer | undefined;
   private devices: Device[];
   private readonly watchers = new Set<(devices: Device[]) => void>();
@@ -57,7 +61,7 @@ export class FakeDevicePlugin {
           ListAndWatch: (_req: unknown, signal: AbortSignal) => this.stream(signal),
           GetPreferredAllocation: async (req: { containerRequests: { availableDeviceIDs: string[]; mustIncludeDeviceIDs: string[]; allocationSize: number }[] }) => {
             const c = req.containerRequests[0]!;
-            this.calls.push({ method: "GetPreferredAllocation", ids: c.availableDeviceIDs });
+            this.calls.push({ method: "GetPreferredAllocation", ids: c.availableDeviceIDs, mustInclude: c.mustIncludeDeviceIDs, size: c.allocationSize });
             return { containerResponses: [{ deviceIDs: this.opts.preferredAllocation!(c.availableDeviceIDs, c.mustIncludeDeviceIDs, c.allocationSize) }] };
           },
           Allocate: async (req: { containerRequests: { devicesIds: string[] }[] }) => ({
@@ -75,7 +79,7 @@ export class FakeDevicePlugin {
   private response(ids: string[]): ContainerAllocateResponse {
     return {
       envs: { FAKE_DEVICES: ids.join(",") },
-      mounts: ids.map((id) => ({ containerPath: `/dev-data/${id}`, hostPath: `/tmp/${id}`, readOnly: true })),
+      mounts: ids.map((id) => ({ containerPath: `/dev-data/${id}`, hostPath: posix.join(this.opts.hostDir ?? "/tmp", id), readOnly: true })),
       devices: ids.map((id) => ({ containerPath: `/dev/fake-${id}`, hostPath: "/dev/null", permissions: "rw" })),
       annotations: { "fake.example.com/devices": ids.join(",") },
       cdiDevices: [],

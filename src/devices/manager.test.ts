@@ -7,7 +7,7 @@ import { memoryLogger } from "../util/log.ts";
 import type { Pod } from "../pods/schema.ts";
 import { CHECKPOINT_FILE } from "./checkpoint.ts";
 import { FakeDevicePlugin } from "./fake-plugin.ts";
-import { DeviceManager, ENDPOINT_STOP_GRACE_MS, isExtendedResourceName } from "./manager.ts";
+import { DeviceError, DeviceManager, ENDPOINT_STOP_GRACE_MS, isExtendedResourceName } from "./manager.ts";
 import { type HintProvider, maskOf, type PolicyName, type Scope, type TopologyHint, TopologyManager } from "../topologymanager/index.ts";
 
 const R = "example.com/dev";
@@ -196,7 +196,45 @@ describe("DeviceManager", () => {
     const a = pod("a", [{ name: "c", n: 1 }]);
     s.admit(a, []);
     expect((await s.manager.runOptions(a, "c")).envs).toEqual([{ key: "FAKE_DEVICES", value: "d3" }]);
-    expect(s.plugin.calls[0]).toEqual({ method: "GetPreferredAllocation", ids: ["d1", "d2", "d3"] });
+    expect(s.plugin.calls[0]).toEqual({ method: "GetPreferredAllocation", ids: ["d1", "d2", "d3"], mustInclude: [], size: 1 });
+  });
+
+  test("GetPreferredAllocation: the init container's devices handed on are must-include, the size is the container's whole request", async () => {
+    const s = await setup({
+      devices: ["d1", "d2", "d3", "d4"],
+      preferred: (available, must, size) => [...must, ...available.filter((id) => !must.includes(id)).reverse()].slice(0, size),
+    });
+    await registered(s, "4");
+    const a = pod("a", [{ name: "app", n: 2 }], [{ name: "init", n: 1 }]);
+    expect(s.admit(a, [])).toEqual({ admit: true });
+    expect((await s.manager.runOptions(a, "init")).envs[0]?.value).toBe("d4");
+    expect((await s.manager.runOptions(a, "app")).envs[0]?.value).toBe("d4,d3");
+    expect(s.plugin.calls.filter((c) => c.method === "GetPreferredAllocation")).toEqual([
+      { method: "GetPreferredAllocation", ids: ["d1", "d2", "d3", "d4"], mustInclude: [], size: 1 },
+      { method: "GetPreferredAllocation", ids: ["d1", "d2", "d3", "d4"], mustInclude: ["d4"], size: 2 },
+    ]);
+  });
+
+  test("an answer naming devices not offered is used for the offered ones and filled up as without it; a failed call fails the container with upstream's message", async () => {
+    let answer: () => string[] = () => ["bogus", "d3"];
+    const s = await setup({ devices: ["d1", "d2", "d3"], preferred: () => answer() });
+    await registered(s, "3");
+    const a = pod("a", [{ name: "c", n: 2 }]);
+    s.admit(a, []);
+    expect((await s.manager.runOptions(a, "c")).envs[0]?.value).toBe("d3,d1");
+    answer = () => {
+      throw new Error("plugin says no");
+    };
+    const b = pod("b", [{ name: "c", n: 1 }]);
+    s.admit(b, [a]);
+    s.setActive([a, b]);
+    // (bun's expect().rejects stops the loop the gRPC answer needs: the rejection is caught here instead)
+    const failed = await s.manager.runOptions(b, "c").then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(failed).toBeInstanceOf(DeviceError);
+    expect((failed as Error).message).toMatch(/^device plugin GetPreferredAllocation rpc failed with err: .*plugin says no/);
   });
 
   test("an init container's devices are handed on to the containers after it; a sidecar keeps what it took", async () => {
@@ -241,6 +279,20 @@ describe("DeviceManager", () => {
     expect(again.admit(a, [])).toEqual({ admit: true });
     expect(await again.manager.runOptions(a, "c")).toEqual(before);
     expect(again.plugin.calls).toEqual([]);
+  });
+
+  test("a device's NUMA node is checkpointed with it and known again after a restart, before its plugin is back", async () => {
+    const s = await setup({ devices: ["d1", "d2"], numa: { d1: [1] }, numaNodes: [0, 1] });
+    await registered(s, "2");
+    const a = pod("a", [{ name: "c", n: 1 }]);
+    s.admit(a, []);
+    await s.manager.runOptions(a, "c");
+    const file = JSON.parse(readFileSync(posix.join(s.dir, CHECKPOINT_FILE), "utf8"));
+    expect(file.Data.PodDeviceEntries).toMatchObject([{ PodUID: "a", DeviceIDs: { "1": ["d1"] } }]);
+    await s.manager[Symbol.asyncDispose]();
+    s.plugin.kill();
+    const again = await setup({ dir: s.dir, sourcesReady: false, numaNodes: [0, 1] });
+    expect(again.manager.devicesInUse().get("a")?.get("c")?.get(R)).toEqual([{ id: "d1", numa: [1] }]);
   });
 
   test("a corrupt checkpoint is reported and ignored", async () => {
@@ -368,6 +420,69 @@ describe("DeviceManager", () => {
       expect(s.admit(a, [])).toEqual({ admit: true });
       expect(s.manager.allocations().get("a")?.get("init")?.get(R)).toEqual(["d2", "d4"]);
       expect(s.manager.allocations().get("a")?.get("app")?.get(R)).toEqual(["d2", "d4"]);
+    });
+
+    test("GetPreferredAllocation chooses among the devices on the merged hint's node before Allocate; the admission's pick is free again", async () => {
+      const s = await setup({
+        devices: Object.keys(onTwoNodes),
+        numa: onTwoNodes,
+        numaNodes: [0, 1],
+        policy: "restricted",
+        others: [prefers(1)],
+        preferred: (available) => [available[available.length - 1]!],
+      });
+      await registered(s, "6");
+      const a = pod("a", [{ name: "c", n: 1 }]);
+      expect(s.admit(a, [])).toEqual({ admit: true });
+      expect(s.manager.allocations().get("a")?.get("c")?.get(R)).toEqual(["d2"]); // picked at admission, lowest ID on node 1
+      expect((await s.manager.runOptions(a, "c")).envs).toEqual([{ key: "FAKE_DEVICES", value: "d6" }]);
+      // Asked with node 1's devices only (fewer needed than aligned), as upstream filterByAffinity.
+      expect(s.plugin.calls).toEqual([
+        { method: "GetPreferredAllocation", ids: ["d2", "d4", "d6"], mustInclude: [], size: 1 },
+        { method: "Allocate", ids: ["d6"] },
+      ]);
+      expect(s.manager.allocations().get("a")?.get("c")?.get(R)).toEqual(["d6"]);
+      // Checkpointed under its NUMA node, and reported with it by the pod resources API.
+      const file = JSON.parse(readFileSync(posix.join(s.dir, CHECKPOINT_FILE), "utf8"));
+      expect(file.Data.PodDeviceEntries[0].DeviceIDs).toEqual({ "1": ["d6"] });
+      expect(s.manager.devicesInUse().get("a")?.get("c")?.get(R)).toEqual([{ id: "d6", numa: [1] }]);
+      expect(s.manager.allocatableDevices().get(R)?.slice(0, 2)).toEqual([
+        { id: "d1", numa: [0] },
+        { id: "d2", numa: [1] },
+      ]);
+      // d2 is free again: a pod wanting node 1's other two gets them.
+      s.setActive([a]);
+      const b = pod("b", [{ name: "c", n: 2 }]);
+      expect(s.admit(b, [a])).toEqual({ admit: true });
+      expect(s.manager.allocations().get("b")?.get("c")?.get(R)).toEqual(["d2", "d4"]);
+    });
+
+    test("an answer off the merged hint's node is not taken: the aligned devices fill the request", async () => {
+      const s = await setup({ devices: Object.keys(onTwoNodes), numa: onTwoNodes, numaNodes: [0, 1], policy: "restricted", others: [prefers(1)], preferred: () => ["d1", "d3"] });
+      await registered(s, "6");
+      const a = pod("a", [{ name: "c", n: 2 }]);
+      expect(s.admit(a, [])).toEqual({ admit: true });
+      expect((await s.manager.runOptions(a, "c")).envs[0]?.value).toBe("d2,d4");
+    });
+
+    test("pod scope with GetPreferredAllocation: the init container chooses again, the app container takes over its choice", async () => {
+      const s = await setup({
+        devices: Object.keys(onTwoNodes),
+        numa: onTwoNodes,
+        numaNodes: [0, 1],
+        policy: "single-numa-node",
+        scope: "pod",
+        others: [prefers(1)],
+        preferred: (available, must, size) => [...must, ...available.filter((id) => !must.includes(id)).reverse()].slice(0, size),
+      });
+      await registered(s, "6");
+      const a = pod("a", [{ name: "app", n: 2 }], [{ name: "init", n: 2 }]);
+      expect(s.admit(a, [])).toEqual({ admit: true });
+      expect((await s.manager.runOptions(a, "init")).envs[0]?.value).toBe("d6,d4");
+      expect((await s.manager.runOptions(a, "app")).envs[0]?.value).toBe("d4,d6");
+      expect(s.plugin.calls.filter((c) => c.method === "GetPreferredAllocation")).toEqual([
+        { method: "GetPreferredAllocation", ids: ["d2", "d4", "d6"], mustInclude: [], size: 2 },
+      ]);
     });
 
     test("with policy none a resource with NUMA nodes is still picked at admission, lowest IDs first", async () => {

@@ -14,13 +14,17 @@
  *                devices by count (UnexpectedAdmissionError when short) and,
  *                for a resource whose devices report NUMA nodes, picks the
  *                container's devices at once on the merged hint's nodes first
- *                (upstream devicesToAllocate and filterByAffinity);
+ *                (upstream devicesToAllocate and filterByAffinity, choose.ts);
  *   runOptions   before a container is created: the pod's other devices are
- *                picked (GetPreferredAllocation when the plugin offers it; a
- *                resource with NUMA nodes was picked at admission, without
- *                it, as the choice must be made synchronously), Allocate
- *                asked once per container and checkpointed; PreStartContainer
- *                before each start when the plugin requires it.
+ *                chosen, and those picked at admission chosen again (among
+ *                the same candidates, with the same affinity) when the plugin
+ *                offers GetPreferredAllocation: it is asked with the devices
+ *                upstream offers it (the aligned ones when they suffice,
+ *                must-include the pod's reusable ones, the container's whole
+ *                count) and its answer taken for the devices it may have;
+ *                then Allocate is asked once per container and checkpointed;
+ *                PreStartContainer before each start when the plugin
+ *                requires it.
  *
  * Unlike upstream, which calls Allocate during admission, the Allocate call is
  * made when the pod's first container is created (admission here is
@@ -43,6 +47,8 @@ import { DevicePluginClient, RegistrationClient } from "./gen/deviceplugin/api.c
 import { Registration } from "./gen/deviceplugin/api.ts";
 import { dialUnix, RpcError, serveUnix, type UnixServer } from "../util/grpc.ts";
 import { allocationOrder, containerNeeds, podNeeds } from "./needs.ts";
+import { type ChoiceInput, planDevices } from "./choose.ts";
+import type { DeviceInstance, PodResourcesSource } from "./podresources.ts";
 import { status as GrpcStatus } from "@grpc/grpc-js";
 import type { RequestSink } from "../util/requests.ts";
 import { podUid } from "../pods/identity.ts";
@@ -109,7 +115,11 @@ interface ResourceState {
 
 interface ContainerDevices {
   ids: string[];
+  /** Device ID → the NUMA nodes its plugin reported when it was given (checkpointed; the pod resources API reports them). */
+  numa: Record<string, number[]>;
   response?: ContainerAllocateResponse;
+  /** Picked at admission with this NUMA affinity (the merged hint), not allocated yet: a plugin with GetPreferredAllocation chooses again. */
+  atAdmission?: { affinity: NumaMask | undefined };
 }
 
 interface PodDevices {
@@ -142,7 +152,7 @@ export function isExtendedResourceName(name: string): boolean {
   return /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(name) && name.length - slash - 1 <= 63;
 }
 
-export class DeviceManager implements AsyncDisposable, HintProvider {
+export class DeviceManager implements AsyncDisposable, HintProvider, PodResourcesSource {
   private readonly resources = new Map<string, ResourceState>();
   private readonly pods = new Map<string, PodDevices>();
   private server: UnixServer | undefined;
@@ -185,7 +195,7 @@ export class DeviceManager implements AsyncDisposable, HintProvider {
       this.pods.set(e.podUid, pod);
       const byResource = pod.containers.get(e.container) ?? new Map<string, ContainerDevices>();
       pod.containers.set(e.container, byResource);
-      byResource.set(e.resource, { ids: e.deviceIds, ...(e.allocResp ? { response: ContainerAllocateResponse.fromBinary(e.allocResp) } : {}) });
+      byResource.set(e.resource, { ids: e.deviceIds, numa: e.numa, ...(e.allocResp ? { response: ContainerAllocateResponse.fromBinary(e.allocResp) } : {}) });
       pod.needs.set(e.resource, (pod.needs.get(e.resource) ?? 0) + e.deviceIds.length);
       if (!this.resources.has(e.resource)) this.resources.set(e.resource, { healthy: new Set(), unhealthy: new Set(), numa: new Map(), stoppedAt: this.opts.clock.now() });
     }
@@ -339,6 +349,12 @@ export class DeviceManager implements AsyncDisposable, HintProvider {
     this.prune(new Set([podUid(admitting), ...this.opts.pods.activePods().map((p) => podUid(p))]));
   }
 
+  /** The NUMA nodes the plugin reports for these devices (those without topology are left out). */
+  private numaOf(resource: string, ids: readonly string[]): Record<string, number[]> {
+    const state = this.resources.get(resource);
+    return Object.fromEntries(ids.flatMap((id) => (state?.numa.get(id)?.length ? [[id, [...state.numa.get(id)!]]] : [])));
+  }
+
   /** upstream deviceHasTopologyAlignment: some device of the resource reports NUMA nodes. */
   private aligned(resource: string): boolean {
     return [...(this.resources.get(resource)?.numa.values() ?? [])].some((nodes) => nodes.length > 0);
@@ -372,8 +388,11 @@ export class DeviceManager implements AsyncDisposable, HintProvider {
     return [...state.healthy].filter((id) => !others.has(id) && !alsoHeld.has(id)).sort();
   }
 
-  /** This pod's devices of `resource` held by containers other than `container`: those of its plain init containers (reusable) and the others. */
-  private ownDevices(pod: Pod, container: string, resource: string): { reusable: string[]; longRunning: Set<string> } {
+  /**
+   * This pod's devices of `resource` held by containers other than `container`: those of its plain init containers (reusable) and the others.
+   * `ignorePicked`: devices picked at admission and not allocated do not count (they are chosen again, container by container).
+   */
+  private ownDevices(pod: Pod, container: string, resource: string, ignorePicked = false): { reusable: string[]; longRunning: Set<string> } {
     const entry = this.pods.get(podUid(pod));
     const regularInit = new Set(
       allocationOrder(pod)
@@ -383,8 +402,9 @@ export class DeviceManager implements AsyncDisposable, HintProvider {
     const reusable = new Set<string>();
     const longRunning = new Set<string>();
     for (const [name, byResource] of entry?.containers ?? []) {
-      if (name === container) continue;
-      for (const id of byResource.get(resource)?.ids ?? []) (regularInit.has(name) ? reusable : longRunning).add(id);
+      const given = byResource.get(resource);
+      if (name === container || !given || (ignorePicked && given.atAdmission && !given.response)) continue;
+      for (const id of given.ids) (regularInit.has(name) ? reusable : longRunning).add(id);
     }
     for (const id of longRunning) reusable.delete(id);
     return { reusable: [...reusable].sort(), longRunning };
@@ -461,13 +481,15 @@ export class DeviceManager implements AsyncDisposable, HintProvider {
         if (given.ids.length !== n) return `pod "${uid}" container "${container.name}" changed request for resource "${resource}" from ${given.ids.length} to ${n}`;
         continue;
       }
-      const picked = this.pickAligned(pod, container.name, resource, n, hint?.affinity);
-      if (typeof picked === "string") return picked;
-      byResource.set(resource, { ids: picked });
+      // Chosen now, without the plugin (admission is synchronous), so that the next pod's hints see them taken;
+      // a plugin offering GetPreferredAllocation chooses again among the same candidates before Allocate (prepare).
+      const picked = planDevices(this.choiceInput(pod, container.name, resource, n, hint?.affinity)).choose(undefined);
+      if (!picked.ok) return picked.error;
+      byResource.set(resource, { ids: picked.ids, numa: this.numaOf(resource, picked.ids), atAdmission: { affinity: hint?.affinity } });
       entry.containers.set(container.name, byResource);
       this.fresh!.picked.push({ container: container.name, resource });
       this.writeCheckpoint();
-      this.opts.logger.info("devices picked", { pod: `${pod.metadata.namespace}/${pod.metadata.name}`, container: container.name, resource, devices: picked.join(",") });
+      this.opts.logger.info("devices picked", { pod: `${pod.metadata.namespace}/${pod.metadata.name}`, container: container.name, resource, devices: picked.ids.join(",") });
     }
     return undefined;
   }
@@ -510,29 +532,20 @@ export class DeviceManager implements AsyncDisposable, HintProvider {
   }
 
   /**
-   * upstream devicesToAllocate without GetPreferredAllocation: the pod's
-   * reusable devices (its plain init containers') first, then those on the
-   * affinity's NUMA nodes, then those on other nodes, then those without
-   * topology. Within each group, by ID.
+   * What upstream's devicesToAllocate chooses from for one container: the
+   * pod's reusable devices, the free ones, and where each is relative to the
+   * container's NUMA affinity (all "none" without one or without topology).
    */
-  private pickAligned(pod: Pod, container: string, resource: string, n: number, affinity: NumaMask | undefined): string[] | string {
+  private choiceInput(pod: Pod, container: string, resource: string, n: number, affinity: NumaMask | undefined, ignorePicked = false): ChoiceInput {
     const state = this.resources.get(resource)!;
-    const uid = podUid(pod);
-    const { reusable, longRunning } = this.ownDevices(pod, container, resource);
-    const taken: string[] = [];
-    const take = (ids: readonly string[]) => {
-      for (const id of ids) if (taken.length < n && !taken.includes(id) && state.healthy.has(id)) taken.push(id);
-    };
-    take(reusable);
-    const available = this.availableIds(resource, uid, longRunning);
+    const { reusable, longRunning } = this.ownDevices(pod, container, resource, ignorePicked);
+    const available = this.availableIds(resource, podUid(pod), new Set([...longRunning, ...reusable]));
     const topo = (id: string) => (state.numa.get(id) ?? []).length > 0;
-    if (affinity !== undefined && countOf(affinity) > 0) {
-      take(available.filter((id) => topo(id) && this.onMask(state, id, affinity)));
-      take(available.filter((id) => topo(id) && !this.onMask(state, id, affinity)));
-      take(available.filter((id) => !topo(id)));
-    } else take(available);
-    if (taken.length < n) return `requested number of devices unavailable for ${resource}. Requested: ${n}, Available: ${available.length}`;
-    return taken;
+    const placement: ChoiceInput["placement"] =
+      affinity !== undefined && countOf(affinity) > 0 && this.aligned(resource)
+        ? (id) => (!topo(id) ? "none" : this.onMask(state, id, affinity) ? "aligned" : "unaligned")
+        : () => "none";
+    return { resource, required: n, reusable, available, placement };
   }
 
   /** The pod is gone from the node: its devices are free. Idempotent. */
@@ -596,12 +609,13 @@ export class DeviceManager implements AsyncDisposable, HintProvider {
         let given = byResource.get(resource);
         if (given && given.ids.length !== n)
           throw new DeviceError(`pod "${uid}" container "${container.name}" changed request for resource "${resource}" from ${given.ids.length} to ${n}`);
-        if (!given) {
-          given = { ids: await this.pick(pod, entry, container.name, resource, n, state) };
+        if (given?.response) continue;
+        if (!given || (given.atAdmission && state.endpoint?.options.getPreferredAllocationAvailable)) {
+          const ids = await this.choose(pod, container.name, resource, n, given?.atAdmission?.affinity);
+          given = { ids, numa: this.numaOf(resource, ids) };
           byResource.set(resource, given);
           this.writeCheckpoint();
         }
-        if (given.response) continue;
         const endpoint = state.endpoint;
         if (!endpoint) throw new DeviceError(`unknown Device Plugin ${resource}`);
         const started = this.opts.clock.now();
@@ -617,41 +631,32 @@ export class DeviceManager implements AsyncDisposable, HintProvider {
     }
   }
 
-  private async pick(pod: Pod, entry: PodDevices, container: string, resource: string, n: number, state: ResourceState): Promise<string[]> {
-    const uid = podUid(pod);
-    // Devices of this pod's regular init containers can be handed on (they run one at a time, before the
-    // others); those of its long-running containers (app containers, sidecars) cannot.
-    const regularInit = new Set(
-      allocationOrder(pod)
-        .filter((c) => c.init && !c.sidecar)
-        .map((c) => c.container.name),
-    );
-    const ownLongRunning = new Set<string>();
-    const ownInit = new Set<string>();
-    for (const [name, byResource] of entry.containers) {
-      if (name === container) continue;
-      for (const id of byResource.get(resource)?.ids ?? []) (regularInit.has(name) ? ownInit : ownLongRunning).add(id);
-    }
-    const others = this.held(resource, uid).ids;
-    const taken: string[] = [];
-    const take = (ids: Iterable<string>) => {
-      for (const id of ids) {
-        if (taken.length === n) return;
-        if (!taken.includes(id) && state.healthy.has(id) && !others.has(id) && !ownLongRunning.has(id)) taken.push(id);
-      }
-    };
-    take([...ownInit].sort());
-    const available = [...state.healthy].filter((id) => !others.has(id) && !ownLongRunning.has(id)).sort();
-    if (taken.length < n && state.endpoint?.options.getPreferredAllocationAvailable) {
+  /**
+   * upstream devicesToAllocate for a container about to be created: the
+   * plugin's GetPreferredAllocation is asked when it offers it and the choice
+   * depends on it. The candidates are read again after the answer (another
+   * pod may have been admitted meanwhile); the answer counts for the devices
+   * still among them. A container's own devices picked at admission are
+   * candidates, as they were when they were picked.
+   */
+  private async choose(pod: Pod, container: string, resource: string, n: number, affinity: NumaMask | undefined): Promise<string[]> {
+    const endpoint = this.resources.get(resource)?.endpoint;
+    // With the plugin's preference, the other containers' devices picked at admission are chosen again after this one (in allocation order).
+    const again = !!endpoint?.options.getPreferredAllocationAvailable;
+    const { question } = planDevices(this.choiceInput(pod, container, resource, n, affinity, again));
+    let answer: string[] | undefined;
+    if (question && endpoint?.options.getPreferredAllocationAvailable) {
       try {
-        take(await state.endpoint.preferredAllocation(available, [...taken], n));
+        answer = await endpoint.preferredAllocation(question.available, question.mustInclude, question.size);
       } catch (err) {
         throw new DeviceError(`device plugin GetPreferredAllocation rpc failed with err: ${errorMessage(err)}`);
       }
     }
-    take(available);
-    if (taken.length < n) throw new DeviceError(`requested number of devices unavailable for ${resource}. Requested: ${n}, Available: ${available.length}`);
-    return taken;
+    const chosen = planDevices(this.choiceInput(pod, container, resource, n, affinity, again)).choose(answer);
+    if (!chosen.ok) throw new DeviceError(chosen.error);
+    if (answer !== undefined && chosen.ids.some((id) => !answer.includes(id)))
+      this.opts.logger.info("device plugin's preferred allocation not taken whole", { resource, container, preferred: answer.join(","), chosen: chosen.ids.join(",") });
+    return chosen.ids;
   }
 
   /** Allocations as the pod resources API reports them: pod UID → container → resource → device IDs. */
@@ -665,9 +670,20 @@ export class DeviceManager implements AsyncDisposable, HintProvider {
     return out;
   }
 
-  /** Healthy devices of each resource (the pod resources API's GetAllocatableResources). */
-  allocatable(): Map<string, string[]> {
-    return new Map([...this.resources].map(([name, s]) => [name, [...s.healthy].sort()]));
+  /** Each pod's devices with the NUMA nodes they were on when given (the pod resources API's List and Get). */
+  devicesInUse(): Map<string, Map<string, Map<string, DeviceInstance[]>>> {
+    const out = new Map<string, Map<string, Map<string, DeviceInstance[]>>>();
+    for (const [uid, pod] of this.pods) {
+      const containers = new Map<string, Map<string, DeviceInstance[]>>();
+      for (const [name, byResource] of pod.containers) containers.set(name, new Map([...byResource].map(([r, g]) => [r, g.ids.map((id) => ({ id, numa: g.numa[id] ?? [] }))])));
+      out.set(uid, containers);
+    }
+    return out;
+  }
+
+  /** Healthy devices of each resource with the NUMA nodes their plugin reports (the pod resources API's GetAllocatableResources). */
+  allocatableDevices(): Map<string, DeviceInstance[]> {
+    return new Map([...this.resources].map(([name, s]) => [name, [...s.healthy].sort().map((id) => ({ id, numa: s.numa.get(id) ?? [] }))]));
   }
 
   private writeCheckpoint(): void {
@@ -675,7 +691,14 @@ export class DeviceManager implements AsyncDisposable, HintProvider {
     for (const [uid, pod] of this.pods) {
       for (const [container, byResource] of pod.containers) {
         for (const [resource, given] of byResource) {
-          entries.push({ podUid: uid, container, resource, deviceIds: given.ids, ...(given.response ? { allocResp: ContainerAllocateResponse.toBinary(given.response) } : {}) });
+          entries.push({
+            podUid: uid,
+            container,
+            resource,
+            deviceIds: given.ids,
+            numa: given.numa,
+            ...(given.response ? { allocResp: ContainerAllocateResponse.toBinary(given.response) } : {}),
+          });
         }
       }
     }

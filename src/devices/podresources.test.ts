@@ -6,7 +6,7 @@ import type { Pod } from "../pods/schema.ts";
 import { memoryLogger } from "../util/log.ts";
 import { PodResourcesListerClient } from "./gen/podresources/api.client.ts";
 import { dialUnix, type UnixServer } from "../util/grpc.ts";
-import { type ComputeResourcesSource, NO_COMPUTE_RESOURCES, servePodResources } from "./podresources.ts";
+import { type ComputeResourcesSource, containerDevices, NO_COMPUTE_RESOURCES, podResources, servePodResources } from "./podresources.ts";
 
 let dir: string;
 let server: UnixServer | undefined;
@@ -31,8 +31,17 @@ async function client(getEnabled = true, compute: ComputeResourcesSource = NO_CO
   server = await servePodResources({
     dir,
     devices: {
-      allocations: () => new Map([["u1", new Map([["main", new Map([["example.com/dev", ["d2"]]])]])]]),
-      allocatable: () => new Map([["example.com/dev", ["d1", "d2"]]]),
+      devicesInUse: () => new Map([["u1", new Map([["main", new Map([["example.com/dev", [{ id: "d2", numa: [] }]]])]])]]),
+      allocatableDevices: () =>
+        new Map([
+          [
+            "example.com/dev",
+            [
+              { id: "d1", numa: [] },
+              { id: "d2", numa: [] },
+            ],
+          ],
+        ]),
     },
     compute,
     pods: { activePods: () => [pod] },
@@ -50,7 +59,15 @@ test("List, Get and GetAllocatableResources report devices per container over th
   expect(await c.list({}).response).toEqual({ podResources: [{ name: "gpu", namespace: "ml", containers: [side, main] }] });
   expect(await c.get({ podName: "gpu", podNamespace: "ml" }).response).toEqual({ podResources: { name: "gpu", namespace: "ml", containers: [side, main] } });
   expect(await c.get({ podName: "nope", podNamespace: "ml" }).response.catch((e: Error) => e.message)).toBe("pod nope in namespace ml not found");
-  expect(await c.getAllocatableResources({}).response).toEqual({ devices: [{ resourceName: "example.com/dev", deviceIds: ["d1", "d2"] }], cpuIds: [], memory: [] });
+  // One entry per device, as upstream lists them.
+  expect(await c.getAllocatableResources({}).response).toEqual({
+    devices: [
+      { resourceName: "example.com/dev", deviceIds: ["d1"] },
+      { resourceName: "example.com/dev", deviceIds: ["d2"] },
+    ],
+    cpuIds: [],
+    memory: [],
+  });
 });
 
 test("exclusive CPUs and NUMA-pinned memory of the CPU and memory managers, per container, and what the node can give", async () => {
@@ -68,7 +85,10 @@ test("exclusive CPUs and NUMA-pinned memory of the CPU and memory managers, per 
   const pinned = { ...main, cpuIds: [2n, 3n], memory: [{ memoryType: "memory", size: 67108864n, topology: { nodes: [{ iD: 0n }] } }] };
   expect(await c.list({}).response).toEqual({ podResources: [{ name: "gpu", namespace: "ml", containers: [side, pinned] }] });
   expect(await c.getAllocatableResources({}).response).toEqual({
-    devices: [{ resourceName: "example.com/dev", deviceIds: ["d1", "d2"] }],
+    devices: [
+      { resourceName: "example.com/dev", deviceIds: ["d1"] },
+      { resourceName: "example.com/dev", deviceIds: ["d2"] },
+    ],
     cpuIds: [1n, 2n, 3n],
     memory: [
       { memoryType: "hugepages-2Mi", size: 1073741824n, topology: { nodes: [{ iD: 0n }] } },
@@ -76,6 +96,27 @@ test("exclusive CPUs and NUMA-pinned memory of the CPU and memory managers, per 
       { memoryType: "memory", size: 0n, topology: { nodes: [] } },
     ],
   });
+});
+
+test("each device's NUMA nodes as upstream's ContainerDevices.topology: one entry per device and node, none without topology", () => {
+  const devices = new Map([
+    [
+      "example.com/nic",
+      [
+        { id: "n1", numa: [1, 0] },
+        { id: "n2", numa: [] },
+      ],
+    ],
+    ["example.com/dev", [{ id: "d2", numa: [1] }]],
+  ]);
+  const node = (id: number) => ({ nodes: [{ iD: BigInt(id) }] });
+  expect(containerDevices(devices)).toEqual([
+    { resourceName: "example.com/dev", deviceIds: ["d2"], topology: node(1) },
+    { resourceName: "example.com/nic", deviceIds: ["n1"], topology: node(0) },
+    { resourceName: "example.com/nic", deviceIds: ["n1"], topology: node(1) },
+    { resourceName: "example.com/nic", deviceIds: ["n2"] },
+  ]);
+  expect(podResources(pod, new Map([["main", devices]])).containers[1]?.devices).toEqual(containerDevices(devices));
 });
 
 test("Get is refused when the KubeletPodResourcesGet gate is off, as upstream", async () => {

@@ -13,17 +13,41 @@ import { posix } from "node:path";
 import { status as GrpcStatus } from "@grpc/grpc-js";
 import type { Pod } from "../pods/schema.ts";
 import type { Logger } from "../util/log.ts";
-import { PodResourcesLister, type ContainerResources, type GetPodResourcesRequest, type PodResources } from "./gen/podresources/api.ts";
+import { PodResourcesLister, type ContainerDevices, type ContainerResources, type GetPodResourcesRequest, type PodResources } from "./gen/podresources/api.ts";
 import { RpcError, serveUnix, type UnixServer } from "../util/grpc.ts";
 import { podUid } from "../pods/identity.ts";
 
 export const POD_RESOURCES_SOCKET = "kubelet.sock";
 
+/** One device and the NUMA nodes its plugin reports it on (none: no topology). */
+export interface DeviceInstance {
+  id: string;
+  numa: readonly number[];
+}
+
 export interface PodResourcesSource {
-  /** Pod UID → container → resource → device IDs. */
-  allocations(): Map<string, Map<string, Map<string, string[]>>>;
-  /** Resource → healthy device IDs. */
-  allocatable(): Map<string, string[]>;
+  /** Pod UID → container → resource → its devices, with the nodes they were on when given (upstream's checkpointed DevicesPerNUMA). */
+  devicesInUse(): Map<string, Map<string, Map<string, DeviceInstance[]>>>;
+  /** Resource → healthy devices, with the nodes their plugin reports now. */
+  allocatableDevices(): Map<string, DeviceInstance[]>;
+}
+
+/**
+ * upstream containerDevicesFromResourceDeviceInstances: one ContainerDevices
+ * per device and NUMA node (a device on two nodes is listed twice), with
+ * `topology` naming that node; a device without topology is listed once
+ * without it. Resources by name, nodes ascending.
+ */
+export function containerDevices(byResource: ReadonlyMap<string, readonly DeviceInstance[]>): ContainerDevices[] {
+  return [...byResource]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .flatMap(([resourceName, devices]) =>
+      devices.flatMap((d): ContainerDevices[] =>
+        d.numa.length === 0
+          ? [{ resourceName, deviceIds: [d.id] }]
+          : [...d.numa].sort((a, b) => a - b).map((node) => ({ resourceName, deviceIds: [d.id], topology: { nodes: [{ iD: BigInt(node) }] } })),
+      ),
+    );
 }
 
 /** A memory block as the memory manager holds it (upstream's state.Block); reported as upstream's containerMemoryFromBlock. */
@@ -76,7 +100,11 @@ export interface PodResourcesServerOptions {
 }
 
 /** One pod as the API reports it: sidecars (restartable init containers) and app containers, with their devices, exclusive CPUs and pinned memory. */
-export function podResources(pod: Pod, allocations: Map<string, Map<string, string[]>> | undefined, compute: ComputeResourcesSource = NO_COMPUTE_RESOURCES): PodResources {
+export function podResources(
+  pod: Pod,
+  devices: ReadonlyMap<string, ReadonlyMap<string, readonly DeviceInstance[]>> | undefined,
+  compute: ComputeResourcesSource = NO_COMPUTE_RESOURCES,
+): PodResources {
   const uid = podUid(pod);
   const containers = [...(pod.spec.initContainers ?? []).filter((c) => (c as { restartPolicy?: string }).restartPolicy === "Always"), ...pod.spec.containers];
   return {
@@ -85,9 +113,7 @@ export function podResources(pod: Pod, allocations: Map<string, Map<string, stri
     containers: containers.map(
       (c): ContainerResources => ({
         name: c.name,
-        devices: [...(allocations?.get(c.name) ?? new Map<string, string[]>())]
-          .sort(([a], [b]) => a.localeCompare(b))
-          .map(([resourceName, ids]) => ({ resourceName, deviceIds: ids })),
+        devices: containerDevices(devices?.get(c.name) ?? new Map()),
         cpuIds: compute.cpus.exclusiveCpus(uid, c.name).map(BigInt),
         memory: memoryOf(compute.memory.memoryOf(uid, c.name)),
         dynamicResources: [],
@@ -103,11 +129,11 @@ export async function servePodResources(opts: PodResourcesServerOptions): Promis
       PodResourcesLister,
       {
         List: async () => {
-          const allocations = opts.devices.allocations();
-          return { podResources: opts.pods.activePods().map((p) => podResources(p, allocations.get(podUid(p)), opts.compute)) };
+          const inUse = opts.devices.devicesInUse();
+          return { podResources: opts.pods.activePods().map((p) => podResources(p, inUse.get(podUid(p)), opts.compute)) };
         },
         GetAllocatableResources: async () => ({
-          devices: [...opts.devices.allocatable()].sort(([a], [b]) => a.localeCompare(b)).map(([resourceName, ids]) => ({ resourceName, deviceIds: ids })),
+          devices: containerDevices(opts.devices.allocatableDevices()),
           cpuIds: opts.compute.cpus.allocatableCpus().map(BigInt),
           memory: memoryOf(opts.compute.memory.allocatableMemory()),
         }),
@@ -115,7 +141,7 @@ export async function servePodResources(opts: PodResourcesServerOptions): Promis
           if (!opts.getEnabled) throw new RpcError(GrpcStatus.UNKNOWN, "PodResources API Get method disabled");
           const pod = opts.pods.activePods().find((p) => p.metadata.name === req.podName && (p.metadata.namespace ?? "default") === req.podNamespace);
           if (!pod) throw new RpcError(GrpcStatus.UNKNOWN, `pod ${req.podName} in namespace ${req.podNamespace} not found`);
-          return { podResources: podResources(pod, opts.devices.allocations().get(podUid(pod)), opts.compute) };
+          return { podResources: podResources(pod, opts.devices.devicesInUse().get(podUid(pod)), opts.compute) };
         },
       },
     ],

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Subprocess } from "bun";
+import { FakeDevicePlugin } from "../../src/devices/fake-plugin.ts";
 import { PodResourcesListerClient } from "../../src/devices/gen/podresources/api.client.ts";
 import { dialUnix } from "../../src/util/grpc.ts";
 import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
@@ -19,6 +20,7 @@ import { startTogether } from "../harness/together.ts";
 
 const NODE = "dp-node";
 const RESOURCE = "example.com/resource";
+const PREFERRED = "example.com/preferred";
 let ctd: ContainerdHandle;
 let cp: ControlPlaneHandle;
 let agent: AgentHandle;
@@ -171,7 +173,10 @@ describe("device plugins with the sample device plugin", () => {
     const client = new PodResourcesListerClient(dialUnix(join(agent.dir, "root", "pod-resources", "kubelet.sock")));
     const listed = (await client.list({}).response).podResources.find((p) => p.name === "one");
     expect(listed?.containers[0]?.devices).toEqual([{ resourceName: RESOURCE, deviceIds: [files.slice("/tmp/".length)] }]);
-    expect((await client.getAllocatableResources({}).response).devices).toEqual([{ resourceName: RESOURCE, deviceIds: ["Dev-1", "Dev-2"] }]);
+    expect((await client.getAllocatableResources({}).response).devices).toEqual([
+      { resourceName: RESOURCE, deviceIds: ["Dev-1"] },
+      { resourceName: RESOURCE, deviceIds: ["Dev-2"] },
+    ]);
   }, 120_000);
 
   test("a pod bound to the node asking more devices than exist is rejected with upstream's reason and never runs", async () => {
@@ -238,6 +243,52 @@ describe("device plugins with the sample device plugin", () => {
     });
     const other = await eventually("pod two wrote what it sees", () => seen("two"));
     expect(other).toBe(held === "Dev-1" ? "/tmp/Dev-2" : "/tmp/Dev-1");
+  }, 180_000);
+
+  test("a plugin offering GetPreferredAllocation chooses the container's device; it is checkpointed and reported with its NUMA node", async () => {
+    // A plugin in this process: three devices on NUMA node 0 whose GetPreferredAllocation answers the highest IDs,
+    // where the agent's own choice is the lowest.
+    const dir = join(agent.dir, "root", "device-plugins");
+    const hostDir = join(agent.dir, "pref-mounts");
+    mkdirSync(hostDir, { recursive: true });
+    for (const id of ["p1", "p2", "p3"]) writeFileSync(join(hostDir, id), id);
+    const asked: { available: string[]; mustInclude: string[]; size: number }[] = [];
+    const pref = new FakeDevicePlugin({
+      dir,
+      resource: PREFERRED,
+      endpoint: "preferred.sock",
+      hostDir,
+      devices: ["p1", "p2", "p3"].map((id) => ({ id, numa: [0] })),
+      preferredAllocation: (available, mustInclude, size) => {
+        asked.push({ available, mustInclude, size });
+        return [...available].sort().reverse().slice(0, size);
+      },
+    });
+    await pref.serve();
+    try {
+      await pref.register();
+      await eventually("example.com/preferred allocatable", async () => (await tryJson("node", NODE))?.status?.allocatable?.[PREFERRED] === "3", 60_000);
+      const manifest = devicePod("pref", 1);
+      const container = { ...manifest.spec.containers[0]!, command: ["sh", "-c", 'echo "$FAKE_DEVICES" > /out/pref; sleep 3600'], resources: { limits: { [PREFERRED]: "1" } } };
+      await apply({ ...manifest, spec: { ...manifest.spec, containers: [container] } });
+      const seenBy = await eventually("pod pref wrote its devices", () => seen("pref"), 90_000).catch(async (e) => {
+        throw new Error(`${(e as Error).message}\npod pref: ${JSON.stringify((await tryJson("pod", "pref"))?.status)}\n${agent.describe()}`);
+      });
+      expect(seenBy).toBe("p3");
+      expect(asked).toEqual([{ available: ["p1", "p2", "p3"], mustInclude: [], size: 1 }]);
+      expect(pref.calls.filter((c) => c.method === "Allocate")).toEqual([{ method: "Allocate", ids: ["p3"] }]);
+      const uid = (await getJson("pod", "pref")).metadata.uid;
+      expect(checkpoint().filter((e) => e.PodUID === uid)).toMatchObject([{ DeviceIDs: { "0": ["p3"] } }]);
+      // The pod resources API reports the device with its NUMA node (ContainerDevices.topology).
+      const client = new PodResourcesListerClient(dialUnix(join(agent.dir, "root", "pod-resources", "kubelet.sock")));
+      const listed = (await client.list({}).response).podResources.find((p) => p.name === "pref");
+      expect(listed?.containers[0]?.devices).toEqual([{ resourceName: PREFERRED, deviceIds: ["p3"], topology: { nodes: [{ iD: 0n }] } }]);
+      const allocatable = (await client.getAllocatableResources({}).response).devices.filter((d) => d.resourceName === PREFERRED);
+      expect(allocatable).toEqual(["p1", "p2", "p3"].map((id) => ({ resourceName: PREFERRED, deviceIds: [id], topology: { nodes: [{ iD: 0n }] } })));
+      await kubectl("delete", "pod", "pref", "--wait=false");
+    } finally {
+      pref.kill();
+    }
   }, 180_000);
 
   test("the plugin dying takes the node's allocatable to 0 and leaves a log line", async () => {
