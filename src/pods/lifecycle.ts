@@ -12,7 +12,9 @@
  *   termination started), only a shorter grace period is taken.
  * - terminated: nothing runs; containers are kept for logs while the pod is
  *   still in the config (a completed pod), and removed once it is deleted.
- * - finished: nothing of the pod is left in the runtime; the worker is dropped.
+ * - finished: nothing of the pod is left in the runtime; the worker is dropped,
+ *   and no update of the same UID starts it again until housekeeping forgets
+ *   it (sync/podworkers.ts).
  */
 export type PodLifecycle =
   | { stage: "syncing" }

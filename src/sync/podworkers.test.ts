@@ -8,6 +8,7 @@ import { HostPodSyncer } from "./pod-syncer.ts";
 import { PodWorkers, STALE_WAKE_DELAY_MS } from "./podworkers.ts";
 import { AllocationManager } from "../allocation/index.ts";
 import { NodePredicates, type PodAdmitter } from "../node/admission.ts";
+import { podRef } from "../pods/identity.ts";
 
 const pod = (uid: string, restartPolicy: "Always" | "Never" = "Always", name = "web"): Pod => ({
   metadata: { name, namespace: "default", uid },
@@ -30,7 +31,7 @@ function setup() {
 describe("PodWorkers", () => {
   test("a new pod is started and its status recorded", async () => {
     const { runtime, status, workers } = setup();
-    workers.upsert(pod("u1"));
+    workers.add(pod("u1"));
     await workers.idle();
     expect(runtime.pods.get("u1")!.containers[0]!.state).toBe("running");
     expect(status.get("u1")).toMatchObject({ phase: "Running", podIP: "10.88.0.2" });
@@ -47,7 +48,7 @@ describe("PodWorkers", () => {
         resyncIntervalMs: 60_000,
         ...(random ? { random } : {}),
       });
-      workers.upsert(pod("u1"));
+      workers.add(pod("u1"));
       await workers.idle();
       clock.advance(ms);
       await workers.idle();
@@ -73,7 +74,7 @@ describe("PodWorkers", () => {
       resyncIntervalMs: 60_000,
       stopWaitMs: 2_000,
     });
-    workers.upsert(pod("u1"));
+    workers.add(pod("u1"));
     await Bun.sleep(0);
     let stopped = false;
     const stopping = workers[Symbol.asyncDispose]().then(() => (stopped = true));
@@ -94,7 +95,7 @@ describe("PodWorkers", () => {
 
   test("requests during a step collapse into one more step", async () => {
     const { runtime, workers } = setup();
-    workers.upsert(pod("u1"));
+    workers.add(pod("u1"));
     workers.sync("u1");
     workers.sync("u1");
     workers.sync("u1");
@@ -119,7 +120,7 @@ describe("PodWorkers", () => {
       clock.advance(ms);
       await workers.idle();
     };
-    workers.upsert(pod("u1"));
+    workers.add(pod("u1"));
     await workers.idle();
     expect(syncs()).toBe(1); // its own start events did not run it again at once ...
     await advance(STALE_WAKE_DELAY_MS - 1);
@@ -160,14 +161,14 @@ describe("PodWorkers", () => {
       clock.advance(1);
       return outcome;
     };
-    workers.upsert(pod("u1"));
+    workers.add(pod("u1"));
     await workers.idle();
     expect(runtime.calls.filter((c) => c.method === "syncPod")).toHaveLength(2);
   });
 
   test("a crashed container waits out its backoff, then restarts", async () => {
     const { clock, runtime, status, workers } = setup();
-    workers.upsert(pod("u1"));
+    workers.add(pod("u1"));
     await workers.idle();
     runtime.exitContainer("u1", "app", 1);
     workers.sync("u1");
@@ -188,7 +189,7 @@ describe("PodWorkers", () => {
 
   test("removal kills then removes, and the worker goes away", async () => {
     const { runtime, status, workers } = setup();
-    workers.upsert(pod("u1"));
+    workers.add(pod("u1"));
     await workers.idle();
     workers.remove("u1");
     await workers.idle();
@@ -200,7 +201,7 @@ describe("PodWorkers", () => {
 
   test("restartPolicy Never: completed pod is stopped but kept until deleted", async () => {
     const { runtime, status, workers } = setup();
-    workers.upsert(pod("u1", "Never"));
+    workers.add(pod("u1", "Never"));
     await workers.idle();
     runtime.exitContainer("u1", "app", 0);
     workers.sync("u1");
@@ -217,7 +218,7 @@ describe("PodWorkers", () => {
   test("a failed step is retried after the error delay", async () => {
     const { clock, runtime, workers } = setup();
     runtime.failNext("observe", new Error("runtime is down"));
-    workers.upsert(pod("u1"));
+    workers.add(pod("u1"));
     await workers.idle();
     expect(runtime.pods.has("u1")).toBe(false);
     clock.advance(10_000);
@@ -227,11 +228,11 @@ describe("PodWorkers", () => {
 
   test("a replacement static pod starts only after its predecessor is gone", async () => {
     const { runtime, workers } = setup();
-    workers.upsert(pod("old"));
+    workers.add(pod("old"));
     await workers.idle();
     runtime.failNext("removePod", new Error("busy"));
     workers.remove("old");
-    workers.upsert(pod("new"));
+    workers.add(pod("new"));
     await workers.idle();
     expect(runtime.pods.has("new")).toBe(false);
     expect(workers.stageOf("old")).toBe("terminated");
@@ -248,19 +249,73 @@ describe("PodWorkers", () => {
   test("a pod deleted through the API is killed with its deletion grace period, then removed", async () => {
     const { runtime, workers } = setup();
     const p = pod("u1");
-    workers.upsert(p);
+    workers.add(p);
     await workers.idle();
-    workers.upsert({ ...p, metadata: { ...p.metadata, deletionTimestamp: "2026-01-01T00:00:00Z", deletionGracePeriodSeconds: 3 } });
+    workers.update({ ...p, metadata: { ...p.metadata, deletionTimestamp: "2026-01-01T00:00:00Z", deletionGracePeriodSeconds: 3 } });
     await workers.idle();
     expect(runtime.pods.has("u1")).toBe(false);
     expect(workers.has("u1")).toBe(false);
   });
 
+  test("a pod whose worker finished gets no further updates: the API server's writes during its DELETE kill, remove and delete nothing again", async () => {
+    const { runtime, status, workers } = setup();
+    const deletes: string[] = [];
+    const original = status.delete.bind(status);
+    status.delete = (uid) => (deletes.push(uid), original(uid));
+    const count = (method: string) => runtime.calls.filter((c) => c.method === method && c.uid === "u1").length;
+    const p = pod("u1");
+    const deleting = (grace: number): Pod => ({ ...p, metadata: { ...p.metadata, deletionTimestamp: "2026-01-01T00:00:00Z", deletionGracePeriodSeconds: grace } });
+    workers.add(p);
+    await workers.idle();
+    workers.update(deleting(30));
+    await workers.idle();
+    expect(workers.stageOf("u1")).toBe("finished");
+    // The agent's DELETE (grace 0) comes back as a MODIFIED event, then the DELETED one; a resync of the source may repeat it.
+    workers.update(deleting(0));
+    await workers.idle();
+    workers.add(deleting(0));
+    workers.remove("u1");
+    workers.terminateOrphan(podRef(p));
+    await workers.idle();
+    expect({ kills: count("killPod"), removals: count("removePod"), deletes: deletes.length }).toEqual({ kills: 1, removals: 1, deletes: 1 });
+    expect(workers.has("u1")).toBe(false);
+    // Housekeeping forgets it once no source wants it; only then is the UID a new pod.
+    workers.forgetFinished(new Set(["u1"]));
+    expect(workers.stageOf("u1")).toBe("finished");
+    workers.forgetFinished(new Set());
+    expect(workers.stageOf("u1")).toBeUndefined();
+  });
+
+  test("a static pod restored with the same UID runs again, whether it was added back while terminating or after it finished; a mere update does not restart it", async () => {
+    const { runtime, workers } = setup();
+    const running = () => runtime.pods.get("s1")?.containers.some((c) => c.state === "running") ?? false;
+    workers.add(pod("s1"));
+    await workers.idle();
+    // Added again while it terminates: it starts once it finished.
+    workers.remove("s1");
+    workers.add(pod("s1"));
+    await workers.idle();
+    expect(workers.stageOf("s1")).toBe("syncing");
+    expect(running()).toBe(true);
+    // Added again after it finished: it starts at once.
+    workers.remove("s1");
+    await workers.idle();
+    expect(workers.stageOf("s1")).toBe("finished");
+    workers.update(pod("s1"));
+    await workers.idle();
+    expect(workers.stageOf("s1")).toBe("finished");
+    workers.add(pod("s1"));
+    await workers.idle();
+    expect(workers.stageOf("s1")).toBe("syncing");
+    expect(running()).toBe(true);
+    expect(runtime.calls.filter((c) => c.method === "killPod").length).toBe(2);
+  });
+
   test("a pod first seen already terminating or terminal is never started", async () => {
     const { runtime, workers, status } = setup();
     const p = pod("u1");
-    workers.upsert({ ...p, metadata: { ...p.metadata, deletionTimestamp: "2026-01-01T00:00:00Z" } });
-    workers.upsert({ ...pod("u2"), status: { phase: "Succeeded" } });
+    workers.add({ ...p, metadata: { ...p.metadata, deletionTimestamp: "2026-01-01T00:00:00Z" } });
+    workers.add({ ...pod("u2"), status: { phase: "Succeeded" } });
     await workers.idle();
     expect(runtime.calls.filter((c) => c.method === "syncPod")).toEqual([]);
     expect(workers.stageOf("u2")).toBe("terminated");
@@ -280,9 +335,9 @@ describe("PodWorkers", () => {
       logger: memoryLogger().logger,
       resyncIntervalMs: 60_000,
     });
-    workers.upsert(pod("u1"));
-    workers.upsert(pod("u2", "Always", "other"));
-    workers.upsert(pod("u2", "Always", "other"));
+    workers.add(pod("u1"));
+    workers.add(pod("u2", "Always", "other"));
+    workers.add(pod("u2", "Always", "other"));
     await workers.idle();
     expect(runtime.pods.has("u2")).toBe(false);
     expect(status.get("u2")).toMatchObject({ phase: "Failed", reason: "OutOfpods" });
@@ -292,14 +347,14 @@ describe("PodWorkers", () => {
     const sink = status as unknown as { delete(uid: string): void };
     const original = sink.delete.bind(status);
     sink.delete = (uid) => (deleted.push(uid), original(uid));
-    workers.upsert({ ...pod("u2", "Always", "other"), metadata: { ...pod("u2", "Always", "other").metadata, deletionTimestamp: "2026-01-01T00:00:00Z" } });
+    workers.update({ ...pod("u2", "Always", "other"), metadata: { ...pod("u2", "Always", "other").metadata, deletionTimestamp: "2026-01-01T00:00:00Z" } });
     await workers.idle();
     expect(deleted).toEqual(["u2"]);
   });
 
   test("an evicted pod is stopped and reported Failed with reason Evicted", async () => {
     const { runtime, status, workers } = setup();
-    workers.upsert(pod("u1"));
+    workers.add(pod("u1"));
     await workers.idle();
     expect(workers.evict("u1", "The node was low on resource: memory.", 0)).toBe(true);
     await workers.idle();
@@ -312,7 +367,7 @@ describe("PodWorkers", () => {
   test("activeDeadlineSeconds: the pod is stopped when it passes, Failed with reason DeadlineExceeded", async () => {
     const { clock, runtime, status, workers } = setup();
     const p = { ...pod("u1"), spec: { ...pod("u1").spec, activeDeadlineSeconds: 30 } };
-    workers.upsert(p);
+    workers.add(p);
     await workers.idle();
     expect(runtime.pods.get("u1")!.containers[0]!.state).toBe("running");
     clock.advance(29_999);
@@ -326,7 +381,7 @@ describe("PodWorkers", () => {
 
   test("activePod finds a running pod by UID, and not one that is terminating", async () => {
     const { workers } = setup();
-    workers.upsert(pod("u1"));
+    workers.add(pod("u1"));
     await workers.idle();
     expect(workers.activePod("u1")?.metadata.uid).toBe("u1");
     workers.remove("u1");
@@ -356,10 +411,10 @@ describe("PodWorkers with in-place resize", () => {
       logger: memoryLogger().logger,
       resyncIntervalMs: 600_000,
     });
-    workers.upsert(sized("a", "500m"));
-    workers.upsert(sized("b", "1000m"));
+    workers.add(sized("a", "500m"));
+    workers.add(sized("b", "1000m"));
     await workers.idle();
-    workers.upsert(sized("a", "1500m"));
+    workers.add(sized("a", "1500m"));
     await workers.idle();
     expect(status.get("a")!.resize).toEqual({ pending: { reason: "Deferred", message: "Node didn't have enough resource: cpu, requested: 1500, used: 1000, capacity: 2000" } });
     expect(status.get("a")!.containerStatuses[0]!.allocatedResources).toEqual({ cpu: "500m" });

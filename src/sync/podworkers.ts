@@ -12,7 +12,7 @@ import { defaultGracePeriodSeconds } from "../pods/spec.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
-import { type PodRef, podUid, podRef } from "../pods/identity.ts";
+import { type PodRef, podFullName, podUid, podRef } from "../pods/identity.ts";
 import type { Requests } from "../util/requests.ts";
 import type { PodSyncer } from "./pod-syncer.ts";
 import { PodWorker, type WorkerSteps } from "./pod-worker.ts";
@@ -53,6 +53,8 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries, WorkerSte
   private readonly workers = new Map<string, PodWorker>();
   /** Refused by admission: nothing of them runs here; a delete still goes through termination. */
   private readonly rejected = new Set<string>();
+  /** Pods whose worker finished (nothing of them left here): no update starts them again until `forgetFinished` (upstream's finished pod sync status). */
+  private readonly finished = new Set<string>();
   private isStopped = false;
 
   constructor(private readonly opts: PodWorkersOptions) {
@@ -60,13 +62,34 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries, WorkerSte
     opts.view?.serve(this);
   }
 
+  /** A pod its source did not have before (upstream SyncPodCreate): see `upsert`. */
+  add(pod: Pod): void {
+    this.upsert(pod, "add");
+  }
+
+  /** A change of what a pod its source already had should be (spec, labels, deletion; upstream SyncPodUpdate): see `upsert`. */
+  update(pod: Pod): void {
+    this.upsert(pod, "update");
+  }
+
   /**
    * A desired pod was added or changed. A pod being deleted through the API
    * (deletionTimestamp) is terminated with its deletion grace period; one
    * the API already reports Succeeded or Failed is never started again.
+   * A pod whose worker finished gets no further updates (upstream UpdatePod:
+   * the API server's own writes during and after the DELETE would otherwise
+   * kill, remove and delete it a second time); only the same UID added
+   * again at its source (a restored static manifest) starts afresh.
    */
-  upsert(pod: Pod): void {
+  private upsert(pod: Pod, kind: "add" | "update"): void {
     const uid = podUid(pod);
+    if (this.finished.has(uid)) {
+      if (kind === "update" || pod.metadata.deletionTimestamp) {
+        this.opts.logger.v(4).info("pod is finished, no further updates", { pod: podFullName(pod), uid, update: kind });
+        return;
+      }
+      this.finished.delete(uid);
+    }
     const existing = this.workers.get(uid);
     if (pod.metadata.deletionTimestamp) {
       this.rejected.delete(uid);
@@ -83,9 +106,9 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries, WorkerSte
       return;
     }
     if (existing && existing.lifecycle.stage !== "syncing") {
-      // Upstream: a pod never runs again once termination started; a re-add
-      // of the same UID (a restored static manifest) starts after it finished.
-      existing.restartWith = pod;
+      // Upstream: a pod never runs again once termination started; the same
+      // UID added again (a restored static manifest) starts after it finished.
+      if (kind === "add") existing.restartWith = pod;
       return;
     }
     // Admission runs once per pod, against the pods already running; a refused pod is never started.
@@ -139,9 +162,18 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries, WorkerSte
     return true;
   }
 
-  /** A pod the runtime has but no source wants: kill and remove it. */
+  /** A pod the runtime has but no source wants: kill and remove it (not again when its worker finished: see `forgetFinished`). */
   terminateOrphan(ref: PodRef): void {
-    if (!this.workers.has(ref.uid)) this.create(ref, undefined).push({ type: "deleted", gracePeriodSeconds: 30 });
+    if (!this.knows(ref.uid)) this.create(ref, undefined).push({ type: "deleted", gracePeriodSeconds: 30 });
+  }
+
+  /**
+   * Housekeeping (upstream SyncKnownPods): the finished pods no source wants
+   * any more are forgotten, so that a pod of the same UID is a new one; a
+   * finished pod still desired (its DELETE not seen yet) stays finished.
+   */
+  forgetFinished(desired: ReadonlySet<string>): void {
+    for (const uid of this.finished) if (!desired.has(uid)) this.finished.delete(uid);
   }
 
   /** The pod a worker runs, when it is active (admitted and not terminating). */
@@ -155,12 +187,19 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries, WorkerSte
     return [...this.workers.values()].filter((w) => w.lifecycle.stage === "syncing" && w.pod).map((w) => this.opts.syncer.allocatedPod(w.pod!));
   }
 
+  /** A worker has this pod, or it finished and housekeeping has not forgotten it yet. */
+  knows(uid: string): boolean {
+    return this.workers.has(uid) || this.finished.has(uid);
+  }
+
+  /** A worker still has this pod (not finished). */
   has(uid: string): boolean {
     return this.workers.has(uid);
   }
 
+  /** The pod's lifecycle stage; "finished" until housekeeping forgets it, undefined for a pod not known here. */
   stageOf(uid: string): PodLifecycle["stage"] | undefined {
-    return this.workers.get(uid)?.lifecycle.stage;
+    return this.workers.get(uid)?.lifecycle.stage ?? (this.finished.has(uid) ? "finished" : undefined);
   }
 
   /** Resolves when no worker has a step in flight; for tests and shutdown. */
@@ -255,14 +294,15 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries, WorkerSte
     }
   }
 
-  /** Nothing of the pod is left: its worker goes, and the pods waiting on it run. */
+  /** Nothing of the pod is left: its worker goes (the pod stays finished, unless added again), and the pods waiting on it run. */
   private finish(worker: PodWorker): void {
     worker.stop();
     this.workers.delete(worker.ref.uid);
+    if (!worker.restartWith) this.finished.add(worker.ref.uid);
     // Resources were freed: resizes waiting for room (Deferred) are decided again (upstream retries them on pod removal).
     for (const other of this.workers.values()) if (this.opts.syncer.resizePending(other.ref.uid)) other.kick();
     this.logFor(worker).info("pod removed from the runtime");
-    if (worker.restartWith) this.upsert(worker.restartWith);
+    if (worker.restartWith) this.add(worker.restartWith);
     // Wake a successor of the same full name waiting for this one.
     for (const other of this.workers.values()) if (other.fullName === worker.fullName) other.kick();
   }

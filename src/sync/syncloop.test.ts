@@ -27,11 +27,12 @@ async function setup(_opts: { emitFirst?: boolean } = {}) {
   const clock = new FakeClock();
   const { logger } = memoryLogger();
   const runtime = new FakePodRuntime(clock);
-  const workers = new PodWorkers({ syncer: new HostPodSyncer({ runtime, status: new LocalStatusStore(), clock, logger }), clock, logger, resyncIntervalMs: 60_000 });
+  const status = new LocalStatusStore();
+  const workers = new PodWorkers({ syncer: new HostPodSyncer({ runtime, status, clock, logger }), clock, logger, resyncIntervalMs: 60_000 });
   const pleg = new GenericPleg({ runtime, clock, logger });
   const source = new ManualSource();
   const loop = new SyncLoop({ sources: [source], podConfig: new PodConfig(["file"]), workers, pleg, runtime, backoff: runtime.backoff, clock, logger });
-  return { clock, runtime, workers, pleg, source, loop };
+  return { clock, runtime, workers, pleg, source, loop, status };
 }
 
 const settle = async (workers: PodWorkers) => {
@@ -148,6 +149,54 @@ describe("SyncLoop", () => {
     clock.advance(2000);
     await settle(workers);
     expect(runtime.pods.has("orphan")).toBe(false);
+    await loop[Symbol.asyncDispose]();
+  });
+
+  test("a pod deleted at its source is killed, removed and deleted once, though its source changes it again after (grace 0) and forgets it; housekeeping then forgets the finished UID", async () => {
+    const { clock, runtime, workers, source, loop, status } = await setup();
+    const deletes: string[] = [];
+    const original = status.delete.bind(status);
+    status.delete = (uid) => (deletes.push(uid), original(uid));
+    const count = (method: string) => runtime.calls.filter((c) => c.method === method && c.uid === "a").length;
+    const deleting = (grace: number): Pod => ({ ...pod("a"), metadata: { ...pod("a").metadata, deletionTimestamp: "2026-01-01T00:00:00Z", deletionGracePeriodSeconds: grace } });
+    loop.start();
+    source.emit({ source: "file", pods: [pod("a")] });
+    await settle(workers);
+    source.emit({ source: "file", pods: [deleting(30)] });
+    await settle(workers);
+    expect(workers.stageOf("a")).toBe("finished");
+    source.emit({ source: "file", pods: [deleting(0)] });
+    await settle(workers);
+    source.emit({ source: "file", pods: [] });
+    await settle(workers);
+    expect({ kills: count("killPod"), removals: count("removePod"), deletes: deletes.length }).toEqual({ kills: 1, removals: 1, deletes: 1 });
+    clock.advance(2000);
+    await settle(workers);
+    expect(workers.stageOf("a")).toBeUndefined();
+    await loop[Symbol.asyncDispose]();
+  });
+
+  test("a finished pod the runtime still lists is not killed again by the next housekeeping pass (that list can be older than the removal); a pass later it is an orphan", async () => {
+    const { clock, runtime, workers, pleg, source, loop } = await setup();
+    const kills = () => runtime.calls.filter((c) => c.method === "killPod" && c.uid === "a").length;
+    loop.start();
+    source.emit({ source: "file", pods: [pod("a")] });
+    await settle(workers);
+    source.emit({ source: "file", pods: [] });
+    await settle(workers);
+    expect(workers.stageOf("a")).toBe("finished");
+    // The runtime lists it still (a relist that began before the removal, or a leftover).
+    runtime.pods.set("a", { uid: "a", name: "p-a", namespace: "default", sandboxes: [], containers: [] });
+    pleg.relistNow();
+    await settle(workers);
+    clock.advance(2000);
+    await settle(workers);
+    expect(kills()).toBe(1);
+    expect(workers.stageOf("a")).toBeUndefined();
+    clock.advance(2000);
+    await settle(workers);
+    expect(kills()).toBe(2);
+    expect(runtime.pods.has("a")).toBe(false);
     await loop[Symbol.asyncDispose]();
   });
 });

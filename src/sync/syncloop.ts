@@ -87,11 +87,11 @@ export class SyncLoop implements AsyncDisposable {
       switch (update.op) {
         case "add":
           log.info("SyncLoop ADD", fields);
-          this.opts.workers.upsert(pod);
+          this.opts.workers.add(pod);
           break;
         case "update":
           log.info("SyncLoop UPDATE", fields);
-          this.opts.workers.upsert(pod);
+          this.opts.workers.update(pod);
           break;
         case "reconcile":
           log.v(4).info("SyncLoop RECONCILE", fields);
@@ -131,12 +131,14 @@ export class SyncLoop implements AsyncDisposable {
     if (this.opts.removeOrphans === false || !this.opts.podConfig.allSourcesReady() || !this.opts.pleg.hasRelisted()) return;
     const desiredPods = this.opts.podConfig.desiredPods();
     void this.opts.mirrors?.sync(desiredPods.filter((p) => !isApiPod(p)));
-    const desired = new Set(desiredPods.map((p) => p.metadata.uid));
+    const desired = new Set(desiredPods.map((p) => podUid(p)));
     for (const record of this.opts.pleg.runtimePods()) {
-      if (desired.has(record.uid) || this.opts.workers.has(record.uid)) continue;
+      if (desired.has(record.uid) || this.opts.workers.knows(record.uid)) continue;
       this.opts.logger.info("housekeeping: removing pod no source wants", { pod: `${record.namespace}/${record.name}`, uid: record.uid });
       this.opts.workers.terminateOrphan({ uid: record.uid, name: record.name, namespace: record.namespace });
     }
+    // After the orphans: a finished pod the runtime still lists is killed again only at the next pass.
+    this.opts.workers.forgetFinished(desired);
   }
 
   private garbageCollect(): void {

@@ -28,7 +28,7 @@ test("the view has no pods until the workers serve it, then answers and acts thr
     requests,
   });
   expect(() => view.serve(workers)).toThrow("already served");
-  workers.upsert(pod);
+  workers.add(pod);
   await workers.idle();
   expect(view.activePods().map((p) => p.metadata.uid)).toEqual(["u1"]);
   expect(view.activePod("u1")?.metadata.name).toBe("web");
