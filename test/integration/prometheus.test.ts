@@ -230,8 +230,9 @@ describe("Prometheus scraping /metrics/cadvisor", () => {
     );
     const seenAfterMs = Date.now() - running;
     console.log(`burner: ${cores.toFixed(3)} cores in the rate query ${seenAfterMs} ms after Running`);
-    // Two scrapes make a rate; one more interval of slack for the phase of the scrape loop.
-    expect(seenAfterMs).toBeLessThanOrEqual(3 * SCRAPE_SECONDS * 1000 + 1000);
+    // Two scrapes make a rate; one more interval for the phase of the scrape loop, and one for a loaded machine
+    // (CI on 2 cores, load 10: the rate must pass 0.02 cores, and a starved 100m burner took 7.6 s there once).
+    expect(seenAfterMs).toBeLessThanOrEqual(4 * SCRAPE_SECONDS * 1000 + 1000);
 
     // Throttling as the dashboards show it (CPU throttling panel of kube-prometheus).
     const throttled = `sum by (pod) (increase(container_cpu_cfs_throttled_periods_total{container!="",node="${NODE}"}[1m])) / sum by (pod) (increase(container_cpu_cfs_periods_total{container!="",node="${NODE}"}[1m]))`;
