@@ -194,7 +194,23 @@ async function run(config: AgentConfig, deps: AgentDeps, stack: DisposalStack, c
   if (!config.runOnce) startOomWatcher(w, { statuses, recorder });
   // Cluster mode: the Node object, its status and its Lease; CSINode once the Node exists.
   if (cluster && config.registerNode) {
-    startNodeController(w, { api: cluster.api, cri, nodeId, node, hostIP, pleg, eviction, nodeShutdown, devices, nodeStatusRequests, nodeRegistration, vol, recorder, podCidr });
+    startNodeController(w, {
+      api: cluster.api,
+      cri,
+      nodeId,
+      node,
+      hostIP,
+      pleg,
+      eviction,
+      nodeShutdown,
+      devices,
+      nodeStatusRequests,
+      nodeRegistration,
+      vol,
+      recorder,
+      podCidr,
+      random,
+    });
   }
   await vol.pluginWatcher.start();
   const once = config.runOnce ? recordFirstSnapshots(sources, { clock }) : undefined;

@@ -184,6 +184,7 @@ export function startNodeController(
     vol: { csiDrivers: Pick<CsiDrivers, "initializeCsiNode"> };
     recorder: EventRecorder;
     podCidr: PodCidr;
+    random: () => number;
   },
 ): void {
   const { config, stack, clock, logger } = w;
@@ -213,6 +214,7 @@ export function startNodeController(
         registration: nodeRegistration,
         storage: csiNode,
         podCidr: o.podCidr,
+        random: o.random,
       }),
     )
     .start();

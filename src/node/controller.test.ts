@@ -26,7 +26,10 @@ const machine: MachineInfo = {
   hugePages: [],
 };
 
-function setup(over: Partial<KubeletConfiguration> = {}, more: { extended?: ExtendedResources; pressure?: NodePressure; storage?: StorageHealth; podCidr?: NodePodCidr } = {}) {
+function setup(
+  over: Partial<KubeletConfiguration> = {},
+  more: { extended?: ExtendedResources; pressure?: NodePressure; storage?: StorageHealth; podCidr?: NodePodCidr; random?: () => number } = {},
+) {
   const clock = new FakeClock();
   const api = new FakeKubeApi();
   const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
@@ -46,6 +49,8 @@ function setup(over: Partial<KubeletConfiguration> = {}, more: { extended?: Exte
     config,
     clock,
     logger: memoryLogger().logger,
+    // 0: the loops wait their bare period (no jitter), and the first unchanged report comes half a report period early.
+    random: more.random ?? (() => 0),
     ...(more.extended ? { extendedResources: more.extended } : {}),
     ...(more.pressure ? { pressure: more.pressure } : {}),
     ...(more.storage ? { storage: more.storage } : {}),
@@ -126,8 +131,8 @@ describe("NodeController", () => {
     await controller[Symbol.asyncDispose]();
   });
 
-  test("renews the lease every 10s and sends unchanged status only every report period", async () => {
-    const { api, controller, clock } = setup();
+  test("renews the lease every 10s and sends unchanged status half a report period after a change, then every report period", async () => {
+    const { api, controller, clock } = setup(); // random 0: no jitter, the report delay after a change is -2.5 min
     controller.start();
     await startUp(clock);
     const renewTime = () => (api.leases.get(`${LEASE_NAMESPACE}/n1`)!.spec as { renewTime: string }).renewTime;
@@ -135,17 +140,64 @@ describe("NodeController", () => {
     expect(first).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
     const patches = () => api.calls.filter((c) => c.method === "patchNodeStatus").length;
     const before = patches();
-    for (let i = 0; i < 6; i++) {
-      clock.advance(10_000);
-      await settle();
-    }
+    const tick = async (n: number) => {
+      for (let i = 0; i < n; i++) {
+        clock.advance(10_000);
+        await settle();
+      }
+    };
+    await tick(1);
     expect(renewTime()).not.toBe(first);
-    expect(patches()).toBe(before); // nothing changed within 5 minutes
-    for (let i = 0; i < 25; i++) {
-      clock.advance(10_000);
+    await tick(13);
+    expect(patches()).toBe(before); // nothing changed within 140 s
+    await tick(1);
+    expect(patches()).toBe(before + 1); // the first unchanged report: 5 min - 2.5 min after the first status
+    await tick(29);
+    expect(patches()).toBe(before + 1); // from then on every 5 minutes
+    await tick(1);
+    expect(patches()).toBe(before + 2);
+    await controller[Symbol.asyncDispose]();
+  });
+
+  test("the report delay after a change is drawn from ±half the report period (upstream delayAfterNodeStatusChange)", async () => {
+    // 0.9: after the first status the next unchanged report waits 5 min + 2 min (and each loop period 10 s + 3.6%).
+    const { api, controller, clock } = setup({}, { random: () => 0.9 });
+    controller.start();
+    await startUp(clock);
+    const patches = () => api.calls.filter((c) => c.method === "patchNodeStatus").length;
+    const before = patches();
+    // Status passes every 10.36 s: the 40th (414.4 s) is before 420 s, the 41st (424.8 s) the first after.
+    for (let i = 0; i < 40; i++) {
+      clock.advance(10_360);
       await settle();
     }
-    expect(patches()).toBe(before + 1); // the 5 minute report
+    expect(patches()).toBe(before);
+    clock.advance(10_360);
+    await settle();
+    expect(patches()).toBe(before + 1);
+    await controller[Symbol.asyncDispose]();
+  });
+
+  test("the lease and status loops wait their period plus up to 4% more after each pass, as upstream's wait.JitterUntil(0.04)", async () => {
+    const { api, cri, controller, clock } = setup({}, { random: () => 0.5 }); // 10 s + 2% = 10.2 s
+    controller.start();
+    await startUp(clock);
+    const renewals = () => api.calls.filter((c) => c.method === "updateLease").length;
+    const statusPasses = () => cri.callsOf("listImages").length;
+    const r0 = renewals();
+    const s0 = statusPasses();
+    clock.advance(10_000);
+    await settle();
+    expect([renewals(), statusPasses()]).toEqual([r0, s0]); // not yet at 10 s
+    clock.advance(200);
+    await settle();
+    expect([renewals(), statusPasses()]).toEqual([r0 + 1, s0 + 1]); // at 10.2 s
+    clock.advance(10_199);
+    await settle();
+    expect([renewals(), statusPasses()]).toEqual([r0 + 1, s0 + 1]); // each wait counts from the end of the pass before
+    clock.advance(1);
+    await settle();
+    expect([renewals(), statusPasses()]).toEqual([r0 + 2, s0 + 2]);
     await controller[Symbol.asyncDispose]();
   });
 

@@ -4,7 +4,13 @@
  * nodeStatusUpdateFrequency and sends it only when it changed or every
  * nodeStatusReportFrequency; the lease loop renews the node's Lease in
  * kube-node-lease every quarter of its duration — the lease is the
- * heartbeat the node lifecycle controller watches.
+ * heartbeat the node lifecycle controller watches. As upstream, both loops
+ * wait their period plus up to 4% more after each pass (wait.JitterUntil
+ * with 0.04, sliding), and the first periodic report after a change (or the
+ * start) comes nodeStatusReportFrequency ± half of it later (upstream's
+ * delayAfterNodeStatusChange), then every nodeStatusReportFrequency: so
+ * many nodes' leases and reports drift apart instead of reaching the API
+ * server together.
  */
 import { isApiReason, type ApiObject, type KubeApi } from "../api/index.ts";
 import type { KubeletConfiguration } from "../config/index.ts";
@@ -65,7 +71,12 @@ export interface NodeControllerOptions {
   storage?: StorageHealth;
   /** Told the Node as the API returns it (registration, status updates): its spec.podCIDRs go to the runtime. */
   podCidr?: NodePodCidr;
+  /** Numbers in [0, 1): the loops' jitter and the report delay after a change. */
+  random: () => number;
 }
+
+/** Upstream's jitter factor for the status and lease loops (wait.JitterUntil(..., 0.04, true, ...)). */
+export const LOOP_JITTER = 0.04;
 
 /** A storage error for the Ready condition, after the runtime's and the PLEG's (upstream runtimeState.storageErrors). */
 export interface StorageHealth {
@@ -106,6 +117,12 @@ export class NodeController implements AsyncDisposable {
   private inFlight = new Set<Promise<unknown>>();
   private stopped = false;
   private lease: ApiObject | undefined;
+  /**
+   * Added to nodeStatusReportFrequency for the next unchanged report: drawn
+   * from ±half of it when the status changed (or on the first report), 0
+   * after an unchanged report (upstream delayAfterNodeStatusChange).
+   */
+  private reportDelayMs = 0;
 
   constructor(private readonly opts: NodeControllerOptions) {
     // Before registration there is nothing to update: the first status follows registration at once.
@@ -132,8 +149,8 @@ export class NodeController implements AsyncDisposable {
           await Promise.race([this.opts.storage.firstAttempt(), this.opts.clock.sleep(FIRST_STORAGE_WAIT_MS, waited.signal).catch(() => {})]);
           waited.abort();
         }
-        this.loop("status", 0, () => this.updateStatus().then(() => true), this.opts.config.nodeStatusUpdateFrequency);
-        this.loop("lease", 0, () => this.renewLease().then(() => true), (this.opts.config.nodeLeaseDurationSeconds * 1000) / 4);
+        this.loop("status", 0, () => this.updateStatus().then(() => true), this.jittered(this.opts.config.nodeStatusUpdateFrequency));
+        this.loop("lease", 0, () => this.renewLease().then(() => true), this.jittered((this.opts.config.nodeLeaseDurationSeconds * 1000) / 4));
         return false;
       },
       7000,
@@ -149,18 +166,27 @@ export class NodeController implements AsyncDisposable {
     return (this.registered?.metadata as { uid?: string } | undefined)?.uid;
   }
 
-  /** Runs `fn` now and then every `periodMs` while it returns true; a failure retries after `periodMs`. */
-  private loop(name: string, delayMs: number, fn: () => Promise<boolean>, periodMs: number): void {
+  /** `periodMs` plus up to 4% more, drawn for each wait (upstream wait.Jitter(period, 0.04)). */
+  private jittered(periodMs: number): () => number {
+    return () => periodMs * (1 + LOOP_JITTER * this.opts.random());
+  }
+
+  /**
+   * Runs `fn` after `delayMs` and then again `periodMs()` after each pass ends while it
+   * returns true; a failure retries after `periodMs()`.
+   */
+  private loop(name: string, delayMs: number, fn: () => Promise<boolean>, periodMs: number | (() => number)): void {
     if (this.stopped) return;
+    const next = typeof periodMs === "number" ? () => periodMs : periodMs;
     this.timers.set(
       name,
       this.opts.clock.setTimer(delayMs, () => {
         const run = fn()
-          .then((again) => again && this.loop(name, periodMs, fn, periodMs))
+          .then((again) => again && this.loop(name, next(), fn, next))
           .catch((err) => {
             this.apiMissedUs = true;
             this.opts.logger.warn(`node ${name} failed; will retry`, { err: errorMessage(err) });
-            this.loop(name, periodMs, fn, periodMs);
+            this.loop(name, next(), fn, next);
           })
           .finally(() => this.inFlight.delete(run));
         this.inFlight.add(run);
@@ -233,8 +259,11 @@ export class NodeController implements AsyncDisposable {
       ...(this.registered ? { registered: this.registered } : {}),
     });
     const key = withoutHeartbeats(status);
-    const due = this.apiMissedUs || !this.lastSent || this.lastSent.key !== key || now - this.lastSent.at >= config.nodeStatusReportFrequency;
-    if (!due) return false;
+    // Missed by the API server counts as a change: the node lifecycle controller has likely changed the API's copy.
+    const last = this.lastSent;
+    const changed = this.apiMissedUs || !last || last.key !== key;
+    if (last && !changed && now - last.at < config.nodeStatusReportFrequency + this.reportDelayMs) return false;
+    this.reportDelayMs = changed ? config.nodeStatusReportFrequency * (this.opts.random() - 0.5) : 0;
     const updated = await api.patchNodeStatus(this.opts.id.nodeName, { status });
     this.apiMissedUs = false;
     await this.opts.podCidr?.fromNode(updated);
