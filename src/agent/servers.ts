@@ -47,7 +47,7 @@ export async function startServers(
     nodeName: config.nodeName,
     ...(cluster ? { api: cluster.api } : {}),
     ...(cluster?.csr ? { csr: cluster.csr } : {}),
-    pods: () => statuses.list(),
+    pods: statuses,
     stats,
     cri,
     certDir: config.certDir,

@@ -63,7 +63,7 @@ describe("/debug handlers", () => {
     const make = (profiler?: Profiler) =>
       kubeletApi({
         nodeName: "n1",
-        pods: () => [],
+        pods: { list: () => [] },
         logs: async () => undefined,
         health: new Hono(),
         authn: authentication({
@@ -123,7 +123,7 @@ describe("/debug/flags/v", () => {
   const api = (debugFlags?: { set(level: number): void } | "disabled") =>
     kubeletApi({
       nodeName: "n1",
-      pods: () => [],
+      pods: { list: () => [] },
       logs: async () => undefined,
       health: new Hono(),
       authn: authentication({

@@ -161,10 +161,12 @@ function api(logs: (ns: string, p: string, c: string, prev: boolean) => Resolved
   return kubeletApi({
     ...extra,
     nodeName: "n1",
-    pods: () => [
-      { pod: pod("p", ["c", "idle"]), status: status(["c"]) },
-      { pod: pod("q", ["c"]), status: status([]) },
-    ],
+    pods: {
+      list: () => [
+        { pod: pod("p", ["c", "idle"]), status: status(["c"]) },
+        { pod: pod("q", ["c"]), status: status([]) },
+      ],
+    },
     stats: { summary: async () => summary },
     logs,
     health: healthzApp([{ name: "ping", check: () => ({ ok: true }) }]),

@@ -15,7 +15,7 @@ import { bodyLimit } from "hono/body-limit";
 import { realClock, type Clock } from "../util/clock.ts";
 import { handlerTimeout, HANDLER_TIMEOUT_MS, MAX_BODY_BYTES } from "./limits.ts";
 import type { Pod } from "../pods/schema.ts";
-import type { LocalPodStatus } from "../status/index.ts";
+import type { ReportedStatuses } from "../status/index.ts";
 import type { ContainerStats, CpuStats, MemoryStats, StatsProvider, Summary } from "../stats/types.ts";
 import type { Logger } from "../util/log.ts";
 import { PROMETHEUS_CONTENT_TYPE } from "../metrics/registry.ts";
@@ -31,8 +31,8 @@ import { nodeLogsApp, type NodeLogQueryOptions } from "./node-logs.ts";
 
 export interface KubeletApiOptions {
   nodeName: string;
-  /** Pods with their statuses, like LocalStatusStore.list(). */
-  pods: () => LocalPodStatus[];
+  /** Pods with their statuses (LocalStatusStore). */
+  pods: ReportedStatuses;
   /** `/stats/*` answers 503 without it. */
   stats?: StatsProvider;
   logs: ContainerLogs;
@@ -104,12 +104,14 @@ export function kubeletApi(opts: KubeletApiOptions): Hono<KubeletEnv> {
   });
   app.notFound((c) => c.text("404 page not found", 404));
 
-  app.get("/pods", (c) => c.json({ kind: "PodList", apiVersion: "v1", metadata: {}, items: opts.pods().map(({ pod, status, apiStatus }) => asApiPod(pod, apiStatus ?? status)) }));
+  app.get("/pods", (c) =>
+    c.json({ kind: "PodList", apiVersion: "v1", metadata: {}, items: opts.pods.list().map(({ pod, status, apiStatus }) => asApiPod(pod, apiStatus ?? status)) }),
+  );
 
   // Pods with running containers as the runtime sees them: identity and the running containers only (upstream's GetRunningPods).
   app.get("/runningpods/", (c) => {
-    const items = opts
-      .pods()
+    const items = opts.pods
+      .list()
       .map(({ pod, status }) => {
         const running = status.containerStatuses.filter((s) => "running" in s.state);
         if (!running.length) return undefined;
@@ -161,7 +163,7 @@ export function kubeletApi(opts: KubeletApiOptions): Hono<KubeletEnv> {
   app.get("/containerLogs/:namespace/:pod/:container", async (c) => {
     const { namespace, pod: podName, container } = c.req.param();
     const options = parseLogQuery(c.req.query(), now());
-    const entry = opts.pods().find(({ pod }) => pod.metadata.name === podName && (pod.metadata.namespace ?? "default") === namespace);
+    const entry = opts.pods.list().find(({ pod }) => pod.metadata.name === podName && (pod.metadata.namespace ?? "default") === namespace);
     if (!entry) throw new HttpError(404, `pod "${podName}" does not exist`);
     const spec = entry.pod.spec as { containers: { name: string }[]; initContainers?: { name: string }[]; ephemeralContainers?: { name: string }[] };
     const names = [...spec.containers, ...(spec.initContainers ?? []), ...(spec.ephemeralContainers ?? [])].map((x) => x.name);

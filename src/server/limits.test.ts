@@ -137,7 +137,7 @@ describe("request limits in the kubelet API app", () => {
   const app = (clock = new FakeClock()) =>
     kubeletApi({
       nodeName: "n1",
-      pods: () => [],
+      pods: { list: () => [] },
       logs: () => undefined,
       health: healthzApp([]),
       authn: authentication({ x509: false, anonymous: true }),

@@ -94,7 +94,7 @@ function encodeQuery(q: Record<string, string>, rng: Rng): string {
 test("kubelet API: 2000 generated containerLogs and stats requests answer 200, 400 naming the parameter, or 404; never 500", async () => {
   const app = kubeletApi({
     nodeName: "n1",
-    pods: () => [{ pod: pod("p", ["c", "idle"]), status }],
+    pods: { list: () => [{ pod: pod("p", ["c", "idle"]), status }] },
     stats: { summary: async () => summary },
     // "c" has a log file; "idle" never started.
     logs: (_ns, _p, c) => (c === "c" ? { paths: [join(dir, "0.log")], running: false } : undefined),

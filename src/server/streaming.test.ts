@@ -93,7 +93,7 @@ describe("streamingResolver against the fake runtime", () => {
       { metadata: { name: "side" }, image: { image: BUSYBOX }, labels: { ...podLabels({ name: "web", namespace: "default", uid: "u1" }), "io.kubernetes.container.name": "side" } },
       sandboxConfig,
     );
-    const resolver = streamingResolver({ pods: () => [{ pod: podOf("web", "u1") }], cri });
+    const resolver = streamingResolver({ pods: { list: () => [{ pod: podOf("web", "u1") }] }, cri });
     return { cri, sb, main, resolver };
   }
 

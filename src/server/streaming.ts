@@ -109,8 +109,13 @@ export function parsePorts(q: URLSearchParams): number[] {
     });
 }
 
+/** The pods exec, attach, portForward and run may reach: those with a status here (status/ `ReportedStatuses`). */
+export interface StreamablePods {
+  list(): readonly { pod: Pod }[];
+}
+
 export interface StreamingResolverOptions {
-  pods: () => { pod: Pod }[];
+  pods: StreamablePods;
   cri: StreamingRuntime;
 }
 
@@ -125,8 +130,8 @@ const describePod = (t: StreamingTarget) => `${t.namespace}/${t.pod}`;
 
 export function streamingResolver(opts: StreamingResolverOptions): StreamingResolver {
   const findPod = (t: StreamingTarget): Pod => {
-    const entry = opts
-      .pods()
+    const entry = opts.pods
+      .list()
       .find(({ pod }) => pod.metadata.name === t.pod && (pod.metadata.namespace ?? "default") === t.namespace && (t.uid === undefined || pod.metadata.uid === t.uid));
     if (!entry) throw new HttpError(404, t.uid === undefined ? `pod "${describePod(t)}" does not exist` : `pod "${describePod(t)}" with uid ${t.uid} does not exist`);
     return entry.pod;

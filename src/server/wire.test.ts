@@ -52,7 +52,7 @@ test("enableServer false: 10250 is not served", async () => {
   const handle = await startKubeletServer({
     config: config(["--enable-server=false"]),
     nodeName: "n1",
-    pods: () => [],
+    pods: { list: () => [] },
     stats: { summary: async () => ({ node: { nodeName: "n1", startTime: "" }, pods: [] }) } as never,
     cri: new FakeCri({ clock: new FakeClock() }),
     health: new Hono(),
@@ -70,7 +70,7 @@ test("serving: the start is logged once, with the address", async () => {
   const handle = await startKubeletServer({
     config: k,
     nodeName: "n1",
-    pods: () => [],
+    pods: { list: () => [] },
     stats: { summary: async () => ({ node: { nodeName: "n1", startTime: "" }, pods: [] }) } as never,
     cri: new FakeCri({ clock: new FakeClock() }),
     health: new Hono(),

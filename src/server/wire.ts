@@ -14,9 +14,8 @@ import { posix } from "node:path";
 import type { Hono } from "hono";
 import type { KubeApi } from "../api/index.ts";
 import type { KubeletConfiguration } from "../config/index.ts";
-import type { Pod } from "../pods/schema.ts";
 import type { StatsProvider } from "../stats/types.ts";
-import type { PodStatusView } from "../status/phase.ts";
+import type { ReportedStatuses } from "../status/index.ts";
 import type { Logger } from "../util/log.ts";
 import { realClock, type Clock } from "../util/clock.ts";
 import { createSelfSignedCert, ensureSelfSignedCert } from "./selfsigned.ts";
@@ -41,7 +40,8 @@ export interface KubeletServerOptions {
   api?: Pick<KubeApi, "reviewToken" | "reviewAccess">;
   /** The certificates API as the node: serverTLSBootstrap requests the serving certificate through it. */
   csr?: CsrApi;
-  pods: () => { pod: Pod; status: PodStatusView }[];
+  /** Pods with their statuses (LocalStatusStore): `/pods`, `/runningpods/`, container logs and streams. */
+  pods: ReportedStatuses;
   stats: StatsProvider;
   /** exec, attach, portForward and run go to the runtime. */
   cri: StreamingRuntime;
@@ -70,7 +70,7 @@ export interface KubeletServerOptions {
 /** Upstream CRI log layout: <podLogsDir>/<ns>_<name>_<uid>/<container>/<restartCount>.log (+ rotated files). */
 export function logsFromStatuses(podLogsDir: string, pods: KubeletServerOptions["pods"]): ContainerLogs {
   return async (namespace, name, container, previous) => {
-    const entry = pods().find(({ pod }) => pod.metadata.namespace === namespace && pod.metadata.name === name);
+    const entry = pods.list().find(({ pod }) => pod.metadata.namespace === namespace && pod.metadata.name === name);
     if (!entry) return undefined;
     const status = [...(entry.status.initContainerStatuses ?? []), ...entry.status.containerStatuses, ...(entry.status.ephemeralContainerStatuses ?? [])].find(
       (c) => c.name === container,

@@ -26,6 +26,11 @@ export interface LocalPodStatus {
   apiStatus?: ApiPodStatus;
 }
 
+/** The pods with a status here, each with its view and v1 status: what the node's own endpoints serve (`/pods`, logs, exec). */
+export interface ReportedStatuses {
+  list(): LocalPodStatus[];
+}
+
 /**
  * The statuses the node's own endpoints serve (`/pods` on 10250 and 10255):
  * each pod's latest view and the v1 PodStatus made from it, as upstream's
@@ -33,7 +38,7 @@ export interface LocalPodStatus {
  * hostIP, qosClass...). The previous v1 status keeps conditions' transition
  * times across updates.
  */
-export class LocalStatusStore implements StatusSink, ReportedPods {
+export class LocalStatusStore implements StatusSink, ReportedPods, ReportedStatuses {
   /** `api` is made when first read (most views are never served), from the view and the time it was set. */
   private readonly statuses = new Map<string, { pod: Pod; status: PodStatusView; setAt: number; api?: ApiPodStatus; previousApi?: ApiPodStatus }>();
   private readonly hostIPs: string[];

@@ -131,7 +131,7 @@ describe("the kubelet API over TLS", () => {
     const pod = { metadata: { name: "p", namespace: "ns", uid: "uid" }, spec: { containers: [{ name: "c", image: "img" }] } } as unknown as Pod;
     const app = kubeletApi({
       nodeName: "n1",
-      pods: () => [{ pod, status: { phase: "Running", sandboxReady: true, podIPs: [], containerStatuses: [] } }],
+      pods: { list: () => [{ pod, status: { phase: "Running", sandboxReady: true, podIPs: [], containerStatuses: [] } }] },
       logs: (ns, name, container, previous) => (ns === "ns" && name === "p" && container === "c" && !previous ? { paths: [file], running } : undefined),
       health: healthzApp([]),
       authn: authentication({ x509: true, anonymous: false }),
