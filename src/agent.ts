@@ -16,7 +16,7 @@ import { ActivePodCgroups } from "./cgroups/index.ts";
 import { nodeFacts } from "./node/status.ts";
 import { ApiEventRecorder, LogEventRecorder } from "./events/recorder.ts";
 import { MirrorPods } from "./mirror/index.ts";
-import { healthzApp, syncLoopCheck } from "./server/healthz.ts";
+import { healthzApp, logCheck, pingCheck, syncLoopCheck } from "./server/healthz.ts";
 import { ApiStatusManager } from "./status/api.ts";
 import { LocalStatusStore } from "./status/index.ts";
 import { PodWorkersView } from "./sync/view.ts";
@@ -232,11 +232,7 @@ async function run(config: AgentConfig, deps: AgentDeps, stack: DisposalStack, c
     }),
   );
 
-  const health = healthzApp([
-    { name: "ping", check: () => ({ ok: true }) },
-    { name: "log", check: () => ({ ok: true }) },
-    syncLoopCheck({ syncLoop, pleg, clock, thresholdMs: 2 * k.syncFrequency + 60_000 }),
-  ]);
+  const health = healthzApp([pingCheck, logCheck, syncLoopCheck({ syncLoop, pleg, clock, thresholdMs: 2 * k.syncFrequency + 60_000 })]);
   cpuManager.start();
   if (once) {
     syncLoop.start();

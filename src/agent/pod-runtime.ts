@@ -1,5 +1,4 @@
 /** The pod path's middle: allocations, the pods' host side and the runtime facade over the CRI. */
-import { readFileSync } from "node:fs";
 import { posix } from "node:path";
 import type { CriService } from "../cri/index.ts";
 import { NodePredicates } from "../node/admission.ts";
@@ -20,7 +19,7 @@ import { AllocationManager } from "../allocation/index.ts";
 import type { CpuManager } from "../cpumanager/index.ts";
 import type { MemoryManager } from "../memorymanager/index.ts";
 import { PodHost } from "../sync/pod-host.ts";
-import { kubeletMappings, PodUserNamespaces, UserNamespaceError, UserNamespaceManager } from "../userns/index.ts";
+import { hostIdFiles, kubeletMappings, PodUserNamespaces, UserNamespaceError, UserNamespaceManager } from "../userns/index.ts";
 import { noServiceEnv, serviceEnvFrom, type WatchedServices } from "../services/index.ts";
 import { ApiRuntimeClasses, defaultRuntimeClasses } from "../runtimeclass/index.ts";
 import type { VolumeManager } from "../volumes/index.ts";
@@ -55,17 +54,10 @@ export function buildAllocation(
 function buildUserNamespaceManager(config: Wiring["config"], random: () => number): UserNamespaceManager | undefined {
   const k = config.kubelet;
   if (k.featureGates["UserNamespacesSupport"] === false) return undefined;
-  const read = (path: string) => {
-    try {
-      return readFileSync(path, "utf8");
-    } catch {
-      return undefined;
-    }
-  };
   try {
     const dirs = podDirs(config.rootDir);
     return new UserNamespaceManager({
-      range: kubeletMappings({ passwd: "/etc/passwd", subuid: "/etc/subuid", subgid: "/etc/subgid" }, read),
+      range: kubeletMappings({ passwd: "/etc/passwd", subuid: "/etc/subuid", subgid: "/etc/subgid" }, hostIdFiles),
       idsPerPod: k.userNamespaces.idsPerPod,
       maxPods: k.maxPods,
       podDir: dirs.pod,

@@ -12,7 +12,7 @@ import { podUid } from "../pods/identity.ts";
 import type { Pod } from "../pods/schema.ts";
 import { type UserNamespaceManager, UserNamespaceError } from "./manager.ts";
 
-export { DEFAULT_RANGE, kubeletMappings, MAPPINGS_FILE, USERNS_UNIT, UserNamespaceError, UserNamespaceManager, type IdMapping } from "./manager.ts";
+export { DEFAULT_RANGE, hostIdFiles, kubeletMappings, type IdFiles, MAPPINGS_FILE, USERNS_UNIT, UserNamespaceError, UserNamespaceManager, type IdMapping } from "./manager.ts";
 
 export class PodUserNamespaces {
   /** `manager` undefined: the UserNamespacesSupport gate is off. */

@@ -120,12 +120,12 @@ describe("UserNamespaceManager", () => {
 describe("kubeletMappings", () => {
   const files = { passwd: "/p", subuid: "/u", subgid: "/g" };
   test("no kubelet user: upstream's default range", () => {
-    expect(kubeletMappings(files, (p) => (p === "/p" ? "root:x:0:0::/root:/bin/sh\n" : undefined))).toEqual(DEFAULT_RANGE);
+    expect(kubeletMappings(files, { read: (p) => (p === "/p" ? "root:x:0:0::/root:/bin/sh\n" : undefined) })).toEqual(DEFAULT_RANGE);
   });
   test("a kubelet user: its one subordinate range, the same for UIDs and GIDs", () => {
     const fs: Record<string, string> = { "/p": "kubelet:x:999:999::/:/bin/false\n", "/u": "kubelet:1048576:1048576\n", "/g": "kubelet:1048576:1048576\n" };
-    expect(kubeletMappings(files, (p) => fs[p])).toEqual({ firstId: 1048576, length: 1048576 });
+    expect(kubeletMappings(files, { read: (p) => fs[p] })).toEqual({ firstId: 1048576, length: 1048576 });
     fs["/g"] = "kubelet:2097152:1048576\n";
-    expect(() => kubeletMappings(files, (p) => fs[p])).toThrow('mismatched subuids and subgids for user "kubelet"');
+    expect(() => kubeletMappings(files, { read: (p) => fs[p] })).toThrow('mismatched subuids and subgids for user "kubelet"');
   });
 });

@@ -202,16 +202,33 @@ export class UserNamespaceManager {
   }
 }
 
+/** Where the "kubelet" user and its subordinate ID ranges are read: the host's files (`hostIdFiles`), or a test's. */
+export interface IdFiles {
+  /** The file's content; undefined when it cannot be read (no such file: no ranges). */
+  read(path: string): string | undefined;
+}
+
+/** The host's /etc/passwd, /etc/subuid and /etc/subgid. */
+export const hostIdFiles: IdFiles = {
+  read(path) {
+    try {
+      return readFileSync(path, "utf8");
+    } catch {
+      return undefined;
+    }
+  },
+};
+
 /**
  * Upstream getKubeletMappings, reading the subordinate ID files getsubids
  * reads: no "kubelet" user in /etc/passwd gives DEFAULT_RANGE; a "kubelet"
  * user needs exactly one range, the same in subuid and subgid.
  */
-export function kubeletMappings(files: { passwd: string; subuid: string; subgid: string }, read: (path: string) => string | undefined): { firstId: number; length: number } {
-  const passwd = read(files.passwd) ?? "";
+export function kubeletMappings(files: { passwd: string; subuid: string; subgid: string }, idFiles: IdFiles): { firstId: number; length: number } {
+  const passwd = idFiles.read(files.passwd) ?? "";
   if (!passwd.split("\n").some((l) => l.split(":")[0] === "kubelet")) return DEFAULT_RANGE;
   const entries = (path: string) =>
-    (read(path) ?? "")
+    (idFiles.read(path) ?? "")
       .split("\n")
       .map((l) => l.trim().split(":"))
       .filter((p) => p[0] === "kubelet" && p.length === 3);
