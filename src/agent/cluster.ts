@@ -3,6 +3,7 @@ import { posix } from "node:path";
 import type { AgentConfig } from "../config/index.ts";
 import { createKubeApi, type KubeApi } from "../api/index.ts";
 import type { Credentials } from "../api/kubeconfig.ts";
+import type { RestClient } from "../api/rest.ts";
 import { defaultRouteIPv4, goArch } from "../node/machine.ts";
 import {
   bootstrapClientCertificate,
@@ -34,6 +35,11 @@ export async function buildCluster(
     : config.kubeconfig
       ? await connectCluster(config, { clock, logger, version: o.version, signal: o.signal, random: o.random })
       : undefined;
+  // Built before every part that asks the API server, so their connections end after those parts stopped.
+  if (cluster?.clients) {
+    stack.use("API client", cluster.clients.api);
+    if (cluster.clients.rotation) stack.use("client certificate rotation's API client", cluster.clients.rotation);
+  }
   if (cluster?.rotation) stack.use("client certificate rotation", cluster.rotation).start();
   return cluster;
 }
@@ -52,6 +58,8 @@ export interface Cluster {
   internalIP: string | undefined;
   kubeletVersion: string;
   rotation?: ClientCertificateRotation;
+  /** The REST clients this agent made (none for an injected API): their connections end with the disposal stack. */
+  clients?: { api: RestClient; rotation?: RestClient };
 }
 
 /**
@@ -78,10 +86,17 @@ export async function connectCluster(
       userAgent,
     });
   }
-  const { credentials, rotation } = await rotatedCredentials(config, { ...opts, userAgent });
+  const { credentials, rotation, rotationClient } = await rotatedCredentials(config, { ...opts, userAgent });
   const rest = createRestClient({ credentials, qps: config.kubelet.kubeAPIQPS, burst: config.kubelet.kubeAPIBurst, clock: opts.clock, logger: opts.logger, userAgent });
   opts.logger.info("using the API server", { server: rest.server, node: config.nodeName });
-  return { api: createKubeApi(rest, { contentType: config.kubelet.contentType }), csr: csrApi(rest), internalIP: defaultRouteIPv4(), kubeletVersion, rotation };
+  return {
+    api: createKubeApi(rest, { contentType: config.kubelet.contentType }),
+    csr: csrApi(rest),
+    internalIP: defaultRouteIPv4(),
+    kubeletVersion,
+    rotation,
+    clients: { api: rest, ...(rotationClient ? { rotation: rotationClient } : {}) },
+  };
 }
 
 /**
@@ -92,7 +107,7 @@ export async function connectCluster(
 async function rotatedCredentials(
   config: AgentConfig,
   opts: { clock: Clock; logger: Logger; random: () => number; userAgent: string },
-): Promise<{ credentials: Credentials; rotation?: ClientCertificateRotation }> {
+): Promise<{ credentials: Credentials; rotation?: ClientCertificateRotation; rotationClient?: RestClient }> {
   const { createRestClient, loadCredentials } = await import("../api/rest.ts");
   const loaded = await loadCredentials(config.kubeconfig!);
   if (!config.kubelet.rotateCertificates || !loaded.cert || !loaded.key) return { credentials: loaded };
@@ -101,15 +116,16 @@ async function rotatedCredentials(
   const stored = readUsableCertificate(posix.join(config.certDir, CURRENT_CLIENT_PEM), opts.clock.now());
   const newer = stored && certificateValidity(stored.certificatePem).notAfterMs > certificateValidity(fromKubeconfig.certificatePem).notAfterMs;
   const inUse = new ClientCertificateInUse(newer ? stored : fromKubeconfig);
-  const credentials: Credentials = { ...loaded, clientCertificate: () => inUse.pem() };
+  const credentials: Credentials = { ...loaded, clientCertificate: inUse };
+  const rotationClient = createRestClient({ credentials, qps: 5, burst: 10, clock: opts.clock, logger: opts.logger, userAgent: opts.userAgent });
   const rotation = new ClientCertificateRotation(inUse.current(), {
-    api: csrApi(createRestClient({ credentials, qps: 5, burst: 10, clock: opts.clock, logger: opts.logger, userAgent: opts.userAgent })),
+    api: csrApi(rotationClient),
     nodeName: config.nodeName,
     certDir: config.certDir,
     clock: opts.clock,
     logger: opts.logger,
     random: opts.random,
-    onRotated: (next) => inUse.replace(next),
+    inUse,
   });
-  return { credentials, rotation };
+  return { credentials, rotation, rotationClient };
 }

@@ -28,7 +28,12 @@ export interface Credentials {
   headers: Record<string, string>;
   insecureSkipVerify: boolean;
   /** A client certificate that changes while running (rotation); wins over cert/key for each new request. */
-  clientCertificate?: () => { cert: string; key: string };
+  clientCertificate?: ClientCertificateSource;
+}
+
+/** The client certificate in use now, read for each new connection (certificates/ `ClientCertificateInUse`). */
+export interface ClientCertificateSource {
+  pem(): { cert: string; key: string };
 }
 
 /** A kubeconfig that cannot be used; the message names the file and the entry. */

@@ -33,6 +33,7 @@ function scripted(answers: Answer[] = []) {
     },
     watch: async () => {},
     close() {},
+    [Symbol.dispose]() {},
   };
   return { rest, calls };
 }

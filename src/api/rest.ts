@@ -31,7 +31,7 @@ export interface RequestOptions {
   timeoutMs?: number;
 }
 
-export interface RestClient {
+export interface RestClient extends Disposable {
   readonly server: string;
   request<T>(verb: "GET" | "POST" | "PUT" | "PATCH" | "DELETE", path: string, opts?: RequestOptions): Promise<T>;
   /**
@@ -49,6 +49,8 @@ export interface RestClient {
   watch(path: string, query: RequestOptions["query"], onEvent: (event: WatchEvent) => void, signal: AbortSignal): Promise<void>;
   /** Ends the client's connections. */
   close(): void;
+  /** The same as close: the agent's disposal stack ends the connections as a named part. */
+  [Symbol.dispose](): void;
 }
 
 export { type Credentials, KubeconfigError, loadCredentials } from "./kubeconfig.ts";
@@ -82,7 +84,7 @@ export function createRestClient(opts: {
     ...(credentials.key ? { key: credentials.key } : {}),
     rejectUnauthorized: !credentials.insecureSkipVerify,
   };
-  const tls = (): TlsMaterial => (credentials.clientCertificate ? { ...staticTls, ...credentials.clientCertificate() } : staticTls);
+  const tls = (): TlsMaterial => (credentials.clientCertificate ? { ...staticTls, ...credentials.clientCertificate.pem() } : staticTls);
   const transport = opts.transport ?? transportFor(credentials.server, tls, { logger: opts.logger, clock: opts.clock });
   const url = (path: string, query: RequestOptions["query"]) => {
     const u = new URL(credentials.server + path);
@@ -113,6 +115,7 @@ export function createRestClient(opts: {
   return {
     server: credentials.server,
     close: () => transport.close(),
+    [Symbol.dispose]: () => transport.close(),
     async request<T>(verb: "GET" | "POST" | "PUT" | "PATCH" | "DELETE", path: string, o: RequestOptions = {}): Promise<T> {
       const encoded = o.body !== undefined ? { data: JSON.stringify(o.body), type: o.contentType ?? "application/json" } : undefined;
       const res = await send(verb, path, o, "application/json", encoded);

@@ -130,7 +130,7 @@ describe("client certificates", () => {
         clock,
         logger: memoryLogger().logger,
         random: () => 0.5, // 80%
-        onRotated: (c) => rotated.push(c.certificatePem),
+        inUse: { replace: (c) => rotated.push(c.certificatePem) },
       },
     );
     expect(rotation.deadline()).toBe(clock.now() + 80_000);

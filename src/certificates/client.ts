@@ -13,6 +13,7 @@
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { posix } from "node:path";
 import { createRestClient, loadCredentials, type RestClient } from "../api/rest.ts";
+import type { ClientCertificateSource } from "../api/kubeconfig.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
@@ -32,7 +33,12 @@ export interface ClientCertificate {
  * the REST client reads it for each new connection. Built before both, so
  * neither is changed after it is made.
  */
-export class ClientCertificateInUse {
+/** Who takes a renewed certificate into use once the rotation stored it. */
+export interface CertificateInUse {
+  replace(next: ClientCertificate): void;
+}
+
+export class ClientCertificateInUse implements CertificateInUse, ClientCertificateSource {
   constructor(private cert: ClientCertificate) {}
 
   current(): ClientCertificate {
@@ -263,7 +269,8 @@ export class ClientCertificateRotation implements Disposable {
       logger: Logger;
       /** In [0, 1); injected so tests pick the point in the window. */
       random: () => number;
-      onRotated?: (cert: ClientCertificate) => void;
+      /** Takes each renewed certificate into use (the API client's holder, the serving certificate's server). */
+      inUse?: CertificateInUse;
       /** How a new certificate is obtained; default requestClientCertificate. */
       request?: () => Promise<ClientCertificate>;
       /** The files' name in certDir (storeClientCertificate); default kubelet-client. */
@@ -314,7 +321,7 @@ export class ClientCertificateRotation implements Disposable {
       this.failures = 0;
       const v = certificateValidity(next.certificatePem);
       logger.info(`rotated the ${this.what()} certificate`, { serial: v.serial, notAfter: new Date(v.notAfterMs).toISOString() });
-      this.opts.onRotated?.(next);
+      this.opts.inUse?.replace(next);
       this.start();
     } catch (err) {
       this.failures++;

@@ -71,7 +71,7 @@ export function manageServingCertificate(opts: ServingCertificateOptions): Dispo
       random: opts.random,
       request,
       pairName: SERVING_PAIR,
-      onRotated: opts.onCertificate,
+      inUse: { replace: opts.onCertificate },
     });
     rotation.start();
   };
