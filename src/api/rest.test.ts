@@ -7,6 +7,7 @@ import { envelope, PROTOBUF, Writer } from "./protobuf.ts";
 import { FakeTransport } from "./fake-transport.ts";
 import { createRestClient } from "./rest.ts";
 import { TransportError } from "./transport.ts";
+import { DisposalStack } from "../util/disposal.ts";
 
 const seen: { method: string; type: string | null; accept: string | null; body: number[] }[] = [];
 const server = Bun.serve({
@@ -81,5 +82,18 @@ test("requests go through the given transport; a transport failure is an ApiErro
     message: expect.stringContaining("Connect: connect ECONNREFUSED"),
   });
   client.close();
+  expect(transport.closed).toBe(true);
+});
+
+test("the client is a named part of the agent's disposal stack: stopping the stack ends its transport's connections", async () => {
+  const transport = new FakeTransport(() => Response.json({}));
+  const logger = createLogger({ verbosity: 0 });
+  const stack = new DisposalStack({ clock: realClock, logger });
+  stack.use(
+    "API client",
+    createRestClient({ credentials: { server: "https://api", headers: {}, insecureSkipVerify: false }, qps: 0, burst: 0, clock: realClock, logger, userAgent: "ua", transport }),
+  );
+  expect(transport.closed).toBe(false);
+  await stack.dispose();
   expect(transport.closed).toBe(true);
 });
