@@ -81,21 +81,23 @@ describe("CRI log files", () => {
     const done = (async () => {
       for await (const x of readLogs([f], { ...base, follow: true, pollMs: 10, runningCheckMs: 10, stillRunning: async () => running })) out.push(x);
     })();
-    await Bun.sleep(50);
+    // Waits for what the reader serves, not a fixed time: a loaded machine (CI) may poll late.
+    const served = async (pieces: number) => {
+      for (let waited = 0; out.length < pieces && waited < 5000; waited += 5) await Bun.sleep(5);
+      return out;
+    };
+    expect(await served(1)).toEqual(["a\n"]);
     appendFileSync(f, cri("02", "b", "P"));
-    await Bun.sleep(50);
     // A partial piece is served as soon as it is read (upstream writes each piece), its end later.
-    expect(out).toEqual(["a\n", "b"]);
+    expect(await served(2)).toEqual(["a\n", "b"]);
     appendFileSync(f, cri("02", "c"));
-    await Bun.sleep(50);
-    expect(out).toEqual(["a\n", "b", "c\n"]);
+    expect(await served(3)).toEqual(["a\n", "b", "c\n"]);
     // Rotation: the file is renamed and the runtime opens a fresh one.
     const { renameSync } = await import("node:fs");
     appendFileSync(f, cri("03", "d"));
     renameSync(f, f + ".20240101-000003");
     writeFileSync(f, cri("04", "e"));
-    await Bun.sleep(80);
-    expect(out.join("")).toBe("a\nbc\nd\ne\n");
+    expect((await served(5)).join("")).toBe("a\nbc\nd\ne\n");
     running = false;
     await done;
   });
