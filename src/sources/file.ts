@@ -10,6 +10,7 @@ import type { Clock } from "../util/clock.ts";
 import { decodeDocuments } from "../util/decode.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
+import { podResourceErrors, invalidPodMessage } from "./resource-validation.ts";
 import { parsePod, type Pod } from "../pods/schema.ts";
 import { applyStaticPodDefaults, logUidNote, type StaticUidNote } from "./defaults.ts";
 import type { PodSource, SourceSnapshot } from "./types.ts";
@@ -107,6 +108,9 @@ export function parseManifest(
   if (docs.length !== 1) return { ok: false, error: `expected one Pod document, found ${docs.length}` };
   const parsed = parsePod(docs[0]);
   if (!parsed.ok) return { ok: false, error: parsed.error };
+  // What the API server would refuse (upstream validates every static pod it decodes): resources that cannot be overcommitted.
+  const invalid = podResourceErrors(parsed.value);
+  if (invalid.length) return { ok: false, error: invalidPodMessage(invalid) };
   let uidNote: StaticUidNote | undefined;
   const pod = applyStaticPodDefaults(parsed.value, {
     nodeName: opts.nodeName,

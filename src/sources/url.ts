@@ -9,6 +9,7 @@ import type { Clock } from "../util/clock.ts";
 import { decodeDocuments, MAX_DOCUMENT_BYTES } from "../util/decode.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
+import { podResourceErrors, invalidPodMessage } from "./resource-validation.ts";
 import { parsePod, type Pod } from "../pods/schema.ts";
 import { applyStaticPodDefaults, logUidNote, type StaticUidNote } from "./defaults.ts";
 import type { PodSource, SourceSnapshot } from "./types.ts";
@@ -49,6 +50,9 @@ export function podsFromBody(
   for (const [i, item] of items.entries()) {
     const parsed = parsePod(item);
     if (!parsed.ok) return { ok: false, error: doc?.kind === "PodList" ? `items[${i}]: ${parsed.error}` : parsed.error };
+    // What the API server would refuse (upstream validates every static pod it decodes): resources that cannot be overcommitted.
+    const invalid = podResourceErrors(parsed.value);
+    if (invalid.length) return { ok: false, error: doc?.kind === "PodList" ? `items[${i}]: ${invalidPodMessage(invalid)}` : invalidPodMessage(invalid) };
     let uidNote: StaticUidNote | undefined;
     const pod = applyStaticPodDefaults(parsed.value, {
       nodeName: opts.nodeName,
