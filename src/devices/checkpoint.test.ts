@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import { fnv32a } from "../util/fnv.ts";
-import { type CheckpointData, decodeCheckpoint, encodeCheckpoint } from "./checkpoint.ts";
+import { type CheckpointData, checkpointChecksum, decodeCheckpoint, encodeCheckpoint, spewText } from "./checkpoint.ts";
 
 const data: CheckpointData = {
   entries: [
@@ -17,7 +17,15 @@ test("each device under the NUMA nodes its plugin reports, '-1' only without top
     '{"PodUID":"u1","ContainerName":"c","ResourceName":"example.com/dev","DeviceIDs":{"0":["d3"],"1":["d2","d3"],"-1":["d4"]},"AllocResp":"CgA="},' +
     '{"PodUID":"u2","ContainerName":"c","ResourceName":"example.com/dev","DeviceIDs":{"-1":["d1"]},"AllocResp":null}],' +
     '"RegisteredDevices":{"example.com/dev":["d1","d2","d3","d4"]}}';
-  expect(text).toBe(`{"Data":${dataText},"Checksum":${fnv32a(dataText)}}`);
+  // Upstream's checksum: FNV-1a 32 of go-spew's dump of Data (the spew text and the sum are what a Go program with
+  // upstream's checkpoint types, go-spew and dump.ForHash's settings printed for this file).
+  expect(spewText(JSON.parse(dataText))).toBe(
+    "(checkpoint.checkpointData){PodDeviceEntries:([]checkpoint.PodDevicesEntry)[" +
+      "{PodUID:(string)u1 ContainerName:(string)c ResourceName:(string)example.com/dev DeviceIDs:(checkpoint.DevicesPerNUMA)map[-1:[d4] 0:[d3] 1:[d2 d3]] AllocResp:([]uint8)[10 0]} " +
+      "{PodUID:(string)u2 ContainerName:(string)c ResourceName:(string)example.com/dev DeviceIDs:(checkpoint.DevicesPerNUMA)map[-1:[d1]] AllocResp:([]uint8)<nil>}" +
+      "] RegisteredDevices:(map[string][]string)map[example.com/dev:[d1 d2 d3 d4]]}",
+  );
+  expect(text).toBe(`{"Data":${dataText},"Checksum":${checkpointChecksum(JSON.parse(dataText))}}`);
   // Read back: each device once (nodes ascending, those without topology last) with its nodes.
   expect(decodeCheckpoint(text)).toEqual({
     ok: true,
@@ -29,6 +37,36 @@ test("each device under the NUMA nodes its plugin reports, '-1' only without top
       registered: data.registered,
     },
   });
+});
+
+test("upstream's checksum over what Go decodes: nodes numerically, names bytewise, nil and empty apart (sums printed by Go)", () => {
+  const file = (Data: object) => JSON.stringify({ Data, Checksum: 0 });
+  const cases: [string, number][] = [
+    [
+      file({
+        PodDeviceEntries: [
+          { PodUID: "u1", ContainerName: "c", ResourceName: "example.com/dev", DeviceIDs: { "0": ["d3"], "1": ["d2", "d3"], "-1": ["d4"] }, AllocResp: "CgD/" },
+          { PodUID: "u2", ContainerName: "c", ResourceName: "example.com/dev", DeviceIDs: { "2": ["d10"], "10": ["d1"] }, AllocResp: null },
+        ],
+        RegisteredDevices: { "example.com/dev": ["d1", "d2", "d3", "d4"], "Example.com/b": [], "b.io/x": ["z"] },
+      }),
+      3183987623,
+    ],
+    [file({ PodDeviceEntries: null, RegisteredDevices: null }), 1944006890],
+    [
+      file({ PodDeviceEntries: [{ PodUID: "u", ContainerName: "c", ResourceName: "r/x", DeviceIDs: { "-1": ["a"] }, AllocResp: "" }], RegisteredDevices: { "r/x": null } }),
+      1213170206,
+    ],
+  ];
+  for (const [text, sum] of cases) {
+    expect(checkpointChecksum(JSON.parse(text).Data)).toBe(sum);
+    expect(decodeCheckpoint(text.replace('"Checksum":0', `"Checksum":${sum}`))).toMatchObject({ ok: true });
+  }
+});
+
+test("a file with the checksum this agent wrote before (FNV-1a of the JSON of Data) is still read", () => {
+  const dataText = '{"PodDeviceEntries":[],"RegisteredDevices":{"example.com/dev":["d1"]}}';
+  expect(decodeCheckpoint(`{"Data":${dataText},"Checksum":${fnv32a(dataText)}}`)).toEqual({ ok: true, data: { entries: [], registered: { "example.com/dev": ["d1"] } } });
 });
 
 test("a file written before the nodes were kept (every device under '-1') reads as devices without topology", () => {

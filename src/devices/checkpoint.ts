@@ -6,9 +6,11 @@
  * when it reports none) and the plugin's Allocate answer for that container
  * (protobuf, base64 in JSON), and the devices each registered resource had.
  * Files written before this agent kept the nodes (every device under "-1")
- * read as devices without topology. The checksum is FNV-32a over the JSON of `Data`
- * (upstream hashes a Go dump of the struct, which is not reproducible here):
- * a file this agent did not write is refused, not misread.
+ * read as devices without topology. The checksum is upstream's: FNV-1a 32
+ * over go-spew's `%#v` of `Data` as Go decodes it (checkpointmanager's
+ * checksum.New), so the upstream kubelet and this agent read each other's
+ * file; one with the checksum this agent wrote before (FNV-1a of the JSON of
+ * `Data`) is still read. Anything else is refused, not misread.
  */
 import { mkdirSync, readFileSync, renameSync, writeFileSync, openSync, fsyncSync, closeSync } from "node:fs";
 import { posix } from "node:path";
@@ -89,8 +91,39 @@ export function encodeCheckpoint(data: CheckpointData): string {
     })),
     RegisteredDevices: data.registered,
   };
-  return JSON.stringify({ Data, Checksum: fnv32a(JSON.stringify(Data)) });
+  return JSON.stringify({ Data, Checksum: checkpointChecksum(Data) });
 }
+
+type FileData = v.InferOutput<typeof File>["Data"];
+
+const spewStrings = (ids: readonly string[] | null | undefined): string => (ids == null ? "<nil>" : `[${ids.join(" ")}]`);
+const goStringOrder = (a: string, b: string): number => Buffer.compare(Buffer.from(a), Buffer.from(b));
+
+/**
+ * go-spew's `%#v` of upstream's checkpointData (dump.ForHash: sorted map keys,
+ * nil as `<nil>`, types only where not an element): the text upstream's
+ * checksum hashes.
+ */
+export function spewText(data: FileData): string {
+  const entry = (e: v.InferOutput<typeof Entry>): string => {
+    const nodes = Object.keys(e.DeviceIDs).sort((a, b) => Number(a) - Number(b));
+    const deviceIds = `map[${nodes.map((n) => `${Number(n)}:${spewStrings(e.DeviceIDs[n])}`).join(" ")}]`;
+    const alloc = e.AllocResp == null ? "<nil>" : `[${[...Buffer.from(e.AllocResp, "base64")].join(" ")}]`;
+    return `{PodUID:(string)${e.PodUID} ContainerName:(string)${e.ContainerName} ResourceName:(string)${e.ResourceName} DeviceIDs:(checkpoint.DevicesPerNUMA)${deviceIds} AllocResp:([]uint8)${alloc}}`;
+  };
+  const entries = data.PodDeviceEntries == null ? "<nil>" : `[${data.PodDeviceEntries.map(entry).join(" ")}]`;
+  const registered =
+    data.RegisteredDevices == null
+      ? "<nil>"
+      : `map[${Object.keys(data.RegisteredDevices)
+          .sort(goStringOrder)
+          .map((k) => `${k}:${spewStrings(data.RegisteredDevices![k])}`)
+          .join(" ")}]`;
+  return `(checkpoint.checkpointData){PodDeviceEntries:([]checkpoint.PodDevicesEntry)${entries} RegisteredDevices:(map[string][]string)${registered}}`;
+}
+
+/** upstream checksum.New(checkpointData). */
+export const checkpointChecksum = (data: FileData): number => fnv32a(spewText(data));
 
 export type DecodeResult = { ok: true; data: CheckpointData } | { ok: false; error: string };
 
@@ -103,7 +136,9 @@ export function decodeCheckpoint(text: string): DecodeResult {
   }
   const parsed = v.safeParse(File, raw);
   if (!parsed.success) return { ok: false, error: `unexpected shape at ${v.getDotPath(parsed.issues[0]) ?? "root"}: ${parsed.issues[0].message}` };
-  if (fnv32a(JSON.stringify((raw as { Data: unknown }).Data)) !== parsed.output.Checksum) return { ok: false, error: "checksum mismatch" };
+  const { Checksum } = parsed.output;
+  // Upstream's checksum, or the one this agent wrote before it had upstream's (the JSON of Data).
+  if (checkpointChecksum(parsed.output.Data) !== Checksum && fnv32a(JSON.stringify((raw as { Data: unknown }).Data)) !== Checksum) return { ok: false, error: "checksum mismatch" };
   const { PodDeviceEntries, RegisteredDevices } = parsed.output.Data;
   return {
     ok: true,
