@@ -67,6 +67,14 @@ describe("the API server's validation of resources that cannot be overcommitted 
     );
   });
 
+  test("pod-level spec.resources is left alone, as the kubelet's validation of static pods (PodLevelResourcesEnabled off) leaves it", () => {
+    const pod = {
+      metadata: { name: "p" },
+      spec: { resources: { limits: { "hugepages-2Mi": "2Mi" }, requests: { "hugepages-2Mi": "4Mi" } }, containers: [{ name: "c", image: "x" }] },
+    } as unknown as Pod;
+    expect(podResourceErrors(pod)).toEqual([]);
+  });
+
   test("a static pod manifest (file or URL) failing it is refused with that error, as upstream skips it", () => {
     const manifest = {
       apiVersion: "v1",

@@ -15,7 +15,10 @@
  * - huge pages need cpu or memory in the same container ("HugePages require
  *   cpu or memory").
  * Each error reads as upstream's field.Error prints it. Upstream walks Go maps,
- * so its order varies; here resources are taken by name.
+ * so its order varies; here resources are taken by name. Pod-level
+ * `spec.resources` is not checked: the kubelet validates static pods with
+ * zero PodValidationOptions, whose PodLevelResourcesEnabled is false, so
+ * upstream skips validatePodResources for them too.
  */
 import { parseQuantity } from "../config/quantity.ts";
 import { exactQuantity, HUGEPAGES_PREFIX, isHugePageResourceName } from "../pods/resource-names.ts";
