@@ -1,26 +1,24 @@
 /**
  * Which CPUs an exclusive request takes, after upstream's
  * takeByTopologyNUMAPacked (cpumanager/cpu_assignment.go), "packed":
- * 1. whole free sockets, while the request needs at least a socket;
+ * 1. whole free NUMA nodes and whole free sockets, while the request needs at
+ *    least one: NUMA nodes first where each holds one or more sockets
+ *    (sockets >= NUMA nodes, upstream's numaFirst), sockets first otherwise;
  * 2. whole free cores, while it needs at least a core;
- * 3. single CPUs, filling the most used sockets and cores first.
- * Sockets and cores are visited most allocated first (fewest free CPUs), then
- * by id, so that free capacity stays in whole units. (Upstream takes whole
- * NUMA nodes first where they are larger than sockets; the uncore-cache and
- * spread options are not implemented.) takeByTopologyDistributed is
- * upstream's takeByTopologyNUMADistributed (distribute-cpus-across-numa) over
- * this packed take.
+ * 3. single CPUs, filling the most used cores first.
+ * Every level is visited most allocated first (fewest free CPUs), then by id,
+ * within the order of the level above it (numaFirst: NUMA node, socket, core;
+ * socketsFirst: socket, NUMA node, core), so that free capacity stays in
+ * whole units. (The uncore-cache and spread options are not implemented.)
+ * takeByTopologyDistributed is upstream's takeByTopologyNUMADistributed
+ * (distribute-cpus-across-numa) over this packed take.
  */
 import type { CpuSet } from "../util/cpuset.ts";
 import type { CpuInfo, CpuTopology } from "./topology.ts";
 
 export type Take = { ok: true; cpus: CpuSet } | { ok: false; error: string };
 
-const groupBy = (cpus: readonly CpuInfo[], key: (c: CpuInfo) => number) => {
-  const out = new Map<number, CpuInfo[]>();
-  for (const c of cpus) out.set(key(c), [...(out.get(key(c)) ?? []), c]);
-  return out;
-};
+type Level = "numa" | "socket" | "core";
 
 export function takeByTopology(t: CpuTopology, available: CpuSet, numCpus: number): Take {
   if (numCpus === 0) return { ok: true, cpus: [] };
@@ -28,21 +26,35 @@ export function takeByTopology(t: CpuTopology, available: CpuSet, numCpus: numbe
   const free = new Set(available);
   const taken: number[] = [];
   const need = () => numCpus - taken.length;
-  const freeIn = (cpus: readonly CpuInfo[]) => cpus.filter((c) => free.has(c.cpu));
   const take = (cpus: readonly CpuInfo[]) => {
     for (const c of cpus) {
       free.delete(c.cpu);
       taken.push(c.cpu);
     }
   };
-  const order = (groups: Map<number, CpuInfo[]>) => [...groups.entries()].sort(([ia, a], [ib, b]) => freeIn(a).length - freeIn(b).length || ia - ib).map(([, cpus]) => cpus);
-  const sockets = () => order(groupBy(t.cpus, (c) => c.socket));
-  const cores = () => sockets().flatMap((s) => order(groupBy(s, (c) => c.core)));
+  const inUnit = (level: Level, id: number) => t.cpus.filter((c) => c[level] === id);
+  const freeIn = (level: Level, id: number) => inUnit(level, id).filter((c) => free.has(c.cpu));
+  /** upstream acc.sort: the units of `level` with free CPUs among `within`, fewest free CPUs first, then by id. */
+  const sorted = (level: Level, within: readonly CpuInfo[]) =>
+    [...new Set(within.filter((c) => free.has(c.cpu)).map((c) => c[level]))].sort((a, b) => freeIn(level, a).length - freeIn(level, b).length || a - b);
+  const distinct = (level: Level) => new Set(t.cpus.map((c) => c[level])).size;
+  const numaFirst = distinct("socket") >= distinct("numa");
+  const [first, second]: [Level, Level] = numaFirst ? ["numa", "socket"] : ["socket", "numa"];
+  const firsts = () => sorted(first, t.cpus);
+  const seconds = () => firsts().flatMap((id) => sorted(second, inUnit(first, id)));
+  const cores = () => seconds().flatMap((id) => sorted("core", inUnit(second, id)));
+  const takeWhole = (level: Level, ids: number[]) => {
+    for (const id of ids) {
+      const unit = inUnit(level, id);
+      if (freeIn(level, id).length === unit.length && need() >= unit.length) take(unit);
+    }
+  };
 
-  for (const socket of sockets()) if (freeIn(socket).length === socket.length && need() >= socket.length) take(socket);
-  for (const core of cores()) if (freeIn(core).length === core.length && need() >= core.length) take(core);
+  takeWhole(first, firsts());
+  takeWhole(second, seconds());
+  takeWhole("core", cores());
   for (const core of cores())
-    for (const c of freeIn(core).sort((a, b) => a.cpu - b.cpu)) {
+    for (const c of freeIn("core", core).sort((a, b) => a.cpu - b.cpu)) {
       if (need() === 0) break;
       take([c]);
     }

@@ -5,13 +5,14 @@ import { join } from "node:path";
 import type { Pod } from "../pods/schema.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
-import { takeByTopology } from "./assignment.ts";
+import { type Take, takeByTopology } from "./assignment.ts";
 import { checkpointChecksum, decodeCheckpoint, encodeCheckpoint } from "./checkpoint.ts";
 import { cpuSet, formatCpuSet, parseCpuSet } from "../util/cpuset.ts";
 import { fakeTopology, memoryStateStore } from "./fake.ts";
 import { PolicyCpuManager } from "./manager.ts";
 import { CpuManagerError, CpuPolicy, guaranteedCpus } from "./policy.ts";
-import { readCpuTopology } from "./topology.ts";
+import { readCpuTopology, type CpuTopology } from "./topology.ts";
+import topologies from "./testdata/upstream-topologies.json";
 
 type C = { name: string; cpu?: string; memory?: string; restartPolicy?: string };
 const pod = (uid: string, containers: C[], init: C[] = []): Pod => {
@@ -67,12 +68,32 @@ describe("the state file", () => {
 });
 
 describe("taking CPUs by topology", () => {
+  const taken = (r: Take) => (r.ok ? formatCpuSet(r.cpus) : r.error);
   test("whole sockets, then whole cores, then single threads of the most used cores", () => {
     const t = fakeTopology(2, 2, 2); // CPUs 0-7; cores 0..3 with siblings (0,4) (1,5) (2,6) (3,7); socket 0 = cores 0,1
     expect(takeByTopology(t, parseCpuSet("0-7"), 4)).toEqual({ ok: true, cpus: [0, 1, 4, 5] }); // socket 0
     expect(takeByTopology(t, parseCpuSet("1-7"), 2)).toEqual({ ok: true, cpus: [1, 5] }); // a whole free core of the more used socket, not 4 + 1
     expect(takeByTopology(t, parseCpuSet("1-7"), 1)).toEqual({ ok: true, cpus: [4] }); // fills the half-used core 0
     expect(takeByTopology(t, parseCpuSet("1-2"), 3)).toEqual({ ok: false, error: "not enough cpus available to satisfy request: requested=3, available=2" });
+  });
+
+  test("NUMA nodes first where each holds one or more sockets (upstream numaFirst): a whole free NUMA node before sockets of another", () => {
+    // The NUMA test VM's sysfs (numa-vm.test.ts): six sockets of one core, CPUs 0-2 on node 0, 3-5 on node 1; CPU 0 reserved.
+    const vm: CpuTopology = { cpus: [0, 1, 2, 3, 4, 5].map((cpu) => ({ cpu, core: cpu, socket: cpu, numa: cpu < 3 ? 0 : 1 })) };
+    // Node 1 whole, then the most used node's lowest socket; sockets alone (by id) gave 1-4, two CPUs on each node.
+    expect(takeByTopology(vm, parseCpuSet("1-5"), 4)).toEqual({ ok: true, cpus: [1, 3, 4, 5] });
+    expect(takeByTopology(vm, parseCpuSet("1-5"), 2)).toEqual({ ok: true, cpus: [1, 2] }); // less than a node: node 0's sockets, the more used node
+    // upstream's fakeTopoMultiSocketDualSocketPerNumaHT: topoDualSocketMultiNumaPerSocketHT with sockets and NUMA nodes swapped
+    // (4 sockets of 20 CPUs, 2 NUMA nodes of 40). With CPU 0 taken, 40 CPUs are NUMA node 1, not sockets 1 and 2 across both nodes.
+    const flipped: CpuTopology = {
+      cpus: topologies.topoDualSocketMultiNumaPerSocketHT.map(([cpu, core, socket, numa]) => ({ cpu: cpu!, core: core!, socket: numa!, numa: socket! })),
+    };
+    expect(taken(takeByTopology(flipped, parseCpuSet("1-79"), 40))).toBe("20-39,60-79");
+    // Sockets first where a socket holds several NUMA nodes, as before: 20 CPUs are a whole NUMA node of the more used socket.
+    const multiNuma: CpuTopology = {
+      cpus: topologies.topoDualSocketMultiNumaPerSocketHT.map(([cpu, core, socket, numa]) => ({ cpu: cpu!, core: core!, socket: socket!, numa: numa! })),
+    };
+    expect(taken(takeByTopology(multiNuma, parseCpuSet("1-79"), 20))).toBe("10-19,50-59");
   });
 });
 
