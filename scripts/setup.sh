@@ -9,7 +9,8 @@
 #   4. tests only: Go for the control plane build (scripts/go.sh: the one
 #      found, or the pinned release installed into the cache) and the kernel
 #      the cgroup v2 VM test boots, unpacked from Debian's package into the
-#      cache, never installed as a kernel of this machine.
+#      cache, never installed as a kernel of this machine; the per-user
+#      inotify instance limit raised to 1024 when it is lower.
 #
 #   scripts/setup.sh                        what scripts/test.sh needs
 #   scripts/setup.sh --demo                 only what scripts/demo.sh uses
@@ -131,6 +132,14 @@ if ((!demo)); then
   go="$(bash "$here/go.sh" | tail -n 1)"
   say "go: $go ($(GOTOOLCHAIN=local "$go" env GOVERSION)) in $(ms "$t") ms"
   vm_kernel
+  # Every inotify instance of every root process counts against one per-user limit, Debian's default 128: the
+  # suite runs containerd, a control plane, Prometheus and the upstream kubelet (cAdvisor and its file watchers
+  # take a dozen) side by side, and the upstream kubelet failed to start ("too many open files") once it ran out.
+  inotify=/proc/sys/fs/inotify/max_user_instances
+  if [[ -w $inotify ]] && (($(cat "$inotify") < 1024)); then
+    echo 1024 >"$inotify"
+    say "inotify: max_user_instances raised to 1024 (was Debian's default; the suite runs many watchers side by side)"
+  fi
 fi
 
 grep -qw overlay /proc/filesystems || say "warning: no overlay filesystem in this kernel; containerd's overlayfs snapshotter will fail"
