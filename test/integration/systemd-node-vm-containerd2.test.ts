@@ -5,7 +5,9 @@
 // RuntimeConfig, which 1.6 does not: the agent must take the cgroup driver
 // from it, and refuse to start (exit 2, a message naming both settings) when
 // its config file says cgroupfs. run.sh's "containerd2" mode checks that, the
-// pods, their slices and the OOM kill, then powers off.
+// pods, their slices, the OOM kill, and the oom_score_adj runc gives a static pod
+// Guaranteed by pod-level resources alone (containerd 2.x here does not clamp
+// negative values, as the project's hosts require), then powers off.
 // Measured (2 shared cores, TCG): the boot to power-off 1.5-2.5 min.
 import { beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
@@ -108,5 +110,18 @@ describe("a systemd + cgroup v2 node with containerd 2.x (qemu)", () => {
     const components = qos === "Guaranteed" ? ["kubepods", `pod${oom.uid}`] : ["kubepods", qos.toLowerCase(), `pod${oom.uid}`];
     expect(fact("oom-kernel").split(/\s+/)).toContain(`task_memcg=${systemdCgroupPath(components)}/cri-containerd-${id}.scope`);
     expect(run.timedOut).toBe(false);
+  });
+
+  test("pod-level resources: a static pod Guaranteed by spec.resources alone sits in its kubepods slice and its container gets Guaranteed's oom_score_adj, -997, from runc", () => {
+    const pod = Bun.YAML.parse(readFileSync(join(repoRoot, "test/vm/node/podlevel/podlevel.yaml"), "utf8")) as Pod;
+    expect(pod.spec.containers[0]!.resources).toBeUndefined();
+    expect(podQosClass(pod)).toBe("Guaranteed");
+    const p = fields("podlevel");
+    expect(p).toMatchObject({ running: "yes", qos: "Guaranteed", path: systemdCgroupPath(["kubepods", `pod${p.uid}`]) });
+    // Beside it, the container-level classes: Guaranteed -997, BestEffort 1000, Burstable in between (from its memory request).
+    const adj = fields("oom-score-adj");
+    expect(adj).toMatchObject({ podlevel: "-997", guaranteed: "-997", besteffort: "1000" });
+    expect(Number(adj.burstable)).toBeGreaterThanOrEqual(2);
+    expect(Number(adj.burstable)).toBeLessThan(1000);
   });
 });

@@ -159,10 +159,30 @@ fact reserved-units "system.slice:$(systemctl show system.slice -p CPUWeight --v
 fact reserved-journal "$(journalctl -u kubelet --no-pager -o cat | grep 'enforced reserved limits' | head -2 | oneline)"
 fact qos-slices "burstable=$(cat /sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/cpu.weight) besteffort=$(cat /sys/fs/cgroup/kubepods.slice/kubepods-besteffort.slice/cpu.weight)"
 
-# containerd 2.x: the OOM kill too, then power off (the rest is the full run's, on containerd 1.6).
+# Pod-level resources: a static pod Guaranteed by spec.resources alone is added; each running container's
+# oom_score_adj as runc set it (containerd 2.x here does not restrict it, and runs as root with
+# CAP_SYS_RESOURCE, unlike the project's hosts where containerd must clamp negative values).
+podlevel_facts() {
+  local p uid cid scope v out=""
+  cp $P/podlevel/podlevel.yaml /etc/kubernetes/manifests/
+  if ! wait_for 120 running podlevel; then fact podlevel "running=no t=$(elapsed) $(pod podlevel '.status | tostring' | oneline)"; return; fi
+  uid=$(pod podlevel '.metadata.uid')
+  fact podlevel "running=yes qos=$(pod podlevel '.status.qosClass') uid=$uid path=$(find /sys/fs/cgroup/kubepods.slice -maxdepth 2 -type d -name "*-pod${uid//-/_}.slice" | head -1 | sed 's|^/sys/fs/cgroup||')"
+  for p in podlevel guaranteed burstable besteffort; do
+    cid=$(pod $p '.status.containerStatuses[0].containerID' | sed 's|^containerd://||')
+    scope=$(find /sys/fs/cgroup/kubepods.slice -type d -name "cri-containerd-$cid.scope" | head -1)
+    v=$(cat "/proc/$(head -1 "$scope/cgroup.procs")/oom_score_adj" 2>&1)
+    v=${v//$'\n'/_}
+    out="$out $p=${v// /_}"
+  done
+  fact oom-score-adj "$out"
+}
+
+# containerd 2.x: the OOM kill and pod-level resources too, then power off (the rest is the full run's, on containerd 1.6).
 if [ "$MODE" = containerd2 ]; then
   fact journal-driver "$(journalctl -u kubelet --no-pager -o cat | grep -m1 'cgroup driver')"
   oom_facts
+  podlevel_facts
   fact done "t=$(elapsed)"
   systemctl poweroff
   exit 0
