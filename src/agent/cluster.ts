@@ -90,7 +90,7 @@ export async function connectCluster(
   const rest = createRestClient({ credentials, qps: config.kubelet.kubeAPIQPS, burst: config.kubelet.kubeAPIBurst, clock: opts.clock, logger: opts.logger, userAgent });
   opts.logger.info("using the API server", { server: rest.server, node: config.nodeName });
   return {
-    api: createKubeApi(rest, { contentType: config.kubelet.contentType }),
+    api: createKubeApi(rest, { contentType: config.kubelet.contentType, random: opts.random }),
     csr: csrApi(rest),
     internalIP: defaultRouteIPv4(),
     kubeletVersion,

@@ -104,13 +104,27 @@ async function orUndefined<T>(p: Promise<T>): Promise<T | undefined> {
   }
 }
 
+/** Upstream's reflector default minWatchTimeout: a watch asks the API server to end it after 5 to 10 minutes. */
+export const WATCH_MIN_TIMEOUT_SECONDS = 300;
+/**
+ * Upstream's watch-based configMap and secret managers give their reflectors
+ * MinWatchTimeout 30 minutes ("to avoid recreating watches too often"): one
+ * watch per referenced object, ended after 30 to 60 minutes.
+ */
+export const OBJECT_WATCH_MIN_TIMEOUT_SECONDS = 1800;
+
+/** A reflector's timeoutSeconds: its minimum times [1, 2) (upstream minWatchTimeout * (rand.Float64() + 1)). */
+export const watchTimeoutSeconds = (minSeconds: number, random: () => number): number => Math.floor(minSeconds * (1 + random()));
+
 /**
  * `contentType` is the kubelet's (--kube-api-content-type): with protobuf,
  * upstream's default, Leases and Events go as protobuf as upstream's client
  * sends them; everything else is JSON either way (patches are JSON by
- * definition, and the other objects have no codec here).
+ * definition, and the other objects have no codec here). `random` (in [0, 1))
+ * spreads the watches' timeouts.
  */
-export function createKubeApi(rest: RestClient, opts: { contentType: string } = { contentType: "application/json" }): KubeApi {
+export function createKubeApi(rest: RestClient, opts: { contentType: string; random?: () => number } = { contentType: "application/json" }): KubeApi {
+  const watchTimeout = (min: number) => watchTimeoutSeconds(min, opts.random ?? Math.random);
   const pods = (ns: string) => `/api/v1/namespaces/${encodeURIComponent(ns)}/pods`;
   const leases = (ns: string) => `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(ns)}/leases`;
   const proto = new ProtobufRequests(rest, opts.contentType === PROTOBUF);
@@ -156,7 +170,7 @@ export function createKubeApi(rest: RestClient, opts: { contentType: string } = 
     watchPods: (fieldSelector, resourceVersion, onEvent, signal) =>
       rest.watch(
         "/api/v1/pods",
-        { fieldSelector, resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 300 + Math.floor(Math.random() * 300) },
+        { fieldSelector, resourceVersion, allowWatchBookmarks: true, timeoutSeconds: watchTimeout(WATCH_MIN_TIMEOUT_SECONDS) },
         onEvent as (e: WatchEvent) => void,
         signal,
       ),
@@ -193,7 +207,7 @@ export function createKubeApi(rest: RestClient, opts: { contentType: string } = 
     watchObjects: (resource, ns, fieldSelector, resourceVersion, onEvent, signal) =>
       rest.watch(
         `/api/v1/namespaces/${encodeURIComponent(ns)}/${resource}`,
-        { fieldSelector, resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 300 + Math.floor(Math.random() * 300) },
+        { fieldSelector, resourceVersion, allowWatchBookmarks: true, timeoutSeconds: watchTimeout(OBJECT_WATCH_MIN_TIMEOUT_SECONDS) },
         onEvent as (e: WatchEvent) => void,
         signal,
       ),
@@ -213,7 +227,7 @@ export function createKubeApi(rest: RestClient, opts: { contentType: string } = 
     watchServices: (resourceVersion, onEvent, signal) =>
       rest.watch(
         "/api/v1/services",
-        { resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 300 + Math.floor(Math.random() * 300) },
+        { resourceVersion, allowWatchBookmarks: true, timeoutSeconds: watchTimeout(WATCH_MIN_TIMEOUT_SECONDS) },
         onEvent as (e: WatchEvent) => void,
         signal,
       ),

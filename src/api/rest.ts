@@ -139,7 +139,9 @@ export function createRestClient(opts: {
       return { contentType, bytes };
     },
     async watch(path, query, onEvent, signal) {
-      const res = await send("GET", path, { query: { ...query, watch: true }, signal, timeoutMs: 60 * 60_000 }, "application/json", undefined);
+      // The server ends the watch after its timeoutSeconds (up to an hour for configMaps and secrets): the client's deadline is a minute later.
+      const serverEnds = typeof query?.timeoutSeconds === "number" ? query.timeoutSeconds : 3600;
+      const res = await send("GET", path, { query: { ...query, watch: true }, signal, timeoutMs: (serverEnds + 60) * 1000 }, "application/json", undefined);
       if (!res.ok) throw apiErrorFrom(res.status, await res.json().catch(() => undefined), "WATCH", path);
       if (!res.body) return;
       const decoder = new TextDecoder();
