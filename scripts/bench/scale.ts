@@ -69,6 +69,8 @@ interface Figures {
   requests: Map<string, number>;
   bytesIn: number;
   bytesOut: number;
+  /** bytesOut by "verb resource[/subresource]" (apiserver_response_sizes also counts a WATCH's stream when it ends). */
+  bytesOutBy: Map<string, number>;
   watchBytesOut: number;
   watchesOpen: number;
   /** The nodes' requests (audit log) per node-hour, and the nodes seen. */
@@ -175,6 +177,7 @@ async function window(label: string, ms: number, cp: ControlPlaneHandle, rest: R
     requests: perSecond(delta(sumBy(m0, "apiserver_request_total", verbResource), sumBy(m1, "apiserver_request_total", verbResource))),
     bytesIn: (sumOf(m1, "apiserver_request_body_size_bytes_sum") - sumOf(m0, "apiserver_request_body_size_bytes_sum")) / seconds,
     bytesOut: (sumOf(m1, "apiserver_response_sizes_sum") - sumOf(m0, "apiserver_response_sizes_sum")) / seconds,
+    bytesOutBy: perSecond(delta(sumBy(m0, "apiserver_response_sizes_sum", verbResource), sumBy(m1, "apiserver_response_sizes_sum", verbResource))),
     watchBytesOut: (sumOf(m1, "apiserver_watch_events_sizes_sum") - sumOf(m0, "apiserver_watch_events_sizes_sum")) / seconds,
     watchesOpen: total(sumBy(m1, "apiserver_longrunning_requests", (l) => (l.verb === "WATCH" ? "" : undefined))),
     nodeRequests: new Map([...load.requests].map(([k, v]) => [k, nodeHours > 0 ? v / nodeHours : 0])),
@@ -380,6 +383,11 @@ function report(runs: Map<HollowKind, KindRun>): string {
     out.push(
       `| ${k} | ${fmt(b?.nodes.nodeRequests.get(k) ?? (b ? 0 : undefined), 0)} | ${fmt(u?.nodes.nodeRequests.get(k) ?? (u ? 0 : undefined), 0)} | ${ratio(b?.nodes.nodeRequests.get(k), u?.nodes.nodeRequests.get(k))} |`,
     );
+  const sent = new Set<string>();
+  for (const r of runs.values()) for (const k of r.nodes.bytesOutBy.keys()) sent.add(k);
+  out.push("", "| bytes sent/s in responses by verb and resource, all clients (apiserver_response_sizes) | bunlet | upstream |", "| --- | ---: | ---: |");
+  for (const k of [...sent].sort())
+    out.push(`| ${k} | ${fmt(b?.nodes.bytesOutBy.get(k) ?? (b ? 0 : undefined), 0)} | ${fmt(u?.nodes.bytesOutBy.get(k) ?? (u ? 0 : undefined), 0)} |`);
   const all = new Set<string>();
   for (const r of runs.values()) for (const k of r.nodes.requests.keys()) all.add(k);
   out.push("", "| requests/s by verb and resource, all clients (apiserver_request_total) | bunlet | upstream |", "| --- | ---: | ---: |");
