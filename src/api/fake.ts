@@ -110,7 +110,8 @@ export class FakeKubeApi implements KubeApi {
     this.enter("patchNodeStatus", [name, patch]);
     const node = this.nodes.get(name);
     if (!node) throw new ApiError("NotFound", 404, "PATCH", `/api/v1/nodes/${name}/status`, "not found");
-    node.status = (patch as { status: unknown }).status;
+    // A strategic merge keeps the status fields the patch leaves out (one level: enough for the node controller's patches).
+    node.status = { ...(node.status as object | undefined), ...((patch as { status: object }).status ?? {}) };
     return structuredClone(node);
   }
   async getLease(namespace: string, name: string) {

@@ -5,7 +5,7 @@ import type { KubeletConfiguration } from "../config/index.ts";
 import { FakeCri } from "../cri/fake.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
-import { LEASE_NAMESPACE, NodeController, type ExtendedResources, type NodePodCidr, type NodePressure, type StorageHealth } from "./controller.ts";
+import { LEASE_NAMESPACE, NodeController, statusPatch, type ExtendedResources, type NodePodCidr, type NodePressure, type StorageHealth } from "./controller.ts";
 import { nodePodCidrs } from "./pod-cidr.ts";
 import type { MachineInfo } from "./machine.ts";
 import type { NodeCondition } from "./status.ts";
@@ -199,6 +199,32 @@ describe("NodeController", () => {
     await settle();
     expect([renewals(), statusPasses()]).toEqual([r0 + 2, s0 + 2]);
     await controller[Symbol.asyncDispose]();
+  });
+
+  test("a status patch leaves out nodeInfo, images, daemonEndpoints and addresses the API's Node has the same; conditions, capacity and allocatable always go", async () => {
+    const { api, controller, clock } = setup();
+    controller.start();
+    await startUp(clock);
+    const patchCalls = () => api.calls.filter((c) => c.method === "patchNodeStatus").map((c) => (c.args[1] as { status: Record<string, unknown> }).status);
+    // The first status: the registered Node had none of it.
+    expect(Object.keys(patchCalls()[0]!)).toEqual(expect.arrayContaining(["nodeInfo", "images", "daemonEndpoints", "addresses", "conditions"]));
+    for (let i = 0; i < 15; i++) {
+      clock.advance(10_000); // up to the first unchanged report (random 0: 2.5 min)
+      await settle();
+    }
+    const report = patchCalls().at(-1)!;
+    expect(patchCalls()).toHaveLength(2);
+    expect(Object.keys(report).sort()).toEqual(["allocatable", "capacity", "conditions"]);
+    // What the API server keeps is the whole status.
+    expect(Object.keys(api.nodes.get("n1")!.status as object)).toEqual(expect.arrayContaining(["nodeInfo", "images", "daemonEndpoints", "addresses"]));
+    await controller[Symbol.asyncDispose]();
+  });
+
+  test("statusPatch: a field another writer changed in the API's copy goes again; without the API's copy everything goes", () => {
+    const status = { nodeInfo: { kubeletVersion: "v1" }, images: [{ names: ["a"], sizeBytes: 1 }], conditions: [] };
+    expect(statusPatch(status, undefined)).toEqual(status);
+    expect(statusPatch(status, { status: { nodeInfo: { kubeletVersion: "v1" }, images: [{ sizeBytes: 1, names: ["a"] }] } })).toEqual({ conditions: [] });
+    expect(statusPatch(status, { status: { nodeInfo: { kubeletVersion: "v0" }, images: [] } })).toEqual(status);
   });
 
   test("after the API server was unreachable, the unchanged status is sent at once (the controller marked the node Unknown meanwhile)", async () => {

@@ -23,6 +23,7 @@ import type { MachineInfo } from "./machine.ts";
 import { defaultLabels, initialNode, nodeStatus, withoutHeartbeats, type NodeCondition, type NodeIdentity, type Pressure, type RuntimeHealth } from "./status.ts";
 import type { Requests } from "../util/requests.ts";
 import type { NodeRegistration } from "./registration.ts";
+import { canonicalJson } from "../util/canonical-json.ts";
 
 export const LEASE_NAMESPACE = "kube-node-lease";
 
@@ -97,6 +98,24 @@ export interface NodePodCidr {
 export const microTime = (ms: number): string => new Date(ms).toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
 const rfc3339 = (ms: number): string => new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
 
+/**
+ * Status fields no one but this agent writes: a patch leaves each out when the
+ * Node the API server last returned has it as computed (upstream sends a
+ * two-way merge diff against its copy of the Node). The conditions,
+ * capacity and allocatable always go: other writers (the node lifecycle
+ * controller) change them.
+ */
+const OWN_STATUS_FIELDS = ["nodeInfo", "images", "daemonEndpoints", "addresses"];
+
+/** `status` without the fields of OWN_STATUS_FIELDS that `apiNode` already has the same. */
+export function statusPatch(status: ApiObject, apiNode: ApiObject | undefined): ApiObject {
+  const current = apiNode?.status as Record<string, unknown> | undefined;
+  if (!current) return status;
+  const patch: ApiObject = { ...status };
+  for (const field of OWN_STATUS_FIELDS) if (field in patch && canonicalJson(patch[field]) === canonicalJson(current[field])) delete patch[field];
+  return patch;
+}
+
 /** The conditions of the Node as registration read or created it. */
 function registeredConditions(node: ApiObject | undefined): NodeCondition[] {
   const conditions = (node?.status as { conditions?: unknown } | undefined)?.conditions;
@@ -105,6 +124,8 @@ function registeredConditions(node: ApiObject | undefined): NodeCondition[] {
 
 export class NodeController implements AsyncDisposable {
   private registered: ApiObject | undefined;
+  /** The Node as the API server last returned it (registration, then each status patch): what a patch leaves out is there. */
+  private apiNode: ApiObject | undefined;
   private lastSent: { key: string; at: number; conditions: NodeCondition[] } | undefined;
   /**
    * The API server could not be reached since the status was last sent: the
@@ -140,6 +161,7 @@ export class NodeController implements AsyncDisposable {
       async () => {
         if (this.registered) return false;
         this.registered = await this.register();
+        this.apiNode = this.registered;
         this.opts.registration?.registered(this.nodeUid());
         await this.opts.podCidr?.fromNode(this.registered);
         this.opts.logger.info("successfully registered node", { node: this.opts.id.nodeName });
@@ -264,7 +286,9 @@ export class NodeController implements AsyncDisposable {
     const changed = this.apiMissedUs || !last || last.key !== key;
     if (last && !changed && now - last.at < config.nodeStatusReportFrequency + this.reportDelayMs) return false;
     this.reportDelayMs = changed ? config.nodeStatusReportFrequency * (this.opts.random() - 0.5) : 0;
-    const updated = await api.patchNodeStatus(this.opts.id.nodeName, { status });
+    // Missed by the API server: its copy may have changed meanwhile, so the whole status goes.
+    const updated = await api.patchNodeStatus(this.opts.id.nodeName, { status: this.apiMissedUs ? status : statusPatch(status, this.apiNode) });
+    this.apiNode = updated;
     this.apiMissedUs = false;
     await this.opts.podCidr?.fromNode(updated);
     if (!this.lastSent || this.lastSent.key !== key) {
