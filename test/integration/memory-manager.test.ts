@@ -87,7 +87,8 @@ test(
       expect(pinned.cgroupMems).toBe("0");
       expect(shared.specMems ?? "").toBe("");
 
-      const uid = (await podStatus("pinned")).metadata.uid;
+      // /pods lists a pod once its first sync wrote a status, which may be just after its container started.
+      const uid = (await eventually("pinned in /pods", () => podStatus("pinned"), 10_000)).metadata.uid;
       const state = stateFile();
       expect(state.policyName).toBe("Static");
       expect(state.entries).toEqual({ [uid]: { main: [{ numaAffinity: [0], type: "memory", size: 64 * Mi }] } });
@@ -136,7 +137,7 @@ test(
       await eventually("pinned pod gone", async () => (await podStatus("pinned")) === undefined, 60_000);
       put("next", { cpu: "100m", memory: "32Mi" });
       await eventually("next Guaranteed container running", () => containerOf("next"), 60_000);
-      const nextUid = (await podStatus("next")).metadata.uid;
+      const nextUid = (await eventually("next in /pods", () => podStatus("next"), 10_000)).metadata.uid;
       const after = stateFile();
       expect(after.entries).toEqual({ [nextUid]: { main: [{ numaAffinity: [0], type: "memory", size: 32 * Mi }] } });
       expect(after.machineState["0"].memoryMap.memory.reserved).toBe(32 * Mi);
