@@ -332,7 +332,14 @@ pid_check() {
     sleep 3
   done
   fact pid-victim "$(pod forker '"phase=\(.status.phase) reason=\(.status.reason)"') t=$(( $(elapsed) - t_start )) message=$(pod forker '.status.message' | tr ' ' '_')"
-  fact pid-pressure "threshold=$pid_threshold min_available=$min_avail max_forker_procs=$max_procs condition=$condition after=$(api /api/v1/nodes/bunlet-node | jq -r '.status.conditions[] | select(.type == "PIDPressure") | .status')"
+  # The condition goes to the API server with the next status pass (nodeStatusUpdateFrequency, 10 s, as upstream: no
+  # pass is made for it), which a quick eviction may precede; it stays True for evictionPressureTransitionPeriod.
+  local after=False
+  for _ in $(seq 1 10); do
+    [ "$(api /api/v1/nodes/bunlet-node | jq -r '.status.conditions[] | select(.type == "PIDPressure") | .status')" = True ] && { after=True; break; }
+    sleep 2
+  done
+  fact pid-pressure "threshold=$pid_threshold min_available=$min_avail max_forker_procs=$max_procs condition=$condition after=$after"
   fact pid-reclaim "$(journalctl -u kubelet --no-pager -o cat | grep 'attempting to reclaim' | grep -m1 'pids')"
   fact pid-evicted "$(journalctl -u kubelet --no-pager -o cat | grep 'pod is evicted successfully' | grep -o 'pod=[^ ]*' | tr '\n' ' ')"
   fact pid-others "$(for p in besteffort burstable guaranteed; do printf '%s=%s ' $p "$(pod $p '"\(.status.phase)/\(.status.reason // "-")"')"; done)"
