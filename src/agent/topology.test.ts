@@ -3,7 +3,7 @@ import { describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { loadConfig } from "../config/index.ts";
+import { configFromFields } from "../config/testing.ts";
 import { FakeClock } from "../util/clock.ts";
 import { DisposalStack } from "../util/disposal.ts";
 import { StartupConfigError } from "../util/errors.ts";
@@ -28,18 +28,10 @@ const noHints = { containerHints: () => undefined, podHints: () => undefined, al
 
 function build(fields: Record<string, unknown>, sys: string) {
   const rootDir = mkdtempSync(join(tmpdir(), "root-"));
-  const r = loadConfig(["--config=/k.json", `--root-dir=${rootDir}`], {
-    readFile: (p) => {
-      if (p === "/k.json") return JSON.stringify({ apiVersion: "kubelet.config.k8s.io/v1beta1", kind: "KubeletConfiguration", ...fields });
-      throw Object.assign(new Error(`ENOENT: ${p}`), { code: "ENOENT" });
-    },
-    hostname: () => "n1",
-    cwd: () => "/",
-  });
-  if (r.kind !== "run") throw new Error(`config did not load: ${JSON.stringify(r)}`);
+  const config = configFromFields(fields, { rootDir, hostname: "n1" });
   const clock = new FakeClock(0);
   const logger = memoryLogger().logger;
-  const w = { config: r.config, stack: new DisposalStack({ clock, logger }), clock, logger };
+  const w = { config, stack: new DisposalStack({ clock, logger }), clock, logger };
   const run = () =>
     buildTopologyManager(w, {
       node: { machine: { memoryBytes: 8 * 2 ** 30 } as never },

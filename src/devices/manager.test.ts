@@ -26,6 +26,8 @@ const pod = (uid: string, containers: { name: string; n?: number }[], init: { na
     },
   }) as unknown as Pod;
 
+/** A plugin's preference: the must-include devices, then the highest IDs offered (what the default choice would not take). */
+const mustThenHighest = (available: string[], must: string[], size: number) => [...must, ...available.filter((id) => !must.includes(id)).reverse()].slice(0, size);
 const until = async (cond: () => boolean, what: string) => {
   for (let i = 0; i < 200; i++) {
     if (cond()) return;
@@ -202,7 +204,7 @@ describe("DeviceManager", () => {
   test("GetPreferredAllocation: the init container's devices handed on are must-include, the size is the container's whole request", async () => {
     const s = await setup({
       devices: ["d1", "d2", "d3", "d4"],
-      preferred: (available, must, size) => [...must, ...available.filter((id) => !must.includes(id)).reverse()].slice(0, size),
+      preferred: mustThenHighest,
     });
     await registered(s, "4");
     const a = pod("a", [{ name: "app", n: 2 }], [{ name: "init", n: 1 }]);
@@ -473,7 +475,7 @@ describe("DeviceManager", () => {
         policy: "single-numa-node",
         scope: "pod",
         others: [prefers(1)],
-        preferred: (available, must, size) => [...must, ...available.filter((id) => !must.includes(id)).reverse()].slice(0, size),
+        preferred: mustThenHighest,
       });
       await registered(s, "6");
       const a = pod("a", [{ name: "app", n: 2 }], [{ name: "init", n: 2 }]);

@@ -20,7 +20,7 @@ import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { buildCpuManager, buildDevices, buildTopologyManager } from "../../../src/agent/node.ts";
 import { PodAdmission } from "../../../src/agent/pod-workers.ts";
-import { loadConfig } from "../../../src/config/index.ts";
+import { configFromFields } from "../../../src/config/testing.ts";
 import { CpuPolicy, PolicyCpuManager, readCpuTopology } from "../../../src/cpumanager/index.ts";
 import { memoryStateStore } from "../../../src/cpumanager/fake.ts";
 import { FakeDevicePlugin } from "../../../src/devices/fake-plugin.ts";
@@ -55,16 +55,7 @@ const guaranteed = (uid: string, cpus: number, devices = 0): Pod => {
 function agentConfig(fields: Record<string, unknown>, rootDir: string) {
   rmSync(rootDir, { recursive: true, force: true });
   mkdirSync(rootDir, { recursive: true });
-  const r = loadConfig(["--config=/k.json", `--root-dir=${rootDir}`], {
-    readFile: (p) => {
-      if (p === "/k.json") return JSON.stringify({ apiVersion: "kubelet.config.k8s.io/v1beta1", kind: "KubeletConfiguration", ...fields });
-      throw Object.assign(new Error(`ENOENT: ${p}`), { code: "ENOENT" });
-    },
-    hostname: () => "numa-vm",
-    cwd: () => "/",
-  });
-  if (r.kind !== "run") throw new Error(`the config did not load: ${JSON.stringify(r)}`);
-  return r.config;
+  return configFromFields(fields, { rootDir, hostname: "numa-vm" });
 }
 
 /** The agent's CPU, device and topology managers, built by its own builders from `fields`. */
