@@ -107,6 +107,7 @@ export function buildPodWorkers(
     admission,
     host: podHost,
     status: statusSink,
+    runtimePods,
     clock,
     logger,
     recorder,

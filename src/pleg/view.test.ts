@@ -11,10 +11,14 @@ test("the runtime pods view is empty until a PLEG serves it, then answers what t
   runtime.pods.set("u1", { uid: "u1", name: "web", namespace: "default", sandboxes: [{ id: "s1", ready: true, attempt: 0, createdAt: 0, additionalIps: [] }], containers: [] });
   const view = new RuntimePodsView();
   expect(view.runtimePods()).toEqual([]);
+  expect(view.heldAtLastRelist("u1")).toBeUndefined();
   const pleg = new GenericPleg({ runtime, clock, logger: memoryLogger().logger, view });
   expect(() => view.serve(pleg)).toThrow("already served");
+  // Served, but not relisted yet: still nothing known.
+  expect(view.heldAtLastRelist("u1")).toBeUndefined();
   pleg.start(() => {});
   await Bun.sleep(0);
   expect(view.runtimePods().map((p) => p.uid)).toEqual(["u1"]);
+  expect([view.heldAtLastRelist("u1"), view.heldAtLastRelist("u2")]).toEqual([true, false]);
   await pleg[Symbol.asyncDispose]();
 });

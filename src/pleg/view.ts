@@ -14,13 +14,23 @@ export interface RuntimePods {
   runtimePods(): RuntimePodRecord[];
 }
 
-export class RuntimePodsView extends Served<RuntimePods> implements RuntimePods, RuntimeCounts {
+/** Whether the runtime held a pod when the PLEG last relisted: a pod it did not hold starts from nothing. */
+export interface RuntimePodPresence {
+  /** True or false once the PLEG has relisted; undefined before (nothing known yet). */
+  heldAtLastRelist(uid: string): boolean | undefined;
+}
+
+export class RuntimePodsView extends Served<RuntimePods & { hasRelisted(): boolean }> implements RuntimePods, RuntimeCounts, RuntimePodPresence {
   constructor() {
     super("the runtime pods view");
   }
 
   runtimePods(): RuntimePodRecord[] {
     return this.ask((pleg) => pleg.runtimePods(), []);
+  }
+
+  heldAtLastRelist(uid: string): boolean | undefined {
+    return this.ask((pleg) => (pleg.hasRelisted() ? pleg.runtimePods().some((p) => p.uid === uid) : undefined), undefined);
   }
 
   runtimeCounts(): ReturnType<RuntimeCounts["runtimeCounts"]> {

@@ -7,6 +7,7 @@ import type { PodRuntime } from "../runtime/index.ts";
 import { LocalStatusStore } from "../status/index.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
+import type { RuntimePodPresence } from "../pleg/view.ts";
 import { DEADLINE_MESSAGE, HostPodSyncer, NODE_SHUTDOWN_MESSAGE, type SyncPodRequest } from "./pod-syncer.ts";
 
 const pod = (uid: string, restartPolicy: "Always" | "Never" = "Always"): Pod => ({
@@ -14,7 +15,7 @@ const pod = (uid: string, restartPolicy: "Always" | "Never" = "Always"): Pod => 
   spec: { restartPolicy, terminationGracePeriodSeconds: 5, containers: [{ name: "app", image: "busybox" }] },
 });
 
-function setup() {
+function setup(runtimePods?: RuntimePodPresence) {
   const clock = new FakeClock();
   const runtime = new FakePodRuntime(clock);
   // Which PodRuntime methods the syncer itself calls (the fake's own reads are not counted).
@@ -43,6 +44,7 @@ function setup() {
   const syncer = new HostPodSyncer({
     runtime: counted,
     status,
+    ...(runtimePods ? { runtimePods } : {}),
     clock,
     logger: memoryLogger().logger,
     recorder,
@@ -68,6 +70,38 @@ describe("HostPodSyncer.syncPod", () => {
     expect(started).toEqual([1500]);
     await syncer.syncPod(request(p));
     expect(started).toEqual([1500]);
+  });
+
+  test("a pod the runtime did not hold at the last relist has its status (Pending, ContainerCreating) before its first step runs, as upstream's SyncPod", async () => {
+    const held = new Set(["adopted"]);
+    const { runtime, status, syncer, request } = setup({ heldAtLastRelist: (uid) => held.has(uid) });
+    // What the status store held when the runtime's step began.
+    const atStep: (string | undefined)[] = [];
+    const step = runtime.syncPod.bind(runtime);
+    runtime.syncPod = (p) => {
+      const view = status.get(p.metadata.uid!);
+      atStep.push(view && `${view.phase} ${JSON.stringify(view.containerStatuses.map((c) => c.state))}`);
+      return step(p);
+    };
+    await syncer.syncPod(request(pod("new")));
+    expect(atStep).toEqual([`Pending ${JSON.stringify([{ waiting: { reason: "ContainerCreating" } }])}`]);
+    expect(status.get("new")).toMatchObject({ phase: "Running" });
+    // Its next step, and a pod the runtime held (adopted after a restart), get only the status read after the step.
+    await syncer.syncPod(request(pod("new")));
+    await syncer.syncPod(request(pod("adopted")));
+    expect(atStep.slice(1)).toEqual([`Running ${JSON.stringify([status.get("new")!.containerStatuses[0]!.state])}`, undefined]);
+  });
+
+  test("before the PLEG's first relist nothing is known of the runtime: no status goes before the step", async () => {
+    const { runtime, status, syncer, request } = setup({ heldAtLastRelist: () => undefined });
+    const atStep: unknown[] = [];
+    const step = runtime.syncPod.bind(runtime);
+    runtime.syncPod = (p) => {
+      atStep.push(status.get(p.metadata.uid!));
+      return step(p);
+    };
+    await syncer.syncPod(request(pod("u1")));
+    expect(atStep).toEqual([undefined]);
   });
 
   test("a pod past its activeDeadlineSeconds is to stop, with an event, and nothing runs", async () => {

@@ -15,6 +15,8 @@ import type { LifecycleEvent } from "../pods/lifecycle.ts";
 import type { Pod } from "../pods/schema.ts";
 import { defaultGracePeriodSeconds } from "../pods/spec.ts";
 import type { PodAdmitter } from "../node/admission.ts";
+import type { RuntimePodPresence } from "../pleg/view.ts";
+import { emptyObservedPod } from "../runtime/types.ts";
 import type { PodRuntime, PodStepOutcome } from "../runtime/index.ts";
 import { isTerminalPhase, podStatus, rejectedStatus, type ProbeView, type StatusSink } from "../status/index.ts";
 import type { Clock } from "../util/clock.ts";
@@ -71,6 +73,14 @@ export interface PodSyncerOptions {
   /** Volumes before each step, the pod's cgroup, files and log directory torn down after its removal; none without it. */
   host?: PodHost;
   status: StatusSink;
+  /**
+   * Whether the runtime held a pod at the PLEG's last relist. A pod it did not
+   * hold gets its status (Pending, containers waiting in ContainerCreating)
+   * before its first step runs, as upstream's SyncPod sets the status from
+   * its cache before the runtime's SyncPod: `/pods` and the API server show
+   * it while its volumes, sandbox and image pulls are under way.
+   */
+  runtimePods?: RuntimePodPresence;
   clock: Clock;
   logger: Logger;
   recorder?: EventRecorder;
@@ -113,6 +123,9 @@ export class HostPodSyncer implements PodSyncer {
       log.info("pod exceeded its activeDeadlineSeconds; stopping it");
       this.opts.recorder?.event(podEventRef(pod), "Normal", "DeadlineExceeded", DEADLINE_MESSAGE);
       return { kind: "terminate", event: { type: "deadlineExceeded", gracePeriodSeconds: defaultGracePeriodSeconds(pod) } };
+    }
+    if (!record.synced && this.opts.runtimePods?.heldAtLastRelist(ref.uid) === false) {
+      this.opts.status.set(desired, podStatus(pod, emptyObservedPod(ref.uid, ref.name, ref.namespace), new Map(), false, this.opts.probes));
     }
     record.synced = true;
     const volumesNotReady = await this.opts.host?.setupVolumes(pod);

@@ -87,7 +87,7 @@ test(
       expect(pinned.cgroupMems).toBe("0");
       expect(shared.specMems ?? "").toBe("");
 
-      // /pods lists a pod once its first sync wrote a status, which may be just after its container started.
+      // /pods lists a pod once its first sync step began (its status is set before the runtime step), which a quick read may precede.
       const uid = (await eventually("pinned in /pods", () => podStatus("pinned"), 10_000)).metadata.uid;
       const state = stateFile();
       expect(state.policyName).toBe("Static");

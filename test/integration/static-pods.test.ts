@@ -285,6 +285,22 @@ describe("static pods on a real containerd", () => {
     expect(stoppedAfterMs).toBeLessThan(8000);
   }, 60_000);
 
+  test("a new pod is in /pods, Pending with its container in ContainerCreating, while its first step runs (a 1.5 s postStart hook), as upstream sets the status before the runtime's SyncPod", async () => {
+    // Which pods the runtime holds is known once the PLEG has relisted (before, nothing goes ahead of the step).
+    await eventually("the PLEG relisted", () => agent.log().includes("SyncLoop (PLEG)"));
+    writeFileSync(
+      join(agent.manifests, "slow-start.json"),
+      manifest("slow-start", { command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.1; done"], lifecycle: { postStart: { exec: { command: ["sleep", "1.5"] } } } }),
+    );
+    // The pod's first appearance in /pods: before the fix, only once the step (and its hook) had ended.
+    const first = await eventually("slow-start in /pods", () => podNamed("slow-start"), 30_000, 100);
+    expect(first.status.phase).toBe("Pending");
+    expect(first.status.containerStatuses.map((c) => c.state)).toEqual([{ waiting: { reason: "ContainerCreating" } }]);
+    await eventually("slow-start running", async () => (await podNamed("slow-start"))?.status.containerStatuses[0]?.state.running, 30_000);
+    rmSync(join(agent.manifests, "slow-start.json"));
+    await eventually("slow-start gone from /pods", async () => !(await podNamed("slow-start")), 30_000);
+  }, 90_000);
+
   test("an invalid manifest is reported by file and field while the valid ones run", async () => {
     const log = await eventually("the bad files reported", () => (agent.log().includes("bad.yaml") && agent.log().includes("bad-hugepages.yaml") ? agent.log() : undefined));
     const line = log.split("\n").find((l) => l.includes("bad.yaml"))!;
