@@ -220,6 +220,32 @@ describe("NodeController", () => {
     await controller[Symbol.asyncDispose]();
   });
 
+  test("an own field another writer changed is sent again on the pass after the patch whose answer showed it (an admin's edit of addresses is reverted)", async () => {
+    const { api, controller, clock } = setup();
+    controller.start();
+    await startUp(clock);
+    const patchCalls = () => api.calls.filter((c) => c.method === "patchNodeStatus").map((c) => (c.args[1] as { status: Record<string, unknown> }).status);
+    const ours = (patchCalls()[0]!["addresses"] as unknown[]).slice();
+    const apiStatus = () => api.nodes.get("n1")!.status as Record<string, unknown>;
+    apiStatus()["addresses"] = [{ type: "InternalIP", address: "192.0.2.99" }];
+    for (let i = 0; i < 15 && patchCalls().length < 2; i++) {
+      clock.advance(10_000); // up to the first unchanged report (random 0: 2.5 min), which leaves the addresses out
+      await settle();
+    }
+    expect(patchCalls()).toHaveLength(2);
+    expect(patchCalls()[1]).not.toHaveProperty("addresses");
+    clock.advance(10_000);
+    await settle();
+    expect(patchCalls()).toHaveLength(3);
+    expect(patchCalls()[2]!["addresses"]).toEqual(ours);
+    expect(apiStatus()["addresses"]).toEqual(ours);
+    // Level again: the next passes send nothing until the report period.
+    clock.advance(10_000);
+    await settle();
+    expect(patchCalls()).toHaveLength(3);
+    await controller[Symbol.asyncDispose]();
+  });
+
   test("statusPatch: a field another writer changed in the API's copy goes again; without the API's copy everything goes", () => {
     const status = { nodeInfo: { kubeletVersion: "v1" }, images: [{ names: ["a"], sizeBytes: 1 }], conditions: [] };
     expect(statusPatch(status, undefined)).toEqual(status);

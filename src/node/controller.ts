@@ -134,6 +134,8 @@ export class NodeController implements AsyncDisposable {
    * (upstream compares with the API's copy of the node to the same effect).
    */
   private apiMissedUs = false;
+  /** The last patch's answer has a field the patch left out otherwise than computed: the next pass sends the status. */
+  private apiChangedOwnFields = false;
   private readonly timers = new Map<string, () => void>();
   private inFlight = new Set<Promise<unknown>>();
   private stopped = false;
@@ -283,12 +285,17 @@ export class NodeController implements AsyncDisposable {
     const key = withoutHeartbeats(status);
     // Missed by the API server counts as a change: the node lifecycle controller has likely changed the API's copy.
     const last = this.lastSent;
-    const changed = this.apiMissedUs || !last || last.key !== key;
+    const changed = this.apiMissedUs || this.apiChangedOwnFields || !last || last.key !== key;
     if (last && !changed && now - last.at < config.nodeStatusReportFrequency + this.reportDelayMs) return false;
     this.reportDelayMs = changed ? config.nodeStatusReportFrequency * (this.opts.random() - 0.5) : 0;
     // Missed by the API server: its copy may have changed meanwhile, so the whole status goes.
-    const updated = await api.patchNodeStatus(this.opts.id.nodeName, { status: this.apiMissedUs ? status : statusPatch(status, this.apiNode) });
+    const sent = this.apiMissedUs ? status : statusPatch(status, this.apiNode);
+    const updated = await api.patchNodeStatus(this.opts.id.nodeName, { status: sent });
     this.apiNode = updated;
+    // A field left out because the API's copy had it as computed, which the answer has otherwise: another writer (an
+    // admin) changed it meanwhile; it goes with the next pass, as upstream's diff against its watched Node would send it.
+    const leftOut = Object.fromEntries(OWN_STATUS_FIELDS.filter((f) => f in status && !(f in sent)).map((f) => [f, status[f]]));
+    this.apiChangedOwnFields = Object.keys(statusPatch(leftOut, updated)).length > 0;
     this.apiMissedUs = false;
     await this.opts.podCidr?.fromNode(updated);
     if (!this.lastSent || this.lastSent.key !== key) {
