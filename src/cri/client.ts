@@ -235,10 +235,10 @@ export function createCriClient(opts: CriClientOptions): CriService {
     },
 
     // --- exec -----------------------------------------------------------------
-    execSync(containerId, cmd, timeoutSeconds) {
+    execSync(containerId, cmd, timeoutSeconds, signal) {
       // Upstream: no deadline when the exec has no timeout, else timeout + request timeout.
       const deadline = timeoutSeconds > 0 ? timeoutMs + timeoutSeconds * 1000 : undefined;
-      return unary("ExecSync", containerId, deadline, (o) => rt().execSync({ containerId, cmd, timeout: ids(timeoutSeconds) }, o));
+      return unary("ExecSync", containerId, deadline, (o) => rt().execSync({ containerId, cmd, timeout: ids(timeoutSeconds) }, o), signal);
     },
 
     async exec(request) {

@@ -209,12 +209,20 @@ export class FakeCri implements CriService {
 
   // --- plumbing ----------------------------------------------------------------
 
-  /** Records the call, then applies an injected failure or hold. */
-  private async enter(method: FakeMethod, args: unknown[]): Promise<void> {
+  /** Records the call, then applies an injected failure or hold; an aborted `signal` cancels it (kind Canceled), as a cancelled context does a gRPC call. */
+  private async enter(method: FakeMethod, args: unknown[], signal?: AbortSignal): Promise<void> {
     this.calls.push({ method, args });
     if (this.closed) throw new CriError({ kind: "Canceled", method: wireName(method), detail: "CRI client is closed" });
+    const cancelled = () => new CriError({ kind: "Canceled", method: wireName(method), detail: "context canceled" });
+    if (signal?.aborted) throw cancelled();
     const hold = this.holds.get(method)?.shift();
-    if (hold) await hold;
+    if (hold && signal) {
+      let onAbort = () => {};
+      const aborted = new Promise<"aborted">((resolve) => signal.addEventListener("abort", (onAbort = () => resolve("aborted")), { once: true }));
+      const outcome = await Promise.race([hold, aborted]);
+      signal.removeEventListener("abort", onAbort);
+      if (outcome === "aborted") throw cancelled();
+    } else if (hold) await hold;
     const failure = this.failures.get(method)?.shift();
     if (failure) throw failure;
   }
@@ -573,8 +581,8 @@ export class FakeCri implements CriService {
     if (c.state !== ContainerState.CONTAINER_RUNNING) throw this.unknown("reopenContainerLog", containerId, "container is not running");
   }
 
-  async execSync(containerId: string, cmd: string[], timeoutSeconds: number): Promise<ExecSyncResponse> {
-    await this.enter("execSync", [containerId, cmd, timeoutSeconds]);
+  async execSync(containerId: string, cmd: string[], timeoutSeconds: number, signal?: AbortSignal): Promise<ExecSyncResponse> {
+    await this.enter("execSync", [containerId, cmd, timeoutSeconds], signal);
     const c = this.container("execSync", containerId);
     if (c.state !== ContainerState.CONTAINER_RUNNING) {
       throw this.unknown("execSync", containerId, `failed to exec in container: container is in ${ContainerState[c.state]} state`);

@@ -164,8 +164,9 @@ export interface RuntimeService {
    * Runs a command to completion (exec probes). A non-zero exit is a normal
    * response, not an error. `timeoutSeconds` 0 means no limit; otherwise
    * the call's deadline is the timeout plus the request timeout, as upstream.
+   * Aborting `signal` cancels the call (kind Canceled), as a cancelled context does upstream.
    */
-  execSync(containerId: string, cmd: string[], timeoutSeconds: number): Promise<ExecSyncResponse>;
+  execSync(containerId: string, cmd: string[], timeoutSeconds: number, signal?: AbortSignal): Promise<ExecSyncResponse>;
   /** URL on the runtime's streaming server for `kubectl exec`. */
   exec(request: In<ExecRequest> & { containerId: string }): Promise<string>;
   /** URL on the runtime's streaming server for `kubectl attach`. */

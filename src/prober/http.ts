@@ -22,7 +22,8 @@ export interface HttpProbeOptions {
   port: number;
   path: string;
   headers: { name: string; value: string }[];
-  timeoutMs: number;
+  /** None: no limit (a postStart hook's, as upstream's http.Client without a timeout). */
+  timeoutMs?: number;
   signal?: AbortSignal;
 }
 
@@ -98,7 +99,10 @@ export async function httpProbe(opts: HttpProbeOptions): Promise<ProbeOutcome> {
   const first = url;
   const headers = buildHeaders(opts.headers);
   const timeout = new AbortController();
-  const cancelTimeout = awakeDeadline(opts.timeoutMs, () => timeout.abort(new Error("context deadline exceeded (Client.Timeout exceeded while awaiting headers)")));
+  const cancelTimeout =
+    opts.timeoutMs === undefined
+      ? () => {}
+      : awakeDeadline(opts.timeoutMs, () => timeout.abort(new Error("context deadline exceeded (Client.Timeout exceeded while awaiting headers)")));
   const signal = opts.signal ? AbortSignal.any([timeout.signal, opts.signal]) : timeout.signal;
   try {
     let answer: Answer;

@@ -77,6 +77,8 @@ export interface ContainerStart {
   podIP: string;
   /** What the runtime held before this sync (an ephemeral container's target is found there). */
   observed: ObservedPod;
+  /** Aborted when the pod must stop: a postStart hook still running is abandoned. */
+  signal?: AbortSignal;
 }
 
 /** One container to stop: its preStop hook first when the pod's spec is known. */
@@ -103,7 +105,7 @@ export class Containers {
   constructor(private readonly opts: ContainersOptions) {}
 
   /** Pulls, creates and starts one container (postStart included); says why it waits when it does not run. */
-  async start({ pod, spec, restartCount, sandboxId, sandbox, podIP, observed }: ContainerStart): Promise<ContainerStartResult> {
+  async start({ pod, spec, restartCount, sandboxId, sandbox, podIP, observed, signal }: ContainerStart): Promise<ContainerStartResult> {
     const { cri } = this.opts;
     const results: SyncResult[] = [];
     let imageRef: string;
@@ -179,14 +181,17 @@ export class Containers {
       this.opts.metrics.containerStarted(containerType);
       this.opts.logger.info("started container", { pod: pod.metadata.name, container: spec.name, id, restartCount });
       this.opts.recorder.event(podEventRef(pod, spec.name), "Normal", "Started", `Started container ${spec.name}`);
-      // postStart runs before the container is reported running; a failure kills it (upstream).
+      // postStart runs before the container is reported running, with no time limit; a failure kills it (upstream).
       const postStart = hookOf(spec, "postStart");
       const failure = postStart
-        ? await runHook(postStart, { cri, clock: this.opts.clock, pod, container: spec, containerId: id, podIP, timeoutSeconds: pod.spec.terminationGracePeriodSeconds ?? 30 })
+        ? await runHook(postStart, { cri, clock: this.opts.clock, pod, container: spec, containerId: id, podIP, timeoutSeconds: undefined, ...(signal ? { signal } : {}) })
         : undefined;
       if (failure) {
         this.opts.recorder.event(podEventRef(pod, spec.name), "Warning", "FailedPostStartHook", failure);
-        results.push(await this.stop({ pod, id, name: spec.name, graceSeconds: pod.spec.terminationGracePeriodSeconds ?? 30, why: "FailedPostStartHook", podIP: "" }));
+        // Abandoned because the pod must stop: its termination, next, kills the container within the pod's
+        // grace period (upstream's kill here runs under the cancelled context and does nothing).
+        if (signal?.aborted) this.opts.logger.info("postStart hook abandoned: the pod must stop", { pod: pod.metadata.name, container: spec.name });
+        else results.push(await this.stop({ pod, id, name: spec.name, graceSeconds: pod.spec.terminationGracePeriodSeconds ?? 30, why: "FailedPostStartHook", podIP: "" }));
         results.push({ action: "StartContainer", target: spec.name, error: { reason: "PostStartHookError", message: failure } });
         return { results };
       }

@@ -50,11 +50,13 @@ export class FakePodRuntime implements PodRuntime {
     return structuredClone(pod ?? { uid: ref.uid, name: ref.name, namespace: ref.namespace, sandboxes: [], containers: [] });
   }
 
-  async syncPod(pod: Pod): Promise<PodStepOutcome> {
+  async syncPod(pod: Pod, signal?: AbortSignal): Promise<PodStepOutcome> {
     const uid = pod.metadata.uid!;
     const observed = await this.observe(podRef(pod));
     this.check("syncPod", uid);
-    const actions = planPod(pod, observed, this.backoff);
+    const planned = planPod(pod, observed, this.backoff);
+    // As the CRI runtime: a pod that must stop gets nothing started.
+    const actions = signal?.aborted ? { ...planned, createSandbox: false, containersToStart: [] } : planned;
     const state = this.pods.get(uid) ?? { uid, name: pod.metadata.name!, namespace: pod.metadata.namespace!, sandboxes: [], containers: [] };
     this.pods.set(uid, state);
     const now = this.clock.now();

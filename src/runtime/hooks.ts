@@ -1,8 +1,10 @@
 /**
  * Container lifecycle hooks (upstream pkg/kubelet/lifecycle): postStart
- * runs right after the container starts, before it is reported running; a
- * failure kills the container. preStop runs before the stop signal, within
- * the grace period, and what it takes comes off the grace period.
+ * runs right after the container starts, before it is reported running,
+ * with no time limit (upstream's RunInContainer(..., 0)); a failure kills
+ * the container; the pod having to stop abandons it (upstream cancels the
+ * sync's context). preStop runs before the stop signal, within the grace
+ * period, and what it takes comes off the grace period.
  * Handlers: exec (through the CRI), httpGet (as the probes do it), sleep.
  */
 import type { CriService } from "../cri/index.ts";
@@ -28,7 +30,10 @@ export interface HookContext {
   container: ContainerSpec;
   containerId: string;
   podIP: string;
-  timeoutSeconds: number;
+  /** How long the handler may take; none for no limit (postStart). */
+  timeoutSeconds: number | undefined;
+  /** Aborted when the hook is no longer waited on (the pod must stop); the handler then fails with the abort's reason. */
+  signal?: AbortSignal;
 }
 
 /** Runs one handler; resolves to undefined on success, or upstream's failure message. */
@@ -37,7 +42,7 @@ export async function runHook(handler: LifecycleHandler, ctx: HookContext): Prom
   try {
     if (handler.exec) {
       const command = handler.exec.command ?? [];
-      const r = await ctx.cri.execSync(ctx.containerId, command, ctx.timeoutSeconds);
+      const r = await ctx.cri.execSync(ctx.containerId, command, ctx.timeoutSeconds ?? 0, ctx.signal);
       if (r.exitCode === 0) return undefined;
       const out = new TextDecoder().decode(r.stderr).trim() || new TextDecoder().decode(r.stdout).trim();
       return `Exec lifecycle hook (${JSON.stringify(command)}) ${where} failed - error: command '${command.join(" ")}' exited with ${r.exitCode}: ${out}`;
@@ -50,17 +55,20 @@ export async function runHook(handler: LifecycleHandler, ctx: HookContext): Prom
         port: resolvePort(h.port, ctx.container),
         path: h.path ?? "/",
         headers: h.httpHeaders ?? [],
-        timeoutMs: ctx.timeoutSeconds * 1000,
+        ...(ctx.timeoutSeconds === undefined ? {} : { timeoutMs: ctx.timeoutSeconds * 1000 }),
+        ...(ctx.signal ? { signal: ctx.signal } : {}),
       });
       return outcome.result === "success" ? undefined : `HTTP lifecycle hook (${h.path ?? "/"}) ${where} failed - error: ${outcome.output}`;
     }
     if (handler.sleep) {
-      await ctx.clock.sleep(Math.min(handler.sleep.seconds, ctx.timeoutSeconds) * 1000);
+      const seconds = ctx.timeoutSeconds === undefined ? handler.sleep.seconds : Math.min(handler.sleep.seconds, ctx.timeoutSeconds);
+      await ctx.clock.sleep(seconds * 1000, ctx.signal);
       return undefined;
     }
     return `lifecycle hook ${where} has no handler`;
   } catch (err) {
-    return `lifecycle hook ${where} failed - error: ${errorMessage(err)}`;
+    // Abandoned: the abort says why, not the runtime's answer to the cancelled call.
+    return `lifecycle hook ${where} failed - error: ${errorMessage(ctx.signal?.aborted ? ctx.signal.reason : err)}`;
   }
 }
 

@@ -14,12 +14,12 @@ export interface PodRuntime {
   /**
    * Converges one pod toward its spec: one step of read, plan, execute;
    * returns what it did and the pod as the runtime holds it after.
-   * `terminating` is asked before a sandbox is created and before each
-   * container start: once it answers true (the pod is being deleted,
-   * evicted... while a kill in this step waited out a grace period) nothing
-   * more is started, as upstream cancels a sync when the pod must stop.
+   * `signal` aborts when the pod must stop (it is being deleted, evicted...
+   * during this step), as upstream cancels a sync's context: nothing more is
+   * started (a sandbox, a container), and a postStart hook still running is
+   * abandoned (the pod's termination, next, kills its container).
    */
-  syncPod(pod: Pod, terminating?: () => boolean): Promise<PodStepOutcome>;
+  syncPod(pod: Pod, signal?: AbortSignal): Promise<PodStepOutcome>;
   /**
    * Stops every container (within the grace period) and the sandboxes. With
    * the pod's spec, sidecars stop after the app containers, last one first.

@@ -22,6 +22,7 @@ const pod = (over: Partial<Pod["spec"]["containers"][number]> = {}, restartPolic
 
 function setup(clock = new FakeClock(), cri = new FakeCri({ clock, images: ["busybox:1.0"] })) {
   const host = PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", clusterDomain: "" });
+  const events: string[] = [];
   const runtime = new CriPodRuntime(
     testRuntimeOptions({
       cri,
@@ -29,13 +30,19 @@ function setup(clock = new FakeClock(), cri = new FakeCri({ clock, images: ["bus
       logger: memoryLogger().logger,
       node: { podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
       host,
+      recorder: { event: (_ref, type, reason, message) => void events.push(`${type} ${reason} ${message}`) },
     }),
   );
-  return { clock, cri, runtime, host };
+  return { clock, cri, runtime, host, events };
 }
 
-async function sync(runtime: CriPodRuntime, p: Pod) {
-  return runtime.syncPod(p);
+/** Lets the promise chains of a step in flight run up to their next wait. */
+const settle = async () => {
+  for (let i = 0; i < 50; i++) await Bun.sleep(0);
+};
+
+async function sync(runtime: CriPodRuntime, p: Pod, signal?: AbortSignal) {
+  return runtime.syncPod(p, signal);
 }
 
 describe("CriPodRuntime", () => {
@@ -83,11 +90,11 @@ describe("CriPodRuntime", () => {
     // Deleted while the kill waited: the container is stopped, not started again.
     const second = (await runtime.observe(podRef(p))).containers.find((c) => c.state === "running")!;
     verdicts.set(second.id, { message: "Container app failed liveness probe, will be restarted" });
-    let deleted = false;
+    const deleted = new AbortController();
     const release = cri.holdNext("stopContainer");
-    const syncing = runtime.syncPod(p, () => deleted);
+    const syncing = runtime.syncPod(p, deleted.signal);
     for (let i = 0; i < 20; i++) await Bun.sleep(0);
-    deleted = true;
+    deleted.abort();
     release();
     await syncing;
     expect(cri.callsOf("stopContainer").at(-1)).toEqual([second.id, 500]);
@@ -357,5 +364,80 @@ describe("CriPodRuntime", () => {
     const failing = await sync(runtime, hooked(["false"]));
     expect(failing.results.find((r) => r.error)).toMatchObject({ action: "StartContainer", error: { reason: "PostStartHookError" } });
     expect((await runtime.observe(podRef(p))).containers[0]!.state).toBe("exited");
+  });
+
+  test("postStart has no time limit, as upstream's RunInContainer(..., 0): a hook longer than the grace period ends and the container runs", async () => {
+    const { clock, cri, runtime, events } = setup();
+    const withPostStart = (postStart: object): Pod => ({
+      metadata: { name: "web", namespace: "default", uid: "uid-1" },
+      spec: { terminationGracePeriodSeconds: 2, containers: [{ name: "app", image: "busybox:1.0", lifecycle: { postStart } }] },
+    });
+    // exec: the runtime is asked for no timeout (0: no deadline either) and answered after 5 s.
+    const release = cri.holdNext("execSync");
+    const p = withPostStart({ exec: { command: ["sh", "-c", "sleep 5"] } });
+    let done = false;
+    const syncing = sync(runtime, p).then((o) => ((done = true), o));
+    await settle();
+    clock.advance(5_000);
+    await settle();
+    expect(done).toBe(false);
+    release();
+    expect((await syncing).results.filter((r) => r.error)).toEqual([]);
+    expect(cri.callsOf("execSync").map(([, , timeoutSeconds]) => timeoutSeconds)).toEqual([0]);
+    expect((await runtime.observe(podRef(p))).containers[0]!.state).toBe("running");
+    await runtime.killPod(podRef(p), 2, p);
+    await runtime.removePod(podRef(p));
+
+    // sleep: its full seconds, not the grace period's.
+    const slept = withPostStart({ sleep: { seconds: 5 } });
+    done = false;
+    const sleeping = sync(runtime, slept).then((o) => ((done = true), o));
+    await settle();
+    clock.advance(2_000);
+    await settle();
+    expect(done).toBe(false);
+    clock.advance(3_000);
+    expect((await sleeping).results.filter((r) => r.error)).toEqual([]);
+    expect((await runtime.observe(podRef(slept))).containers[0]!.state).toBe("running");
+    await runtime.killPod(podRef(slept), 2, slept);
+    await runtime.removePod(podRef(slept));
+
+    // httpGet: no client timeout; this handler answers after 1.2 s, longer than a grace period of 1 s.
+    const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: async () => (await Bun.sleep(1_200), new Response("ok")) });
+    try {
+      const called = withPostStart({ httpGet: { host: "127.0.0.1", port: server.port!, path: "/started" } });
+      called.spec.terminationGracePeriodSeconds = 1;
+      expect((await sync(runtime, called)).results.filter((r) => r.error)).toEqual([]);
+      expect((await runtime.observe(podRef(called))).containers[0]!.state).toBe("running");
+    } finally {
+      void server.stop(true);
+    }
+    expect(events.filter((e) => e.includes("FailedPostStartHook"))).toEqual([]);
+  });
+
+  test("a postStart hook still running when the pod must stop is abandoned (its exec cancelled); the pod's kill then stops the container", async () => {
+    const { cri, runtime, events } = setup();
+    const p: Pod = {
+      metadata: { name: "web", namespace: "default", uid: "uid-1" },
+      spec: { terminationGracePeriodSeconds: 2, containers: [{ name: "app", image: "busybox:1.0", lifecycle: { postStart: { exec: { command: ["sleep", "3600"] } } } }] },
+    };
+    cri.holdNext("execSync"); // never answers, as a hook that hangs
+    const podMustStop = new AbortController();
+    const syncing = sync(runtime, p, podMustStop.signal);
+    await settle();
+    expect(cri.callsOf("execSync")).toHaveLength(1);
+    podMustStop.abort(new Error("pod sync cancelled: the pod must stop (deleted)"));
+    const outcome = await syncing;
+    expect(outcome.results.find((r) => r.error)).toMatchObject({
+      action: "StartContainer",
+      error: { reason: "PostStartHookError", message: expect.stringContaining("the pod must stop (deleted)") },
+    });
+    expect(events.filter((e) => e.includes("FailedPostStartHook"))).toHaveLength(1);
+    // The termination kills it, with the pod's grace period; the abandoned start stopped nothing itself.
+    expect(cri.callsOf("stopContainer")).toEqual([]);
+    const killed = await runtime.killPod(podRef(p), 2, p);
+    expect(killed.results.filter((r) => r.error)).toEqual([]);
+    expect(cri.callsOf("stopContainer")).toHaveLength(1);
+    expect((await runtime.observe(podRef(p))).containers.map((c) => c.state)).toEqual(["exited"]);
   });
 });

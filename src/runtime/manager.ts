@@ -75,7 +75,7 @@ export class CriPodRuntime implements PodRuntime {
     return observePod(this.opts.cri, ref);
   }
 
-  async syncPod(pod: Pod, terminating: () => boolean = () => false): Promise<PodStepOutcome> {
+  async syncPod(pod: Pod, signal: AbortSignal = new AbortController().signal): Promise<PodStepOutcome> {
     const ref = podRef(pod);
     const readAt = this.opts.clock.now();
     const observed = await this.observe(ref);
@@ -83,7 +83,7 @@ export class CriPodRuntime implements PodRuntime {
     const leaveGate = observed.sandboxes.length === 0 ? await this.startGate.enter() : () => {};
     let outcome: PodSyncOutcome;
     try {
-      outcome = await this.sync(pod, observed, terminating);
+      outcome = await this.sync(pod, observed, signal);
     } finally {
       leaveGate();
     }
@@ -91,7 +91,7 @@ export class CriPodRuntime implements PodRuntime {
     const rereadAt = this.opts.clock.now();
     return { ...outcome, observed: await this.observe(ref), readAt: rereadAt };
   }
-  private async sync(pod: Pod, observed: ObservedPod, terminating: () => boolean): Promise<PodSyncOutcome> {
+  private async sync(pod: Pod, observed: ObservedPod, signal: AbortSignal): Promise<PodSyncOutcome> {
     const uid = podUid(pod);
     const resize = this.opts.start.resize;
     const { probes } = this.opts.start;
@@ -132,7 +132,7 @@ export class CriPodRuntime implements PodRuntime {
     if (actions.containersToResize.length) results.push(...(await this.containers.resizeInPlace(pod, actions.containersToResize)));
 
     // The kills above can wait out a long grace period; a pod that must stop by now gets nothing started.
-    if (terminating() && (actions.createSandbox || actions.containersToStart.length)) {
+    if (signal.aborted && (actions.createSandbox || actions.containersToStart.length)) {
       this.opts.logger.info("pod is terminating; not starting its containers", { pod: pod.metadata.name });
       return { results, waiting, changed };
     }
@@ -175,9 +175,9 @@ export class CriPodRuntime implements PodRuntime {
         : observed.sandboxes[0]?.ip;
 
     for (const start of actions.containersToStart) {
-      if (terminating()) break;
+      if (signal.aborted) break;
       const spec = containerSpecOf(pod, start.name)!;
-      const started = await this.containers.start({ pod, spec, restartCount: start.restartCount, sandboxId, sandbox: config, podIP: podIP ?? "", observed });
+      const started = await this.containers.start({ pod, spec, restartCount: start.restartCount, sandboxId, sandbox: config, podIP: podIP ?? "", observed, signal });
       results.push(...started.results);
       if (started.waiting) waiting.set(spec.name, started.waiting);
       if (started.retryAfterMs !== undefined) retries.push(started.retryAfterMs);

@@ -49,7 +49,7 @@ function setup(volumes: Partial<VolumeManager>) {
   const runtime = new CriPodRuntime(testRuntimeOptions({ cri, clock, logger, recorder, host, node }));
   const status = new LocalStatusStore();
   const syncer = new HostPodSyncer({ runtime, host, status, clock, logger, recorder });
-  const sync = (p: Pod) => syncer.syncPod({ ref: podRef(p), pod: p, seenAt: 0, others: () => [], terminating: () => false });
+  const sync = (p: Pod) => syncer.syncPod({ ref: podRef(p), pod: p, seenAt: 0, others: () => [], signal: new AbortController().signal });
   return { cri, syncer, sync, status, events, calls };
 }
 

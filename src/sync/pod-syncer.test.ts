@@ -51,7 +51,7 @@ function setup(runtimePods?: RuntimePodPresence) {
     probes,
     metrics: { podStarted: (firstSeen, running) => started.push(running - firstSeen) },
   });
-  const request = (p: Pod): SyncPodRequest => ({ ref: podRef(p), pod: p, seenAt: 0, others: () => [], terminating: () => false });
+  const request = (p: Pod): SyncPodRequest => ({ ref: podRef(p), pod: p, seenAt: 0, others: () => [], signal: new AbortController().signal });
   return { clock, runtime, called, status, events, started, probed, syncer, request };
 }
 

@@ -34,8 +34,8 @@ export interface SyncPodRequest {
   seenAt: number;
   /** The other active pods, asked for only when a resize is to be decided. */
   others: () => Pod[];
-  /** True once the pod must stop (a delete arrived during this step): nothing more is started. */
-  terminating: () => boolean;
+  /** Aborts once the pod must stop (a delete arrived during this step): nothing more is started, a running postStart hook is abandoned. */
+  signal: AbortSignal;
 }
 
 export type SyncPodResult =
@@ -113,7 +113,7 @@ export class HostPodSyncer implements PodSyncer {
     this.terminator = new PodTerminator(opts);
   }
 
-  async syncPod({ ref, pod: desired, seenAt, others, terminating }: SyncPodRequest): Promise<SyncPodResult> {
+  async syncPod({ ref, pod: desired, seenAt, others, signal }: SyncPodRequest): Promise<SyncPodResult> {
     const { runtime, clock } = this.opts;
     const log = this.logFor(ref);
     const record = this.record(ref.uid);
@@ -129,7 +129,7 @@ export class HostPodSyncer implements PodSyncer {
     }
     record.synced = true;
     const volumesNotReady = await this.opts.host?.setupVolumes(pod);
-    const outcome: PodStepOutcome = volumesNotReady ? await this.volumesNotReady(ref, volumesNotReady) : await runtime.syncPod(pod, terminating);
+    const outcome: PodStepOutcome = volumesNotReady ? await this.volumesNotReady(ref, volumesNotReady) : await runtime.syncPod(pod, signal);
     for (const r of outcome.results) {
       if (r.error) log.warn("sync action failed", { action: r.action, target: r.target, reason: r.error.reason, message: r.error.message });
       else log.v(2).info("sync action done", { action: r.action, target: r.target });

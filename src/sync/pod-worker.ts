@@ -28,6 +28,14 @@ export interface WorkerSteps {
   stopped(): boolean;
 }
 
+/** Why a pod's sync step is cancelled (its signal's reason): upstream cancels the sync's context when the pod must stop. */
+export class PodSyncCancelledError extends Error {
+  constructor(why: string) {
+    super(`pod sync cancelled: ${why}`);
+    this.name = "PodSyncCancelledError";
+  }
+}
+
 export class PodWorker {
   readonly fullName: string;
   pod: Pod | undefined;
@@ -50,6 +58,8 @@ export class PodWorker {
   private timerAt: number | undefined;
   /** The newest stamp of runtime events that woke the worker during a step, decided on when the step ends. */
   private eventAt: number | undefined;
+  /** The running sync step's cancellation: a lifecycle event queued or the worker stopped aborts it. */
+  private syncCancel = new AbortController();
 
   constructor(
     readonly ref: PodRef,
@@ -67,10 +77,17 @@ export class PodWorker {
     return this.running;
   }
 
-  /** Queues a lifecycle event and runs the worker. */
+  /** Queues a lifecycle event and runs the worker; a sync step in flight is cancelled (every event ends the syncing stage). */
   push(event: LifecycleEvent): void {
     this.events.push(event);
+    this.syncCancel.abort(new PodSyncCancelledError(`the pod must stop (${event.type})`));
     this.kick();
+  }
+
+  /** A sync step begins: the signal it runs under, aborted once the pod must stop or the worker stops. */
+  beginSync(): AbortSignal {
+    this.syncCancel = new AbortController();
+    return this.syncCancel.signal;
   }
 
   /** Runs the worker now, or once its running step ends. */
@@ -112,6 +129,7 @@ export class PodWorker {
   stop(): void {
     this.dirty = false;
     this.clearTimer();
+    this.syncCancel.abort(new PodSyncCancelledError("the pod workers stop"));
   }
 
   private async loop(): Promise<void> {

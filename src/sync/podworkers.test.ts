@@ -6,6 +6,8 @@ import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { HostPodSyncer } from "./pod-syncer.ts";
 import { PodWorkers, STALE_WAKE_DELAY_MS } from "./podworkers.ts";
+import { PodSyncCancelledError } from "./pod-worker.ts";
+import type { PodStepOutcome } from "../runtime/index.ts";
 import { AllocationManager } from "../allocation/index.ts";
 import { NodePredicates, type PodAdmitter } from "../node/admission.ts";
 import { podRef } from "../pods/identity.ts";
@@ -91,6 +93,39 @@ describe("PodWorkers", () => {
     await Bun.sleep(0);
     expect(lines.some((l) => l.includes("pod sync failed"))).toBe(false);
     expect(clock.pendingTimers()).toBe(0);
+  });
+
+  test("a sync step in flight is cancelled when the pod must stop (upstream cancels the sync's context): its signal aborts, and the kill follows", async () => {
+    const { runtime, workers } = setup();
+    // A sync that waits on something endless (a postStart hook that hangs) until it is cancelled.
+    const syncPod = runtime.syncPod.bind(runtime);
+    let reason: unknown;
+    runtime.syncPod = (p: Pod, signal?: AbortSignal) =>
+      new Promise<PodStepOutcome>((resolve) =>
+        signal!.addEventListener("abort", () => {
+          reason = signal!.reason;
+          resolve(syncPod(p, signal));
+        }),
+      );
+    workers.add(pod("u1"));
+    await Bun.sleep(0);
+    workers.remove("u1");
+    await workers.idle();
+    expect(reason).toBeInstanceOf(PodSyncCancelledError);
+    expect(String(reason)).toContain("the pod must stop (deleted)");
+    expect(runtime.calls.map((c) => c.method)).toContain("killPod");
+    expect(workers.has("u1")).toBe(false);
+  });
+
+  test("stopping the workers cancels a sync step in flight", async () => {
+    const { runtime, workers } = setup();
+    let aborted: AbortSignal | undefined;
+    runtime.syncPod = (_p: Pod, signal?: AbortSignal) =>
+      new Promise<PodStepOutcome>((_resolve, reject) => signal!.addEventListener("abort", () => ((aborted = signal), reject(signal!.reason))));
+    workers.add(pod("u1"));
+    await Bun.sleep(0);
+    await workers[Symbol.asyncDispose]();
+    expect(String(aborted?.reason)).toContain("the pod workers stop");
   });
 
   test("requests during a step collapse into one more step", async () => {

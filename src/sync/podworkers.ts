@@ -273,8 +273,8 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries, WorkerSte
           pod: worker.pod!,
           seenAt: worker.seenAt,
           others: () => this.activePods(),
-          // A termination asked for while this step runs (a delete during a long probe kill) starts nothing more.
-          terminating: () => worker.events.length > 0 || this.isStopped,
+          // A termination asked for while this step runs (a delete during a long probe kill or postStart hook) cancels it.
+          signal: worker.beginSync(),
         });
         if (result.readAt !== undefined) worker.readAt = result.readAt;
         if (result.kind === "terminate") return worker.push(result.event);

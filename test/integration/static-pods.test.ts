@@ -301,6 +301,64 @@ describe("static pods on a real containerd", () => {
     await eventually("slow-start gone from /pods", async () => !(await podNamed("slow-start")), 30_000);
   }, 90_000);
 
+  test("postStart has no time limit (upstream's RunInContainer(..., 0)): a 5 s exec hook with terminationGracePeriodSeconds 2 ends with the container running", async () => {
+    // Before the fix the hook ran with the grace period as its timeout: "timeout 2s exceeded", FailedPostStartHook, the container killed.
+    writeFileSync(
+      join(agent.manifests, "long-hook.json"),
+      manifest("long-hook", {
+        command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.1; done"],
+        lifecycle: { postStart: { exec: { command: ["sh", "-c", "sleep 5 && echo done > /tmp/hook"] } } },
+      }),
+    );
+    const pod = await eventually(
+      "long-hook running",
+      async () => {
+        const p = await podNamed("long-hook");
+        return p?.status.containerStatuses[0]?.state.running ? p : undefined;
+      },
+      60_000,
+    );
+    const containers = await containersOf(pod.metadata.uid);
+    expect(containers.map((c) => c.state)).toEqual([ContainerState.CONTAINER_RUNNING]);
+    expect(new TextDecoder().decode((await cri.execSync(containers[0]!.id, ["cat", "/tmp/hook"], 5)).stdout).trim()).toBe("done");
+    expect(pod.status.containerStatuses[0]!.restartCount).toBe(0);
+    expect(
+      agent
+        .log()
+        .split("\n")
+        .filter((l) => l.includes("FailedPostStartHook") && l.includes("long-hook")),
+    ).toEqual([]);
+    rmSync(join(agent.manifests, "long-hook.json"));
+    await eventually("long-hook gone from /pods", async () => !(await podNamed("long-hook")), 30_000);
+  }, 90_000);
+
+  test("a postStart hook that never ends is abandoned when the pod must stop: the removed pod is gone within seconds", async () => {
+    writeFileSync(
+      join(agent.manifests, "hanging-hook.json"),
+      manifest("hanging-hook", {
+        command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.1; done"],
+        lifecycle: { postStart: { exec: { command: ["sleep", "3600"] } } },
+      }),
+    );
+    // The container started, its hook under way (the pod is listed Pending from its first step on).
+    const pod = await eventually(
+      "hanging-hook's container started",
+      async () => {
+        const p = await podNamed("hanging-hook");
+        return p && (await containersOf(p.metadata.uid)).some((c) => c.state === ContainerState.CONTAINER_RUNNING) ? p : undefined;
+      },
+      60_000,
+    );
+    await Bun.sleep(1_000);
+    expect((await podNamed("hanging-hook"))?.status.containerStatuses[0]?.state.running).toBeUndefined();
+    const removedAt = Date.now();
+    rmSync(join(agent.manifests, "hanging-hook.json"));
+    await eventually("hanging-hook gone from /pods", async () => !(await podNamed("hanging-hook")), 30_000, 100);
+    // The file source notices the removal within its check period (5 s); the grace period is 2 s.
+    expect(Date.now() - removedAt).toBeLessThan(15_000);
+    await eventually("hanging-hook's containers removed", async () => (await containersOf(pod.metadata.uid)).length === 0, 10_000);
+  }, 90_000);
+
   test("an invalid manifest is reported by file and field while the valid ones run", async () => {
     const log = await eventually("the bad files reported", () => (agent.log().includes("bad.yaml") && agent.log().includes("bad-hugepages.yaml") ? agent.log() : undefined));
     const line = log.split("\n").find((l) => l.includes("bad.yaml"))!;
