@@ -3,7 +3,9 @@
  * runs right after the container starts, before it is reported running,
  * with no time limit (upstream's RunInContainer(..., 0)); a failure kills
  * the container; the pod having to stop abandons it (upstream cancels the
- * sync's context). preStop runs before the stop signal, within the grace
+ * sync's context; its httpGet request alone does not carry that context, so
+ * a hanging one would hold the pod's kill up: here every handler is
+ * abandoned alike). preStop runs before the stop signal, within the grace
  * period, and what it takes comes off the grace period.
  * Handlers: exec (through the CRI), httpGet (as the probes do it), sleep.
  */
