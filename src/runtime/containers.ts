@@ -187,7 +187,9 @@ export class Containers {
         ? await runHook(postStart, { cri, clock: this.opts.clock, pod, container: spec, containerId: id, podIP, timeoutSeconds: undefined, ...(signal ? { signal } : {}) })
         : undefined;
       if (failure) {
-        this.opts.recorder.event(podEventRef(pod, spec.name), "Warning", "FailedPostStartHook", failure);
+        // Upstream leaves the hook's message out of the event: its output may hold secrets. The log and the result keep it.
+        this.opts.logger.warn("postStart hook failed", { pod: pod.metadata.name, container: spec.name, message: failure });
+        this.opts.recorder.event(podEventRef(pod, spec.name), "Warning", "FailedPostStartHook", "PostStartHook failed");
         // Abandoned because the pod must stop: its termination, next, kills the container within the pod's
         // grace period (upstream's kill here runs under the cancelled context and does nothing).
         if (signal?.aborted) this.opts.logger.info("postStart hook abandoned: the pod must stop", { pod: pod.metadata.name, container: spec.name });
@@ -234,7 +236,11 @@ export class Containers {
       const started = this.opts.clock.now();
       if (!("spec" in pod)) this.opts.logger.info("running an orphaned container's preStop hook", { pod: `${meta.namespace}/${meta.name}`, container: name });
       const failure = await runHook(preStop, { cri: this.opts.cri, clock: this.opts.clock, pod: specPod, container: spec!, containerId: id, podIP, timeoutSeconds: graceSeconds });
-      if (failure) this.opts.recorder.event(podEventRef(specPod, name), "Warning", "FailedPreStopHook", failure);
+      if (failure) {
+        // As postStart's: the message, which may hold secrets, goes to the log only.
+        this.opts.logger.warn("preStop hook failed", { pod: specPod.metadata.name, container: name, message: failure });
+        this.opts.recorder.event(podEventRef(specPod, name), "Warning", "FailedPreStopHook", "PreStopHook failed");
+      }
       const spent = Math.floor((this.opts.clock.now() - started) / 1000);
       graceSeconds = Math.max(MINIMUM_GRACE_AFTER_PRESTOP_SECONDS, graceSeconds - spent);
     }

@@ -46,8 +46,10 @@ export async function runHook(handler: LifecycleHandler, ctx: HookContext): Prom
       const command = handler.exec.command ?? [];
       const r = await ctx.cri.execSync(ctx.containerId, command, ctx.timeoutSeconds ?? 0, ctx.signal);
       if (r.exitCode === 0) return undefined;
-      const out = new TextDecoder().decode(r.stderr).trim() || new TextDecoder().decode(r.stdout).trim();
-      return `Exec lifecycle hook (${JSON.stringify(command)}) ${where} failed - error: command '${command.join(" ")}' exited with ${r.exitCode}: ${out}`;
+      // Upstream's words: the CRI client's CodeExitError (with stderr), then the output (stdout and stderr) as Go's %q.
+      const stdout = new TextDecoder().decode(r.stdout);
+      const stderr = new TextDecoder().decode(r.stderr);
+      return `Exec lifecycle hook ([${command.join(" ")}]) ${where} failed - error: command '${command.join(" ")}' exited with ${r.exitCode}: ${stderr}, message: ${JSON.stringify(stdout + stderr)}`;
     }
     if (handler.httpGet) {
       const h = handler.httpGet;

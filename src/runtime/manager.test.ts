@@ -343,7 +343,7 @@ describe("CriPodRuntime", () => {
   });
 
   test("postStart runs after the start; a failing one kills the container; preStop runs before the stop", async () => {
-    const { cri, runtime } = setup();
+    const { cri, runtime, events } = setup();
     const hooked = (postStart: string[]): Pod => ({
       metadata: { name: "web", namespace: "default", uid: "uid-1" },
       spec: {
@@ -361,9 +361,33 @@ describe("CriPodRuntime", () => {
     expect((cri.callsOf("execSync")[1] as [string, string[]])[1]).toEqual(["echo", "bye"]);
     await runtime.removePod(podRef(p));
 
-    const failing = await sync(runtime, hooked(["false"]));
-    expect(failing.results.find((r) => r.error)).toMatchObject({ action: "StartContainer", error: { reason: "PostStartHookError" } });
+    cri.setExecHandler((_id, cmd) => (cmd[0] === "leak" ? { stdout: "token=s3cret\n", stderr: "no\n", exitCode: 2 } : { stdout: "", stderr: "" }));
+    const failing = await sync(runtime, hooked(["leak", "it"]));
+    // Upstream's message: the CRI client's exit error with stderr, then the whole output as Go's %q.
+    expect(failing.results.find((r) => r.error)).toEqual({
+      action: "StartContainer",
+      target: "app",
+      error: {
+        reason: "PostStartHookError",
+        message: `Exec lifecycle hook ([leak it]) for Container "app" in Pod "web_default(uid-1)" failed - error: command 'leak it' exited with 2: no\n, message: "token=s3cret\\nno\\n"`,
+      },
+    });
     expect((await runtime.observe(podRef(p))).containers[0]!.state).toBe("exited");
+    // The event leaves the hook's output out (it may hold secrets), as upstream's.
+    expect(events.filter((e) => e.includes("Hook"))).toEqual(["Warning FailedPostStartHook PostStartHook failed"]);
+  });
+
+  test("a failing preStop hook: the kill goes on, and its event leaves the hook's output out (it may hold secrets), as upstream's", async () => {
+    const { cri, runtime, events } = setup();
+    cri.setExecHandler((_id, cmd) => (cmd[0] === "leak" ? { stdout: "token=s3cret", exitCode: 1 } : {}));
+    const p: Pod = {
+      metadata: { name: "web", namespace: "default", uid: "uid-1" },
+      spec: { terminationGracePeriodSeconds: 10, containers: [{ name: "app", image: "busybox:1.0", lifecycle: { preStop: { exec: { command: ["leak"] } } } }] },
+    };
+    await sync(runtime, p);
+    await runtime.killPod(podRef(p), 10, p);
+    expect((await runtime.observe(podRef(p))).containers[0]!.state).toBe("exited");
+    expect(events.filter((e) => e.includes("Hook"))).toEqual(["Warning FailedPreStopHook PreStopHook failed"]);
   });
 
   test("postStart has no time limit, as upstream's RunInContainer(..., 0): a hook longer than the grace period ends and the container runs", async () => {
