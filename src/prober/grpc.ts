@@ -10,6 +10,7 @@
  */
 import * as grpc from "@grpc/grpc-js";
 import { errorMessage } from "../util/errors.ts";
+import { goDuration, goStatusError } from "./gowords.ts";
 import { joinHostPort, probeUserAgent, type ProbeOutcome } from "./types.ts";
 
 export const HEALTH_CHECK_METHOD = "/grpc.health.v1.Health/Check";
@@ -91,7 +92,8 @@ function forEachField(buf: Uint8Array, fn: (field: number, wire: number, value: 
 
 export async function grpcProbe(opts: { host: string; port: number; service: string; timeoutMs: number; signal?: AbortSignal }): Promise<ProbeOutcome> {
   const addr = joinHostPort(opts.host, opts.port);
-  const timeout = `${opts.timeoutMs / 1000}s`;
+  // Go's %v of the time.Duration (grpc.go:75,101): 1s, 1m0s.
+  const timeout = Number.isInteger(opts.timeoutMs / 1000) ? goDuration(opts.timeoutMs / 1000) : `${opts.timeoutMs}ms`;
   const deadline = Date.now() + opts.timeoutMs;
   const client = new grpc.Client(addr, grpc.credentials.createInsecure(), {
     "grpc.primary_user_agent": probeUserAgent(),
@@ -120,9 +122,10 @@ export async function grpcProbe(opts: { host: string; port: number; service: str
     if (answer.err) {
       const e = answer.err;
       if (e.code === grpc.status.UNIMPLEMENTED)
-        return { result: "failure", output: `this server does not implement the grpc health protocol (grpc.health.v1.Health): ${e.details}` };
+        return { result: "failure", output: `error: this server does not implement the grpc health protocol (grpc.health.v1.Health): ${e.details}` };
       if (e.code === grpc.status.DEADLINE_EXCEEDED) return { result: "failure", output: `timeout: health rpc did not complete within ${timeout}` };
-      return { result: "failure", output: `error: health rpc probe failed: ${errorMessage(e)}` };
+      // grpc.go:109 prints the grpc-go status error: `rpc error: code = NotFound desc = ...`.
+      return { result: "failure", output: `error: health rpc probe failed: ${goStatusError(e.code, e.details)}` };
     }
     const status = answer.res?.status ?? 0;
     if (status !== 1) return { result: "failure", output: `service unhealthy (responded with ${JSON.stringify(SERVING_STATUS[status] ?? String(status))})` };

@@ -1,7 +1,7 @@
 /**
  * The httpGet probe, after upstream pkg/probe/http: GET without keep-alive,
  * TLS not verified for HTTPS, User-Agent `kube-probe/<major.minor>` and
- * Accept `*\/*` unless the probe sets them, a Host header sets the request's
+ * Accept `*\/*` unless the probe sets them (an empty Accept sends none), a Host header sets the request's
  * host. Redirects are followed (at most 10) only while they stay on the
  * same host name; a redirect elsewhere ends the probe with that 3xx answer,
  * which upstream counts as success with a warning. 200-399 is success;
@@ -12,6 +12,7 @@ import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { errorMessage } from "../util/errors.ts";
 import { awakeDeadline } from "./deadline.ts";
+import { goNetError } from "./gowords.ts";
 import { joinHostPort, MAX_PROBE_OUTPUT, probeUserAgent, type ProbeOutcome } from "./types.ts";
 
 const MAX_REDIRECTS = 10;
@@ -42,7 +43,10 @@ function buildHeaders(list: HttpProbeOptions["headers"]): Record<string, string 
     (out[key] ??= []).push(value);
   }
   if (!canonical.has("user-agent")) out["User-Agent"] = [probeUserAgent()];
-  if (!canonical.has("accept")) out["Accept"] = ["*/*"];
+  const accept = canonical.get("accept");
+  if (accept === undefined) out["Accept"] = ["*/*"];
+  // Upstream request.go:79-81: an Accept header set empty means none at all.
+  else if (out[accept]![0] === "") delete out[accept];
   out["Connection"] = ["close"];
   // Repeated names go as repeated values; a single value as a string (Bun's node:http drops a one-element Host array).
   return Object.fromEntries(Object.entries(out).map(([k, v]) => [k, v.length === 1 ? v[0]! : v]));
@@ -110,7 +114,9 @@ export async function httpProbe(opts: HttpProbeOptions): Promise<ProbeOutcome> {
       try {
         answer = await getOnce(url, headers, signal);
       } catch (err) {
-        return { result: "failure", output: `Get ${JSON.stringify(url.href)}: ${errorMessage(err)}` };
+        const { hostname, port } = url;
+        const addr = joinHostPort(hostname.replace(/^\[|\]$/g, ""), Number(port || (url.protocol === "https:" ? 443 : 80)));
+        return { result: "failure", output: `Get ${JSON.stringify(url.href)}: ${goNetError(err, addr) ?? errorMessage(err)}` };
       }
       const location = answer.headers.location;
       if (answer.status < 300 || answer.status >= 400 || !location) break;

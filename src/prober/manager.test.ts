@@ -241,7 +241,8 @@ describe("probe manager", () => {
     await t.tick(10_000);
     expect(t.calls.live).toBe(6);
     expect(t.kills).toEqual([]);
-    expect(t.events.at(-1)).toStartWith("Warning Unhealthy Liveness probe errored:");
+    // Upstream prober.go:105's words.
+    expect(t.events.at(-1)).toStartWith("Warning Unhealthy Liveness probe errored and resulted in unknown state: ");
     await t.manager[Symbol.asyncDispose]();
   });
 

@@ -103,8 +103,42 @@ describe("httpGet", () => {
     if (!bad.ok) throw new Error(bad.error);
     const r = await runProbe(bad.probe, { pod, container, containerId: "x", podIP: "127.0.0.1" }, { cri });
     expect(r.result).toBe("unknown");
-    expect(r.output).toContain("couldn't find port: nope");
+    expect(r.output).toBe('strconv.Atoi: parsing "nope": invalid syntax');
     expect(() => resolvePort("web", container)).not.toThrow();
+  });
+
+  test("a port name no port has is tried as a number, and a number must be a port (upstream probe.ResolveContainerPort)", () => {
+    const container = { name: "c", image: "i", ports: [{ name: "web", containerPort: 8080 }] } as ContainerSpec;
+    expect(resolvePort("9090", container)).toBe(9090);
+    expect(() => resolvePort("70000", container)).toThrow("invalid port number: 70000");
+    expect(() => resolvePort(0, container)).toThrow("invalid port number: 0");
+  });
+
+  test("an empty Accept header sends none (upstream request.go:79-81); a set one is kept", async () => {
+    await http("/ok", [{ name: "accept", value: "" }]);
+    expect(seen.at(-1)!.headers.has("accept")).toBe(false);
+    await http("/ok", [{ name: "Accept", value: "text/plain" }]);
+    expect(seen.at(-1)!.headers.get("accept")).toBe("text/plain");
+  });
+
+  test("connection errors are in Go's words, as upstream's events show them", async () => {
+    const port = await closedPort();
+    expect(await httpProbe({ scheme: "HTTP", host: "127.0.0.1", port, path: "/healthz", headers: [], timeoutMs: 1000 })).toEqual({
+      result: "failure",
+      output: `Get "http://127.0.0.1:${port}/healthz": dial tcp 127.0.0.1:${port}: connect: connection refused`,
+    });
+    // A server that closes the connection without an answer: Go's transport says EOF.
+    const mute = createServer((socket) => socket.once("data", () => socket.destroy()));
+    await new Promise<void>((r) => mute.listen(0, "127.0.0.1", r));
+    const mutePort = (mute.address() as { port: number }).port;
+    try {
+      expect(await httpProbe({ scheme: "HTTP", host: "127.0.0.1", port: mutePort, path: "/", headers: [], timeoutMs: 1000 })).toEqual({
+        result: "failure",
+        output: `Get "http://127.0.0.1:${mutePort}/": EOF`,
+      });
+    } finally {
+      mute.close();
+    }
   });
 });
 
@@ -121,8 +155,7 @@ describe("tcpSocket", () => {
     expect(await tcpProbe({ host: "127.0.0.1", port: server.port!, timeoutMs: 1000 })).toEqual({ result: "success", output: "" });
     const port = await closedPort();
     const r = await tcpProbe({ host: "127.0.0.1", port, timeoutMs: 1000 });
-    expect(r.result).toBe("failure");
-    expect(r.output).toContain(`dial tcp 127.0.0.1:${port}`);
+    expect(r).toEqual({ result: "failure", output: `dial tcp 127.0.0.1:${port}: connect: connection refused` });
   });
 
   test("a stall of the agent's event loop past the timeout does not fail a listening port (the tcp:8080 liveness restart)", async () => {
@@ -154,9 +187,29 @@ describe("exec", () => {
     cri.setExecHandler((_id, cmd) => (cmd[1] === "/tmp/ok" ? { stdout: "yes\n" } : { stderr: "no such file\n", exitCode: 1 }));
     expect(await execProbe({ cri, containerId: id, command: ["cat", "/tmp/ok"], timeoutSeconds: 1 })).toEqual({ result: "success", output: "yes\n" });
     expect(await execProbe({ cri, containerId: id, command: ["cat", "/tmp/x"], timeoutSeconds: 1 })).toEqual({ result: "failure", output: "no such file\n" });
+    // The cri-client's ErrCommandTimedOut text (remote_runtime.go:527), with Go's duration.
     cri.failNext("execSync", "DeadlineExceeded");
-    expect(await execProbe({ cri, containerId: id, command: ["sleep", "9"], timeoutSeconds: 1 })).toEqual({ result: "failure", output: 'command "sleep 9" timed out' });
-    expect((await execProbe({ cri, containerId: "gone", command: ["true"], timeoutSeconds: 1 })).result).toBe("unknown");
+    expect(await execProbe({ cri, containerId: id, command: ["sleep", "9"], timeoutSeconds: 1 })).toEqual({
+      result: "failure",
+      output: 'command timed out: "sleep 9" timed out after 1s',
+    });
+    cri.failNext("execSync", "DeadlineExceeded");
+    expect((await execProbe({ cri, containerId: id, command: ["sleep", "99"], timeoutSeconds: 90 })).output).toBe('command timed out: "sleep 99" timed out after 1m30s');
+    // Other CRI errors: errored, with the gRPC status as grpc-go prints it.
+    cri.failNext("execSync", "NotFound", "container gone");
+    expect(await execProbe({ cri, containerId: id, command: ["true"], timeoutSeconds: 1 })).toEqual({
+      result: "unknown",
+      output: "rpc error: code = NotFound desc = container gone",
+    });
+  });
+
+  test("the output is stdout then stderr, cut at 10 KiB of bytes", async () => {
+    const cri = new FakeCri({ clock: new FakeClock(), images: ["busybox"] });
+    const id = await running(cri);
+    cri.setExecHandler(() => ({ stdout: "é".repeat(MAX_PROBE_OUTPUT), stderr: "tail", exitCode: 1 }));
+    const r = await execProbe({ cri, containerId: id, command: ["x"], timeoutSeconds: 1 });
+    expect(Buffer.byteLength(r.output)).toBe(MAX_PROBE_OUTPUT);
+    expect(r.output).toBe("é".repeat(MAX_PROBE_OUTPUT / 2));
   });
 
   test("runProbe expands $(VAR) from the container's literal env", async () => {
@@ -212,15 +265,33 @@ describe("grpc", () => {
       result: "failure",
       output: 'service unhealthy (responded with "NOT_SERVING")',
     });
-    const missing = await grpcProbe({ host: "127.0.0.1", port, service: "other", timeoutMs: 2000 });
-    expect(missing.result).toBe("failure");
-    expect(missing.output).toContain("error: health rpc probe failed");
+    // grpc.go:109: the status error as grpc-go prints it.
+    expect(await grpcProbe({ host: "127.0.0.1", port, service: "other", timeoutMs: 2000 })).toEqual({
+      result: "failure",
+      output: "error: health rpc probe failed: rpc error: code = NotFound desc = unknown service",
+    });
+  });
+
+  test("a server without the health service: upstream's words, with its error: prefix", async () => {
+    const bare = new grpc.Server();
+    const barePort = await new Promise<number>((resolve, reject) =>
+      bare.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+    );
+    try {
+      const r = await grpcProbe({ host: "127.0.0.1", port: barePort, service: "", timeoutMs: 2000 });
+      expect(r.result).toBe("failure");
+      expect(r.output).toStartWith("error: this server does not implement the grpc health protocol (grpc.health.v1.Health): ");
+    } finally {
+      bare.forceShutdown();
+    }
   });
 
   test("a closed port fails within the timeout", async () => {
     const started = Date.now();
-    const r = await grpcProbe({ host: "127.0.0.1", port: await closedPort(), service: "", timeoutMs: 500 });
-    expect(r.result).toBe("failure");
+    const addr = `127.0.0.1:${await closedPort()}`;
+    const r = await grpcProbe({ host: "127.0.0.1", port: Number(addr.split(":")[1]), service: "", timeoutMs: 1000 });
+    // grpc.go:75: blocking dial until the deadline, Go's %v of the timeout.
+    expect(r).toEqual({ result: "failure", output: `timeout: failed to connect service "${addr}" within 1s: context deadline exceeded` });
     expect(Date.now() - started).toBeLessThan(2000);
   });
 });

@@ -15,6 +15,7 @@ import { isCriError, type CriService } from "../cri/index.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import { errorMessage } from "../util/errors.ts";
 import { awakeDeadline } from "./deadline.ts";
+import { goDuration, goNetError, goStatusError } from "./gowords.ts";
 import { grpcProbe } from "./grpc.ts";
 import { httpProbe } from "./http.ts";
 import type { ProbeSpec } from "./schema.ts";
@@ -27,29 +28,47 @@ export { httpProbe, type HttpProbeOptions } from "./http.ts";
 export { MAX_PROBE_OUTPUT, probeUserAgent, type ProbeOutcome, type ProbeResult } from "./types.ts";
 
 /**
- * Resolves an IntOrString probe port against the container's ports
- * (upstream probe.ResolveContainerPort). Throws when a name matches none.
+ * Resolves an IntOrString probe port against the container's ports, with
+ * upstream probe.ResolveContainerPort's (pkg/probe/util.go) fallback and
+ * words: a name no port has is tried as a number (`"8080"`), else
+ * `strconv.Atoi: parsing "web": invalid syntax`; a number outside 1-65535 is
+ * `invalid port number: N`. Throws those as ProbePortError.
  */
 export function resolvePort(port: number | string, container: Pick<ContainerSpec, "ports">): number {
-  if (typeof port === "number") return port;
-  const found = (container.ports ?? []).find((p) => p.name === port);
-  if (!found) throw new Error(`couldn't find port: ${port} in ${JSON.stringify(container.ports ?? [])}`);
-  return found.containerPort;
+  let n: number;
+  if (typeof port === "number") n = port;
+  else {
+    const found = (container.ports ?? []).find((p) => p.name === port);
+    if (found) n = found.containerPort;
+    else if (/^[+-]?\d+$/.test(port)) n = Number(port);
+    else throw new ProbePortError(`strconv.Atoi: parsing ${JSON.stringify(port)}: invalid syntax`);
+  }
+  if (n > 0 && n < 65536) return n;
+  throw new ProbePortError(`invalid port number: ${n}`);
 }
 
-/** Runs `cmd` in the container through CRI ExecSync; exit code 0 is success, a timeout is failure. */
+/** A probe's port resolves to no port: the probe errors (is retried and thrown away), as upstream. */
+export class ProbePortError extends Error {
+  override readonly name = "ProbePortError";
+}
+
+/**
+ * Runs `cmd` in the container through CRI ExecSync; exit code 0 is success.
+ * As upstream's exec prober (pkg/probe/exec/exec.go:52-85) and cri-client
+ * (remote_runtime.go:514-543): the output is stdout then stderr, at most
+ * 10 KiB of bytes; a timeout is a failure whose output is the client's error;
+ * any other CRI error is an error (unknown) with the gRPC status's text.
+ */
 export async function execProbe(opts: { cri: Pick<CriService, "execSync">; containerId: string; command: string[]; timeoutSeconds: number }): Promise<ProbeOutcome> {
   try {
     const r = await opts.cri.execSync(opts.containerId, opts.command, opts.timeoutSeconds);
-    const dec = new TextDecoder();
-    const output = (dec.decode(r.stdout) + dec.decode(r.stderr)).slice(0, MAX_PROBE_OUTPUT);
+    const output = Buffer.concat([r.stdout, r.stderr]).subarray(0, MAX_PROBE_OUTPUT).toString("utf8");
     return { result: r.exitCode === 0 ? "success" : "failure", output };
   } catch (err) {
-    // Upstream (ExecProbeTimeout, GA): a timed-out exec is a failure, its message the output.
     if (isCriError(err) && err.kind === "DeadlineExceeded") {
-      return { result: "failure", output: `command ${JSON.stringify(opts.command.join(" "))} timed out` };
+      return { result: "failure", output: `command timed out: ${JSON.stringify(opts.command.join(" "))} timed out after ${goDuration(opts.timeoutSeconds)}` };
     }
-    return { result: "unknown", output: errorMessage(err) };
+    return { result: "unknown", output: isCriError(err) ? goStatusError(err.code, err.detail) : errorMessage(err) };
   }
 }
 
@@ -70,7 +89,7 @@ export function tcpProbe(opts: { host: string; port: number; timeoutMs: number; 
     const onAbort = () => finish({ result: "unknown", output: "probe canceled" });
     const cancelTimeout = awakeDeadline(opts.timeoutMs, () => finish({ result: "failure", output: `dial tcp ${addr}: i/o timeout` }));
     socket.once("connect", () => finish({ result: "success", output: "" }));
-    socket.once("error", (err) => finish({ result: "failure", output: `dial tcp ${addr}: ${errorMessage(err)}` }));
+    socket.once("error", (err) => finish({ result: "failure", output: goNetError(err, addr) ?? `dial tcp ${addr}: ${errorMessage(err)}` }));
     if (opts.signal?.aborted) onAbort();
     else opts.signal?.addEventListener("abort", onAbort, { once: true });
   });

@@ -170,7 +170,8 @@ export class ProbeWorker {
     const ref = podEventRef(target.pod, target.container.name);
     if (outcome.result === "unknown") {
       this.opts.logger.v(1).info("probe errored", { output: outcome.output });
-      this.opts.recorder?.event(ref, "Warning", "Unhealthy", `${title} probe errored: ${outcome.output}`);
+      // Upstream prober.go:105: the probe's result when it errored is always Unknown here.
+      this.opts.recorder?.event(ref, "Warning", "Unhealthy", `${title} probe errored and resulted in unknown state: ${outcome.output}`);
     } else if (outcome.result === "failure") {
       this.opts.logger.v(1).info("probe failed", { output: outcome.output });
       this.opts.recorder?.event(ref, "Warning", "Unhealthy", `${title} probe failed: ${outcome.output}`);
