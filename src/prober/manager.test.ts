@@ -18,7 +18,7 @@ function setup(extra: Partial<ProbeManagerOptions> = {}) {
   const answers: Record<string, ProbeResult | "hang"> = {};
   const calls: Record<string, number> = {};
   const events: string[] = [];
-  const kills: { uid: string; name: string; message: string; grace?: number }[] = [];
+  const kills: { uid: string; name: string; probe: string; grace?: number }[] = [];
   const changes: string[] = [];
   const recorder: EventRecorder = { event: (_o, type, reason, message) => events.push(`${type} ${reason} ${message}`) };
   const probe = (spec: ProbeSpec, _t: ProbeTarget, signal: AbortSignal): Promise<ProbeOutcome> => {
@@ -34,7 +34,7 @@ function setup(extra: Partial<ProbeManagerOptions> = {}) {
     logger: memoryLogger().logger,
     recorder,
     probe,
-    restarts: { livenessFailed: (uid, name, message, grace) => void kills.push({ uid, name, message, grace }) },
+    restarts: { livenessFailed: (uid, name, probe, grace) => void kills.push({ uid, name, probe, grace }) },
     syncRequests: { request: (uid) => void changes.push(uid) },
     ...extra,
   });
@@ -145,7 +145,7 @@ describe("probe manager", () => {
     await t.tick(10_000);
     expect(t.kills).toEqual([]);
     await t.tick(10_000);
-    expect(t.kills).toEqual([{ uid: "u1", name: "app", message: "Container app failed liveness probe, will be restarted", grace: 7 }]);
+    expect(t.kills).toEqual([{ uid: "u1", name: "app", probe: "liveness", grace: 7 }]);
     expect(t.events.filter((e) => e === "Warning Unhealthy Liveness probe failed: live said no")).toHaveLength(3);
     // On hold: no more probes of this container instance, no second kill.
     await t.tick(50_000);
@@ -216,7 +216,7 @@ describe("probe manager", () => {
     t.manager.addPod(pod("u1", { startupProbe: exec("start", { failureThreshold: 2 }) }), running("c1", t.clock.now()), "");
     await t.tick(0);
     await t.tick(10_000);
-    expect(t.kills.map((k) => [k.message, k.grace])).toEqual([["Container app failed startup probe, will be restarted", undefined]]);
+    expect(t.kills.map((k) => [k.probe, k.grace])).toEqual([["startup", undefined]]);
     await t.manager[Symbol.asyncDispose]();
   });
 

@@ -12,7 +12,7 @@
  *   terminationGracePeriodSeconds, or undefined when the probe does not set
  *   one (then the pod's applies, as upstream). It is called for startup
  *   probe failures too (upstream restarts those the same way), at most once
- *   per container instance; the message says which probe.
+ *   per container instance; its 3rd argument says which probe.
  * - An invalid probe (the API server would have refused it; static pods
  *   are not validated) is logged and recorded as a Warning "InvalidProbe"
  *   event once per container instance: an invalid liveness probe is not
@@ -52,7 +52,7 @@ export interface RunningContainer {
 /** Restarts a container whose liveness (or startup) probe failed (verdicts.ts: LivenessRestarts). */
 export interface LivenessFailures {
   /** `gracePeriodSeconds` is the probe's terminationGracePeriodSeconds override, undefined when it has none. */
-  livenessFailed(podUid: string, containerName: string, message: string, gracePeriodSeconds?: number): void;
+  livenessFailed(podUid: string, containerName: string, probe: "liveness" | "startup", gracePeriodSeconds?: number): void;
 }
 
 /** Where probe runs are counted, for `/metrics/probes` (metrics/probes.ts: ProbeMetrics). */
@@ -215,11 +215,11 @@ export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
         recorder: opts.recorder,
         probe: timedProbe(type, spec.name),
         onFailureThreshold: () => {
-          if (c.killRequested) return;
+          // The worker calls this for liveness and startup only.
+          if (c.killRequested || type === "readiness") return;
           c.killRequested = true;
-          const message = `Container ${spec.name} failed ${type} probe, will be restarted`;
-          logger.info("container failed probe, will be restarted", { probe: type });
-          opts.restarts.livenessFailed(uid, spec.name, message, probe.terminationGracePeriodSeconds ?? undefined);
+          logger.info("container failed probe; it is to be killed", { probe: type });
+          opts.restarts.livenessFailed(uid, spec.name, type, probe.terminationGracePeriodSeconds ?? undefined);
         },
       });
       c.workers.set(type, worker);

@@ -10,9 +10,13 @@ export interface ProbeOutcome {
   warning?: boolean;
 }
 
-/** A liveness or startup failure the runtime acts on: the event message, and the probe's terminationGracePeriodSeconds when it has one. */
+/**
+ * A liveness or startup failure the runtime acts on: which probe failed (the
+ * runtime words the Killing message, which depends on the restart policy and
+ * the container's kind), and the probe's terminationGracePeriodSeconds when it has one.
+ */
 export interface ProbeFailure {
-  message: string;
+  probe: "liveness" | "startup";
   gracePeriodSeconds?: number;
 }
 

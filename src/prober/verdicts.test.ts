@@ -24,12 +24,12 @@ test("a liveness failure marks the container ID that was probed, and only it", (
   const manager = fakeManager();
   const v = new ProbeVerdicts(manager, restarts);
   v.addPod(pod, [{ containerName: "app", containerId: "c1", startedAt: 0 }], "10.0.0.1");
-  restarts.livenessFailed("u1", "app", "Container app failed liveness probe, will be restarted");
-  restarts.livenessFailed("u1", "unknown", "ignored");
-  expect([...restarts.unhealthy("u1")]).toEqual([["c1", { message: "Container app failed liveness probe, will be restarted" }]]);
+  restarts.livenessFailed("u1", "app", "liveness");
+  restarts.livenessFailed("u1", "unknown", "liveness");
+  expect([...restarts.unhealthy("u1")]).toEqual([["c1", { probe: "liveness" }]]);
   // The probe's own grace period travels with the verdict.
-  restarts.livenessFailed("u1", "app", "Container app failed startup probe, will be restarted", 5);
-  expect(restarts.unhealthy("u1").get("c1")).toEqual({ message: "Container app failed startup probe, will be restarted", gracePeriodSeconds: 5 });
+  restarts.livenessFailed("u1", "app", "startup", 5);
+  expect(restarts.unhealthy("u1").get("c1")).toEqual({ probe: "startup", gracePeriodSeconds: 5 });
   expect(woken).toEqual(["u1", "u1"]);
   // The restarted container has a new ID: the old verdict does not apply to it.
   v.addPod(pod, [{ containerName: "app", containerId: "c2", startedAt: 1 }], "10.0.0.1");

@@ -23,10 +23,10 @@ export class LivenessRestarts implements LivenessFailures {
    * The prober's liveness failures: restart the container that was probed,
    * within the probe's terminationGracePeriodSeconds when it has one.
    */
-  livenessFailed(podUid: string, containerName: string, message: string, gracePeriodSeconds?: number): void {
+  livenessFailed(podUid: string, containerName: string, probe: ProbeFailure["probe"], gracePeriodSeconds?: number): void {
     const id = this.probed.get(podUid)?.get(containerName);
     if (!id) return;
-    const failure: ProbeFailure = gracePeriodSeconds !== undefined ? { message, gracePeriodSeconds } : { message };
+    const failure: ProbeFailure = gracePeriodSeconds !== undefined ? { probe, gracePeriodSeconds } : { probe };
     this.restart.set(podUid, new Map([...(this.restart.get(podUid) ?? []), [id, failure]]));
     this.syncRequests.request(podUid);
   }

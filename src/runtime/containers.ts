@@ -87,7 +87,7 @@ export interface ContainerStop {
   id: string;
   name: string;
   graceSeconds: number;
-  /** Why it is stopped (logged; a Killing event's message when it starts with "Container "); none for a pod's kill. */
+  /** Why it is stopped (logged; a Killing event's message when it starts with "Container " or "Init container "); none for a pod's kill. */
   why?: string;
   podIP: string;
   /** An orphan's spec as its container's annotations restore it (its preStop hook). */
@@ -215,7 +215,7 @@ export class Containers {
    */
   async stop({ pod, id, name, graceSeconds, why, podIP, restored }: ContainerStop): Promise<SyncResult> {
     const meta = "metadata" in pod ? pod.metadata : pod;
-    this.opts.recorder.event(podEventRef({ metadata: meta }, name), "Normal", "Killing", why?.startsWith("Container ") ? why : `Stopping container ${name}`);
+    this.opts.recorder.event(podEventRef({ metadata: meta }, name), "Normal", "Killing", why && /^(Init c|C)ontainer /.test(why) ? why : `Stopping container ${name}`);
     if (why) this.opts.logger.info("stopping container", { pod: `${meta.namespace}/${meta.name}`, container: name, why });
     if (!("spec" in pod) && restored && !restored.ok) {
       this.opts.logger.warn("an orphaned container's annotations do not restore its preStop hook; stopping it without", {

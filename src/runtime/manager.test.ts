@@ -10,6 +10,7 @@ import { memoryLogger } from "../util/log.ts";
 import { CriPodRuntime } from "./manager.ts";
 import { testRuntimeOptions } from "./testing.ts";
 import { podRef } from "../pods/identity.ts";
+import type { ProbeFailure } from "../prober/types.ts";
 
 let logs: string;
 beforeEach(() => (logs = mkdtempSync(join(tmpdir(), "podlogs-"))));
@@ -68,7 +69,7 @@ describe("CriPodRuntime", () => {
   test("a liveness kill uses the probe's terminationGracePeriodSeconds; a pod that must stop meanwhile gets nothing started again", async () => {
     const clock = new FakeClock();
     const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
-    const verdicts = new Map<string, { message: string; gracePeriodSeconds?: number }>();
+    const verdicts = new Map<string, ProbeFailure>();
     const runtime = new CriPodRuntime(
       testRuntimeOptions({
         cri,
@@ -82,14 +83,14 @@ describe("CriPodRuntime", () => {
     const p: Pod = { ...pod(), spec: { ...pod().spec, terminationGracePeriodSeconds: 500 } };
     await sync(runtime, p);
     const first = (await runtime.observe(podRef(p))).containers[0]!;
-    verdicts.set(first.id, { message: "Container app failed liveness probe, will be restarted", gracePeriodSeconds: 5 });
+    verdicts.set(first.id, { probe: "liveness", gracePeriodSeconds: 5 });
     await sync(runtime, p);
     expect(cri.callsOf("stopContainer")).toEqual([[first.id, 5]]);
     expect(cri.callsOf("startContainer")).toHaveLength(2);
 
     // Deleted while the kill waited: the container is stopped, not started again.
     const second = (await runtime.observe(podRef(p))).containers.find((c) => c.state === "running")!;
-    verdicts.set(second.id, { message: "Container app failed liveness probe, will be restarted" });
+    verdicts.set(second.id, { probe: "liveness" });
     const deleted = new AbortController();
     const release = cri.holdNext("stopContainer");
     const syncing = runtime.syncPod(p, deleted.signal);
@@ -100,6 +101,36 @@ describe("CriPodRuntime", () => {
     expect(cri.callsOf("stopContainer").at(-1)).toEqual([second.id, 500]);
     expect(cri.callsOf("startContainer")).toHaveLength(2);
     expect((await runtime.observe(podRef(p))).containers.filter((c) => c.state === "running")).toEqual([]);
+  });
+
+  test("a probe kill's Killing event has upstream's words: a sidecar's 'Init container ... failed liveness probe'", async () => {
+    const clock = new FakeClock();
+    const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
+    const events: string[] = [];
+    const verdicts = new Map<string, ProbeFailure>();
+    const runtime = new CriPodRuntime(
+      testRuntimeOptions({
+        cri,
+        clock,
+        logger: memoryLogger().logger,
+        node: { podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+        host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", clusterDomain: "" }),
+        recorder: { event: (_ref, type, reason, message) => void events.push(`${type} ${reason} ${message}`) },
+        start: { probes: { unhealthy: () => verdicts, isStarted: () => true } },
+      }),
+    );
+    const p: Pod = { ...pod(), spec: { ...pod().spec, initContainers: [{ name: "proxy", image: "busybox:1.0", restartPolicy: "Always" }] } };
+    await sync(runtime, p);
+    await sync(runtime, p);
+    const running = (await runtime.observe(podRef(p))).containers.filter((c) => c.state === "running");
+    expect(running.map((c) => c.name).sort()).toEqual(["app", "proxy"]);
+    verdicts.set(running.find((c) => c.name === "proxy")!.id, { probe: "liveness" });
+    verdicts.set(running.find((c) => c.name === "app")!.id, { probe: "startup" });
+    await sync(runtime, p);
+    expect(events.filter((e) => e.includes("Killing")).sort()).toEqual([
+      "Normal Killing Container app failed startup probe, will be restarted",
+      "Normal Killing Init container proxy failed liveness probe",
+    ]);
   });
 
   test("creates the sandbox and container with upstream labels, annotations and log paths", async () => {

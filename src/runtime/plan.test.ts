@@ -199,6 +199,14 @@ describe("planPod", () => {
       expect(started(a)).toEqual([]);
     });
 
+    test("a sidecar's probe kill says 'Init container ... failed liveness probe', without 'will be restarted' (kuberuntime_container.go:1161), and restarts it", () => {
+      const p = withInit("Never");
+      const state = [c(p, "setup", { state: "exited", exitCode: 0 }), c(p, "proxy"), c(p, "migrate", { state: "exited", exitCode: 0 }), c(p, "app")];
+      const a = planPod(p, observed([sandbox()], state), noBackoff, new Map([["id-proxy", { probe: "liveness" }]]));
+      expect(a.containersToKill).toEqual([{ id: "id-proxy", name: "proxy", reason: "Init container proxy failed liveness probe" }]);
+      expect(started(a)).toEqual(["proxy"]);
+    });
+
     test("a sidecar that exits is restarted while the app runs; a completed regular init is not rerun", () => {
       const p = withInit();
       const state = [
@@ -259,17 +267,22 @@ describe("planPod", () => {
 
   test("a running container that failed its liveness probe is killed and started again", () => {
     const p = pod();
-    const unhealthy = new Map([["c1", { message: "Container app failed liveness probe, will be restarted" }]]);
+    const unhealthy = new Map([["c1", { probe: "liveness" as const }]]);
     const a = planPod(p, observed([sandbox()], [container(p)]), noBackoff, unhealthy);
     expect(a.containersToKill).toEqual([{ id: "c1", name: "app", reason: "Container app failed liveness probe, will be restarted" }]);
     expect(a.containersToStart).toMatchObject([{ name: "app", restartCount: 1 }]);
+    const startup = planPod(p, observed([sandbox()], [container(p)]), noBackoff, new Map([["c1", { probe: "startup" as const }]]));
+    expect(startup.containersToKill[0]?.reason).toBe("Container app failed startup probe, will be restarted");
+    // Upstream (kuberuntime_manager.go:1181-1183): "will be restarted" only when the pod restarts containers.
     const never = pod("Never");
-    expect(planPod(never, observed([sandbox()], [container(never)]), noBackoff, unhealthy).containersToStart).toEqual([]);
+    const killed = planPod(never, observed([sandbox()], [container(never)]), noBackoff, unhealthy);
+    expect(killed.containersToStart).toEqual([]);
+    expect(killed.containersToKill).toEqual([{ id: "c1", name: "app", reason: "Container app failed liveness probe" }]);
   });
 
   test("a probe's own terminationGracePeriodSeconds goes with its kill; other kills use the pod's", () => {
     const p = pod();
-    const unhealthy = new Map([["c1", { message: "Container app failed liveness probe, will be restarted", gracePeriodSeconds: 5 }]]);
+    const unhealthy = new Map([["c1", { probe: "liveness" as const, gracePeriodSeconds: 5 }]]);
     expect(planPod(p, observed([sandbox()], [container(p)]), noBackoff, unhealthy).containersToKill).toEqual([
       { id: "c1", name: "app", reason: "Container app failed liveness probe, will be restarted", gracePeriodSeconds: 5 },
     ]);

@@ -110,6 +110,17 @@ const policyFor = (pod: Pod, container: ContainerSpec, kind: "init" | "app"): "A
 
 type Decision = "running" | "starting" | "waiting" | "succeeded" | "failed";
 
+/**
+ * The Killing message for a probe failure, upstream's words: an app container's
+ * says ", will be restarted" unless the pod never restarts
+ * (kuberuntime_manager.go:1163-1183); a sidecar's is "Init container ..."
+ * without it (kuberuntime_container.go:1118,1161).
+ */
+function probeKillMessage(container: ContainerSpec, probe: ProbeFailure["probe"], policy: "Always" | "OnFailure" | "Never"): string {
+  if (isSidecar(container)) return `Init container ${container.name} failed ${probe} probe`;
+  return `Container ${container.name} failed ${probe} probe${policy === "Never" ? "" : ", will be restarted"}`;
+}
+
 /** One container's next step under `policy`; adds its kills and starts to `actions`. */
 function decide(
   pod: Pod,
@@ -126,9 +137,10 @@ function decide(
       // Upstream: a failed liveness probe kills the container (within the probe's own
       // terminationGracePeriodSeconds when it has one); it starts again at once (policy allowing).
       const grace = failedProbe.gracePeriodSeconds !== undefined ? { gracePeriodSeconds: failedProbe.gracePeriodSeconds } : {};
-      actions.containersToKill.push({ id: latest.id, name: container.name, reason: failedProbe.message, ...grace });
+      const message = probeKillMessage(container, failedProbe.probe, policy);
+      actions.containersToKill.push({ id: latest.id, name: container.name, reason: message, ...grace });
       if (policy === "Never") return "failed";
-      actions.containersToStart.push({ name: container.name, restartCount: latest.restartCount + 1, reason: failedProbe.message });
+      actions.containersToStart.push({ name: container.name, restartCount: latest.restartCount + 1, reason: message });
       return "starting";
     }
     const changed = specChange(container, latest);

@@ -118,7 +118,14 @@ describe("probes against a real container", () => {
 
   test("exec: a command slower than timeoutSeconds is a failure", async () => {
     const r = await runProbe(spec({ exec: { command: ["sleep", "5"] }, timeoutSeconds: 1 }), target(), { cri });
-    expect(r).toEqual({ result: "failure", output: 'command "sleep 5" timed out' });
+    // containerd answers DeadlineExceeded; upstream's output is the cri-client's ErrCommandTimedOut text.
+    expect(r).toEqual({ result: "failure", output: 'command timed out: "sleep 5" timed out after 1s' });
+  });
+
+  test("exec: a container the runtime does not know errors with grpc-go's status text", async () => {
+    const r = await runProbe(spec({ exec: { command: ["true"] } }), { ...target(), containerId: "0".repeat(64) }, { cri });
+    expect(r.result).toBe("unknown");
+    expect(r.output).toStartWith("rpc error: code = NotFound desc = ");
   });
 
   test("httpGet on the pod IP by named port: 200, then 404 when the file is gone", async () => {
@@ -135,14 +142,13 @@ describe("probes against a real container", () => {
   test("tcpSocket: 8080 open, 8081 closed", async () => {
     expect((await runProbe(spec({ tcpSocket: { port: 8080 } }), target(), { cri })).result).toBe("success");
     const closed = await runProbe(spec({ tcpSocket: { port: 8081 } }), target(), { cri });
-    expect(closed.result).toBe("failure");
-    expect(closed.output).toContain(`${podIP}:8081`);
+    expect(closed).toEqual({ result: "failure", output: `dial tcp ${podIP}:8081: connect: connection refused` });
   });
 });
 
 describe("the manager on the real clock", () => {
   let manager: ProbeManager;
-  const kills: { name: string; message: string; grace?: number }[] = [];
+  const kills: { name: string; probe: string; grace?: number }[] = [];
 
   afterAll(async () => {
     await manager?.[Symbol.asyncDispose]();
@@ -154,7 +160,7 @@ describe("the manager on the real clock", () => {
       cri,
       clock: realClock,
       logger: memoryLogger().logger,
-      restarts: { livenessFailed: (_uid, containerName, message, grace) => void kills.push({ name: containerName, message, grace }) },
+      restarts: { livenessFailed: (_uid, containerName, probe, grace) => void kills.push({ name: containerName, probe, grace }) },
     });
     const uid = pod.metadata.uid!;
     manager.addPod(pod, [{ containerName: "web", containerId, startedAt: Date.now() }], podIP);
@@ -169,7 +175,7 @@ describe("the manager on the real clock", () => {
 
     await sh("rm /www/index.html");
     await until("liveness failure", () => kills.length > 0);
-    expect(kills).toEqual([{ name: "web", message: "Container web failed liveness probe, will be restarted", grace: 3 }]);
+    expect(kills).toEqual([{ name: "web", probe: "liveness", grace: 3 }]);
     await Bun.sleep(2500);
     expect(kills).toHaveLength(1);
   }, 60_000);
