@@ -104,6 +104,29 @@ describe("probe manager", () => {
     expect(t.clock.pendingTimers()).toBe(0);
   });
 
+  test("each sync probes a started, not ready container's readiness at once (upstream UpdatePodStatus's manual trigger); a ready one waits for its period", async () => {
+    const t = setup();
+    t.answers.ready = "failure";
+    const p = pod("u1", { readinessProbe: exec("ready") });
+    t.manager.addPod(p, running("c1", t.clock.now()), "10.0.0.1");
+    await t.tick(0);
+    expect(t.calls.ready).toBe(1);
+    // A sync 2 s later (a PLEG event, the readiness change's own sync): probed again now, not at 10 s.
+    await t.tick(2_000);
+    t.answers.ready = "success";
+    t.manager.addPod(p, running("c1", t.clock.now() - 2_000), "10.0.0.1");
+    await t.tick(0);
+    expect(t.calls.ready).toBe(2);
+    expect(t.manager.isReady("u1", "app")).toBe(true);
+    // The period counts from that probe; a ready container is not probed by a sync.
+    t.manager.addPod(p, running("c1", t.clock.now() - 2_000), "10.0.0.1");
+    await t.tick(9_000);
+    expect(t.calls.ready).toBe(2);
+    await t.tick(1_000);
+    expect(t.calls.ready).toBe(3);
+    await t.manager[Symbol.asyncDispose]();
+  });
+
   test("a container the pod's reported status shows ready and started keeps both until its probes say otherwise; another container ID does not", async () => {
     const reported: Record<string, { ready: boolean; started: boolean }> = { c1: { ready: true, started: true } };
     const t = setup({ reported: { reportedContainer: (_pod, _name, id) => reported[id] } });

@@ -106,8 +106,9 @@ export interface ProbeManager {
   /**
    * Called on every sync of a pod with its running containers. Starts
    * workers for containers not probed yet, restarts them for a container
-   * with a new ID, stops them for containers no longer running. Idempotent
-   * for unchanged input; never throws (invalid probes are reported).
+   * with a new ID, stops them for containers no longer running, and probes
+   * the readiness of started containers that are not ready at once. Never
+   * throws (invalid probes are reported).
    */
   addPod(pod: Pod, running: RunningContainer[], podIP: string): void;
   /** Stops the pod's workers and forgets its results. Idempotent. */
@@ -244,10 +245,18 @@ export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
           entry.containers.delete(name);
         }
       }
+      const known = new Set(entry.containers.keys());
       for (const run of running) {
         const spec = specs.get(run.containerName);
         if (!spec || entry.containers.has(spec.name)) continue;
         entry.containers.set(spec.name, startContainer(entry, spec, run));
+      }
+      // Upstream UpdatePodStatus (prober_manager.go:298-314), run by every sync's status: a started
+      // container that is not ready is probed for readiness at once, not at its next period
+      // (a new container's first probe runs at once anyway).
+      for (const name of known) {
+        const c = entry.containers.get(name);
+        if (c && started(c) && caches.readiness.get(c.containerId) !== "success") c.workers.get("readiness")?.trigger();
       }
     },
 
