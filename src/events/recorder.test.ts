@@ -28,6 +28,18 @@ describe("ApiEventRecorder", () => {
     expect(patch.args[2]).toMatchObject({ count: 2 });
   });
 
+  test("a container's fieldPath names its list, as upstream's GenerateContainerRef", () => {
+    const full = {
+      ...pod,
+      spec: { containers: [{ name: "app" }], initContainers: [{ name: "setup" }, { name: "proxy" }], ephemeralContainers: [{ name: "debugger" }] },
+    };
+    expect(podEventRef(full, "app").fieldPath).toBe("spec.containers{app}");
+    expect(podEventRef(full, "proxy").fieldPath).toBe("spec.initContainers{proxy}");
+    expect(podEventRef(full, "debugger").fieldPath).toBe("spec.ephemeralContainers{debugger}");
+    expect(podEventRef(full, "gone").fieldPath).toBe("implicitly required container gone");
+    expect(podEventRef(full).fieldPath).toBeUndefined();
+  });
+
   test("node events use the node name as UID, in the default namespace", async () => {
     const api = new FakeKubeApi();
     const rec = new ApiEventRecorder({ api, nodeName: "n1", qps: 50, burst: 100, clock: new FakeClock(), logger: memoryLogger().logger });

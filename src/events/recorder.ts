@@ -26,12 +26,33 @@ export interface EventRecorder {
   event(object: ObjectRef, type: EventType, reason: string, message: string): void;
 }
 
-/** A pod (and one of its containers) as the object of an event. */
-export const podEventRef = (pod: { metadata: { name?: string; namespace?: string; uid?: string } }, container?: string): ObjectRef => ({
+type Named = { name: string }[] | undefined;
+
+/**
+ * A pod (and one of its containers) as the object of an event. The
+ * container's fieldPath says which list it is in, as upstream's
+ * GenerateContainerRef (pkg/kubelet/container/ref.go:33-78):
+ * spec.containers{c}, spec.initContainers{c} (sidecars too),
+ * spec.ephemeralContainers{c}; one the spec lacks is an "implicitly
+ * required container c". Without the spec (only metadata known):
+ * spec.containers{c}.
+ */
+export const podEventRef = (
+  pod: { metadata: { name?: string; namespace?: string; uid?: string }; spec?: { containers?: Named; initContainers?: Named; ephemeralContainers?: Named } },
+  container?: string,
+): ObjectRef => ({
   kind: "Pod",
   ...podRef(pod),
-  ...(container ? { fieldPath: `spec.containers{${container}}` } : {}),
+  ...(container ? { fieldPath: containerFieldPath(pod.spec, container) } : {}),
 });
+
+function containerFieldPath(spec: { containers?: Named; initContainers?: Named; ephemeralContainers?: Named } | undefined, container: string): string {
+  if (!spec) return `spec.containers{${container}}`;
+  for (const list of ["containers", "initContainers", "ephemeralContainers"] as const) {
+    if (spec[list]?.some((c) => c.name === container)) return `spec.${list}{${container}}`;
+  }
+  return `implicitly required container ${container}`;
+}
 
 /** Upstream's node reference: the UID is the node name, events go to "default". */
 export const nodeRef = (nodeName: string): ObjectRef => ({ kind: "Node", name: nodeName, uid: nodeName });

@@ -215,7 +215,7 @@ export class Containers {
    */
   async stop({ pod, id, name, graceSeconds, why, podIP, restored }: ContainerStop): Promise<SyncResult> {
     const meta = "metadata" in pod ? pod.metadata : pod;
-    this.opts.recorder.event(podEventRef({ metadata: meta }, name), "Normal", "Killing", why && /^(Init c|C)ontainer /.test(why) ? why : `Stopping container ${name}`);
+    this.opts.recorder.event(podEventRef("spec" in pod ? pod : { metadata: meta }, name), "Normal", "Killing", why && /^(Init c|C)ontainer /.test(why) ? why : `Stopping container ${name}`);
     if (why) this.opts.logger.info("stopping container", { pod: `${meta.namespace}/${meta.name}`, container: name, why });
     if (!("spec" in pod) && restored && !restored.ok) {
       this.opts.logger.warn("an orphaned container's annotations do not restore its preStop hook; stopping it without", {
