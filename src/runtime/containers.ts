@@ -215,7 +215,12 @@ export class Containers {
    */
   async stop({ pod, id, name, graceSeconds, why, podIP, restored }: ContainerStop): Promise<SyncResult> {
     const meta = "metadata" in pod ? pod.metadata : pod;
-    this.opts.recorder.event(podEventRef("spec" in pod ? pod : { metadata: meta }, name), "Normal", "Killing", why && /^(Init c|C)ontainer /.test(why) ? why : `Stopping container ${name}`);
+    this.opts.recorder.event(
+      podEventRef("spec" in pod ? pod : { metadata: meta }, name),
+      "Normal",
+      "Killing",
+      why && /^(Init c|C)ontainer /.test(why) ? why : `Stopping container ${name}`,
+    );
     if (why) this.opts.logger.info("stopping container", { pod: `${meta.namespace}/${meta.name}`, container: name, why });
     if (!("spec" in pod) && restored && !restored.ok) {
       this.opts.logger.warn("an orphaned container's annotations do not restore its preStop hook; stopping it without", {
@@ -245,7 +250,9 @@ export class Containers {
       graceSeconds = Math.max(MINIMUM_GRACE_AFTER_PRESTOP_SECONDS, graceSeconds - spent);
     }
     try {
-      await this.opts.cri.stopContainer(id, graceSeconds);
+      // Upstream killContainer (kuberuntime_container.go:863-865): every stop gets at least
+      // minimumGracePeriodInSeconds, a probe's terminationGracePeriodSeconds: 1 and a zero grace too.
+      await this.opts.cri.stopContainer(id, Math.max(MINIMUM_GRACE_AFTER_PRESTOP_SECONDS, graceSeconds));
       return { action: "KillContainer", target: name };
     } catch (err) {
       if (isNotFound(err)) return { action: "KillContainer", target: name };

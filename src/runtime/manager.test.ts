@@ -103,6 +103,31 @@ describe("CriPodRuntime", () => {
     expect((await runtime.observe(podRef(p))).containers.filter((c) => c.state === "running")).toEqual([]);
   });
 
+  test("a stop gets at least 2 s (upstream minimumGracePeriodInSeconds): a probe's terminationGracePeriodSeconds: 1, a pod's 0", async () => {
+    const clock = new FakeClock();
+    const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
+    const verdicts = new Map<string, ProbeFailure>();
+    const runtime = new CriPodRuntime(
+      testRuntimeOptions({
+        cri,
+        clock,
+        logger: memoryLogger().logger,
+        node: { podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+        host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", clusterDomain: "" }),
+        start: { probes: { unhealthy: () => verdicts, isStarted: () => true } },
+      }),
+    );
+    const p: Pod = { ...pod(), spec: { ...pod().spec, terminationGracePeriodSeconds: 0 } };
+    await sync(runtime, p);
+    const first = (await runtime.observe(podRef(p))).containers[0]!;
+    verdicts.set(first.id, { probe: "liveness", gracePeriodSeconds: 1 });
+    await sync(runtime, p);
+    expect(cri.callsOf("stopContainer")).toEqual([[first.id, 2]]);
+    const second = (await runtime.observe(podRef(p))).containers.find((c) => c.state === "running")!;
+    await runtime.killPod(podRef(p), 0, p);
+    expect(cri.callsOf("stopContainer").at(-1)).toEqual([second.id, 2]);
+  });
+
   test("a probe kill's Killing event has upstream's words: a sidecar's 'Init container ... failed liveness probe'", async () => {
     const clock = new FakeClock();
     const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
