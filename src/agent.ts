@@ -187,7 +187,7 @@ async function run(config: AgentConfig, deps: AgentDeps, stack: DisposalStack, c
   // Admission (node shutdown, pressure, sysctls, pod features, devices, CPUs, resources), the pod syncer,
   // the pod workers that serve `pods`, and the PLEG that wakes them.
   const admission = new PodAdmission(k, { facts, nodeShutdown, eviction, topology, allocation });
-  const { workers, pleg } = buildPodWorkers(w, { admission, cri, runtime, podHost, statusSink, allocation, prober, pods, runtimePods, metrics, recorder, random });
+  const { workers, pleg } = buildPodWorkers(w, { admission, cri, runtime, podHost, statusSink, allocation, prober, pods, runtimePods, metrics, recorder, random, hostIP });
   // The pod resources API (v1) on <rootDir>/pod-resources/kubelet.sock: which devices, CPUs and memory each container holds.
   await servePodResourcesApi(w, { devices, cpuManager, memoryManager, pods: workers });
   // Kernel OOM kills as events (upstream's OOM watcher): SystemOOM on the node, OOMKilling on this node's pods.

@@ -97,10 +97,12 @@ export function buildPodWorkers(
     metrics: KubeletMetrics;
     recorder: EventRecorder;
     random: () => number;
+    /** The node's IP (a host-network pod's, for its probes). */
+    hostIP: string | undefined;
   },
 ): { workers: PodWorkers; pleg: Pleg } {
   const { config, stack, clock, logger } = w;
-  const { admission, cri, runtime, podHost, statusSink, allocation, prober, pods, runtimePods, metrics, recorder, random } = o;
+  const { admission, cri, runtime, podHost, statusSink, allocation, prober, pods, runtimePods, metrics, recorder, random, hostIP } = o;
   const k = config.kubelet;
   const syncer = new HostPodSyncer({
     runtime,
@@ -114,6 +116,7 @@ export function buildPodWorkers(
     probes: prober.verdicts,
     metrics,
     ...(allocation ? { allocation } : {}),
+    ...(hostIP ? { hostIP } : {}),
   });
   const workers: PodWorkers = stack.use(
     "pod workers",

@@ -15,7 +15,7 @@ const pod = (uid: string, restartPolicy: "Always" | "Never" = "Always"): Pod => 
   spec: { restartPolicy, terminationGracePeriodSeconds: 5, containers: [{ name: "app", image: "busybox" }] },
 });
 
-function setup(runtimePods?: RuntimePodPresence) {
+function setup(runtimePods?: RuntimePodPresence, hostIP?: string) {
   const clock = new FakeClock();
   const runtime = new FakePodRuntime(clock);
   // Which PodRuntime methods the syncer itself calls (the fake's own reads are not counted).
@@ -36,7 +36,8 @@ function setup(runtimePods?: RuntimePodPresence) {
   const started: number[] = [];
   const probed: string[] = [];
   const probes = {
-    addPod: (p: Pod, running: { containerName: string }[]) => probed.push(`add ${p.metadata.uid} ${running.map((r) => r.containerName).join(",")}`),
+    addPod: (p: Pod, running: { containerName: string }[], podIP: string) =>
+      probed.push(`add ${p.metadata.uid} ${running.map((r) => r.containerName).join(",")}${podIP === "10.88.0.2" ? "" : ` at ${podIP}`}`),
     removePod: (uid: string) => probed.push(`remove ${uid}`),
     isReady: () => true,
     isStarted: () => true,
@@ -45,6 +46,7 @@ function setup(runtimePods?: RuntimePodPresence) {
     runtime: counted,
     status,
     ...(runtimePods ? { runtimePods } : {}),
+    ...(hostIP ? { hostIP } : {}),
     clock,
     logger: memoryLogger().logger,
     recorder,
@@ -70,6 +72,13 @@ describe("HostPodSyncer.syncPod", () => {
     expect(started).toEqual([1500]);
     await syncer.syncPod(request(p));
     expect(started).toEqual([1500]);
+  });
+
+  test("a host-network pod is probed at the node's IP, its status.podIP, not its sandbox's (none)", async () => {
+    const { probed, syncer, request } = setup(undefined, "192.168.1.7");
+    const p: Pod = { ...pod("u1"), spec: { ...pod("u1").spec, hostNetwork: true } };
+    await syncer.syncPod(request(p));
+    expect(probed).toEqual(["add u1 app at 192.168.1.7"]);
   });
 
   test("a pod the runtime did not hold at the last relist has its status (Pending, ContainerCreating) before its first step runs, as upstream's SyncPod", async () => {

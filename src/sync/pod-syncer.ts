@@ -88,6 +88,8 @@ export interface PodSyncerOptions {
   metrics?: Pick<KubeletMetricsSink, "podStarted">;
   /** In-place resize: runs each pod with its allocated resources and reports resizes in its status. */
   allocation?: PodAllocation;
+  /** The node's IP: a host-network pod's IP, which its probes without a host target (upstream status.PodIP). */
+  hostIP?: string;
   /** The prober: told about running containers after each sync, asked for readiness, dropped on termination. */
   probes?: ProbeView & {
     addPod(pod: Pod, running: { containerName: string; containerId: string; startedAt: number }[], podIP: string): void;
@@ -136,10 +138,12 @@ export class HostPodSyncer implements PodSyncer {
     }
     const after = outcome.observed;
     const running = after.containers.filter((c) => c.state === "running" && c.sandboxId === after.sandboxes[0]?.id);
+    // Upstream probes status.PodIP, which is the node's for a host-network pod (its sandbox has none).
+    const podIP = pod.spec.hostNetwork ? (this.opts.hostIP ?? "") : (after.sandboxes[0]?.ip ?? "");
     this.opts.probes?.addPod(
       pod,
       running.map((c) => ({ containerName: c.name, containerId: c.id, startedAt: c.startedAt ?? c.createdAt })),
-      after.sandboxes[0]?.ip ?? "",
+      podIP,
     );
     const computed = podStatus(pod, after, outcome.waiting, false, this.opts.probes);
     const status = this.opts.allocation?.resizeStatus(computed, pod, after, outcome.results) ?? computed;
