@@ -161,3 +161,46 @@ export function toCriError(err: unknown, method: string, target?: string): CriEr
   if (target !== undefined) init.target = target;
   return new CriError(init);
 }
+
+/** grpc-go's codes.Code String() names, by number. */
+const GO_CODE_NAMES = [
+  "OK",
+  "Canceled",
+  "Unknown",
+  "InvalidArgument",
+  "DeadlineExceeded",
+  "NotFound",
+  "AlreadyExists",
+  "PermissionDenied",
+  "ResourceExhausted",
+  "FailedPrecondition",
+  "Aborted",
+  "OutOfRange",
+  "Unimplemented",
+  "Internal",
+  "Unavailable",
+  "DataLoss",
+  "Unauthenticated",
+] as const;
+
+/**
+ * The runtime's own words, as upstream's kubelet takes them with
+ * grpcstatus.FromError(err).Message() for events and container statuses
+ * (kuberuntime_container.go:218-296): no method, no code.
+ */
+export function runtimeMessage(err: unknown): string {
+  if (err instanceof CriError) return err.detail;
+  return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * A CRI error as grpc-go prints it ("rpc error: code = NotFound desc = ..."),
+ * which upstream's kubelet shows where it prints the error itself. With
+ * `stripUnknown`, an Unknown one is its message alone, as the CRI client's
+ * PullImage returns it (cri-client pkg/remote_image.go:195-203).
+ */
+export function goRpcError(err: unknown, stripUnknown = false): string {
+  if (!(err instanceof CriError)) return err instanceof Error ? err.message : String(err);
+  if (stripUnknown && err.code === GrpcCode.UNKNOWN) return err.detail;
+  return `rpc error: code = ${GO_CODE_NAMES[err.code] ?? `Code(${err.code})`} desc = ${err.detail}`;
+}

@@ -108,7 +108,7 @@ export {
   UserNamespace,
   VersionResponse,
 } from "./gen/api.ts";
-export { CriError, isCriError, isNotFound, isUnavailable, toCriError, type CriErrorKind } from "./errors.ts";
+export { CriError, goRpcError, isCriError, isNotFound, isUnavailable, runtimeMessage, toCriError, type CriErrorKind } from "./errors.ts";
 export { parseEndpoint, EndpointError, type CriEndpoint } from "./endpoint.ts";
 
 /**

@@ -115,15 +115,13 @@ export class Containers {
       imageRef = imageUser.ref;
       results.push({ action: "PullImage", target: spec.image });
     } catch (err) {
-      const e = err instanceof ImageError ? err : new ImageError("ErrImagePull", errorMessage(err), 10_000);
-      this.opts.recorder.event(
-        podEventRef(pod, spec.name),
-        "Warning",
-        e.reason === "ErrImageNeverPull" ? "ErrImageNeverPull" : "Failed",
-        e.reason === "ErrImageNeverPull" ? e.message : `Error: ${e.reason}`,
-      );
+      const e = err instanceof ImageError ? err : new ImageError("ErrImagePull", errorMessage(err));
+      // Upstream startContainer (kuberuntime_container.go:215-219): "Error: <reason>" after the image manager's own event.
+      this.opts.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${e.reason}`);
       results.push({ action: "PullImage", target: spec.image, error: { reason: e.reason, message: e.message } });
-      return { results, waiting: { reason: e.reason, message: e.message }, ...(e.retryAfterMs ? { retryAfterMs: e.retryAfterMs } : {}) };
+      // Tried again after upstream pod workers' error period (10 s, pod_workers.go:1523), not when the image's
+      // back-off ends: a sync within the back-off waits with ImagePullBackOff and the previous pull's error.
+      return { results, waiting: { reason: e.reason, message: e.message }, retryAfterMs: 10_000 };
     }
     let config;
     let userns: UserNamespace | undefined;

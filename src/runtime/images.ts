@@ -1,17 +1,20 @@
 /**
  * Image pulls for container starts: the pull policy, the pod's pull secrets,
  * the node-wide pull queue, and the per-pod, per-image backoff after a
- * failed pull (ImagePullBackOff), as upstream's EnsureImageExists.
+ * failed pull (ImagePullBackOff), as upstream's EnsureImageExists, with its
+ * events, reasons and messages.
  */
 import type { PodObjects } from "../api/objects.ts";
-import type { CriService, PodSandboxConfig } from "../cri/index.ts";
+import { formatDuration } from "../config/duration.ts";
+import { goRpcError, type CriService, type PodSandboxConfig } from "../cri/index.ts";
 import { podEventRef, type EventRecorder } from "../events/recorder.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Backoff } from "./backoff.ts";
 import type { PullQueue } from "./pull-queue.ts";
-import { pullWithSecrets } from "./pull-secrets.ts";
+import { withDefaultTag } from "./image-name.ts";
+import { pullWithSecrets, type PulledImage } from "./pull-secrets.ts";
 
 export interface ImagePullerOptions {
   cri: CriService;
@@ -25,47 +28,94 @@ export interface ImagePullerOptions {
 }
 
 export class ImagePuller {
+  /** The last failed pull's reason and message by backoff key, for the back-off's message (upstream prevPullErrMsg). */
+  private readonly lastPullError = new Map<string, string>();
+
   constructor(private readonly opts: ImagePullerOptions) {}
 
-  /** The image present for a container: pulled as its policy says (events Pulling, Pulled, BackOff, Failed), or an ImageError with when to try again. */
+  /**
+   * The image present for a container, pulled as its policy says, or an
+   * ImageError with upstream's reason and message; the events are
+   * upstream EnsureImageExists's (pkg/kubelet/images/image_manager.go:151-324).
+   * A failed pull is tried again at the pod's next sync once its back-off
+   * (10 s doubling to 300 s per pod and image) is over; syncs within it
+   * wait with ImagePullBackOff.
+   */
   async ensure(pod: Pod, container: string, image: string, policy: "Always" | "IfNotPresent" | "Never", sandbox: PodSandboxConfig): Promise<ImageInfo> {
-    const { cri, clock } = this.opts;
+    const { cri, clock, recorder } = this.opts;
     const ref = podEventRef(pod, container);
-    const present = await cri.imageStatus({ image, annotations: {}, userSpecifiedImage: image, runtimeHandler: "" });
-    if (present && policy !== "Always") {
-      this.opts.recorder.event(ref, "Normal", "Pulled", `Container image "${image}" already present on machine`);
-      return imageInfo(present);
-    }
-    if (policy === "Never") throw new ImageError("ErrImageNeverPull", `Container image "${image}" is not present with pull policy of Never`);
-    const key = `${pod.metadata.uid}/${image}`;
-    const wait = this.opts.backoff.remaining(key);
-    if (wait > 0) {
-      this.opts.recorder.event(ref, "Normal", "BackOff", `Back-off pulling image "${image}"`);
-      throw new ImageError("ImagePullBackOff", `Back-off pulling image "${image}"`, wait);
-    }
+    let tagged: string;
     try {
-      this.opts.recorder.event(ref, "Normal", "Pulling", `Pulling image "${image}"`);
-      const started = clock.now();
-      const pulled = await this.pull(pod, image, sandbox);
-      this.opts.recorder.event(ref, "Normal", "Pulled", `Successfully pulled image "${image}" in ${clock.now() - started}ms`);
-      const status = await cri.imageStatus({ image: pulled, annotations: {}, userSpecifiedImage: image, runtimeHandler: "" });
-      return status ? imageInfo(status) : { ref: pulled, username: "" };
+      tagged = withDefaultTag(image);
     } catch (err) {
-      this.opts.recorder.event(ref, "Warning", "Failed", `Failed to pull image "${image}": ${errorMessage(err)}`);
+      recorder.event(ref, "Warning", "InspectFailed", errorMessage(err));
+      throw new ImageError("InvalidImageName", errorMessage(err));
+    }
+    const spec = { image: tagged, annotations: {}, userSpecifiedImage: image, runtimeHandler: "" };
+    // Upstream imagePullPrecheck: policy Always pulls without looking for a local copy.
+    if (policy !== "Always") {
+      let present;
+      try {
+        present = await cri.imageStatus(spec);
+      } catch (err) {
+        // Upstream prints the image ref GetImageRef returned with its error, which is always empty.
+        const message = `Failed to inspect image "": ${goRpcError(err)}`;
+        recorder.event(ref, "Warning", "InspectFailed", message);
+        throw new ImageError("ImageInspectError", message);
+      }
+      if (present) {
+        recorder.event(ref, "Normal", "Pulled", `Container image "${image}" already present on machine`);
+        return imageInfo(present);
+      }
+      if (policy === "Never") {
+        const message = `Container image "${image}" is not present with pull policy of Never`;
+        recorder.event(ref, "Warning", "ErrImageNeverPull", message);
+        throw new ImageError("ErrImageNeverPull", message);
+      }
+    }
+    const key = `${pod.metadata.uid}/${image}`;
+    if (this.opts.backoff.remaining(key) > 0) {
+      const message = `Back-off pulling image "${image}"`;
+      recorder.event(ref, "Normal", "BackOff", message);
+      const previous = this.lastPullError.get(key);
+      throw new ImageError("ImagePullBackOff", previous ? `${message}: ${previous}` : message);
+    }
+    this.lastPullError.delete(key);
+    recorder.event(ref, "Normal", "Pulling", `Pulling image "${image}"`);
+    const started = clock.now();
+    let pulled: PulledImage;
+    try {
+      pulled = await this.pull(pod, tagged, image, sandbox);
+    } catch (err) {
+      recorder.event(ref, "Warning", "Failed", `Failed to pull image "${image}": ${errorMessage(err)}`);
       // Upstream EnsureImageExists: with policy Always a failed pull is ErrImagePull even when a
       // local copy exists (the copy may be stale, or not one the pod's credentials may use).
-      this.opts.backoff.next(key, this.opts.clock.now());
-      throw new ImageError("ErrImagePull", errorMessage(err), this.opts.backoff.remaining(key));
+      this.opts.backoff.next(key, clock.now());
+      const failure = pullFailure(image, errorMessage(err));
+      this.lastPullError.set(key, `${failure.reason}: ${failure.message}`);
+      throw failure;
     }
+    // Go's Duration.Truncate(time.Millisecond) and %v (images/image_manager.go:315-317).
+    const waitedMs = Math.floor(clock.now() - started);
+    recorder.event(
+      ref,
+      "Normal",
+      "Pulled",
+      `Successfully pulled image "${image}" in ${formatDuration(Math.floor(pulled.pullMs))} (${formatDuration(waitedMs)} including waiting). Image size: ${pulled.size} bytes.`,
+    );
+    this.opts.backoff.gc();
+    return pulled.status ? { ...imageInfo(pulled.status), ref: pulled.ref } : { ref: pulled.ref, username: "" };
   }
   /** One pull through the node-wide queue with the pod's pull secrets; a secret that cannot be read is an event, as upstream. */
-  private async pull(pod: Pod, image: string, sandbox: PodSandboxConfig): Promise<string> {
+  private async pull(pod: Pod, image: string, requestedImage: string, sandbox: PodSandboxConfig): Promise<PulledImage> {
     return pullWithSecrets({
       cri: this.opts.cri,
       queue: this.opts.pullQueue,
       objects: this.opts.podObjects,
+      clock: this.opts.clock,
       pod,
       image,
+      requestedImage,
       sandbox,
       warn: (reason, message) => this.opts.recorder.event(podEventRef(pod), "Warning", reason, message),
     });
@@ -74,7 +124,23 @@ export class ImagePuller {
   /** Forgets the pod's pull backoffs (it was removed). */
   forgetPod(uid: string): void {
     this.opts.backoff.forgetPrefix(`${uid}/`);
+    for (const key of this.lastPullError.keys()) if (key.startsWith(`${uid}/`)) this.lastPullError.delete(key);
   }
+}
+
+/**
+ * Upstream evalCRIPullErr (images/image_manager.go:326): a runtime's
+ * RegistryUnavailable or SignatureValidationFailed is its own reason with
+ * its own words; any other failure is ErrImagePull with the error as it is.
+ */
+function pullFailure(image: string, message: string): ImageError {
+  for (const [reason, words] of [
+    ["RegistryUnavailable", "the registry is unavailable"],
+    ["SignatureValidationFailed", "the signature validation failed"],
+  ] as const) {
+    if (message.startsWith(reason)) return new ImageError(reason, `image pull failed for ${image} because ${words}${message.slice(reason.length)}`);
+  }
+  return new ImageError("ErrImagePull", message);
 }
 
 /** An image's reference and the user its config runs as (for runAsNonRoot). */
@@ -90,11 +156,20 @@ const imageInfo = (image: { id: string; uid?: { value: bigint }; username: strin
   username: image.username,
 });
 
+/** Upstream's image errors (images/types.go, cri-api errors): the reason a container waits with. */
+export type ImageErrorReason =
+  | "ErrImagePull"
+  | "ImagePullBackOff"
+  | "ErrImageNeverPull"
+  | "ImageInspectError"
+  | "InvalidImageName"
+  | "RegistryUnavailable"
+  | "SignatureValidationFailed";
+
 export class ImageError extends Error {
   constructor(
-    readonly reason: "ErrImagePull" | "ImagePullBackOff" | "ErrImageNeverPull",
+    readonly reason: ImageErrorReason,
     message: string,
-    readonly retryAfterMs?: number,
   ) {
     super(message);
   }

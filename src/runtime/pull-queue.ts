@@ -5,7 +5,7 @@
  *
  * And the pull rate, as upstream's throttled image service
  * (registryPullQPS, registryBurst): a token bucket of `burst` tokens refilled
- * at `qps` per second; each runtime PullImage takes one, and without one the
+ * at `qps` per second; each image pull (all its credentials) takes one, and without one the
  * pull fails at once with upstream's "pull QPS exceeded" (the pod's image
  * back-off retries it). qps 0 is no limit.
  */

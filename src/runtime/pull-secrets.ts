@@ -9,9 +9,9 @@
  */
 import type { PodObjects } from "../api/objects.ts";
 import { normalizeImageRef } from "../cri/image-ref.ts";
-import type { CriService, PodSandboxConfig } from "../cri/index.ts";
+import { goRpcError, type CriService, type Image, type PodSandboxConfig } from "../cri/index.ts";
 import type { Pod } from "../pods/schema.ts";
-import { errorMessage } from "../util/errors.ts";
+import type { Clock } from "../util/clock.ts";
 import type { PullQueue } from "./pull-queue.ts";
 
 export interface RegistryAuth {
@@ -157,42 +157,65 @@ export async function podKeyring(pod: Pod, objects: PodObjects): Promise<{ keyri
 }
 
 export interface PullRequest {
-  cri: Pick<CriService, "pullImage">;
+  cri: Pick<CriService, "pullImage" | "imageStatus">;
   queue: PullQueue;
   objects: PodObjects;
+  clock: Pick<Clock, "now">;
   pod: Pod;
+  /** The name as the runtime is asked for it (with upstream's default tag). */
   image: string;
+  /** The name the pod's spec gives (the runtime's userSpecifiedImage). */
+  requestedImage: string;
   sandbox: PodSandboxConfig;
   /** A warning for the pod (FailedToRetrieveImagePullSecret). */
   warn: (reason: string, message: string) => void;
 }
 
+/** A pull's image reference, its size, and how long it took once its turn came, as upstream's pullResult. */
+export interface PulledImage {
+  ref: string;
+  /** The image's size in bytes; 0 when its status cannot be read (upstream: best effort). */
+  size: number;
+  /** The image's status after the pull, when it could be read. */
+  status: Image | undefined;
+  /** From its turn in the queue to its size read (upstream's pullDuration). */
+  pullMs: number;
+}
+
 /**
  * Upstream kuberuntime PullImage: without matching credentials one
  * anonymous pull; otherwise each matching credential in turn until one
- * pull succeeds, failing with all their errors. Runs in the node-wide queue.
+ * pull succeeds, failing with all their errors. Runs in the node-wide
+ * queue, and the whole pull takes one registryPullQPS token, as upstream's
+ * throttled image service wraps that PullImage (images/helpers.go:47).
  */
-export async function pullWithSecrets(r: PullRequest): Promise<string> {
+export async function pullWithSecrets(r: PullRequest): Promise<PulledImage> {
   const { keyring, missing } = await podKeyring(r.pod, r.objects);
   if (missing.length)
     r.warn("FailedToRetrieveImagePullSecret", `Unable to retrieve some image pull secrets (${missing.join(", ")}); attempting to pull the image may not succeed.`);
-  const spec = { image: r.image, annotations: {}, userSpecifiedImage: r.image, runtimeHandler: "" };
+  const spec = { image: r.image, annotations: {}, userSpecifiedImage: r.requestedImage, runtimeHandler: "" };
   const auths = keyring.lookup(r.image);
   return r.queue.run(async () => {
-    // Each runtime pull takes a registryPullQPS token, as upstream's throttled image service.
-    if (!auths.length) {
-      r.queue.throttle();
-      return r.cri.pullImage(spec, undefined, r.sandbox);
-    }
-    const errors: string[] = [];
-    for (const auth of auths) {
-      try {
-        r.queue.throttle();
-        return await r.cri.pullImage(spec, { username: auth.username, password: auth.password }, r.sandbox);
-      } catch (err) {
-        errors.push(errorMessage(err));
-      }
-    }
-    throw new Error(errors.length === 1 ? errors[0] : `[${errors.join(", ")}]`);
+    const began = r.clock.now();
+    r.queue.throttle();
+    const ref = await pullEach(r, spec, auths);
+    // Upstream's puller reads the size after a pull, best effort, within the pull's duration (images/puller.go:113-124).
+    const status = await r.cri.imageStatus(spec).catch(() => undefined);
+    return { ref, size: Number(status?.size ?? 0), status, pullMs: r.clock.now() - began };
   });
+}
+
+async function pullEach(r: PullRequest, spec: Parameters<CriService["pullImage"]>[0], auths: RegistryAuth[]): Promise<string> {
+  if (!auths.length) return r.cri.pullImage(spec, undefined, r.sandbox).catch((err: unknown) => Promise.reject(new Error(goRpcError(err, true))));
+  const errors: string[] = [];
+  for (const auth of auths) {
+    try {
+      return await r.cri.pullImage(spec, { username: auth.username, password: auth.password }, r.sandbox);
+    } catch (err) {
+      errors.push(goRpcError(err, true));
+    }
+  }
+  // utilerrors.NewAggregate's message: one error alone, otherwise the distinct ones in brackets.
+  const distinct = [...new Set(errors)];
+  throw new Error(distinct.length === 1 ? distinct[0] : `[${distinct.join(", ")}]`);
 }
