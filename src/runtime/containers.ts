@@ -6,7 +6,7 @@
  * out through its arguments.
  */
 import { posix } from "node:path";
-import { isNotFound, LinuxContainerResources, type CriService, type PodSandboxConfig, type UserNamespace } from "../cri/index.ts";
+import { isNotFound, LinuxContainerResources, runtimeMessage, type CriService, type PodSandboxConfig, type UserNamespace } from "../cri/index.ts";
 import { withDevices, DeviceError } from "../devices/index.ts";
 import { podEventRef, type EventRecorder } from "../events/recorder.ts";
 import type { KubeletMetricsSink } from "../metrics/kubelet.ts";
@@ -101,6 +101,9 @@ export interface ContainerStartResult {
   retryAfterMs?: number;
 }
 
+/** A container that failed to start is started again unless its pod never restarts it (a sidecar always is). */
+const willRestart = (pod: Pod, spec: ContainerSpec): boolean => restartPolicyOf(pod) !== "Never" || isSidecar(spec);
+
 export class Containers {
   constructor(private readonly opts: ContainersOptions) {}
 
@@ -155,9 +158,10 @@ export class Containers {
         err instanceof UserNamespaceError
           ? "CreateContainerConfigError"
           : "CreateContainerError";
-      this.opts.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
-      results.push({ action: "StartContainer", target: spec.name, error: { reason, message: errorMessage(err) } });
-      return { results, waiting: { reason, message: errorMessage(err) }, retryAfterMs: 10_000 };
+      const message = runtimeMessage(err);
+      this.opts.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${message}`);
+      results.push({ action: "StartContainer", target: spec.name, error: { reason, message } });
+      return { results, waiting: { reason, message }, retryAfterMs: 10_000 };
     }
     let id: string;
     try {
@@ -165,9 +169,11 @@ export class Containers {
       if (isResizable(pod, spec)) this.opts.resize?.setActuated(podUid(pod), spec.name, resourcesOf(spec));
       this.opts.recorder.event(podEventRef(pod, spec.name), "Normal", "Created", `Created container: ${spec.name}`);
     } catch (err) {
-      this.opts.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
-      results.push({ action: "StartContainer", target: spec.name, error: { reason: "CreateContainerError", message: errorMessage(err) } });
-      return { results, waiting: { reason: "CreateContainerError", message: errorMessage(err) }, retryAfterMs: 10_000 };
+      // Upstream's events and statuses carry the runtime's words alone (grpc status Message(), kuberuntime_container.go:277-281).
+      const message = runtimeMessage(err);
+      this.opts.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${message}`);
+      results.push({ action: "StartContainer", target: spec.name, error: { reason: "CreateContainerError", message } });
+      return { results, waiting: { reason: "CreateContainerError", message }, retryAfterMs: 10_000 };
     }
     const containerType = pod.spec.initContainers?.some((c) => c.name === spec.name)
       ? "init_container"
@@ -193,18 +199,21 @@ export class Containers {
         if (signal?.aborted) this.opts.logger.info("postStart hook abandoned: the pod must stop", { pod: pod.metadata.name, container: spec.name });
         else results.push(await this.stop({ pod, id, name: spec.name, graceSeconds: pod.spec.terminationGracePeriodSeconds ?? 30, why: "FailedPostStartHook", podIP: "" }));
         results.push({ action: "StartContainer", target: spec.name, error: { reason: "PostStartHookError", message: failure } });
-        return { results };
+        // The killed container waits with the hook's failure until it is started again (upstream's reason
+        // cache, kubelet_pods.go convertToAPIContainerStatuses), unless it will not be.
+        return { results, ...(willRestart(pod, spec) && !signal?.aborted ? { waiting: { reason: "PostStartHookError", message: failure } } : {}) };
       }
       results.push({ action: "StartContainer", target: spec.name });
       return { results };
     } catch (err) {
       this.opts.metrics.containerStarted(containerType, "RunContainerError");
-      this.opts.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${errorMessage(err)}`);
+      const message = runtimeMessage(err);
+      // Upstream recordContainerEvent: the event names the container, not its ID (kuberuntime_container.go:96-101, 292-296).
+      this.opts.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${message.replaceAll(id, spec.name)}`);
       // The container stays, exited as the runtime says (containerd: StartError, 128); it waits with
       // RunContainerError until the crash-loop backoff governs the retry, when it will be restarted (upstream reasonCache).
-      results.push({ action: "StartContainer", target: spec.name, error: { reason: "RunContainerError", message: errorMessage(err) } });
-      const waits = restartPolicyOf(pod) !== "Never" || isSidecar(spec);
-      return { results, ...(waits ? { waiting: { reason: "RunContainerError", message: errorMessage(err) } } : {}) };
+      results.push({ action: "StartContainer", target: spec.name, error: { reason: "RunContainerError", message } });
+      return { results, ...(willRestart(pod, spec) ? { waiting: { reason: "RunContainerError", message } } : {}) };
     }
   }
   /**

@@ -15,7 +15,7 @@ import { CriPodRuntime } from "./manager.ts";
 import type { ContainerConfigSources, StartPolicy } from "./options.ts";
 import { testRuntimeOptions } from "./testing.ts";
 import { podRef } from "../pods/identity.ts";
-import { ContainerConfig, NamespaceMode, PodSandboxConfig } from "../cri/index.ts";
+import { ContainerConfig, CriError, NamespaceMode, PodSandboxConfig } from "../cri/index.ts";
 import { PodUserNamespaces, UserNamespaceManager } from "../userns/index.ts";
 
 let dir: string;
@@ -119,6 +119,45 @@ describe("reasons", () => {
     cri.failNext("startContainer", "Unknown", 'exec: "nope": executable file not found in $PATH');
     const outcome = await sync(runtime, p);
     expect(outcome.waiting.get("app")).toEqual({ reason: "RunContainerError", message: expect.stringContaining('exec: "nope": executable file not found') });
+  });
+
+  test("failed creates and starts carry the runtime's words alone, as upstream's (grpc status Message); the start's event names the container, not its ID", async () => {
+    const { cri, runtime, events } = setup();
+    cri.failNext("createContainer", "Unknown", "failed to reserve container name");
+    const created = await sync(runtime, pod());
+    expect(created.waiting.get("app")).toEqual({ reason: "CreateContainerError", message: "failed to reserve container name" });
+    expect(events).toContain("Warning Failed Error: failed to reserve container name");
+    const start = cri.startContainer.bind(cri);
+    cri.startContainer = async (id: string) => {
+      await start(id);
+      throw new CriError({
+        kind: "Unknown",
+        method: "StartContainer",
+        target: id,
+        detail: `failed to start containerd task "${id}": exec: "nope": executable file not found in $PATH`,
+      });
+    };
+    const started = await sync(runtime, pod());
+    const id = (await runtime.observe(podRef(pod()))).containers[0]!.id;
+    expect(started.waiting.get("app")).toEqual({
+      reason: "RunContainerError",
+      message: `failed to start containerd task "${id}": exec: "nope": executable file not found in $PATH`,
+    });
+    expect(events).toContain('Warning Failed Error: failed to start containerd task "app": exec: "nope": executable file not found in $PATH');
+  });
+
+  test("a failed postStart hook: the killed container waits with PostStartHookError and the hook's message until it is started again, as upstream's reason cache", async () => {
+    const { cri, runtime } = setup();
+    cri.setExecHandler(() => ({ stdout: "", stderr: "boom\n", exitCode: 1 }));
+    const outcome = await sync(runtime, pod({ lifecycle: { postStart: { exec: { command: ["fail"] } } } }));
+    const failure = outcome.results.find((r) => r.error)!.error!;
+    expect(failure.reason).toBe("PostStartHookError");
+    expect(outcome.waiting.get("app")).toEqual({ reason: "PostStartHookError", message: failure.message });
+    const never = await sync(runtime, {
+      ...pod({ lifecycle: { postStart: { exec: { command: ["fail"] } } } }, { restartPolicy: "Never" }),
+      metadata: { name: "n", namespace: "default", uid: "uid-n" },
+    });
+    expect(never.waiting.has("app")).toBe(false);
   });
 
   test("with restartPolicy Never a failed start is not reported as waiting: it will not be retried", async () => {
