@@ -520,20 +520,27 @@ describe("static pods on a real containerd", () => {
     rmSync(join(agent.manifests, "order.json"));
   }, 60_000);
 
-  test("an image that cannot be pulled waits with ErrImagePull, then ImagePullBackOff", async () => {
-    writeFileSync(join(agent.manifests, "nopull.json"), manifest("nopull", { image: "127.0.0.1:1/nothing/here:1.0", imagePullPolicy: "Always", command: ["true"] }));
-    const reasons = new Set<string>();
+  test("an image that cannot be pulled waits with ErrImagePull, then ImagePullBackOff with the last pull's error, in upstream's words", async () => {
+    const image = "127.0.0.1:1/nothing/here:1.0";
+    writeFileSync(join(agent.manifests, "nopull.json"), manifest("nopull", { image, imagePullPolicy: "Always", command: ["true"] }));
+    const seen: { reason: string; message: string }[] = [];
     await eventually(
       "ImagePullBackOff",
       async () => {
-        const waiting = (await podNamed("nopull"))?.status.containerStatuses[0]?.state["waiting"] as { reason?: string } | undefined;
-        if (waiting?.reason) reasons.add(waiting.reason);
-        return reasons.has("ImagePullBackOff");
+        const waiting = (await podNamed("nopull"))?.status.containerStatuses[0]?.state["waiting"] as { reason?: string; message?: string } | undefined;
+        if (waiting?.reason) seen.push({ reason: waiting.reason, message: waiting.message ?? "" });
+        return seen.some((w) => w.reason === "ImagePullBackOff");
       },
       40_000,
       100,
     );
-    expect([...reasons]).toContain("ErrImagePull");
+    const pullErrors = seen.filter((w) => w.reason === "ErrImagePull").map((w) => w.message);
+    expect(pullErrors.length).toBeGreaterThan(0);
+    // containerd's own words (its Unknown code stripped, as the CRI client's PullImage does), not this agent's CRI wrapper.
+    for (const m of pullErrors) expect(m).not.toContain("CRI PullImage");
+    const backOff = seen.find((w) => w.reason === "ImagePullBackOff")!;
+    // Upstream: the back-off's message wraps the previous pull's reason and error (image_manager.go:286-290).
+    expect(pullErrors.map((m) => `Back-off pulling image "${image}": ErrImagePull: ${m}`)).toContain(backOff.message);
     rmSync(join(agent.manifests, "nopull.json"));
   }, 60_000);
 
