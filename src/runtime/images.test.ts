@@ -180,6 +180,31 @@ describe("image pulls as upstream's image manager (pkg/kubelet/images/image_mana
     expect(cri.callsOf("pullImage")).toHaveLength(2);
   });
 
+  test("FailedToRetrieveImagePullSecret comes with every sync while a pull secret cannot be retrieved, the image present or not; a secret of another type is not named", async () => {
+    const objects = new FakePodObjects();
+    objects.secrets.set("default/opaque", { type: "Opaque", data: {} });
+    const host = PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", clusterDomain: "" });
+    const events: string[] = [];
+    const clock = new FakeClock();
+    const runtime = new CriPodRuntime(
+      testRuntimeOptions({
+        cri: new FakeCri({ clock, images: ["busybox:1.0"] }),
+        clock,
+        logger: memoryLogger().logger,
+        node: { podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+        host,
+        recorder: { event: (_ref, type, reason, message) => void events.push(`${type} ${reason} ${message}`) },
+        config: { podObjects: objects },
+      }),
+    );
+    const p = pod();
+    (p.spec as { imagePullSecrets?: { name: string }[] }).imagePullSecrets = [{ name: "gone" }, { name: "opaque" }];
+    await runtime.syncPod(p);
+    await runtime.syncPod(p);
+    const warning = "Warning FailedToRetrieveImagePullSecret Unable to retrieve some image pull secrets (gone); attempting to pull the image may not succeed.";
+    expect(events.filter((e) => e.includes("FailedToRetrieveImagePullSecret"))).toEqual([warning, warning]);
+  });
+
   test("credentials that all fail with the same error: the error once, without brackets (utilerrors aggregate)", async () => {
     const clock = new FakeClock();
     const cri = new FakeCri({ clock, images: [] });

@@ -14,7 +14,7 @@ import { errorMessage } from "../util/errors.ts";
 import type { Backoff } from "./backoff.ts";
 import type { PullQueue } from "./pull-queue.ts";
 import { withDefaultTag } from "./image-name.ts";
-import { pullWithSecrets, type PulledImage } from "./pull-secrets.ts";
+import { missingPullSecretsWarning, pullWithSecrets, type PulledImage } from "./pull-secrets.ts";
 
 export interface ImagePullerOptions {
   cri: CriService;
@@ -106,7 +106,7 @@ export class ImagePuller {
     this.opts.backoff.gc();
     return pulled.status ? { ...imageInfo(pulled.status), ref: pulled.ref } : { ref: pulled.ref, username: "" };
   }
-  /** One pull through the node-wide queue with the pod's pull secrets; a secret that cannot be read is an event, as upstream. */
+  /** One pull through the node-wide queue with the pod's pull secrets. */
   private async pull(pod: Pod, image: string, requestedImage: string, sandbox: PodSandboxConfig): Promise<PulledImage> {
     return pullWithSecrets({
       cri: this.opts.cri,
@@ -117,8 +117,13 @@ export class ImagePuller {
       image,
       requestedImage,
       sandbox,
-      warn: (reason, message) => this.opts.recorder.event(podEventRef(pod), "Warning", reason, message),
     });
+  }
+
+  /** Each sync's warning about the pod's pull secrets that cannot be retrieved, as upstream's SyncPod. */
+  async warnMissingPullSecrets(pod: Pod): Promise<void> {
+    const warning = await missingPullSecretsWarning(pod, this.opts.podObjects);
+    if (warning) this.opts.recorder.event(podEventRef(pod), "Warning", "FailedToRetrieveImagePullSecret", warning);
   }
 
   /** Forgets the pod's pull backoffs (it was removed). */

@@ -93,6 +93,7 @@ export class CriPodRuntime implements PodRuntime {
   }
   private async sync(pod: Pod, observed: ObservedPod, signal: AbortSignal): Promise<PodSyncOutcome> {
     const uid = podUid(pod);
+    await this.images.warnMissingPullSecrets(pod);
     const resize = this.opts.start.resize;
     const { probes } = this.opts.start;
     const actions = planPod(pod, observed, this.opts.start.crashLoop, probes.unhealthy(uid), resize ? { actuated: (name) => resize.actuated(uid, name) } : undefined, {

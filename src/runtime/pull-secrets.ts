@@ -137,9 +137,10 @@ export class Keyring {
 }
 
 /**
- * The keyring of a pod's imagePullSecrets. Secrets that cannot be found or
- * read are named in `missing` (upstream: a FailedToRetrieveImagePullSecret
- * event, and the pull is tried anyway).
+ * The keyring of a pod's imagePullSecrets. Secrets that cannot be retrieved
+ * are named in `missing` (upstream getPullSecretsForPod, kubelet_pods.go:1073);
+ * one of another type, or without a docker config, adds no credentials
+ * (upstream MakeDockerKeyring) and is not missing.
  */
 export async function podKeyring(pod: Pod, objects: PodObjects): Promise<{ keyring: Keyring; missing: string[] }> {
   const keyring = new Keyring();
@@ -149,9 +150,12 @@ export async function podKeyring(pod: Pod, objects: PodObjects): Promise<{ keyri
     const name = ref.name ?? "";
     if (!name) continue;
     const secret = await objects.secret(pod.metadata.namespace ?? "default", name).catch(() => undefined);
-    const config = secret && dockerConfigOf(secret);
+    if (!secret) {
+      missing.push(name);
+      continue;
+    }
+    const config = dockerConfigOf(secret);
     if (config) keyring.add(config);
-    else missing.push(name);
   }
   return { keyring, missing };
 }
@@ -167,8 +171,6 @@ export interface PullRequest {
   /** The name the pod's spec gives (the runtime's userSpecifiedImage). */
   requestedImage: string;
   sandbox: PodSandboxConfig;
-  /** A warning for the pod (FailedToRetrieveImagePullSecret). */
-  warn: (reason: string, message: string) => void;
 }
 
 /** A pull's image reference, its size, and how long it took once its turn came, as upstream's pullResult. */
@@ -190,9 +192,7 @@ export interface PulledImage {
  * throttled image service wraps that PullImage (images/helpers.go:47).
  */
 export async function pullWithSecrets(r: PullRequest): Promise<PulledImage> {
-  const { keyring, missing } = await podKeyring(r.pod, r.objects);
-  if (missing.length)
-    r.warn("FailedToRetrieveImagePullSecret", `Unable to retrieve some image pull secrets (${missing.join(", ")}); attempting to pull the image may not succeed.`);
+  const { keyring } = await podKeyring(r.pod, r.objects);
   const spec = { image: r.image, annotations: {}, userSpecifiedImage: r.requestedImage, runtimeHandler: "" };
   const auths = keyring.lookup(r.image);
   return r.queue.run(async () => {
@@ -218,4 +218,14 @@ async function pullEach(r: PullRequest, spec: Parameters<CriService["pullImage"]
   // utilerrors.NewAggregate's message: one error alone, otherwise the distinct ones in brackets.
   const distinct = [...new Set(errors)];
   throw new Error(distinct.length === 1 ? distinct[0] : `[${distinct.join(", ")}]`);
+}
+
+/**
+ * Upstream getPullSecretsForPod's warning, which every sync of a running pod
+ * gives while some of its imagePullSecrets cannot be retrieved, whether an
+ * image is pulled or not (kubelet.go:2087, kubelet_pods.go:1093-1095).
+ */
+export async function missingPullSecretsWarning(pod: Pod, objects: PodObjects): Promise<string | undefined> {
+  const { missing } = await podKeyring(pod, objects);
+  return missing.length ? `Unable to retrieve some image pull secrets (${missing.join(", ")}); attempting to pull the image may not succeed.` : undefined;
 }
