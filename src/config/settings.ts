@@ -84,7 +84,9 @@ export const SETTINGS: { readonly [F in FieldName]: Setting } = {
   runtimeRequestTimeout: acted("the CRI client's request timeout"),
   serializeImagePulls: acted("one image pull at a time (src/runtime/pull-queue.ts)"),
   maxParallelImagePulls: acted("bound on parallel image pulls (src/runtime/pull-queue.ts)"),
-  registryPullQPS: acted('image pulls per second: a token bucket before each runtime pull, "pull QPS exceeded" without a token (src/runtime/pull-queue.ts)'),
+  registryPullQPS: acted(
+    'image pulls per second: a token bucket before each image pull (one token for all the credentials it tries), "pull QPS exceeded" without a token (src/runtime/pull-queue.ts)',
+  ),
   registryBurst: acted("the pull rate limit's bucket size (src/runtime/pull-queue.ts)"),
   imagePullCredentialsVerificationPolicy: refused(`verifying pull credentials of pulled images (KubeletEnsureSecretPulledImages) is ${NOT_IMPLEMENTED}`),
   preloadedImagesVerificationAllowlist: refused(`verifying pull credentials of pulled images (KubeletEnsureSecretPulledImages) is ${NOT_IMPLEMENTED}`),
