@@ -178,7 +178,7 @@ export class FakeKubeApi implements KubeApi {
     if (this.pods.has(`${namespace}/${pod.metadata!.name}`)) throw new ApiError("AlreadyExists", 409, "POST", "pods", "exists");
     return this.putPod({ ...pod, metadata: { ...pod.metadata, namespace } });
   }
-  async patchPodStatus(namespace: string, name: string, patch: unknown) {
+  async patchPodStatus(namespace: string, name: string, patch: unknown): Promise<void> {
     this.enter("patchPodStatus", [namespace, name, patch]);
     const pod = this.pods.get(`${namespace}/${name}`);
     if (!pod) throw new ApiError("NotFound", 404, "PATCH", `pods/${name}/status`, "not found");
@@ -206,7 +206,7 @@ export class FakeKubeApi implements KubeApi {
       }
       status[field] = merged;
     }
-    return this.putPod({ ...pod, status });
+    this.putPod({ ...pod, status });
   }
   async deletePod(namespace: string, name: string, opts: { uid: string; gracePeriodSeconds: number }) {
     this.enter("deletePod", [namespace, name, opts]);

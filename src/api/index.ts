@@ -35,7 +35,7 @@ export interface KubeApi {
   getPod(namespace: string, name: string): Promise<ApiObject | undefined>;
   createPod(namespace: string, pod: ApiObject): Promise<ApiObject>;
   /** Strategic merge patch of the pod's status subresource: `conditions` merge by type, so conditions the patch leaves out (other writers') are kept. */
-  patchPodStatus(namespace: string, name: string, patch: unknown): Promise<ApiObject>;
+  patchPodStatus(namespace: string, name: string, patch: unknown): Promise<void>;
   /** Deletes with a UID precondition, so a newer pod of the same name is never touched. NotFound counts as done. */
   deletePod(namespace: string, name: string, opts: { uid: string; gracePeriodSeconds: number }): Promise<void>;
   createEvent(namespace: string, event: ApiObject): Promise<void>;
@@ -176,9 +176,11 @@ export function createKubeApi(rest: RestClient, opts: { contentType: string; ran
       ),
     getPod: (ns, name) => orUndefined(rest.request("GET", `${pods(ns)}/${name}`)),
     createPod: (ns, pod) => rest.request("POST", pods(ns), { body: pod }),
-    patchPodStatus: (ns, name, patch) => rest.request("PATCH", `${pods(ns)}/${name}/status`, { body: patch, contentType: STRATEGIC }),
+    // Neither answer (the whole Pod) is read: the server may send it as protobuf.
+    patchPodStatus: (ns, name, patch) => proto.unread("PATCH", `${pods(ns)}/${name}/status`, patch, STRATEGIC),
     async deletePod(ns, name, { uid, gracePeriodSeconds }) {
-      await orUndefined(rest.request("DELETE", `${pods(ns)}/${name}`, { body: { kind: "DeleteOptions", apiVersion: "v1", gracePeriodSeconds, preconditions: { uid } } }));
+      const options = { kind: "DeleteOptions", apiVersion: "v1", gracePeriodSeconds, preconditions: { uid } };
+      await orUndefined(proto.unread("DELETE", `${pods(ns)}/${name}`, options, "application/json"));
     },
     async createEvent(ns, event) {
       const path = `/api/v1/namespaces/${encodeURIComponent(ns)}/events`;

@@ -126,3 +126,63 @@ test("with contentType application/json every request is JSON", async () => {
   expect(calls.every((c) => c.encoding === "json")).toBe(true);
   expect(calls).toHaveLength(3);
 });
+
+describe("pod status patches and pod deletes: a JSON body, an answer that is not read", () => {
+  function recording(answer: Answer) {
+    const calls: { verb: string; path: string; contentType: string; accept: string; body: unknown }[] = [];
+    const rest: RestClient = {
+      server: "https://api",
+      request: async () => {
+        throw new Error("not through the JSON request: its answer would be read");
+      },
+      async requestBytes(verb, path, o) {
+        calls.push({ verb, path, contentType: o.contentType, accept: o.accept, body: JSON.parse(new TextDecoder().decode(o.body)) });
+        if (answer instanceof ApiError) throw answer;
+        return answer;
+      },
+      watch: async () => {},
+      close() {},
+      [Symbol.dispose]() {},
+    };
+    return { rest, calls };
+  }
+  // Not a Pod the agent could decode: the answer is left unread whatever it holds.
+  const podAnswer = { contentType: PROTOBUF, bytes: new Uint8Array([0x6b, 0x38, 0x73, 0x00, 0xff]) };
+  const patch = { metadata: { uid: "u1" }, status: { phase: "Running" } };
+
+  test("with contentType protobuf the server may answer in protobuf (the whole Pod, smaller than its JSON), as upstream's client accepts", async () => {
+    const { rest, calls } = recording(podAnswer);
+    const api = createKubeApi(rest, { contentType: PROTOBUF });
+    await api.patchPodStatus("default", "web", patch);
+    await api.deletePod("default", "web", { uid: "u1", gracePeriodSeconds: 0 });
+    expect(calls).toEqual([
+      {
+        verb: "PATCH",
+        path: "/api/v1/namespaces/default/pods/web/status",
+        contentType: "application/strategic-merge-patch+json",
+        accept: `${PROTOBUF}, application/json`,
+        body: patch,
+      },
+      {
+        verb: "DELETE",
+        path: "/api/v1/namespaces/default/pods/web",
+        contentType: "application/json",
+        accept: `${PROTOBUF}, application/json`,
+        body: { kind: "DeleteOptions", apiVersion: "v1", gracePeriodSeconds: 0, preconditions: { uid: "u1" } },
+      },
+    ]);
+  });
+
+  test("with contentType JSON only JSON is accepted", async () => {
+    const { rest, calls } = recording({ contentType: "application/json", bytes: new TextEncoder().encode("{}") });
+    await createKubeApi(rest, { contentType: "application/json" }).patchPodStatus("default", "web", patch);
+    expect(calls.map((c) => c.accept)).toEqual(["application/json"]);
+  });
+
+  test("errors are the caller's: a patch of a pod gone is NotFound; a delete of one is done", async () => {
+    const gone = new ApiError("NotFound", 404, "PATCH", "pods", "not found");
+    const api = createKubeApi(recording(gone).rest, { contentType: PROTOBUF });
+    await expect(api.patchPodStatus("default", "web", patch)).rejects.toMatchObject({ reason: "NotFound" });
+    expect(await api.deletePod("default", "web", { uid: "u1", gracePeriodSeconds: 0 })).toBeUndefined();
+  });
+});

@@ -84,6 +84,17 @@ export class ProtobufRequests {
     if (!(await this.send(verb, path, codec, body))) await viaJson();
   }
 
+  /**
+   * A request with a JSON body (a patch, DeleteOptions) whose answer is not
+   * read: the server may answer in protobuf, which is smaller on the wire (a
+   * status patch's answer is the whole Pod), as upstream's client accepts it.
+   * Errors are read from either encoding.
+   */
+  async unread(verb: "PATCH" | "DELETE", path: string, body: unknown, contentType: string): Promise<void> {
+    const bytes = new TextEncoder().encode(JSON.stringify(body));
+    await this.rest.requestBytes(verb, path, { body: bytes, contentType, accept: this.enabled ? ACCEPT : "application/json" });
+  }
+
   /** The protobuf request; undefined when the server refused the encoding (the kind then goes JSON). */
   private async send(verb: "GET" | "POST" | "PUT", path: string, codec: ObjectCodec, body: Uint8Array | undefined) {
     try {

@@ -41,7 +41,7 @@ export interface RestClient extends Disposable {
    * say the server takes or gives no such encoding.
    */
   requestBytes(
-    verb: "GET" | "POST" | "PUT",
+    verb: "GET" | "POST" | "PUT" | "PATCH" | "DELETE",
     path: string,
     opts: { body?: Uint8Array; contentType: string; accept: string; signal?: AbortSignal; timeoutMs?: number },
   ): Promise<{ contentType: string; bytes: Uint8Array }>;

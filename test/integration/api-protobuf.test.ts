@@ -107,6 +107,35 @@ describe("protobuf to the API server, as upstream's kubelet", () => {
     for (const patch of patches) expect(patch.contentType).toBe("application/strategic-merge-patch+json");
   }, 90_000);
 
+  test("a pod's status patches and its final DELETE carry JSON and are answered in protobuf (the whole Pod, not read), as upstream's client accepts", async () => {
+    const name = "proto-pod";
+    const path = `/api/v1/namespaces/default/pods/${name}`;
+    await admin.request("POST", "/api/v1/namespaces/default/pods", {
+      body: {
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name },
+        spec: {
+          nodeName: NODE,
+          automountServiceAccountToken: false,
+          terminationGracePeriodSeconds: 1,
+          containers: [{ name: "app", image: ctd.busyboxImage, imagePullPolicy: "IfNotPresent", command: ["sleep", "3600"] }],
+        },
+      },
+    });
+    await eventually("the pod Running in the API server", async () => (await admin.request<any>("GET", path)).status?.phase === "Running");
+    const patches = proxy.requests.filter((r) => r.method === "PATCH" && r.path === `${path}/status`);
+    expect(patches.length).toBeGreaterThan(0);
+    for (const patch of patches) {
+      expect(patch).toMatchObject({ contentType: "application/strategic-merge-patch+json", status: 200, answerType: PROTOBUF });
+      expect(patch.accept).toStartWith(PROTOBUF);
+    }
+    await admin.request("DELETE", path, { body: { kind: "DeleteOptions", apiVersion: "v1", gracePeriodSeconds: 1 } });
+    const deleted = await eventually("the agent's DELETE of the pod", () => proxy.requests.find((r) => r.method === "DELETE" && r.path === path), 60_000, 500);
+    expect(deleted).toMatchObject({ contentType: "application/json", status: 200, answerType: PROTOBUF });
+    await eventually("the pod gone from the API server", async () => (await admin.request<any>("GET", path).catch((err: { reason?: string }) => err)).reason === "NotFound");
+  }, 120_000);
+
   test("the Lease codec reads and writes the API server's own bytes", async () => {
     const { bytes, json } = await bothEncodings(LEASE);
     saveFixture("lease", bytes, json);
