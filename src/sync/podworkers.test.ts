@@ -250,15 +250,28 @@ describe("PodWorkers", () => {
     expect(workers.has("u1")).toBe(false);
   });
 
-  test("a failed step is retried after the error delay", async () => {
-    const { clock, runtime, workers } = setup();
-    runtime.failNext("observe", new Error("runtime is down"));
-    workers.add(pod("u1"));
-    await workers.idle();
-    expect(runtime.pods.has("u1")).toBe(false);
-    clock.advance(10_000);
-    await workers.idle();
-    expect(runtime.pods.get("u1")!.containers[0]!.state).toBe("running");
+  test("a failed step is retried after the error delay, 10 s plus up to half of it at random (upstream's jitter)", async () => {
+    const runningAfter = async (random: (() => number) | undefined, ms: number) => {
+      const clock = new FakeClock();
+      const runtime = new FakePodRuntime(clock);
+      const workers = new PodWorkers({
+        syncer: new HostPodSyncer({ runtime, status: new LocalStatusStore(), clock, logger: memoryLogger().logger }),
+        clock,
+        logger: memoryLogger().logger,
+        resyncIntervalMs: 60_000,
+        ...(random ? { random } : {}),
+      });
+      runtime.failNext("observe", new Error("runtime is down"));
+      workers.add(pod("u1"));
+      await workers.idle();
+      expect(runtime.pods.has("u1")).toBe(false);
+      clock.advance(ms);
+      await workers.idle();
+      return runtime.pods.get("u1")?.containers[0]?.state === "running";
+    };
+    expect(await runningAfter(undefined, 10_000)).toBe(true);
+    expect(await runningAfter(() => 0.5, 12_499)).toBe(false);
+    expect(await runningAfter(() => 0.5, 12_500)).toBe(true);
   });
 
   test("a replacement static pod starts only after its predecessor is gone", async () => {

@@ -22,6 +22,8 @@ export { STALE_WAKE_DELAY_MS } from "./pod-worker.ts";
 
 /** upstream workerResyncIntervalJitterFactor: a resync comes after syncFrequency × [1, 1.5). */
 const RESYNC_JITTER_FACTOR = 0.5;
+/** upstream workerBackOffPeriodJitterFactor. */
+const ERROR_RETRY_JITTER_FACTOR = 0.5;
 
 export interface PodWorkersOptions {
   /** Does each step's work (admit, sync, kill, clean up); the workers decide which step and when. */
@@ -39,7 +41,7 @@ export interface PodWorkersOptions {
   random?: () => number;
   /** How long stopping waits for the steps in flight (2 s by default); then they are left to the next start. */
   stopWaitMs?: number;
-  /** Retry delay after a failed step (upstream backOffPeriod, 10s). */
+  /** Retry delay after a failed step (upstream backOffPeriod, 10s), plus up to half of it at random (`random`). */
   errorRetryMs?: number;
   /** Pod worker step durations. */
   metrics?: Pick<KubeletMetricsSink, "podWorkerStep">;
@@ -254,7 +256,7 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries, WorkerSte
           .v(2)
           .info("pod step ended by the agent's stop", { stage: worker.lifecycle.stage, err: errorMessage(err) });
       this.logFor(worker).error("pod sync failed; will retry", { stage: worker.lifecycle.stage, err: errorMessage(err) });
-      worker.schedule(this.opts.errorRetryMs ?? 10_000);
+      worker.schedule(this.errorDelayMs());
     }
   }
 
@@ -278,7 +280,7 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries, WorkerSte
         });
         if (result.readAt !== undefined) worker.readAt = result.readAt;
         if (result.kind === "terminate") return worker.push(result.event);
-        const next = result.retryAfterMs ?? (result.failed ? (this.opts.errorRetryMs ?? 10_000) : this.resyncDelayMs());
+        const next = result.retryAfterMs ?? (result.failed ? this.errorDelayMs() : this.resyncDelayMs());
         worker.schedule(result.deadlineMs === undefined ? next : Math.min(next, result.deadlineMs));
         return;
       }
@@ -320,6 +322,11 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries, WorkerSte
     const worker = new PodWorker(ref, pod, this.opts.clock, this);
     this.workers.set(ref.uid, worker);
     return worker;
+  }
+
+  /** Upstream's wait.Jitter(backOffPeriod, workerBackOffPeriodJitterFactor 0.5): pods failing together retry apart. */
+  private errorDelayMs(): number {
+    return Math.round((this.opts.errorRetryMs ?? 10_000) * (1 + ERROR_RETRY_JITTER_FACTOR * (this.opts.random?.() ?? 0)));
   }
 
   private resyncDelayMs(): number {
