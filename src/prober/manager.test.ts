@@ -127,6 +127,27 @@ describe("probe manager", () => {
     await t.manager[Symbol.asyncDispose]();
   });
 
+  test("a terminating pod: liveness and startup stop, readiness is still probed and its changes are told (upstream StopLivenessAndStartup)", async () => {
+    const t = setup();
+    t.answers.ready = "success";
+    t.answers.live = "failure";
+    t.manager.addPod(pod("u1", { readinessProbe: exec("ready"), livenessProbe: exec("live") }), running("c1", t.clock.now()), "10.0.0.1");
+    await t.tick(0);
+    expect(t.manager.isReady("u1", "app")).toBe(true);
+    const told: string[] = [];
+    const unwatch = t.manager.watchReadiness("u1", () => told.push("u1"));
+    t.manager.stopLivenessAndStartup("u1");
+    const live = t.calls.live;
+    t.answers.ready = "failure";
+    for (let i = 0; i < 3; i++) await t.tick(10_000);
+    expect(t.calls.live).toBe(live);
+    expect(t.kills).toEqual([]);
+    expect(t.manager.isReady("u1", "app")).toBe(false);
+    expect(told).toEqual(["u1"]);
+    unwatch();
+    await t.manager[Symbol.asyncDispose]();
+  });
+
   test("a container the pod's reported status shows ready and started keeps both until its probes say otherwise; another container ID does not", async () => {
     const reported: Record<string, { ready: boolean; started: boolean }> = { c1: { ready: true, started: true } };
     const t = setup({ reported: { reportedContainer: (_pod, _name, id) => reported[id] } });

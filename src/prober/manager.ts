@@ -111,6 +111,14 @@ export interface ProbeManager {
    * throws (invalid probes are reported).
    */
   addPod(pod: Pod, running: RunningContainer[], podIP: string): void;
+  /**
+   * The pod is terminating (upstream StopLivenessAndStartup, kubelet.go:2149): its liveness
+   * and startup workers stop, their last results stay; readiness is still probed while its
+   * containers stop. Idempotent.
+   */
+  stopLivenessAndStartup(uid: string): void;
+  /** Calls `fn` whenever the readiness of one of the pod's containers changes; returns the unsubscribe function. */
+  watchReadiness(uid: string, fn: () => void): () => void;
   /** Stops the pod's workers and forgets its results. Idempotent. */
   removePod(uid: string): void;
   /** Started and passing readiness (or started, when there is no readiness probe). False for unknown containers. */
@@ -258,6 +266,24 @@ export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
         const c = entry.containers.get(name);
         if (c && started(c) && caches.readiness.get(c.containerId) !== "success") c.workers.get("readiness")?.trigger();
       }
+    },
+
+    stopLivenessAndStartup(uid) {
+      for (const c of pods.get(uid)?.containers.values() ?? []) {
+        for (const type of ["liveness", "startup"] as const) {
+          const w = c.workers.get(type);
+          if (!w) continue;
+          const p = w.stop().finally(() => stopping.delete(p));
+          stopping.add(p);
+          c.workers.delete(type);
+        }
+      }
+    },
+
+    watchReadiness(uid, fn) {
+      return caches.readiness.onUpdate((u) => {
+        if (u.podUid === uid) fn();
+      });
     },
 
     removePod(uid) {

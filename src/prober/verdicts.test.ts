@@ -13,6 +13,8 @@ function fakeManager() {
     ready,
     addPod: (p: Pod, running: { containerName: string }[]) => void calls.push(`add ${p.metadata.uid} ${running.map((c) => c.containerName).join(",")}`),
     removePod: (uid: string) => void calls.push(`remove ${uid}`),
+    stopLivenessAndStartup: (uid: string) => void calls.push(`stop liveness and startup ${uid}`),
+    watchReadiness: () => () => {},
     isReady: (uid: string, name: string) => ready.has(`${uid}/${name}`),
     isStarted: (uid: string, name: string) => ready.has(`${uid}/${name}`),
   };

@@ -49,7 +49,7 @@ export class LivenessRestarts implements LivenessFailures {
 
 export class ProbeVerdicts {
   constructor(
-    private readonly manager: Pick<ProbeManager, "addPod" | "removePod" | "isReady" | "isStarted">,
+    private readonly manager: Pick<ProbeManager, "addPod" | "removePod" | "isReady" | "isStarted" | "stopLivenessAndStartup" | "watchReadiness">,
     private readonly restarts: LivenessRestarts,
   ) {}
 
@@ -75,5 +75,14 @@ export class ProbeVerdicts {
   removePod(podUid: string): void {
     this.restarts.forget(podUid);
     this.manager.removePod(podUid);
+  }
+
+  /** The pod is terminating: readiness is still probed, liveness and startup are not (upstream StopLivenessAndStartup). */
+  stopLivenessAndStartup(podUid: string): void {
+    this.manager.stopLivenessAndStartup(podUid);
+  }
+
+  watchReadiness(podUid: string, fn: () => void): () => void {
+    return this.manager.watchReadiness(podUid, fn);
   }
 }

@@ -15,7 +15,7 @@ const pod = (uid: string, restartPolicy: "Always" | "Never" = "Always"): Pod => 
   spec: { restartPolicy, terminationGracePeriodSeconds: 5, containers: [{ name: "app", image: "busybox" }] },
 });
 
-function setup(runtimePods?: RuntimePodPresence, hostIP?: string) {
+function setup(runtimePods?: RuntimePodPresence, hostIP?: string, killGate?: Promise<void>) {
   const clock = new FakeClock();
   const runtime = new FakePodRuntime(clock);
   // Which PodRuntime methods the syncer itself calls (the fake's own reads are not counted).
@@ -24,8 +24,9 @@ function setup(runtimePods?: RuntimePodPresence, hostIP?: string) {
     get(target, name, receiver) {
       const value = Reflect.get(target, name, receiver);
       if (typeof value !== "function") return value;
-      return (...args: unknown[]) => {
+      return async (...args: unknown[]) => {
         called.push(String(name));
+        if (name === "killPod") await killGate;
         return value.apply(target, args);
       };
     },
@@ -35,11 +36,14 @@ function setup(runtimePods?: RuntimePodPresence, hostIP?: string) {
   const recorder: EventRecorder = { event: (_ref, _type, reason, message) => events.push({ reason, message }) };
   const started: number[] = [];
   const probed: string[] = [];
+  const readiness: { ready: boolean; changed?: (() => void) | undefined } = { ready: true };
   const probes = {
     addPod: (p: Pod, running: { containerName: string }[], podIP: string) =>
       probed.push(`add ${p.metadata.uid} ${running.map((r) => r.containerName).join(",")}${podIP === "10.88.0.2" ? "" : ` at ${podIP}`}`),
     removePod: (uid: string) => probed.push(`remove ${uid}`),
-    isReady: () => true,
+    stopLivenessAndStartup: (uid: string) => probed.push(`stop liveness and startup ${uid}`),
+    watchReadiness: (_uid: string, fn: () => void) => ((readiness.changed = fn), () => (readiness.changed = undefined)),
+    isReady: () => readiness.ready,
     isStarted: () => true,
   };
   const syncer = new HostPodSyncer({
@@ -54,7 +58,7 @@ function setup(runtimePods?: RuntimePodPresence, hostIP?: string) {
     metrics: { podStarted: (firstSeen, running) => started.push(running - firstSeen) },
   });
   const request = (p: Pod): SyncPodRequest => ({ ref: podRef(p), pod: p, seenAt: 0, others: () => [], signal: new AbortController().signal });
-  return { clock, runtime, called, status, events, started, probed, syncer, request };
+  return { clock, runtime, called, status, events, started, probed, readiness, syncer, request };
 }
 
 describe("HostPodSyncer.syncPod", () => {
@@ -173,6 +177,28 @@ describe("HostPodSyncer.syncTerminatingPod", () => {
     expect(status.get("a")).toMatchObject({ phase: "Failed", reason: "Terminated", message: NODE_SHUTDOWN_MESSAGE });
     expect(status.get("b")!.reason).toBeUndefined();
     expect(status.get("b")!.containerStatuses[0]!.state).toMatchObject({ terminated: { exitCode: 137 } });
+  });
+
+  test("while its containers stop, a terminating pod's readiness is still probed and shows in its status; liveness and startup stop first (upstream SyncTerminatingPod)", async () => {
+    let release = () => {};
+    const gate = new Promise<void>((r) => (release = r));
+    const { status, probed, readiness, syncer, request } = setup(undefined, undefined, gate);
+    const p = pod("u1");
+    await syncer.syncPod(request(p));
+    expect(status.get("u1")!.containerStatuses[0]!.ready).toBe(true);
+    const killing = syncer.syncTerminatingPod({ ref: podRef(p), pod: p, state: { stage: "terminating", gracePeriodSeconds: 3, reason: "deleted", deleted: true } });
+    await Bun.sleep(0);
+    expect(probed).toEqual(["add u1 app", "stop liveness and startup u1"]);
+    // The readiness probe fails during the grace period: the pod's status says so before the kill ends.
+    readiness.ready = false;
+    readiness.changed?.();
+    await Bun.sleep(0);
+    expect(status.get("u1")!.containerStatuses[0]).toMatchObject({ ready: false, state: { running: {} } });
+    release();
+    await killing;
+    expect(probed.at(-1)).toBe("remove u1");
+    expect(readiness.changed).toBeUndefined();
+    expect(status.get("u1")!.containerStatuses[0]!.state).toMatchObject({ terminated: {} });
   });
 
   test("a pod first seen terminating (reported Running, after a restart) gets its final status, as upstream's SyncTerminatingPod", async () => {

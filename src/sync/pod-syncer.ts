@@ -90,10 +90,12 @@ export interface PodSyncerOptions {
   allocation?: PodAllocation;
   /** The node's IP: a host-network pod's IP, which its probes without a host target (upstream status.PodIP). */
   hostIP?: string;
-  /** The prober: told about running containers after each sync, asked for readiness, dropped on termination. */
+  /** The prober: told about running containers after each sync, asked for readiness; on termination its liveness and startup stop first, readiness once the containers are stopped. */
   probes?: ProbeView & {
     addPod(pod: Pod, running: { containerName: string; containerId: string; startedAt: number }[], podIP: string): void;
     removePod(uid: string): void;
+    stopLivenessAndStartup(uid: string): void;
+    watchReadiness(uid: string, fn: () => void): () => void;
   };
 }
 

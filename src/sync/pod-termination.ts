@@ -9,7 +9,8 @@ import type { PodRef } from "../pods/identity.ts";
 import type { PodLifecycle } from "../pods/lifecycle.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { PodRuntime, SyncResult } from "../runtime/index.ts";
-import { podStatus, type StatusSink } from "../status/index.ts";
+import { podStatus, type ProbeView, type StatusSink } from "../status/index.ts";
+import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import type { PodHost } from "./pod-host.ts";
 
@@ -37,8 +38,15 @@ export interface PodTerminatorOptions {
   status: StatusSink;
   logger: Logger;
   allocation?: Pick<PodAllocation, "removePod">;
-  /** The prober: a terminating pod's probes stop first. */
-  probes?: { removePod(uid: string): void };
+  /**
+   * The prober: a terminating pod's liveness and startup probes stop first, its readiness
+   * is still probed and reported until its containers are stopped (upstream SyncTerminatingPod).
+   */
+  probes?: ProbeView & {
+    removePod(uid: string): void;
+    stopLivenessAndStartup(uid: string): void;
+    watchReadiness(uid: string, fn: () => void): () => void;
+  };
 }
 
 /** Kill and remove must complete before the lifecycle moves on; a failed action retries the step. */
@@ -76,13 +84,26 @@ export class PodTerminator {
   async kill({ ref, pod, state }: TerminatingPodRequest, synced: boolean): Promise<Required<StepRead>> {
     const { runtime } = this.opts;
     const log = this.opts.logger.with({ pod: `${ref.name}_${ref.namespace}`, uid: ref.uid });
-    this.opts.probes?.removePod(ref.uid);
-    log.info("killing pod", { reason: state.reason, gracePeriodSeconds: state.gracePeriodSeconds });
-    const killed = await runtime.killPod(ref, state.gracePeriodSeconds, pod);
-    throwOnFailedActions("killing pod", killed.results);
-    // The final status: every container stopped, the phase terminal.
     const reportedTerminal = pod?.status?.phase === "Succeeded" || pod?.status?.phase === "Failed";
-    if (pod && (synced || !reportedTerminal)) {
+    const writesStatus = pod !== undefined && (synced || !reportedTerminal);
+    // Upstream (kubelet.go:2149-2163, status_manager.go SetContainerReadiness): liveness and startup stop,
+    // readiness is still probed while the containers stop, and a change shows in the pod's status at
+    // once (a terminating pod's endpoints turn not serving); all probes go once the containers are stopped.
+    this.opts.probes?.stopLivenessAndStartup(ref.uid);
+    let killDone = false;
+    const stopWatching = writesStatus && this.opts.probes ? this.opts.probes.watchReadiness(ref.uid, () => void this.reportReadiness(ref, pod, () => killDone)) : () => {};
+    let killed: Awaited<ReturnType<PodRuntime["killPod"]>>;
+    try {
+      log.info("killing pod", { reason: state.reason, gracePeriodSeconds: state.gracePeriodSeconds });
+      killed = await runtime.killPod(ref, state.gracePeriodSeconds, pod);
+    } finally {
+      killDone = true;
+      stopWatching();
+    }
+    throwOnFailedActions("killing pod", killed.results);
+    this.opts.probes?.removePod(ref.uid);
+    // The final status: every container stopped, the phase terminal.
+    if (pod && writesStatus) {
       const final = podStatus(pod, killed.observed, new Map(), true);
       const failed = failedFor(state);
       // Upstream keeps Succeeded for a pod that had already completed when the node shut down.
@@ -99,12 +120,24 @@ export class PodTerminator {
     return { readAt: killed.readAt };
   }
 
+  /** A readiness change while the pod's containers stop: its status now, unless the kill ended meanwhile (its final status wins). */
+  private async reportReadiness(ref: PodRef, pod: Pod, killDone: () => boolean): Promise<void> {
+    try {
+      const observed = await this.opts.runtime.observe(ref);
+      if (!killDone()) this.opts.status.set(pod, podStatus(pod, observed, new Map(), false, this.opts.probes));
+    } catch (err) {
+      this.opts.logger.v(2).info("could not report a terminating pod's readiness", { pod: `${ref.name}_${ref.namespace}`, err: errorMessage(err) });
+    }
+  }
+
   /** Removes what is left of a stopped, deleted pod (containers, sandboxes, host side, its status, its allocation); throws when a removal failed. */
   async remove(ref: PodRef, pod: Pod | undefined): Promise<Required<StepRead>> {
     const removed = await this.removeFromRuntime(ref);
     throwOnFailedActions("removing pod", removed.results);
     this.opts.status.delete(ref.uid, pod);
     this.opts.allocation?.removePod(ref.uid);
+    // Probes stop with the kill; a pod whose kill never succeeded has them stopped here.
+    this.opts.probes?.removePod(ref.uid);
     return { readAt: removed.readAt };
   }
 
