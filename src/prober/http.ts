@@ -26,15 +26,20 @@ export interface HttpProbeOptions {
   /** None: no limit (a postStart hook's, as upstream's http.Client without a timeout). */
   timeoutMs?: number;
   signal?: AbortSignal;
+  /** The default User-Agent's `kube-<fragment>/<version>`: `probe` (probes), `lifecycle` (hooks). */
+  userAgentFragment?: "probe" | "lifecycle";
 }
 
-interface Answer {
+/** One GET with its same-host redirects: the last answer, or the transport's error in Go's words. */
+export type HttpExchange = { kind: "answer"; answer: Answer } | { kind: "error"; output: string; code?: string };
+
+export interface Answer {
   status: number;
   headers: IncomingHttpHeaders;
   body: string;
 }
 
-function buildHeaders(list: HttpProbeOptions["headers"]): Record<string, string | string[]> {
+function buildHeaders(list: HttpProbeOptions["headers"], fragment: "probe" | "lifecycle"): Record<string, string | string[]> {
   const out: Record<string, string[]> = {};
   const canonical = new Map<string, string>();
   for (const { name, value } of list) {
@@ -42,7 +47,7 @@ function buildHeaders(list: HttpProbeOptions["headers"]): Record<string, string 
     canonical.set(name.toLowerCase(), key);
     (out[key] ??= []).push(value);
   }
-  if (!canonical.has("user-agent")) out["User-Agent"] = [probeUserAgent()];
+  if (!canonical.has("user-agent")) out["User-Agent"] = [probeUserAgent(fragment)];
   const accept = canonical.get("accept");
   if (accept === undefined) out["Accept"] = ["*/*"];
   // Upstream request.go:79-81: an Accept header set empty means none at all.
@@ -92,16 +97,21 @@ function getOnce(url: URL, headers: Record<string, string | string[]>, signal: A
   });
 }
 
-export async function httpProbe(opts: HttpProbeOptions): Promise<ProbeOutcome> {
+/**
+ * The GET and its redirects, as upstream's http.Client with its redirect
+ * checker: redirects are followed (at most 10) while they stay on the same
+ * host name; one elsewhere ends the exchange with that 3xx answer.
+ */
+export async function httpExchange(opts: HttpProbeOptions): Promise<HttpExchange> {
   const base = `${opts.scheme.toLowerCase()}://${joinHostPort(opts.host, opts.port)}`;
   let url: URL;
   try {
     url = new URL(opts.path.startsWith("/") ? opts.path : `/${opts.path}`, base);
   } catch (err) {
-    return { result: "unknown", output: `invalid probe URL: ${errorMessage(err)}` };
+    return { kind: "error", code: "InvalidURL", output: `invalid probe URL: ${errorMessage(err)}` };
   }
   const first = url;
-  const headers = buildHeaders(opts.headers);
+  const headers = buildHeaders(opts.headers, opts.userAgentFragment ?? "probe");
   const timeout = new AbortController();
   const cancelTimeout =
     opts.timeoutMs === undefined
@@ -109,29 +119,36 @@ export async function httpProbe(opts: HttpProbeOptions): Promise<ProbeOutcome> {
       : awakeDeadline(opts.timeoutMs, () => timeout.abort(new Error("context deadline exceeded (Client.Timeout exceeded while awaiting headers)")));
   const signal = opts.signal ? AbortSignal.any([timeout.signal, opts.signal]) : timeout.signal;
   try {
-    let answer: Answer;
     for (let hops = 0; ; hops++) {
+      let answer: Answer;
       try {
         answer = await getOnce(url, headers, signal);
       } catch (err) {
         const { hostname, port } = url;
         const addr = joinHostPort(hostname.replace(/^\[|\]$/g, ""), Number(port || (url.protocol === "https:" ? 443 : 80)));
-        return { result: "failure", output: `Get ${JSON.stringify(url.href)}: ${goNetError(err, addr) ?? errorMessage(err)}` };
+        const code = (err as { code?: unknown }).code;
+        return { kind: "error", output: `Get ${JSON.stringify(url.href)}: ${goNetError(err, addr) ?? errorMessage(err)}`, ...(typeof code === "string" ? { code } : {}) };
       }
       const location = answer.headers.location;
-      if (answer.status < 300 || answer.status >= 400 || !location) break;
+      if (answer.status < 300 || answer.status >= 400 || !location) return { kind: "answer", answer };
       const next = new URL(location, url);
       // Upstream's redirect checker: only the same host name is followed.
-      if (next.hostname !== first.hostname) break;
-      if (hops + 1 >= MAX_REDIRECTS) return { result: "failure", output: `Get ${JSON.stringify(next.href)}: stopped after ${MAX_REDIRECTS} redirects` };
+      if (next.hostname !== first.hostname) return { kind: "answer", answer };
+      if (hops + 1 >= MAX_REDIRECTS) return { kind: "error", output: `Get ${JSON.stringify(next.href)}: stopped after ${MAX_REDIRECTS} redirects` };
       url = next;
     }
-    if (answer.status >= 200 && answer.status < 400) {
-      if (answer.status >= 300) return { result: "success", warning: true, output: `Probe terminated redirects, Response body: ${answer.body}` };
-      return { result: "success", output: answer.body };
-    }
-    return { result: "failure", output: `HTTP probe failed with statuscode: ${answer.status}` };
   } finally {
     cancelTimeout();
   }
+}
+
+export async function httpProbe(opts: HttpProbeOptions): Promise<ProbeOutcome> {
+  const exchange = await httpExchange(opts);
+  if (exchange.kind === "error") return { result: exchange.code === "InvalidURL" ? "unknown" : "failure", output: exchange.output };
+  const { answer } = exchange;
+  if (answer.status >= 200 && answer.status < 400) {
+    if (answer.status >= 300) return { result: "success", warning: true, output: `Probe terminated redirects, Response body: ${answer.body}` };
+    return { result: "success", output: answer.body };
+  }
+  return { result: "failure", output: `HTTP probe failed with statuscode: ${answer.status}` };
 }

@@ -188,7 +188,17 @@ export class Containers {
       // postStart runs before the container is reported running, with no time limit; a failure kills it (upstream).
       const postStart = hookOf(spec, "postStart");
       const failure = postStart
-        ? await runHook(postStart, { cri, clock: this.opts.clock, pod, container: spec, containerId: id, podIP, timeoutSeconds: undefined, ...(signal ? { signal } : {}) })
+        ? await runHook(postStart, {
+            cri,
+            clock: this.opts.clock,
+            pod,
+            container: spec,
+            containerId: id,
+            podIP,
+            timeoutSeconds: undefined,
+            warn: (reason, message) => this.opts.recorder.event(podEventRef(pod), "Warning", reason, message),
+            ...(signal ? { signal } : {}),
+          })
         : undefined;
       if (failure) {
         // Upstream leaves the hook's message out of the event: its output may hold secrets. The log and the result keep it.
@@ -247,7 +257,16 @@ export class Containers {
     if (preStop && specPod) {
       const started = this.opts.clock.now();
       if (!("spec" in pod)) this.opts.logger.info("running an orphaned container's preStop hook", { pod: `${meta.namespace}/${meta.name}`, container: name });
-      const failure = await runHook(preStop, { cri: this.opts.cri, clock: this.opts.clock, pod: specPod, container: spec!, containerId: id, podIP, timeoutSeconds: graceSeconds });
+      const failure = await runHook(preStop, {
+        cri: this.opts.cri,
+        clock: this.opts.clock,
+        pod: specPod,
+        container: spec!,
+        containerId: id,
+        podIP,
+        timeoutSeconds: graceSeconds,
+        warn: (reason, message) => this.opts.recorder.event(podEventRef(specPod), "Warning", reason, message),
+      });
       if (failure) {
         // As postStart's: the message, which may hold secrets, goes to the log only.
         this.opts.logger.warn("preStop hook failed", { pod: specPod.metadata.name, container: name, message: failure });

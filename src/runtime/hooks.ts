@@ -7,11 +7,13 @@
  * a hanging one would hold the pod's kill up: here every handler is
  * abandoned alike). preStop runs before the stop signal, within the grace
  * period, and what it takes comes off the grace period.
- * Handlers: exec (through the CRI), httpGet (as the probes do it), sleep.
+ * Handlers: exec (through the CRI), httpGet (as the probes send it, but
+ * any answer is success and an HTTPS hook answered in HTTP is retried in
+ * HTTP, as upstream's runHTTPHandler), sleep.
  */
 import type { CriService } from "../cri/index.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
-import { httpProbe } from "../prober/http.ts";
+import { httpExchange, type HttpProbeOptions } from "../prober/http.ts";
 import { resolvePort } from "../prober/probes.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
@@ -36,7 +38,12 @@ export interface HookContext {
   timeoutSeconds: number | undefined;
   /** Aborted when the hook is no longer waited on (the pod must stop); the handler then fails with the abort's reason. */
   signal?: AbortSignal;
+  /** A Warning event on the pod (an HTTPS hook that only succeeded in HTTP: LifecycleHTTPFallback). */
+  warn?: (reason: string, message: string) => void;
 }
+
+/** Go's "http: server gave HTTP response to HTTPS client", as the TLS client here sees it. */
+const HTTP_ANSWER_TO_HTTPS = "ERR_SSL_WRONG_VERSION_NUMBER";
 
 /** Runs one handler; resolves to undefined on success, or upstream's failure message. */
 export async function runHook(handler: LifecycleHandler, ctx: HookContext): Promise<string | undefined> {
@@ -53,16 +60,27 @@ export async function runHook(handler: LifecycleHandler, ctx: HookContext): Prom
     }
     if (handler.httpGet) {
       const h = handler.httpGet;
-      const outcome = await httpProbe({
+      const request: HttpProbeOptions = {
         scheme: h.scheme ?? "HTTP",
         host: h.host || ctx.podIP,
         port: resolvePort(h.port, ctx.container),
         path: h.path ?? "/",
         headers: h.httpHeaders ?? [],
+        userAgentFragment: "lifecycle",
         ...(ctx.timeoutSeconds === undefined ? {} : { timeoutMs: ctx.timeoutSeconds * 1000 }),
         ...(ctx.signal ? { signal: ctx.signal } : {}),
-      });
-      return outcome.result === "success" ? undefined : `HTTP lifecycle hook (${h.path ?? "/"}) ${where} failed - error: ${outcome.output}`;
+      };
+      // Upstream (handlers.go runHTTPHandler): any answer is success, whatever its status; only the exchange can fail.
+      let exchange = await httpExchange(request);
+      if (exchange.kind === "error" && request.scheme === "HTTPS" && exchange.code === HTTP_ANSWER_TO_HTTPS) {
+        const plain = await httpExchange({ ...request, scheme: "HTTP", headers: request.headers.filter((x) => x.name.toLowerCase() !== "authorization") });
+        if (plain.kind === "answer") {
+          const hostPort = request.host.includes(":") ? `[${request.host}]:${request.port}` : `${request.host}:${request.port}`;
+          ctx.warn?.("LifecycleHTTPFallback", `request to HTTPS lifecycle hook ${hostPort} got HTTP response, retry with HTTP succeeded`);
+          exchange = plain;
+        }
+      }
+      return exchange.kind === "answer" ? undefined : `HTTP lifecycle hook (${h.path ?? "/"}) ${where} failed - error: ${exchange.output}`;
     }
     if (handler.sleep) {
       const seconds = ctx.timeoutSeconds === undefined ? handler.sleep.seconds : Math.min(handler.sleep.seconds, ctx.timeoutSeconds);
