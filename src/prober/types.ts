@@ -25,6 +25,5 @@ export const MAX_PROBE_OUTPUT = 10 * 1024;
 
 export const joinHostPort = (host: string, port: number): string => (host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`);
 
-/** `kube-probe/1.34` for KUBERNETES_VERSION v1.34.x, as upstream sends on HTTP and gRPC probes. */
-export const probeUserAgent = (fragment: "probe" | "lifecycle" = "probe"): string =>
-  `kube-${fragment}/${KUBERNETES_VERSION.replace(/^v/, "").split(".").slice(0, 2).join(".")}`;
+/** `kube-probe/1.34` for KUBERNETES_VERSION v1.34.x, as upstream sends on HTTP and gRPC probes (`kube-lifecycle/1.34` on httpGet hooks). */
+export const probeUserAgent = (fragment: "probe" | "lifecycle" = "probe"): string => `kube-${fragment}/${KUBERNETES_VERSION.replace(/^v/, "").split(".").slice(0, 2).join(".")}`;

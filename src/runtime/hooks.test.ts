@@ -60,7 +60,9 @@ describe("runHook", () => {
     expect(await runHook(httpGet("/broken"), context())).toBeUndefined();
     expect(seen.findLast((r) => r.path === "/broken")?.userAgent).toMatch(/^kube-lifecycle\/\d+\.\d+$/);
     const refused = await runHook({ httpGet: { port: 1, path: "/x" } }, context());
-    expect(refused).toBe('HTTP lifecycle hook (/x) for Container "app" in Pod "web_default(uid-1)" failed - error: Get "http://127.0.0.1:1/x": dial tcp 127.0.0.1:1: connect: connection refused');
+    expect(refused).toBe(
+      'HTTP lifecycle hook (/x) for Container "app" in Pod "web_default(uid-1)" failed - error: Get "http://127.0.0.1:1/x": dial tcp 127.0.0.1:1: connect: connection refused',
+    );
   });
 
   test("httpGet HTTPS answered in HTTP is retried in HTTP without Authorization, with a LifecycleHTTPFallback warning, as upstream", async () => {
