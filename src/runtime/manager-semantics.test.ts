@@ -271,6 +271,18 @@ describe("hostname", () => {
   });
 });
 
+describe("sandbox creation errors", () => {
+  test("a RunPodSandbox the runtime refuses is FailedCreatePodSandBox with the CRI error as grpc-go prints it (kuberuntime_manager.go:1358)", async () => {
+    const { cri, runtime, events } = setup();
+    cri.failNext("runPodSandbox", "Unknown", 'failed to get sandbox runtime: no runtime for "nope" is configured');
+    const outcome = await sync(runtime, pod());
+    expect(outcome.results.find((r) => r.error)).toMatchObject({ action: "CreatePodSandbox", error: { reason: "CreatePodSandboxError" } });
+    expect(events).toContain(
+      'Warning FailedCreatePodSandBox Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get sandbox runtime: no runtime for "nope" is configured',
+    );
+  });
+});
+
 describe("user namespaces (hostUsers: false)", () => {
   const withUserns = (cri: FakeCri, supported: boolean) => {
     const status = cri.status.bind(cri);

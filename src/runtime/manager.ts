@@ -6,7 +6,7 @@
  * (observe.ts) and container GC (gc.ts) are the PLEG's and housekeeping's.
  */
 import { formatDuration } from "../config/duration.ts";
-import { isNotFound } from "../cri/index.ts";
+import { goRpcError, isNotFound } from "../cri/index.ts";
 import { podEventRef } from "../events/recorder.ts";
 import { type PodRef, podRef, podUid } from "../pods/identity.ts";
 import type { Pod } from "../pods/schema.ts";
@@ -163,7 +163,9 @@ export class CriPodRuntime implements PodRuntime {
         this.opts.logger.info("created pod sandbox", { pod: pod.metadata.name, sandbox: sandboxId, attempt: actions.sandboxAttempt });
       } catch (err) {
         results.push({ action: "CreatePodSandbox", target: podUid(pod), error: { reason: "CreatePodSandboxError", message: errorMessage(err) } });
-        this.opts.recorder.event(podEventRef(pod), "Warning", "FailedCreatePodSandBox", `Failed to create pod sandbox: ${errorMessage(err)}`);
+        // Upstream prints the CRI client's error with %v (kuberuntime_manager.go:1358): grpc-go's "rpc error: code = ... desc = ...",
+        // the cri-client returning RunPodSandbox's error as is (remote_runtime.go:219-222).
+        this.opts.recorder.event(podEventRef(pod), "Warning", "FailedCreatePodSandBox", `Failed to create pod sandbox: ${goRpcError(err)}`);
         return { results, waiting, changed, retryAfterMs: 10_000 };
       }
     }
