@@ -154,3 +154,51 @@ describe("ephemeral container statuses", () => {
     ]);
   });
 });
+
+describe("container states as upstream's convertToAPIContainerStatuses (kubelet_pods.go:2118-2470)", () => {
+  const running = (name: string, restartCount = 0) => ({
+    name,
+    state: { running: { startedAt: "2026-01-01T00:00:00.000Z" } },
+    lastState: {},
+    ready: true,
+    started: true,
+    restartCount,
+    image: "busybox",
+    imageID: "sha256:x",
+  });
+  test("a container created but not started waits with no reason", () => {
+    const s = podStatus(pod("Always", ["a"]), obs(c("a", "created")), new Map());
+    expect(s.containerStatuses[0]!.state).toEqual({ waiting: {} });
+    expect(s.phase).toBe("Pending");
+  });
+  test("a container in an unknown state waits with no reason, unless it was running: then it ended unseen, ContainerStatusUnknown 137, one more restart", () => {
+    const p = pod("Always", ["a"]);
+    expect(podStatus(p, obs(c("a", "unknown")), new Map()).containerStatuses[0]!.state).toEqual({ waiting: {} });
+    const s = podStatus(p, obs(c("a", "unknown")), new Map(), false, undefined, { containerStatuses: [running("a", 2)] });
+    expect(s.containerStatuses[0]).toMatchObject({
+      state: { terminated: { exitCode: 137, reason: "ContainerStatusUnknown", message: "The container could not be located when the pod was terminated" } },
+      restartCount: 3,
+    });
+    expect(s.phase).toBe("Running");
+  });
+  test("a container the runtime has no record of, which was running, waits with its end unseen as its last state", () => {
+    const s = podStatus(pod("Always", ["a"]), obs(), new Map(), false, undefined, { containerStatuses: [running("a", 1)] });
+    expect(s.containerStatuses[0]).toMatchObject({
+      state: { waiting: { reason: "ContainerCreating" } },
+      lastState: {
+        terminated: { exitCode: 137, reason: "ContainerStatusUnknown", message: "The container could not be located when the pod was deleted.  The container used to be Running" },
+      },
+      restartCount: 2,
+    });
+    expect(s.phase).toBe("Running");
+  });
+  test("a start failure shows only on a container that will be started again (ShouldContainerBeRestarted)", () => {
+    const why = new Map([["a", { reason: "RunContainerError", message: "boom" }]]);
+    expect(podStatus(pod("Never", ["a"]), obs(c("a", "exited", 128)), why).containerStatuses[0]!.state).toMatchObject({ terminated: { exitCode: 128 } });
+    expect(podStatus(pod("OnFailure", ["a"]), obs(c("a", "exited", 0)), why).containerStatuses[0]!.state).toMatchObject({ terminated: { exitCode: 0 } });
+    expect(podStatus(pod("OnFailure", ["a"]), obs(c("a", "exited", 1)), why).containerStatuses[0]!.state).toEqual({ waiting: { reason: "RunContainerError", message: "boom" } });
+    const created = podStatus(pod("Never", ["a"]), obs(c("a", "created")), why).containerStatuses[0]!;
+    expect(created.state).toEqual({ waiting: { reason: "RunContainerError", message: "boom" } });
+    expect(created.lastState).toEqual({});
+  });
+});

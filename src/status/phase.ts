@@ -12,9 +12,11 @@ import { podUid } from "../pods/identity.ts";
 export type PodPhase = "Pending" | "Running" | "Succeeded" | "Failed" | "Unknown";
 
 export type ContainerStateView =
-  | { waiting: { reason: string; message?: string } }
+  /** No reason: upstream's empty waiting state (`waiting: {}`) of a container created but not started, or in an unknown state. */
+  | { waiting: { reason?: string; message?: string } }
   | { running: { startedAt: string } }
-  | { terminated: { exitCode: number; reason: string; message?: string; startedAt?: string; finishedAt?: string; containerID: string } };
+  /** No containerID: a termination inferred from a container the runtime lost (upstream sets none then). */
+  | { terminated: { exitCode: number; reason: string; message?: string; startedAt?: string; finishedAt?: string; containerID?: string } };
 
 export interface ContainerStatusView {
   name: string;
@@ -68,14 +70,38 @@ function stateOf(c: ObservedContainer): ContainerStateView {
           containerID: `containerd://${c.id}`,
         },
       };
+    // Upstream convertContainerStatus (kubelet_pods.go:2136-2170): created and unknown containers are "waiting to
+    // be running" with no reason, unless an unknown one was running before (containerStatuses).
     case "created":
-      return { waiting: { reason: "ContainerCreating" } };
     case "unknown":
-      return { waiting: { reason: "ContainerStatusUnknown" } };
+      return { waiting: {} };
   }
 }
 
-/** Waiting reasons the last sync recorded (CrashLoopBackOff, ErrImagePull...), by container. */
+/** Upstream's reason and exit code for a container the runtime lost track of after it ran (kubelet_pods.go:2150-2154, 2332-2336). */
+export const CONTAINER_STATUS_UNKNOWN = "ContainerStatusUnknown";
+const LOST_EXIT_CODE = 137;
+/** The container is in an unknown state now, and was running at the previous status. */
+export const LOST_WHILE_TERMINATING = "The container could not be located when the pod was terminated";
+/** The runtime has no record of the container now, and it was running at the previous status (two spaces: upstream's). */
+export const LOST_WHILE_DELETING = "The container could not be located when the pod was deleted.  The container used to be Running";
+
+/**
+ * Upstream ShouldContainerBeRestarted (container/helpers.go:82-118) as
+ * convertToAPIContainerStatuses asks it: only a container that will be
+ * started again shows its last start failure; by the pod's restartPolicy,
+ * never once the pod is being deleted, and not an init container that succeeded.
+ */
+function shownWaiting(pod: Pod, latest: ObservedContainer | undefined, isInit: boolean): boolean {
+  if ((pod.metadata as { deletionTimestamp?: string }).deletionTimestamp) return false;
+  if (!latest || latest.state === "created" || latest.state === "unknown") return true;
+  if (latest.state === "running") return false;
+  if (isInit && latest.exitCode === 0) return false;
+  const policy = restartPolicyOf(pod);
+  return policy === "Always" || (policy === "OnFailure" && latest.exitCode !== 0);
+}
+
+/** Why each container's last start failed (CrashLoopBackOff, ErrImagePull...), kept until it starts (the syncer's reason cache), by container. */
 export type WaitingReasons = ReadonlyMap<string, { reason: string; message?: string }>;
 
 /** Probe verdicts for running containers; without probes, running means ready and started. */
@@ -106,29 +132,54 @@ export function initProgress(pod: Pod, observed: ObservedPod, probes?: Pick<Prob
   return { pending, failed };
 }
 
+/** What upstream's convertToAPIContainerStatuses reads of the previous status: the containers' states and restart counts. */
+export type PreviousStatuses = Partial<Pick<PodStatusView, "containerStatuses" | "initContainerStatuses" | "ephemeralContainerStatuses">>;
+
 /**
  * Upstream convertToAPIContainerStatuses: a container the runtime has no
  * record of waits with reason PodInitializing in a pod with init containers
- * (init and app containers alike), ContainerCreating otherwise, unless the
- * last sync recorded why (ErrImagePull...).
+ * (init and app containers alike), ContainerCreating otherwise, unless its
+ * last start failed (ErrImagePull...) and it will be started again.
+ * `previous`: the containers' previous statuses; a container that was
+ * running then and is lost now shows it ended (ContainerStatusUnknown).
  */
-export function containerStatuses(pod: Pod, observed: ObservedPod, waiting: WaitingReasons, specs = pod.spec.containers, probes?: ProbeView): ContainerStatusView[] {
+export function containerStatuses(
+  pod: Pod,
+  observed: ObservedPod,
+  waiting: WaitingReasons,
+  specs = pod.spec.containers,
+  probes?: ProbeView,
+  previousStatuses: readonly ContainerStatusView[] = [],
+): ContainerStatusView[] {
   const uid = podUid(pod);
   const notCreated = pod.spec.initContainers?.length ? "PodInitializing" : "ContainerCreating";
+  const isInit = specs === pod.spec.initContainers;
   return specs.map((spec) => {
     const [latest, previous] = observed.containers.filter((c) => c.name === spec.name);
-    const waitingReason = waiting.get(spec.name);
+    const before = previousStatuses.find((s) => s.name === spec.name);
+    const wasRunning = before !== undefined && "running" in before.state;
+    const waitingReason = shownWaiting(pod, latest, isInit) ? waiting.get(spec.name) : undefined;
     const base = { name: spec.name, image: spec.image, imageID: latest?.imageRef ?? "", restartCount: latest?.restartCount ?? 0 };
     if (!latest) {
-      return { ...base, state: { waiting: waitingReason ?? { reason: notCreated } }, lastState: {}, ready: false, started: false };
+      // Upstream keeps the previous restart count and last state of a container it has no record of, and
+      // its previous termination whole (kubelet_pods.go:2281-2290); one that was running ended unseen (2295-2342).
+      if (before && "terminated" in before.state) return waitingReason ? { ...before, state: { waiting: waitingReason }, lastState: before.state } : before;
+      const lost = wasRunning && !("terminated" in before.lastState);
+      const restartCount = (before?.restartCount ?? 0) + (lost && !(pod.metadata as { deletionTimestamp?: string }).deletionTimestamp ? 1 : 0);
+      const lastState = lost ? { terminated: { exitCode: LOST_EXIT_CODE, reason: CONTAINER_STATUS_UNKNOWN, message: LOST_WHILE_DELETING } } : (before?.lastState ?? {});
+      return { ...base, restartCount, state: { waiting: waitingReason ?? { reason: notCreated } }, lastState, ready: false, started: false };
     }
-    const current = stateOf(latest);
-    const inBackoff = latest.state !== "running" && waitingReason;
+    // Upstream: an unknown container that was running ended unseen; not "never ran", so no waiting (kubelet_pods.go:2145-2157).
+    const lost = latest.state === "unknown" && wasRunning;
+    const current: ContainerStateView = lost ? { terminated: { exitCode: LOST_EXIT_CODE, reason: CONTAINER_STATUS_UNKNOWN, message: LOST_WHILE_TERMINATING } } : stateOf(latest);
+    const restartCount = lost ? before.restartCount + 1 : base.restartCount;
     return {
       ...base,
+      restartCount,
       containerID: `containerd://${latest.id}`,
-      state: inBackoff ? { waiting: waitingReason } : current,
-      lastState: inBackoff ? current : previous ? stateOf(previous) : {},
+      state: waitingReason ? { waiting: waitingReason } : current,
+      // A waiting reason replaces only a termination as the last state (kubelet_pods.go:2461-2463).
+      lastState: waitingReason && "terminated" in current ? current : previous ? stateOf(previous) : {},
       ready: latest.state === "running" && (probes?.isReady(uid, spec.name) ?? true),
       started: latest.state === "running" && (probes?.isStarted(uid, spec.name) ?? true),
     };
@@ -140,7 +191,7 @@ export function containerStatuses(pod: Pod, observed: ObservedPod, waiting: Wait
  * stopped the pod for good (deleted or completed), so an Always pod whose
  * containers all stopped is Succeeded or Failed, not Running.
  */
-export function podPhase(pod: Pod, observed: ObservedPod, podIsTerminal = false): PodPhase {
+export function podPhase(pod: Pod, observed: ObservedPod, podIsTerminal = false, statuses: readonly ContainerStatusView[] = []): PodPhase {
   // Upstream: while init containers are pending the pod is Pending; a failed one that will not
   // be restarted (restartPolicy Never) fails the pod.
   const init = initProgress(pod, observed);
@@ -152,7 +203,12 @@ export function podPhase(pod: Pod, observed: ObservedPod, podIsTerminal = false)
   let failed = 0;
   for (const spec of pod.spec.containers) {
     const latest = observed.containers.find((c) => c.name === spec.name);
-    if (!latest || latest.state === "created" || latest.state === "unknown") waiting++;
+    // A container the runtime lost after it ran shows it ended (ContainerStatusUnknown): upstream's getPhase counts it stopped.
+    const lostEnd = !latest || latest.state === "unknown" ? endOf(statuses.find((s) => s.name === spec.name)) : undefined;
+    if (lostEnd !== undefined) {
+      if (lostEnd === 0) succeeded++;
+      else failed++;
+    } else if (!latest || latest.state === "created" || latest.state === "unknown") waiting++;
     else if (latest.state === "running") running++;
     else if (latest.exitCode === 0) succeeded++;
     else failed++;
@@ -175,14 +231,22 @@ export function podPhase(pod: Pod, observed: ObservedPod, podIsTerminal = false)
   }
 }
 
+/** The exit code a status shows its container ended with (terminated, or waiting after a termination), as upstream's getPhase reads it. */
+function endOf(status: ContainerStatusView | undefined): number | undefined {
+  if (!status) return undefined;
+  if ("terminated" in status.state) return status.state.terminated.exitCode;
+  if ("waiting" in status.state && "terminated" in status.lastState) return status.lastState.terminated.exitCode;
+  return undefined;
+}
+
 /**
  * Upstream prober manager UpdatePodStatus: a regular init container is ready
  * once it exited with code 0 (not while it runs); a sidecar (restartPolicy
  * Always) while it runs, started, and passing its readiness probe, as an app container.
  */
-function initContainerStatuses(pod: Pod, observed: ObservedPod, waiting: WaitingReasons, probes?: ProbeView): ContainerStatusView[] {
+function initContainerStatuses(pod: Pod, observed: ObservedPod, waiting: WaitingReasons, probes?: ProbeView, previous?: readonly ContainerStatusView[]): ContainerStatusView[] {
   const specs = pod.spec.initContainers ?? [];
-  return containerStatuses(pod, observed, waiting, specs, probes).map((status, i) => {
+  return containerStatuses(pod, observed, waiting, specs, probes, previous).map((status, i) => {
     if (isSidecar(specs[i]!)) return status;
     return { ...status, ready: "terminated" in status.state && status.state.terminated.exitCode === 0 };
   });
@@ -192,21 +256,26 @@ const NEVER_READY: ProbeView = { isReady: () => false, isStarted: () => true };
 
 export const isTerminalPhase = (phase: PodPhase): boolean => phase === "Succeeded" || phase === "Failed";
 
-export function podStatus(pod: Pod, observed: ObservedPod, waiting: WaitingReasons, podIsTerminal = false, probes?: ProbeView): PodStatusView {
+export function podStatus(pod: Pod, observed: ObservedPod, waiting: WaitingReasons, podIsTerminal = false, probes?: ProbeView, previous: PreviousStatuses = {}): PodStatusView {
   const sandbox = observed.sandboxes[0];
   const ips = sandbox?.ip ? [sandbox.ip, ...sandbox.additionalIps] : [];
   const init = initProgress(pod, observed, probes);
   // App containers wait with reason PodInitializing until the init containers are done, as upstream.
   const appWaiting: WaitingReasons = init.pending.length ? new Map(pod.spec.containers.map((c) => [c.name, waiting.get(c.name) ?? { reason: "PodInitializing" }])) : waiting;
+  const apps = containerStatuses(pod, observed, appWaiting, pod.spec.containers, probes, previous.containerStatuses);
   return {
-    phase: podPhase(pod, observed, podIsTerminal),
-    ...(pod.spec.initContainers?.length ? { initPending: init.pending, initContainerStatuses: initContainerStatuses(pod, observed, waiting, probes) } : {}),
+    phase: podPhase(pod, observed, podIsTerminal, apps),
+    ...(pod.spec.initContainers?.length
+      ? { initPending: init.pending, initContainerStatuses: initContainerStatuses(pod, observed, waiting, probes, previous.initContainerStatuses) }
+      : {}),
     sandboxReady: !!sandbox?.ready && (ips.length > 0 || !!pod.spec.hostNetwork),
     ...(ips[0] ? { podIP: ips[0] } : {}),
     podIPs: ips.map((ip) => ({ ip })),
     ...(sandbox ? { startTime: iso(sandbox.createdAt) } : {}),
-    containerStatuses: containerStatuses(pod, observed, appWaiting, pod.spec.containers, probes),
-    ...(pod.spec.ephemeralContainers?.length ? { ephemeralContainerStatuses: containerStatuses(pod, observed, waiting, pod.spec.ephemeralContainers, NEVER_READY) } : {}),
+    containerStatuses: apps,
+    ...(pod.spec.ephemeralContainers?.length
+      ? { ephemeralContainerStatuses: containerStatuses(pod, observed, waiting, pod.spec.ephemeralContainers, NEVER_READY, previous.ephemeralContainerStatuses) }
+      : {}),
   };
 }
 
