@@ -3,7 +3,7 @@ import type { EventRecorder } from "../events/recorder.ts";
 import { podRef } from "../pods/identity.ts";
 import type { Pod } from "../pods/schema.ts";
 import { FakePodRuntime } from "../runtime/fake.ts";
-import type { PodRuntime } from "../runtime/index.ts";
+import type { PodRuntime, PodStepOutcome } from "../runtime/index.ts";
 import { LocalStatusStore } from "../status/index.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
@@ -239,5 +239,68 @@ describe("HostPodSyncer.syncTerminatedPod", () => {
     // The same UID added again starts afresh: its deadline counts from now.
     clock.advance(60_000);
     expect(await syncer.syncPod(request(p))).toMatchObject({ kind: "running", deadlineMs: 10_000 });
+  });
+});
+
+describe("HostPodSyncer's reason cache (upstream reason_cache.go)", () => {
+  test("a container's last start failure stays in its status across syncs that start nothing, until it starts", async () => {
+    const { status, request } = setup();
+    const p = pod("u1");
+    const observed = { uid: "u1", name: "web", namespace: "default", sandboxes: [], containers: [] };
+    const outcomes: PodStepOutcome[] = [
+      // The image cannot be pulled.
+      {
+        results: [{ action: "PullImage", target: "busybox", error: { reason: "ErrImagePull", message: "not found" } }],
+        waiting: new Map([["app", { reason: "ErrImagePull", message: "not found" }]]),
+        changed: true,
+        observed,
+        readAt: 0,
+      },
+      // Then the sandbox cannot be created: nothing is started, nothing said of the container.
+      {
+        results: [{ action: "CreatePodSandbox", target: "u1", error: { reason: "CreatePodSandboxError", message: "boom" } }],
+        waiting: new Map(),
+        changed: true,
+        observed,
+        readAt: 0,
+      },
+      // Then the container starts.
+      {
+        results: [{ action: "StartContainer", target: "app" }],
+        waiting: new Map(),
+        changed: true,
+        observed: {
+          ...observed,
+          containers: [{ id: "c1", name: "app", sandboxId: "s", state: "running", hash: "h", restartCount: 0, image: "busybox", imageRef: "r", createdAt: 0, startedAt: 0 }],
+        },
+        readAt: 0,
+      },
+      // A later sync that starts nothing while the container is in a created state: no stale reason.
+      {
+        results: [],
+        waiting: new Map(),
+        changed: false,
+        observed: {
+          ...observed,
+          containers: [{ id: "c1", name: "app", sandboxId: "s", state: "created", hash: "h", restartCount: 0, image: "busybox", imageRef: "r", createdAt: 0 }],
+        },
+        readAt: 0,
+      },
+    ];
+    const scripted = new HostPodSyncer({
+      runtime: { ...({} as PodRuntime), syncPod: async () => outcomes.shift()!, observe: async () => observed },
+      status,
+      clock: new FakeClock(),
+      logger: memoryLogger().logger,
+    });
+    const state = () => status.get("u1")!.containerStatuses[0]!.state;
+    await scripted.syncPod(request(p));
+    expect(state()).toEqual({ waiting: { reason: "ErrImagePull", message: "not found" } });
+    await scripted.syncPod(request(p));
+    expect(state()).toEqual({ waiting: { reason: "ErrImagePull", message: "not found" } });
+    await scripted.syncPod(request(p));
+    expect(state()).toMatchObject({ running: {} });
+    await scripted.syncPod(request(p));
+    expect(state()).toEqual({ waiting: {} });
   });
 });

@@ -18,7 +18,7 @@ import type { PodAdmitter } from "../node/admission.ts";
 import type { RuntimePodPresence } from "../pleg/view.ts";
 import { emptyObservedPod } from "../runtime/types.ts";
 import type { PodRuntime, PodStepOutcome } from "../runtime/index.ts";
-import { isTerminalPhase, podStatus, rejectedStatus, type ProbeView, type StatusSink } from "../status/index.ts";
+import { isTerminalPhase, podStatus, rejectedStatus, type PodStatusView, type PreviousStatuses, type ProbeView, type StatusSink } from "../status/index.ts";
 import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import type { PodHost, VolumesNotReady } from "./pod-host.ts";
@@ -99,6 +99,9 @@ export interface PodSyncerOptions {
   };
 }
 
+/** The API server's copy of the pod's container statuses: the old status of a pod this process has not synced yet (upstream reads pod.Status then). */
+const apiStatusOf = (pod: Pod): PreviousStatuses => (pod.status ?? {}) as PreviousStatuses;
+
 /** What the syncer remembers of a pod between its steps; dropped once the pod is cleaned up. */
 interface PodRecord {
   /** A sync ran for the pod in this process; only then does its kill write a final status. */
@@ -107,6 +110,13 @@ interface PodRecord {
   activeSince: number | undefined;
   /** Its start was measured, or it was first seen already running or done (adopted: not this agent's to measure). */
   startSeen: boolean;
+  /**
+   * Upstream's reason cache (reason_cache.go): why each container's last start failed, kept across
+   * syncs that start nothing (the sandbox cannot be created, volumes not ready) until it starts.
+   */
+  startFailures: Map<string, { reason: string; message?: string }>;
+  /** The status last computed, which upstream's convertToAPIContainerStatuses reads as the old one. */
+  lastStatus: PodStatusView | undefined;
 }
 
 export class HostPodSyncer implements PodSyncer {
@@ -147,7 +157,9 @@ export class HostPodSyncer implements PodSyncer {
       running.map((c) => ({ containerName: c.name, containerId: c.id, startedAt: c.startedAt ?? c.createdAt })),
       podIP,
     );
-    const computed = podStatus(pod, after, outcome.waiting, false, this.opts.probes);
+    this.rememberStartFailures(record, outcome);
+    const computed = podStatus(pod, after, record.startFailures, false, this.opts.probes, record.lastStatus ?? apiStatusOf(desired));
+    record.lastStatus = computed;
     const status = this.opts.allocation?.resizeStatus(computed, pod, after, outcome.results) ?? computed;
     this.opts.status.set(desired, status);
     // Adopted pods already ran before this agent saw them: their start is not this agent's to measure.
@@ -209,8 +221,14 @@ export class HostPodSyncer implements PodSyncer {
 
   private record(uid: string): PodRecord {
     let record = this.records.get(uid);
-    if (!record) this.records.set(uid, (record = { synced: false, activeSince: undefined, startSeen: false }));
+    if (!record) this.records.set(uid, (record = { synced: false, activeSince: undefined, startSeen: false, startFailures: new Map(), lastStatus: undefined }));
     return record;
+  }
+
+  /** Upstream ReasonCache.Update: a failed start (a pull, a create, a back-off...) is remembered, a successful one forgets it. */
+  private rememberStartFailures(record: PodRecord, outcome: PodStepOutcome): void {
+    for (const r of outcome.results) if (r.action === "StartContainer" && !r.error) record.startFailures.delete(r.target);
+    for (const [name, why] of outcome.waiting) record.startFailures.set(name, why);
   }
 
   private logFor(ref: PodRef): Logger {
