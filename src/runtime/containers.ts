@@ -6,7 +6,7 @@
  * out through its arguments.
  */
 import { posix } from "node:path";
-import { isNotFound, LinuxContainerResources, runtimeMessage, type CriService, type PodSandboxConfig, type UserNamespace } from "../cri/index.ts";
+import { goRpcError, isNotFound, LinuxContainerResources, runtimeMessage, type CriService, type PodSandboxConfig, type UserNamespace } from "../cri/index.ts";
 import { withDevices, DeviceError } from "../devices/index.ts";
 import { podEventRef, type EventRecorder } from "../events/recorder.ts";
 import type { KubeletMetricsSink } from "../metrics/kubelet.ts";
@@ -298,9 +298,10 @@ export class Containers {
     const plan = podResizeSteps(pod, applied);
     const results: SyncResult[] = [];
     const fail = (target: string, err: unknown): SyncResult[] => {
-      const message = errorMessage(err);
-      this.opts.logger.warn("pod resize failed", { pod: pod.metadata.name, target, err: message });
-      return [...results, { action: "ResizePodInPlace", target, error: { reason: "ResizePodInPlaceError", message } }];
+      this.opts.logger.warn("pod resize failed", { pod: pod.metadata.name, target, err: errorMessage(err) });
+      // The PodResizeInProgress condition's message: upstream's errResize.Error() of the cri-client's error as it
+      // returns it (kuberuntime_manager.go:850-870, kubelet.go:2106; cri-client remote_runtime.go:487-489).
+      return [...results, { action: "ResizePodInPlace", target, error: { reason: "ResizePodInPlaceError", message: goRpcError(err) } }];
     };
     try {
       await this.opts.host.ensureCgroup(plan.podFirst);

@@ -188,7 +188,8 @@ describe("CriPodRuntime applies a resize in upstream's order", () => {
     t.cri.failNext("updateContainerResources", "Unknown", "device or resource busy");
     const failed = await t.sync(pod(app({ cpu: "200m", memory: "16Mi" })));
     expect(failed.results).toMatchObject([{ action: "ResizePodInPlace", target: "app", error: { reason: "ResizePodInPlaceError" } }]);
-    expect(failed.results[0]!.error!.message).toContain("device or resource busy");
+    // As upstream's PodResizeInProgress message: the cri-client's error as grpc-go prints it.
+    expect(failed.results[0]!.error!.message).toBe("rpc error: code = Unknown desc = device or resource busy");
     expect(t.allocation.actuated("uid-1", "app")?.limits?.memory).toBe("64Mi");
     const retried = await t.sync(pod(app({ cpu: "200m", memory: "16Mi" })));
     expect(retried.results).toEqual([{ action: "ResizePodInPlace", target: "app" }]);
