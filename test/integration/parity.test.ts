@@ -161,6 +161,21 @@ describe("parity with the upstream kubelet", () => {
     expect(sandboxes).toEqual([]);
     const local = (await agent.pods()).items.find((p) => p.metadata.name === `classless-${NODE}`);
     expect(local?.status.phase).toBe("Pending");
+
+    // A class whose handler containerd does not know: containerd's own refusal, as upstream prints the cri-client's
+    // error (kuberuntime_manager.go:1358): grpc-go's "rpc error: code = Unknown desc = ...".
+    expect((await apply("ghost-rc", { apiVersion: "node.k8s.io/v1", kind: "RuntimeClass", metadata: { name: "ghost-class" }, handler: "ghost" })).code).toBe(0);
+    await apply("haunted", podSpec("haunted", ["sleep", "3600"], { runtimeClassName: "ghost-class" }));
+    const refusal = await eventually(
+      "haunted FailedCreatePodSandBox",
+      async () => (await getJson("events", "--field-selector", "involvedObject.name=haunted,reason=FailedCreatePodSandBox")).items[0],
+      60_000,
+    );
+    expect(refusal.message).toBe('Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get sandbox runtime: no runtime for "ghost" is configured');
+    const haunted = await getJson("pod", "haunted");
+    expect(haunted.status.phase).toBe("Pending");
+    expect(haunted.status.containerStatuses[0].state).toEqual({ waiting: { reason: "ContainerCreating" } });
+    await kubectl("delete", "pod", "haunted", "--wait=false");
   }, 120_000);
 
   test("/spec/ on 10250 for an authorized client and on the read-only port: cAdvisor's MachineInfo for this machine", async () => {
