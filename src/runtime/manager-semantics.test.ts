@@ -281,6 +281,16 @@ describe("sandbox creation errors", () => {
       'Warning FailedCreatePodSandBox Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get sandbox runtime: no runtime for "nope" is configured',
     );
   });
+
+  test("a new sandbox whose status cannot be read fails the step with FailedStatusPodSandBox, no container started (kuberuntime_manager.go:1363-1373)", async () => {
+    const { cri, runtime, events } = setup();
+    cri.failNext("podSandboxStatus", "Unavailable", "connection closed");
+    const outcome = await sync(runtime, pod());
+    expect(outcome.results.find((r) => r.error)).toMatchObject({ action: "CreatePodSandbox", error: { reason: "FailedStatusPodSandBox" } });
+    expect(outcome.retryAfterMs).toBe(10_000);
+    expect(events).toContain("Warning FailedStatusPodSandBox Unable to get pod sandbox status: rpc error: code = Unavailable desc = connection closed");
+    expect(cri.callsOf("createContainer")).toEqual([]);
+  });
 });
 
 describe("user namespaces (hostUsers: false)", () => {

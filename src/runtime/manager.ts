@@ -170,12 +170,21 @@ export class CriPodRuntime implements PodRuntime {
       }
     }
     if (!sandboxId) return { results, waiting, changed, ...(retries.length ? { retryAfterMs: Math.min(...retries) } : {}) };
+    let sandboxIP = observed.sandboxes[0]?.ip;
+    if (actions.createSandbox) {
+      // Upstream reads the new sandbox's status, and a failure fails the sync with an event (kuberuntime_manager.go:1363-1373):
+      // its containers would otherwise start without the pod's IP.
+      try {
+        sandboxIP = (await this.opts.cri.podSandboxStatus(sandboxId)).status?.network?.ip;
+      } catch (err) {
+        const message = `Unable to get pod sandbox status: ${goRpcError(err)}`;
+        this.opts.recorder.event(podEventRef(pod), "Warning", "FailedStatusPodSandBox", message);
+        results.push({ action: "CreatePodSandbox", target: podUid(pod), error: { reason: "FailedStatusPodSandBox", message } });
+        return { results, waiting, changed, retryAfterMs: 10_000 };
+      }
+    }
     // A host-network pod's IP is the node's (upstream generateAPIPodStatus), for env, hooks and /etc/hosts.
-    const podIP = pod.spec.hostNetwork
-      ? this.opts.config.hostIP
-      : actions.createSandbox
-        ? (await this.opts.cri.podSandboxStatus(sandboxId).catch(() => undefined))?.status?.network?.ip
-        : observed.sandboxes[0]?.ip;
+    const podIP = pod.spec.hostNetwork ? this.opts.config.hostIP : sandboxIP;
 
     for (const start of actions.containersToStart) {
       if (signal.aborted) break;
