@@ -223,7 +223,11 @@ describe("cluster mode on a real control plane", () => {
         ],
       },
     });
-    const waiting = await eventually("lost waiting", async () => (await tryJson("pod", "lost"))?.status?.containerStatuses?.[0]?.state?.waiting);
+    // ContainerCreating first (the status before the first step, as upstream's), then the step's reason.
+    const waiting = await eventually("lost waiting", async () => {
+      const w = (await tryJson("pod", "lost"))?.status?.containerStatuses?.[0]?.state?.waiting;
+      return w?.reason === "ContainerCreating" ? undefined : w;
+    });
     expect(waiting).toEqual({ reason: "CreateContainerConfigError", message: 'configmap "missing" not found' });
   }, 60_000);
 
