@@ -55,6 +55,7 @@ import { buildAllocation, buildPodRuntime } from "./agent/pod-runtime.ts";
 import { buildPodWorkers, PodAdmission } from "./agent/pod-workers.ts";
 import { housekeepingTasks } from "./agent/housekeeping.ts";
 import { startServers } from "./agent/servers.ts";
+import { defaultRouteIPv4 } from "./node/machine.ts";
 
 export interface AgentDeps {
   logger: Logger;
@@ -118,7 +119,9 @@ async function run(config: AgentConfig, deps: AgentDeps, stack: DisposalStack, c
   const podCidr = startPodCidr(w, { cri });
   // Cluster mode: the API server is a pod source and the status sink, and the node registers.
   const cluster = await buildCluster(w, { api: deps.api, version: deps.version, signal, random });
-  const hostIP = config.nodeIPs[0] ?? cluster?.internalIP;
+  // Without --node-ip, the default route's address, standalone too: upstream's initialNode gives a node without an API server
+  // its addresses the same way, so pods get status.hostIP and host-network pods the node's IP (probes, env, hooks).
+  const hostIP = config.nodeIPs[0] ?? cluster?.internalIP ?? defaultRouteIPv4();
 
   // The node's cgroups: the driver, kubepods and the QoS classes (cgroupsPerQOS), node allocatable on kubepods, swap.
   const node = await buildNodeCgroups(w, { cri });

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { createCriClient } from "../../src/cri/client.ts";
 import { ContainerFilter, ContainerState, PodSandboxFilter, type CriService } from "../../src/cri/index.ts";
 import { createLogger } from "../../src/util/log.ts";
-import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
+import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 
 let ctd: ContainerdHandle;
@@ -357,6 +357,28 @@ describe("static pods on a real containerd", () => {
     // The file source notices the removal within its check period (5 s); the grace period is 2 s.
     expect(Date.now() - removedAt).toBeLessThan(15_000);
     await eventually("hanging-hook's containers removed", async () => (await containersOf(pod.metadata.uid)).length === 0, 10_000);
+  }, 90_000);
+
+  test("without --node-ip the node's address is the default route's, standalone too (upstream's initialNode): pods get hostIP, and a host-network pod the node's IP, where its httpGet probe reaches it", async () => {
+    const port = await freePort();
+    writeFileSync(
+      join(agent.manifests, "hostnet.json"),
+      manifest(
+        "hostnet",
+        { command: ["sh", "-c", `echo ok > /tmp/index.html && exec httpd -f -p ${port} -h /tmp`], readinessProbe: { httpGet: { port, path: "/index.html" }, periodSeconds: 1 } },
+        { hostNetwork: true },
+      ),
+    );
+    const ready = await eventually("hostnet ready", async () => {
+      const p = await podNamed("hostnet");
+      return p?.status.containerStatuses[0]?.ready ? p : undefined;
+    });
+    const status = ready.status as unknown as { hostIP?: string; hostIPs?: { ip: string }[]; podIP?: string };
+    expect(status.hostIP).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
+    expect(status.hostIPs).toEqual([{ ip: status.hostIP! }]);
+    expect(status.podIP).toBe(status.hostIP);
+    rmSync(join(agent.manifests, "hostnet.json"));
+    await eventually("hostnet gone from /pods", async () => !(await podNamed("hostnet")));
   }, 90_000);
 
   test("an invalid manifest is reported by file and field while the valid ones run", async () => {
