@@ -156,7 +156,9 @@ export function containerStatuses(
   const isInit = specs === pod.spec.initContainers;
   return specs.map((spec) => {
     const [latest, previous] = observed.containers.filter((c) => c.name === spec.name);
-    const before = previousStatuses.find((s) => s.name === spec.name);
+    // The API server's copy may come from any writer (a manifest's status, an older agent): missing parts read as empty.
+    const found = previousStatuses.find((s) => s.name === spec.name);
+    const before = found && { ...found, state: found.state ?? {}, lastState: found.lastState ?? {}, restartCount: found.restartCount ?? 0 };
     const wasRunning = before !== undefined && "running" in before.state;
     const waitingReason = shownWaiting(pod, latest, isInit) ? waiting.get(spec.name) : undefined;
     const base = { name: spec.name, image: spec.image, imageID: latest?.imageRef ?? "", restartCount: latest?.restartCount ?? 0 };

@@ -105,6 +105,24 @@ describe("HostPodSyncer.syncPod", () => {
     expect(atStep.slice(1)).toEqual([`Running ${JSON.stringify([status.get("new")!.containerStatuses[0]!.state])}`, undefined]);
   });
 
+  test("the status before the first step starts from the API server's copy: a container it showed running, which the runtime lost, keeps its restarts", async () => {
+    const { runtime, status, syncer, request } = setup({ heldAtLastRelist: () => false });
+    const atStep: unknown[] = [];
+    const step = runtime.syncPod.bind(runtime);
+    runtime.syncPod = (p) => {
+      atStep.push(status.get(p.metadata.uid!)?.containerStatuses[0]);
+      return step(p);
+    };
+    const before = {
+      phase: "Running",
+      containerStatuses: [
+        { name: "app", ready: true, restartCount: 3, image: "busybox", imageID: "", containerID: "containerd://gone", state: { running: { startedAt: "2026-01-01T00:00:00Z" } } },
+      ],
+    };
+    await syncer.syncPod(request({ ...pod("rebooted"), status: before } as Pod));
+    expect(atStep[0]).toMatchObject({ restartCount: 4, lastState: { terminated: { reason: "ContainerStatusUnknown", exitCode: 137 } } });
+  });
+
   test("before the PLEG's first relist nothing is known of the runtime: no status goes before the step", async () => {
     const { runtime, status, syncer, request } = setup({ heldAtLastRelist: () => undefined });
     const atStep: unknown[] = [];

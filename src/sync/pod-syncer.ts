@@ -139,7 +139,8 @@ export class HostPodSyncer implements PodSyncer {
       return { kind: "terminate", event: { type: "deadlineExceeded", gracePeriodSeconds: defaultGracePeriodSeconds(pod) } };
     }
     if (!record.synced && this.opts.runtimePods?.heldAtLastRelist(ref.uid) === false) {
-      this.opts.status.set(desired, podStatus(pod, emptyObservedPod(ref.uid, ref.name, ref.namespace), new Map(), false, this.opts.probes));
+      const nothing = emptyObservedPod(ref.uid, ref.name, ref.namespace);
+      this.opts.status.set(desired, podStatus(pod, nothing, new Map(), false, this.opts.probes, apiStatusOf(desired)));
     }
     record.synced = true;
     const volumesNotReady = await this.opts.host?.setupVolumes(pod);
