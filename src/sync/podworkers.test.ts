@@ -30,6 +30,20 @@ function setup() {
   return { clock, runtime, status, workers };
 }
 
+/** Workers whose jitter (resync, error retry) draws from `random`; none without it. */
+function withRandom(random: (() => number) | undefined) {
+  const clock = new FakeClock();
+  const runtime = new FakePodRuntime(clock);
+  const workers = new PodWorkers({
+    syncer: new HostPodSyncer({ runtime, status: new LocalStatusStore(), clock, logger: memoryLogger().logger }),
+    clock,
+    logger: memoryLogger().logger,
+    resyncIntervalMs: 60_000,
+    ...(random ? { random } : {}),
+  });
+  return { clock, runtime, workers };
+}
+
 describe("PodWorkers", () => {
   test("a new pod is started and its status recorded", async () => {
     const { runtime, status, workers } = setup();
@@ -41,15 +55,7 @@ describe("PodWorkers", () => {
 
   test("a converged pod is synced again after syncFrequency plus up to half of it at random (upstream's jitter)", async () => {
     const syncsAfter = async (random: (() => number) | undefined, ms: number) => {
-      const clock = new FakeClock();
-      const runtime = new FakePodRuntime(clock);
-      const workers = new PodWorkers({
-        syncer: new HostPodSyncer({ runtime, status: new LocalStatusStore(), clock, logger: memoryLogger().logger }),
-        clock,
-        logger: memoryLogger().logger,
-        resyncIntervalMs: 60_000,
-        ...(random ? { random } : {}),
-      });
+      const { clock, runtime, workers } = withRandom(random);
       workers.add(pod("u1"));
       await workers.idle();
       clock.advance(ms);
@@ -252,15 +258,7 @@ describe("PodWorkers", () => {
 
   test("a failed step is retried after the error delay, 10 s plus up to half of it at random (upstream's jitter)", async () => {
     const runningAfter = async (random: (() => number) | undefined, ms: number) => {
-      const clock = new FakeClock();
-      const runtime = new FakePodRuntime(clock);
-      const workers = new PodWorkers({
-        syncer: new HostPodSyncer({ runtime, status: new LocalStatusStore(), clock, logger: memoryLogger().logger }),
-        clock,
-        logger: memoryLogger().logger,
-        resyncIntervalMs: 60_000,
-        ...(random ? { random } : {}),
-      });
+      const { clock, runtime, workers } = withRandom(random);
       runtime.failNext("observe", new Error("runtime is down"));
       workers.add(pod("u1"));
       await workers.idle();
