@@ -15,6 +15,7 @@ import type { CriService } from "../cri/index.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import { httpExchange, type HttpProbeOptions } from "../prober/http.ts";
 import { resolvePort } from "../prober/probes.ts";
+import { joinHostPort } from "../prober/types.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 
@@ -75,7 +76,7 @@ export async function runHook(handler: LifecycleHandler, ctx: HookContext): Prom
       if (exchange.kind === "error" && request.scheme === "HTTPS" && exchange.code === HTTP_ANSWER_TO_HTTPS) {
         const plain = await httpExchange({ ...request, scheme: "HTTP", headers: request.headers.filter((x) => x.name.toLowerCase() !== "authorization") });
         if (plain.kind === "answer") {
-          const hostPort = request.host.includes(":") ? `[${request.host}]:${request.port}` : `${request.host}:${request.port}`;
+          const hostPort = joinHostPort(request.host, request.port);
           ctx.warn?.("LifecycleHTTPFallback", `request to HTTPS lifecycle hook ${hostPort} got HTTP response, retry with HTTP succeeded`);
           exchange = plain;
         }
