@@ -21,7 +21,7 @@ const pod = (over: Partial<Pod["spec"]["containers"][number]> = {}, restartPolic
   spec: { restartPolicy, containers: [{ name: "app", image: "busybox:1.0", ...over }] },
 });
 
-function setup(clock = new FakeClock(), cri = new FakeCri({ clock, images: ["busybox:1.0"] })) {
+function setup(clock = new FakeClock(), cri = new FakeCri({ clock, images: ["busybox:1.0"] }), verdicts?: ReadonlyMap<string, ProbeFailure>) {
   const host = PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", clusterDomain: "" });
   const events: string[] = [];
   const runtime = new CriPodRuntime(
@@ -32,9 +32,16 @@ function setup(clock = new FakeClock(), cri = new FakeCri({ clock, images: ["bus
       node: { podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
       host,
       recorder: { event: (_ref, type, reason, message) => void events.push(`${type} ${reason} ${message}`) },
+      ...(verdicts ? { start: { probes: { unhealthy: () => verdicts, isStarted: () => true } } } : {}),
     }),
   );
   return { clock, cri, runtime, host, events };
+}
+
+/** A runtime whose prober's failed verdicts (container id → failed probe) the test sets. */
+function withVerdicts() {
+  const verdicts = new Map<string, ProbeFailure>();
+  return { ...setup(undefined, undefined, verdicts), verdicts };
 }
 
 /** Lets the promise chains of a step in flight run up to their next wait. */
@@ -67,19 +74,7 @@ describe("CriPodRuntime", () => {
   });
 
   test("a liveness kill uses the probe's terminationGracePeriodSeconds; a pod that must stop meanwhile gets nothing started again", async () => {
-    const clock = new FakeClock();
-    const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
-    const verdicts = new Map<string, ProbeFailure>();
-    const runtime = new CriPodRuntime(
-      testRuntimeOptions({
-        cri,
-        clock,
-        logger: memoryLogger().logger,
-        node: { podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
-        host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", clusterDomain: "" }),
-        start: { probes: { unhealthy: () => verdicts, isStarted: () => true } },
-      }),
-    );
+    const { cri, runtime, verdicts } = withVerdicts();
     const p: Pod = { ...pod(), spec: { ...pod().spec, terminationGracePeriodSeconds: 500 } };
     await sync(runtime, p);
     const first = (await runtime.observe(podRef(p))).containers[0]!;
@@ -104,19 +99,7 @@ describe("CriPodRuntime", () => {
   });
 
   test("a stop gets at least 2 s (upstream minimumGracePeriodInSeconds): a probe's terminationGracePeriodSeconds: 1, a pod's 0", async () => {
-    const clock = new FakeClock();
-    const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
-    const verdicts = new Map<string, ProbeFailure>();
-    const runtime = new CriPodRuntime(
-      testRuntimeOptions({
-        cri,
-        clock,
-        logger: memoryLogger().logger,
-        node: { podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
-        host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", clusterDomain: "" }),
-        start: { probes: { unhealthy: () => verdicts, isStarted: () => true } },
-      }),
-    );
+    const { cri, runtime, verdicts } = withVerdicts();
     const p: Pod = { ...pod(), spec: { ...pod().spec, terminationGracePeriodSeconds: 0 } };
     await sync(runtime, p);
     const first = (await runtime.observe(podRef(p))).containers[0]!;
@@ -129,21 +112,7 @@ describe("CriPodRuntime", () => {
   });
 
   test("a probe kill's Killing event has upstream's words: a sidecar's 'Init container ... failed liveness probe'", async () => {
-    const clock = new FakeClock();
-    const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
-    const events: string[] = [];
-    const verdicts = new Map<string, ProbeFailure>();
-    const runtime = new CriPodRuntime(
-      testRuntimeOptions({
-        cri,
-        clock,
-        logger: memoryLogger().logger,
-        node: { podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
-        host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", clusterDomain: "" }),
-        recorder: { event: (_ref, type, reason, message) => void events.push(`${type} ${reason} ${message}`) },
-        start: { probes: { unhealthy: () => verdicts, isStarted: () => true } },
-      }),
-    );
+    const { runtime, events, verdicts } = withVerdicts();
     const p: Pod = { ...pod(), spec: { ...pod().spec, initContainers: [{ name: "proxy", image: "busybox:1.0", restartPolicy: "Always" }] } };
     await sync(runtime, p);
     await sync(runtime, p);
