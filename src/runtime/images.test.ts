@@ -23,7 +23,7 @@ const pod = (over: Partial<Pod["spec"]["containers"][number]> = {}): Pod => ({
   spec: { restartPolicy: "Always", containers: [{ name: "app", image: "busybox:1.0", ...over }] },
 });
 
-function setup(clock = new FakeClock(), cri = new FakeCri({ clock, images: ["busybox:1.0"] }), pullQueue = new PullQueue(1)) {
+function setup(clock = new FakeClock(), cri = new FakeCri({ clock, images: ["busybox:1.0"] }), more: { pullQueue?: PullQueue; podObjects?: FakePodObjects } = {}) {
   const host = PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", clusterDomain: "" });
   const events: string[] = [];
   const runtime = new CriPodRuntime(
@@ -34,10 +34,22 @@ function setup(clock = new FakeClock(), cri = new FakeCri({ clock, images: ["bus
       node: { podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
       host,
       recorder: { event: (_ref, type, reason, message) => void events.push(`${type} ${reason} ${message}`) },
-      start: { pullQueue },
+      start: { pullQueue: more.pullQueue ?? new PullQueue(1) },
+      ...(more.podObjects ? { config: { podObjects: more.podObjects } } : {}),
     }),
   );
   return { clock, cri, runtime, events };
+}
+
+/** A pull secret `default/regcred` with two credentials that both match reg.example.com/team/app. */
+function twoCredentials(): FakePodObjects {
+  const objects = new FakePodObjects();
+  const b64 = (x: string) => Buffer.from(x).toString("base64");
+  objects.secrets.set("default/regcred", {
+    type: "kubernetes.io/dockerconfigjson",
+    data: { ".dockerconfigjson": b64(JSON.stringify({ auths: { "reg.example.com": { auth: b64("a:1") }, "reg.example.com/team": { auth: b64("b:2") } } })) },
+  });
+  return objects;
 }
 
 const settle = async () => {
@@ -154,24 +166,7 @@ describe("image pulls as upstream's image manager (pkg/kubelet/images/image_mana
   test("registryPullQPS: a pull that tries two credentials takes one token, as upstream's throttled image service", async () => {
     const clock = new FakeClock();
     const cri = new FakeCri({ clock, images: [] });
-    const objects = new FakePodObjects();
-    const b64 = (s: string) => Buffer.from(s).toString("base64");
-    objects.secrets.set("default/regcred", {
-      type: "kubernetes.io/dockerconfigjson",
-      data: { ".dockerconfigjson": b64(JSON.stringify({ auths: { "reg.example.com": { auth: b64("a:1") }, "reg.example.com/team": { auth: b64("b:2") } } })) },
-    });
-    const host = PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", clusterDomain: "" });
-    const runtime = new CriPodRuntime(
-      testRuntimeOptions({
-        cri,
-        clock,
-        logger: memoryLogger().logger,
-        node: { podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
-        host,
-        config: { podObjects: objects },
-        start: { pullQueue: new PullQueue(1, { qps: 1, burst: 1, clock }) },
-      }),
-    );
+    const { runtime } = setup(clock, cri, { podObjects: twoCredentials(), pullQueue: new PullQueue(1, { qps: 1, burst: 1, clock }) });
     cri.failNext("pullImage", "Unknown", "unauthorized");
     const p: Pod = { ...pod({ image: "reg.example.com/team/app:1.0" }), spec: { ...pod().spec, containers: [{ name: "app", image: "reg.example.com/team/app:1.0" }] } };
     (p.spec as { imagePullSecrets?: { name: string }[] }).imagePullSecrets = [{ name: "regcred" }];
@@ -183,20 +178,7 @@ describe("image pulls as upstream's image manager (pkg/kubelet/images/image_mana
   test("FailedToRetrieveImagePullSecret comes with every sync while a pull secret cannot be retrieved, the image present or not; a secret of another type is not named", async () => {
     const objects = new FakePodObjects();
     objects.secrets.set("default/opaque", { type: "Opaque", data: {} });
-    const host = PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", clusterDomain: "" });
-    const events: string[] = [];
-    const clock = new FakeClock();
-    const runtime = new CriPodRuntime(
-      testRuntimeOptions({
-        cri: new FakeCri({ clock, images: ["busybox:1.0"] }),
-        clock,
-        logger: memoryLogger().logger,
-        node: { podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
-        host,
-        recorder: { event: (_ref, type, reason, message) => void events.push(`${type} ${reason} ${message}`) },
-        config: { podObjects: objects },
-      }),
-    );
+    const { runtime, events } = setup(undefined, undefined, { podObjects: objects });
     const p = pod();
     (p.spec as { imagePullSecrets?: { name: string }[] }).imagePullSecrets = [{ name: "gone" }, { name: "opaque" }];
     await runtime.syncPod(p);
@@ -208,23 +190,7 @@ describe("image pulls as upstream's image manager (pkg/kubelet/images/image_mana
   test("credentials that all fail with the same error: the error once, without brackets (utilerrors aggregate)", async () => {
     const clock = new FakeClock();
     const cri = new FakeCri({ clock, images: [] });
-    const objects = new FakePodObjects();
-    const b64 = (s: string) => Buffer.from(s).toString("base64");
-    objects.secrets.set("default/regcred", {
-      type: "kubernetes.io/dockerconfigjson",
-      data: { ".dockerconfigjson": b64(JSON.stringify({ auths: { "reg.example.com": { auth: b64("a:1") }, "reg.example.com/team": { auth: b64("b:2") } } })) },
-    });
-    const host = PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", clusterDomain: "" });
-    const runtime = new CriPodRuntime(
-      testRuntimeOptions({
-        cri,
-        clock,
-        logger: memoryLogger().logger,
-        node: { podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
-        host,
-        config: { podObjects: objects },
-      }),
-    );
+    const { runtime } = setup(clock, cri, { podObjects: twoCredentials() });
     cri.failNext("pullImage", "Unknown", "unauthorized");
     cri.failNext("pullImage", "Unknown", "unauthorized");
     const p = pod({ image: "reg.example.com/team/app:1.0" });
