@@ -138,9 +138,15 @@ describe("image preload (air-gapped nodes)", () => {
     await agent.kill("SIGTERM");
     const before = agent.log().length;
     agent.start();
-    await eventually("the preload pass after the restart", () => agent.log().slice(before).includes("docker.tar"), 30_000);
-    const after = agent.log().slice(before);
-    const line = after.split("\n").find((l) => l.includes("preloaded images") && l.includes("oci.tar"))!;
-    expect(line).toContain(`imported=[] unchanged=["${OCI_IMAGE}"]`);
+    // The pass takes the tarballs one at a time in name order (broken, docker, oci): wait for each line itself.
+    const preloadedLine = (tarball: string) =>
+      agent
+        .log()
+        .slice(before)
+        .split("\n")
+        .find((l) => l.includes("preloaded images") && l.includes(tarball));
+    await eventually("the preload pass after the restart", () => preloadedLine("oci.tar") !== undefined && preloadedLine("docker.tar") !== undefined, 30_000);
+    expect(preloadedLine("oci.tar")).toContain(`imported=[] unchanged=["${OCI_IMAGE}"]`);
+    expect(preloadedLine("docker.tar")).toContain(`imported=[] unchanged=["${DOCKER_IMAGE}"]`);
   }, 60_000);
 });
