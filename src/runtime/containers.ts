@@ -89,6 +89,8 @@ export interface ContainerStop {
   graceSeconds: number;
   /** Why it is stopped (logged; a Killing event's message when it starts with "Container " or "Init container "); none for a pod's kill. */
   why?: string;
+  /** What of a changed spec differs, logged with `why`. */
+  change?: string;
   podIP: string;
   /** An orphan's spec as its container's annotations restore it (its preStop hook). */
   restored?: RestoredSpec | undefined;
@@ -230,7 +232,7 @@ export class Containers {
    * Stops a container: its preStop hook first, then the runtime's stop with what is left of the grace period.
    * Without the pod's spec (an orphan) the hook is the one the container's annotations restore, as upstream's.
    */
-  async stop({ pod, id, name, graceSeconds, why, podIP, restored }: ContainerStop): Promise<SyncResult> {
+  async stop({ pod, id, name, graceSeconds, why, change, podIP, restored }: ContainerStop): Promise<SyncResult> {
     const meta = "metadata" in pod ? pod.metadata : pod;
     this.opts.recorder.event(
       podEventRef("spec" in pod ? pod : { metadata: meta }, name),
@@ -238,7 +240,7 @@ export class Containers {
       "Killing",
       why && /^(Init c|C)ontainer /.test(why) ? why : `Stopping container ${name}`,
     );
-    if (why) this.opts.logger.info("stopping container", { pod: `${meta.namespace}/${meta.name}`, container: name, why });
+    if (why) this.opts.logger.info("stopping container", { pod: `${meta.namespace}/${meta.name}`, container: name, why, ...(change !== undefined ? { change } : {}) });
     if (!("spec" in pod) && restored && !restored.ok) {
       this.opts.logger.warn("an orphaned container's annotations do not restore its preStop hook; stopping it without", {
         pod: `${meta.namespace}/${meta.name}`,

@@ -129,7 +129,17 @@ export class CriPodRuntime implements PodRuntime {
       if (killed.results.some((r) => r.error)) return { results, waiting, changed, retryAfterMs: 1000 };
     }
     for (const k of actions.containersToKill)
-      results.push(await this.containers.stop({ pod, id: k.id, name: k.name, graceSeconds: k.gracePeriodSeconds ?? grace, why: k.reason, podIP: observed.sandboxes[0]?.ip ?? "" }));
+      results.push(
+        await this.containers.stop({
+          pod,
+          id: k.id,
+          name: k.name,
+          graceSeconds: k.gracePeriodSeconds ?? grace,
+          why: k.reason,
+          ...(k.change !== undefined ? { change: k.change } : {}),
+          podIP: observed.sandboxes[0]?.ip ?? "",
+        }),
+      );
     if (actions.containersToResize.length) results.push(...(await this.containers.resizeInPlace(pod, actions.containersToResize)));
 
     // The kills above can wait out a long grace period; a pod that must stop by now gets nothing started.

@@ -100,19 +100,21 @@ describe("planPod", () => {
     expect(a.waiting).toEqual([{ name: "app", reason: "CrashLoopBackOff", remainingMs: 7000 }]);
   });
 
-  test("changed image: kill and start again, naming the field", () => {
-    const p = pod();
-    const a = planPod(p, observed([sandbox()], [container(p, { hash: "old", image: "busybox:0.9" })]), noBackoff);
-    const reason = 'Container app definition changed (image "busybox:0.9" → "busybox"), will be restarted';
-    expect(a.containersToKill).toEqual([{ id: "c1", name: "app", reason }]);
-    expect(a.containersToStart).toMatchObject([{ name: "app", restartCount: 1 }]);
+  test("changed image: kill and start again with upstream's message (kuberuntime_manager.go:1157,1182), the field for the log", () => {
+    for (const policy of ["Always", "Never"] as const) {
+      const p = pod(policy);
+      const a = planPod(p, observed([sandbox()], [container(p, { hash: "old", image: "busybox:0.9" })]), noBackoff);
+      const reason = "Container app definition changed, will be restarted";
+      expect(a.containersToKill).toEqual([{ id: "c1", name: "app", reason, change: 'image "busybox:0.9" → "busybox"' }]);
+      expect(a.containersToStart).toMatchObject([{ name: "app", restartCount: 1, reason }]);
+    }
   });
 
   test("a hash of neither kind restarts the container, as upstream, and says so", () => {
     const p = pod();
     const a = planPod(p, observed([sandbox()], [container(p, { hash: "old" })]), noBackoff);
     expect(a.containersToKill).toEqual([
-      { id: "c1", name: "app", reason: `Container app definition changed (hash old → ${containerHash(p.spec.containers[0]!)}: image or name), will be restarted` },
+      { id: "c1", name: "app", reason: "Container app definition changed, will be restarted", change: `hash old → ${containerHash(p.spec.containers[0]!)}: image or name` },
     ]);
   });
 
@@ -205,6 +207,26 @@ describe("planPod", () => {
       const a = planPod(p, observed([sandbox()], state), noBackoff, new Map([["id-proxy", { probe: "liveness" }]]));
       expect(a.containersToKill).toEqual([{ id: "id-proxy", name: "proxy", reason: "Init container proxy failed liveness probe" }]);
       expect(started(a)).toEqual(["proxy"]);
+    });
+
+    test("a changed sidecar's Killing message is upstream's 'Init container ... definition changed' (kuberuntime_container.go:1140)", () => {
+      const p = withInit();
+      const state = [
+        c(p, "setup", { state: "exited", exitCode: 0 }),
+        c(p, "proxy", { hash: "old", image: "busybox:0.9" }),
+        c(p, "migrate", { state: "exited", exitCode: 0 }),
+        c(p, "app"),
+      ];
+      const a = planPod(p, observed([sandbox()], state), noBackoff);
+      expect(a.containersToKill).toEqual([{ id: "id-proxy", name: "proxy", reason: "Init container proxy definition changed", change: 'image "busybox:0.9" → "busybox"' }]);
+      expect(a.containersToStart).toMatchObject([{ name: "proxy", restartCount: 1, reason: "Init container proxy definition changed" }]);
+    });
+
+    test("a running regular init container whose spec changed is waited for, not restarted (computeInitContainerActions)", () => {
+      const p = withInit();
+      const a = planPod(p, observed([sandbox()], [c(p, "setup", { hash: "old", image: "busybox:0.9" })]), noBackoff);
+      expect(a.containersToKill).toEqual([]);
+      expect(started(a)).toEqual([]);
     });
 
     test("a sidecar that exits is restarted while the app runs; a completed regular init is not rerun", () => {

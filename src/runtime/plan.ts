@@ -25,6 +25,8 @@ export interface ContainerKill {
   reason: string;
   /** A failed probe's own terminationGracePeriodSeconds, which overrides the pod's for this kill. */
   gracePeriodSeconds?: number;
+  /** What of a changed spec differs (logged with the kill; upstream's event message does not name it). */
+  change?: string;
 }
 
 /** A running container whose cpu or memory is changed in place (CRI UpdateContainerResources). */
@@ -125,6 +127,7 @@ function probeKillMessage(container: ContainerSpec, probe: ProbeFailure["probe"]
 function decide(
   pod: Pod,
   container: ContainerSpec,
+  kind: "init" | "app",
   latest: ObservedContainer | undefined,
   policy: "Always" | "OnFailure" | "Never",
   backoff: BackoffView,
@@ -143,11 +146,14 @@ function decide(
       actions.containersToStart.push({ name: container.name, restartCount: latest.restartCount + 1, reason: message });
       return "starting";
     }
-    const changed = specChange(container, latest);
-    if (changed === undefined) return "running";
-    // Upstream's Killing message, with what changed (only the hash is stored with a container; the image is seen).
-    const reason = `Container ${container.name} definition changed (${changed}), will be restarted`;
-    actions.containersToKill.push({ id: latest.id, name: container.name, reason });
+    // Upstream waits for a running regular init container whatever its spec (computeInitContainerActions).
+    if (kind === "init" && !isSidecar(container)) return "running";
+    const change = specChange(container, latest);
+    if (change === undefined) return "running";
+    // Upstream's Killing messages (kuberuntime_container.go:1140, kuberuntime_manager.go:1157,1182): an app
+    // container restarts whatever the policy; what changed goes to the log only.
+    const reason = isSidecar(container) ? `Init container ${container.name} definition changed` : `Container ${container.name} definition changed, will be restarted`;
+    actions.containersToKill.push({ id: latest.id, name: container.name, reason, change });
     actions.containersToStart.push({ name: container.name, restartCount: latest.restartCount + 1, reason });
     return "starting";
   }
@@ -238,7 +244,7 @@ export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView, u
   for (const container of initContainers) {
     if (!isSidecar(container) && appStarted) continue;
     const latest = latestByName(inSandbox, container.name);
-    const decision = decide(pod, container, latest, policyFor(pod, container, "init"), backoff, actions, unhealthy);
+    const decision = decide(pod, container, "init", latest, policyFor(pod, container, "init"), backoff, actions, unhealthy);
     // Sidecars are resized like regular containers (upstream, 1.33+).
     if (isSidecar(container) && decision === "running" && latest && resize) planResize(container, latest, resize.actuated(container.name), actions);
     if (appStarted) continue;
@@ -248,7 +254,7 @@ export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView, u
   }
   for (const container of pod.spec.containers) {
     const latest = latestByName(observed, container.name);
-    const decision = decide(pod, container, latest, policyFor(pod, container, "app"), backoff, actions, unhealthy);
+    const decision = decide(pod, container, "app", latest, policyFor(pod, container, "app"), backoff, actions, unhealthy);
     if (decision === "running" && latest && resize) planResize(container, latest, resize.actuated(container.name), actions);
   }
   return actions;

@@ -220,10 +220,11 @@ describe("switching kubelets on a live node (standalone)", () => {
       expectSame(started, settled, ["multi-swap-node/two"]);
       expect(settled.containers.get("multi-swap-node/two")).toEqual(after.containers.get("multi-swap-node/two")!);
       expect(Number(settled.containers.get("multi-swap-node/two")!.restartCount)).toBe(Number(started.containers.get("multi-swap-node/two")!.restartCount) + 1);
-      // Both names are one image here, so the runtime may show either name: the message names the image either way.
-      // (The log quotes the message: its own quotes come escaped.)
+      // The Killing message is upstream's words; the log line beside it names what changed. Both names are one
+      // image here, so the runtime may show either name: the change names the image either way.
+      // (The log quotes the change: its own quotes come escaped.)
       expect(agent!.log()).toMatch(
-        /Container two definition changed \((image \\"[^"\\]+\\" → \\"[^"\\]+swapped\\"|hash [0-9a-f]+ → [0-9a-f]+: image or name)\), will be restarted/,
+        /why="Container two definition changed, will be restarted" change="(image \\"[^"\\]+\\" → \\"[^"\\]+swapped\\"|hash [0-9a-f]+ → [0-9a-f]+: image or name)"/,
       );
     }),
     150_000,
