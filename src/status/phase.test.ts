@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import type { Pod } from "../pods/schema.ts";
 import type { ObservedContainer, ObservedPod } from "../runtime/types.ts";
-import { podPhase, podStatus } from "./phase.ts";
+import { podPhase, podStatus, terminatedPodStatus, type ContainerStatusView, type PodStatusView } from "./phase.ts";
 import { apiPodStatus } from "./api.ts";
 
 const pod = (restartPolicy: "Always" | "OnFailure" | "Never", names = ["a", "b"]): Pod => ({
@@ -200,5 +200,88 @@ describe("container states as upstream's convertToAPIContainerStatuses (kubelet_
     const created = podStatus(pod("Never", ["a"]), obs(c("a", "created")), why).containerStatuses[0]!;
     expect(created.state).toEqual({ waiting: { reason: "RunContainerError", message: "boom" } });
     expect(created.lastState).toEqual({});
+  });
+});
+
+describe("terminatedPodStatus: upstream's TerminatePod (status_manager_test.go TestTerminatePod_DefaultUnknownStatus)", () => {
+  type S = "waiting" | "running" | "unknown" | `exit ${number}` | `waiting after exit ${number}`;
+  const view = (name: string, s: S): ContainerStatusView => {
+    const exit = (code: string) => ({ terminated: { exitCode: Number(code), reason: "Test" } });
+    const state = s === "waiting" || s.startsWith("waiting after") ? { waiting: {} } : s === "running" ? { running: { startedAt: "1970-01-01T00:00:00.000Z" } } : exit(s.slice(5));
+    const lastState = s.startsWith("waiting after exit ") ? exit(s.slice("waiting after exit ".length)) : {};
+    return { name, state, lastState, ready: false, started: false, restartCount: 0, image: "busybox", imageID: "" };
+  };
+  const shown = (v: ContainerStatusView): S =>
+    "terminated" in v.state ? (v.state.terminated.reason === "ContainerStatusUnknown" ? "unknown" : `exit ${v.state.terminated.exitCode}`) : "waiting";
+  const cases: { name: string; inits: S[]; apps: S[]; want: { inits: S[]; apps: S[] } }[] = [
+    { name: "no previous state", inits: [], apps: ["waiting"], want: { inits: [], apps: ["unknown"] } },
+    { name: "a terminated container keeps its end", inits: [], apps: ["exit 2"], want: { inits: [], apps: ["exit 2"] } },
+    { name: "last termination state set", inits: [], apps: ["waiting after exit 2"], want: { inits: [], apps: ["unknown"] } },
+    { name: "uninitialized pod defaults the first init container", inits: ["waiting"], apps: ["waiting"], want: { inits: ["unknown"], apps: ["waiting"] } },
+    {
+      name: "uninitialized pod defaults only the first init container",
+      inits: ["waiting", "waiting"],
+      apps: ["waiting"],
+      want: { inits: ["unknown", "waiting"], apps: ["waiting"] },
+    },
+    {
+      name: "uninitialized pod defaults gaps",
+      inits: ["waiting", "waiting", "exit 1", "waiting"],
+      apps: ["waiting"],
+      want: { inits: ["unknown", "unknown", "exit 1", "waiting"], apps: ["waiting"] },
+    },
+    {
+      name: "failed last container is uninitialized",
+      inits: ["waiting", "waiting", "exit 1"],
+      apps: ["waiting"],
+      want: { inits: ["unknown", "unknown", "exit 1"], apps: ["waiting"] },
+    },
+    {
+      name: "successful last container is initialized",
+      inits: ["waiting", "waiting", "exit 0"],
+      apps: ["waiting"],
+      want: { inits: ["unknown", "unknown", "exit 0"], apps: ["unknown"] },
+    },
+    {
+      name: "successful last previous container is initialized, and container state is overwritten",
+      inits: ["waiting", "waiting", "waiting after exit 0"],
+      apps: ["waiting"],
+      want: { inits: ["unknown", "unknown", "unknown"], apps: ["unknown"] },
+    },
+    { name: "running container proves initialization", inits: ["waiting"], apps: ["running"], want: { inits: ["unknown"], apps: ["unknown"] } },
+    { name: "evidence of terminated container proves initialization", inits: ["waiting"], apps: ["exit 0"], want: { inits: ["unknown"], apps: ["exit 0"] } },
+    {
+      name: "evidence of previously terminated container proves initialization",
+      inits: ["waiting"],
+      apps: ["waiting after exit 0"],
+      want: { inits: ["unknown"], apps: ["unknown"] },
+    },
+  ];
+  for (const tc of cases) {
+    test(tc.name, () => {
+      const initContainerStatuses = tc.inits.map((s, i) => view(`init-${i}`, s));
+      const containerStatuses = tc.apps.map((s, i) => view(`${i}`, s));
+      const p: Pod = {
+        metadata: { name: "p", uid: "u" },
+        spec: {
+          restartPolicy: "Never",
+          ...(tc.inits.length ? { initContainers: tc.inits.map((_, i) => ({ name: `init-${i}`, image: "busybox" })) } : {}),
+          containers: tc.apps.map((_, i) => ({ name: `${i}`, image: "busybox" })),
+        },
+        status: { initContainerStatuses, containerStatuses },
+      };
+      const before: PodStatusView = { phase: "Failed", sandboxReady: false, podIPs: [], containerStatuses, ...(tc.inits.length ? { initContainerStatuses } : {}) };
+      const after = terminatedPodStatus(p, before);
+      expect({ inits: (after.initContainerStatuses ?? []).map(shown), apps: after.containerStatuses.map(shown) }).toEqual(tc.want);
+      for (const s of [...(after.initContainerStatuses ?? []), ...after.containerStatuses].filter((s) => shown(s) === "unknown")) {
+        expect(s.state).toEqual({ terminated: { exitCode: 137, reason: "ContainerStatusUnknown", message: "The container could not be located when the pod was terminated" } });
+      }
+    });
+  }
+
+  test("a static pod (no status of its own) with init containers is not known to have initialized: its app containers keep waiting", () => {
+    const p: Pod = { metadata: { name: "p", uid: "u" }, spec: { initContainers: [{ name: "i", image: "busybox" }], containers: [{ name: "a", image: "busybox" }] } };
+    const status: PodStatusView = { phase: "Failed", sandboxReady: false, podIPs: [], initContainerStatuses: [view("i", "exit 0")], containerStatuses: [view("a", "waiting")] };
+    expect(terminatedPodStatus(p, status).containerStatuses.map(shown)).toEqual(["waiting"]);
   });
 });

@@ -281,6 +281,59 @@ export function podStatus(pod: Pod, observed: ObservedPod, waiting: WaitingReaso
   };
 }
 
+/** Upstream's `State.Waiting != nil`: a state of none of the three (`{}`) is not waiting. */
+const isWaiting = (state: ContainerStateView | Record<string, never> | undefined): boolean => !!state && "waiting" in state;
+const isTerminated = (state: ContainerStateView | Record<string, never> | undefined): boolean => !!state && "terminated" in state;
+
+/**
+ * Upstream hasPodInitialized (status_manager.go:622-660), read from the pod
+ * object's own status (the API server's copy; none for a static pod):
+ * without init containers, or once a container left waiting, or the last
+ * init container completed (a sidecar: ran and started).
+ */
+function hasPodInitialized(pod: Pod): boolean {
+  const inits = pod.spec.initContainers ?? [];
+  if (!inits.length) return true;
+  const status = (pod.status ?? {}) as PreviousStatuses;
+  if ((status.containerStatuses ?? []).some((c) => isTerminated(c.lastState) || !isWaiting(c.state))) return true;
+  const initStatuses = status.initContainerStatuses ?? [];
+  const last = initStatuses[initStatuses.length - 1];
+  // Upstream finds the last status's container by its index in the spec.
+  const spec = inits[initStatuses.length - 1];
+  if (!last || !spec) return false;
+  if (isSidecar(spec)) return !!last.state && "running" in last.state && last.started === true;
+  const completed = (s: ContainerStateView | Record<string, never> | undefined) => !!s && "terminated" in s && s.terminated.exitCode === 0;
+  return completed(last.lastState) || completed(last.state);
+}
+
+/** Upstream initializedContainers (status_manager.go:662-676): all but the suffix still waiting with no earlier end; at least the first. */
+function initializedCount(statuses: readonly ContainerStatusView[]): number {
+  for (let i = statuses.length - 1; i >= 0; i--) if (!isWaiting(statuses[i]!.state) || isTerminated(statuses[i]!.lastState)) return i + 1;
+  return Math.min(statuses.length, 1);
+}
+
+const unknownEnd = (status: ContainerStatusView): ContainerStatusView =>
+  "terminated" in status.state ? status : { ...status, state: { terminated: { exitCode: LOST_EXIT_CODE, reason: CONTAINER_STATUS_UNKNOWN, message: LOST_WHILE_TERMINATING } } };
+
+/**
+ * Upstream status manager TerminatePod (status_manager.go:556-620), the
+ * final status of a pod whose containers are all stopped: since it is not
+ * known whether a container that never ended in view succeeded, each one
+ * that is not terminated shows ContainerStatusUnknown, exit code 137 (once
+ * the pod initialized: an app container that never started included); of
+ * the init containers, those up to the last that ever started. The phase
+ * is terminal already (podStatus with podIsTerminal).
+ */
+export function terminatedPodStatus(pod: Pod, status: PodStatusView): PodStatusView {
+  const inits = status.initContainerStatuses;
+  const initialized = inits ? initializedCount(inits) : 0;
+  return {
+    ...status,
+    containerStatuses: hasPodInitialized(pod) ? status.containerStatuses.map(unknownEnd) : status.containerStatuses,
+    ...(inits ? { initContainerStatuses: inits.map((c, i) => (i < initialized ? unknownEnd(c) : c)) } : {}),
+  };
+}
+
 /** The status of a pod that node admission rejected: Failed, with upstream's reason and message, no container statuses. */
 export function rejectedStatus(reason: string, message: string): PodStatusView {
   return { phase: "Failed", sandboxReady: false, podIPs: [], containerStatuses: [], reason, message };

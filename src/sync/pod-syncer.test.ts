@@ -322,3 +322,78 @@ describe("HostPodSyncer's reason cache (upstream reason_cache.go)", () => {
     expect(state()).toEqual({ waiting: {} });
   });
 });
+
+describe("a stopped pod's final status (upstream SyncTerminatingPod's generateAPIPodStatus, then TerminatePod)", () => {
+  const observed = { uid: "u1", name: "web", namespace: "default", sandboxes: [], containers: [] as PodStepOutcome["observed"]["containers"] };
+  /** A runtime whose every sync fails to pull `failing` and leaves the containers `held`; its kill stops nothing more. */
+  const scripted = (held: PodStepOutcome["observed"]["containers"], failing: string) => {
+    const status = new LocalStatusStore();
+    const now = { ...observed, containers: held };
+    const syncer = new HostPodSyncer({
+      runtime: {
+        ...({} as PodRuntime),
+        syncPod: async () => ({
+          results: [{ action: "PullImage", target: "busybox", error: { reason: "ErrImagePull", message: "not found" } }],
+          waiting: new Map([[failing, { reason: "ErrImagePull", message: "not found" }]]),
+          changed: true,
+          observed: now,
+          readAt: 0,
+        }),
+        killPod: async () => ({ results: [], waiting: new Map(), changed: false, observed: now, readAt: 0 }),
+        removePod: async () => ({ results: [], waiting: new Map(), changed: false, readAt: 0 }),
+        observe: async () => now,
+      },
+      status,
+      clock: new FakeClock(),
+      logger: memoryLogger().logger,
+    });
+    return { status, syncer };
+  };
+  const request = (p: Pod): SyncPodRequest => ({ ref: podRef(p), pod: p, seenAt: 0, others: () => [], signal: new AbortController().signal });
+
+  test("a deleted pod's container that never started ends ContainerStatusUnknown, not waiting (status_manager.go:569-583)", async () => {
+    const { status, syncer } = scripted([], "app");
+    const p: Pod = { ...pod("u1"), metadata: { ...pod("u1").metadata, deletionTimestamp: "2026-01-01T00:00:00Z" } };
+    await syncer.syncPod(request(pod("u1")));
+    expect(status.get("u1")!.containerStatuses[0]!.state).toEqual({ waiting: { reason: "ErrImagePull", message: "not found" } });
+    await syncer.syncTerminatingPod({ ref: podRef(p), pod: p, state: { stage: "terminating", gracePeriodSeconds: 3, reason: "deleted", deleted: true } });
+    expect(status.get("u1")).toMatchObject({ phase: "Failed" });
+    expect(status.get("u1")!.containerStatuses[0]!.state).toEqual({
+      terminated: { exitCode: 137, reason: "ContainerStatusUnknown", message: "The container could not be located when the pod was terminated" },
+    });
+  });
+
+  const withInit = (deleted: boolean): Pod => ({
+    metadata: { name: "web", namespace: "default", uid: "u1", ...(deleted ? { deletionTimestamp: "2026-01-01T00:00:00Z" } : {}) },
+    spec: {
+      restartPolicy: "Always",
+      initContainers: [
+        { name: "first", image: "busybox" },
+        { name: "second", image: "busybox" },
+      ],
+      containers: [{ name: "app", image: "busybox" }],
+    },
+  });
+  const firstDone = [
+    { id: "c1", name: "first", sandboxId: "s", state: "exited" as const, exitCode: 0, hash: "h", restartCount: 0, image: "busybox", imageRef: "r", createdAt: 0, finishedAt: 1 },
+  ];
+  const inits = (s: ReturnType<typeof scripted>["status"]) => s.get("u1")!.initContainerStatuses!.map((c) => c.state);
+
+  test("an evicted pod's init container that never started keeps its last start failure (the reason cache, kubelet_pods.go:2439-2470)", async () => {
+    const { status, syncer } = scripted(firstDone, "second");
+    await syncer.syncPod(request(withInit(false)));
+    const p = withInit(false);
+    await syncer.syncTerminatingPod({ ref: podRef(p), pod: p, state: { stage: "terminating", gracePeriodSeconds: 3, reason: "evicted", deleted: false, message: "low" } });
+    expect(inits(status)).toEqual([{ terminated: expect.objectContaining({ exitCode: 0 }) }, { waiting: { reason: "ErrImagePull", message: "not found" } }]);
+    // Not initialized (by the pod's own status, which it has none of): the app container keeps waiting.
+    expect(status.get("u1")!.containerStatuses[0]!.state).toEqual({ waiting: { reason: "PodInitializing" } });
+  });
+
+  test("a deleted pod's shows none (ShouldContainerBeRestarted is false once deleted)", async () => {
+    const { status, syncer } = scripted(firstDone, "second");
+    await syncer.syncPod(request(withInit(false)));
+    const p = withInit(true);
+    await syncer.syncTerminatingPod({ ref: podRef(p), pod: p, state: { stage: "terminating", gracePeriodSeconds: 3, reason: "deleted", deleted: true } });
+    expect(inits(status)).toEqual([{ terminated: expect.objectContaining({ exitCode: 0 }) }, { waiting: { reason: "PodInitializing" } }]);
+  });
+});

@@ -183,7 +183,8 @@ export class HostPodSyncer implements PodSyncer {
   }
 
   syncTerminatingPod(req: TerminatingPodRequest): Promise<Required<StepRead>> {
-    return this.terminator.kill(req, this.records.get(req.ref.uid)?.synced ?? false);
+    const record = this.records.get(req.ref.uid);
+    return this.terminator.kill(req, record ?? { synced: false });
   }
 
   async syncTerminatedPod(ref: PodRef, pod: Pod | undefined): Promise<Required<StepRead>> {

@@ -9,7 +9,7 @@ import type { PodRef } from "../pods/identity.ts";
 import type { PodLifecycle } from "../pods/lifecycle.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { PodRuntime, SyncResult } from "../runtime/index.ts";
-import { podStatus, type ProbeView, type StatusSink } from "../status/index.ts";
+import { podStatus, terminatedPodStatus, type PodStatusView, type PreviousStatuses, type ProbeView, type StatusSink, type WaitingReasons } from "../status/index.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import type { PodHost } from "./pod-host.ts";
@@ -49,6 +49,16 @@ export interface PodTerminatorOptions {
   };
 }
 
+/** What the syncer knows of a pod's syncs in this process, which its final status reads as upstream's generateAPIPodStatus does. */
+export interface SyncHistory {
+  /** A sync ran for the pod in this process. */
+  synced: boolean;
+  /** The reason cache: why each container's last start failed. */
+  startFailures?: WaitingReasons;
+  /** The status last computed: the old status upstream's convertToAPIContainerStatuses reads. */
+  lastStatus?: PodStatusView | undefined;
+}
+
 /** Kill and remove must complete before the lifecycle moves on; a failed action retries the step. */
 function throwOnFailedActions(what: string, results: SyncResult[]): void {
   const failed = results.filter((r) => r.error);
@@ -81,7 +91,7 @@ export class PodTerminator {
    * too). A pod first seen already terminal keeps the status it has.
    * Throws when a kill failed.
    */
-  async kill({ ref, pod, state }: TerminatingPodRequest, synced: boolean): Promise<Required<StepRead>> {
+  async kill({ ref, pod, state }: TerminatingPodRequest, { synced, startFailures = new Map(), lastStatus }: SyncHistory): Promise<Required<StepRead>> {
     const { runtime } = this.opts;
     const log = this.opts.logger.with({ pod: `${ref.name}_${ref.namespace}`, uid: ref.uid });
     const reportedTerminal = pod?.status?.phase === "Succeeded" || pod?.status?.phase === "Failed";
@@ -102,9 +112,12 @@ export class PodTerminator {
     }
     throwOnFailedActions("killing pod", killed.results);
     this.opts.probes?.removePod(ref.uid);
-    // The final status: every container stopped, the phase terminal.
+    // The final status: every container stopped, the phase terminal. As upstream's SyncTerminatingPod
+    // (generateAPIPodStatus with the reason cache and the old status, kubelet.go:2215) then TerminatePod
+    // (kubelet.go:2334): a container that will not be seen to end shows ContainerStatusUnknown.
     if (pod && writesStatus) {
-      const final = podStatus(pod, killed.observed, new Map(), true);
+      const previous = lastStatus ?? ((pod.status ?? {}) as PreviousStatuses);
+      const final = terminatedPodStatus(pod, podStatus(pod, killed.observed, startFailures, true, undefined, previous));
       const failed = failedFor(state);
       // Upstream keeps Succeeded for a pod that had already completed when the node shut down.
       const phase = state.reason === "nodeShutdown" && final.phase === "Succeeded" ? "Succeeded" : "Failed";
