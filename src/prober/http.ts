@@ -6,7 +6,9 @@
  * same host name; a redirect elsewhere ends the probe with that 3xx answer,
  * which upstream counts as success with a warning. 200-399 is success;
  * the body is read up to 10 KiB and the failure message never includes it
- * (issue 99425). The timeout covers the whole exchange, redirects included.
+ * (issue 99425); a body whose read fails (the timeout during it, the peer
+ * closing early) makes the probe error. The timeout covers the whole
+ * exchange, redirects included.
  */
 import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { request as httpsRequest } from "node:https";
@@ -37,7 +39,12 @@ export interface Answer {
   status: number;
   headers: IncomingHttpHeaders;
   body: string;
+  /** The body's read failed after the headers came (in Go's words): upstream's probe errors then; a hook ignores it. */
+  bodyError?: string;
 }
+
+/** Go's http.Client when its timeout ends the read of a body (net/http client.go cancelTimerBody). */
+export const BODY_TIMEOUT = "context deadline exceeded (Client.Timeout or context cancellation while reading body)";
 
 function buildHeaders(list: HttpProbeOptions["headers"], fragment: "probe" | "lifecycle"): Record<string, string | string[]> {
   const out: Record<string, string[]> = {};
@@ -57,8 +64,10 @@ function buildHeaders(list: HttpProbeOptions["headers"], fragment: "probe" | "li
   return Object.fromEntries(Object.entries(out).map(([k, v]) => [k, v.length === 1 ? v[0]! : v]));
 }
 
-function getOnce(url: URL, headers: Record<string, string | string[]>, signal: AbortSignal): Promise<Answer> {
+/** One GET; a failure once the headers came resolves with what was read and `bodyError` (the error as thrown; worded by the caller). */
+function getOnce(url: URL, headers: Record<string, string | string[]>, signal: AbortSignal): Promise<Answer & { bodyFailure?: unknown }> {
   return new Promise((resolve, reject) => {
+    let answered: ((failure: unknown) => void) | undefined;
     const request = url.protocol === "https:" ? httpsRequest : httpRequest;
     const req = request(
       {
@@ -84,11 +93,19 @@ function getOnce(url: URL, headers: Record<string, string | string[]>, signal: A
             res.destroy();
           }
         });
+        answered = (failure) => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString("utf8"), bodyFailure: failure });
         res.on("end", done);
-        res.on("error", reject);
+        res.on("error", (err) => answered!(err));
+        // A body cut short (the peer closed mid-body) is Go's io.ErrUnexpectedEOF.
+        res.on("aborted", () => answered!(new Error("unexpected EOF")));
       },
     );
-    const onAbort = () => req.destroy(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason)));
+    const onAbort = () => {
+      const reason = signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason));
+      // After the headers the abort ends the body's read; its reason is the read's error.
+      answered?.(reason);
+      req.destroy(reason);
+    };
     if (signal.aborted) onAbort();
     else signal.addEventListener("abort", onAbort, { once: true });
     req.on("close", () => signal.removeEventListener("abort", onAbort));
@@ -122,7 +139,9 @@ export async function httpExchange(opts: HttpProbeOptions): Promise<HttpExchange
     for (let hops = 0; ; hops++) {
       let answer: Answer;
       try {
-        answer = await getOnce(url, headers, signal);
+        const { bodyFailure, ...read } = await getOnce(url, headers, signal);
+        answer = read;
+        if (bodyFailure !== undefined) answer.bodyError = timeout.signal.aborted ? BODY_TIMEOUT : errorMessage(bodyFailure);
       } catch (err) {
         const { hostname, port } = url;
         const addr = joinHostPort(hostname.replace(/^\[|\]$/g, ""), Number(port || (url.protocol === "https:" ? 443 : 80)));
@@ -146,6 +165,9 @@ export async function httpProbe(opts: HttpProbeOptions): Promise<ProbeOutcome> {
   const exchange = await httpExchange(opts);
   if (exchange.kind === "error") return { result: exchange.code === "InvalidURL" ? "unknown" : "failure", output: exchange.output };
   const { answer } = exchange;
+  // Upstream DoHTTPProbe (probe/http/http.go:100-108): a body that cannot be read (beyond the 10 KiB kept) is an
+  // error, with the result Failure; the prober throws it away after its "errored" event.
+  if (answer.bodyError !== undefined) return { result: "failure", errored: true, output: answer.bodyError };
   if (answer.status >= 200 && answer.status < 400) {
     if (answer.status >= 300) return { result: "success", warning: true, output: `Probe terminated redirects, Response body: ${answer.body}` };
     return { result: "success", output: answer.body };

@@ -15,7 +15,7 @@ import type { ProbeOutcome, ProbeResult } from "./types.ts";
  */
 function setup(extra: Partial<ProbeManagerOptions> = {}) {
   const clock = new FakeClock();
-  const answers: Record<string, ProbeResult | "hang"> = {};
+  const answers: Record<string, ProbeResult | "hang" | "failure with an error"> = {};
   const calls: Record<string, number> = {};
   const events: string[] = [];
   const kills: { uid: string; name: string; probe: string; grace?: number }[] = [];
@@ -26,6 +26,7 @@ function setup(extra: Partial<ProbeManagerOptions> = {}) {
     calls[word] = (calls[word] ?? 0) + 1;
     const a = answers[word] ?? "success";
     if (a === "hang") return new Promise((resolve) => signal.addEventListener("abort", () => resolve({ result: "unknown", output: "canceled" })));
+    if (a === "failure with an error") return Promise.resolve({ result: "failure", errored: true, output: `${word} body unread` });
     return Promise.resolve({ result: a, output: a === "failure" ? `${word} said no` : "" });
   };
   const manager = createProbeManager({
@@ -287,6 +288,27 @@ describe("probe manager", () => {
     expect(t.kills).toEqual([]);
     // Upstream prober.go:105's words.
     expect(t.events.at(-1)).toStartWith("Warning Unhealthy Liveness probe errored and resulted in unknown state: ");
+    await t.manager[Symbol.asyncDispose]();
+  });
+
+  test("a failure that came with an error (an HTTP body not read) is retried, reported with its state and thrown away (prober.go:105, worker.go:313-316)", async () => {
+    const counted: string[] = [];
+    const t = setup({ metrics: { observe: (run) => void counted.push(`${run.type} ${run.result}`), forgetPod: () => {} } });
+    t.answers.live = "failure with an error";
+    t.answers.ready = "failure with an error";
+    t.manager.addPod(pod("u1", { livenessProbe: exec("live", { failureThreshold: 1 }), readinessProbe: exec("ready", { successThreshold: 1 }) }), running("c1", t.clock.now()), "");
+    await t.tick(0);
+    await t.tick(10_000);
+    expect(t.calls.live).toBe(6);
+    expect(t.kills).toEqual([]);
+    expect(t.events).toContain("Warning Unhealthy Liveness probe errored and resulted in failure state: live body unread");
+    expect(t.events.filter((e) => e.includes("probe failed"))).toEqual([]);
+    expect(counted).toEqual([]);
+    // Readiness keeps its initial result, not ready, and is not counted as a failure: one success makes it ready.
+    expect(t.manager.isReady("u1", "app")).toBe(false);
+    t.answers.ready = "success";
+    await t.tick(10_000);
+    expect(t.manager.isReady("u1", "app")).toBe(true);
     await t.manager[Symbol.asyncDispose]();
   });
 

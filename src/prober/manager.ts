@@ -38,6 +38,7 @@ import { runProbe, type ProbeOutcome, type ProbeTarget } from "./probes.ts";
 import { ResultsCache } from "./results.ts";
 import { parseProbe, probeField, type ProbeSpec, type ProbeType } from "./schema.ts";
 import { ProbeWorker } from "./worker.ts";
+import { probeErrored } from "./types.ts";
 import { podFullName, podUid } from "../pods/identity.ts";
 import { isSidecar } from "../pods/spec.ts";
 import type { RequestSink } from "../util/requests.ts";
@@ -181,7 +182,8 @@ export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
     return async (spec: ProbeSpec, target: ProbeTarget, signal: AbortSignal): Promise<ProbeOutcome> => {
       const started = opts.clock.now();
       const outcome = await runOne(spec, target, signal);
-      opts.metrics?.observe({ type, pod: target.pod, container, result: outcome.result, durationMs: opts.clock.now() - started });
+      // Upstream worker.go:313-316 throws an errored probe's result away before it is counted.
+      if (!probeErrored(outcome)) opts.metrics?.observe({ type, pod: target.pod, container, result: outcome.result, durationMs: opts.clock.now() - started });
       return outcome;
     };
   }

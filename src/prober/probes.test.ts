@@ -92,6 +92,28 @@ describe("httpGet", () => {
     expect(refused.result).toBe("failure");
   });
 
+  test("a body whose read fails (the timeout, or cut short) errors with a Failure, as upstream's DoHTTPProbe (probe/http/http.go:100-108)", async () => {
+    // Headers and part of a 100-byte body; then nothing (`stall`), or the connection closed (`cut`).
+    const partialBody = (then: "stall" | "cut") =>
+      createServer((socket) =>
+        socket.once("data", () => {
+          socket.write("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial");
+          if (then === "cut") setTimeout(() => socket.destroy(), 50);
+        }),
+      );
+    const probeOf = async (then: "stall" | "cut") => {
+      const server = partialBody(then);
+      await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+      try {
+        return await httpProbe({ scheme: "HTTP", host: "127.0.0.1", port: (server.address() as { port: number }).port, path: "/", headers: [], timeoutMs: 300 });
+      } finally {
+        server.close();
+      }
+    };
+    expect(await probeOf("stall")).toEqual({ result: "failure", errored: true, output: "context deadline exceeded (Client.Timeout or context cancellation while reading body)" });
+    expect(await probeOf("cut")).toEqual({ result: "failure", errored: true, output: "unexpected EOF" });
+  });
+
   test("named port through runProbe; an unknown name is unknown (errored), not failure", async () => {
     const container = { name: "c", image: "i", ports: [{ name: "web", containerPort: server.port! }] } as ContainerSpec;
     const pod = { metadata: { name: "p", uid: "u" }, spec: { containers: [container] } } as Pod;

@@ -8,7 +8,12 @@ export interface ProbeOutcome {
   output: string;
   /** Success with a caveat (upstream probe.Warning): a redirect to another host was not followed. */
   warning?: boolean;
+  /** The probe errored with this result (upstream: an error beside a result other than Unknown): retried, then thrown away. */
+  errored?: true;
 }
+
+/** Upstream's probe error (a non-nil err): every "unknown", and a result that came with an error. */
+export const probeErrored = (outcome: ProbeOutcome): boolean => outcome.result === "unknown" || outcome.errored === true;
 
 /**
  * A liveness or startup failure the runtime acts on: which probe failed (the

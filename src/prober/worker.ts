@@ -27,7 +27,7 @@ import type { Logger } from "../util/log.ts";
 import { runProbe, type ProbeTarget } from "./probes.ts";
 import type { ResultsCache } from "./results.ts";
 import { probeTitle, type ProbeSpec, type ProbeType } from "./schema.ts";
-import type { ProbeOutcome, ProbeResult } from "./types.ts";
+import { probeErrored, type ProbeOutcome, type ProbeResult } from "./types.ts";
 import { podUid } from "../pods/identity.ts";
 
 /** Upstream's maxProbeRetries: attempts per period when the probe errors. */
@@ -143,11 +143,11 @@ export class ProbeWorker {
     let outcome: ProbeOutcome = { result: "unknown", output: "" };
     for (let i = 0; i < MAX_PROBE_RETRIES && !this.stopped; i++) {
       outcome = await this.probe(spec, target, this.abort.signal);
-      if (outcome.result !== "unknown") break;
+      if (!probeErrored(outcome)) break;
     }
     if (this.stopped) return;
     this.report(target, outcome);
-    if (outcome.result === "unknown") return; // upstream: a probe error's result is thrown away
+    if (probeErrored(outcome)) return; // upstream worker.go:313-316: a probe error's result is thrown away
 
     if (this.lastResult === outcome.result) this.resultRun++;
     else {
@@ -168,10 +168,10 @@ export class ProbeWorker {
   private report(target: ProbeTarget, outcome: ProbeOutcome): void {
     const title = probeTitle[this.opts.type];
     const ref = podEventRef(target.pod, target.container.name);
-    if (outcome.result === "unknown") {
-      this.opts.logger.v(1).info("probe errored", { output: outcome.output });
-      // Upstream prober.go:105: the probe's result when it errored is always Unknown here.
-      this.opts.recorder?.event(ref, "Warning", "Unhealthy", `${title} probe errored and resulted in unknown state: ${outcome.output}`);
+    if (probeErrored(outcome)) {
+      this.opts.logger.v(1).info("probe errored", { output: outcome.output, probeResult: outcome.result });
+      // Upstream prober.go:105: the state is the probe's own result beside its error (Failure for an HTTP body's read).
+      this.opts.recorder?.event(ref, "Warning", "Unhealthy", `${title} probe errored and resulted in ${outcome.result} state: ${outcome.output}`);
     } else if (outcome.result === "failure") {
       this.opts.logger.v(1).info("probe failed", { output: outcome.output });
       this.opts.recorder?.event(ref, "Warning", "Unhealthy", `${title} probe failed: ${outcome.output}`);
