@@ -124,6 +124,21 @@ describe("image pulls as upstream's image manager (pkg/kubelet/images/image_mana
     expect(cri.callsOf("pullImage")).toEqual([]);
   });
 
+  test("the image status and the pull carry the pod's annotations, not the spec's name (image_manager.go:162-174, convert.go:63-81)", async () => {
+    const clock = new FakeClock();
+    const cri = new FakeCri({ clock, images: [] });
+    const { runtime } = setup(clock, cri);
+    const annotated: Pod = {
+      ...pod({ image: "registry.example/app", imagePullPolicy: "IfNotPresent" }),
+      metadata: { ...pod().metadata, annotations: { team: "web", "example.com/tier": "front" } },
+    };
+    await runtime.syncPod(annotated);
+    const spec = { image: "registry.example/app:latest", annotations: { team: "web", "example.com/tier": "front" }, userSpecifiedImage: "", runtimeHandler: "" };
+    // The precheck's status, the pull, then the size after it.
+    expect(cri.callsOf("imageStatus").map((args) => args[0])).toEqual([spec, spec]);
+    expect(cri.callsOf("pullImage").map((args) => args[0])).toEqual([spec]);
+  });
+
   test("pull policy Always pulls without asking the runtime for a local copy first", async () => {
     const { cri, runtime } = setup();
     cri.failNext("imageStatus", "Unknown", "would fail");

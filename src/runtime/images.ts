@@ -14,7 +14,7 @@ import { errorMessage } from "../util/errors.ts";
 import type { Backoff } from "./backoff.ts";
 import type { PullQueue } from "./pull-queue.ts";
 import { withDefaultTag } from "./image-name.ts";
-import { missingPullSecretsWarning, pullWithSecrets, type PulledImage } from "./pull-secrets.ts";
+import { missingPullSecretsWarning, podImageSpec, pullWithSecrets, type PulledImage } from "./pull-secrets.ts";
 
 export interface ImagePullerOptions {
   cri: CriService;
@@ -51,7 +51,7 @@ export class ImagePuller {
       recorder.event(ref, "Warning", "InspectFailed", errorMessage(err));
       throw new ImageError("InvalidImageName", errorMessage(err));
     }
-    const spec = { image: tagged, annotations: {}, userSpecifiedImage: image, runtimeHandler: "" };
+    const spec = podImageSpec(pod, tagged);
     // Upstream imagePullPrecheck: policy Always pulls without looking for a local copy.
     if (policy !== "Always") {
       let present;
@@ -85,7 +85,7 @@ export class ImagePuller {
     const started = clock.now();
     let pulled: PulledImage;
     try {
-      pulled = await this.pull(pod, tagged, image, sandbox);
+      pulled = await this.pull(pod, tagged, sandbox);
     } catch (err) {
       recorder.event(ref, "Warning", "Failed", `Failed to pull image "${image}": ${errorMessage(err)}`);
       // Upstream EnsureImageExists: with policy Always a failed pull is ErrImagePull even when a
@@ -107,7 +107,7 @@ export class ImagePuller {
     return pulled.status ? { ...imageInfo(pulled.status), ref: pulled.ref } : { ref: pulled.ref, username: "" };
   }
   /** One pull through the node-wide queue with the pod's pull secrets. */
-  private async pull(pod: Pod, image: string, requestedImage: string, sandbox: PodSandboxConfig): Promise<PulledImage> {
+  private async pull(pod: Pod, image: string, sandbox: PodSandboxConfig): Promise<PulledImage> {
     return pullWithSecrets({
       cri: this.opts.cri,
       queue: this.opts.pullQueue,
@@ -115,7 +115,6 @@ export class ImagePuller {
       clock: this.opts.clock,
       pod,
       image,
-      requestedImage,
       sandbox,
     });
   }

@@ -168,8 +168,6 @@ export interface PullRequest {
   pod: Pod;
   /** The name as the runtime is asked for it (with upstream's default tag). */
   image: string;
-  /** The name the pod's spec gives (the runtime's userSpecifiedImage). */
-  requestedImage: string;
   sandbox: PodSandboxConfig;
 }
 
@@ -185,6 +183,15 @@ export interface PulledImage {
 }
 
 /**
+ * The CRI ImageSpec of a pod's image status and pull, as upstream's image
+ * manager makes it (images/image_manager.go:162-174, kuberuntime/convert.go:63-81):
+ * the image with its default tag and the pod's annotations; no
+ * userSpecifiedImage (only CreateContainer's spec has it), no runtime handler
+ * (only with the RuntimeClassInImageCriAPI feature gate, alpha and off).
+ */
+export const podImageSpec = (pod: Pod, image: string) => ({ image, annotations: { ...(pod.metadata.annotations ?? {}) }, userSpecifiedImage: "", runtimeHandler: "" });
+
+/**
  * Upstream kuberuntime PullImage: without matching credentials one
  * anonymous pull; otherwise each matching credential in turn until one
  * pull succeeds, failing with all their errors. Runs in the node-wide
@@ -193,7 +200,7 @@ export interface PulledImage {
  */
 export async function pullWithSecrets(r: PullRequest): Promise<PulledImage> {
   const { keyring } = await podKeyring(r.pod, r.objects);
-  const spec = { image: r.image, annotations: {}, userSpecifiedImage: r.requestedImage, runtimeHandler: "" };
+  const spec = podImageSpec(r.pod, r.image);
   const auths = keyring.lookup(r.image);
   return r.queue.run(async () => {
     const began = r.clock.now();
