@@ -47,6 +47,7 @@ import {
   Image,
   type ImageSpec,
   LinuxContainerResources,
+  NamespaceMode,
   PodSandbox,
   PodSandboxConfig,
   PodSandboxState,
@@ -419,7 +420,8 @@ export class FakeCri implements CriService {
       runtimeHandler,
       state: PodSandboxState.SANDBOX_READY,
       createdAt: this.now(),
-      ip: `10.88.${(n >> 8) & 255}.${n & 255}`,
+      // As containerd (sandbox_status.go getIPs): a sandbox in the node's network namespace reports no IP.
+      ip: config.linux?.securityContext?.namespaceOptions?.network === NamespaceMode.NODE ? "" : `10.88.${(n >> 8) & 255}.${n & 255}`,
     });
     this.emitFor(id, id, ContainerEventType.CONTAINER_CREATED_EVENT);
     this.emitFor(id, id, ContainerEventType.CONTAINER_STARTED_EVENT);

@@ -74,7 +74,10 @@ export interface ContainerStart {
   restartCount: number;
   sandboxId: string;
   sandbox: PodSandboxConfig;
+  /** The pod's IP for its env and files (a host-network pod's is the node's). */
   podIP: string;
+  /** The pod's IP as the runtime reports it, which hooks use (none for a host-network pod). */
+  runtimePodIP: string;
   /** What the runtime held before this sync (an ephemeral container's target is found there). */
   observed: ObservedPod;
   /** Aborted when the pod must stop: a postStart hook still running is abandoned. */
@@ -91,6 +94,7 @@ export interface ContainerStop {
   why?: string;
   /** What of a changed spec differs, logged with `why`. */
   change?: string;
+  /** The pod's IP as the runtime reports it, for its preStop hook (none for a host-network pod). */
   podIP: string;
   /** An orphan's spec as its container's annotations restore it (its preStop hook). */
   restored?: RestoredSpec | undefined;
@@ -110,7 +114,7 @@ export class Containers {
   constructor(private readonly opts: ContainersOptions) {}
 
   /** Pulls, creates and starts one container (postStart included); says why it waits when it does not run. */
-  async start({ pod, spec, restartCount, sandboxId, sandbox, podIP, observed, signal }: ContainerStart): Promise<ContainerStartResult> {
+  async start({ pod, spec, restartCount, sandboxId, sandbox, podIP, runtimePodIP, observed, signal }: ContainerStart): Promise<ContainerStartResult> {
     const { cri } = this.opts;
     const results: SyncResult[] = [];
     let imageRef: string;
@@ -196,7 +200,7 @@ export class Containers {
             pod,
             container: spec,
             containerId: id,
-            podIP,
+            podIP: runtimePodIP,
             timeoutSeconds: undefined,
             warn: (reason, message) => this.opts.recorder.event(podEventRef(pod), "Warning", reason, message),
             ...(signal ? { signal } : {}),

@@ -56,6 +56,14 @@ describe("runHook", () => {
     expect(await abandoned({ sleep: { seconds: 3600 } }, { clock: new FakeClock() })).toEndWith("failed - error: pod sync cancelled: the pod must stop (deleted)");
   });
 
+  test("httpGet without a host when the runtime reports no pod IP (host network) fails with upstream's words, and calls nobody", async () => {
+    const before = seen.length;
+    expect(await runHook(httpGet("/slow"), context({ podIP: "" }))).toBe(
+      'HTTP lifecycle hook (/slow) for Container "app" in Pod "web_default(uid-1)" failed - error: failed to find networking container: &{uid-1 web default []}',
+    );
+    expect(seen.length).toBe(before);
+  });
+
   test("httpGet: any answer is success, a 500 too, as upstream's runHTTPHandler (only the exchange fails); the User-Agent is kube-lifecycle/<version>", async () => {
     expect(await runHook(httpGet("/broken"), context())).toBeUndefined();
     expect(seen.findLast((r) => r.path === "/broken")?.userAgent).toMatch(/^kube-lifecycle\/\d+\.\d+$/);

@@ -34,6 +34,10 @@ export interface HookContext {
   pod: Pod;
   container: ContainerSpec;
   containerId: string;
+  /**
+   * The pod's IP as the runtime reports it (its ready sandbox's), which an httpGet handler without a host
+   * calls, as upstream's runHTTPHandler reads it; none for a host-network pod, whose IP containerd leaves empty.
+   */
   podIP: string;
   /** How long the handler may take; none for no limit (postStart). */
   timeoutSeconds: number | undefined;
@@ -61,6 +65,13 @@ export async function runHook(handler: LifecycleHandler, ctx: HookContext): Prom
     }
     if (handler.httpGet) {
       const h = handler.httpGet;
+      // Upstream handlers.go:151-159: without a host and without a pod IP from the runtime (a host-network pod)
+      // the hook fails. Go prints the runtime's PodStatus with %v; its ID, name, namespace and IPs are given
+      // here, not the status pointers and read time that follow them there (addresses, which say nothing).
+      if (!h.host && !ctx.podIP) {
+        const { uid, name, namespace } = ctx.pod.metadata;
+        return `HTTP lifecycle hook (${h.path ?? "/"}) ${where} failed - error: failed to find networking container: &{${uid} ${name} ${namespace} []}`;
+      }
       const request: HttpProbeOptions = {
         scheme: h.scheme ?? "HTTP",
         host: h.host || ctx.podIP,

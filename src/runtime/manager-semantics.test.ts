@@ -160,6 +160,26 @@ describe("reasons", () => {
     expect(never.waiting.has("app")).toBe(false);
   });
 
+  test("an httpGet hook without a host on a host-network pod fails as upstream's (handlers.go:151-159): the runtime reports it no IP", async () => {
+    const { runtime, events } = setup({ config: { hostIP: "192.0.2.7" } });
+    const p = pod({ lifecycle: { postStart: { httpGet: { port: 80, path: "/started" } }, preStop: { httpGet: { port: 80, path: "/stopping" } } } }, { hostNetwork: true });
+    const outcome = await sync(runtime, p);
+    const where = 'for Container "app" in Pod "web_default(uid-1)"';
+    const failure = (path: string) => `HTTP lifecycle hook (${path}) ${where} failed - error: failed to find networking container: &{uid-1 web default []}`;
+    expect(outcome.results.find((r) => r.error)!.error).toEqual({ reason: "PostStartHookError", message: failure("/started") });
+    expect(outcome.waiting.get("app")).toEqual({ reason: "PostStartHookError", message: failure("/started") });
+    expect(events).toContain("Warning FailedPostStartHook PostStartHook failed");
+    // The preStop hook of a running host-network container: the same failure, its own event; the stop goes on.
+    const restarted = await sync(runtime, {
+      ...p,
+      spec: { ...p.spec, containers: [{ name: "app", image: "busybox:1.0", lifecycle: { preStop: { httpGet: { port: 80, path: "/stopping" } } } }] },
+    });
+    expect(restarted.results.filter((r) => r.error)).toEqual([]);
+    await runtime.killPod(podRef(p), 5, p);
+    expect(events).toContain("Warning FailedPreStopHook PreStopHook failed");
+    expect((await runtime.observe(podRef(p))).containers.every((c) => c.state === "exited")).toBe(true);
+  });
+
   test("with restartPolicy Never a failed start is not reported as waiting: it will not be retried", async () => {
     const { cri, runtime } = setup();
     cri.failNext("startContainer", "Unknown", "no such file");

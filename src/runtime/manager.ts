@@ -59,6 +59,9 @@ const MINIMUM_ORPHAN_GRACE_SECONDS = 2;
 
 type Waiting = Map<string, { reason: string; message?: string }>;
 
+/** The pod's IP as upstream's runtime GetPodStatus reports it: its newest sandbox's, while that is ready (kuberuntime_manager.go GetPodStatus). */
+const runtimePodIP = (observed: ObservedPod): string => (observed.sandboxes[0]?.ready ? (observed.sandboxes[0].ip ?? "") : "");
+
 export class CriPodRuntime implements PodRuntime {
   private readonly startGate: StartGate;
   private readonly images: ImagePuller;
@@ -137,7 +140,7 @@ export class CriPodRuntime implements PodRuntime {
           graceSeconds: k.gracePeriodSeconds ?? grace,
           why: k.reason,
           ...(k.change !== undefined ? { change: k.change } : {}),
-          podIP: observed.sandboxes[0]?.ip ?? "",
+          podIP: runtimePodIP(observed),
         }),
       );
     if (actions.containersToResize.length) results.push(...(await this.containers.resizeInPlace(pod, actions.containersToResize)));
@@ -193,13 +196,24 @@ export class CriPodRuntime implements PodRuntime {
         return { results, waiting, changed, retryAfterMs: 10_000 };
       }
     }
-    // A host-network pod's IP is the node's (upstream generateAPIPodStatus), for env, hooks and /etc/hosts.
+    // A host-network pod's IP is the node's (upstream generateAPIPodStatus), for env and /etc/hosts; its hooks
+    // read the runtime's, which containerd leaves empty for it.
     const podIP = pod.spec.hostNetwork ? this.opts.config.hostIP : sandboxIP;
 
     for (const start of actions.containersToStart) {
       if (signal.aborted) break;
       const spec = containerSpecOf(pod, start.name)!;
-      const started = await this.containers.start({ pod, spec, restartCount: start.restartCount, sandboxId, sandbox: config, podIP: podIP ?? "", observed, signal });
+      const started = await this.containers.start({
+        pod,
+        spec,
+        restartCount: start.restartCount,
+        sandboxId,
+        sandbox: config,
+        podIP: podIP ?? "",
+        runtimePodIP: sandboxIP ?? "",
+        observed,
+        signal,
+      });
       results.push(...started.results);
       if (started.waiting) waiting.set(spec.name, started.waiting);
       if (started.retryAfterMs !== undefined) retries.push(started.retryAfterMs);
@@ -217,7 +231,7 @@ export class CriPodRuntime implements PodRuntime {
     const live = observed.containers.filter((c) => c.state !== "exited");
     const sidecars = (pod?.spec.initContainers ?? []).filter(isSidecar).map((c) => c.name);
     const target = pod ?? ref;
-    const podIP = observed.sandboxes[0]?.ip ?? "";
+    const podIP = runtimePodIP(observed);
     // Without the pod's spec (an orphan no source wants), each container is stopped with the grace period
     // it was created with, or upstream's minimum, as upstream restores it from the container's annotations.
     const graceOf = (c: ObservedContainer) => (pod ? gracePeriodSeconds : (c.podGracePeriodSeconds ?? MINIMUM_ORPHAN_GRACE_SECONDS));
