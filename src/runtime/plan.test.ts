@@ -229,6 +229,27 @@ describe("planPod", () => {
       expect(started(a)).toEqual([]);
     });
 
+    test("once no app container runs or will (restartPolicy Never, all done) the pod is killed, sidecars included, none restarted (kuberuntime_manager.go:1196-1201)", () => {
+      const p = withInit("Never");
+      const done = [c(p, "setup", { state: "exited", exitCode: 0 }), c(p, "migrate", { state: "exited", exitCode: 0 }), c(p, "app", { state: "exited", exitCode: 0 })];
+      const running = planPod(p, observed([sandbox()], [...done, c(p, "proxy")]), noBackoff);
+      expect(running).toMatchObject({ killPod: true, createSandbox: false, containersToStart: [] });
+      // A sidecar that exited meanwhile is not started again.
+      expect(planPod(p, observed([sandbox()], [...done, c(p, "proxy", { state: "exited", exitCode: 137, finishedAt: 9 })]), noBackoff)).toMatchObject({
+        killPod: true,
+        containersToStart: [],
+      });
+      // An app container waiting out its back-off is one to start: the pod lives on.
+      const always = withInit("Always");
+      const crashing = [
+        c(always, "setup", { state: "exited", exitCode: 0 }),
+        c(always, "proxy"),
+        c(always, "migrate", { state: "exited", exitCode: 0 }),
+        c(always, "app", { state: "exited", exitCode: 1, finishedAt: 5 }),
+      ];
+      expect(planPod(always, observed([sandbox()], crashing), { remainingSince: () => 4000 })).toMatchObject({ killPod: false, waiting: [{ name: "app" }] });
+    });
+
     test("a sidecar that exits is restarted while the app runs; a completed regular init is not rerun", () => {
       const p = withInit();
       const state = [

@@ -252,10 +252,19 @@ export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView, u
     if (decision === "failed") actions.initFailed = true;
     return actions;
   }
+  let appsGoingOn = false;
   for (const container of pod.spec.containers) {
     const latest = latestByName(observed, container.name);
     const decision = decide(pod, container, "app", latest, policyFor(pod, container, "app"), backoff, actions, unhealthy);
     if (decision === "running" && latest && resize) planResize(container, latest, resize.actuated(container.name), actions);
+    // Kept running, or started now or after its back-off (upstream's ContainersToStart has it either way).
+    if (decision === "running" || decision === "starting" || decision === "waiting") appsGoingOn = true;
+  }
+  // Upstream computePodActions (kuberuntime_manager.go:1196-1201): with no app container kept or to start, the pod
+  // is killed, sidecars and sandbox included, and no sidecar restarts; its phase then follows from the ends.
+  if (!appsGoingOn) {
+    actions.killPod = true;
+    actions.containersToStart = actions.containersToStart.filter((s) => !initContainers.some((c) => c.name === s.name));
   }
   return actions;
 }

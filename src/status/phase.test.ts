@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import type { Pod } from "../pods/schema.ts";
 import type { ObservedContainer, ObservedPod } from "../runtime/types.ts";
-import { podPhase, podStatus, terminatedPodStatus, type ContainerStatusView, type PodStatusView } from "./phase.ts";
+import { getPhase, podPhase, podStatus, terminatedPodStatus, type ContainerStatusView, type PhaseInput, type PodPhase, type PodStatusView } from "./phase.ts";
 import { apiPodStatus } from "./api.ts";
 
 const pod = (restartPolicy: "Always" | "OnFailure" | "Never", names = ["a", "b"]): Pod => ({
@@ -48,9 +48,30 @@ describe("podPhase of a pod the agent stopped for good", () => {
   test.each([
     ["Always", [c("a", "exited", 137), c("b", "exited", 0)], "Failed"],
     ["Always", [c("a", "exited", 0), c("b", "exited", 0)], "Succeeded"],
-    ["OnFailure", [c("a", "exited", 0)], "Failed"],
+    // Upstream getPhase: a container that never started keeps even a terminal pod Pending; TerminatePod then fails it.
+    ["OnFailure", [c("a", "exited", 0)], "Pending"],
   ] as const)("%s with %j → %s", (policy, containers, phase) => {
     expect(podPhase(pod(policy), obs(...containers), true)).toBe(phase);
+  });
+
+  test("a sidecar still running after the app containers completed keeps the pod Running (upstream's 'restartable init container started, main containers succeeded')", () => {
+    const p: Pod = {
+      metadata: { name: "p", uid: "u" },
+      spec: { restartPolicy: "Never", initContainers: [{ name: "proxy", image: "busybox", restartPolicy: "Always" }], containers: [{ name: "a", image: "busybox" }] },
+    };
+    expect(podPhase(p, obs(c("proxy", "running"), c("a", "exited", 0)))).toBe("Running");
+    expect(podPhase(p, obs(c("proxy", "exited", 137), c("a", "exited", 0)))).toBe("Succeeded");
+  });
+
+  test("its final status (TerminatePod, status_manager.go:600-616) is Failed when Pending or Running, unless the pod is static", () => {
+    const never = podStatus(pod("OnFailure"), obs(c("a", "exited", 0)), new Map(), true);
+    expect(terminatedPodStatus(pod("OnFailure"), never).phase).toBe("Failed");
+    const staticPod = { ...pod("Always"), metadata: { ...pod("Always").metadata, annotations: { "kubernetes.io/config.source": "file" } } };
+    const stopped = podStatus(staticPod, obs(c("a", "exited", 0), c("b", "exited", 0)), new Map(), true);
+    expect(stopped.phase).toBe("Running");
+    expect(terminatedPodStatus(staticPod, stopped).phase).toBe("Running");
+    const done = podStatus(pod("Always"), obs(c("a", "exited", 0), c("b", "exited", 0)), new Map(), true);
+    expect(terminatedPodStatus(pod("Always"), done).phase).toBe("Succeeded");
   });
 });
 
@@ -284,4 +305,220 @@ describe("terminatedPodStatus: upstream's TerminatePod (status_manager_test.go T
     const status: PodStatusView = { phase: "Failed", sandboxReady: false, podIPs: [], initContainerStatuses: [view("i", "exit 0")], containerStatuses: [view("a", "waiting")] };
     expect(terminatedPodStatus(p, status).containerStatuses.map(shown)).toEqual(["waiting"]);
   });
+});
+
+/**
+ * Upstream's getPhase cases (kubelet_pods_test.go TestPodPhaseWith*, v1.34.12), extracted from its tables:
+ * each status as upstream's helpers make it (runningState: running, started unset; startedState: running and
+ * started; stoppedState and succeededState: terminated 0; failedState: terminated -1; waitingState: waiting;
+ * waitingStateWithLastTermination / NonZeroTermination: waiting after a termination with 0 / -1). A name
+ * with "+" is a sidecar (restartPolicy Always).
+ */
+const upstreamPhaseCases: {
+  upstream: string;
+  spec: { restartPolicy: "Always" | "Never" | "OnFailure"; init: string[]; apps: string[] };
+  cases: [name: string, statuses: string, podIsTerminal: boolean, podHasInitialized: boolean, phase: PodPhase][];
+}[] = [
+  {
+    upstream: "TestPodPhaseWithRestartAlways (kubelet_pods_test.go:2173)",
+    spec: { restartPolicy: "Always", init: [], apps: ["containerA", "containerB"] },
+    cases: [
+      ["waiting", "", false, false, "Pending"],
+      ["all running", "containerA=running containerB=running", false, false, "Running"],
+      ["all stopped with restart always", "containerA=stopped containerB=stopped", false, false, "Running"],
+      ["all succeeded with restart always, but the pod is terminal", "containerA=succeeded containerB=succeeded", true, false, "Succeeded"],
+      ["all stopped with restart always, but the pod is terminal", "containerA=succeeded containerB=failed", true, false, "Failed"],
+      ["mixed state #1 with restart always", "containerA=running containerB=stopped", false, false, "Running"],
+      ["mixed state #2 with restart always", "containerA=running", false, false, "Pending"],
+      ["mixed state #3 with restart always", "containerA=running containerB=waiting", false, false, "Pending"],
+      ["backoff crashloop container with restart always", "containerA=running containerB=waitingAfter0", false, false, "Running"],
+    ],
+  },
+  {
+    upstream: "TestPodPhaseWithRestartAlwaysInitContainers (kubelet_pods_test.go:2313)",
+    spec: { restartPolicy: "Always", init: ["containerX"], apps: ["containerA", "containerB"] },
+    cases: [
+      ["empty, waiting", "", false, false, "Pending"],
+      ["init container running", "containerX=running", false, false, "Pending"],
+      ["init container terminated non-zero", "containerX=failed", false, false, "Pending"],
+      ["init container waiting, terminated zero", "containerX=waitingAfter0", false, false, "Pending"],
+      ["init container waiting, terminated non-zero", "containerX=waitingAfterFailure", false, false, "Pending"],
+      ["init container waiting, not terminated", "containerX=waiting", false, false, "Pending"],
+      ["init container succeeded", "containerX=succeeded containerA=running containerB=running", false, false, "Running"],
+    ],
+  },
+  {
+    upstream: "TestPodPhaseWithRestartAlwaysRestartableInitContainers (kubelet_pods_test.go:2417)",
+    spec: { restartPolicy: "Always", init: ["+containerX"], apps: ["containerA", "containerB"] },
+    cases: [
+      ["empty, waiting", "", false, false, "Pending"],
+      ["restartable init container running", "containerX=running", false, false, "Pending"],
+      ["restartable init container stopped", "containerX=stopped", false, false, "Pending"],
+      ["restartable init container waiting, terminated zero", "containerX=waitingAfter0", false, false, "Pending"],
+      ["restartable init container waiting, terminated non-zero", "containerX=waitingAfterFailure", false, false, "Pending"],
+      ["restartable init container waiting, not terminated", "containerX=waiting", false, false, "Pending"],
+      ["restartable init container started, 1/2 regular container running", "containerX=started containerA=running", false, true, "Pending"],
+      ["restartable init container started, all regular containers running", "containerX=started containerA=running containerB=running", false, true, "Running"],
+      ["restartable init container running, all regular containers running", "containerX=running containerA=running containerB=running", false, true, "Running"],
+      ["restartable init container stopped, all regular containers running", "containerX=stopped containerA=running containerB=running", false, true, "Running"],
+      ["backoff crashloop restartable init container, all regular containers running", "containerX=waitingAfter0 containerA=running containerB=running", false, true, "Running"],
+      [
+        "all regular containers succeeded and restartable init container failed with restart always, but the pod is terminal",
+        "containerX=failed containerA=succeeded containerB=succeeded",
+        true,
+        true,
+        "Succeeded",
+      ],
+      [
+        "all regular containers succeeded and restartable init container succeeded with restart always, but the pod is terminal",
+        "containerX=succeeded containerA=succeeded containerB=succeeded",
+        true,
+        true,
+        "Succeeded",
+      ],
+      ["re-initializing the pod after the sandbox is recreated", "containerX=running containerA=running containerB=running", false, false, "Pending"],
+    ],
+  },
+  {
+    upstream: "TestPodPhaseWithRestartAlwaysAndPodHasRun (kubelet_pods_test.go:2660)",
+    spec: { restartPolicy: "Always", init: ["containerX", "+containerY"], apps: ["containerA"] },
+    cases: [
+      [
+        "regular init containers, restartable init container and regular container are all running",
+        "containerX=running containerY=running containerA=running",
+        false,
+        false,
+        "Pending",
+      ],
+      [
+        "regular containers is stopped, restartable init container and regular int container are both running",
+        "containerX=running containerY=running containerA=stopped",
+        false,
+        false,
+        "Pending",
+      ],
+      [
+        "re-created sandbox: regular init container is succeeded, restartable init container is running, old regular containers is stopped",
+        "containerX=succeeded containerY=running containerA=stopped",
+        false,
+        false,
+        "Pending",
+      ],
+      [
+        "regular init container is succeeded, restartable init container is running, regular containers is stopped",
+        "containerX=succeeded containerY=running containerA=stopped",
+        false,
+        true,
+        "Running",
+      ],
+      [
+        "regular init container is succeeded, restartable init container and regular containers are both running",
+        "containerX=succeeded containerY=running containerA=running",
+        false,
+        true,
+        "Running",
+      ],
+    ],
+  },
+  {
+    upstream: "TestPodPhaseWithRestartNever (kubelet_pods_test.go:2773)",
+    spec: { restartPolicy: "Never", init: [], apps: ["containerA", "containerB"] },
+    cases: [
+      ["waiting", "", false, false, "Pending"],
+      ["all running with restart never", "containerA=running containerB=running", false, false, "Running"],
+      ["all succeeded with restart never", "containerA=succeeded containerB=succeeded", false, false, "Succeeded"],
+      ["all failed with restart never", "containerA=failed containerB=failed", false, false, "Failed"],
+      ["mixed state #1 with restart never", "containerA=running containerB=succeeded", false, false, "Running"],
+      ["mixed state #2 with restart never", "containerA=running", false, false, "Pending"],
+      ["mixed state #3 with restart never", "containerA=running containerB=waiting", false, false, "Pending"],
+    ],
+  },
+  {
+    upstream: "TestPodPhaseWithRestartNeverInitContainers (kubelet_pods_test.go:2873)",
+    spec: { restartPolicy: "Never", init: ["containerX"], apps: ["containerA", "containerB"] },
+    cases: [
+      ["empty, waiting", "", false, false, "Pending"],
+      ["init container running", "containerX=running", false, false, "Pending"],
+      ["init container terminated non-zero", "containerX=failed", false, false, "Failed"],
+      ["init container waiting, terminated zero", "containerX=waitingAfter0", false, false, "Pending"],
+      ["init container waiting, terminated non-zero", "containerX=waitingAfterFailure", false, false, "Failed"],
+      ["init container waiting, not terminated", "containerX=waiting", false, false, "Pending"],
+      ["init container succeeded", "containerX=succeeded containerA=running containerB=running", false, false, "Running"],
+    ],
+  },
+  {
+    upstream: "TestPodPhaseWithRestartNeverRestartableInitContainers (kubelet_pods_test.go:2977)",
+    spec: { restartPolicy: "Never", init: ["+containerX"], apps: ["containerA", "containerB"] },
+    cases: [
+      ["empty, waiting", "", false, false, "Pending"],
+      ["restartable init container running", "containerX=running", false, false, "Pending"],
+      ["restartable init container stopped", "containerX=stopped", false, false, "Pending"],
+      ["restartable init container waiting, terminated zero", "containerX=waitingAfter0", false, false, "Pending"],
+      ["restartable init container waiting, terminated non-zero", "containerX=waitingAfterFailure", false, false, "Pending"],
+      ["restartable init container waiting, not terminated", "containerX=waiting", false, false, "Pending"],
+      ["restartable init container started, one main container running", "containerX=started containerA=running", false, true, "Pending"],
+      ["restartable init container started, main containers succeeded", "containerX=started containerA=succeeded containerB=succeeded", false, true, "Running"],
+      ["restartable init container re-running, main containers succeeded", "containerX=running containerA=succeeded containerB=succeeded", false, true, "Running"],
+      ["all containers succeeded", "containerX=succeeded containerA=succeeded containerB=succeeded", false, true, "Succeeded"],
+      ["restartable init container terminated non-zero, main containers succeeded", "containerX=failed containerA=succeeded containerB=succeeded", false, true, "Succeeded"],
+      ["backoff crashloop restartable init container, main containers succeeded", "containerX=waitingAfter0 containerA=succeeded containerB=succeeded", false, true, "Succeeded"],
+      [
+        "backoff crashloop with non-zero restartable init container, main containers succeeded",
+        "containerX=waitingAfterFailure containerA=succeeded containerB=succeeded",
+        false,
+        true,
+        "Succeeded",
+      ],
+    ],
+  },
+  {
+    upstream: "TestPodPhaseWithRestartOnFailure (kubelet_pods_test.go:3189)",
+    spec: { restartPolicy: "OnFailure", init: [], apps: ["containerA", "containerB"] },
+    cases: [
+      ["waiting", "", false, false, "Pending"],
+      ["all running with restart onfailure", "containerA=running containerB=running", false, false, "Running"],
+      ["all succeeded with restart onfailure", "containerA=succeeded containerB=succeeded", false, false, "Succeeded"],
+      ["all failed with restart never", "containerA=failed containerB=failed", false, false, "Running"],
+      ["mixed state #1 with restart onfailure", "containerA=running containerB=succeeded", false, false, "Running"],
+      ["mixed state #2 with restart onfailure", "containerA=running", false, false, "Pending"],
+      ["mixed state #3 with restart onfailure", "containerA=running containerB=waiting", false, false, "Pending"],
+      ["backoff crashloop container with restart onfailure", "containerA=running containerB=waitingAfter0", false, false, "Running"],
+    ],
+  },
+];
+
+describe("getPhase against upstream's cases (kubelet_pods.go:1654-1862)", () => {
+  const terminated = (exitCode: number) => ({ terminated: { exitCode, reason: exitCode === 0 ? "Completed" : "Error" } });
+  const helpers: Record<string, Omit<PhaseInput, "name">> = {
+    running: { state: { running: { startedAt: "1970-01-01T00:00:00.000Z" } } },
+    started: { state: { running: { startedAt: "1970-01-01T00:00:00.000Z" } }, started: true },
+    stopped: { state: terminated(0) },
+    succeeded: { state: terminated(0) },
+    failed: { state: terminated(-1) },
+    waiting: { state: { waiting: { reason: "" } } },
+    waitingAfter0: { state: { waiting: {} }, lastState: terminated(0) },
+    waitingAfterFailure: { state: { waiting: {} }, lastState: terminated(-1) },
+  };
+  for (const { upstream, spec, cases } of upstreamPhaseCases) {
+    const p: Pod = {
+      metadata: { name: "p", uid: "u" },
+      spec: {
+        restartPolicy: spec.restartPolicy,
+        ...(spec.init.length
+          ? { initContainers: spec.init.map((n) => ({ name: n.replace(/^\+/, ""), image: "i", ...(n.startsWith("+") ? { restartPolicy: "Always" as const } : {}) })) }
+          : {}),
+        containers: spec.apps.map((name) => ({ name, image: "i" })),
+      },
+    };
+    test.each(cases)(`${upstream}: %s`, (_name, statuses, podIsTerminal, podHasInitialized, phase) => {
+      const info = statuses
+        .split(" ")
+        .filter(Boolean)
+        .map((s) => {
+          const [name, helper] = s.split("=") as [string, string];
+          return { name, ...helpers[helper]! };
+        });
+      expect(getPhase(p, info, podIsTerminal, podHasInitialized)).toBe(phase);
+    });
+  }
 });

@@ -8,6 +8,7 @@ import type { ObservedContainer, ObservedPod } from "../runtime/types.ts";
 import { isSidecar, restartPolicyOf } from "../pods/spec.ts";
 import { currentSandbox } from "../runtime/observed.ts";
 import { podUid } from "../pods/identity.ts";
+import { isApiPod } from "../pods/source.ts";
 
 export type PodPhase = "Pending" | "Running" | "Succeeded" | "Failed" | "Unknown";
 
@@ -188,57 +189,93 @@ export function containerStatuses(
   });
 }
 
+/** What upstream's getPhase reads of a container's status (the API server's copy may lack parts). */
+export type PhaseInput = Pick<ContainerStatusView, "name"> & {
+  state?: ContainerStatusView["state"] | Record<string, never>;
+  lastState?: ContainerStatusView["lastState"];
+  started?: boolean;
+};
+
 /**
- * Upstream getPhase for regular containers. `podIsTerminal`: the worker
- * stopped the pod for good (deleted or completed), so an Always pod whose
- * containers all stopped is Succeeded or Failed, not Running.
+ * Upstream getPhase (kubelet_pods.go:1654-1862), from the API container
+ * statuses (app and init): a regular init container not done keeps the pod
+ * Pending, a failed one fails it under restartPolicy Never; a sidecar counts
+ * as running while it runs and keeps the pod Pending until it is started
+ * (not once the pod initialized: `podHasInitialized`, an app container ran
+ * in the current sandbox), a stopped one not at all; an app container that
+ * ran and waits to restart counts as stopped. A terminal pod whose
+ * containers all stopped is Succeeded or Failed, unless it is a static pod
+ * (upstream's TODO #116484). ContainerRestartRules (alpha, off) is not applied.
  */
-export function podPhase(pod: Pod, observed: ObservedPod, podIsTerminal = false, statuses: readonly ContainerStatusView[] = []): PodPhase {
-  // Upstream: while init containers are pending the pod is Pending; a failed one that will not
-  // be restarted (restartPolicy Never) fails the pod.
-  const init = initProgress(pod, observed);
-  if (init.failed) return "Failed";
-  if (init.pending.length && !podIsTerminal) return "Pending";
+export function getPhase(pod: Pod, info: readonly PhaseInput[], podIsTerminal: boolean, podHasInitialized: boolean): PodPhase {
+  const statusOf = (name: string) => info.find((s) => s.name === name);
+  const is = (state: PhaseInput["state"] | undefined, kind: "running" | "terminated" | "waiting") => !!state && kind in state;
+  const exitOf = (state: PhaseInput["state"] | undefined) => (state && "terminated" in state ? state.terminated.exitCode : 0);
+  let pendingRegularInit = 0;
+  let pendingSidecars = 0;
+  let failedInitialization = 0;
+  for (const container of pod.spec.initContainers ?? []) {
+    if (isSidecar(container)) continue;
+    const status = statusOf(container.name);
+    if (!status) pendingRegularInit++;
+    else if (is(status.state, "running")) pendingRegularInit++;
+    else if (is(status.state, "terminated")) failedInitialization += exitOf(status.state) !== 0 ? 1 : 0;
+    else if (is(status.state, "waiting") && is(status.lastState, "terminated")) failedInitialization += exitOf(status.lastState) !== 0 ? 1 : 0;
+    else pendingRegularInit++;
+  }
+  let unknown = 0;
   let running = 0;
   let waiting = 0;
+  let stopped = 0;
   let succeeded = 0;
-  let failed = 0;
-  for (const spec of pod.spec.containers) {
-    const latest = observed.containers.find((c) => c.name === spec.name);
-    // A container the runtime lost after it ran shows it ended (ContainerStatusUnknown): upstream's getPhase counts it stopped.
-    const lostEnd = !latest || latest.state === "unknown" ? endOf(statuses.find((s) => s.name === spec.name)) : undefined;
-    if (lostEnd !== undefined) {
-      if (lostEnd === 0) succeeded++;
-      else failed++;
-    } else if (!latest || latest.state === "created" || latest.state === "unknown") waiting++;
-    else if (latest.state === "running") running++;
-    else if (latest.exitCode === 0) succeeded++;
-    else failed++;
+  for (const container of pod.spec.initContainers ?? []) {
+    if (!isSidecar(container)) continue;
+    const status = statusOf(container.name);
+    if (!status) unknown++;
+    else if (is(status.state, "running")) {
+      if (status.started !== true) pendingSidecars++;
+      running++;
+    } else if (is(status.state, "terminated")) {
+      // A stopped sidecar does not count for the phase.
+    } else if (is(status.state, "waiting")) {
+      if (!is(status.lastState, "terminated")) {
+        pendingSidecars++;
+        waiting++;
+      }
+    } else {
+      pendingSidecars++;
+      unknown++;
+    }
   }
-  const total = pod.spec.containers.length;
-  // Upstream: a container that never started keeps the pod Pending; one
-  // that ran and is being restarted counts as stopped, not waiting.
-  if (podIsTerminal && running === 0) return failed > 0 || waiting > 0 ? "Failed" : "Succeeded";
-  if (waiting > 0) return "Pending";
-  if (running > 0) return "Running";
-  if (succeeded === total) return restartPolicyOf(pod) === "Always" ? "Running" : "Succeeded";
-  // Every container stopped and at least one failed.
-  switch (restartPolicyOf(pod)) {
-    case "Always":
-      return "Running"; // they are being restarted
-    case "OnFailure":
-      return "Running";
-    case "Never":
-      return "Failed";
+  for (const container of pod.spec.containers) {
+    const status = statusOf(container.name);
+    if (!status) unknown++;
+    else if (is(status.state, "running")) running++;
+    else if (is(status.state, "terminated")) {
+      stopped++;
+      if (exitOf(status.state) === 0) succeeded++;
+    } else if (is(status.state, "waiting")) {
+      if (is(status.lastState, "terminated")) stopped++;
+      else waiting++;
+    } else unknown++;
   }
+  const policy = restartPolicyOf(pod);
+  if (failedInitialization > 0 && policy === "Never") return "Failed";
+  if (pendingRegularInit > 0 || (pendingSidecars > 0 && !podHasInitialized) || waiting > 0) return "Pending";
+  if (running > 0 && unknown === 0) return "Running";
+  if (running === 0 && stopped > 0 && unknown === 0) {
+    if (podIsTerminal && isApiPod(pod)) return stopped === succeeded ? "Succeeded" : "Failed";
+    if (policy === "Always") return "Running";
+    if (stopped === succeeded) return "Succeeded";
+    if (policy === "Never") return "Failed";
+    return "Running";
+  }
+  return "Pending";
 }
 
-/** The exit code a status shows its container ended with (terminated, or waiting after a termination), as upstream's getPhase reads it. */
-function endOf(status: ContainerStatusView | undefined): number | undefined {
-  if (!status) return undefined;
-  if ("terminated" in status.state) return status.state.terminated.exitCode;
-  if ("waiting" in status.state && "terminated" in status.lastState) return status.lastState.terminated.exitCode;
-  return undefined;
+/** The phase of the pod the runtime shows, as podStatus computes it (tests and callers without the statuses at hand). */
+export function podPhase(pod: Pod, observed: ObservedPod, podIsTerminal = false): PodPhase {
+  return podStatus(pod, observed, new Map(), podIsTerminal).phase;
 }
 
 /**
@@ -265,11 +302,10 @@ export function podStatus(pod: Pod, observed: ObservedPod, waiting: WaitingReaso
   // App containers wait with reason PodInitializing until the init containers are done, as upstream.
   const appWaiting: WaitingReasons = init.pending.length ? new Map(pod.spec.containers.map((c) => [c.name, waiting.get(c.name) ?? { reason: "PodInitializing" }])) : waiting;
   const apps = containerStatuses(pod, observed, appWaiting, pod.spec.containers, probes, previous.containerStatuses);
+  const inits = pod.spec.initContainers?.length ? initContainerStatuses(pod, observed, waiting, probes, previous.initContainerStatuses) : undefined;
   return {
-    phase: podPhase(pod, observed, podIsTerminal, apps),
-    ...(pod.spec.initContainers?.length
-      ? { initPending: init.pending, initContainerStatuses: initContainerStatuses(pod, observed, waiting, probes, previous.initContainerStatuses) }
-      : {}),
+    phase: getPhase(pod, [...apps, ...(inits ?? [])], podIsTerminal, currentSandbox(pod, observed).appStarted),
+    ...(inits ? { initPending: init.pending, initContainerStatuses: inits } : {}),
     sandboxReady: !!sandbox?.ready && (ips.length > 0 || !!pod.spec.hostNetwork),
     ...(ips[0] ? { podIP: ips[0] } : {}),
     podIPs: ips.map((ip) => ({ ip })),
@@ -321,14 +357,18 @@ const unknownEnd = (status: ContainerStatusView): ContainerStatusView =>
  * known whether a container that never ended in view succeeded, each one
  * that is not terminated shows ContainerStatusUnknown, exit code 137 (once
  * the pod initialized: an app container that never started included); of
- * the init containers, those up to the last that ever started. The phase
- * is terminal already (podStatus with podIsTerminal).
+ * the init containers, those up to the last that ever started. A pod
+ * still Pending or Running is Failed, unless it is a static pod (upstream's
+ * TODO #116484).
  */
 export function terminatedPodStatus(pod: Pod, status: PodStatusView): PodStatusView {
   const inits = status.initContainerStatuses;
   const initialized = inits ? initializedCount(inits) : 0;
+  // A pod that is not static ends terminal: Pending or Running (containers that never ran, or a sidecar's) is Failed.
+  const phase = isApiPod(pod) && (status.phase === "Pending" || status.phase === "Running") ? "Failed" : status.phase;
   return {
     ...status,
+    phase,
     containerStatuses: hasPodInitialized(pod) ? status.containerStatuses.map(unknownEnd) : status.containerStatuses,
     ...(inits ? { initContainerStatuses: inits.map((c, i) => (i < initialized ? unknownEnd(c) : c)) } : {}),
   };
