@@ -5,7 +5,8 @@
  * - success: the container answered well (exit 0, HTTP 200-399, connect, SERVING);
  * - failure: it answered badly or not within timeoutSeconds; counts toward failureThreshold;
  * - unknown: the probe could not be run (no pod IP, unknown named port, CRI error);
- *   upstream's "probe errored": retried, then thrown away, never counted.
+ *   upstream's "probe errored": retried, then thrown away, never counted;
+ * - a failure marked `errored` (an HTTP body whose read failed) is an error too.
  * Network timeouts are real time (they bound real I/O), counted while the
  * agent's event loop is awake (deadline.ts); the workers' schedule is what
  * the injected clock drives.

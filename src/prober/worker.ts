@@ -14,8 +14,9 @@
  *   - a liveness or startup failure put it on hold: the container is to be
  *     killed, probing it again could race the kill (upstream #21751).
  *   A result moves the cache only after successThreshold equal successes or
- *   failureThreshold equal failures in a row; an "unknown" (probe could not
- *   run) is retried up to 3 times and then thrown away, never counted.
+ *   failureThreshold equal failures in a row; an error ("unknown": the probe
+ *   could not run; or an errored failure) is retried up to 3 times and then
+ *   thrown away, never counted.
  *
  * Each worker awaits only its own probe; workers never wait for each other.
  */
