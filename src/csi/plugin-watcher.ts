@@ -2,15 +2,18 @@
  * The plugin registration watcher (upstream pkg/kubelet/pluginmanager): a
  * plugin registers with the node agent by creating a unix socket below
  * `<root-dir>/plugins_registry` and serving pluginregistration.v1
- * Registration on it (for CSI drivers, node-driver-registrar does). Every
- * second the directory is scanned (upstream's reconciler period): a new
+ * Registration on it (for CSI drivers, node-driver-registrar does). The
+ * directory is scanned at start and whenever inotify reports a change below
+ * it (upstream's pluginwatcher: fsnotify, and a walk of the directory at
+ * start); a slow rescan is the safety net for a missed event, and without
+ * inotify the scan runs every second (upstream's reconciler period). A new
  * socket, or one replaced since (its mtime changed), is dialed; GetInfo says
  * the plugin's type, name, endpoint and versions; the handler for the type
  * validates and registers it, and the outcome goes back to the plugin with
  * NotifyRegistrationStatus; a failed registration is retried with a
  * back-off. A socket that is gone (or replaced) deregisters its plugin.
  */
-import { mkdirSync, readdirSync, statSync } from "node:fs";
+import { type FSWatcher, mkdirSync, readdirSync, statSync, watch } from "node:fs";
 import { join } from "node:path";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
@@ -35,8 +38,28 @@ export interface PluginWatcherOptions {
   handlers: Record<string, PluginHandler>;
   clock: Clock;
   logger: Logger;
-  /** Rescan period; upstream's reconciler runs every second. */
+  /** Scan period when inotify cannot watch the directory; upstream's reconciler runs every second. */
   periodMs?: number;
+  /** Scan period while inotify watches the directory: only a safety net for a missed event. */
+  resyncPeriodMs?: number;
+  /** Watches the directory and everything below it; node:fs `watch` (inotify) unless a test injects one. */
+  watchDir?: (dir: string, onChange: () => void, onError: (err: unknown) => void) => { close(): void };
+}
+
+/** Without inotify, upstream's reconciler period. */
+const POLL_PERIOD_MS = 1000;
+/**
+ * With inotify a change is seen at once; the rescan only catches an event the
+ * kernel dropped (its queue overflowed), so once a minute is plenty and a
+ * quiet node does not read the directory every second.
+ */
+const RESYNC_PERIOD_MS = 60_000;
+
+function watchRecursively(dir: string, onChange: () => void, onError: (err: unknown) => void): FSWatcher {
+  // Bun adds a watch for each directory created below, as upstream's pluginwatcher does for fsnotify.
+  const watcher = watch(dir, { recursive: true }, () => onChange());
+  watcher.on("error", onError);
+  return watcher;
 }
 
 /** Upstream dials a plugin and asks GetInfo within 10 s. */
@@ -55,27 +78,86 @@ export class PluginWatcher implements AsyncDisposable {
   private readonly failed = new Map<string, { mtimeMs: number; retryAt: number; delayMs: number }>();
   private stopTimer: (() => void) | undefined;
   private stopped = false;
+  private started = false;
   private running: Promise<void> = Promise.resolve();
+  /** A scan is queued behind the running one: further events need no other. */
+  private scanQueued = false;
+  private watcher: { close(): void } | undefined;
 
   constructor(private readonly opts: PluginWatcherOptions) {}
 
-  /** Creates the directory and runs the first scan; then scans every period until disposed. */
+  /** Creates the directory, watches it and runs the first scan; then scans on each change (or every period without a watch) until disposed. */
   async start(): Promise<void> {
     mkdirSync(this.opts.dir, { recursive: true, mode: 0o750 });
+    // Watching before the first scan, so that nothing created meanwhile is missed.
+    this.startWatch();
+    this.started = true;
     await this.scanNow();
+  }
+
+  /** Whether inotify watches the directory (otherwise it is scanned every `periodMs`). */
+  watching(): boolean {
+    return this.watcher !== undefined;
+  }
+
+  private startWatch() {
+    const watchDir = this.opts.watchDir ?? watchRecursively;
+    try {
+      this.watcher = watchDir(
+        this.opts.dir,
+        () => void this.scanSoon(),
+        (err) => this.watchFailed(err),
+      );
+    } catch (err) {
+      this.watchFailed(err);
+    }
+  }
+
+  private watchFailed(err: unknown) {
+    this.watcher?.close();
+    this.watcher = undefined;
+    if (this.stopped) return;
+    // Not silent: registration still works, only by scanning every period.
+    this.opts.logger.warn("cannot watch the plugin registration directory; scanning it every period instead", {
+      dir: this.opts.dir,
+      periodMs: this.opts.periodMs ?? POLL_PERIOD_MS,
+      err: errorMessage(err),
+    });
     this.schedule();
   }
 
+  /** The next timed scan: a failed registration's retry when due sooner, else the period (short without a watch, a safety net with one). */
   private schedule() {
-    if (this.stopped) return;
-    this.stopTimer = this.opts.clock.setTimer(this.opts.periodMs ?? 1000, () => {
-      this.scanNow().finally(() => this.schedule());
+    this.stopTimer?.();
+    this.stopTimer = undefined;
+    if (this.stopped || !this.started) return;
+    let delayMs = this.watcher ? (this.opts.resyncPeriodMs ?? RESYNC_PERIOD_MS) : (this.opts.periodMs ?? POLL_PERIOD_MS);
+    const now = this.opts.clock.now();
+    for (const f of this.failed.values()) delayMs = Math.min(delayMs, Math.max(0, f.retryAt - now));
+    this.stopTimer = this.opts.clock.setTimer(delayMs, () => {
+      this.stopTimer = undefined;
+      void this.scanNow();
     });
   }
 
-  /** One reconciliation of the directory against what is registered (serialised). */
+  /** A scan after the running one, shared by every change reported meanwhile. */
+  private scanSoon(): Promise<void> {
+    if (this.scanQueued || this.stopped) return this.running;
+    return this.scanNow();
+  }
+
+  /** One reconciliation of the directory against what is registered (serialised); the next timed scan is planned after it. */
   scanNow(): Promise<void> {
-    this.running = this.running.then(() => this.reconcile());
+    this.scanQueued = true;
+    this.running = this.running.then(async () => {
+      this.scanQueued = false;
+      try {
+        await this.reconcile();
+      } catch (err) {
+        this.opts.logger.warn("plugin registration directory scan failed", { dir: this.opts.dir, err: errorMessage(err) });
+      }
+      this.schedule();
+    });
     return this.running;
   }
 
@@ -187,6 +269,8 @@ export class PluginWatcher implements AsyncDisposable {
   async [Symbol.asyncDispose](): Promise<void> {
     this.stopped = true;
     this.stopTimer?.();
+    this.watcher?.close();
+    this.watcher = undefined;
     await this.running;
   }
 }

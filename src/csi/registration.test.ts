@@ -16,6 +16,12 @@ afterEach(async () => {
   cleanup = [];
 });
 
+/** Waits (real time) for what a watch or a timer's scan brings about; fails after 5 s. */
+async function until(done: () => boolean): Promise<void> {
+  for (let i = 0; i < 250 && !done(); i++) await Bun.sleep(20);
+  expect(done()).toBe(true);
+}
+
 function tmp(): string {
   // Short: unix socket paths are limited to 108 bytes.
   const dir = mkdtempSync(join(tmpdir(), "csi-"));
@@ -43,7 +49,7 @@ async function setup(opts: { driver?: Partial<ConstructorParameters<typeof FakeC
   const { logger, lines } = memoryLogger();
   const drivers = new CsiDrivers({ nodeName: "n1", api, node: { uid: () => "node-uid" }, clock: realClock, logger, updateAttempts: 1 });
   cleanup.push(() => drivers.close());
-  const watcher = new PluginWatcher({ dir: registry, handlers: { [CSI_PLUGIN_TYPE]: drivers }, clock: realClock, logger, periodMs: 3_600_000 });
+  const watcher = new PluginWatcher({ dir: registry, handlers: { [CSI_PLUGIN_TYPE]: drivers }, clock: realClock, logger, periodMs: 3_600_000, resyncPeriodMs: 3_600_000 });
   cleanup.push(() => watcher[Symbol.asyncDispose]());
   const registrar = new FakeRegistrar({ type: opts.type ?? CSI_PLUGIN_TYPE, name: "fake.csi.example.com", endpoint: csiSocket, supportedVersions: opts.versions ?? ["1.0.0"] });
   const regSocket = join(registry, "fake.csi.example.com-reg.sock");
@@ -124,6 +130,80 @@ describe("plugin registration (pluginregistration.v1 over plugins_registry)", ()
     await watcher.scanNow();
     expect(s.registrar.statuses[1]).toEqual({ pluginRegistered: true, error: "" });
     expect(s.drivers.registered()).toEqual(["fake.csi.example.com"]);
+  });
+
+  test("with inotify a socket is registered when it appears, also in a new subdirectory, and deregistered when it goes, without any timed scan", async () => {
+    const s = await setup();
+    await s.watcher.start();
+    expect(s.watcher.watching()).toBe(true);
+    expect(s.drivers.registered()).toEqual([]);
+    // Both scan periods are an hour here: only the directory's events can bring these about.
+    mkdirSync(join(s.registry, "sub"));
+    await s.registrar.serve(join(s.registry, "sub", "reg.sock"));
+    await until(() => s.registrar.statuses.length === 1);
+    expect(s.registrar.statuses).toEqual([{ pluginRegistered: true, error: "" }]);
+    expect(s.drivers.registered()).toEqual(["fake.csi.example.com"]);
+    s.registrar.close(); // removes the socket file
+    await until(() => s.drivers.registered().length === 0);
+    expect(s.api.csiNodes.get("n1")!.spec).toEqual({ drivers: [] });
+  });
+
+  test("with inotify a quiet directory is not scanned every second: the safety-net rescan comes after resyncPeriodMs", async () => {
+    const s = await setup();
+    const clock = new FakeClock(0);
+    // A watch that reports nothing: a missed event, as when the kernel's queue overflows.
+    const watcher = new PluginWatcher({ dir: s.registry, handlers: { [CSI_PLUGIN_TYPE]: s.drivers }, clock, logger: memoryLogger().logger, watchDir: () => ({ close() {} }) });
+    cleanup.push(() => watcher[Symbol.asyncDispose]());
+    await watcher.start();
+    await s.registrar.serve(s.regSocket);
+    cleanup.push(() => s.registrar.close());
+    clock.advance(59_000);
+    await Bun.sleep(200);
+    expect(s.registrar.statuses).toEqual([]);
+    clock.advance(1_000);
+    await until(() => s.drivers.registered().length === 1);
+  });
+
+  test("a failed registration is retried by a timer at its back-off, not only on the next event", async () => {
+    const s = await setup();
+    const clock = new FakeClock(0);
+    const watcher = new PluginWatcher({ dir: s.registry, handlers: { [CSI_PLUGIN_TYPE]: s.drivers }, clock, logger: memoryLogger().logger, watchDir: () => ({ close() {} }) });
+    cleanup.push(() => watcher[Symbol.asyncDispose]());
+    s.driver.failures.set("NodeGetInfo", { code: 14, message: "driver not ready" });
+    await s.registrar.serve(s.regSocket);
+    cleanup.push(() => s.registrar.close());
+    await watcher.start();
+    expect(s.registrar.statuses[0]!.pluginRegistered).toBe(false);
+    clock.advance(499);
+    await Bun.sleep(100);
+    expect(s.registrar.statuses).toHaveLength(1);
+    clock.advance(1);
+    await until(() => s.registrar.statuses.length === 2);
+    expect(s.registrar.statuses[1]).toEqual({ pluginRegistered: true, error: "" });
+  });
+
+  test("when the directory cannot be watched (or the watch fails later) it says so and scans every second", async () => {
+    for (const failure of ["at start", "later"] as const) {
+      const s = await setup();
+      const clock = new FakeClock(0);
+      const { logger, lines } = memoryLogger();
+      let fail: ((err: unknown) => void) | undefined;
+      const watchDir = (_dir: string, _onChange: () => void, onError: (err: unknown) => void) => {
+        if (failure === "at start") throw new Error("ENOSPC: inotify watch limit reached");
+        fail = onError;
+        return { close() {} };
+      };
+      const watcher = new PluginWatcher({ dir: s.registry, handlers: { [CSI_PLUGIN_TYPE]: s.drivers }, clock, logger, watchDir });
+      cleanup.push(() => watcher[Symbol.asyncDispose]());
+      await watcher.start();
+      fail?.(new Error("inotify queue overflow"));
+      expect(watcher.watching()).toBe(false);
+      expect(lines.some((l) => l.includes("cannot watch the plugin registration directory; scanning it every period instead"))).toBe(true);
+      await s.registrar.serve(s.regSocket);
+      cleanup.push(() => s.registrar.close());
+      clock.advance(1_000);
+      await until(() => s.drivers.registered().length === 1);
+    }
   });
 
   test("a second driver keeps the first one's CSINode entry and node ID", async () => {
