@@ -89,6 +89,15 @@ describe("UserNamespaceManager", () => {
     expect(m.allocated().size).toBe(0);
   });
 
+  test("with no slot held the sweep does not read the pods directory (it runs every housekeeping pass)", () => {
+    const { make, podsRoot } = setup();
+    const m = make();
+    // A pods directory that cannot be read: the sweep would fail if it read it.
+    mkdirSync(posix.dirname(podsRoot), { recursive: true });
+    writeFileSync(podsRoot, "not a directory");
+    expect(m.cleanupOrphans(() => false)).toEqual([]);
+  });
+
   test("exhaustion fails with upstream's error and takes nothing", () => {
     const { make } = setup({ range: { firstId: 65536, length: 65536 * 2 } });
     const m = make();

@@ -98,6 +98,9 @@ export class UserNamespaceManager {
    * directory any more. Returns the released pods.
    */
   cleanupOrphans(known: (uid: string) => boolean): string[] {
+    // Only a held slot can be released: with none (no pod asked for a user namespace), reading the pods directory
+    // every housekeeping pass (2 s) would find nothing to do.
+    if (this.usedBy.size === 0) return [];
     let found: string[];
     try {
       found = readdirSync(this.o.podsRoot, { withFileTypes: true })
