@@ -70,6 +70,13 @@ describe("apiPodStatus", () => {
     const rejected = { ...done, reason: "OutOfcpu", message: "Node didn't have enough resource: cpu" };
     expect(apiPodStatus(pod, view("Pending", false), { hostIPs: [], previous: rejected, now: 2 })).toMatchObject({ phase: "Failed", reason: "OutOfcpu" });
   });
+
+  test("keeps a terminal phase another writer set on the API server's copy since the agent last sent", () => {
+    const running = apiPodStatus(pod, view("Running", true), { hostIPs: [], previous: undefined, now: 0 });
+    expect(apiPodStatus(pod, view("Running", true), { hostIPs: [], previous: running, now: 1, apiPhase: "Failed" }).phase).toBe("Failed");
+    // A computed terminal phase is the agent's own, as upstream's only keeps the old one over a non-terminal.
+    expect(apiPodStatus(pod, view("Succeeded", false), { hostIPs: [], previous: running, now: 2, apiPhase: "Running" }).phase).toBe("Succeeded");
+  });
 });
 
 describe("readiness gates and other writers' conditions", () => {

@@ -91,10 +91,13 @@ export function reportedContainer(status: unknown, containerName: string, contai
 export function apiPodStatus(
   pod: Pod,
   view: PodStatusView,
-  ctx: { hostIPs: readonly string[]; previous: ApiPodStatus | undefined; now: number; apiConditions?: readonly PodCondition[] },
+  ctx: { hostIPs: readonly string[]; previous: ApiPodStatus | undefined; now: number; apiConditions?: readonly PodCondition[]; apiPhase?: string },
 ): ApiPodStatus {
   const previous = ctx.previous;
-  const phase = previous && isTerminalPhase(previous.phase as PodStatusView["phase"]) ? previous.phase : view.phase;
+  // Upstream generateAPIPodStatus: a computed non-terminal phase never undoes a terminal one, whether
+  // the agent sent it or another writer set it on the API server's copy since.
+  const terminalBefore = [previous?.phase, ctx.apiPhase].find((p) => p !== undefined && isTerminalPhase(p as PodStatusView["phase"]));
+  const phase = !isTerminalPhase(view.phase) && terminalBefore ? terminalBefore : view.phase;
   const terminal = phase === "Succeeded" || phase === "Failed";
   // Upstream GenerateContainersReadyCondition: sidecars (restartable init containers) first, then the app containers.
   const sidecars = new Set((pod.spec.initContainers ?? []).filter(isSidecar).map((c) => c.name));
@@ -216,7 +219,8 @@ export class ApiStatusManager implements StatusSink, MirrorPodsObserver, AsyncDi
     entry.view = view;
     const base = entry.pending ?? entry.sent;
     const apiConditions = foreignConditions(object.status as ApiPodStatus | undefined);
-    const next = apiPodStatus(pod, view, { hostIPs: this.opts.hostIPs, previous: base, now: this.opts.clock.now(), apiConditions });
+    const apiPhase = (object.status as ApiPodStatus | undefined)?.phase;
+    const next = apiPodStatus(pod, view, { hostIPs: this.opts.hostIPs, previous: base, now: this.opts.clock.now(), apiConditions, apiPhase });
     if (entry.sent && sameStatus(entry.sent, next)) {
       entry.pending = undefined;
       return;
