@@ -165,6 +165,17 @@ describe("PodVolumeManager", () => {
     ]);
   });
 
+  test("projected: every failing source in one message, bracketed and without duplicates as upstream's aggregate", async () => {
+    const { manager } = setup();
+    const sources = [{ configMap: { name: "a" } }, { secret: { name: "b" } }, { configMap: { name: "a" } }];
+    expect(await failures(() => manager.setupPod(pod([{ name: "p", projected: { sources } }])))).toEqual([
+      { volume: "p", message: '[configmap "a" not found, secret "b" not found]', mounted: false },
+    ]);
+    expect(await failures(() => manager.setupPod(pod([{ name: "q", projected: { sources: [{ configMap: { name: "a" } }] } }])))).toEqual([
+      { volume: "q", message: 'configmap "a" not found', mounted: false },
+    ]);
+  });
+
   test("projected: token bound to the pod, kube-root-ca.crt and the namespace in one tmpfs volume", async () => {
     const { manager, objects, requested, mounter } = setup();
     objects.configMaps.set("ns/kube-root-ca.crt", { data: { "ca.crt": "CA" }, binaryData: {} });

@@ -310,7 +310,9 @@ export class PodVolumeManager implements VolumeManager {
             errors.push(errorMessage(err)); // upstream collects every source's error, then fails the volume
           }
         }
-        if (errors.length) throw new Error(errors.join(", "));
+        // As upstream's utilerrors.NewAggregate: duplicates once, and more than one in brackets.
+        const distinct = [...new Set(errors)];
+        if (distinct.length) throw new Error(distinct.length === 1 ? distinct[0] : `[${distinct.join(", ")}]`);
         break;
       }
     }
