@@ -153,6 +153,18 @@ describe("env", () => {
     expect((bad as Error).message).toBe("unsupported container resource : limits.gpu");
   });
 
+  test("resourceFieldRef: huge pages with a divisor; one the container does not set is 0, not the allocatable", async () => {
+    const pod = podWith({
+      resources: { limits: { "hugepages-2Mi": "6Mi", memory: "64Mi" } },
+      env: [
+        { name: "HUGE", valueFrom: { resourceFieldRef: { resource: "limits.hugepages-2Mi", divisor: "4Mi" } } },
+        { name: "HUGE_REQ", valueFrom: { resourceFieldRef: { resource: "requests.hugepages-2Mi" } } },
+        { name: "HUGE_UNSET", valueFrom: { resourceFieldRef: { resource: "limits.hugepages-1Gi" } } },
+      ],
+    });
+    expect(Object.fromEntries((await envOf(pod)).map((e) => [e.key, e.value]))).toEqual({ HUGE: "2", HUGE_REQ: String(6 * 2 ** 20), HUGE_UNSET: "0" });
+  });
+
   test("resourceFieldRef with pod-level limits: a limit the container does not set is the pod's, not the node's (upstream podAllocatable)", async () => {
     const pod = podWith(
       {

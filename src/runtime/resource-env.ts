@@ -1,7 +1,7 @@
 /**
  * resourceFieldRef values for env (upstream ExtractContainerResourceValue
  * with defaultPodLimitsForDownwardAPI): a container's limits or requests of
- * cpu, memory or ephemeral-storage, divided by the divisor and rounded up;
+ * cpu, memory, ephemeral-storage or hugepages-<size>, divided by the divisor and rounded up;
  * limits the container does not set are the node's allocatable, or the pod's
  * own limit where it sets pod-level limits (downwardApiAllocatable).
  */
@@ -17,7 +17,7 @@ export interface NodeAllocatable {
   ephemeralStorageBytes: number;
 }
 
-type Resource = "cpu" | "memory" | "ephemeral-storage";
+type Resource = "cpu" | "memory" | "ephemeral-storage" | `hugepages-${string}`;
 
 /** Quantities are exact in Go; six decimals absorb the float noise of "0.1" * 1000 before rounding up. */
 const ceilExact = (x: number): number => Math.ceil(Number(x.toFixed(6)));
@@ -28,7 +28,8 @@ function amount(container: ContainerSpec, kind: "limits" | "requests", resource:
   const requests = container.resources?.requests ?? {};
   const set = kind === "limits" ? limits[resource] : (requests[resource] ?? limits[resource]); // requests default to limits (API defaulting)
   if (set !== undefined) return quantity(set);
-  if (kind === "requests") return 0;
+  // Only cpu, memory and ephemeral-storage limits default to the allocatable (MergeContainerResourceLimits).
+  if (kind === "requests" || resource.startsWith("hugepages-")) return 0;
   return resource === "cpu" ? allocatable.cpuMilli / 1000 : resource === "memory" ? allocatable.memoryBytes : allocatable.ephemeralStorageBytes;
 }
 
@@ -40,7 +41,8 @@ export function resourceFieldValue(
 ): string {
   const target = ref.containerName ? [...pod.spec.containers, ...(pod.spec.initContainers ?? [])].find((c) => c.name === ref.containerName) : container;
   if (!target) throw new EnvError(`container ${ref.containerName} not found`);
-  const m = /^(limits|requests)\.(cpu|memory|ephemeral-storage)$/.exec(ref.resource ?? "");
+  // Upstream ExtractContainerResourceValue also serves hugepages-<size>, which the API lets a resourceFieldRef name.
+  const m = /^(limits|requests)\.(cpu|memory|ephemeral-storage|hugepages-.+)$/.exec(ref.resource ?? "");
   if (!m) throw new EnvError(`unsupported container resource : ${ref.resource}`);
   const [, kind, resource] = m as unknown as [string, "limits" | "requests", Resource];
   const value = amount(target, kind, resource, downwardApiAllocatable(pod, allocatable));

@@ -95,6 +95,23 @@ describe("projectDownwardAPI", () => {
     });
   });
 
+  test("huge pages: the container's amount with a divisor; one it does not set is 0, not the allocatable", () => {
+    const p: Payload = new Map();
+    const huge: Pod = { ...pod, spec: { containers: [{ name: "c", image: "i", resources: { limits: { "hugepages-2Mi": "6Mi", memory: "64Mi" } } }] } };
+    projectDownwardAPI(
+      p,
+      huge,
+      [
+        { path: "limit", resourceFieldRef: { containerName: "c", resource: "limits.hugepages-2Mi", divisor: "4Mi" } },
+        { path: "request", resourceFieldRef: { containerName: "c", resource: "requests.hugepages-2Mi" } },
+        { path: "unset", resourceFieldRef: { containerName: "c", resource: "limits.hugepages-1Gi" } },
+      ],
+      0o644,
+      node,
+    );
+    expect(Object.fromEntries([...p].map(([k, v]) => [k, new TextDecoder().decode(v.content)]))).toEqual({ limit: "2", request: String(6 * 2 ** 20), unset: "0" });
+  });
+
   test("pod-level limits stand in for the limits a container does not set (upstream podAllocatable)", () => {
     const p: Payload = new Map();
     const podLevel: Pod = { ...pod, spec: { resources: { limits: { cpu: "2" } }, containers: [{ name: "c", image: "i" }] } };

@@ -9,6 +9,7 @@ import { containerLimits, containerRequests } from "../cgroups/resources.ts";
 import { downwardApiAllocatable } from "../cgroups/pod-resources.ts";
 import { milliValue, intValue } from "../cgroups/values.ts";
 import { podMetadataField } from "../pods/fields.ts";
+import { isHugePageResourceName } from "../pods/resource-names.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { DownwardAPIFileSpec, KeyToPathSpec } from "../pods/volume-schema.ts";
 import type { Payload } from "./atomic-writer.ts";
@@ -88,9 +89,12 @@ function resourceValue(pod: Pod, ref: NonNullable<DownwardAPIFileSpec["resourceF
   if (!container) throw new ProjectionError(`container ${JSON.stringify(ref.containerName ?? "")} not found in pod`);
   const [kind, resource] = ref.resource.split(".") as [string, string];
   const values = kind === "limits" ? containerLimits(container) : kind === "requests" ? containerRequests(container) : undefined;
-  if (!values || !["cpu", "memory", "ephemeral-storage"].includes(resource)) throw new ProjectionError(`unsupported container resource : ${ref.resource}`);
+  // Upstream ExtractContainerResourceValue also serves hugepages-<size>, which the API lets a resourceFieldRef name.
+  const hugePages = isHugePageResourceName(resource ?? "");
+  if (!values || !(hugePages || ["cpu", "memory", "ephemeral-storage"].includes(resource))) throw new ProjectionError(`unsupported container resource : ${ref.resource}`);
   const bound = downwardApiAllocatable(pod, node);
-  const fallback = kind === "limits" ? { cpu: bound.cpuMilli, memory: bound.memoryBytes, "ephemeral-storage": bound.ephemeralStorageBytes }[resource]! : 0;
+  // Only cpu, memory and ephemeral-storage limits default to the allocatable (MergeContainerResourceLimits); an unset huge page amount is 0.
+  const fallback = kind === "limits" && !hugePages ? { cpu: bound.cpuMilli, memory: bound.memoryBytes, "ephemeral-storage": bound.ephemeralStorageBytes }[resource]! : 0;
   const amount = values[resource] ?? fallback;
   if (resource === "cpu") {
     const divisor = ref.divisor !== undefined ? milliValue(ref.divisor) : 1000;
