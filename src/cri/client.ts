@@ -130,6 +130,8 @@ export function createCriClient(opts: CriClientOptions): CriService {
       return response;
     } catch (err) {
       let e = toCriError(err, method, target);
+      // The caller cancelled: grpc-go's words for a cancelled context, which upstream's events and statuses carry.
+      if (signal?.aborted) e = new CriError({ kind: "Canceled", method, target, detail: "context canceled", cause: err });
       if (watchdogFired) {
         e = new CriError({
           kind: "DeadlineExceeded",

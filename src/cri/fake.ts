@@ -676,8 +676,7 @@ export class FakeCri implements CriService {
   }
 
   async pullImage(image: In<ImageSpec>, auth?: In<AuthConfig>, sandboxConfig?: In<PodSandboxConfig>, opts?: PullOptions): Promise<string> {
-    await this.enter("pullImage", [image, auth, sandboxConfig]);
-    if (opts?.signal?.aborted) throw new CriError({ kind: "Canceled", method: "PullImage", target: image.image, detail: "pull cancelled" });
+    await this.enter("pullImage", [image, auth, sandboxConfig], opts?.signal);
     if (!image.image) throw this.unknown("pullImage", "", "image reference is empty");
     this.pulls.push({ image: image.image, auth: auth && AuthConfig.create(auth) });
     return this.addImage(image.image);

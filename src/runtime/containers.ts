@@ -29,6 +29,7 @@ import { ImageError, type ImageInfo, type ImagePuller } from "./images.ts";
 import type { PodHostResources } from "./index.ts";
 import type { ActuatedResources, ContainerConfigSources } from "./options.ts";
 import type { ContainerCriResources } from "../cgroups/container-values.ts";
+import { throwIfAgentStopping } from "./cancel.ts";
 import type { RestoredSpec } from "./orphan-spec.ts";
 import { podResizeSteps } from "./resize-steps.ts";
 import { effectiveSecurityContext, SecurityContextError, verifyRunAsNonRoot } from "./security.ts";
@@ -80,7 +81,7 @@ export interface ContainerStart {
   runtimePodIP: string;
   /** What the runtime held before this sync (an ephemeral container's target is found there). */
   observed: ObservedPod;
-  /** Aborted when the pod must stop: a postStart hook still running is abandoned. */
+  /** Aborted when the pod must stop or the agent stops: an image pull or postStart hook still under way is abandoned. */
   signal?: AbortSignal;
 }
 
@@ -120,10 +121,11 @@ export class Containers {
     let imageRef: string;
     let imageUser: ImageInfo;
     try {
-      imageUser = await this.opts.images.ensure(pod, spec.name, spec.image, pullPolicyOf(spec), sandbox);
+      imageUser = await this.opts.images.ensure(pod, spec.name, spec.image, pullPolicyOf(spec), sandbox, signal);
       imageRef = imageUser.ref;
       results.push({ action: "PullImage", target: spec.image });
     } catch (err) {
+      throwIfAgentStopping(signal);
       const e = err instanceof ImageError ? err : new ImageError("ErrImagePull", errorMessage(err));
       // Upstream startContainer (kuberuntime_container.go:215-219): "Error: <reason>" after the image manager's own event.
       this.opts.recorder.event(podEventRef(pod, spec.name), "Warning", "Failed", `Error: ${e.reason}`);
@@ -206,6 +208,8 @@ export class Containers {
             ...(signal ? { signal } : {}),
           })
         : undefined;
+      // The agent stops: upstream's kubelet exits with the hook under way, and its container runs on.
+      if (failure) throwIfAgentStopping(signal);
       if (failure) {
         // Upstream leaves the hook's message out of the event: its output may hold secrets. The log and the result keep it.
         this.opts.logger.warn("postStart hook failed", { pod: pod.metadata.name, container: spec.name, message: failure });
@@ -222,6 +226,7 @@ export class Containers {
       results.push({ action: "StartContainer", target: spec.name });
       return { results };
     } catch (err) {
+      throwIfAgentStopping(signal);
       this.opts.metrics.containerStarted(containerType, "RunContainerError");
       const message = runtimeMessage(err);
       // Upstream recordContainerEvent: the event names the container, not its ID (kuberuntime_container.go:96-101, 292-296).

@@ -12,6 +12,7 @@ import type { Pod } from "../pods/schema.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Backoff } from "./backoff.ts";
+import { throwIfAgentStopping } from "./cancel.ts";
 import type { PullQueue } from "./pull-queue.ts";
 import { withDefaultTag } from "./image-name.ts";
 import { missingPullSecretsWarning, podImageSpec, pullWithSecrets, type PulledImage } from "./pull-secrets.ts";
@@ -39,9 +40,13 @@ export class ImagePuller {
    * upstream EnsureImageExists's (pkg/kubelet/images/image_manager.go:151-324).
    * A failed pull is tried again at the pod's next sync once its back-off
    * (10 s doubling to 300 s per pod and image) is over; syncs within it
-   * wait with ImagePullBackOff.
+   * wait with ImagePullBackOff. The pull runs under the step's `signal`, as
+   * upstream's under the sync's context: aborted, it is no longer waited on
+   * and its CRI call is cancelled; it then fails as upstream's cancelled pull
+   * does (Canceled), or, when the agent stops, throws the signal's reason
+   * with no event and no back-off.
    */
-  async ensure(pod: Pod, container: string, image: string, policy: "Always" | "IfNotPresent" | "Never", sandbox: PodSandboxConfig): Promise<ImageInfo> {
+  async ensure(pod: Pod, container: string, image: string, policy: "Always" | "IfNotPresent" | "Never", sandbox: PodSandboxConfig, signal?: AbortSignal): Promise<ImageInfo> {
     const { cri, clock, recorder } = this.opts;
     const ref = podEventRef(pod, container);
     let tagged: string;
@@ -85,8 +90,9 @@ export class ImagePuller {
     const started = clock.now();
     let pulled: PulledImage;
     try {
-      pulled = await this.pull(pod, tagged, sandbox);
+      pulled = await this.pull(pod, tagged, sandbox, signal);
     } catch (err) {
+      throwIfAgentStopping(signal);
       recorder.event(ref, "Warning", "Failed", `Failed to pull image "${image}": ${errorMessage(err)}`);
       // Upstream EnsureImageExists: with policy Always a failed pull is ErrImagePull even when a
       // local copy exists (the copy may be stale, or not one the pod's credentials may use).
@@ -107,8 +113,9 @@ export class ImagePuller {
     return pulled.status ? { ...imageInfo(pulled.status), ref: pulled.ref } : { ref: pulled.ref, username: "" };
   }
   /** One pull through the node-wide queue with the pod's pull secrets. */
-  private async pull(pod: Pod, image: string, sandbox: PodSandboxConfig): Promise<PulledImage> {
+  private async pull(pod: Pod, image: string, sandbox: PodSandboxConfig, signal: AbortSignal | undefined): Promise<PulledImage> {
     return pullWithSecrets({
+      ...(signal ? { signal } : {}),
       cri: this.opts.cri,
       queue: this.opts.pullQueue,
       objects: this.opts.podObjects,

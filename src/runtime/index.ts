@@ -16,8 +16,12 @@ export interface PodRuntime {
    * returns what it did and the pod as the runtime holds it after.
    * `signal` aborts when the pod must stop (it is being deleted, evicted...
    * during this step), as upstream cancels a sync's context: nothing more is
-   * started (a sandbox, a container), and a postStart hook still running is
-   * abandoned (the pod's termination, next, kills its container).
+   * started (a sandbox, a container), a wait at the start gate or for an
+   * image pull ends (the pull's CRI call is cancelled), and a postStart hook
+   * still running is abandoned (the pod's termination, next, kills its
+   * container). Aborted because the agent stops (PodSyncCancelledError's
+   * agentStopping), the step throws that reason and leaves no event, kill
+   * or status behind, as upstream's kubelet just exits.
    */
   syncPod(pod: Pod, signal?: AbortSignal): Promise<PodStepOutcome>;
   /**

@@ -7,6 +7,7 @@ import { FakeCri } from "../cri/fake.ts";
 import type { Pod } from "../pods/schema.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
+import { PodSyncCancelledError } from "./cancel.ts";
 import { CriPodRuntime } from "./manager.ts";
 import { testRuntimeOptions } from "./testing.ts";
 import { podRef } from "../pods/identity.ts";
@@ -488,5 +489,74 @@ describe("CriPodRuntime", () => {
     expect(killed.results.filter((r) => r.error)).toEqual([]);
     expect(cri.callsOf("stopContainer")).toHaveLength(1);
     expect((await runtime.observe(podRef(p))).containers.map((c) => c.state)).toEqual(["exited"]);
+  });
+
+  test("the agent stopping during a postStart hook leaves no trace, as upstream's kubelet just exits: the step throws, no event, no stop, the container runs on", async () => {
+    const { cri, runtime, events } = setup();
+    const p: Pod = {
+      metadata: { name: "web", namespace: "default", uid: "uid-1" },
+      spec: { terminationGracePeriodSeconds: 2, containers: [{ name: "app", image: "busybox:1.0", lifecycle: { postStart: { exec: { command: ["sleep", "3600"] } } } }] },
+    };
+    cri.holdNext("execSync"); // a hook that hangs
+    const agentStops = new AbortController();
+    const syncing = sync(runtime, p, agentStops.signal);
+    await settle();
+    expect(cri.callsOf("execSync")).toHaveLength(1);
+    agentStops.abort(new PodSyncCancelledError("the pod workers stop", true));
+    await expect(syncing).rejects.toBeInstanceOf(PodSyncCancelledError);
+    expect(events.filter((e) => e.includes("FailedPostStartHook"))).toEqual([]);
+    expect(cri.callsOf("stopContainer")).toEqual([]);
+    expect((await runtime.observe(podRef(p))).containers.map((c) => c.state)).toEqual(["running"]);
+  });
+
+  test("a pod that must stop during its image pull stops waiting for it: the pull's CRI call is cancelled, and it fails as upstream's cancelled pull (Canceled)", async () => {
+    const { cri, runtime, events } = setup(new FakeClock(), new FakeCri({ clock: new FakeClock(), images: [] }));
+    const p = pod();
+    cri.holdNext("pullImage"); // a registry that never finishes
+    const podMustStop = new AbortController();
+    const syncing = sync(runtime, p, podMustStop.signal);
+    await settle();
+    expect(cri.callsOf("pullImage")).toHaveLength(1);
+    podMustStop.abort(new PodSyncCancelledError("the pod must stop (deleted)"));
+    const outcome = await syncing;
+    expect(outcome.results.find((r) => r.error)).toMatchObject({
+      action: "PullImage",
+      error: { reason: "ErrImagePull", message: "rpc error: code = Canceled desc = context canceled" },
+    });
+    expect(events).toContain('Warning Failed Failed to pull image "busybox:1.0": rpc error: code = Canceled desc = context canceled');
+    expect(cri.callsOf("createContainer")).toEqual([]);
+  });
+
+  test("the agent stopping during an image pull cancels it with no trace: the step throws, no Failed event, no back-off for the next start", async () => {
+    const { cri, runtime, events } = setup(new FakeClock(), new FakeCri({ clock: new FakeClock(), images: [] }));
+    const p = pod();
+    cri.holdNext("pullImage");
+    const agentStops = new AbortController();
+    const syncing = sync(runtime, p, agentStops.signal);
+    await settle();
+    agentStops.abort(new PodSyncCancelledError("the pod workers stop", true));
+    await expect(syncing).rejects.toBeInstanceOf(PodSyncCancelledError);
+    expect(events.filter((e) => e.startsWith("Warning Failed"))).toEqual([]);
+    // Not in back-off: the next step pulls again at once.
+    expect((await sync(runtime, p)).results.filter((r) => r.error)).toEqual([]);
+    expect(cri.callsOf("pullImage")).toHaveLength(2);
+  });
+
+  test("a pod that must stop while it waits at the start gate stops waiting at once, having started nothing", async () => {
+    const { cri, runtime } = setup();
+    const pods = Array.from({ length: 9 }, (_, i): Pod => ({ ...pod(), metadata: { name: `web-${i}`, namespace: "default", uid: `uid-${i}` } }));
+    const releases = Array.from({ length: 8 }, () => cri.holdNext("startContainer"));
+    const syncs = pods.slice(0, 8).map((p) => sync(runtime, p));
+    await settle();
+    const podMustStop = new AbortController();
+    const waiting = sync(runtime, pods[8]!, podMustStop.signal);
+    await settle();
+    expect(cri.callsOf("runPodSandbox")).toHaveLength(8);
+    podMustStop.abort(new PodSyncCancelledError("the pod must stop (deleted)"));
+    const outcome = await waiting;
+    expect(outcome).toMatchObject({ results: [], changed: false });
+    expect(cri.callsOf("runPodSandbox")).toHaveLength(8);
+    for (const release of releases) release();
+    await Promise.all(syncs);
   });
 });

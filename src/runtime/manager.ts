@@ -21,6 +21,7 @@ import type { PodRuntime } from "./index.ts";
 import { observePod, relistPods } from "./observe.ts";
 import type { StartPolicy } from "./options.ts";
 import { backoffKey, planPod } from "./plan.ts";
+import { throwIfAgentStopping } from "./cancel.ts";
 import { StartGate } from "./start-gate.ts";
 import {
   actionsOutcome,
@@ -83,7 +84,17 @@ export class CriPodRuntime implements PodRuntime {
     const readAt = this.opts.clock.now();
     const observed = await this.observe(ref);
     // A pod's first start, up to its containers started, goes through the start gate (start-gate.ts).
-    const leaveGate = observed.sandboxes.length === 0 ? await this.startGate.enter() : () => {};
+    let leaveGate = () => {};
+    if (observed.sandboxes.length === 0) {
+      try {
+        leaveGate = await this.startGate.enter(signal);
+      } catch (err) {
+        if (!signal.aborted) throw err;
+        throwIfAgentStopping(signal);
+        this.opts.logger.info("pod is terminating; not starting it", { pod: pod.metadata.name });
+        return { results: [], waiting: new Map(), changed: false, observed, readAt };
+      }
+    }
     let outcome: PodSyncOutcome;
     try {
       outcome = await this.sync(pod, observed, signal);
@@ -146,6 +157,7 @@ export class CriPodRuntime implements PodRuntime {
     if (actions.containersToResize.length) results.push(...(await this.containers.resizeInPlace(pod, actions.containersToResize)));
 
     // The kills above can wait out a long grace period; a pod that must stop by now gets nothing started.
+    throwIfAgentStopping(signal);
     if (signal.aborted && (actions.createSandbox || actions.containersToStart.length)) {
       this.opts.logger.info("pod is terminating; not starting its containers", { pod: pod.metadata.name });
       return { results, waiting, changed };
@@ -201,6 +213,7 @@ export class CriPodRuntime implements PodRuntime {
     const podIP = pod.spec.hostNetwork ? this.opts.config.hostIP : sandboxIP;
 
     for (const start of actions.containersToStart) {
+      throwIfAgentStopping(signal);
       if (signal.aborted) break;
       const spec = containerSpecOf(pod, start.name)!;
       const started = await this.containers.start({

@@ -81,3 +81,25 @@ test("registryPullQPS 0: no limit", () => {
   const q = PullQueue.fromConfig(true, undefined, { qps: 0, burst: 10, clock: { now: () => 0 } });
   for (let i = 0; i < 1000; i++) q.throttle();
 });
+
+test("a queued pull whose signal aborts (its pod must stop) leaves the queue at once and holds up no pull behind it", async () => {
+  const q = PullQueue.fromConfig(true, undefined);
+  const running = pulls(q, 1);
+  const podMustStop = new AbortController();
+  let ran = false;
+  const abandoned = q.run(async () => void (ran = true), podMustStop.signal);
+  const behind = pulls(q, 1);
+  await tick();
+  expect(q.size).toEqual({ active: 1, waiting: 2 });
+  podMustStop.abort(new Error("the pod must stop"));
+  await expect(abandoned).rejects.toThrow("the pod must stop");
+  expect(q.size).toEqual({ active: 1, waiting: 1 });
+  // The pull under way goes on; the one behind gets the slot after it.
+  running.releases[0]!();
+  await tick();
+  expect(behind.log).toEqual(["start 0"]);
+  behind.releases[0]!();
+  expect(await Promise.all([...running.done, ...behind.done])).toEqual([0, 0]);
+  expect(ran).toBe(false);
+  expect(q.size).toEqual({ active: 0, waiting: 0 });
+});

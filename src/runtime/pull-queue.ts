@@ -48,9 +48,14 @@ export class PullQueue {
     this.tokens -= 1;
   }
 
-  /** Runs `pull` when a slot is free; slots go in arrival order. */
-  async run<T>(pull: () => Promise<T>): Promise<T> {
-    if (this.limit !== undefined && this.active >= this.limit) await new Promise<void>((resolve) => this.waiting.push(resolve));
+  /**
+   * Runs `pull` when a slot is free; slots go in arrival order. A pull whose
+   * `signal` aborts before its turn leaves the queue, rejecting with the
+   * signal's reason (its pod no longer needs it), and holds up no pull behind it.
+   */
+  async run<T>(pull: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    if (signal?.aborted) throw signal.reason;
+    if (this.limit !== undefined && this.active >= this.limit) await this.turn(signal);
     else this.active++;
     try {
       return await pull();
@@ -60,6 +65,22 @@ export class PullQueue {
         next(); // the slot passes straight to the next pull
       else this.active--;
     }
+  }
+
+  /** Resolves when a finishing pull hands its slot over; rejects if `signal` aborts first. */
+  private turn(signal: AbortSignal | undefined): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const take = () => {
+        signal?.removeEventListener("abort", leave);
+        resolve();
+      };
+      const leave = () => {
+        this.waiting.splice(this.waiting.indexOf(take), 1);
+        reject(signal!.reason);
+      };
+      this.waiting.push(take);
+      signal?.addEventListener("abort", leave, { once: true });
+    });
   }
 
   /** Pulls running and waiting, for tests and metrics. */

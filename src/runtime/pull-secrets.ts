@@ -9,7 +9,7 @@
  */
 import type { PodObjects } from "../api/objects.ts";
 import { normalizeImageRef } from "../cri/image-ref.ts";
-import { goRpcError, type CriService, type Image, type PodSandboxConfig } from "../cri/index.ts";
+import { CriError, goRpcError, type CriService, type Image, type PodSandboxConfig } from "../cri/index.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { Clock } from "../util/clock.ts";
 import type { PullQueue } from "./pull-queue.ts";
@@ -169,6 +169,8 @@ export interface PullRequest {
   /** The name as the runtime is asked for it (with upstream's default tag). */
   image: string;
   sandbox: PodSandboxConfig;
+  /** Aborted when the pod no longer needs the pull: it leaves the queue, or its CRI call is cancelled. */
+  signal?: AbortSignal;
 }
 
 /** A pull's image reference, its size, and how long it took once its turn came, as upstream's pullResult. */
@@ -202,22 +204,31 @@ export async function pullWithSecrets(r: PullRequest): Promise<PulledImage> {
   const { keyring } = await podKeyring(r.pod, r.objects);
   const spec = podImageSpec(r.pod, r.image);
   const auths = keyring.lookup(r.image);
-  return r.queue.run(async () => {
-    const began = r.clock.now();
-    r.queue.throttle();
-    const ref = await pullEach(r, spec, auths);
-    // Upstream's puller reads the size after a pull, best effort, within the pull's duration (images/puller.go:113-124).
-    const status = await r.cri.imageStatus(spec).catch(() => undefined);
-    return { ref, size: Number(status?.size ?? 0), status, pullMs: r.clock.now() - began };
-  });
+  try {
+    return await r.queue.run(async () => {
+      const began = r.clock.now();
+      r.queue.throttle();
+      const ref = await pullEach(r, spec, auths);
+      // Upstream's puller reads the size after a pull, best effort, within the pull's duration (images/puller.go:113-124).
+      const status = await r.cri.imageStatus(spec).catch(() => undefined);
+      return { ref, size: Number(status?.size ?? 0), status, pullMs: r.clock.now() - began };
+    }, r.signal);
+  } catch (err) {
+    // Left the queue before its turn: upstream's request waits its turn, then its cancelled context fails the
+    // runtime call at once with these words; here it is not waited on.
+    if (r.signal?.aborted && err === r.signal.reason)
+      throw new Error(goRpcError(new CriError({ kind: "Canceled", method: "PullImage", target: r.image, detail: "context canceled" })));
+    throw err;
+  }
 }
 
 async function pullEach(r: PullRequest, spec: Parameters<CriService["pullImage"]>[0], auths: RegistryAuth[]): Promise<string> {
-  if (!auths.length) return r.cri.pullImage(spec, undefined, r.sandbox).catch((err: unknown) => Promise.reject(new Error(goRpcError(err, true))));
+  const opts = r.signal ? { signal: r.signal } : undefined;
+  if (!auths.length) return r.cri.pullImage(spec, undefined, r.sandbox, opts).catch((err: unknown) => Promise.reject(new Error(goRpcError(err, true))));
   const errors: string[] = [];
   for (const auth of auths) {
     try {
-      return await r.cri.pullImage(spec, { username: auth.username, password: auth.password }, r.sandbox);
+      return await r.cri.pullImage(spec, { username: auth.username, password: auth.password }, r.sandbox, opts);
     } catch (err) {
       errors.push(goRpcError(err, true));
     }

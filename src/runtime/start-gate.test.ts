@@ -67,3 +67,30 @@ describe("StartGate", () => {
     expect(gate.load()).toEqual({ active: 0, waiting: 0 });
   });
 });
+
+describe("StartGate: a pod that must stop while it waits", () => {
+  test("leaves the queue at once with its signal's reason, and the pods behind it keep their order", async () => {
+    const gate = new StartGate(1, 3000, new FakeClock());
+    const first = await gate.enter();
+    const podMustStop = new AbortController();
+    const order: string[] = [];
+    const stopping = gate.enter(podMustStop.signal).then(
+      () => order.push("stopping entered"),
+      (reason: unknown) => order.push(`stopping left: ${String(reason)}`),
+    );
+    const next = gate.enter().then((leave) => (order.push("next"), leave));
+    await flush();
+    expect(gate.load()).toEqual({ active: 1, waiting: 2 });
+    podMustStop.abort(new Error("the pod must stop"));
+    await stopping;
+    expect(order).toEqual(["stopping left: Error: the pod must stop"]);
+    expect(gate.load()).toEqual({ active: 1, waiting: 1 });
+    first();
+    (await next)();
+    expect(order).toEqual(["stopping left: Error: the pod must stop", "next"]);
+    expect(gate.load()).toEqual({ active: 0, waiting: 0 });
+    // Already aborted: it does not take a free slot.
+    await expect(gate.enter(podMustStop.signal)).rejects.toThrow("the pod must stop");
+    expect(gate.load()).toEqual({ active: 0, waiting: 0 });
+  });
+});

@@ -29,10 +29,26 @@ export class StartGate {
     private readonly clock: Clock,
   ) {}
 
-  /** Resolves, once the pod has a slot, with the function that gives it back (idempotent). */
-  enter(): Promise<() => void> {
+  /**
+   * Resolves, once the pod has a slot, with the function that gives it back
+   * (idempotent). Rejects with the signal's reason when `signal` aborts
+   * first (the pod must stop): it no longer waits, nor holds up the pods behind it.
+   */
+  enter(signal?: AbortSignal): Promise<() => void> {
+    if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.active < this.slots) return Promise.resolve(this.take());
-    return new Promise((resolve) => this.waiting.push(() => resolve(this.take())));
+    return new Promise((resolve, reject) => {
+      const admit = () => {
+        signal?.removeEventListener("abort", leave);
+        resolve(this.take());
+      };
+      const leave = () => {
+        this.waiting.splice(this.waiting.indexOf(admit), 1);
+        reject(signal!.reason);
+      };
+      this.waiting.push(admit);
+      signal?.addEventListener("abort", leave, { once: true });
+    });
   }
 
   /** Pods holding a slot and waiting for one; for tests. */

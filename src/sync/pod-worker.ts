@@ -17,7 +17,10 @@
 import type { LifecycleEvent, PodLifecycle } from "../pods/lifecycle.ts";
 import type { PodRef } from "../pods/identity.ts";
 import type { Pod } from "../pods/schema.ts";
+import { PodSyncCancelledError } from "../runtime/cancel.ts";
 import type { Clock } from "../util/clock.ts";
+
+export { PodSyncCancelledError } from "../runtime/cancel.ts";
 
 /** upstream evented PLEG's globalCacheUpdatePeriod: a worker waiting for a newer status than its last sync gets it within this. */
 export const STALE_WAKE_DELAY_MS = 1000;
@@ -26,14 +29,6 @@ export const STALE_WAKE_DELAY_MS = 1000;
 export interface WorkerSteps {
   step(worker: PodWorker): Promise<void>;
   stopped(): boolean;
-}
-
-/** Why a pod's sync step is cancelled (its signal's reason): upstream cancels the sync's context when the pod must stop. */
-export class PodSyncCancelledError extends Error {
-  constructor(why: string) {
-    super(`pod sync cancelled: ${why}`);
-    this.name = "PodSyncCancelledError";
-  }
 }
 
 export class PodWorker {
@@ -129,7 +124,7 @@ export class PodWorker {
   stop(): void {
     this.dirty = false;
     this.clearTimer();
-    this.syncCancel.abort(new PodSyncCancelledError("the pod workers stop"));
+    this.syncCancel.abort(new PodSyncCancelledError("the pod workers stop", true));
   }
 
   private async loop(): Promise<void> {

@@ -119,11 +119,12 @@ describe("PodWorkers", () => {
     await workers.idle();
     expect(reason).toBeInstanceOf(PodSyncCancelledError);
     expect(String(reason)).toContain("the pod must stop (deleted)");
+    expect(reason).toMatchObject({ agentStopping: false });
     expect(runtime.calls.map((c) => c.method)).toContain("killPod");
     expect(workers.has("u1")).toBe(false);
   });
 
-  test("stopping the workers cancels a sync step in flight", async () => {
+  test("stopping the workers cancels a sync step in flight, saying the agent stops (the step then leaves no trace); a pod that must stop does not say so", async () => {
     const { runtime, workers } = setup();
     let aborted: AbortSignal | undefined;
     runtime.syncPod = (_p: Pod, signal?: AbortSignal) =>
@@ -132,6 +133,7 @@ describe("PodWorkers", () => {
     await Bun.sleep(0);
     await workers[Symbol.asyncDispose]();
     expect(String(aborted?.reason)).toContain("the pod workers stop");
+    expect(aborted?.reason).toMatchObject({ agentStopping: true });
   });
 
   test("requests during a step collapse into one more step", async () => {
