@@ -21,14 +21,33 @@ export interface RegistryRequest {
   status: number;
 }
 
+/** A request that gets no answer; `abandonedAt` once the client went away (its pull cancelled). */
+export interface StalledRequest {
+  repository: string;
+  startedAt: number;
+  abandonedAt?: number;
+}
+
 export interface RegistryHandle {
   /** host:port, e.g. 127.0.0.1:40123 */
   host: string;
   requests: RegistryRequest[];
+  /** Requests held by `stallRepositoriesOf`, as they come. */
+  stalls: StalledRequest[];
   stop(): void;
 }
 
-export function startRegistry(opts: { credentials?: { username: string; password: string }; delayMs?: number } = {}): RegistryHandle {
+export function startRegistry(
+  opts: {
+    credentials?: { username: string; password: string };
+    delayMs?: number;
+    /**
+     * Repositories whose name starts with this never answer (manifests and blobs: containerd holds this
+     * image's blobs already, content-addressed): their requests wait until the client goes away.
+     */
+    stallRepositoriesOf?: string;
+  } = {},
+): RegistryHandle {
   const dir = mkdtempSync(join(tmpdir(), "bunlet-registry-"));
   const untar = Bun.spawnSync(["tar", "-C", dir, "-xf", join(repoRoot, ".cache/images/busybox.tar")]);
   if (untar.exitCode !== 0) throw new Error(`untar busybox image: ${untar.stderr.toString()}`);
@@ -36,6 +55,7 @@ export function startRegistry(opts: { credentials?: { username: string; password
   const manifest = index.manifests[0]!;
   const blob = (digest: string) => readFileSync(join(dir, "blobs", digest.replace(":", "/")));
   const requests: RegistryRequest[] = [];
+  const stalls: StalledRequest[] = [];
   const expected = opts.credentials ? `${opts.credentials.username}:${opts.credentials.password}` : undefined;
 
   const server = Bun.serve({
@@ -70,7 +90,14 @@ export function startRegistry(opts: { credentials?: { username: string; password
         record(404);
         return new Response("not found", { status: 404 });
       }
-      const [, , kind, ref] = m;
+      const [, repository, kind, ref] = m;
+      if (opts.stallRepositoriesOf && repository!.startsWith(opts.stallRepositoriesOf)) {
+        const stall: StalledRequest = { repository: repository!, startedAt };
+        stalls.push(stall);
+        await new Promise((resolve) => (req.signal.aborted ? resolve(undefined) : req.signal.addEventListener("abort", resolve, { once: true })));
+        stall.abandonedAt = Date.now();
+        return new Response("abandoned", { status: 499 });
+      }
       let body: Buffer;
       let type = "application/octet-stream";
       let digest = ref!;
@@ -92,6 +119,7 @@ export function startRegistry(opts: { credentials?: { username: string; password
   return {
     host: `127.0.0.1:${server.port}`,
     requests,
+    stalls,
     stop() {
       server.stop(true);
       rmSync(dir, { recursive: true, force: true });

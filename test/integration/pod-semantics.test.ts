@@ -301,6 +301,26 @@ describe("pod semantics on a real control plane and containerd", () => {
     }
   }, 90_000);
 
+  test("a pod deleted during its image pull stops waiting for it (upstream's pull runs under the sync's context): gone within seconds, the pull cancelled", async () => {
+    // Before the fix the sync waited for the pull, which never ends: the pod stayed Terminating.
+    const registry = startRegistry({ stallRepositoriesOf: "stalled/" });
+    try {
+      await apply(podOf("pull-stalled", { command: ["sleep", "3600"], image: `${registry.host}/stalled/app:1`, imagePullPolicy: "Always" }));
+      await eventually("the stalled registry asked", () => registry.stalls.length > 0 || undefined, 60_000, 100);
+      await Bun.sleep(1_000);
+      expect((await mainState("pull-stalled"))?.state?.running).toBeUndefined();
+      const deletedAt = Date.now();
+      await kubectl("delete", "pod", "pull-stalled", "--wait=false");
+      await eventually("pull-stalled gone from the API", async () => (await tryJson("pod", "pull-stalled")) === undefined, 30_000, 100);
+      expect(Date.now() - deletedAt).toBeLessThan(10_000);
+      // The CRI PullImage call was cancelled: containerd let go of the registry.
+      await eventually("the registry's requests abandoned", () => registry.stalls.every((r) => r.abandonedAt !== undefined) || undefined, 10_000, 100);
+      expect(agent.log()).toContain("context canceled");
+    } finally {
+      registry.stop();
+    }
+  }, 120_000);
+
   test("imagePullSecrets: the credentials of a dockerconfigjson secret reach the registry through containerd", async () => {
     // In-process runtime on its own containerd: the agent's PodObjects is not wired to the API yet (the watched cache is).
     const registry = startRegistry({ credentials: { username: "puller", password: "s3cret" } });

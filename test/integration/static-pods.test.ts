@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { createCriClient } from "../../src/cri/client.ts";
 import { ContainerFilter, ContainerState, PodSandboxFilter, type CriService } from "../../src/cri/index.ts";
 import { createLogger } from "../../src/util/log.ts";
-import { eventually, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
+import { eventually, explainFailure, freePort, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 
 let ctd: ContainerdHandle;
@@ -380,6 +380,48 @@ describe("static pods on a real containerd", () => {
     rmSync(join(agent.manifests, "hostnet.json"));
     await eventually("hostnet gone from /pods", async () => !(await podNamed("hostnet")));
   }, 90_000);
+
+  test(
+    "stopping the agent (SIGTERM) during a postStart hook leaves no trace, as upstream's kubelet just exits: no event, the container runs on and the next start adopts it",
+    explainFailure(
+      async () => {
+        // Before the fix the abandoned hook recorded FailedPostStartHook on the way out.
+        writeFileSync(
+          join(agent.manifests, "stop-hook.json"),
+          manifest("stop-hook", {
+            command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.1; done"],
+            lifecycle: { postStart: { exec: { command: ["sleep", "3600"] } } },
+          }),
+        );
+        const pod = await eventually(
+          "stop-hook's container started, its hook under way",
+          async () => {
+            const p = await podNamed("stop-hook");
+            return p && (await containersOf(p.metadata.uid)).some((c) => c.state === ContainerState.CONTAINER_RUNNING) ? p : undefined;
+          },
+          60_000,
+        );
+        const before = (await containersOf(pod.metadata.uid)).map((c) => c.id);
+        await Bun.sleep(1_000);
+        expect(await agent.kill("SIGTERM")).toBe(0);
+        const stopLog = agent.log();
+        expect(stopLog).toContain("pod step ended by the agent's stop");
+        const traces = (log: string) => log.split("\n").filter((l) => l.includes("stop-hook") && /FailedPostStartHook|PostStartHookError|postStart hook/.test(l));
+        expect(traces(stopLog)).toEqual([]);
+        expect((await containersOf(pod.metadata.uid)).map((c) => [c.id, c.state])).toEqual(before.map((id) => [id, ContainerState.CONTAINER_RUNNING]));
+        agent.start();
+        await eventually("stop-hook running after the restart", async () => (await podNamed("stop-hook"))?.status.containerStatuses[0]?.state.running, 60_000);
+        await Bun.sleep(2_000); // a few syncs
+        expect((await containersOf(pod.metadata.uid)).map((c) => [c.id, c.state])).toEqual(before.map((id) => [id, ContainerState.CONTAINER_RUNNING]));
+        expect((await podNamed("stop-hook"))!.status.containerStatuses[0]!.restartCount).toBe(0);
+        expect(traces(agent.log())).toEqual([]);
+        rmSync(join(agent.manifests, "stop-hook.json"));
+        await eventually("stop-hook gone from /pods", async () => !(await podNamed("stop-hook")), 30_000);
+      },
+      () => agent,
+    ),
+    120_000,
+  );
 
   test("an invalid manifest is reported by file and field while the valid ones run", async () => {
     const log = await eventually("the bad files reported", () => (agent.log().includes("bad.yaml") && agent.log().includes("bad-hugepages.yaml") ? agent.log() : undefined));
