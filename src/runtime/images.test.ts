@@ -213,6 +213,28 @@ describe("image pulls as upstream's image manager (pkg/kubelet/images/image_mana
     const outcome = await runtime.syncPod(p);
     expect(outcome.waiting.get("app")).toEqual({ reason: "ErrImagePull", message: "unauthorized" });
   });
+
+  test("serialized pulls: a pod that must stop while its pull waits behind another pod's leaves the queue at once, failing as upstream's cancelled pull; the pull under way goes on", async () => {
+    const clock = new FakeClock();
+    const { cri, runtime, events } = setup(clock, new FakeCri({ clock, images: [] }));
+    const release = cri.holdNext("pullImage"); // the first pod's pull takes long
+    const first = runtime.syncPod({ ...pod({ image: "first:1" }), metadata: { name: "first", namespace: "default", uid: "uid-first" } });
+    await settle();
+    const podMustStop = new AbortController();
+    const queued = runtime.syncPod(pod(), podMustStop.signal);
+    await settle();
+    expect(cri.callsOf("pullImage")).toHaveLength(1);
+    podMustStop.abort(new Error("pod sync cancelled: the pod must stop (deleted)"));
+    expect((await queued).results.find((r) => r.error)).toMatchObject({
+      action: "PullImage",
+      error: { reason: "ErrImagePull", message: "rpc error: code = Canceled desc = context canceled" },
+    });
+    expect(events).toContain('Warning Failed Failed to pull image "busybox:1.0": rpc error: code = Canceled desc = context canceled');
+    // It never reached the runtime; the first pod's pull was not touched.
+    expect(cri.callsOf("pullImage")).toHaveLength(1);
+    release();
+    expect((await first).results.filter((r) => r.error)).toEqual([]);
+  });
 });
 
 describe("withDefaultTag (upstream applyDefaultImageTag)", () => {
