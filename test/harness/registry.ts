@@ -61,6 +61,8 @@ export function startRegistry(
   const server = Bun.serve({
     hostname: "127.0.0.1",
     port: 0,
+    // No idle limit: a stalled request ends only when its client goes away, not after Bun's 10 s.
+    idleTimeout: 0,
     async fetch(req) {
       const startedAt = Date.now();
       const url = new URL(req.url);
