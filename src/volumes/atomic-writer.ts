@@ -7,7 +7,21 @@
  * whole new set, never a mix. Nothing is written when the content and modes
  * are unchanged, so a periodic resync costs only reads.
  */
-import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  existsSync,
+  lchownSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  unlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { posix } from "node:path";
 import type { Clock } from "../util/clock.ts";
 
@@ -15,6 +29,8 @@ export interface FileProjection {
   content: Uint8Array;
   /** Permission bits, e.g. 0o644. */
   mode: number;
+  /** The owner to give the file (upstream FileProjection.FsUser); the group is left alone. */
+  fsUser?: number;
 }
 
 /** Relative path (validated as a local descending path) to its content. */
@@ -52,14 +68,15 @@ function validatePath(path: string): void {
 const sameBytes = (a: Uint8Array, b: Uint8Array) => a.length === b.length && Buffer.compare(a, b) === 0;
 
 /** Whether `dir` (the current timestamped directory) holds exactly `payload`. */
-function holds(dir: string, payload: Payload): boolean {
+/** `compareModes`: false when setPerms changes the modes written (fsGroup), so that they are not a change each resync. */
+function holds(dir: string, payload: Payload, compareModes: boolean): boolean {
   const present = listFiles(dir);
   if (present.length !== payload.size) return false;
   for (const [path, file] of payload) {
     const full = posix.join(dir, path);
     try {
       const st = lstatSync(full);
-      if (!st.isFile() || (st.mode & 0o777) !== file.mode || !sameBytes(readFileSync(full), file.content)) return false;
+      if (!st.isFile() || (compareModes && (st.mode & 0o777) !== file.mode) || !sameBytes(readFileSync(full), file.content)) return false;
     } catch {
       return false;
     }
@@ -101,7 +118,7 @@ export function writeAtomically(targetDir: string, payload: Payload, opts: Atomi
   const newTop = new Set([...payload.keys()].map(topLevel));
 
   let changed = false;
-  if (!oldTsDir || !existsSync(oldTsDir) || !holds(oldTsDir, payload)) {
+  if (!oldTsDir || !existsSync(oldTsDir) || !holds(oldTsDir, payload, !opts.setPerms)) {
     const name = tsDirName(opts.clock.now(), opts.random?.() ?? Math.floor(Math.random() * 1e9));
     const tsDir = posix.join(targetDir, name);
     mkdirSync(tsDir, { mode: 0o755 });
@@ -111,6 +128,7 @@ export function writeAtomically(targetDir: string, payload: Payload, opts: Atomi
       mkdirSync(posix.dirname(full), { recursive: true, mode: 0o755 });
       writeFileSync(full, file.content, { mode: file.mode });
       chmodSync(full, file.mode); // past the umask
+      if (file.fsUser !== undefined) lchownSync(full, file.fsUser, -1);
     }
     opts.setPerms?.(tsDir);
     const tmpLink = posix.join(targetDir, DATA_TMP);

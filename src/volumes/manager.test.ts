@@ -336,6 +336,30 @@ describe("PodVolumeManager", () => {
     expect([e.gid, e.mode & 0o7777]).toEqual([1234, 0o2777]);
     const f = statSync(join(volDir("kubernetes.io~configmap", "cfg"), "a"));
     expect([f.gid, f.mode & 0o777]).toEqual([1234, 0o640]);
+    // The group bits the ownership added are no change: a resync does not rewrite the volume.
+    const dataOf = () => readlinkSync(join(volDir("kubernetes.io~configmap", "cfg"), "..data"));
+    const written = dataOf();
+    await manager.setupPod(p);
+    expect(dataOf()).toBe(written);
+  });
+
+  test("a projected token is 0600 and owned by the pod's one runAsUser, 0640 with fsGroup, defaultMode otherwise (upstream collectData)", async () => {
+    const { manager } = setup();
+    const token = (name: string) => ({ name, projected: { sources: [{ serviceAccountToken: { path: "token", expirationSeconds: 3607 } }] } });
+    const statOf = (name: string) => {
+      const st = statSync(join(volDir("kubernetes.io~projected", name), "token"));
+      return [st.uid, st.gid, st.mode & 0o777];
+    };
+    await manager.setupPod(pod([token("plain")]));
+    expect(statOf("plain")).toEqual([0, 0, 0o644]);
+    await manager.setupPod(pod([token("owned")], undefined, { securityContext: { runAsUser: 1000 } }));
+    expect(statOf("owned")).toEqual([1000, 0, 0o600]);
+    await manager.setupPod(pod([token("grouped")], undefined, { securityContext: { fsGroup: 2000 } }));
+    expect(statOf("grouped")).toEqual([0, 2000, 0o640]);
+    // Containers that run as different users: no owner, the volume's defaultMode.
+    const mixed = { securityContext: { runAsUser: 1000 }, initContainers: [{ name: "i", image: "busybox", securityContext: { runAsUser: 0 } }] };
+    await manager.setupPod(pod([token("mixed")], undefined, mixed));
+    expect(statOf("mixed")).toEqual([0, 0, 0o644]);
   });
 
   test("teardown unmounts first, removes the pod directory without following symlinks, forgets tokens; orphans likewise", async () => {

@@ -86,6 +86,22 @@ function fsGroupOf(pod: Pod): { fsGroup?: number; policy?: FsGroupChangePolicy }
 }
 
 /**
+ * Upstream FsUserFrom (pkg/volume/util/util.go): the uid every container
+ * runs as (its own runAsUser, else the pod's), when they all name the same.
+ */
+function fsUserOf(pod: Pod): number | undefined {
+  const podUser = (pod.spec.securityContext as { runAsUser?: unknown } | undefined)?.runAsUser;
+  const all = [...(pod.spec.initContainers ?? []), ...pod.spec.containers, ...(pod.spec.ephemeralContainers ?? [])];
+  let fsUser: number | undefined;
+  for (const c of all) {
+    const user = (c.securityContext as { runAsUser?: unknown } | undefined)?.runAsUser ?? podUser;
+    if (typeof user !== "number" || (fsUser !== undefined && fsUser !== user)) return undefined;
+    fsUser = user;
+  }
+  return fsUser;
+}
+
+/**
  * Upstream calculateEmptyDirMemorySize: node allocatable memory, lowered to
  * the pod's memory limit and then to the volume's sizeLimit when those are
  * set and smaller.
@@ -304,7 +320,10 @@ export class PodVolumeManager implements VolumeManager {
                 expirationSeconds: t.expirationSeconds ?? 3600,
                 pod: { name: pod.metadata.name ?? "", uid: podUid(pod) },
               });
-              payload.set(t.path, { content: new TextEncoder().encode(token), mode });
+              // Upstream projected collectData: a token only its user (or, once fsGroup ownership adds 0040, its group) reads.
+              const fsUser = fsUserOf(pod);
+              const ownerOnly = fsUser !== undefined || fsGroupOf(pod).fsGroup !== undefined;
+              payload.set(t.path, { content: new TextEncoder().encode(token), mode: ownerOnly ? 0o600 : mode, ...(fsUser !== undefined ? { fsUser } : {}) });
             }
           } catch (err) {
             errors.push(errorMessage(err)); // upstream collects every source's error, then fails the volume
