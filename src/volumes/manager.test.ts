@@ -176,6 +176,23 @@ describe("PodVolumeManager", () => {
     ]);
   });
 
+  test("projected: clusterTrustBundle and podCertificate sources fail the volume as upstream's managers with their gates off", async () => {
+    const { manager } = setup();
+    const sources = [
+      { clusterTrustBundle: { signerName: "example.com/ca", path: "ca.pem" } },
+      { clusterTrustBundle: { path: "x.pem" } },
+      { podCertificate: { signerName: "example.com/s" } },
+    ];
+    expect(await failures(() => manager.setupPod(pod([{ name: "p", projected: { sources } }])))).toEqual([
+      {
+        volume: "p",
+        message:
+          "[ClusterTrustBundle projection is not supported in static kubelet mode, ClusterTrustBundle projection requires either name or signerName to be set, unimplemented]",
+        mounted: false,
+      },
+    ]);
+  });
+
   test("projected: token bound to the pod, kube-root-ca.crt and the namespace in one tmpfs volume", async () => {
     const { manager, objects, requested, mounter } = setup();
     objects.configMaps.set("ns/kube-root-ca.crt", { data: { "ca.crt": "CA" }, binaryData: {} });

@@ -309,6 +309,16 @@ export class PodVolumeManager implements VolumeManager {
             if (p.configMap) await configMap(p.configMap.name ?? "", p.configMap.items, mode, p.configMap.optional === true);
             else if (p.secret) await secret(p.secret.name ?? "", p.secret.items, mode, p.secret.optional === true);
             else if (p.downwardAPI) projectDownwardAPI(payload, pod, p.downwardAPI.items, mode, this.opts.node);
+            // Both are off by default in v1.34 (feature gates ClusterTrustBundleProjection, PodCertificateRequest), where upstream's
+            // no-op managers fail the volume rather than leave the file out; this agent implements neither.
+            else if (p.clusterTrustBundle) {
+              const ctb = p.clusterTrustBundle as { name?: unknown; signerName?: unknown };
+              throw new Error(
+                ctb.name != null || ctb.signerName != null
+                  ? "ClusterTrustBundle projection is not supported in static kubelet mode"
+                  : "ClusterTrustBundle projection requires either name or signerName to be set",
+              );
+            } else if (p.podCertificate) throw new Error("unimplemented");
             else if (p.serviceAccountToken) {
               const t = p.serviceAccountToken;
               if (!this.opts.tokens) throw new Error("service account tokens need an API server; this node runs standalone");
