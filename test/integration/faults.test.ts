@@ -19,7 +19,7 @@ import { createCriClient } from "../../src/cri/client.ts";
 import { ContainerFilter, ContainerState, PodSandboxFilter, PodSandboxState, type CriService } from "../../src/cri/index.ts";
 import { createLogger } from "../../src/util/log.ts";
 import { eventually, explainFailure, startAgent, type AgentHandle } from "../harness/agent.ts";
-import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
+import { requireRoot, runtimeUnderTest, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 import { adminKubectl, startControlPlane, type ControlPlaneHandle } from "../harness/controlplane.ts";
 import { startTogether } from "../harness/together.ts";
 
@@ -263,7 +263,12 @@ describe("faults (issue #8)", () => {
     150_000,
   );
 
-  test(
+  // On the containerd 1.6 line only (scripts/test.sh runs this file on both): what this test adds is the API side of a
+  // long outage (statuses queued offline, the mirror pod created late, the node Ready again), which no runtime changes.
+  // Its runtime steps are each proven on containerd 2.x by other tests: a crash noticed and restarted (pleg, static-pods),
+  // exec readiness probes (prober), a static pod started (static-pods), a reconnect that recreates nothing (the reboot
+  // test above). On the 2.x line it was 150 s of the same, most of it the outage itself.
+  test.skipIf(runtimeUnderTest() === "containerd2")(
     "kube-apiserver down 2 minutes: a crashed container is restarted, probes run, a static pod file starts; the reconnect reconciles statuses and recreates nothing",
     explained(async () => {
       const readiness = { exec: { command: ["true"] }, periodSeconds: 1 };
