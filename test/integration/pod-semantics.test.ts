@@ -349,7 +349,8 @@ describe("pod semantics on a real control plane and containerd", () => {
       expect(outcome.results.filter((r) => r.error)).toEqual([]);
       expect(registry.requests.some((r) => r.status === 401 && !r.basicAuth)).toBe(true); // the challenge
       expect(registry.requests.filter((r) => r.status === 200 && r.kind === "manifests").map((r) => r.basicAuth)).toContain("puller:s3cret");
-      await runtime.killPod(podRef(pod), 0);
+      // With the pod, 0 is its grace period (2 s, upstream's minimum); without it the kill took the container's own 30 s.
+      await runtime.killPod(podRef(pod), 0, pod);
       await runtime.removePod(podRef(pod));
     } finally {
       ownCri.close();
