@@ -62,7 +62,7 @@ run_tests bun test --timeout 120000 test/integration
 # the runtime there: certificates, serving-certificate and api-protobuf (client and serving certificates,
 # protobuf to the API server; their pods are bystanders), pull-qps (the agent's token bucket; pulls
 # from a local registry through 2.x's image service and ErrImagePull retries are pod-semantics' and
-# static-pods' on 2.x). About 19 min.
+# static-pods' on 2.x). About 15 min.
 containerd2_files=(
   cri pleg static-pods prober streaming images-logs stats takeover eviction runonce
   faults preload volumes persistent-volumes device-plugins cluster
