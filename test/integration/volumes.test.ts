@@ -378,6 +378,14 @@ describe("volumes on a real containerd and control plane", () => {
     expect((await sh(id, `grep ' ${dir} ' /proc/mounts`)).trim()).toMatch(/^tmpfs /);
   });
 
+  test("the token of a pod whose containers all run as one user is 0600 and theirs (upstream FsUser), and they can read it", async () => {
+    await apply(apiPod("sa-user", "sleep 3600", { nodeName: NODE, securityContext: { runAsUser: 1000 } }));
+    const id = await runningContainer("sa-user");
+    const token = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+    expect((await sh(id, `stat -L -c '%u %a' ${token}`)).trim()).toBe("1000 600");
+    expect((await sh(id, `cat ${token}`)).trim().split(".").length).toBe(3);
+  });
+
   test("an agent restart (kill -9) reuses the volumes of the pods it adopts: same containers, no rewrite, no second tmpfs", async () => {
     const uidOf = async (name: string) => JSON.parse(await kubectl("get", "pod", name, "-o", "json")).metadata.uid as string;
     const cmDir = join(agent.dir, "root", "pods", await uidOf("cm-reader"), "volumes", "kubernetes.io~configmap", "cfg");
