@@ -56,7 +56,8 @@ export interface KubeApi {
     signal: AbortSignal,
   ): Promise<void>;
   /** TokenRequest for a service account, bound to a pod (serviceaccounts/<name>/token). */
-  createToken(namespace: string, serviceAccount: string, spec: TokenRequestSpec): Promise<{ token: string; expirationTimestamp: string }>;
+  /** The token, its expiry and the lifetime the server granted (its answer's spec.expirationSeconds, when it has one). */
+  createToken(namespace: string, serviceAccount: string, spec: TokenRequestSpec): Promise<{ token: string; expirationTimestamp: string; expirationSeconds?: number }>;
   /** Every Service of the cluster (service environment variables); the Node authorizer lets nodes list and watch them. */
   listServices(): Promise<PodList>;
   watchServices(resourceVersion: string, onEvent: (e: WatchEvent<ApiObject>) => void, signal: AbortSignal): Promise<void>;
@@ -214,13 +215,18 @@ export function createKubeApi(rest: RestClient, opts: { contentType: string; ran
         signal,
       ),
     async createToken(ns, serviceAccount, spec) {
-      const tr = await rest.request<{ status?: { token?: string; expirationTimestamp?: string } }>(
+      const tr = await rest.request<{ spec?: { expirationSeconds?: number }; status?: { token?: string; expirationTimestamp?: string } }>(
         "POST",
         `/api/v1/namespaces/${encodeURIComponent(ns)}/serviceaccounts/${encodeURIComponent(serviceAccount)}/token`,
         { body: { apiVersion: "authentication.k8s.io/v1", kind: "TokenRequest", spec } },
       );
       if (!tr.status?.token || !tr.status.expirationTimestamp) throw new Error(`TokenRequest for ${ns}/${serviceAccount}: the answer has no token`);
-      return { token: tr.status.token, expirationTimestamp: tr.status.expirationTimestamp };
+      const granted = tr.spec?.expirationSeconds;
+      return {
+        token: tr.status.token,
+        expirationTimestamp: tr.status.expirationTimestamp,
+        ...(typeof granted === "number" && granted > 0 ? { expirationSeconds: granted } : {}),
+      };
     },
     async listServices() {
       const list = await rest.request<{ items: ApiObject[]; metadata: { resourceVersion: string } }>("GET", "/api/v1/services");

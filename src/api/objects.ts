@@ -67,6 +67,11 @@ export interface IssuedToken {
   token: string;
   /** Milliseconds since the epoch. */
   expiresAt: number;
+  /**
+   * The lifetime the API server granted (the answer's spec.expirationSeconds): less than the one asked for when
+   * the server caps it (--service-account-max-token-expiration). Absent in tokens checkpointed before it was kept.
+   */
+  lifetimeSeconds?: number;
 }
 
 /** The TokenRequest API (serviceaccounts/<name>/token), as the KubeApi offers it. */

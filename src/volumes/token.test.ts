@@ -70,6 +70,53 @@ describe("TokenManager", () => {
     expect(String(error)).toContain("apiserver down");
   });
 
+  test("the lifetime the API server granted counts, not the one asked for: a 2-day request capped to 1 h is kept until 80% of the hour", async () => {
+    const clock = new FakeClock();
+    const requests: TokenRequestSpec[] = [];
+    const tokens = new TokenManager({
+      clock,
+      random: () => 0,
+      request: async (s) => {
+        requests.push(s);
+        // --service-account-max-token-expiration=1h: the answer's spec.expirationSeconds is the cap.
+        return { token: `t${requests.length}`, expiresAt: clock.now() + 3600_000, lifetimeSeconds: 3600 };
+      },
+    });
+    const twoDays = spec({ expirationSeconds: 2 * 86_400 });
+    expect(await tokens.token(twoDays)).toBe("t1");
+    clock.advance(60_000);
+    expect(await tokens.token(twoDays)).toBe("t1"); // counted from the 2 days asked for, it was 47 h old: asked again on every call
+    clock.advance(2879_000 - 60_000);
+    expect(await tokens.token(twoDays)).toBe("t1");
+    clock.advance(2_000);
+    expect(await tokens.token(twoDays)).toBe("t2");
+    expect(requests.length).toBe(2);
+  });
+
+  test("the 20% and the jitter are whole seconds, as upstream's (integer division; a jitter of rand*10 s truncated)", async () => {
+    const now = Date.UTC(2026, 0, 1);
+    // 20% of 3607 s is 721 s in upstream's integer arithmetic, not 721.4 s.
+    expect(requiresRefresh(now, { token: "x", expiresAt: now + 721_200, lifetimeSeconds: 3607 }, 3607, 0)).toBe(false);
+    expect(requiresRefresh(now, { token: "x", expiresAt: now + 720_900, lifetimeSeconds: 3607 }, 3607, 0)).toBe(true);
+    const clock = new FakeClock();
+    let asked = 0;
+    const counting = new TokenManager({
+      clock,
+      random: () => 0.59, // 5 s of jitter, not 5.9 s
+      request: async (s) => {
+        asked++;
+        return { token: `t${asked}`, expiresAt: clock.now() + s.expirationSeconds * 1000 };
+      },
+    });
+    await counting.token(spec());
+    clock.advance(2880_000 - 5_500); // 5.5 s before 80%: inside a 5.9 s jitter, outside a 5 s one
+    await counting.token(spec());
+    expect(asked).toBe(1);
+    clock.advance(1_000);
+    await counting.token(spec());
+    expect(asked).toBe(2);
+  });
+
   test("requiresRefresh: a token issued more than 24 hours ago is refreshed even when 80% of its lifetime is not over", () => {
     const now = Date.UTC(2026, 0, 1);
     const twoDays = 2 * 86_400;

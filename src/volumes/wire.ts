@@ -62,7 +62,7 @@ export async function createVolumeManager(w: VolumeWiring): Promise<VolumeSubsys
           expirationSeconds: spec.expirationSeconds,
           boundObjectRef: { apiVersion: "v1", kind: "Pod", name: spec.pod.name, uid: spec.pod.uid },
         });
-        return { token: tr.token, expiresAt: Date.parse(tr.expirationTimestamp) };
+        return { token: tr.token, expiresAt: Date.parse(tr.expirationTimestamp), ...(tr.expirationSeconds ? { lifetimeSeconds: tr.expirationSeconds } : {}) };
       }
     : undefined;
   const tokens = requestToken ? new TokenManager({ clock: w.clock, request: w.checkpoint ? checkpointedTokenRequest(requestToken, w.checkpoint) : requestToken }) : undefined;
