@@ -10,6 +10,7 @@
  * back-off retries it). qps 0 is no limit.
  */
 import type { Clock } from "../util/clock.ts";
+import { waitInLine } from "../util/waiting-line.ts";
 
 export interface PullRate {
   qps: number;
@@ -55,7 +56,7 @@ export class PullQueue {
    */
   async run<T>(pull: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     if (signal?.aborted) throw signal.reason;
-    if (this.limit !== undefined && this.active >= this.limit) await this.turn(signal);
+    if (this.limit !== undefined && this.active >= this.limit) await waitInLine(this.waiting, () => {}, signal);
     else this.active++;
     try {
       return await pull();
@@ -65,22 +66,6 @@ export class PullQueue {
         next(); // the slot passes straight to the next pull
       else this.active--;
     }
-  }
-
-  /** Resolves when a finishing pull hands its slot over; rejects if `signal` aborts first. */
-  private turn(signal: AbortSignal | undefined): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      const take = () => {
-        signal?.removeEventListener("abort", leave);
-        resolve();
-      };
-      const leave = () => {
-        this.waiting.splice(this.waiting.indexOf(take), 1);
-        reject(signal!.reason);
-      };
-      this.waiting.push(take);
-      signal?.addEventListener("abort", leave, { once: true });
-    });
   }
 
   /** Pulls running and waiting, for tests and metrics. */

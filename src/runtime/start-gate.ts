@@ -18,6 +18,7 @@
  * without it.
  */
 import type { Clock } from "../util/clock.ts";
+import { waitInLine } from "../util/waiting-line.ts";
 
 export class StartGate {
   private active = 0;
@@ -37,18 +38,7 @@ export class StartGate {
   enter(signal?: AbortSignal): Promise<() => void> {
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.active < this.slots) return Promise.resolve(this.take());
-    return new Promise((resolve, reject) => {
-      const admit = () => {
-        signal?.removeEventListener("abort", leave);
-        resolve(this.take());
-      };
-      const leave = () => {
-        this.waiting.splice(this.waiting.indexOf(admit), 1);
-        reject(signal!.reason);
-      };
-      this.waiting.push(admit);
-      signal?.addEventListener("abort", leave, { once: true });
-    });
+    return waitInLine(this.waiting, () => this.take(), signal);
   }
 
   /** Pods holding a slot and waiting for one; for tests. */
