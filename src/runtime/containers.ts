@@ -208,9 +208,9 @@ export class Containers {
             ...(signal ? { signal } : {}),
           })
         : undefined;
-      // The agent stops: upstream's kubelet exits with the hook under way, and its container runs on.
-      if (failure) throwIfAgentStopping(signal);
       if (failure) {
+        // The agent stops: upstream's kubelet exits with the hook under way, and its container runs on.
+        throwIfAgentStopping(signal);
         // Upstream leaves the hook's message out of the event: its output may hold secrets. The log and the result keep it.
         this.opts.logger.warn("postStart hook failed", { pod: pod.metadata.name, container: spec.name, message: failure });
         this.opts.recorder.event(podEventRef(pod, spec.name), "Warning", "FailedPostStartHook", "PostStartHook failed");

@@ -6,6 +6,7 @@
  * own limit where it sets pod-level limits (downwardApiAllocatable).
  */
 import { parseQuantity } from "../config/index.ts";
+import { isHugePageResourceName } from "../pods/resource-names.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import { EnvError } from "./env.ts";
 import { downwardApiAllocatable } from "../cgroups/pod-resources.ts";
@@ -29,7 +30,7 @@ function amount(container: ContainerSpec, kind: "limits" | "requests", resource:
   const set = kind === "limits" ? limits[resource] : (requests[resource] ?? limits[resource]); // requests default to limits (API defaulting)
   if (set !== undefined) return quantity(set);
   // Only cpu, memory and ephemeral-storage limits default to the allocatable (MergeContainerResourceLimits).
-  if (kind === "requests" || resource.startsWith("hugepages-")) return 0;
+  if (kind === "requests" || isHugePageResourceName(resource)) return 0;
   return resource === "cpu" ? allocatable.cpuMilli / 1000 : resource === "memory" ? allocatable.memoryBytes : allocatable.ephemeralStorageBytes;
 }
 
