@@ -30,6 +30,24 @@ const web = (page: string) => manifest("web", { command: ["sh", "-c", `echo ${pa
 type Pods = Awaited<ReturnType<AgentHandle["pods"]>>["items"];
 const podNamed = async (name: string): Promise<Pods[number] | undefined> => (await agent.pods()).items.find((p) => p.metadata.name === `${name}-test-node`);
 const containersOf = async (uid: string) => cri.listContainers(ContainerFilter.create({ labelSelector: { "io.kubernetes.pod.uid": uid } }));
+/** Writes a static pod whose postStart hook never ends, and waits until its container runs with the hook under way. */
+const startWithEndlessPostStart = (name: string) => {
+  writeFileSync(
+    join(agent.manifests, `${name}.json`),
+    manifest(name, {
+      command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.1; done"],
+      lifecycle: { postStart: { exec: { command: ["sleep", "3600"] } } },
+    }),
+  );
+  return eventually(
+    `${name}'s container started, its hook under way`,
+    async () => {
+      const p = await podNamed(name);
+      return p && (await containersOf(p.metadata.uid)).some((c) => c.state === ContainerState.CONTAINER_RUNNING) ? p : undefined;
+    },
+    60_000,
+  );
+};
 const sandboxesOf = async (uid: string) => cri.listPodSandbox(PodSandboxFilter.create({ labelSelector: { "io.kubernetes.pod.uid": uid } }));
 
 // Every container of the crash-looping pod as seen by polling the runtime:
@@ -333,22 +351,8 @@ describe("static pods on a real containerd", () => {
   }, 90_000);
 
   test("a postStart hook that never ends is abandoned when the pod must stop: the removed pod is gone within seconds", async () => {
-    writeFileSync(
-      join(agent.manifests, "hanging-hook.json"),
-      manifest("hanging-hook", {
-        command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.1; done"],
-        lifecycle: { postStart: { exec: { command: ["sleep", "3600"] } } },
-      }),
-    );
     // The container started, its hook under way (the pod is listed Pending from its first step on).
-    const pod = await eventually(
-      "hanging-hook's container started",
-      async () => {
-        const p = await podNamed("hanging-hook");
-        return p && (await containersOf(p.metadata.uid)).some((c) => c.state === ContainerState.CONTAINER_RUNNING) ? p : undefined;
-      },
-      60_000,
-    );
+    const pod = await startWithEndlessPostStart("hanging-hook");
     await Bun.sleep(1_000);
     expect((await podNamed("hanging-hook"))?.status.containerStatuses[0]?.state.running).toBeUndefined();
     const removedAt = Date.now();
@@ -386,21 +390,7 @@ describe("static pods on a real containerd", () => {
     explainFailure(
       async () => {
         // Before the fix the abandoned hook recorded FailedPostStartHook on the way out.
-        writeFileSync(
-          join(agent.manifests, "stop-hook.json"),
-          manifest("stop-hook", {
-            command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.1; done"],
-            lifecycle: { postStart: { exec: { command: ["sleep", "3600"] } } },
-          }),
-        );
-        const pod = await eventually(
-          "stop-hook's container started, its hook under way",
-          async () => {
-            const p = await podNamed("stop-hook");
-            return p && (await containersOf(p.metadata.uid)).some((c) => c.state === ContainerState.CONTAINER_RUNNING) ? p : undefined;
-          },
-          60_000,
-        );
+        const pod = await startWithEndlessPostStart("stop-hook");
         const before = (await containersOf(pod.metadata.uid)).map((c) => c.id);
         await Bun.sleep(1_000);
         expect(await agent.kill("SIGTERM")).toBe(0);
