@@ -46,6 +46,12 @@ function withVerdicts() {
 }
 
 /** Lets the promise chains of a step in flight run up to their next wait. */
+/** A pod whose one container's postStart hook never ends (its exec is held by the test), with a 2 s grace period. */
+const endlessPostStartPod = (): Pod => ({
+  metadata: { name: "web", namespace: "default", uid: "uid-1" },
+  spec: { terminationGracePeriodSeconds: 2, containers: [{ name: "app", image: "busybox:1.0", lifecycle: { postStart: { exec: { command: ["sleep", "3600"] } } } }] },
+});
+
 const settle = async () => {
   for (let i = 0; i < 50; i++) await Bun.sleep(0);
 };
@@ -467,10 +473,7 @@ describe("CriPodRuntime", () => {
 
   test("a postStart hook still running when the pod must stop is abandoned (its exec cancelled); the pod's kill then stops the container", async () => {
     const { cri, runtime, events } = setup();
-    const p: Pod = {
-      metadata: { name: "web", namespace: "default", uid: "uid-1" },
-      spec: { terminationGracePeriodSeconds: 2, containers: [{ name: "app", image: "busybox:1.0", lifecycle: { postStart: { exec: { command: ["sleep", "3600"] } } } }] },
-    };
+    const p = endlessPostStartPod();
     cri.holdNext("execSync"); // never answers, as a hook that hangs
     const podMustStop = new AbortController();
     const syncing = sync(runtime, p, podMustStop.signal);
@@ -493,10 +496,7 @@ describe("CriPodRuntime", () => {
 
   test("the agent stopping during a postStart hook leaves no trace, as upstream's kubelet just exits: the step throws, no event, no stop, the container runs on", async () => {
     const { cri, runtime, events } = setup();
-    const p: Pod = {
-      metadata: { name: "web", namespace: "default", uid: "uid-1" },
-      spec: { terminationGracePeriodSeconds: 2, containers: [{ name: "app", image: "busybox:1.0", lifecycle: { postStart: { exec: { command: ["sleep", "3600"] } } } }] },
-    };
+    const p = endlessPostStartPod();
     cri.holdNext("execSync"); // a hook that hangs
     const agentStops = new AbortController();
     const syncing = sync(runtime, p, agentStops.signal);
