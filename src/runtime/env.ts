@@ -5,7 +5,8 @@
  * (configMaps and secrets, with prefix; invalid names skipped with an
  * event), then env in order: `value`s with $(VAR) references expanded
  * against what is defined so far (upstream third_party/forked/golang/expansion),
- * fieldRef, resourceFieldRef, configMapKeyRef and secretKeyRef. A missing
+ * fieldRef, resourceFieldRef (cgroups/downward-api.ts, shared with volume
+ * files), configMapKeyRef and secretKeyRef. A missing
  * object or key that is not optional is an EnvError with upstream's
  * message; the pod reports it as CreateContainerConfigError.
  */
@@ -13,7 +14,7 @@ import { podMetadataField } from "../pods/fields.ts";
 import type { PodObjects } from "../api/objects.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import type { ServiceEnv } from "../services/index.ts";
-import { resourceFieldValue, type NodeAllocatable } from "./resource-env.ts";
+import { ResourceFieldRefError, resourceFieldRefValue, type NodeAllocatable } from "../cgroups/downward-api.ts";
 import { ConfigSourceAnnotation } from "../pods/source.ts";
 import { expand } from "../pods/expansion.ts";
 
@@ -43,6 +44,16 @@ function fieldRef(pod: Pod, path: string, values: FieldValues): string {
       return values.hostIP ?? "";
   }
   throw new EnvError(`unsupported fieldRef.fieldPath "${path}"`);
+}
+
+/** A resourceFieldRef's value for this container; a bad reference fails the container's env. */
+function resourceEnvValue(pod: Pod, container: ContainerSpec, ref: NonNullable<ValueFrom["resourceFieldRef"]>, node: NodeAllocatable): string {
+  try {
+    return resourceFieldRefValue(pod, container, { ...ref, resource: ref.resource ?? "" }, node);
+  } catch (err) {
+    if (err instanceof ResourceFieldRefError) throw new EnvError(err.message);
+    throw err;
+  }
 }
 
 /** Upstream IsEnvVarName (validation.IsEnvVarName). */
@@ -146,7 +157,7 @@ export async function containerEnv(pod: Pod, container: ContainerSpec, ctx: EnvC
       if (!from.fieldRef.fieldPath) throw new EnvError(`env "${e.name}": fieldRef.fieldPath is required`);
       value = fieldRef(pod, from.fieldRef.fieldPath, ctx.values);
     } else if (from.resourceFieldRef) {
-      value = resourceFieldValue(pod, container, from.resourceFieldRef, ctx.allocatable);
+      value = resourceEnvValue(pod, container, from.resourceFieldRef, ctx.allocatable);
     } else if (from.configMapKeyRef || from.secretKeyRef) {
       const ref = (from.configMapKeyRef ?? from.secretKeyRef)!;
       const isConfigMap = !!from.configMapKeyRef;

@@ -20,7 +20,7 @@ import type { ContainerResources } from "./container-resources.ts";
 import type { NodeSettings } from "./cri-config.ts";
 import type { Unhealthy } from "./plan.ts";
 import type { PullQueue } from "./pull-queue.ts";
-import type { NodeAllocatable } from "./resource-env.ts";
+import type { NodeAllocatable } from "../cgroups/downward-api.ts";
 
 /** Where a pod's CRI sandbox and container configs come from, besides the pod's spec. */
 export interface ContainerConfigSources {

@@ -5,14 +5,13 @@
  * non-optional source fails the volume).
  */
 import type { ConfigMapData, SecretData } from "../api/objects.ts";
-import { containerLimits, containerRequests } from "../cgroups/resources.ts";
-import { downwardApiAllocatable } from "../cgroups/pod-resources.ts";
-import { milliValue, intValue } from "../cgroups/values.ts";
+import { ResourceFieldRefError, resourceFieldRefValue, type NodeAllocatable } from "../cgroups/downward-api.ts";
 import { podMetadataField } from "../pods/fields.ts";
-import { isHugePageResourceName } from "../pods/resource-names.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { DownwardAPIFileSpec, KeyToPathSpec } from "../pods/volume-schema.ts";
 import type { Payload } from "./atomic-writer.ts";
+
+export type { NodeAllocatable } from "../cgroups/downward-api.ts";
 
 export const DEFAULT_MODE = 0o644;
 
@@ -68,13 +67,6 @@ export const formatMap = (m: Record<string, string> | undefined): string =>
     .map((k) => `${k}=${quote(m![k]!)}`)
     .join("\n");
 
-/** The node's allocatable amounts: limits a container does not set default to them (upstream MergeContainerResourceLimits). */
-export interface NodeAllocatable {
-  cpuMilli: number;
-  memoryBytes: number;
-  ephemeralStorageBytes: number;
-}
-
 function fieldValue(pod: Pod, path: string): string {
   if (path === "metadata.labels") return formatMap(pod.metadata.labels);
   if (path === "metadata.annotations") return formatMap(pod.metadata.annotations);
@@ -84,24 +76,12 @@ function fieldValue(pod: Pod, path: string): string {
 }
 
 function resourceValue(pod: Pod, ref: NonNullable<DownwardAPIFileSpec["resourceFieldRef"]>, node: NodeAllocatable): string {
-  const all = [...(pod.spec.initContainers ?? []), ...pod.spec.containers];
-  const container = all.find((c) => c.name === ref.containerName);
-  if (!container) throw new ProjectionError(`container ${JSON.stringify(ref.containerName ?? "")} not found in pod`);
-  const [kind, resource] = ref.resource.split(".") as [string, string];
-  const values = kind === "limits" ? containerLimits(container) : kind === "requests" ? containerRequests(container) : undefined;
-  // Upstream ExtractContainerResourceValue also serves hugepages-<size>, which the API lets a resourceFieldRef name.
-  const hugePages = isHugePageResourceName(resource ?? "");
-  if (!values || !(hugePages || ["cpu", "memory", "ephemeral-storage"].includes(resource))) throw new ProjectionError(`unsupported container resource : ${ref.resource}`);
-  const bound = downwardApiAllocatable(pod, node);
-  // Only cpu, memory and ephemeral-storage limits default to the allocatable (MergeContainerResourceLimits); an unset huge page amount is 0.
-  const fallback = kind === "limits" && !hugePages ? { cpu: bound.cpuMilli, memory: bound.memoryBytes, "ephemeral-storage": bound.ephemeralStorageBytes }[resource]! : 0;
-  const amount = values[resource] ?? fallback;
-  if (resource === "cpu") {
-    const divisor = ref.divisor !== undefined ? milliValue(ref.divisor) : 1000;
-    return String(Math.ceil(amount / (divisor || 1000)));
+  try {
+    return resourceFieldRefValue(pod, undefined, ref, node);
+  } catch (err) {
+    if (err instanceof ResourceFieldRefError) throw new ProjectionError(err.message);
+    throw err;
   }
-  const divisor = ref.divisor !== undefined ? intValue(ref.divisor) : 1;
-  return String(Math.ceil(amount / (divisor || 1)));
 }
 
 /** downwardAPI items: pod metadata and container resources, one file each. */
