@@ -138,7 +138,7 @@ async function run(config: AgentConfig, deps: AgentDeps, stack: DisposalStack, c
   const nodeRegistration = new NodeRegistration();
   const mirrors = cluster ? new MirrorPods({ api: cluster.api, nodeName: config.nodeName, node: nodeRegistration, logger }) : undefined;
   // Probes: liveness and startup failures restart that container (through the pod workers, built later); readiness feeds the statuses.
-  const prober = buildProber(w, { cri, recorder, probeMetrics, mirrors });
+  const prober = buildProber(w, { cri, recorder, probeMetrics, mirrors, random });
   // Local checkpoints, offline autonomy, CSI drivers and the volume manager (with the configMaps and secrets pods reference).
   const vol = await buildVolumes(w, { cluster, mounter: deps.mounter, nodeAllocatable, nodeLabels: facts.labels, nodeRegistration, recorder });
   // In-place resize (InPlacePodVerticalScaling): allocations checkpointed under rootDir/checkpoints.

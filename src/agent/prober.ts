@@ -14,9 +14,9 @@ import type { Wiring } from "./wiring.ts";
  * feeds the statuses. It is built before the pod workers: the syncs it asks
  * for go through `syncRequests`, which the workers serve.
  */
-export function buildProber(w: Wiring, o: { cri: CriService; recorder: EventRecorder; probeMetrics: ProbeMetrics; mirrors: MirrorPods | undefined }) {
+export function buildProber(w: Wiring, o: { cri: CriService; recorder: EventRecorder; probeMetrics: ProbeMetrics; mirrors: MirrorPods | undefined; random: () => number }) {
   const { stack, clock, logger } = w;
-  const { cri, recorder, probeMetrics, mirrors } = o;
+  const { cri, recorder, probeMetrics, mirrors, random } = o;
   const syncRequests = new Requests<string>();
   const restarts = new LivenessRestarts(syncRequests);
   const prober = stack.use(
@@ -24,6 +24,7 @@ export function buildProber(w: Wiring, o: { cri: CriService; recorder: EventReco
     createProbeManager({
       cri,
       clock,
+      random,
       logger,
       recorder,
       restarts,

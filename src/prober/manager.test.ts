@@ -32,6 +32,7 @@ function setup(extra: Partial<ProbeManagerOptions> = {}) {
   const manager = createProbeManager({
     cri: new FakeCri({ clock }),
     clock,
+    random: () => 0, // no start jitter unless a test asks for it
     logger: memoryLogger().logger,
     recorder,
     probe,
@@ -56,6 +57,28 @@ function pod(uid: string, probes: Record<string, unknown>, name = "app"): Pod {
 const running = (id: string, startedAt: number, name = "app") => [{ containerName: name, containerId: id, startedAt }];
 
 describe("probe manager", () => {
+  test("right after the agent starts, a first probe waits a random part of its period (upstream worker.run); a period later none does", async () => {
+    const t = setup({ random: () => 0.5 });
+    t.manager.addPod(pod("u1", { readinessProbe: exec("early", { periodSeconds: 10 }) }), running("c1", t.clock.now()), "");
+    await t.tick(4_999);
+    expect(t.calls.early).toBeUndefined();
+    await t.tick(1);
+    expect(t.calls.early).toBe(1);
+    await t.tick(10_000); // then every period, counted from the first attempt
+    expect(t.calls.early).toBe(2);
+    // Added 15 s after the manager started: more than this probe's period, so no wait.
+    t.manager.addPod(pod("u2", { readinessProbe: exec("late", { periodSeconds: 10 }) }), running("c2", t.clock.now()), "");
+    await t.tick(0);
+    expect(t.calls.late).toBe(1);
+    // A longer period than the time since the start still gets the jitter: 0.5 x 60 s.
+    t.manager.addPod(pod("u3", { readinessProbe: exec("slow", { periodSeconds: 60 }) }), running("c3", t.clock.now()), "");
+    await t.tick(29_999);
+    expect(t.calls.slow).toBeUndefined();
+    await t.tick(1);
+    expect(t.calls.slow).toBe(1);
+    await t.manager[Symbol.asyncDispose]();
+  });
+
   test("a sidecar (init container with restartPolicy Always) is probed like an app container; a regular init container is not", async () => {
     const t = setup();
     t.answers.ready = "failure";
@@ -375,6 +398,7 @@ describe("probe manager", () => {
     const manager = createProbeManager({
       cri,
       clock,
+      random: () => 0,
       logger: memoryLogger().logger,
       recorder: { event: (_o, _t, _r, m) => events.push(m) },
       restarts: { livenessFailed: () => {} },

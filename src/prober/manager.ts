@@ -20,8 +20,9 @@
  *   invalid startup probe keeps it not started (so not ready and no liveness).
  * - `spec.containers` and sidecars (init containers with restartPolicy Always) are probed, as
  *   upstream; regular init containers have no probes.
- * - No start jitter: upstream sleeps a random part of the period before the
- *   first probe only right after a kubelet restart.
+ * - Start jitter as upstream's: a worker created less than one probe period
+ *   after the manager (the agent just started, with every pod's probes
+ *   at once) waits a random part of that period before its first attempt.
  * - A container instance the pod's API status already shows ready (or
  *   started), by its container ID, starts its readiness (startup) worker
  *   from that result instead of not ready: after a restart of this agent, or
@@ -77,6 +78,8 @@ export interface ReportedContainers {
 export interface ProbeManagerOptions {
   cri: Pick<CriService, "execSync">;
   clock: Clock;
+  /** Numbers in [0, 1): the first attempt's jitter right after the agent started. */
+  random: () => number;
   logger: Logger;
   recorder?: EventRecorder;
   /**
@@ -154,6 +157,12 @@ export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
   const caches: Record<ProbeType, ResultsCache> = { liveness: new ResultsCache(), readiness: new ResultsCache(), startup: new ResultsCache() };
   const pods = new Map<string, PodEntry>();
   const stopping = new Set<Promise<void>>();
+  const managerStartedAt = opts.clock.now();
+  // Upstream worker.run: probes started within one period of the kubelet's start are spread over that period.
+  const firstAttemptDelayMs = (periodSeconds: number): number => {
+    const periodMs = periodSeconds * 1000;
+    return periodMs > opts.clock.now() - managerStartedAt ? opts.random() * periodMs : 0;
+  };
 
   const notify = (podUid: string) => opts.syncRequests?.request(podUid);
   caches.readiness.onUpdate((u) => notify(u.podUid));
@@ -217,6 +226,7 @@ export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
         spec: probe,
         target: () => ({ pod: entry.pod, container: spec, containerId: run.containerId, podIP: entry.podIP }),
         startedAt: run.startedAt,
+        firstAttemptDelayMs: firstAttemptDelayMs(probe.periodSeconds),
         ...(carried[type] ? { initial: carried[type] } : {}),
         isStarted: () => started(c),
         results: caches[type],

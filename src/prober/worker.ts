@@ -6,7 +6,7 @@
  * Timeline of a worker:
  *   start(): the cached result is set to the initial value (liveness success,
  *   readiness failure, startup unknown), then the first attempt runs at
- *   once and later ones every periodSeconds, counted from the start of the
+ *   once (or after firstAttemptDelayMs) and later ones every periodSeconds, counted from the start of the
  *   previous attempt, on the injected clock's timer. An attempt is skipped while:
  *   - the container started less than initialDelaySeconds ago;
  *   - the pod is being deleted (liveness and startup report success and stop);
@@ -43,6 +43,8 @@ export interface ProbeWorkerOptions {
   target: () => ProbeTarget;
   /** When the container started (ms since the epoch), for initialDelaySeconds. */
   startedAt: number;
+  /** How long start() waits before the first attempt (the manager's jitter after the agent started); 0 runs it at once. */
+  firstAttemptDelayMs?: number;
   /** Whether the container's startup probe (if any) has succeeded. */
   isStarted: () => boolean;
   results: ResultsCache;
@@ -85,7 +87,12 @@ export class ProbeWorker {
   start(): void {
     const t = this.opts.target();
     this.opts.results.set(t.containerId, this.opts.initial ?? initialResult[this.opts.type], podUid(t.pod));
-    this.run();
+    const delay = this.opts.firstAttemptDelayMs ?? 0;
+    if (delay <= 0) return this.run();
+    this.cancelTimer = this.opts.clock.setTimer(delay, () => {
+      this.cancelTimer = undefined;
+      if (!this.stopped) this.run();
+    });
   }
 
   /** Runs an attempt now instead of at the next period (upstream manualTriggerCh); one is queued if one is running. */

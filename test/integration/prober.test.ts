@@ -159,6 +159,7 @@ describe("the manager on the real clock", () => {
     manager = createProbeManager({
       cri,
       clock: realClock,
+      random: () => 0, // probes at once: this file tests the probes, not the start jitter (manager.test.ts does)
       logger: memoryLogger().logger,
       restarts: { livenessFailed: (_uid, containerName, probe, grace) => void kills.push({ name: containerName, probe, grace }) },
     });
