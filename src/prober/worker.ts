@@ -88,7 +88,10 @@ export class ProbeWorker {
     const t = this.opts.target();
     this.opts.results.set(t.containerId, this.opts.initial ?? initialResult[this.opts.type], podUid(t.pod));
     const delay = this.opts.firstAttemptDelayMs ?? 0;
-    if (delay <= 0) return this.run();
+    if (delay <= 0) {
+      this.run();
+      return;
+    }
     this.cancelTimer = this.opts.clock.setTimer(delay, () => {
       this.cancelTimer = undefined;
       if (!this.stopped) this.run();
