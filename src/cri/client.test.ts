@@ -149,6 +149,28 @@ describe("gRPC client", () => {
     expect(await caught(cancelled)).toMatchObject({ kind: "Canceled", detail: "context canceled" });
   });
 
+  test("a caller who gave up before the call gets Canceled, and nothing reaches the runtime", async () => {
+    const id = await runningContainer();
+    const before = fake.callsOf("execSync").length;
+    const e = await caught(cri.execSync(id, ["echo", "hi"], 10, AbortSignal.abort()));
+    expect([e.kind, e.method, e.target, e.detail]).toEqual(["Canceled", "ExecSync", id, "context canceled"]);
+    expect(fake.callsOf("execSync").length).toBe(before);
+  });
+
+  test("ExecSync with a deadline: its signal cancels it at once, not at the deadline", async () => {
+    const id = await runningContainer();
+    const release = fake.holdNext("execSync");
+    const abort = new AbortController();
+    const t0 = performance.now();
+    const cancelled = cri.execSync(id, ["echo", "hi"], 10, abort.signal);
+    await Bun.sleep(20);
+    abort.abort();
+    const e = await caught(cancelled);
+    release();
+    expect([e.kind, e.detail]).toEqual(["Canceled", "context canceled"]);
+    expect(performance.now() - t0).toBeLessThan(2000); // the deadline is 10.3 s
+  });
+
   test("ExecSync answers of 70 KB, 1 MiB and 15 MiB arrive intact; 17 MiB is ResourceExhausted", async () => {
     const id = await runningContainer();
     fake.setExecHandler((_id, cmd) => ({ stdout: new Uint8Array(Number(cmd[0])).fill(97) }));

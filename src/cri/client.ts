@@ -1,6 +1,7 @@
 /**
- * The CRI facade over gRPC: protobuf-ts generated clients on
- * @protobuf-ts/grpc-transport and @grpc/grpc-js, dialing a unix socket.
+ * The CRI facade over gRPC: @grpc/grpc-js's Client, dialing a unix socket,
+ * with the generated protobuf-ts message types (rpc.ts says why not the
+ * generated clients and their transport).
  *
  * Mirrors the upstream kubelet's remote runtime client
  * (k8s.io/cri-client/pkg/remote_runtime.go, remote_image.go):
@@ -21,13 +22,10 @@
  * no transport bug can leave a caller waiting forever (NOTES.md lists Bun
  * HTTP/2 releases that hung on large messages).
  */
-import { Channel, ChannelCredentials, connectivityState, type ChannelOptions } from "@grpc/grpc-js";
-import { GrpcTransport } from "@protobuf-ts/grpc-transport";
-import type { RpcOptions, ServerStreamingCall, UnaryCall } from "@protobuf-ts/runtime-rpc";
+import { Channel, ChannelCredentials, Client, connectivityState, Metadata, type ChannelOptions, type ClientUnaryCall, type ServiceError } from "@grpc/grpc-js";
 import type { Logger } from "../util/log.ts";
 import { CriError, toCriError } from "./errors.ts";
 import { parseEndpoint } from "./endpoint.ts";
-import { ImageServiceClient, RuntimeServiceClient } from "./gen/api.client.ts";
 import {
   AttachRequest,
   CreateContainerRequest,
@@ -45,6 +43,7 @@ import {
   type ContainerEventResponse,
 } from "./gen/api.ts";
 import { CRI_API_VERSION, type CriService } from "./index.ts";
+import { IMAGE, RUNTIME, type Rpc } from "./rpc.ts";
 
 export interface CriClientOptions {
   /** Runtime endpoint: `unix:///run/containerd/containerd.sock` or a bare absolute path. */
@@ -89,9 +88,6 @@ export function createCriClient(opts: CriClientOptions): CriService {
   }
   const runtimeConn = new Connection(runtimeEp.target, channelOptions(maxBytes), log);
   const imageConn = imageEp.target === runtimeEp.target ? runtimeConn : new Connection(imageEp.target, channelOptions(maxBytes), log);
-  // Resolved per call, so that a redialed channel is used at once.
-  const rt = () => runtimeConn.ready().runtime;
-  const img = () => imageConn.ready().image;
   log.v(2).info("CRI client created", { endpoint: runtimeEp.target, imageEndpoint: imageEp.target, timeoutMs });
 
   let closed = false;
@@ -99,33 +95,45 @@ export function createCriClient(opts: CriClientOptions): CriService {
   /**
    * Runs one unary call with a deadline (ms from now; undefined for none),
    * converting every failure into a CriError naming the method and target.
+   * The connection is resolved per call, so that a redialed channel is used at once.
    */
   async function unary<I extends object, O extends object>(
-    method: string,
+    conn: Connection,
+    rpc: Rpc<I, O>,
+    input: I,
     target: string | undefined,
     deadlineMs: number | undefined,
-    start: (options: RpcOptions) => UnaryCall<I, O>,
     signal?: AbortSignal,
   ): Promise<O> {
+    const method = rpc.name;
     if (closed) throw new CriError({ kind: "Canceled", method, target, detail: "CRI client is closed" });
     const began = performance.now();
-    const abort = new AbortController();
-    const options: RpcOptions = { abort: abort.signal };
-    if (deadlineMs !== undefined) options.timeout = deadlineMs;
+    let call: ClientUnaryCall | undefined;
     let watchdogFired = false;
     const watchdog =
       deadlineMs === undefined
         ? undefined
         : setTimeout(() => {
             watchdogFired = true;
-            abort.abort();
+            call?.cancel();
           }, deadlineMs + WATCHDOG_GRACE_MS);
-    const onAbort = () => abort.abort();
+    const onAbort = () => call?.cancel();
     signal?.addEventListener("abort", onAbort, { once: true });
     try {
-      if (signal?.aborted) abort.abort();
-      const call = start(options);
-      const response = await call.response;
+      // A caller that has already given up gets no call on the wire (an abort listener would never fire).
+      if (signal?.aborted) throw signal.reason;
+      const response = await new Promise<O>((resolve, reject) => {
+        call = conn.ready().client.makeUnaryRequest(
+          rpc.path,
+          rpc.serialize,
+          rpc.deserialize,
+          input,
+          new Metadata(),
+          // grpc-js takes an absolute deadline on the wall clock, which its own timers measure against.
+          deadlineMs === undefined ? {} : { deadline: Date.now() + deadlineMs },
+          (err: ServiceError | null, value?: O) => (err ? reject(err) : resolve(value as O)),
+        );
+      });
       log.v(10).info("CRI call", { method, ...(target === undefined ? {} : { target }), ms: Math.round(performance.now() - began) });
       return response;
     } catch (err) {
@@ -155,123 +163,121 @@ export function createCriClient(opts: CriClientOptions): CriService {
 
   const client: CriService = {
     // --- runtime as a whole -------------------------------------------------
-    version: () => unary("Version", undefined, timeoutMs, (o) => rt().version({ version: CRI_API_VERSION }, o)),
+    version: () => unary(runtimeConn, RUNTIME.version, { version: CRI_API_VERSION }, undefined, timeoutMs),
 
-    status: (verbose = false) => unary("Status", undefined, timeoutMs, (o) => rt().status({ verbose }, o)),
+    status: (verbose = false) => unary(runtimeConn, RUNTIME.status, { verbose }, undefined, timeoutMs),
 
-    runtimeConfig: () => unary("RuntimeConfig", undefined, timeoutMs, (o) => rt().runtimeConfig({}, o)),
+    runtimeConfig: () => unary(runtimeConn, RUNTIME.runtimeConfig, {}, undefined, timeoutMs),
 
     async updateRuntimeConfig(podCidr) {
-      await unary("UpdateRuntimeConfig", podCidr, timeoutMs, (o) => rt().updateRuntimeConfig({ runtimeConfig: { networkConfig: { podCidr } } }, o));
+      await unary(runtimeConn, RUNTIME.updateRuntimeConfig, { runtimeConfig: { networkConfig: { podCidr } } }, podCidr, timeoutMs);
     },
 
     // --- sandboxes ----------------------------------------------------------
     async runPodSandbox(config, runtimeHandler = "") {
       const name = config.metadata ? `${config.metadata.namespace}/${config.metadata.name}` : undefined;
-      const r = await unary("RunPodSandbox", name, timeoutMs, (o) => rt().runPodSandbox(RunPodSandboxRequest.create({ config, runtimeHandler }), o));
+      const r = await unary(runtimeConn, RUNTIME.runPodSandbox, RunPodSandboxRequest.create({ config, runtimeHandler }), name, timeoutMs);
       if (!r.podSandboxId) throw new CriError({ kind: "Unknown", method: "RunPodSandbox", target: name, detail: "runtime returned an empty sandbox id" });
       return r.podSandboxId;
     },
 
     async stopPodSandbox(podSandboxId) {
-      await unary("StopPodSandbox", podSandboxId, timeoutMs, (o) => rt().stopPodSandbox({ podSandboxId }, o));
+      await unary(runtimeConn, RUNTIME.stopPodSandbox, { podSandboxId }, podSandboxId, timeoutMs);
     },
 
     async removePodSandbox(podSandboxId) {
-      await unary("RemovePodSandbox", podSandboxId, timeoutMs, (o) => rt().removePodSandbox({ podSandboxId }, o));
+      await unary(runtimeConn, RUNTIME.removePodSandbox, { podSandboxId }, podSandboxId, timeoutMs);
     },
 
     async podSandboxStatus(podSandboxId, verbose = false) {
-      const r = await unary("PodSandboxStatus", podSandboxId, timeoutMs, (o) => rt().podSandboxStatus({ podSandboxId, verbose }, o));
+      const r = await unary(runtimeConn, RUNTIME.podSandboxStatus, { podSandboxId, verbose }, podSandboxId, timeoutMs);
       // Upstream treats a missing status as an error too (ErrContainerStatusNil's sibling).
       if (!r.status) throw new CriError({ kind: "Unknown", method: "PodSandboxStatus", target: podSandboxId, detail: "runtime returned no status" });
       return r;
     },
 
     async listPodSandbox(filter) {
-      const r = await unary("ListPodSandbox", undefined, timeoutMs, (o) => rt().listPodSandbox(ListPodSandboxRequest.create({ filter }), o));
+      const r = await unary(runtimeConn, RUNTIME.listPodSandbox, ListPodSandboxRequest.create({ filter }), undefined, timeoutMs);
       return r.items;
     },
 
     // --- containers ---------------------------------------------------------
     async createContainer(podSandboxId, config, sandboxConfig) {
       const target = `${podSandboxId}/${config.metadata?.name ?? ""}`;
-      const r = await unary("CreateContainer", target, timeoutMs, (o) => rt().createContainer(CreateContainerRequest.create({ podSandboxId, config, sandboxConfig }), o));
+      const r = await unary(runtimeConn, RUNTIME.createContainer, CreateContainerRequest.create({ podSandboxId, config, sandboxConfig }), target, timeoutMs);
       if (!r.containerId) throw new CriError({ kind: "Unknown", method: "CreateContainer", target, detail: "runtime returned an empty container id" });
       return r.containerId;
     },
 
     async startContainer(containerId) {
-      await unary("StartContainer", containerId, timeoutMs, (o) => rt().startContainer({ containerId }, o));
+      await unary(runtimeConn, RUNTIME.startContainer, { containerId }, containerId, timeoutMs);
     },
 
     async stopContainer(containerId, timeoutSeconds) {
       // Upstream: the call may take the grace period plus the request timeout.
       const deadline = timeoutMs + Math.max(0, timeoutSeconds) * 1000;
-      await unary("StopContainer", containerId, deadline, (o) => rt().stopContainer({ containerId, timeout: ids(timeoutSeconds) }, o));
+      await unary(runtimeConn, RUNTIME.stopContainer, { containerId, timeout: ids(timeoutSeconds) }, containerId, deadline);
     },
 
     async removeContainer(containerId) {
-      await unary("RemoveContainer", containerId, timeoutMs, (o) => rt().removeContainer({ containerId }, o));
+      await unary(runtimeConn, RUNTIME.removeContainer, { containerId }, containerId, timeoutMs);
     },
 
     async listContainers(filter) {
-      const r = await unary("ListContainers", undefined, timeoutMs, (o) => rt().listContainers(ListContainersRequest.create({ filter }), o));
+      const r = await unary(runtimeConn, RUNTIME.listContainers, ListContainersRequest.create({ filter }), undefined, timeoutMs);
       return r.containers;
     },
 
     async containerStatus(containerId, verbose = false) {
-      const r = await unary("ContainerStatus", containerId, timeoutMs, (o) => rt().containerStatus({ containerId, verbose }, o));
+      const r = await unary(runtimeConn, RUNTIME.containerStatus, { containerId, verbose }, containerId, timeoutMs);
       if (!r.status) throw new CriError({ kind: "Unknown", method: "ContainerStatus", target: containerId, detail: "runtime returned no status" });
       return r;
     },
 
     async updateContainerResources(containerId, linux, annotations = {}) {
-      await unary("UpdateContainerResources", containerId, timeoutMs, (o) =>
-        rt().updateContainerResources(UpdateContainerResourcesRequest.create({ containerId, linux, annotations }), o),
-      );
+      await unary(runtimeConn, RUNTIME.updateContainerResources, UpdateContainerResourcesRequest.create({ containerId, linux, annotations }), containerId, timeoutMs);
     },
 
     async reopenContainerLog(containerId) {
-      await unary("ReopenContainerLog", containerId, timeoutMs, (o) => rt().reopenContainerLog({ containerId }, o));
+      await unary(runtimeConn, RUNTIME.reopenContainerLog, { containerId }, containerId, timeoutMs);
     },
 
     // --- exec -----------------------------------------------------------------
     execSync(containerId, cmd, timeoutSeconds, signal) {
       // Upstream: no deadline when the exec has no timeout, else timeout + request timeout.
       const deadline = timeoutSeconds > 0 ? timeoutMs + timeoutSeconds * 1000 : undefined;
-      return unary("ExecSync", containerId, deadline, (o) => rt().execSync({ containerId, cmd, timeout: ids(timeoutSeconds) }, o), signal);
+      return unary(runtimeConn, RUNTIME.execSync, { containerId, cmd, timeout: ids(timeoutSeconds) }, containerId, deadline, signal);
     },
 
     async exec(request) {
-      const r = await unary("Exec", request.containerId, timeoutMs, (o) => rt().exec(ExecRequest.create(request), o));
+      const r = await unary(runtimeConn, RUNTIME.exec, ExecRequest.create(request), request.containerId, timeoutMs);
       return r.url;
     },
 
     async attach(request) {
-      const r = await unary("Attach", request.containerId, timeoutMs, (o) => rt().attach(AttachRequest.create(request), o));
+      const r = await unary(runtimeConn, RUNTIME.attach, AttachRequest.create(request), request.containerId, timeoutMs);
       return r.url;
     },
 
     async portForward(podSandboxId, ports) {
-      const r = await unary("PortForward", podSandboxId, timeoutMs, (o) => rt().portForward({ podSandboxId, port: ports }, o));
+      const r = await unary(runtimeConn, RUNTIME.portForward, { podSandboxId, port: ports }, podSandboxId, timeoutMs);
       return r.url;
     },
 
     // --- stats ----------------------------------------------------------------
     async containerStats(containerId) {
-      const r = await unary("ContainerStats", containerId, timeoutMs, (o) => rt().containerStats({ containerId }, o));
+      const r = await unary(runtimeConn, RUNTIME.containerStats, { containerId }, containerId, timeoutMs);
       if (!r.stats) throw new CriError({ kind: "NotFound", method: "ContainerStats", target: containerId, detail: "runtime returned no stats" });
       return r.stats;
     },
 
     async listContainerStats(filter) {
-      const r = await unary("ListContainerStats", undefined, timeoutMs, (o) => rt().listContainerStats(ListContainerStatsRequest.create({ filter }), o));
+      const r = await unary(runtimeConn, RUNTIME.listContainerStats, ListContainerStatsRequest.create({ filter }), undefined, timeoutMs);
       return r.stats;
     },
 
     async listPodSandboxStats(filter) {
-      const r = await unary("ListPodSandboxStats", undefined, timeoutMs, (o) => rt().listPodSandboxStats(ListPodSandboxStatsRequest.create({ filter }), o));
+      const r = await unary(runtimeConn, RUNTIME.listPodSandboxStats, ListPodSandboxStatsRequest.create({ filter }), undefined, timeoutMs);
       return r.stats;
     },
 
@@ -281,25 +287,25 @@ export function createCriClient(opts: CriClientOptions): CriService {
 
     // --- images -----------------------------------------------------------------
     async listImages(filter) {
-      const r = await unary("ListImages", undefined, timeoutMs, (o) => img().listImages(ListImagesRequest.create({ filter }), o));
+      const r = await unary(imageConn, IMAGE.listImages, ListImagesRequest.create({ filter }), undefined, timeoutMs);
       return r.images;
     },
 
     async imageStatus(image) {
-      const r = await unary("ImageStatus", image.image ?? "", timeoutMs, (o) => img().imageStatus(ImageStatusRequest.create({ image }), o));
+      const r = await unary(imageConn, IMAGE.imageStatus, ImageStatusRequest.create({ image }), image.image ?? "", timeoutMs);
       return r.image;
     },
 
     async pullImage(image, auth, sandboxConfig, pullOpts) {
-      const r = await unary("PullImage", image.image ?? "", undefined, (o) => img().pullImage(PullImageRequest.create({ image, auth, sandboxConfig }), o), pullOpts?.signal);
+      const r = await unary(imageConn, IMAGE.pullImage, PullImageRequest.create({ image, auth, sandboxConfig }), image.image ?? "", undefined, pullOpts?.signal);
       return r.imageRef;
     },
 
     async removeImage(image) {
-      await unary("RemoveImage", image.image ?? "", timeoutMs, (o) => img().removeImage(RemoveImageRequest.create({ image }), o));
+      await unary(imageConn, IMAGE.removeImage, RemoveImageRequest.create({ image }), image.image ?? "", timeoutMs);
     },
 
-    imageFsInfo: () => unary("ImageFsInfo", undefined, timeoutMs, (o) => img().imageFsInfo({}, o)),
+    imageFsInfo: () => unary(imageConn, IMAGE.imageFsInfo, {}, undefined, timeoutMs),
 
     close() {
       if (closed) return;
@@ -311,24 +317,23 @@ export function createCriClient(opts: CriClientOptions): CriService {
   };
 
   async function* streamEvents(signal: AbortSignal): AsyncGenerator<ContainerEventResponse> {
-    if (closed) throw new CriError({ kind: "Canceled", method: "GetContainerEvents", detail: "CRI client is closed" });
+    const rpc = RUNTIME.getContainerEvents;
+    if (closed) throw new CriError({ kind: "Canceled", method: rpc.name, detail: "CRI client is closed" });
     if (signal.aborted) return;
-    const abort = new AbortController();
-    const onAbort = () => abort.abort();
+    const call = runtimeConn.ready().client.makeServerStreamRequest(rpc.path, rpc.serialize, rpc.deserialize, {}, new Metadata(), {});
+    const onAbort = () => call.cancel();
     signal.addEventListener("abort", onAbort, { once: true });
-    let call: ServerStreamingCall<object, ContainerEventResponse> | undefined;
     try {
-      call = rt().getContainerEvents({}, { abort: abort.signal });
-      for await (const ev of call.responses) yield ev;
+      for await (const ev of call) yield ev as ContainerEventResponse;
     } catch (err) {
       if (signal.aborted) return;
-      const e = toCriError(err, "GetContainerEvents");
+      const e = toCriError(err, rpc.name);
       log.warn("CRI event stream failed", { kind: e.kind, err: e.detail });
       throw e;
     } finally {
       signal.removeEventListener("abort", onAbort);
       // A consumer that stops iterating early must not leave the stream open.
-      abort.abort();
+      call.cancel();
     }
   }
 
@@ -337,13 +342,11 @@ export function createCriClient(opts: CriClientOptions): CriService {
 
 /**
  * One channel to one endpoint, redialed when found in backoff (see the
- * header). The generated clients are rebuilt with it.
+ * header), and grpc-js's Client on it.
  */
 class Connection {
   private channel!: Channel;
-  private transport!: GrpcTransport;
-  runtime!: RuntimeServiceClient;
-  image!: ImageServiceClient;
+  client!: Client;
   redials = 0;
 
   constructor(
@@ -357,9 +360,7 @@ class Connection {
   private dial(): void {
     const credentials = ChannelCredentials.createInsecure();
     this.channel = new Channel(this.target, credentials, this.options);
-    this.transport = new GrpcTransport({ host: this.target, channelCredentials: credentials, clientOptions: { channelOverride: this.channel } });
-    this.runtime = new RuntimeServiceClient(this.transport);
-    this.image = new ImageServiceClient(this.transport);
+    this.client = new Client(this.target, credentials, { channelOverride: this.channel });
   }
 
   /** The connection to use for the next call. */
@@ -367,13 +368,13 @@ class Connection {
     if (this.channel.getConnectivityState(false) === connectivityState.TRANSIENT_FAILURE) {
       this.redials++;
       this.log.v(4).info("CRI channel in reconnect backoff; redialing", { endpoint: this.target, redials: this.redials });
-      this.transport.close();
+      this.client.close();
       this.dial();
     }
     return this;
   }
 
   close(): void {
-    this.transport.close();
+    this.client.close();
   }
 }
