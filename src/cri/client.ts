@@ -1,7 +1,8 @@
 /**
- * The CRI facade over gRPC: @grpc/grpc-js's Client, dialing a unix socket,
- * with the generated protobuf-ts message types (rpc.ts says why not the
- * generated clients and their transport).
+ * The CRI facade over gRPC: @grpc/grpc-js dialing a unix socket, with the
+ * generated protobuf-ts message types; unary calls start on the channel
+ * (unary-call.ts), the event stream through grpc-js's Client (rpc.ts and
+ * unary-call.ts say why not protobuf-ts's generated clients and transport).
  *
  * Mirrors the upstream kubelet's remote runtime client
  * (k8s.io/cri-client/pkg/remote_runtime.go, remote_image.go):
@@ -22,7 +23,7 @@
  * no transport bug can leave a caller waiting forever (NOTES.md lists Bun
  * HTTP/2 releases that hung on large messages).
  */
-import { Channel, ChannelCredentials, Client, connectivityState, Metadata, type ChannelOptions, type ClientUnaryCall, type ServiceError } from "@grpc/grpc-js";
+import { Channel, ChannelCredentials, Client, connectivityState, Metadata, type ChannelOptions } from "@grpc/grpc-js";
 import type { Logger } from "../util/log.ts";
 import { CriError, toCriError } from "./errors.ts";
 import { parseEndpoint } from "./endpoint.ts";
@@ -44,6 +45,7 @@ import {
 } from "./gen/api.ts";
 import { CRI_API_VERSION, type CriService } from "./index.ts";
 import { IMAGE, RUNTIME, type Rpc } from "./rpc.ts";
+import { startUnaryCall, type UnaryCallHandle } from "./unary-call.ts";
 
 export interface CriClientOptions {
   /** Runtime endpoint: `unix:///run/containerd/containerd.sock` or a bare absolute path. */
@@ -108,7 +110,7 @@ export function createCriClient(opts: CriClientOptions): CriService {
     const method = rpc.name;
     if (closed) throw new CriError({ kind: "Canceled", method, target, detail: "CRI client is closed" });
     const began = performance.now();
-    let call: ClientUnaryCall | undefined;
+    let call: UnaryCallHandle | undefined;
     let watchdogFired = false;
     const watchdog =
       deadlineMs === undefined
@@ -123,16 +125,9 @@ export function createCriClient(opts: CriClientOptions): CriService {
       // A caller that has already given up gets no call on the wire (an abort listener would never fire).
       if (signal?.aborted) throw signal.reason;
       const response = await new Promise<O>((resolve, reject) => {
-        call = conn.ready().client.makeUnaryRequest(
-          rpc.path,
-          rpc.serialize,
-          rpc.deserialize,
-          input,
-          new Metadata(),
-          // grpc-js takes an absolute deadline on the wall clock, which its own timers measure against.
-          deadlineMs === undefined ? {} : { deadline: Date.now() + deadlineMs },
-          (err: ServiceError | null, value?: O) => (err ? reject(err) : resolve(value as O)),
-        );
+        // grpc-js takes an absolute deadline on the wall clock, which its own timers measure against.
+        const deadline = deadlineMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + deadlineMs;
+        call = startUnaryCall(conn.ready().channel, rpc, input, deadline, (err, answer) => (err ? reject(err) : resolve(answer as O)));
       });
       log.v(10).info("CRI call", { method, ...(target === undefined ? {} : { target }), ms: Math.round(performance.now() - began) });
       return response;
@@ -345,7 +340,9 @@ export function createCriClient(opts: CriClientOptions): CriService {
  * header), and grpc-js's Client on it.
  */
 class Connection {
-  private channel!: Channel;
+  /** Unary calls start on the channel itself (unary-call.ts). */
+  channel!: Channel;
+  /** The event stream goes through grpc-js's Client on the same channel. */
   client!: Client;
   redials = 0;
 
