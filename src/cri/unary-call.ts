@@ -3,9 +3,10 @@
  * call the Client would make, without its per-call layers (the interceptor
  * chain's two wrapping calls, an EventEmitter per call, and an Error
  * created per call only to keep the caller's stack for a failure). With
- * the interpreter only, those were about 7% of the CPU and 10% of the heap
- * allocated per PLEG relist pair over the Client's makeUnaryRequest
- * (scripts/bench/cri-call-cost.ts, docs/benchmarks.md).
+ * the interpreter only, those were 5 to 7% of the CPU (in three runs of
+ * four) and 4 to 19% of the heap allocated per PLEG relist pair over the
+ * Client's makeUnaryRequest (scripts/bench/cri-call-cost.ts,
+ * docs/benchmarks.md).
  *
  * It keeps what the Client's unary path guarantees its callback (grpc-js
  * 1.14 client.js and client-interceptors.js): exactly one answer or one
