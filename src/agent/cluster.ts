@@ -2,6 +2,7 @@
 import { posix } from "node:path";
 import type { AgentConfig } from "../config/index.ts";
 import { createKubeApi, type KubeApi } from "../api/index.ts";
+import { clientGoRateLimit } from "../api/ratelimit.ts";
 import type { Credentials } from "../api/kubeconfig.ts";
 import type { RestClient } from "../api/rest.ts";
 import { defaultRouteIPv4, goArch } from "../node/machine.ts";
@@ -46,7 +47,7 @@ export async function buildCluster(
 
 /** Cluster mode with a given API (tests): no certificates to bootstrap or rotate, no CSRs. */
 function injectedCluster(api: KubeApi, version: string | undefined): Cluster {
-  return { api, internalIP: undefined, kubeletVersion: kubeletVersionOf(version) };
+  return { api, events: api, internalIP: undefined, kubeletVersion: kubeletVersionOf(version) };
 }
 
 const kubeletVersionOf = (version: string | undefined): string => (version ?? "Kubernetes v0.0.0-bunlet+dev").replace(/^Kubernetes /, "");
@@ -54,6 +55,8 @@ const kubeletVersionOf = (version: string | undefined): string => (version ?? "K
 /** Cluster mode: the API server, the CSR API when certificates are bootstrapped or rotated, the node's address from the default route, the version reported. */
 export interface Cluster {
   api: KubeApi;
+  /** For events: the same connection with its own rate limit (eventRecordQPS / eventBurst), as upstream's event client. */
+  events: KubeApi;
   csr?: CsrApi;
   internalIP: string | undefined;
   kubeletVersion: string;
@@ -91,6 +94,10 @@ export async function connectCluster(
   opts.logger.info("using the API server", { server: rest.server, node: config.nodeName });
   return {
     api: createKubeApi(rest, { contentType: config.kubelet.contentType, random: opts.random }),
+    events: createKubeApi(rest.withRateLimit(clientGoRateLimit(config.kubelet.eventRecordQPS, config.kubelet.eventBurst)), {
+      contentType: config.kubelet.contentType,
+      random: opts.random,
+    }),
     csr: csrApi(rest),
     internalIP: defaultRouteIPv4(),
     kubeletVersion,

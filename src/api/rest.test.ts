@@ -1,8 +1,8 @@
 // requestBytes against a local HTTP server: the bytes and content type come
 // back as sent, and an error answer's Status is read from protobuf or JSON.
 import { afterAll, expect, test } from "bun:test";
-import { realClock } from "../util/clock.ts";
-import { createLogger } from "../util/log.ts";
+import { FakeClock, realClock } from "../util/clock.ts";
+import { createLogger, memoryLogger } from "../util/log.ts";
 import { envelope, PROTOBUF, Writer } from "./protobuf.ts";
 import { FakeTransport } from "./fake-transport.ts";
 import { createRestClient } from "./rest.ts";
@@ -96,4 +96,45 @@ test("the client is a named part of the agent's disposal stack: stopping the sta
   expect(transport.closed).toBe(false);
   await stack.dispose();
   expect(transport.closed).toBe(true);
+});
+
+test("a client made withRateLimit shares the connection but not the budget: events never wait behind status patches", async () => {
+  const transport = new FakeTransport(() => Response.json({}));
+  const clock = new FakeClock();
+  const main = createRestClient({
+    credentials: { server: "https://api", headers: {}, insecureSkipVerify: false },
+    qps: 1,
+    burst: 1,
+    clock,
+    logger: createLogger({ verbosity: 0 }),
+    userAgent: "ua",
+    transport,
+  });
+  const events = main.withRateLimit({ qps: 50, burst: 100 });
+  await main.request("PATCH", "/api/v1/namespaces/a/pods/p/status", { body: {} });
+  // The main budget is spent: the next status patch waits a second for its token...
+  let patched = false;
+  const patch = main.request("PATCH", "/api/v1/namespaces/a/pods/q/status", { body: {} }).then(() => (patched = true));
+  // ...while an event goes at once, over the same transport.
+  await events.request("POST", "/api/v1/namespaces/a/events", { body: {} });
+  expect(patched).toBe(false);
+  expect(transport.requests.map((r) => r.path)).toEqual(["/api/v1/namespaces/a/pods/p/status", "/api/v1/namespaces/a/events"]);
+  clock.advance(1000);
+  await patch;
+  expect(transport.requests.at(-1)?.path).toBe("/api/v1/namespaces/a/pods/q/status");
+});
+
+test("at --v=6 each request is logged with its answer and how long it waited for the rate limit, as client-go's round tripper", async () => {
+  const { logger, lines } = memoryLogger(6);
+  const client = createRestClient({
+    credentials: { server: "https://api", headers: {}, insecureSkipVerify: false },
+    qps: 0,
+    burst: 0,
+    clock: realClock,
+    logger,
+    userAgent: "ua",
+    transport: new FakeTransport(() => Response.json({}, { status: 201 })),
+  });
+  await client.request("POST", "/api/v1/namespaces/a/events", { body: {} });
+  expect(lines.at(-1)).toMatch(/"API request" verb=POST path=\/api\/v1\/namespaces\/a\/events status=201 throttledMs=0 ms=\d+$/);
 });

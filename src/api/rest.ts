@@ -53,6 +53,18 @@ export interface RestClient extends Disposable {
   [Symbol.dispose](): void;
 }
 
+/** A client made by createRestClient: others can share its connection with their own rate limit. */
+export interface SharedRestClient extends RestClient {
+  /**
+   * A client on this one's connection and credentials with its own rate
+   * limit (qps 0: none), as upstream's kubelet makes its event client
+   * (eventRecordQPS / eventBurst) from the same config as its main one:
+   * a burst of events then takes none of the budget of status patches and
+   * token requests. Closing either ends the shared connection.
+   */
+  withRateLimit(limit: { qps: number; burst: number }): RestClient;
+}
+
 export { type Credentials, KubeconfigError, loadCredentials } from "./kubeconfig.ts";
 
 /**
@@ -75,9 +87,8 @@ export function createRestClient(opts: {
   timeoutMs?: number;
   /** Instead of `transportFor` the server (unit tests). */
   transport?: HttpTransport;
-}): RestClient {
+}): SharedRestClient {
   const { credentials } = opts;
-  const limiter = new TokenBucket({ qps: opts.qps, burst: opts.burst, clock: opts.clock });
   const staticTls: TlsMaterial = {
     ...(credentials.ca ? { ca: credentials.ca } : {}),
     ...(credentials.cert ? { cert: credentials.cert } : {}),
@@ -91,77 +102,86 @@ export function createRestClient(opts: {
     for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) u.searchParams.set(k, String(v));
     return u;
   };
-  const send = async (verb: string, path: string, o: RequestOptions, accept: string, body: { data: string | Uint8Array; type: string } | undefined) => {
-    await limiter.take();
-    const timeout = AbortSignal.timeout(o.timeoutMs ?? opts.timeoutMs ?? 30_000);
-    const signal = o.signal ? AbortSignal.any([o.signal, timeout]) : timeout;
-    try {
-      return await transport.send({
-        method: verb,
-        url: url(path, o.query),
-        headers: {
-          ...credentials.headers,
-          Accept: accept,
-          "User-Agent": opts.userAgent,
-          ...(body ? { "Content-Type": body.type } : {}),
-        },
-        ...(body ? { body: body.data } : {}),
-        signal,
-      });
-    } catch (err) {
-      throw new ApiError(timeout.aborted ? "Timeout" : "Unreachable", 0, verb, path, errorMessage(err));
-    }
-  };
-  return {
-    server: credentials.server,
-    close: () => transport.close(),
-    [Symbol.dispose]: () => transport.close(),
-    async request<T>(verb: "GET" | "POST" | "PUT" | "PATCH" | "DELETE", path: string, o: RequestOptions = {}): Promise<T> {
-      const encoded = o.body !== undefined ? { data: JSON.stringify(o.body), type: o.contentType ?? "application/json" } : undefined;
-      const res = await send(verb, path, o, "application/json", encoded);
-      const text = await res.text();
-      let body: unknown;
+  const limited = (limiter: TokenBucket): SharedRestClient => {
+    const send = async (verb: string, path: string, o: RequestOptions, accept: string, body: { data: string | Uint8Array; type: string } | undefined) => {
+      const queued = performance.now();
+      await limiter.take();
+      const sent = performance.now();
+      const timeout = AbortSignal.timeout(o.timeoutMs ?? opts.timeoutMs ?? 30_000);
+      const signal = o.signal ? AbortSignal.any([o.signal, timeout]) : timeout;
       try {
-        body = text ? JSON.parse(text) : undefined;
-      } catch {
-        // A success that is not JSON (a proxy's page, a cut answer) is no object to hand on.
-        if (res.ok) throw new ApiError("InternalError", res.status, verb, path, `the answer is not JSON: ${text.slice(0, 200)}`);
-        body = { message: text.slice(0, 200) };
-      }
-      if (!res.ok) throw apiErrorFrom(res.status, body, verb, path);
-      return body as T;
-    },
-    async requestBytes(verb, path, o) {
-      const res = await send(verb, path, o, o.accept, o.body ? { data: o.body, type: o.contentType } : undefined);
-      const bytes = new Uint8Array(await res.arrayBuffer());
-      const contentType = res.headers.get("content-type") ?? "";
-      if (!res.ok) throw apiErrorFrom(res.status, statusOf(contentType, bytes), verb, path);
-      return { contentType, bytes };
-    },
-    async watch(path, query, onEvent, signal) {
-      // The server ends the watch after its timeoutSeconds (up to an hour for configMaps and secrets): the client's deadline is a minute later.
-      const serverEnds = typeof query?.timeoutSeconds === "number" ? query.timeoutSeconds : 3600;
-      const res = await send("GET", path, { query: { ...query, watch: true }, signal, timeoutMs: (serverEnds + 60) * 1000 }, "application/json", undefined);
-      if (!res.ok) throw apiErrorFrom(res.status, await res.json().catch(() => undefined), "WATCH", path);
-      if (!res.body) return;
-      const decoder = new TextDecoder();
-      let buffer = "";
-      try {
-        for await (const chunk of res.body) {
-          buffer += decoder.decode(chunk, { stream: true });
-          let nl: number;
-          while ((nl = buffer.indexOf("\n")) >= 0) {
-            const line = buffer.slice(0, nl).trim();
-            buffer = buffer.slice(nl + 1);
-            if (line) onEvent(JSON.parse(line) as WatchEvent);
-          }
-        }
+        const res = await transport.send({
+          method: verb,
+          url: url(path, o.query),
+          headers: {
+            ...credentials.headers,
+            Accept: accept,
+            "User-Agent": opts.userAgent,
+            ...(body ? { "Content-Type": body.type } : {}),
+          },
+          ...(body ? { body: body.data } : {}),
+          signal,
+        });
+        // As client-go's round tripper at -v=6, with the time the request waited for the rate limit (kubeAPIQPS).
+        opts.logger.v(6).info("API request", { verb, path, status: res.status, throttledMs: Math.round(sent - queued), ms: Math.round(performance.now() - sent) });
+        return res;
       } catch (err) {
-        if (signal.aborted) return;
-        throw new ApiError("Unreachable", 0, "WATCH", path, errorMessage(err));
+        throw new ApiError(timeout.aborted ? "Timeout" : "Unreachable", 0, verb, path, errorMessage(err));
       }
-    },
+    };
+    return {
+      server: credentials.server,
+      close: () => transport.close(),
+      [Symbol.dispose]: () => transport.close(),
+      async request<T>(verb: "GET" | "POST" | "PUT" | "PATCH" | "DELETE", path: string, o: RequestOptions = {}): Promise<T> {
+        const encoded = o.body !== undefined ? { data: JSON.stringify(o.body), type: o.contentType ?? "application/json" } : undefined;
+        const res = await send(verb, path, o, "application/json", encoded);
+        const text = await res.text();
+        let body: unknown;
+        try {
+          body = text ? JSON.parse(text) : undefined;
+        } catch {
+          // A success that is not JSON (a proxy's page, a cut answer) is no object to hand on.
+          if (res.ok) throw new ApiError("InternalError", res.status, verb, path, `the answer is not JSON: ${text.slice(0, 200)}`);
+          body = { message: text.slice(0, 200) };
+        }
+        if (!res.ok) throw apiErrorFrom(res.status, body, verb, path);
+        return body as T;
+      },
+      async requestBytes(verb, path, o) {
+        const res = await send(verb, path, o, o.accept, o.body ? { data: o.body, type: o.contentType } : undefined);
+        const bytes = new Uint8Array(await res.arrayBuffer());
+        const contentType = res.headers.get("content-type") ?? "";
+        if (!res.ok) throw apiErrorFrom(res.status, statusOf(contentType, bytes), verb, path);
+        return { contentType, bytes };
+      },
+      async watch(path, query, onEvent, signal) {
+        // The server ends the watch after its timeoutSeconds (up to an hour for configMaps and secrets): the client's deadline is a minute later.
+        const serverEnds = typeof query?.timeoutSeconds === "number" ? query.timeoutSeconds : 3600;
+        const res = await send("GET", path, { query: { ...query, watch: true }, signal, timeoutMs: (serverEnds + 60) * 1000 }, "application/json", undefined);
+        if (!res.ok) throw apiErrorFrom(res.status, await res.json().catch(() => undefined), "WATCH", path);
+        if (!res.body) return;
+        const decoder = new TextDecoder();
+        let buffer = "";
+        try {
+          for await (const chunk of res.body) {
+            buffer += decoder.decode(chunk, { stream: true });
+            let nl: number;
+            while ((nl = buffer.indexOf("\n")) >= 0) {
+              const line = buffer.slice(0, nl).trim();
+              buffer = buffer.slice(nl + 1);
+              if (line) onEvent(JSON.parse(line) as WatchEvent);
+            }
+          }
+        } catch (err) {
+          if (signal.aborted) return;
+          throw new ApiError("Unreachable", 0, "WATCH", path, errorMessage(err));
+        }
+      },
+      withRateLimit: (limit) => limited(new TokenBucket({ ...limit, clock: opts.clock })),
+    };
   };
+  return limited(new TokenBucket({ qps: opts.qps, burst: opts.burst, clock: opts.clock }));
 }
 
 /** The Status of an error answer in either encoding; undefined when it is neither (a proxy's page). */
