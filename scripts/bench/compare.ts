@@ -26,7 +26,8 @@
 // BENCH_STEADY_SETTLE_SECONDS=60 from Ready,
 // BENCH_BUNLET_ENV="BUN_JSC_useJIT=0 ..." (variables for this agent only, e.g.
 // JavaScriptCore options; not for the benchmark's own process, whose watch
-// times the pods).
+// times the pods), BENCH_BUNLET_ARGS="--v=10" (flags added to this agent's,
+// e.g. a verbosity whose log gives each pod's timeline; it costs CPU).
 import { tmpdir } from "node:os";
 import { copyFileSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -58,6 +59,7 @@ const BUNLET_ENV = Object.fromEntries(
       return [kv.slice(0, eq), kv.slice(eq + 1)];
     }),
 );
+const BUNLET_ARGS = (process.env.BENCH_BUNLET_ARGS ?? "").split(/\s+/).filter(Boolean);
 const NAMESPACE = "bench";
 const WINDOW_MS = 10_000;
 const STEADY_MS = Number(process.env.BENCH_STEADY_SECONDS ?? 120) * 1000;
@@ -330,7 +332,7 @@ function startBunlet(ctd: ContainerdHandle, cp: ControlPlaneHandle, node: string
   return startAgent(ctd, {
     name: "bunlet",
     nodeName: node,
-    extraArgs: [`--kubeconfig=${kubeconfig}`, "--node-ip=127.0.0.1"],
+    extraArgs: [`--kubeconfig=${kubeconfig}`, "--node-ip=127.0.0.1", ...BUNLET_ARGS],
     extraConfig: { authentication: { x509: { clientCAFile: cp.caFile }, webhook: { enabled: true }, anonymous: { enabled: false } }, authorization: { mode: "Webhook" } },
     ...(Object.keys(BUNLET_ENV).length ? { env: BUNLET_ENV } : {}),
   }).then((agent) => ({

@@ -87,7 +87,9 @@ export class CriPodRuntime implements PodRuntime {
     let leaveGate = () => {};
     if (observed.sandboxes.length === 0) {
       try {
+        const queued = this.opts.clock.now();
         leaveGate = await this.startGate.enter(signal);
+        this.opts.logger.v(4).info("start gate: slot taken", { pod: pod.metadata.name, waitedMs: this.opts.clock.now() - queued });
       } catch (err) {
         if (!signal.aborted) throw err;
         throwIfAgentStopping(signal);
