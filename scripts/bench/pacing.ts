@@ -5,6 +5,7 @@
 // through RunPodSandbox). No agent and no control plane: the evidence behind
 // runtime/start-gate.ts (docs/benchmarks.md).
 // Run (root): bun scripts/bench/pacing.ts   [BENCH_PODS=30] [ROUNDS=2]
+//   [BENCH_IN_FLIGHT=8,12,16: only these widths, each through container started]
 import { createCriClient } from "../../src/cri/client.ts";
 import { createLogger } from "../../src/util/log.ts";
 import { requireRoot, startContainerd } from "../../test/harness/containerd.ts";
@@ -12,13 +13,16 @@ import { runBenchSandbox, startBenchContainer, type BenchSandbox } from "./cri-p
 
 const COUNT = Number(process.env.BENCH_PODS ?? 30);
 const ROUNDS = Number(process.env.ROUNDS ?? 2);
-const MODES: { inFlight: number; through: "sandbox" | "container started" }[] = [
-  { inFlight: Infinity, through: "container started" },
-  { inFlight: 8, through: "sandbox" },
-  { inFlight: 4, through: "sandbox" },
-  { inFlight: 8, through: "container started" },
-  { inFlight: 4, through: "container started" },
-];
+type Mode = { inFlight: number; through: "sandbox" | "container started" };
+const MODES: Mode[] = process.env.BENCH_IN_FLIGHT
+  ? process.env.BENCH_IN_FLIGHT.split(",").map((n) => ({ inFlight: Number(n), through: "container started" }))
+  : [
+      { inFlight: Infinity, through: "container started" },
+      { inFlight: 8, through: "sandbox" },
+      { inFlight: 4, through: "sandbox" },
+      { inFlight: 8, through: "container started" },
+      { inFlight: 4, through: "container started" },
+    ];
 
 /** At most `n` holders at once, served in arrival order. */
 function limiter(n: number) {
@@ -75,7 +79,7 @@ async function removeAll(): Promise<void> {
 }
 
 try {
-  await burst(5, MODES[0]!); // warm-up: the first sandboxes pay for one-time work
+  await burst(5, { inFlight: Infinity, through: "container started" }); // warm-up: the first sandboxes pay for one-time work
   await removeAll();
   console.log(`| ${COUNT} pods, in flight | through | p50 | p99 |\n| --- | --- | ---: | ---: |`);
   for (let round = 0; round < ROUNDS; round++) {
