@@ -3,8 +3,8 @@
  * tests can run it on a temporary directory that behaves like cgroupfs
  * (fake-fs.ts). Errors are Node fs errors (with `code`); the writer wraps them.
  */
-import { existsSync, readFileSync } from "node:fs";
-import { mkdir, readFile, readdir, rmdir, writeFile } from "node:fs/promises";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readdir, rmdir } from "node:fs/promises";
 
 export interface CgroupFs {
   /** Synchronous: detection runs in the constructor. */
@@ -21,14 +21,23 @@ export interface CgroupFs {
   listDirs(path: string): Promise<string[]>;
 }
 
+/**
+ * Reads, writes and mkdirs are made synchronously, as upstream's are: they
+ * are kernel work in memory (microseconds), while each one through the fs
+ * thread pool cost the caller a turn of the event loop. In a burst of 110
+ * pod starts a turn is tens of ms, and a pod's cgroup (about ten of them)
+ * took 0.1-1 s while the pod held one of the start gate's 8 slots.
+ * rmdir and listing stay asynchronous: they are housekeeping's, off the
+ * start path, and an rmdir can wait for the kernel to let go of the cgroup.
+ */
 export const nodeCgroupFs: CgroupFs = {
   existsSync: (p) => existsSync(p),
   readFileSync: (p) => readFileSync(p, "utf8"),
-  readFile: (p) => readFile(p, "utf8"),
-  writeFile: (p, data) => writeFile(p, data, { flag: "w" }),
+  readFile: async (p) => readFileSync(p, "utf8"),
+  writeFile: async (p, data) => writeFileSync(p, data, { flag: "w" }),
   async mkdir(p) {
     try {
-      await mkdir(p);
+      mkdirSync(p);
       return true;
     } catch (e) {
       if ((e as { code?: string }).code === "EEXIST") return false;
