@@ -198,7 +198,7 @@ async function run(config: AgentConfig, deps: AgentDeps, stack: DisposalStack, c
   // Cluster mode: the Node object, its status and its Lease; CSINode once the Node exists.
   if (cluster && config.registerNode) {
     startNodeController(w, {
-      api: cluster.api,
+      api: cluster.heartbeat,
       cri,
       nodeId,
       node,

@@ -47,7 +47,7 @@ export async function buildCluster(
 
 /** Cluster mode with a given API (tests): no certificates to bootstrap or rotate, no CSRs. */
 function injectedCluster(api: KubeApi, version: string | undefined): Cluster {
-  return { api, events: api, internalIP: undefined, kubeletVersion: kubeletVersionOf(version) };
+  return { api, events: api, heartbeat: api, internalIP: undefined, kubeletVersion: kubeletVersionOf(version) };
 }
 
 const kubeletVersionOf = (version: string | undefined): string => (version ?? "Kubernetes v0.0.0-bunlet+dev").replace(/^Kubernetes /, "");
@@ -57,12 +57,29 @@ export interface Cluster {
   api: KubeApi;
   /** For events: the same connection with its own rate limit (eventRecordQPS / eventBurst), as upstream's event client. */
   events: KubeApi;
+  /** For the Node and its Lease: the same connection without a rate limit, as upstream's heartbeat client. */
+  heartbeat: KubeApi;
   csr?: CsrApi;
   internalIP: string | undefined;
   kubeletVersion: string;
   rotation?: ClientCertificateRotation;
   /** The REST clients this agent made (none for an injected API): their connections end with the disposal stack. */
   clients?: { api: RestClient; rotation?: RestClient };
+}
+
+/**
+ * The rate limits of upstream's three API clients (cmd/kubelet/app/server.go),
+ * read as client-go reads a rest config (QPS 0 is 5, burst 0 is 10):
+ * the main one kubeAPIQPS / kubeAPIBurst, events eventRecordQPS /
+ * eventBurst, and the heartbeat (node status and lease) none, so that a
+ * burst of pod work never delays a lease renewal.
+ */
+export function apiClientLimits(k: AgentConfig["kubelet"]): Record<"main" | "events" | "heartbeat", { qps: number; burst: number }> {
+  return {
+    main: clientGoRateLimit(k.kubeAPIQPS, k.kubeAPIBurst),
+    events: clientGoRateLimit(k.eventRecordQPS, k.eventBurst),
+    heartbeat: { qps: -1, burst: 0 },
+  };
 }
 
 /**
@@ -90,14 +107,13 @@ export async function connectCluster(
     });
   }
   const { credentials, rotation, rotationClient } = await rotatedCredentials(config, { ...opts, userAgent });
-  const rest = createRestClient({ credentials, qps: config.kubelet.kubeAPIQPS, burst: config.kubelet.kubeAPIBurst, clock: opts.clock, logger: opts.logger, userAgent });
+  const limits = apiClientLimits(config.kubelet);
+  const rest = createRestClient({ credentials, ...limits.main, clock: opts.clock, logger: opts.logger, userAgent });
   opts.logger.info("using the API server", { server: rest.server, node: config.nodeName });
   return {
     api: createKubeApi(rest, { contentType: config.kubelet.contentType, random: opts.random }),
-    events: createKubeApi(rest.withRateLimit(clientGoRateLimit(config.kubelet.eventRecordQPS, config.kubelet.eventBurst)), {
-      contentType: config.kubelet.contentType,
-      random: opts.random,
-    }),
+    events: createKubeApi(rest.withRateLimit(limits.events), { contentType: config.kubelet.contentType, random: opts.random }),
+    heartbeat: createKubeApi(rest.withRateLimit(limits.heartbeat), { contentType: config.kubelet.contentType, random: opts.random }),
     csr: csrApi(rest),
     internalIP: defaultRouteIPv4(),
     kubeletVersion,

@@ -44,10 +44,10 @@ export const FLAGS: readonly FlagDef[] = [
   ),
   bool("rotate-certificates", "rotateCertificates", "config", "Rotate the client certificate through the certificates API as it nears expiry."),
   bool("rotate-server-certificates", "serverTLSBootstrap", "config", "Request and rotate the serving certificate through the certificates API."),
-  int("kube-api-qps", "kubeAPIQPS", "config", "QPS for requests to the API server."),
+  int("kube-api-qps", "kubeAPIQPS", "config", "QPS for requests to the API server; 0 is 5 (client-go's default). Events and the node's status and lease have their own limits."),
   int("kube-api-burst", "kubeAPIBurst", "config", "Burst for requests to the API server."),
   str("kube-api-content-type", "contentType", "config", "Content type of requests sent to the API server."),
-  int("event-qps", "eventRecordQPS", "config", "Limit of event creations per second; 0 for no limit."),
+  int("event-qps", "eventRecordQPS", "config", "Limit of event creations per second; 0 is 5 (client-go's default)."),
   int("event-burst", "eventBurst", "config", "Burst of event creations allowed above --event-qps."),
   {
     name: "cloud-provider",
