@@ -130,9 +130,7 @@ async function run(config: AgentConfig, deps: AgentDeps, stack: DisposalStack, c
   await startSystemCgroups(w);
   const nodeId = { nodeName: config.nodeName, nodeIPs: config.nodeIPs, nodeLabels: config.nodeLabels, kubeletVersion: cluster?.kubeletVersion ?? "" };
   const facts = nodeFacts(nodeId, machine, k);
-  const recorder = cluster
-    ? new ApiEventRecorder({ api: cluster.events, nodeName: config.nodeName, qps: k.eventRecordQPS, burst: k.eventBurst, clock, logger })
-    : new LogEventRecorder(logger);
+  const recorder = cluster ? new ApiEventRecorder({ api: cluster.events, nodeName: config.nodeName, clock, logger }) : new LogEventRecorder(logger);
   // Cluster mode: API copies of static pods, made once the node controller (built later) registered the Node
   // (its UID also owns CSINode); the prober reads mirrors' statuses.
   const nodeRegistration = new NodeRegistration();

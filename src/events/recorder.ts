@@ -2,8 +2,10 @@
  * Events as the kubelet records them (client-go record): a repeat of the
  * same object, type, reason and message within 10 minutes bumps `count`
  * and `lastTimestamp` of the existing Event instead of creating another;
- * writes are rate limited by eventRecordQPS/eventBurst and dropped, not
- * queued, beyond that (upstream drops too). Recording never blocks or throws.
+ * writes wait for the event client's own rate limit (eventRecordQPS /
+ * eventBurst, agent/cluster.ts), and are dropped only when 1000 are already
+ * waiting or under way, as upstream's broadcaster queue (client-go record,
+ * maxQueuedEvents). Recording never blocks or throws.
  */
 import { randomBytes } from "node:crypto";
 import type { KubeApi } from "../api/index.ts";
@@ -68,9 +70,11 @@ const AGGREGATE_WINDOW_MS = 10 * 60_000;
 /** Upstream's aggregation cache holds 4096 events (an LRU); the oldest beyond that are forgotten. */
 export const AGGREGATE_CACHE_SIZE = 4096;
 
+/** client-go record's maxQueuedEvents: writes waiting or under way before new events are dropped. */
+export const MAX_QUEUED_EVENTS = 1000;
+
 export class ApiEventRecorder implements EventRecorder {
-  private tokens: number;
-  private last: number;
+  private queued = 0;
   /** Events of the last 10 minutes by key, oldest use first (a repeat moves its entry to the end). */
   private readonly recent = new Map<string, { name: string; namespace: string; count: number; first: string; at: number }>();
   private readonly log: LogEventRecorder;
@@ -79,20 +83,19 @@ export class ApiEventRecorder implements EventRecorder {
     private readonly opts: {
       api: Pick<KubeApi, "createEvent" | "patchEvent">;
       nodeName: string;
-      qps: number;
-      burst: number;
       clock: Clock;
       logger: Logger;
     },
   ) {
-    this.tokens = opts.burst;
-    this.last = opts.clock.now();
     this.log = new LogEventRecorder(opts.logger);
   }
 
   event(object: ObjectRef, type: EventType, reason: string, message: string): void {
     this.log.event(object, type, reason, message);
-    if (!this.takeToken()) return;
+    if (this.queued >= MAX_QUEUED_EVENTS) {
+      this.opts.logger.error("Unable to record event: too many queued events, dropped event", { reason, object: object.name });
+      return;
+    }
     const now = this.opts.clock.now();
     const stamp = new Date(now).toISOString().replace(/\.\d{3}Z$/, "Z");
     const key = JSON.stringify([object.uid, object.fieldPath, type, reason, message]);
@@ -103,16 +106,14 @@ export class ApiEventRecorder implements EventRecorder {
       seen.at = now;
       this.recent.delete(key);
       this.recent.set(key, seen);
-      void this.opts.api
-        .patchEvent(seen.namespace, seen.name, { count: seen.count, lastTimestamp: stamp })
-        .catch((err) => this.opts.logger.v(2).info("event patch failed", { reason, err: errorMessage(err) }));
+      this.write(this.opts.api.patchEvent(seen.namespace, seen.name, { count: seen.count, lastTimestamp: stamp }), "event patch failed", reason);
       return;
     }
     this.prune(now);
     const name = `${object.name}.${randomBytes(8).toString("hex")}`;
     this.recent.set(key, { name, namespace, count: 1, first: stamp, at: now });
-    void this.opts.api
-      .createEvent(namespace, {
+    this.write(
+      this.opts.api.createEvent(namespace, {
         apiVersion: "v1",
         kind: "Event",
         metadata: { name, namespace },
@@ -133,17 +134,20 @@ export class ApiEventRecorder implements EventRecorder {
         source: { component: "kubelet", host: this.opts.nodeName },
         reportingComponent: "kubelet",
         reportingInstance: this.opts.nodeName,
-      })
-      .catch((err) => this.opts.logger.v(2).info("event create failed", { reason, err: errorMessage(err) }));
+      }),
+      "event create failed",
+      reason,
+    );
   }
 
-  private takeToken(): boolean {
-    const now = this.opts.clock.now();
-    this.tokens = Math.min(this.opts.burst, this.tokens + ((now - this.last) / 1000) * this.opts.qps);
-    this.last = now;
-    if (this.opts.qps > 0 && this.tokens < 1) return false;
-    this.tokens -= 1;
-    return true;
+  /** Counts a write while it waits for the rate limit or the API server. */
+  private write(call: Promise<unknown>, failure: string, reason: string): void {
+    this.queued++;
+    void call
+      .catch((err) => this.opts.logger.v(2).info(failure, { reason, err: errorMessage(err) }))
+      .finally(() => {
+        this.queued--;
+      });
   }
 
   /** From the oldest use on, up to the first entry still in the window: a burst of pod starts made scanning them all quadratic. */
