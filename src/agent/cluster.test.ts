@@ -8,7 +8,13 @@ const kubelet = (over: Record<string, number>) =>
 
 describe("apiClientLimits: upstream's three API clients", () => {
   test("defaults: main 50/100, events 50/100, the heartbeat (node status, lease) unlimited", () => {
-    expect(apiClientLimits(kubelet({}))).toEqual({ main: { qps: 50, burst: 100 }, events: { qps: 50, burst: 100 }, heartbeat: { qps: -1, burst: 0 } });
+    expect(apiClientLimits(kubelet({}))).toEqual({ main: { qps: 50, burst: 100 }, events: { qps: 50, burst: 100 }, heartbeat: { qps: -1, burst: 0, timeoutMs: 10_000 } });
+  });
+
+  test("the heartbeat's requests time out after nodeStatusUpdateFrequency, at most the lease's duration (upstream's heartbeat client)", () => {
+    expect(apiClientLimits(kubelet({})).heartbeat.timeoutMs).toBe(10_000);
+    expect(apiClientLimits(kubelet({ nodeStatusUpdateFrequency: 60_000, nodeLeaseDurationSeconds: 40 })).heartbeat.timeoutMs).toBe(40_000);
+    expect(apiClientLimits(kubelet({ nodeStatusUpdateFrequency: 4_000 })).heartbeat.timeoutMs).toBe(4_000);
   });
 
   test("kubeAPIQPS 0 and eventRecordQPS 0 are client-go's 5 QPS, not unlimited", () => {

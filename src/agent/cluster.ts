@@ -72,13 +72,15 @@ export interface Cluster {
  * read as client-go reads a rest config (QPS 0 is 5, burst 0 is 10):
  * the main one kubeAPIQPS / kubeAPIBurst, events eventRecordQPS /
  * eventBurst, and the heartbeat (node status and lease) none, so that a
- * burst of pod work never delays a lease renewal.
+ * burst of pod work never delays a lease renewal. The heartbeat's requests
+ * time out after nodeStatusUpdateFrequency (at most the lease's duration),
+ * so that a hung renewal is retried before the lease runs out.
  */
-export function apiClientLimits(k: AgentConfig["kubelet"]): Record<"main" | "events" | "heartbeat", { qps: number; burst: number }> {
+export function apiClientLimits(k: AgentConfig["kubelet"]): Record<"main" | "events" | "heartbeat", { qps: number; burst: number; timeoutMs?: number }> {
   return {
     main: clientGoRateLimit(k.kubeAPIQPS, k.kubeAPIBurst),
     events: clientGoRateLimit(k.eventRecordQPS, k.eventBurst),
-    heartbeat: { qps: -1, burst: 0 },
+    heartbeat: { qps: -1, burst: 0, timeoutMs: Math.min(k.nodeStatusUpdateFrequency, k.nodeLeaseDurationSeconds * 1000) },
   };
 }
 

@@ -138,3 +138,31 @@ test("at --v=6 each request is logged with its answer and how long it waited for
   await client.request("POST", "/api/v1/namespaces/a/events", { body: {} });
   expect(lines.at(-1)).toMatch(/"API request" verb=POST path=\/api\/v1\/namespaces\/a\/events status=201 throttledMs=0 ms=\d+$/);
 });
+
+test("a client made withRateLimit with its own timeoutMs gives up after it, while the main client keeps its longer one (upstream's heartbeat client)", async () => {
+  // A server that never answers: each request ends only when its deadline aborts it.
+  const hanging = {
+    send: (req: { signal: AbortSignal }) => new Promise<Response>((_, reject) => req.signal.addEventListener("abort", () => reject(req.signal.reason))),
+    close() {},
+  };
+  const main = createRestClient({
+    credentials: { server: "https://api", headers: {}, insecureSkipVerify: false },
+    qps: 0,
+    burst: 0,
+    clock: realClock,
+    logger: createLogger({ verbosity: 0 }),
+    userAgent: "ua",
+    timeoutMs: 5_000,
+    transport: hanging,
+  });
+  const heartbeat = main.withRateLimit({ qps: -1, burst: 0, timeoutMs: 50 });
+  let mainEnded = false;
+  const mainCall = main.request("GET", "/api/v1/nodes/n").catch(() => (mainEnded = true));
+  const began = performance.now();
+  const failure = await heartbeat.request("PUT", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n", { body: {} }).catch((e: unknown) => e);
+  expect(failure).toMatchObject({ name: "ApiError", reason: "Timeout" });
+  expect(performance.now() - began).toBeLessThan(2_000);
+  expect(mainEnded).toBe(false);
+  main.close();
+  void mainCall;
+});

@@ -60,9 +60,11 @@ export interface SharedRestClient extends RestClient {
    * limit (qps 0: none), as upstream's kubelet makes its event client
    * (eventRecordQPS / eventBurst) from the same config as its main one:
    * a burst of events then takes none of the budget of status patches and
-   * token requests. Closing either ends the shared connection.
+   * token requests. `timeoutMs` replaces the client's default request
+   * timeout (upstream's heartbeat client has a shorter one). Closing either
+   * ends the shared connection.
    */
-  withRateLimit(limit: { qps: number; burst: number }): RestClient;
+  withRateLimit(limit: { qps: number; burst: number; timeoutMs?: number }): RestClient;
 }
 
 export { type Credentials, KubeconfigError, loadCredentials } from "./kubeconfig.ts";
@@ -102,12 +104,12 @@ export function createRestClient(opts: {
     for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) u.searchParams.set(k, String(v));
     return u;
   };
-  const limited = (limiter: TokenBucket): SharedRestClient => {
+  const limited = (limiter: TokenBucket, clientTimeoutMs = opts.timeoutMs ?? 30_000): SharedRestClient => {
     const send = async (verb: string, path: string, o: RequestOptions, accept: string, body: { data: string | Uint8Array; type: string } | undefined) => {
       const queued = performance.now();
       await limiter.take();
       const sent = performance.now();
-      const timeout = AbortSignal.timeout(o.timeoutMs ?? opts.timeoutMs ?? 30_000);
+      const timeout = AbortSignal.timeout(o.timeoutMs ?? clientTimeoutMs);
       const signal = o.signal ? AbortSignal.any([o.signal, timeout]) : timeout;
       try {
         const res = await transport.send({
@@ -178,7 +180,7 @@ export function createRestClient(opts: {
           throw new ApiError("Unreachable", 0, "WATCH", path, errorMessage(err));
         }
       },
-      withRateLimit: (limit) => limited(new TokenBucket({ ...limit, clock: opts.clock })),
+      withRateLimit: ({ timeoutMs, ...limit }) => limited(new TokenBucket({ ...limit, clock: opts.clock }), timeoutMs),
     };
   };
   return limited(new TokenBucket({ qps: opts.qps, burst: opts.burst, clock: opts.clock }));
