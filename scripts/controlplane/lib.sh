@@ -66,7 +66,16 @@ start_component() {
   mapfile -t args <"$dir/$name.args"
   echo "=== $(date -u +%FT%TZ) starting $name" >>"$dir/$name.log"
   setsid "$bin/$name" "${args[@]}" >>"$dir/$name.log" 2>&1 </dev/null 9>&- &
-  echo $! >"$dir/$name.pid"
+  local pid=$! i
+  echo "$pid" >"$dir/$name.pid"
+  # Until the child has exec'd, its cmdline is still this shell's and
+  # running_pid would call it exited (seen once on a loaded machine: "kube-apiserver
+  # exited" with nothing in its log): wait for the exec, or for it to die.
+  for ((i = 0; i < 200; i++)); do
+    is_ours "$pid" "$name" "$dir" && return 0
+    alive "$pid" || return 0
+    sleep 0.05
+  done
 }
 
 # stop_component DIR NAME [SECONDS]: SIGTERM, then SIGKILL after SECONDS
