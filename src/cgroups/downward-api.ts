@@ -11,8 +11,12 @@ import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import { containerLimits, containerRequests, downwardApiAllocatable } from "./pod-resources.ts";
 import { intValue, milliValue } from "./values.ts";
 
-/** The node's allocatable amounts: limits a container does not set default to them. */
-export interface NodeAllocatable {
+/**
+ * The node's allocatable amounts the downward API falls back to: limits a
+ * container does not set default to them. (Not resources.ts's NodeAllocatable,
+ * the amounts written on the kubepods cgroup.)
+ */
+export interface DownwardApiAllocatable {
   cpuMilli: number;
   memoryBytes: number;
   ephemeralStorageBytes: number;
@@ -34,7 +38,7 @@ export interface ResourceFieldRef {
  * The value of `ref` in `pod`: of the container it names, else of
  * `ownContainer` (an env var's own container; volume items always name one).
  */
-export function resourceFieldRefValue(pod: Pod, ownContainer: ContainerSpec | undefined, ref: ResourceFieldRef, node: NodeAllocatable): string {
+export function resourceFieldRefValue(pod: Pod, ownContainer: ContainerSpec | undefined, ref: ResourceFieldRef, node: DownwardApiAllocatable): string {
   const container = ref.containerName ? findContainer(pod, ref.containerName) : ownContainer;
   if (!container) throw new ResourceFieldRefError(`container ${ref.containerName ?? ""} not found`);
   return containerResourceValue(pod, container, ref.resource, ref.divisor, node);
@@ -45,7 +49,7 @@ const findContainer = (pod: Pod, name: string): ContainerSpec | undefined =>
   pod.spec.containers.find((c) => c.name === name) ?? pod.spec.initContainers?.find((c) => c.name === name);
 
 /** An unset or zero divisor is 1 (1000m for cpu). */
-function containerResourceValue(pod: Pod, container: ContainerSpec, resource: string, divisor: string | number | undefined, node: NodeAllocatable): string {
+function containerResourceValue(pod: Pod, container: ContainerSpec, resource: string, divisor: string | number | undefined, node: DownwardApiAllocatable): string {
   const dot = resource.indexOf(".");
   const kind = resource.slice(0, dot);
   const name = resource.slice(dot + 1);

@@ -14,7 +14,7 @@ import { podMetadataField } from "../pods/fields.ts";
 import type { PodObjects } from "../api/objects.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
 import type { ServiceEnv } from "../services/index.ts";
-import { ResourceFieldRefError, resourceFieldRefValue, type NodeAllocatable } from "../cgroups/downward-api.ts";
+import { ResourceFieldRefError, resourceFieldRefValue, type DownwardApiAllocatable } from "../cgroups/downward-api.ts";
 import { ConfigSourceAnnotation } from "../pods/source.ts";
 import { expand } from "../pods/expansion.ts";
 
@@ -47,7 +47,7 @@ function fieldRef(pod: Pod, path: string, values: FieldValues): string {
 }
 
 /** A resourceFieldRef's value for this container; a bad reference fails the container's env. */
-function resourceEnvValue(pod: Pod, container: ContainerSpec, ref: NonNullable<ValueFrom["resourceFieldRef"]>, node: NodeAllocatable): string {
+function resourceEnvValue(pod: Pod, container: ContainerSpec, ref: NonNullable<ValueFrom["resourceFieldRef"]>, node: DownwardApiAllocatable): string {
   try {
     return resourceFieldRefValue(pod, container, { ...ref, resource: ref.resource ?? "" }, node);
   } catch (err) {
@@ -67,7 +67,7 @@ export interface EnvContext {
   /** ConfigMaps and secrets of the pod's namespace. */
   objects: PodObjects;
   /** What resourceFieldRef limits default to when a container sets none (upstream: node allocatable). */
-  allocatable: NodeAllocatable;
+  allocatable: DownwardApiAllocatable;
   /** A warning for the pod (upstream event reason InvalidEnvironmentVariableNames). */
   warn?: (reason: string, message: string) => void;
   /** Service variables (cluster mode); none without it. Throws before the services are first listed. */

@@ -20,7 +20,7 @@ import type { ContainerResources } from "./container-resources.ts";
 import type { NodeSettings } from "./cri-config.ts";
 import type { Unhealthy } from "./plan.ts";
 import type { PullQueue } from "./pull-queue.ts";
-import type { NodeAllocatable } from "../cgroups/downward-api.ts";
+import type { DownwardApiAllocatable } from "../cgroups/downward-api.ts";
 
 /** Where a pod's CRI sandbox and container configs come from, besides the pod's spec. */
 export interface ContainerConfigSources {
@@ -33,7 +33,7 @@ export interface ContainerConfigSources {
   /** ConfigMaps and secrets for env references and image pull secrets (`noPodObjects` standalone). */
   podObjects: PodObjects;
   /** What resourceFieldRef limits default to when a container sets none. */
-  nodeAllocatable: NodeAllocatable;
+  nodeAllocatable: DownwardApiAllocatable;
   /** Service environment variables (`noServiceEnv` standalone, as upstream without an API client). */
   serviceEnv: ServiceEnv;
   /** spec.runtimeClassName → the CRI runtime handler (`defaultRuntimeClasses` standalone). */

@@ -23,7 +23,8 @@ import { checkHostPathType } from "./host-path.ts";
 import { VolumeMountError, VolumeSetupError, type ClaimedVolume, type MeasuredVolume, type VolumeFailure, type VolumeManager } from "./index.ts";
 import type { Mounter } from "./mount.ts";
 import { setVolumeOwnership, type FsGroupChangePolicy } from "./ownership.ts";
-import { configMapBytes, configMapMissingKey, DEFAULT_MODE, projectDownwardAPI, projectKeys, secretBytes, secretMissingKey, type NodeAllocatable } from "./projection.ts";
+import { configMapBytes, configMapMissingKey, DEFAULT_MODE, projectDownwardAPI, projectKeys, secretBytes, secretMissingKey } from "./projection.ts";
+import type { DownwardApiAllocatable } from "../cgroups/downward-api.ts";
 import { prepareSubPath } from "./subpath.ts";
 import { hugePageVolumeSize, hugetlbfsPageSizeOption, isHugePageMedium } from "./hugepages.ts";
 import type { TokenSource } from "./token.ts";
@@ -42,7 +43,7 @@ export interface VolumeManagerOptions {
   /** Service account tokens; without it (standalone) a serviceAccountToken projection fails. */
   tokens?: TokenSource;
   /** Defaults for downwardAPI limits and the size of memory-backed volumes. */
-  node: NodeAllocatable;
+  node: DownwardApiAllocatable;
   clock: Clock;
   logger: Logger;
   /** The agent's pid (subPath bind mounts come from /proc/<pid>/fd). */

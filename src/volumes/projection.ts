@@ -5,13 +5,11 @@
  * non-optional source fails the volume).
  */
 import type { ConfigMapData, SecretData } from "../api/objects.ts";
-import { ResourceFieldRefError, resourceFieldRefValue, type NodeAllocatable } from "../cgroups/downward-api.ts";
+import { ResourceFieldRefError, resourceFieldRefValue, type DownwardApiAllocatable } from "../cgroups/downward-api.ts";
 import { podMetadataField } from "../pods/fields.ts";
 import type { Pod } from "../pods/schema.ts";
 import type { DownwardAPIFileSpec, KeyToPathSpec } from "../pods/volume-schema.ts";
 import type { Payload } from "./atomic-writer.ts";
-
-export type { NodeAllocatable } from "../cgroups/downward-api.ts";
 
 export const DEFAULT_MODE = 0o644;
 
@@ -75,7 +73,7 @@ function fieldValue(pod: Pod, path: string): string {
   return value;
 }
 
-function resourceValue(pod: Pod, ref: NonNullable<DownwardAPIFileSpec["resourceFieldRef"]>, node: NodeAllocatable): string {
+function resourceValue(pod: Pod, ref: NonNullable<DownwardAPIFileSpec["resourceFieldRef"]>, node: DownwardApiAllocatable): string {
   try {
     return resourceFieldRefValue(pod, undefined, ref, node);
   } catch (err) {
@@ -85,7 +83,7 @@ function resourceValue(pod: Pod, ref: NonNullable<DownwardAPIFileSpec["resourceF
 }
 
 /** downwardAPI items: pod metadata and container resources, one file each. */
-export function projectDownwardAPI(into: Payload, pod: Pod, items: DownwardAPIFileSpec[] | null | undefined, defaultMode: number, node: NodeAllocatable): void {
+export function projectDownwardAPI(into: Payload, pod: Pod, items: DownwardAPIFileSpec[] | null | undefined, defaultMode: number, node: DownwardApiAllocatable): void {
   for (const item of items ?? []) {
     const value = item.fieldRef ? fieldValue(pod, item.fieldRef.fieldPath) : item.resourceFieldRef ? resourceValue(pod, item.resourceFieldRef, node) : undefined;
     if (value === undefined) throw new ProjectionError(`downwardAPI item ${JSON.stringify(item.path)}: one of fieldRef and resourceFieldRef is required`);
