@@ -9,27 +9,60 @@
  * when each waiter instead restarted the count from its own wake, 50 QPS
  * ran at 30-40 during a burst of 110 pod starts, and status patches waited
  * up to 3 s for their turn.
+ *
+ * A caller that gives up while it waits gets back what no later caller has
+ * counted on (x/time/rate's Reservation.Cancel): the last reservation returns
+ * its whole token, an earlier one only the part not yet reserved after it.
+ * Without that, requests cancelled while throttled (a watch closed, a pod
+ * deleted) went on costing the ones behind them their turns.
  */
 import type { Clock } from "../util/clock.ts";
 
 export class TokenBucket {
   private tokens: number;
   private last: number;
+  /** When the newest reservation may act. */
+  private lastDue: number;
 
   constructor(private readonly opts: { qps: number; burst: number; clock: Clock }) {
     this.tokens = opts.burst;
     this.last = opts.clock.now();
+    this.lastDue = this.last;
   }
 
-  /** Resolves when the caller may make one call. */
-  take(): Promise<void> {
-    if (this.opts.qps <= 0) return Promise.resolve(); // upstream: QPS < 0 disables the limit
+  /** Resolves when the caller may make one call; rejects with the signal's reason if it is aborted first. */
+  async take(signal?: AbortSignal): Promise<void> {
+    if (this.opts.qps <= 0) return; // upstream: QPS < 0 disables the limit
+    signal?.throwIfAborted();
+    const now = this.refill();
+    this.tokens -= 1;
+    if (this.tokens >= 0) return;
+    // Exact, not rounded: a cancel counts the reservations after this one from it.
+    const due = now + (-this.tokens / this.opts.qps) * 1000;
+    this.lastDue = Math.max(this.lastDue, due);
+    try {
+      await this.opts.clock.sleep(Math.ceil(due - now), signal);
+    } catch (err) {
+      this.cancel(due);
+      throw err;
+    }
+  }
+
+  private refill(): number {
     const now = this.opts.clock.now();
     this.tokens = Math.min(this.opts.burst, this.tokens + ((now - this.last) / 1000) * this.opts.qps);
     this.last = now;
-    this.tokens -= 1;
-    if (this.tokens >= 0) return Promise.resolve();
-    return this.opts.clock.sleep(Math.ceil((-this.tokens / this.opts.qps) * 1000));
+    return now;
+  }
+
+  /** Gives back the token of the reservation due at `due`, less the tokens reserved after it. */
+  private cancel(due: number): void {
+    const restore = 1 - ((this.lastDue - due) / 1000) * this.opts.qps;
+    if (restore <= 1e-9) return;
+    this.refill();
+    this.tokens = Math.min(this.opts.burst, this.tokens + restore);
+    // The newest reservation gone, the one a token before it is the newest (if it is still ahead).
+    if (due === this.lastDue) this.lastDue = Math.max(this.opts.clock.now(), due - 1000 / this.opts.qps);
   }
 }
 

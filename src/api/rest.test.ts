@@ -124,6 +124,28 @@ test("a client made withRateLimit shares the connection but not the budget: even
   expect(transport.requests.at(-1)?.path).toBe("/api/v1/namespaces/a/pods/q/status");
 });
 
+test("a request given up while throttled is never sent and fails at once, naming it", async () => {
+  const transport = new FakeTransport(() => Response.json({}));
+  const clock = new FakeClock();
+  const main = createRestClient({
+    credentials: { server: "https://api", headers: {}, insecureSkipVerify: false },
+    qps: 1,
+    burst: 1,
+    clock,
+    logger: createLogger({ verbosity: 0 }),
+    userAgent: "ua",
+    transport,
+  });
+  await main.request("GET", "/api/v1/nodes/a");
+  const abort = new AbortController();
+  const throttled = main.request("GET", "/api/v1/nodes/b", { signal: abort.signal });
+  abort.abort(new Error("watch closed"));
+  // Before the fix the request waited out its turn on the fake clock, which never moves here.
+  const stillWaiting = Bun.sleep(1000).then(() => "still waiting for its token");
+  await expect(Promise.race([throttled, stillWaiting])).rejects.toThrow("GET /api/v1/nodes/b: Unreachable (0): canceled while waiting for the client rate limit: watch closed");
+  expect(transport.requests.map((r) => r.path)).toEqual(["/api/v1/nodes/a"]);
+});
+
 test("at --v=6 each request is logged with its answer and how long it waited for the rate limit, as client-go's round tripper", async () => {
   const { logger, lines } = memoryLogger(6);
   const client = createRestClient({

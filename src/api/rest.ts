@@ -107,7 +107,12 @@ export function createRestClient(opts: {
   const limited = (limiter: TokenBucket, clientTimeoutMs = opts.timeoutMs ?? 30_000): SharedRestClient => {
     const send = async (verb: string, path: string, o: RequestOptions, accept: string, body: { data: string | Uint8Array; type: string } | undefined) => {
       const queued = performance.now();
-      await limiter.take();
+      try {
+        await limiter.take(o.signal);
+      } catch (err) {
+        // The caller gave up while throttled: as an abort during the request, nothing sent.
+        throw new ApiError("Unreachable", 0, verb, path, `canceled while waiting for the client rate limit: ${errorMessage(err)}`);
+      }
       const sent = performance.now();
       const timeout = AbortSignal.timeout(o.timeoutMs ?? clientTimeoutMs);
       const signal = o.signal ? AbortSignal.any([o.signal, timeout]) : timeout;
