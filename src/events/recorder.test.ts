@@ -1,8 +1,10 @@
 import { describe, expect, test } from "bun:test";
 import { FakeKubeApi } from "../api/fake.ts";
+import { ApiError } from "../api/index.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
-import { AGGREGATE_CACHE_SIZE, ApiEventRecorder, MAX_QUEUED_EVENTS, nodeRef, podEventRef } from "./recorder.ts";
+import { CORRELATOR_CACHE_SIZE } from "./correlator.ts";
+import { ApiEventRecorder, MAX_QUEUED_EVENTS, nodeRef, podEventRef } from "./recorder.ts";
 
 const pod = { metadata: { name: "web", namespace: "ns1", uid: "u1" } };
 
@@ -48,7 +50,7 @@ describe("ApiEventRecorder", () => {
     expect(api.events[0]).toMatchObject({ metadata: { namespace: "default" }, involvedObject: { kind: "Node", name: "n1", uid: "n1" } });
   });
 
-  test("writes wait for the client's rate limit; only beyond 1000 waiting ones are events dropped (client-go's maxQueuedEvents)", async () => {
+  test("events are written one at a time; beyond 1000 waiting or being written they are dropped (client-go's maxQueuedEvents)", async () => {
     const api = new FakeKubeApi();
     const waiting: (() => void)[] = [];
     const created: string[] = [];
@@ -64,43 +66,207 @@ describe("ApiEventRecorder", () => {
     } as unknown as FakeKubeApi;
     const { logger, lines } = memoryLogger();
     const rec = new ApiEventRecorder({ api: slow, nodeName: "n1", clock: new FakeClock(), logger });
-    for (let i = 0; i < MAX_QUEUED_EVENTS + 1; i++) rec.event(podEventRef(pod), "Normal", "Pulled", `message ${i}`);
-    expect(waiting.length).toBe(MAX_QUEUED_EVENTS);
-    expect(lines.filter((l) => l.includes("too many queued events, dropped event"))).toHaveLength(1);
-    for (const go of waiting.splice(0)) go();
-    await Bun.sleep(0);
-    rec.event(podEventRef(pod), "Normal", "Pulled", "after the queue drained");
+    // One pod each: the correlator's limits are per object.
+    const pulled = (i: number, message = `message ${i}`) => rec.event(podEventRef({ metadata: { name: `p${i}`, namespace: "ns1", uid: `u${i}` } }), "Normal", "Pulled", message);
+    for (let i = 0; i < MAX_QUEUED_EVENTS + 1; i++) pulled(i);
     expect(waiting.length).toBe(1);
-    waiting[0]!();
-    expect(created).toHaveLength(MAX_QUEUED_EVENTS + 1);
+    expect(lines.filter((l) => l.includes("too many queued events, dropped event"))).toHaveLength(1);
+    while (waiting.length) {
+      waiting.shift()!();
+      await Bun.sleep(0);
+    }
+    expect(created).toHaveLength(MAX_QUEUED_EVENTS);
+    pulled(MAX_QUEUED_EVENTS + 1, "after the queue drained");
+    waiting.shift()!();
     expect(created.at(-1)).toBe("after the queue drained");
   });
 
-  test("aggregation remembers the 4096 most recently used events of the last 10 minutes", async () => {
+  test("a repeat patches the event's count, message and lastTimestamp for as long as it is among the 4096 last used, without a time window (upstream's eventLogger)", async () => {
     const api = new FakeKubeApi();
     const clock = new FakeClock();
     const rec = new ApiEventRecorder({ api, nodeName: "n1", clock, logger: memoryLogger().logger });
     const started = (i: number) => rec.event(podEventRef({ metadata: { name: `p${i}`, namespace: "ns1", uid: `u${i}` } }, "app"), "Normal", "Started", "Started container app");
-    const patches = () => api.calls.filter((c) => c.method === "patchEvent").length;
+    const patches = () => api.calls.filter((c) => c.method === "patchEvent");
     started(0);
     started(1);
     clock.advance(60_000);
     started(0); // used again: now the most recent
-    for (let i = 2; i < AGGREGATE_CACHE_SIZE + 1; i++) {
+    for (let i = 2; i < CORRELATOR_CACHE_SIZE + 1; i++) {
       started(i); // p1, the least recently used, is forgotten
       if (i % 500 === 0) await Bun.sleep(0); // the writes end, so none is dropped for the queue's bound
     }
     await Bun.sleep(0);
-    expect(patches()).toBe(1);
+    expect(patches()).toHaveLength(1);
     started(0);
-    expect(patches()).toBe(2);
+    await Bun.sleep(0);
+    expect(patches()).toHaveLength(2);
     started(1);
-    expect(patches()).toBe(2);
+    await Bun.sleep(0);
+    expect(patches()).toHaveLength(2);
     expect(api.events.filter((e: any) => e.involvedObject.name === "p1")).toHaveLength(2);
 
-    // Ten minutes after its last use an event is new again.
-    clock.advance(10 * 60_000);
+    // An hour later the repeat still patches the same event (the API server may have deleted it: see the 404 test).
+    clock.advance(60 * 60_000);
     started(0);
-    expect(patches()).toBe(2);
+    await Bun.sleep(0);
+    expect(patches()).toHaveLength(3);
+    const first = api.events.find((e: any) => e.involvedObject.name === "p0") as any;
+    expect(patches()[2]!.args).toEqual([
+      "ns1",
+      first.metadata.name,
+      { count: 4, lastTimestamp: new Date(clock.now()).toISOString().replace(".000", ""), message: "Started container app" },
+    ]);
+  });
+});
+
+describe("EventCorrelator in the recorder", () => {
+  const setup = (random = () => 0.5) => {
+    const api = new FakeKubeApi();
+    const clock = new FakeClock();
+    const { logger, lines } = memoryLogger();
+    const rec = new ApiEventRecorder({ api, nodeName: "n1", clock, logger, random });
+    const calls = (method: string) => api.calls.filter((c) => c.method === method);
+    return { api, clock, rec, lines, calls };
+  };
+
+  test("each object may send 25 events, then one every 5 minutes; the dropped ones still count (upstream's spam filter)", async () => {
+    const { clock, rec, lines, calls, api } = setup();
+    for (let i = 0; i < 30; i++) rec.event(podEventRef(pod, "app"), "Warning", "BackOff", "Back-off restarting failed container app");
+    await Bun.sleep(0);
+    expect(calls("createEvent")).toHaveLength(1);
+    expect(calls("patchEvent")).toHaveLength(24);
+    expect(lines.filter((l) => l.includes("over the event rate limit"))).toHaveLength(5);
+    // Another object, and another type of the same object, have their own budget.
+    rec.event(podEventRef({ metadata: { name: "db", namespace: "ns1", uid: "u2" } }), "Warning", "BackOff", "x");
+    rec.event(podEventRef(pod), "Normal", "Pulled", "Successfully pulled image");
+    await Bun.sleep(0);
+    expect(calls("createEvent")).toHaveLength(3);
+
+    clock.advance(299_000);
+    rec.event(podEventRef(pod, "app"), "Warning", "BackOff", "Back-off restarting failed container app");
+    await Bun.sleep(0);
+    expect(calls("patchEvent")).toHaveLength(24);
+    clock.advance(1_000);
+    rec.event(podEventRef(pod, "app"), "Warning", "BackOff", "Back-off restarting failed container app");
+    await Bun.sleep(0);
+    expect(calls("patchEvent")).toHaveLength(25);
+    // The count is every occurrence, the dropped ones too.
+    expect(calls("patchEvent").at(-1)!.args[2]).toMatchObject({ count: 32 });
+    expect(api.events.filter((e: any) => e.reason === "BackOff")).toHaveLength(2);
+  });
+
+  test("from the 10th distinct message of an object's reason within 10 minutes, one combined event is written and patched (upstream's aggregator)", async () => {
+    const { api, clock, rec, calls } = setup();
+    const failed = (i: number) => rec.event(podEventRef(pod, `c${i}`), "Warning", "Failed", `Error: image ${i} not found`);
+    for (let i = 1; i <= 9; i++) failed(i);
+    await Bun.sleep(0);
+    expect(api.events).toHaveLength(9);
+    failed(10);
+    failed(11);
+    await Bun.sleep(0);
+    expect(api.events).toHaveLength(10);
+    const combined = api.events[9] as any;
+    expect(combined).toMatchObject({ reason: "Failed", type: "Warning", count: 1, message: "(combined from similar events): Error: image 10 not found" });
+    expect(combined.metadata.name).toStartWith("web.");
+    expect(calls("patchEvent").map((c) => c.args)).toEqual([
+      ["ns1", combined.metadata.name, { count: 2, lastTimestamp: combined.lastTimestamp, message: "(combined from similar events): Error: image 11 not found" }],
+    ]);
+    // Another reason is its own group.
+    rec.event(podEventRef(pod), "Warning", "FailedMount", "one");
+    await Bun.sleep(0);
+    expect((api.events.at(-1) as any).message).toBe("one");
+
+    // More than 10 minutes without one: the next is written as it is.
+    clock.advance(600_001);
+    failed(12);
+    await Bun.sleep(0);
+    expect((api.events.at(-1) as any).message).toBe("Error: image 12 not found");
+  });
+
+  test("a write without an answer is tried 12 times, 10 s apart (the first sleep jittered); the other events wait", async () => {
+    const { api, clock, rec, lines, calls } = setup(() => 0.25);
+    api.setReachable(false);
+    rec.event(podEventRef(pod), "Normal", "Pulling", "Pulling image");
+    rec.event(podEventRef(pod), "Normal", "Pulled", "Pulled image");
+    await Bun.sleep(0);
+    expect(calls("createEvent")).toHaveLength(1);
+    clock.advance(2_499);
+    await Bun.sleep(0);
+    expect(calls("createEvent")).toHaveLength(1);
+    clock.advance(1); // 10 s × 0.25
+    await Bun.sleep(0);
+    expect(calls("createEvent")).toHaveLength(2);
+    for (let i = 0; i < 9; i++) {
+      clock.advance(10_000);
+      await Bun.sleep(0);
+    }
+    expect(calls("createEvent")).toHaveLength(11);
+    expect(lines.filter((l) => l.includes("may retry after sleeping"))).toHaveLength(11);
+    api.setReachable(true);
+    clock.advance(10_000);
+    await Bun.sleep(0);
+    expect(calls("createEvent")).toHaveLength(13); // the 12th try of the first, then the second
+    expect(api.events.map((e: any) => e.reason)).toEqual(["Pulling", "Pulled"]);
+
+    // The 12th failure is the last.
+    api.setReachable(false);
+    rec.event(podEventRef(pod), "Normal", "Created", "Created container");
+    await Bun.sleep(0);
+    clock.advance(2_500);
+    for (let i = 0; i < 12; i++) {
+      await Bun.sleep(0);
+      clock.advance(10_000);
+    }
+    await Bun.sleep(0);
+    expect(calls("createEvent")).toHaveLength(13 + 12);
+    expect(lines.filter((l) => l.includes("retry limit exceeded"))).toHaveLength(1);
+    expect(clock.pendingTimers()).toBe(0);
+  });
+
+  test("an event the server answered with an error is not written again", async () => {
+    const { api, rec, lines, calls } = setup();
+    api.failNext(
+      "createEvent",
+      new ApiError("Forbidden", 403, "POST", "/api/v1/namespaces/ns1/events", "unable to create new content in namespace ns1 because it is being terminated"),
+    );
+    api.failNext("createEvent", new ApiError("InternalError", 500, "POST", "/api/v1/namespaces/ns1/events", "etcd"));
+    rec.event(podEventRef(pod), "Normal", "Killing", "Stopping container app");
+    rec.event(podEventRef(pod), "Normal", "Pulled", "Pulled image");
+    rec.event(podEventRef(pod), "Normal", "Created", "Created container");
+    await Bun.sleep(0);
+    expect(calls("createEvent")).toHaveLength(3);
+    expect(api.events.map((e: any) => e.reason)).toEqual(["Created"]);
+    expect(lines.filter((l) => l.includes("Server rejected event (will not retry!)"))).toHaveLength(2);
+  });
+
+  test("a patch of an event the server no longer has creates it again, with its name and count", async () => {
+    const { api, rec, calls } = setup();
+    rec.event(podEventRef(pod, "app"), "Warning", "BackOff", "Back-off");
+    await Bun.sleep(0);
+    api.failNext("patchEvent", new ApiError("NotFound", 404, "PATCH", "/api/v1/namespaces/ns1/events/x", "not found"));
+    rec.event(podEventRef(pod, "app"), "Warning", "BackOff", "Back-off");
+    await Bun.sleep(0);
+    expect(calls("patchEvent")).toHaveLength(1);
+    expect(api.events).toHaveLength(2);
+    expect(api.events[1]).toMatchObject({ metadata: { name: (api.events[0] as any).metadata.name }, count: 2, message: "Back-off" });
+  });
+
+  test("stopping ends a waiting retry and drops what is queued; later events are not written", async () => {
+    const { api, clock, rec, lines, calls } = setup();
+    api.setReachable(false);
+    rec.event(podEventRef(pod), "Normal", "Pulling", "Pulling image");
+    rec.event(podEventRef(pod), "Normal", "Pulled", "Pulled image");
+    await Bun.sleep(0);
+    expect(clock.pendingTimers()).toBe(1);
+    rec[Symbol.dispose]();
+    await Bun.sleep(0);
+    expect(clock.pendingTimers()).toBe(0);
+    expect(lines.filter((l) => l.includes("Unable to write event (the event recorder is stopped)"))).toHaveLength(1);
+    api.setReachable(true);
+    rec.event(podEventRef(pod), "Normal", "Created", "Created container");
+    clock.advance(60_000);
+    await Bun.sleep(0);
+    expect(calls("createEvent")).toHaveLength(1);
+    expect(api.events).toHaveLength(0);
   });
 });

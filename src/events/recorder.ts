@@ -1,18 +1,23 @@
 /**
- * Events as the kubelet records them (client-go record): a repeat of the
- * same object, type, reason and message within 10 minutes bumps `count`
- * and `lastTimestamp` of the existing Event instead of creating another;
- * writes wait for the event client's own rate limit (eventRecordQPS /
- * eventBurst, agent/cluster.ts), and are dropped only when 1000 are already
- * waiting or under way, as upstream's broadcaster queue (client-go record,
- * maxQueuedEvents). Recording never blocks or throws.
+ * Events as the kubelet records them (client-go record): each event goes
+ * through upstream's EventCorrelator (correlator.ts: similar events
+ * combined, repeats patched as a count, each object limited to 25 events
+ * then one every 5 minutes), then is written one at a time, as upstream's
+ * recordToSink, through the event client's own rate limit (eventRecordQPS /
+ * eventBurst, agent/cluster.ts). A write that got no answer is tried again,
+ * up to 12 times 10 s apart; one the server answered with an error is not;
+ * a patch of an event the server no longer has creates it again. Events
+ * are dropped when 1000 are already waiting or being written (upstream's
+ * maxQueuedEvents), and when the recorder stops. Recording never blocks
+ * or throws.
  */
 import { randomBytes } from "node:crypto";
-import type { KubeApi } from "../api/index.ts";
+import { ApiError, type ApiObject, type KubeApi } from "../api/index.ts";
 import { podRef } from "../pods/identity.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
+import { type CoreEvent, EventCorrelator, type EventPatch, timestamp } from "./correlator.ts";
 
 export interface ObjectRef {
   kind: "Pod" | "Node" | "PersistentVolumeClaim";
@@ -66,18 +71,29 @@ export class LogEventRecorder implements EventRecorder {
   }
 }
 
-const AGGREGATE_WINDOW_MS = 10 * 60_000;
-/** Upstream's aggregation cache holds 4096 events (an LRU); the oldest beyond that are forgotten. */
-export const AGGREGATE_CACHE_SIZE = 4096;
-
-/** client-go record's maxQueuedEvents: writes waiting or under way before new events are dropped. */
+/** client-go record's maxQueuedEvents: events waiting or being written (their retries too) before new ones are dropped. */
 export const MAX_QUEUED_EVENTS = 1000;
+/** maxTriesPerEvent and defaultSleepDuration: a write that could not reach the server is tried 12 times, 10 s apart. */
+export const MAX_TRIES_PER_EVENT = 12;
+export const RETRY_INTERVAL_MS = 10_000;
 
-export class ApiEventRecorder implements EventRecorder {
-  private queued = 0;
-  /** Events of the last 10 minutes by key, oldest use first (a repeat moves its entry to the end). */
-  private readonly recent = new Map<string, { name: string; namespace: string; count: number; first: string; at: number }>();
+interface Pending {
+  object: ObjectRef;
+  type: EventType;
+  reason: string;
+  message: string;
+  stamp: string;
+}
+
+export class ApiEventRecorder implements EventRecorder, Disposable {
+  /** Events not yet taken by the writer, oldest first. */
+  private readonly queue: Pending[] = [];
+  /** An event is being written (or waits to retry): it counts against MAX_QUEUED_EVENTS. */
+  private writing = false;
+  private readonly stopped = new AbortController();
+  private readonly correlator: EventCorrelator;
   private readonly log: LogEventRecorder;
+  private readonly random: () => number;
 
   constructor(
     private readonly opts: {
@@ -85,76 +101,127 @@ export class ApiEventRecorder implements EventRecorder {
       nodeName: string;
       clock: Clock;
       logger: Logger;
+      /** Jitters the first retry, as upstream's rand.Float64. */
+      random?: () => number;
     },
   ) {
     this.log = new LogEventRecorder(opts.logger);
+    this.random = opts.random ?? Math.random;
+    this.correlator = new EventCorrelator({ now: () => opts.clock.now(), newName: eventName });
   }
 
   event(object: ObjectRef, type: EventType, reason: string, message: string): void {
     this.log.event(object, type, reason, message);
-    if (this.queued >= MAX_QUEUED_EVENTS) {
+    if (this.stopped.signal.aborted) {
+      this.opts.logger.v(2).info("event not written: the event recorder is stopped", { reason, object: object.name });
+      return;
+    }
+    if (this.queue.length + (this.writing ? 1 : 0) >= MAX_QUEUED_EVENTS) {
       this.opts.logger.error("Unable to record event: too many queued events, dropped event", { reason, object: object.name });
       return;
     }
-    const now = this.opts.clock.now();
-    const stamp = new Date(now).toISOString().replace(/\.\d{3}Z$/, "Z");
-    const key = JSON.stringify([object.uid, object.fieldPath, type, reason, message]);
-    const seen = this.recent.get(key);
-    const namespace = object.namespace ?? "default";
-    if (seen && now - seen.at < AGGREGATE_WINDOW_MS) {
-      seen.count++;
-      seen.at = now;
-      this.recent.delete(key);
-      this.recent.set(key, seen);
-      this.write(this.opts.api.patchEvent(seen.namespace, seen.name, { count: seen.count, lastTimestamp: stamp }), "event patch failed", reason);
+    this.queue.push({ object, type, reason, message, stamp: timestamp(this.opts.clock.now()) });
+    if (!this.writing) void this.drain();
+  }
+
+  /** Stops writing: what is queued is dropped and a write waiting to retry gives up, so no timer is left behind. */
+  [Symbol.dispose](): void {
+    if (this.stopped.signal.aborted) return;
+    this.stopped.abort(new Error("the event recorder is stopped"));
+    if (this.queue.length) this.opts.logger.v(2).info("event recorder stopped: queued events not written", { events: this.queue.length });
+    this.queue.length = 0;
+  }
+
+  /** One event at a time, as upstream's recordToSink: while the server cannot be reached, the others wait. */
+  private async drain(): Promise<void> {
+    this.writing = true;
+    try {
+      for (let next = this.queue.shift(); next && !this.stopped.signal.aborted; next = this.queue.shift()) {
+        // A bug here must lose one event, not the writer (or the agent, to an unhandled rejection).
+        await this.record(next).catch((err) => this.opts.logger.error("Unable to write event", { reason: next?.reason, err: errorMessage(err) }));
+      }
+    } finally {
+      this.writing = false;
+    }
+  }
+
+  private async record(p: Pending): Promise<void> {
+    const namespace = p.object.namespace ?? "default";
+    const result = this.correlator.correlate({
+      apiVersion: "v1",
+      kind: "Event",
+      metadata: { name: eventName(p.object.name), namespace },
+      involvedObject: {
+        apiVersion: "v1",
+        kind: p.object.kind,
+        name: p.object.name,
+        uid: p.object.uid,
+        ...(p.object.namespace ? { namespace: p.object.namespace } : {}),
+        ...(p.object.fieldPath ? { fieldPath: p.object.fieldPath } : {}),
+      },
+      reason: p.reason,
+      message: p.message,
+      type: p.type,
+      count: 1,
+      firstTimestamp: p.stamp,
+      lastTimestamp: p.stamp,
+      source: { component: "kubelet", host: this.opts.nodeName },
+      reportingComponent: "kubelet",
+      reportingInstance: this.opts.nodeName,
+    });
+    if (result.skip) {
+      // Upstream drops these without a word; here at a verbosity where one looks for a missing event.
+      this.opts.logger.v(5).info("event dropped: its object is over the event rate limit (25, then one every 5 minutes)", { reason: p.reason, object: p.object.name });
       return;
     }
-    this.prune(now);
-    const name = `${object.name}.${randomBytes(8).toString("hex")}`;
-    this.recent.set(key, { name, namespace, count: 1, first: stamp, at: now });
-    this.write(
-      this.opts.api.createEvent(namespace, {
-        apiVersion: "v1",
-        kind: "Event",
-        metadata: { name, namespace },
-        involvedObject: {
-          apiVersion: "v1",
-          kind: object.kind,
-          name: object.name,
-          uid: object.uid,
-          ...(object.namespace ? { namespace: object.namespace } : {}),
-          ...(object.fieldPath ? { fieldPath: object.fieldPath } : {}),
-        },
-        reason,
-        message,
-        type,
-        count: 1,
-        firstTimestamp: stamp,
-        lastTimestamp: stamp,
-        source: { component: "kubelet", host: this.opts.nodeName },
-        reportingComponent: "kubelet",
-        reportingInstance: this.opts.nodeName,
-      }),
-      "event create failed",
-      reason,
-    );
+    const { event, patch } = result;
+    for (let tries = 1; ; tries++) {
+      if (await this.write(event, patch)) return;
+      if (tries >= MAX_TRIES_PER_EVENT) {
+        this.opts.logger.error("Unable to write event (retry limit exceeded!)", { reason: event.reason, object: p.object.name });
+        return;
+      }
+      // The first sleep is random so that the nodes do not all retry at once when the API server comes back.
+      const delay = tries === 1 ? RETRY_INTERVAL_MS * this.random() : RETRY_INTERVAL_MS;
+      try {
+        await this.opts.clock.sleep(delay, this.stopped.signal);
+      } catch {
+        this.opts.logger.error("Unable to write event (the event recorder is stopped)", { reason: event.reason, object: p.object.name });
+        return;
+      }
+    }
   }
 
-  /** Counts a write while it waits for the rate limit or the API server. */
-  private write(call: Promise<unknown>, failure: string, reason: string): void {
-    this.queued++;
-    void call
-      .catch((err) => this.opts.logger.v(2).info(failure, { reason, err: errorMessage(err) }))
-      .finally(() => {
-        this.queued--;
-      });
-  }
-
-  /** From the oldest use on, up to the first entry still in the window: a burst of pod starts made scanning them all quadratic. */
-  private prune(now: number): void {
-    for (const [k, v] of this.recent) {
-      if (now - v.at < AGGREGATE_WINDOW_MS && this.recent.size < AGGREGATE_CACHE_SIZE) return;
-      this.recent.delete(k);
+  /**
+   * recordEvent: true when the event is written or the server rejected it for good (any answer with a
+   * status: upstream's StatusError is never retried), false when it should be tried again (no answer).
+   */
+  private async write(event: CoreEvent, patch: EventPatch | undefined): Promise<boolean> {
+    const { namespace, name } = event.metadata;
+    try {
+      if (patch) {
+        try {
+          await this.opts.api.patchEvent(namespace, name, patch);
+          return true;
+        } catch (err) {
+          // The event is gone (the API server's event TTL): written afresh, with its count.
+          if (!(err instanceof ApiError && err.status === 404)) throw err;
+        }
+      }
+      await this.opts.api.createEvent(namespace, event as unknown as ApiObject);
+      return true;
+    } catch (err) {
+      const fields = { reason: event.reason, object: event.involvedObject.name, err: errorMessage(err) };
+      if (err instanceof ApiError && err.status > 0) {
+        if (err.reason === "AlreadyExists") this.opts.logger.v(5).info("Server rejected event (will not retry!)", fields);
+        else this.opts.logger.error("Server rejected event (will not retry!)", fields);
+        return true;
+      }
+      this.opts.logger.error("Unable to write event (may retry after sleeping)", fields);
+      return false;
     }
   }
 }
+
+/** A unique event name from its object's (upstream: the name and the time in nanoseconds in hex). */
+const eventName = (objectName: string): string => `${objectName}.${randomBytes(8).toString("hex")}`;
