@@ -130,7 +130,11 @@ async function run(config: AgentConfig, deps: AgentDeps, stack: DisposalStack, c
   await startSystemCgroups(w);
   const nodeId = { nodeName: config.nodeName, nodeIPs: config.nodeIPs, nodeLabels: config.nodeLabels, kubeletVersion: cluster?.kubeletVersion ?? "" };
   const facts = nodeFacts(nodeId, machine, k);
-  const recorder = cluster ? new ApiEventRecorder({ api: cluster.events, nodeName: config.nodeName, clock, logger }) : new LogEventRecorder(logger);
+  // Stopped after the parts built later (they record events until they stop) and before the API clients: what is
+  // still queued then is dropped, a retry waiting ends.
+  const recorder = cluster
+    ? stack.use("event recorder", new ApiEventRecorder({ api: cluster.events, nodeName: config.nodeName, clock, logger, random }))
+    : new LogEventRecorder(logger);
   // Cluster mode: API copies of static pods, made once the node controller (built later) registered the Node
   // (its UID also owns CSINode); the prober reads mirrors' statuses.
   const nodeRegistration = new NodeRegistration();
