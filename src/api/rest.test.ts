@@ -5,7 +5,7 @@ import { FakeClock, realClock } from "../util/clock.ts";
 import { createLogger, memoryLogger } from "../util/log.ts";
 import { envelope, PROTOBUF, Writer } from "./protobuf.ts";
 import { FakeTransport } from "./fake-transport.ts";
-import { createRestClient } from "./rest.ts";
+import { createRestClient, MAX_RETRY_AFTER_RETRIES } from "./rest.ts";
 import { TransportError } from "./transport.ts";
 import { DisposalStack } from "../util/disposal.ts";
 
@@ -144,6 +144,84 @@ test("a request given up while throttled is never sent and fails at once, naming
   const stillWaiting = Bun.sleep(1000).then(() => "still waiting for its token");
   await expect(Promise.race([throttled, stillWaiting])).rejects.toThrow("GET /api/v1/nodes/b: Unreachable (0): canceled while waiting for the client rate limit: watch closed");
   expect(transport.requests.map((r) => r.path)).toEqual(["/api/v1/nodes/a"]);
+});
+
+/** A client over `transport` with no rate limit and a fake clock. */
+function clientOver(transport: FakeTransport, clock: FakeClock) {
+  return createRestClient({
+    credentials: { server: "https://api", headers: {}, insecureSkipVerify: false },
+    qps: -1,
+    burst: 0,
+    clock,
+    logger: createLogger({ verbosity: 0 }),
+    userAgent: "ua",
+    transport,
+  });
+}
+
+/** Moves the fake clock a second at a time until `done` settles (at most `seconds`). */
+async function runClock(clock: FakeClock, done: Promise<unknown>, seconds: number): Promise<void> {
+  let settled = false;
+  void done.then(
+    () => (settled = true),
+    () => (settled = true),
+  );
+  for (let i = 0; i < seconds && !settled; i++) {
+    await Bun.sleep(0);
+    clock.advance(1000);
+  }
+  await Bun.sleep(0);
+}
+
+test("a 429 or 5xx answer with a Retry-After is sent again after the seconds asked, as client-go's rest client, any verb", async () => {
+  const answers = [
+    new Response("{}", { status: 429, headers: { "retry-after": "2" } }),
+    new Response("{}", { status: 503, headers: { "retry-after": "1" } }),
+    Response.json({ kind: "Event" }, { status: 201 }),
+  ];
+  const clock = new FakeClock();
+  const start = clock.now();
+  const sentAt: number[] = [];
+  const client = clientOver(
+    new FakeTransport(() => {
+      sentAt.push(clock.now() - start);
+      return answers.shift() ?? new Response("{}", { status: 500 });
+    }),
+    clock,
+  );
+  const created = client.request("POST", "/api/v1/namespaces/a/events", { body: { reason: "Started" } });
+  await runClock(clock, created, 10);
+  expect(await created).toEqual({ kind: "Event" });
+  expect(sentAt).toEqual([0, 2000, 3000]);
+});
+
+test("without a Retry-After, or for a 4xx other than 429, the answer is final at once", async () => {
+  for (const answer of [() => new Response("{}", { status: 503 }), () => new Response("{}", { status: 409, headers: { "retry-after": "1" } })]) {
+    const clock = new FakeClock();
+    const transport = new FakeTransport(answer);
+    await expect(clientOver(transport, clock).request("GET", "/api/v1/nodes/a")).rejects.toThrow("GET /api/v1/nodes/a");
+    expect(transport.requests.length).toBe(1);
+  }
+});
+
+test("after 10 retries the last 429 is the answer: an ApiError TooManyRequests", async () => {
+  const clock = new FakeClock();
+  const transport = new FakeTransport(() => new Response("{}", { status: 429, headers: { "retry-after": "1" } }));
+  const got = clientOver(transport, clock).request("GET", "/api/v1/nodes/a");
+  await runClock(clock, got, 30);
+  await expect(got).rejects.toMatchObject({ reason: "TooManyRequests", status: 429 });
+  expect(transport.requests.length).toBe(1 + MAX_RETRY_AFTER_RETRIES);
+});
+
+test("a caller that gives up while waiting to retry gets an error at once, and nothing more is sent", async () => {
+  const clock = new FakeClock();
+  const transport = new FakeTransport(() => new Response("{}", { status: 429, headers: { "retry-after": "60" } }));
+  const abort = new AbortController();
+  const got = clientOver(transport, clock).request("GET", "/api/v1/nodes/a", { signal: abort.signal });
+  await Bun.sleep(0);
+  abort.abort(new Error("stopping"));
+  await expect(got).rejects.toThrow("canceled while waiting 60 s to retry after 429: stopping");
+  expect(transport.requests.length).toBe(1);
 });
 
 test("at --v=6 each request is logged with its answer and how long it waited for the rate limit, as client-go's round tripper", async () => {

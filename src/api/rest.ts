@@ -105,35 +105,61 @@ export function createRestClient(opts: {
     return u;
   };
   const limited = (limiter: TokenBucket, clientTimeoutMs = opts.timeoutMs ?? 30_000): SharedRestClient => {
-    const send = async (verb: string, path: string, o: RequestOptions, accept: string, body: { data: string | Uint8Array; type: string } | undefined) => {
-      const queued = performance.now();
-      try {
-        await limiter.take(o.signal);
-      } catch (err) {
-        // The caller gave up while throttled: as an abort during the request, nothing sent.
-        throw new ApiError("Unreachable", 0, verb, path, `canceled while waiting for the client rate limit: ${errorMessage(err)}`);
-      }
-      const sent = performance.now();
-      const timeout = AbortSignal.timeout(o.timeoutMs ?? clientTimeoutMs);
-      const signal = o.signal ? AbortSignal.any([o.signal, timeout]) : timeout;
-      try {
-        const res = await transport.send({
-          method: verb,
-          url: url(path, o.query),
-          headers: {
-            ...credentials.headers,
-            Accept: accept,
-            "User-Agent": opts.userAgent,
-            ...(body ? { "Content-Type": body.type } : {}),
-          },
-          ...(body ? { body: body.data } : {}),
-          signal,
-        });
+    type Body = { data: string | Uint8Array; type: string } | undefined;
+    /**
+     * One request, sent again while the server answers 429 or 5xx with a
+     * Retry-After (client-go's rest client: up to 10 retries, each after
+     * the seconds the server asked for and a token of its own): the API
+     * server's priority and fairness rejects so when it is saturated, and
+     * the request was not served. The client's timeout counts from the
+     * first send and covers the retries, as client-go's request timeout.
+     */
+    const send = async (verb: string, path: string, o: RequestOptions, accept: string, body: Body) => {
+      const aborted = (err: unknown, waiting: string) =>
+        new ApiError(timeout?.aborted ? "Timeout" : "Unreachable", 0, verb, path, `${timeout?.aborted ? "timed out" : "canceled"} while waiting ${waiting}: ${errorMessage(err)}`);
+      let timeout: AbortSignal | undefined;
+      let signal = o.signal;
+      for (let attempt = 1; ; attempt++) {
+        const queued = performance.now();
+        try {
+          await limiter.take(signal);
+        } catch (err) {
+          // The caller gave up while throttled: as an abort during the request, nothing sent.
+          throw aborted(err, "for the client rate limit");
+        }
+        if (!timeout) {
+          timeout = AbortSignal.timeout(o.timeoutMs ?? clientTimeoutMs);
+          signal = o.signal ? AbortSignal.any([o.signal, timeout]) : timeout;
+        }
+        const sent = performance.now();
+        let res: Response;
+        try {
+          res = await transport.send({
+            method: verb,
+            url: url(path, o.query),
+            headers: {
+              ...credentials.headers,
+              Accept: accept,
+              "User-Agent": opts.userAgent,
+              ...(body ? { "Content-Type": body.type } : {}),
+            },
+            ...(body ? { body: body.data } : {}),
+            signal: signal ?? timeout,
+          });
+        } catch (err) {
+          throw new ApiError(timeout.aborted ? "Timeout" : "Unreachable", 0, verb, path, errorMessage(err));
+        }
         // As client-go's round tripper at -v=6, with the time the request waited for the rate limit (kubeAPIQPS).
         opts.logger.v(6).info("API request", { verb, path, status: res.status, throttledMs: Math.round(sent - queued), ms: Math.round(performance.now() - sent) });
-        return res;
-      } catch (err) {
-        throw new ApiError(timeout.aborted ? "Timeout" : "Unreachable", 0, verb, path, errorMessage(err));
+        const waitS = attempt <= MAX_RETRY_AFTER_RETRIES ? retryAfterSeconds(res) : undefined;
+        if (waitS === undefined) return res;
+        opts.logger.v(4).info("Got a Retry-After response", { verb, path, status: res.status, retryAfterSeconds: waitS, attempt });
+        await res.body?.cancel().catch(() => {});
+        try {
+          await opts.clock.sleep(waitS * 1000, signal);
+        } catch (err) {
+          throw aborted(err, `${waitS} s to retry after ${res.status}`);
+        }
       }
     };
     return {
@@ -189,6 +215,17 @@ export function createRestClient(opts: {
     };
   };
   return limited(new TokenBucket({ qps: opts.qps, burst: opts.burst, clock: opts.clock }));
+}
+
+/** client-go's rest client's maxRetries for answers with a Retry-After. */
+export const MAX_RETRY_AFTER_RETRIES = 10;
+
+/** The whole seconds a 429 or 5xx answer asks the client to wait before sending again; undefined: no retry (client-go's checkWait). */
+function retryAfterSeconds(res: Response): number | undefined {
+  if (res.status !== 429 && res.status < 500) return undefined;
+  const header = res.headers.get("retry-after")?.trim();
+  if (!header || !/^\d+$/.test(header)) return undefined;
+  return Number(header);
 }
 
 /** The Status of an error answer in either encoding; undefined when it is neither (a proxy's page). */
