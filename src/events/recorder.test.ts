@@ -4,7 +4,7 @@ import { ApiError } from "../api/index.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { CORRELATOR_CACHE_SIZE } from "./correlator.ts";
-import { ApiEventRecorder, MAX_QUEUED_EVENTS, nodeRef, podEventRef } from "./recorder.ts";
+import { ApiEventRecorder, LogEventRecorder, MAX_QUEUED_EVENTS, nodeRef, podEventRef } from "./recorder.ts";
 
 const pod = { metadata: { name: "web", namespace: "ns1", uid: "u1" } };
 
@@ -269,4 +269,22 @@ describe("EventCorrelator in the recorder", () => {
     expect(calls("createEvent")).toHaveLength(1);
     expect(api.events).toHaveLength(0);
   });
+});
+
+test("every event is logged at --v=3 as upstream's broadcaster logs it, API or not", () => {
+  const { logger, lines } = memoryLogger(3);
+  new LogEventRecorder(logger).event(
+    podEventRef({ metadata: { name: "p", namespace: "ns", uid: "u" }, spec: { containers: [{ name: "c" }] } }, "c"),
+    "Warning",
+    "BackOff",
+    "Back-off restarting failed container c",
+  );
+  expect(lines).toEqual([
+    expect.stringContaining(
+      '"Event occurred" object=ns/p fieldPath="spec.containers{c}" kind=Pod apiVersion=v1 type=Warning reason=BackOff message="Back-off restarting failed container c"',
+    ),
+  ]);
+  const quiet = memoryLogger(2);
+  new LogEventRecorder(quiet.logger).event(nodeRef("n1"), "Normal", "NodeReady", "Node n1 status is now: NodeReady");
+  expect(quiet.lines).toEqual([]);
 });

@@ -67,7 +67,16 @@ export const nodeRef = (nodeName: string): ObjectRef => ({ kind: "Node", name: n
 export class LogEventRecorder implements EventRecorder {
   constructor(private readonly logger: Logger) {}
   event(object: ObjectRef, type: EventType, reason: string, message: string): void {
-    this.logger.v(1).info("event", { object: `${object.kind}/${object.namespace ? object.namespace + "/" : ""}${object.name}`, type, reason, message });
+    // Upstream's broadcaster logs every event so (StartStructuredLogging(3) in cmd/kubelet).
+    this.logger.v(3).info("Event occurred", {
+      object: `${object.namespace ? object.namespace + "/" : ""}${object.name}`,
+      fieldPath: object.fieldPath ?? "",
+      kind: object.kind,
+      apiVersion: "v1",
+      type,
+      reason,
+      message,
+    });
   }
 }
 
