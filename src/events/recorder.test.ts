@@ -12,7 +12,7 @@ describe("ApiEventRecorder", () => {
   test("creates an event with upstream's shape, then aggregates repeats into a count", async () => {
     const api = new FakeKubeApi();
     const clock = new FakeClock();
-    const rec = new ApiEventRecorder({ api, nodeName: "n1", clock, logger: memoryLogger().logger });
+    const rec = new ApiEventRecorder({ api, nodeName: "n1", clock, logger: memoryLogger().logger, random: () => 0 });
     rec.event(podEventRef(pod, "app"), "Warning", "BackOff", "Back-off restarting failed container app in pod web_ns1(u1)");
     clock.advance(10_000);
     rec.event(podEventRef(pod, "app"), "Warning", "BackOff", "Back-off restarting failed container app in pod web_ns1(u1)");
@@ -44,7 +44,7 @@ describe("ApiEventRecorder", () => {
 
   test("node events use the node name as UID, in the default namespace", async () => {
     const api = new FakeKubeApi();
-    const rec = new ApiEventRecorder({ api, nodeName: "n1", clock: new FakeClock(), logger: memoryLogger().logger });
+    const rec = new ApiEventRecorder({ api, nodeName: "n1", clock: new FakeClock(), logger: memoryLogger().logger, random: () => 0 });
     rec.event(nodeRef("n1"), "Normal", "Starting", "Starting kubelet.");
     await Bun.sleep(0);
     expect(api.events[0]).toMatchObject({ metadata: { namespace: "default" }, involvedObject: { kind: "Node", name: "n1", uid: "n1" } });
@@ -65,7 +65,7 @@ describe("ApiEventRecorder", () => {
       patchEvent: api.patchEvent.bind(api),
     } as unknown as FakeKubeApi;
     const { logger, lines } = memoryLogger();
-    const rec = new ApiEventRecorder({ api: slow, nodeName: "n1", clock: new FakeClock(), logger });
+    const rec = new ApiEventRecorder({ api: slow, nodeName: "n1", clock: new FakeClock(), logger, random: () => 0 });
     // One pod each: the correlator's limits are per object.
     const pulled = (i: number, message = `message ${i}`) => rec.event(podEventRef({ metadata: { name: `p${i}`, namespace: "ns1", uid: `u${i}` } }), "Normal", "Pulled", message);
     for (let i = 0; i < MAX_QUEUED_EVENTS + 1; i++) pulled(i);
@@ -84,7 +84,7 @@ describe("ApiEventRecorder", () => {
   test("a repeat patches the event's count, message and lastTimestamp for as long as it is among the 4096 last used, without a time window (upstream's eventLogger)", async () => {
     const api = new FakeKubeApi();
     const clock = new FakeClock();
-    const rec = new ApiEventRecorder({ api, nodeName: "n1", clock, logger: memoryLogger().logger });
+    const rec = new ApiEventRecorder({ api, nodeName: "n1", clock, logger: memoryLogger().logger, random: () => 0 });
     const started = (i: number) => rec.event(podEventRef({ metadata: { name: `p${i}`, namespace: "ns1", uid: `u${i}` } }, "app"), "Normal", "Started", "Started container app");
     const patches = () => api.calls.filter((c) => c.method === "patchEvent");
     started(0);

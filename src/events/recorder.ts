@@ -102,7 +102,6 @@ export class ApiEventRecorder implements EventRecorder, Disposable {
   private readonly stopped = new AbortController();
   private readonly correlator: EventCorrelator;
   private readonly log: LogEventRecorder;
-  private readonly random: () => number;
 
   constructor(
     private readonly opts: {
@@ -111,11 +110,10 @@ export class ApiEventRecorder implements EventRecorder, Disposable {
       clock: Clock;
       logger: Logger;
       /** Jitters the first retry, as upstream's rand.Float64. */
-      random?: () => number;
+      random: () => number;
     },
   ) {
     this.log = new LogEventRecorder(opts.logger);
-    this.random = opts.random ?? Math.random;
     this.correlator = new EventCorrelator({ now: () => opts.clock.now(), newName: eventName });
   }
 
@@ -191,7 +189,7 @@ export class ApiEventRecorder implements EventRecorder, Disposable {
         return;
       }
       // The first sleep is random so that the nodes do not all retry at once when the API server comes back.
-      const delay = tries === 1 ? RETRY_INTERVAL_MS * this.random() : RETRY_INTERVAL_MS;
+      const delay = tries === 1 ? RETRY_INTERVAL_MS * this.opts.random() : RETRY_INTERVAL_MS;
       try {
         await this.opts.clock.sleep(delay, this.stopped.signal);
       } catch {
