@@ -29,6 +29,8 @@ export class ApiError extends Error {
     readonly verb: string,
     readonly path: string,
     detail: string,
+    /** The Status's details.causes types (e.g. NamespaceTerminating), as client-go's HasStatusCause reads them. */
+    readonly causes: readonly string[] = [],
   ) {
     super(`${verb} ${path}: ${reason} (${status}): ${detail}`);
   }
@@ -49,9 +51,13 @@ const byStatus: Record<number, ApiReason> = {
 };
 
 export function apiErrorFrom(status: number, body: unknown, verb: string, path: string): ApiError {
-  const s = (body ?? {}) as { reason?: string; message?: string };
+  const s = (body ?? {}) as { reason?: string; message?: string; details?: { causes?: { reason?: unknown }[] } };
   const reason = (s.reason && s.reason !== "" ? s.reason : (byStatus[status] ?? "Unknown")) as ApiReason;
-  return new ApiError(reason, status, verb, path, s.message ?? `HTTP ${status}`);
+  const causes = Array.isArray(s.details?.causes) ? s.details.causes.flatMap((c) => (typeof c?.reason === "string" ? [c.reason] : [])) : [];
+  return new ApiError(reason, status, verb, path, s.message ?? `HTTP ${status}`, causes);
 }
+
+/** client-go's errors.HasStatusCause. */
+export const hasStatusCause = (err: unknown, cause: string): boolean => err instanceof ApiError && err.causes.includes(cause);
 
 export const isApiReason = (err: unknown, reason: ApiReason): boolean => err instanceof ApiError && err.reason === reason;

@@ -255,5 +255,5 @@ export function createKubeApi(rest: RestClient, opts: { contentType: string; ran
   };
 }
 
-export { ApiError, isApiReason } from "./errors.ts";
+export { ApiError, hasStatusCause, isApiReason } from "./errors.ts";
 export type { WatchEvent } from "./rest.ts";

@@ -195,16 +195,39 @@ export function unwrap(bytes: Uint8Array): Unwrapped {
 }
 
 /** A metav1.Status (the body of an error answer), read leniently: only what an ApiError carries. */
-export function decodeStatus(raw: Uint8Array): { status?: string; message?: string; reason?: string; code?: number } {
-  const s: { status?: string; message?: string; reason?: string; code?: number } = {};
+export function decodeStatus(raw: Uint8Array): { status?: string; message?: string; reason?: string; code?: number; details?: { causes: { reason?: string }[] } } {
+  const s: { status?: string; message?: string; reason?: string; code?: number; details?: { causes: { reason?: string }[] } } = {};
   const r = new Reader(raw);
   while (!r.done()) {
     const { field, wire } = r.tag();
     if (field === 2) s.status = r.string(wire, "Status.status");
     else if (field === 3) s.message = r.string(wire, "Status.message");
     else if (field === 4) s.reason = r.string(wire, "Status.reason");
+    else if (field === 5) s.details = { causes: decodeStatusCauses(r.bytes(wire, "Status.details")) };
     else if (field === 6) s.code = r.int(wire, "Status.code");
     else r.skip(wire);
   }
   return s;
+}
+
+/** StatusDetails.causes (field 4), each cause's type (StatusCause.reason, field 1): e.g. NamespaceTerminating. */
+function decodeStatusCauses(raw: Uint8Array): { reason?: string }[] {
+  const causes: { reason?: string }[] = [];
+  const details = new Reader(raw);
+  while (!details.done()) {
+    const { field, wire } = details.tag();
+    if (field !== 4) {
+      details.skip(wire);
+      continue;
+    }
+    const cause: { reason?: string } = {};
+    const c = new Reader(details.bytes(wire, "StatusDetails.causes"));
+    while (!c.done()) {
+      const t = c.tag();
+      if (t.field === 1) cause.reason = c.string(t.wire, "StatusCause.reason");
+      else c.skip(t.wire);
+    }
+    causes.push(cause);
+  }
+  return causes;
 }

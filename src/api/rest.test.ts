@@ -5,6 +5,7 @@ import { FakeClock, realClock } from "../util/clock.ts";
 import { createLogger, memoryLogger } from "../util/log.ts";
 import { envelope, PROTOBUF, Writer } from "./protobuf.ts";
 import { FakeTransport } from "./fake-transport.ts";
+import { hasStatusCause } from "./errors.ts";
 import { createRestClient, MAX_RETRY_AFTER_RETRIES } from "./rest.ts";
 import { TransportError } from "./transport.ts";
 import { DisposalStack } from "../util/disposal.ts";
@@ -21,6 +22,18 @@ const server = Bun.serve({
       const status = new Writer().string(2, "Failure").string(3, 'Operation cannot be fulfilled on leases "n"').string(4, "Conflict").varint(6, 409).finish();
       return new Response(envelope("v1", "Status", status), { status: 409, headers: { "content-type": PROTOBUF } });
     }
+    if (path === "/terminating") {
+      // Status{status 2, message 3, reason 4, details 5 {causes 4 {reason 1, message 2}}, code 6}: a namespace being deleted.
+      const cause = new Writer().string(1, "NamespaceTerminating").string(2, "namespace ns1 is being terminated").finish();
+      const details = new Writer().string(1, "ns1").bytes(4, cause).finish();
+      const status = new Writer().string(2, "Failure").string(3, "unable to create new content in namespace ns1").string(4, "Forbidden").bytes(5, details).varint(6, 403).finish();
+      return new Response(envelope("v1", "Status", status), { status: 403, headers: { "content-type": PROTOBUF } });
+    }
+    if (path === "/json-terminating")
+      return Response.json(
+        { kind: "Status", reason: "Forbidden", message: "being terminated", details: { causes: [{ reason: "NamespaceTerminating", message: "x" }] } },
+        { status: 403 },
+      );
     if (path === "/json-error") return Response.json({ kind: "Status", reason: "NotFound", message: "leases n not found" }, { status: 404 });
     return new Response("unsupported media type", { status: 415, headers: { "content-type": "text/plain" } });
   },
@@ -49,6 +62,16 @@ test("an error answer is an ApiError with the Status's reason and message, in ei
   });
   await expect(rest.requestBytes("GET", "/json-error", { contentType: PROTOBUF, accept: PROTOBUF })).rejects.toMatchObject({ reason: "NotFound", status: 404 });
   await expect(rest.requestBytes("PUT", "/other", opts)).rejects.toMatchObject({ status: 415, message: expect.stringContaining("unsupported media type") });
+});
+
+test("an error's Status causes are read in either encoding (client-go's HasStatusCause): a namespace being deleted", async () => {
+  for (const path of ["/terminating", "/json-terminating"]) {
+    const err = await rest.requestBytes("POST", path, opts).catch((e: unknown) => e);
+    expect(err).toMatchObject({ reason: "Forbidden", status: 403 });
+    expect(hasStatusCause(err, "NamespaceTerminating")).toBe(true);
+  }
+  const other = await rest.requestBytes("PUT", "/conflict", opts).catch((e: unknown) => e);
+  expect(hasStatusCause(other, "NamespaceTerminating")).toBe(false);
 });
 
 test("requests go through the given transport; a transport failure is an ApiError naming the request", async () => {

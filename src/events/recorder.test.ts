@@ -239,6 +239,21 @@ describe("EventCorrelator in the recorder", () => {
     expect(lines.filter((l) => l.includes("Server rejected event (will not retry!)"))).toHaveLength(2);
   });
 
+  test("a rejection because the event's namespace is being deleted is logged only at --v=5, as upstream's; others are errors", async () => {
+    const api = new FakeKubeApi();
+    const { logger, lines } = memoryLogger(4);
+    const rec = new ApiEventRecorder({ api, nodeName: "n1", clock: new FakeClock(), logger, random: () => 0 });
+    const forbidden = (causes: string[]) => new ApiError("Forbidden", 403, "POST", "/api/v1/namespaces/ns1/events", "unable to create new content in namespace ns1", causes);
+    api.failNext("createEvent", forbidden(["NamespaceTerminating"]));
+    api.failNext("createEvent", forbidden([]));
+    rec.event(podEventRef(pod), "Normal", "Killing", "Stopping container app");
+    rec.event(podEventRef(pod), "Normal", "Pulled", "Pulled image");
+    await Bun.sleep(0);
+    const rejected = lines.filter((l) => l.includes("Server rejected event (will not retry!)"));
+    expect(rejected).toHaveLength(1);
+    expect(rejected[0]).toContain("reason=Pulled");
+  });
+
   test("a patch of an event the server no longer has creates it again, with its name and count", async () => {
     const { api, rec, calls } = setup();
     rec.event(podEventRef(pod, "app"), "Warning", "BackOff", "Back-off");

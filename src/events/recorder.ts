@@ -12,7 +12,7 @@
  * or throws.
  */
 import { randomBytes } from "node:crypto";
-import { ApiError, type ApiObject, type KubeApi } from "../api/index.ts";
+import { ApiError, type ApiObject, hasStatusCause, type KubeApi } from "../api/index.ts";
 import { podRef } from "../pods/identity.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
@@ -220,7 +220,8 @@ export class ApiEventRecorder implements EventRecorder, Disposable {
     } catch (err) {
       const fields = { reason: event.reason, object: event.involvedObject.name, err: errorMessage(err) };
       if (err instanceof ApiError && err.status > 0) {
-        if (err.reason === "AlreadyExists") this.opts.logger.v(5).info("Server rejected event (will not retry!)", fields);
+        // As upstream's recordEvent: expected rejections (the event already written; its namespace being deleted) are quiet.
+        if (err.reason === "AlreadyExists" || hasStatusCause(err, "NamespaceTerminating")) this.opts.logger.v(5).info("Server rejected event (will not retry!)", fields);
         else this.opts.logger.error("Server rejected event (will not retry!)", fields);
         return true;
       }
