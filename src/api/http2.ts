@@ -88,7 +88,7 @@ export class Http2Transport implements HttpTransport {
   async send(req: TransportRequest): Promise<Response> {
     for (let attempt = 0; ; attempt++) {
       if (this.mode === "http1") return this.opts.fallback.send(req);
-      if (this.closed) throw new TransportError("Closed", this.opts.server, "the transport is closed");
+      if (this.closed) throw new TransportError("Stopped", this.opts.server, "the transport is closed");
       const session = await this.session(req.signal);
       if (session === "http1") continue;
       try {

@@ -6,7 +6,7 @@ import { createLogger, memoryLogger } from "../util/log.ts";
 import { envelope, PROTOBUF, Writer } from "./protobuf.ts";
 import { FakeTransport } from "./fake-transport.ts";
 import { hasStatusCause } from "./errors.ts";
-import { createRestClient, MAX_RETRY_AFTER_RETRIES } from "./rest.ts";
+import { createRestClient, MAX_RETRIES } from "./rest.ts";
 import { TransportError } from "./transport.ts";
 import { DisposalStack } from "../util/disposal.ts";
 
@@ -233,7 +233,7 @@ test("after 10 retries the last 429 is the answer: an ApiError TooManyRequests",
   const got = clientOver(transport, clock).request("GET", "/api/v1/nodes/a");
   await runClock(clock, got, 30);
   await expect(got).rejects.toMatchObject({ reason: "TooManyRequests", status: 429 });
-  expect(transport.requests.length).toBe(1 + MAX_RETRY_AFTER_RETRIES);
+  expect(transport.requests.length).toBe(1 + MAX_RETRIES);
 });
 
 test("a caller that gives up while waiting to retry gets an error at once, and nothing more is sent", async () => {
@@ -245,6 +245,30 @@ test("a caller that gives up while waiting to retry gets an error at once, and n
   abort.abort(new Error("stopping"));
   await expect(got).rejects.toThrow("canceled while waiting 60 s to retry after 429: stopping");
   expect(transport.requests.length).toBe(1);
+});
+
+test("a GET whose connection ended under it is sent again a second later, as client-go's; a write, or a refused connection, is not", async () => {
+  const clock = new FakeClock();
+  const start = clock.now();
+  let failures = 2;
+  const sentAt: string[] = [];
+  const transport = new FakeTransport((req) => {
+    sentAt.push(`${req.method} ${clock.now() - start}`);
+    if (req.path.includes("refused")) throw new TransportError("Connect", "https://api", "connect ECONNREFUSED", "ECONNREFUSED");
+    if (failures-- > 0) throw new TransportError("Closed", "https://api", "the connection ended before the answer did (code 0)");
+    return Response.json({ kind: "Pod" });
+  });
+  const client = clientOver(transport, clock);
+  const got = client.request("GET", "/api/v1/namespaces/a/pods/p");
+  await runClock(clock, got, 10);
+  expect(await got).toEqual({ kind: "Pod" });
+  expect(sentAt).toEqual(["GET 0", "GET 1000", "GET 2000"]);
+
+  failures = 1;
+  await expect(client.request("PATCH", "/api/v1/namespaces/a/pods/p/status", { body: {} })).rejects.toThrow("Unreachable");
+  await expect(client.request("GET", "/api/v1/nodes/refused")).rejects.toThrow("ECONNREFUSED");
+  // Each sent once, with no wait.
+  expect(sentAt.slice(3).map((s) => s.split(" ")[0])).toEqual(["PATCH", "GET"]);
 });
 
 test("at --v=6 each request is logged with its answer and how long it waited for the rate limit, as client-go's round tripper", async () => {

@@ -15,7 +15,7 @@ import { Http2Transport } from "./http2.ts";
 import type { Credentials } from "./kubeconfig.ts";
 import { decodeStatus, PROTOBUF, ProtobufError, unwrap } from "./protobuf.ts";
 import { TokenBucket } from "./ratelimit.ts";
-import { fetchTransport, type HttpTransport, type TlsMaterial } from "./transport.ts";
+import { fetchTransport, type HttpTransport, type TlsMaterial, TransportError } from "./transport.ts";
 
 export interface WatchEvent<T = Record<string, unknown>> {
   type: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
@@ -147,11 +147,21 @@ export function createRestClient(opts: {
             signal: signal ?? timeout,
           });
         } catch (err) {
+          if (verb === "GET" && attempt <= MAX_RETRIES && connectionLost(err) && !signal?.aborted) {
+            // client-go sends a GET again a second after its connection was reset or ended (a read is safe to repeat).
+            opts.logger.v(4).info("the connection ended under a GET; sending it again in 1 s", { path, attempt, err: errorMessage(err) });
+            try {
+              await opts.clock.sleep(1000, signal);
+            } catch (abort) {
+              throw aborted(abort, "1 s to send again after the connection ended");
+            }
+            continue;
+          }
           throw new ApiError(timeout.aborted ? "Timeout" : "Unreachable", 0, verb, path, errorMessage(err));
         }
         // As client-go's round tripper at -v=6, with the time the request waited for the rate limit (kubeAPIQPS).
         opts.logger.v(6).info("API request", { verb, path, status: res.status, throttledMs: Math.round(sent - queued), ms: Math.round(performance.now() - sent) });
-        const waitS = attempt <= MAX_RETRY_AFTER_RETRIES ? retryAfterSeconds(res) : undefined;
+        const waitS = attempt <= MAX_RETRIES ? retryAfterSeconds(res) : undefined;
         if (waitS === undefined) return res;
         opts.logger.v(4).info("Got a Retry-After response", { verb, path, status: res.status, retryAfterSeconds: waitS, attempt });
         await res.body?.cancel().catch(() => {});
@@ -217,8 +227,11 @@ export function createRestClient(opts: {
   return limited(new TokenBucket({ qps: opts.qps, burst: opts.burst, clock: opts.clock }));
 }
 
-/** client-go's rest client's maxRetries for answers with a Retry-After. */
-export const MAX_RETRY_AFTER_RETRIES = 10;
+/** client-go's rest client's maxRetries: answers with a Retry-After, and GETs whose connection ended, are sent again up to this many times. */
+export const MAX_RETRIES = 10;
+
+/** client-go's retryable errors for a GET (net.IsConnectionReset, IsProbableEOF, IsHTTP2ConnectionLost): the connection ended under it, not refused. */
+const connectionLost = (err: unknown): boolean => err instanceof TransportError && (err.kind === "Closed" || err.code === "ECONNRESET" || err.code === "EPIPE");
 
 /** The whole seconds a 429 or 5xx answer asks the client to wait before sending again; undefined: no retry (client-go's checkWait). */
 function retryAfterSeconds(res: Response): number | undefined {

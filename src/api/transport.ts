@@ -31,7 +31,8 @@ export interface HttpTransport {
   close(): void;
 }
 
-export type TransportErrorKind = "Connect" | "Tls" | "Protocol" | "Closed" | "Timeout";
+/** Closed: the connection ended under a request (a GET is sent again); Stopped: this client was closed. */
+export type TransportErrorKind = "Connect" | "Tls" | "Protocol" | "Closed" | "Stopped" | "Timeout";
 
 /** A request that never got an answer: the server, what failed and why. */
 export class TransportError extends Error {
