@@ -114,8 +114,8 @@ export async function connectCluster(
   opts.logger.info("using the API server", { server: rest.server, node: config.nodeName });
   return {
     api: createKubeApi(rest, { contentType: config.kubelet.contentType, random: opts.random }),
-    events: createKubeApi(rest.withRateLimit(limits.events), { contentType: config.kubelet.contentType, random: opts.random }),
-    heartbeat: createKubeApi(rest.withRateLimit(limits.heartbeat), { contentType: config.kubelet.contentType, random: opts.random }),
+    events: createKubeApi(rest.withLimits(limits.events), { contentType: config.kubelet.contentType, random: opts.random }),
+    heartbeat: createKubeApi(rest.withLimits(limits.heartbeat), { contentType: config.kubelet.contentType, random: opts.random }),
     csr: csrApi(rest),
     internalIP: defaultRouteIPv4(),
     kubeletVersion,

@@ -121,7 +121,7 @@ test("the client is a named part of the agent's disposal stack: stopping the sta
   expect(transport.closed).toBe(true);
 });
 
-test("a client made withRateLimit shares the connection but not the budget: events never wait behind status patches", async () => {
+test("a client made withLimits shares the connection but not the budget: events never wait behind status patches", async () => {
   const transport = new FakeTransport(() => Response.json({}));
   const clock = new FakeClock();
   const main = createRestClient({
@@ -133,7 +133,7 @@ test("a client made withRateLimit shares the connection but not the budget: even
     userAgent: "ua",
     transport,
   });
-  const events = main.withRateLimit({ qps: 50, burst: 100 });
+  const events = main.withLimits({ qps: 50, burst: 100 });
   await main.request("PATCH", "/api/v1/namespaces/a/pods/p/status", { body: {} });
   // The main budget is spent: the next status patch waits a second for its token...
   let patched = false;
@@ -286,7 +286,7 @@ test("at --v=6 each request is logged with its answer and how long it waited for
   expect(lines.at(-1)).toMatch(/"API request" verb=POST path=\/api\/v1\/namespaces\/a\/events status=201 throttledMs=0 ms=\d+$/);
 });
 
-test("a client made withRateLimit with its own timeoutMs gives up after it, while the main client keeps its longer one (upstream's heartbeat client)", async () => {
+test("a client made withLimits with its own timeoutMs gives up after it, while the main client keeps its longer one (upstream's heartbeat client)", async () => {
   // A server that never answers: each request ends only when its deadline aborts it.
   const hanging = {
     send: (req: { signal: AbortSignal }) => new Promise<Response>((_, reject) => req.signal.addEventListener("abort", () => reject(req.signal.reason))),
@@ -302,7 +302,7 @@ test("a client made withRateLimit with its own timeoutMs gives up after it, whil
     timeoutMs: 5_000,
     transport: hanging,
   });
-  const heartbeat = main.withRateLimit({ qps: -1, burst: 0, timeoutMs: 50 });
+  const heartbeat = main.withLimits({ qps: -1, burst: 0, timeoutMs: 50 });
   let mainEnded = false;
   const mainCall = main.request("GET", "/api/v1/nodes/n").catch(() => (mainEnded = true));
   const began = performance.now();

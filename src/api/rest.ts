@@ -64,7 +64,7 @@ export interface SharedRestClient extends RestClient {
    * timeout (upstream's heartbeat client has a shorter one). Closing either
    * ends the shared connection.
    */
-  withRateLimit(limit: { qps: number; burst: number; timeoutMs?: number }): RestClient;
+  withLimits(limit: { qps: number; burst: number; timeoutMs?: number }): RestClient;
 }
 
 export { type Credentials, KubeconfigError, loadCredentials } from "./kubeconfig.ts";
@@ -221,7 +221,7 @@ export function createRestClient(opts: {
           throw new ApiError("Unreachable", 0, "WATCH", path, errorMessage(err));
         }
       },
-      withRateLimit: ({ timeoutMs, ...limit }) => limited(new TokenBucket({ ...limit, clock: opts.clock }), timeoutMs),
+      withLimits: ({ timeoutMs, ...limit }) => limited(new TokenBucket({ ...limit, clock: opts.clock }), timeoutMs),
     };
   };
   return limited(new TokenBucket({ qps: opts.qps, burst: opts.burst, clock: opts.clock }));
