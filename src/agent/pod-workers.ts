@@ -9,6 +9,7 @@ import type { KubeletMetrics } from "../metrics/kubelet.ts";
 import { admitPod, type AdmitResult, type NodeFacts, type PodAdmitter } from "../node/admission.ts";
 import { admitPodFeatures, appArmorEnabled } from "../node/pod-features.ts";
 import { sysctlAllowlist } from "../node/sysctls.ts";
+import { PodStatusCache } from "../pleg/cache.ts";
 import { EventedPleg } from "../pleg/evented.ts";
 import { GenericPleg, type Pleg } from "../pleg/generic.ts";
 import type { RuntimePodsView } from "../pleg/view.ts";
@@ -104,6 +105,8 @@ export function buildPodWorkers(
   const { config, stack, clock, logger } = w;
   const { admission, cri, runtime, podHost, statusSink, allocation, prober, pods, runtimePods, metrics, recorder, random, hostIP } = o;
   const k = config.kubelet;
+  // Each pod step's read, which the PLEG's relist checks its changes against before waking the pod.
+  const cache = new PodStatusCache();
   const syncer = new HostPodSyncer({
     runtime,
     admission,
@@ -120,15 +123,15 @@ export function buildPodWorkers(
   });
   const workers: PodWorkers = stack.use(
     "pod workers",
-    new PodWorkers({ syncer, clock, logger, resyncIntervalMs: k.syncFrequency, random, requests: prober.syncRequests, view: pods, metrics }),
+    new PodWorkers({ syncer, clock, logger, resyncIntervalMs: k.syncFrequency, random, requests: prober.syncRequests, view: pods, metrics, cache }),
   );
   // Container events where the runtime streams them (falls back to relisting by itself where it does not);
   // featureGates EventedPLEG=false keeps the one-second relist only.
   const pleg: Pleg = stack.use(
     "PLEG",
     k.featureGates["EventedPLEG"] === false
-      ? new GenericPleg({ runtime, clock, logger, metrics, view: runtimePods })
-      : new EventedPleg({ runtime, cri, clock, logger, metrics, view: runtimePods }),
+      ? new GenericPleg({ runtime, clock, logger, metrics, view: runtimePods, cache })
+      : new EventedPleg({ runtime, cri, clock, logger, metrics, view: runtimePods, cache }),
   );
   return { workers, pleg };
 }

@@ -28,7 +28,7 @@ import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import type { PlegEvent } from "./diff.ts";
-import { GenericPleg, type Pleg } from "./generic.ts";
+import { GenericPleg, type Pleg, type PlegOptions } from "./generic.ts";
 import type { KubeletMetricsSink } from "../metrics/kubelet.ts";
 
 /** Upstream's generic PLEG: relistPeriod 1 s, relistThreshold 3 min. */
@@ -73,6 +73,8 @@ export interface EventedPlegOptions {
   metrics?: Pick<KubeletMetricsSink, "plegRelist">;
   /** What the metrics (built before the PLEG) read the runtime's pods through; served from construction on. */
   view?: RuntimePodsView;
+  /** The pods' last reads, for the relist's (see PlegOptions.cache); the stream's events are stamped and the pod workers weigh them. */
+  cache?: PlegOptions["cache"];
 }
 
 export class EventedPleg implements Pleg {
@@ -88,6 +90,7 @@ export class EventedPleg implements Pleg {
       clock: opts.clock,
       logger: opts.logger,
       ...(opts.metrics ? { metrics: opts.metrics } : {}),
+      ...(opts.cache ? { cache: opts.cache } : {}),
       relistPeriodMs: () => (streaming() ? EVENTED_RELIST_PERIOD_MS : RELIST_PERIOD_MS),
       unhealthyAfterMs: () => (streaming() ? EVENTED_RELIST_THRESHOLD_MS : RELIST_THRESHOLD_MS),
     });

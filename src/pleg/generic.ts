@@ -14,6 +14,8 @@ import type { RuntimePodRecord } from "../runtime/types.ts";
 import type { Clock } from "../util/clock.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
+import { entitiesOf } from "../runtime/observe.ts";
+import type { PodStatusReader, PodStatusWriter } from "./cache.ts";
 import { diffRelists, type PlegEvent } from "./diff.ts";
 import type { RuntimePodsView } from "./view.ts";
 import type { KubeletMetricsSink } from "../metrics/kubelet.ts";
@@ -30,6 +32,13 @@ export interface PlegOptions {
   metrics?: Pick<KubeletMetricsSink, "plegRelist">;
   /** What the metrics (built before the PLEG) read the runtime's pods through; served from construction on. */
   view?: RuntimePodsView;
+  /**
+   * The pods' last reads (the pod workers write each step's read there): a
+   * pod whose changed entities that read already shows in their listed
+   * states gets no events (its step made them, or saw them and acted), and
+   * a pod gone from the runtime loses its entry.
+   */
+  cache?: Pick<PodStatusReader, "get"> & Pick<PodStatusWriter, "delete">;
 }
 
 /** What the sync loop and the agent need of a PLEG (generic or evented). */
@@ -155,11 +164,40 @@ export class GenericPleg implements Pleg {
       else next.delete(uid);
     }
     this.observedAt.clear();
-    const events = diffRelists(this.records, next);
+    const events = this.notSeenYet(diffRelists(this.records, next), this.records, next, started);
     this.records = next;
     this.lastRelistAt = this.opts.clock.now();
     this.relistedOnce = true;
     if (events.length) onEvents(events);
+  }
+
+  /**
+   * The events of the pods whose last read (the cache) does not show them
+   * yet: a pod's events are dropped when the read has each changed entity
+   * in the state this relist listed. A pod gone from the list loses its
+   * entry unless the entry is newer than this relist.
+   */
+  private notSeenYet(events: PlegEvent[], previous: ReadonlyMap<string, RuntimePodRecord>, next: ReadonlyMap<string, RuntimePodRecord>, relistStart: number): PlegEvent[] {
+    const { cache } = this.opts;
+    if (!cache || !events.length) return events;
+    const byPod = new Map<string, PlegEvent[]>();
+    for (const e of events) byPod.set(e.uid, [...(byPod.get(e.uid) ?? []), e]);
+    const kept: PlegEvent[] = [];
+    for (const [uid, podEvents] of byPod) {
+      const listed = next.get(uid);
+      const known = listed ?? previous.get(uid);
+      const cached = cache.get({ uid, name: known?.name ?? "", namespace: known?.namespace ?? "" });
+      if (!listed) {
+        if (cached && cached.at < relistStart) cache.delete(uid);
+        kept.push(...podEvents);
+        continue;
+      }
+      const seen = cached ? entitiesOf(cached.observed) : new Map();
+      const covered = seen.size > 0 && podEvents.every((e) => (listed.entities.get(e.id) ?? "nonexistent") === (seen.get(e.id) ?? "nonexistent"));
+      if (!covered) kept.push(...podEvents);
+      else this.opts.logger.v(4).info("GenericPLEG: the pod's last read already shows these changes; no wake", { uid, events: podEvents.length });
+    }
+    return kept;
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

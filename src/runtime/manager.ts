@@ -60,6 +60,17 @@ const MINIMUM_ORPHAN_GRACE_SECONDS = 2;
 
 type Waiting = Map<string, { reason: string; message?: string }>;
 
+/**
+ * A container or sandbox that the read after a step shows exited, that was
+ * not exited before it and that the step did not stop (`stopping`): it
+ * crashed or ended during the step, or its start failed.
+ */
+function exitedOnItsOwn(before: ObservedPod, after: ObservedPod, stopping: ReadonlySet<string>): boolean {
+  const exitedBefore = new Set([...before.containers.filter((c) => c.state === "exited").map((c) => c.id), ...before.sandboxes.filter((s) => !s.ready).map((s) => s.id)]);
+  const exitedAfter = [...after.containers.filter((c) => c.state === "exited").map((c) => c.id), ...after.sandboxes.filter((s) => !s.ready).map((s) => s.id)];
+  return exitedAfter.some((id) => !exitedBefore.has(id) && !stopping.has(id));
+}
+
 /** The pod's IP as upstream's runtime GetPodStatus reports it: its newest sandbox's, while that is ready (kuberuntime_manager.go GetPodStatus). */
 const runtimePodIP = (observed: ObservedPod): string => (observed.sandboxes[0]?.ready ? (observed.sandboxes[0].ip ?? "") : "");
 
@@ -85,6 +96,8 @@ export class CriPodRuntime implements PodRuntime {
     const observed = await this.observe(ref);
     // A pod's first start, up to its containers started, goes through the start gate (start-gate.ts).
     let leaveGate = () => {};
+    // The ids this step stops itself: their exits are its own doing.
+    const stopping = new Set<string>();
     if (observed.sandboxes.length === 0) {
       try {
         const queued = this.opts.clock.now();
@@ -99,15 +112,16 @@ export class CriPodRuntime implements PodRuntime {
     }
     let outcome: PodSyncOutcome;
     try {
-      outcome = await this.sync(pod, observed, signal);
+      outcome = await this.sync(pod, observed, signal, stopping);
     } finally {
       leaveGate();
     }
     if (!outcome.changed) return { ...outcome, observed, readAt };
     const rereadAt = this.opts.clock.now();
-    return { ...outcome, observed: await this.observe(ref), readAt: rereadAt };
+    const reread = await this.observe(ref);
+    return { ...outcome, observed: reread, readAt: rereadAt, ...(exitedOnItsOwn(observed, reread, stopping) ? { exitedOnItsOwn: true } : {}) };
   }
-  private async sync(pod: Pod, observed: ObservedPod, signal: AbortSignal): Promise<PodSyncOutcome> {
+  private async sync(pod: Pod, observed: ObservedPod, signal: AbortSignal, stopping: Set<string>): Promise<PodSyncOutcome> {
     const uid = podUid(pod);
     await this.images.warnMissingPullSecrets(pod);
     const resize = this.opts.start.resize;
@@ -115,6 +129,11 @@ export class CriPodRuntime implements PodRuntime {
     const actions = planPod(pod, observed, this.opts.start.crashLoop, probes.unhealthy(uid), resize ? { actuated: (name) => resize.actuated(uid, name) } : undefined, {
       started: (name, id) => probes.isStarted(uid, name, id),
     });
+    if (actions.killPod) {
+      for (const c of observed.containers) stopping.add(c.id);
+      for (const s of observed.sandboxes) stopping.add(s.id);
+    }
+    for (const k of actions.containersToKill) stopping.add(k.id);
     const results: SyncResult[] = [];
     const waiting: Waiting = new Map(
       actions.waiting.map((w) => {

@@ -16,7 +16,7 @@ import { containerStateOf } from "./container-state.ts";
 import * as L from "./labels.ts";
 import { restoreOrphanSpec } from "./orphan-spec.ts";
 import { terminationMessage } from "./termination.ts";
-import type { ObservedContainer, ObservedPod, ObservedSandbox, RuntimePodRecord } from "./types.ts";
+import type { ContainerState, ObservedContainer, ObservedPod, ObservedSandbox, RuntimePodRecord } from "./types.ts";
 
 type ObserveCri = Pick<CriService, "listPodSandbox" | "listContainers" | "podSandboxStatus" | "containerStatus">;
 
@@ -91,6 +91,14 @@ export async function observePod(cri: ObserveCri, ref: PodRef): Promise<Observed
     .sort((a, b) => b.createdAt - a.createdAt || b.restartCount - a.restartCount);
   return { uid: ref.uid, name: ref.name, namespace: ref.namespace, sandboxes: observedSandboxes, containers: observedContainers };
 }
+/** The states of a pod's sandboxes and containers as a relist lists them (RuntimePodRecord.entities), from a read of the pod. */
+export function entitiesOf(observed: ObservedPod): Map<string, ContainerState> {
+  const entities = new Map<string, ContainerState>();
+  for (const s of observed.sandboxes) entities.set(s.id, s.ready ? "running" : "exited");
+  for (const c of observed.containers) entities.set(c.id, c.state);
+  return entities;
+}
+
 /** Every pod the runtime holds that a kubelet created, with the state of each sandbox and container (the PLEG's relist). */
 export async function relistPods(cri: Pick<CriService, "listPodSandbox" | "listContainers">): Promise<RuntimePodRecord[]> {
   const [sandboxes, containers] = await Promise.all([cri.listPodSandbox(), cri.listContainers()]);

@@ -77,6 +77,13 @@ export interface PodStepOutcome extends PodSyncOutcome {
   observed: ObservedPod;
   /** When the read of `observed` began (clock ms): a runtime event older than this is in it. */
   readAt: number;
+  /**
+   * The read after acting shows a container or sandbox that exited during
+   * the step without the step stopping it (a crash, a failed start): the
+   * next step is due soon, since the PLEG's event for that exit is covered
+   * by this read and wakes nothing (pleg/generic.ts).
+   */
+  exitedOnItsOwn?: boolean;
 }
 
 /** A removal, and when its read of the pod began (clock ms). */

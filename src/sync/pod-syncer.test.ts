@@ -67,8 +67,8 @@ describe("HostPodSyncer.syncPod", () => {
     const seenAt = clock.now();
     clock.advance(1500);
     const p = pod("u1");
-    // The runtime's read after the start is the step's last: events older than it are in this status.
-    expect(await syncer.syncPod({ ...request(p), seenAt })).toEqual({ kind: "running", failed: false, readAt: clock.now() });
+    // The runtime's read after the start is the step's last: events older than it are in this status, and the pod workers cache it.
+    expect(await syncer.syncPod({ ...request(p), seenAt })).toEqual({ kind: "running", failed: false, readAt: clock.now(), observed: runtime.pods.get("u1")! });
     expect(called).toEqual(["syncPod"]);
     expect(runtime.pods.get("u1")!.containers[0]!.state).toBe("running");
     expect(status.get("u1")).toMatchObject({ phase: "Running", podIP: "10.88.0.2" });

@@ -42,10 +42,13 @@ export type SyncPodResult =
   /** The pod must stop for good: it completed, or its active deadline passed. */
   (
     | { kind: "terminate"; event: Extract<LifecycleEvent, { type: "completed" | "deadlineExceeded" }> }
-    /** The pod runs: sync it again after `retryAfterMs` (a backoff) or the resync period; a failed action means the error delay; never later than `deadlineMs`. */
-    | { kind: "running"; retryAfterMs?: number; failed: boolean; deadlineMs?: number }
+    /**
+     * The pod runs: sync it again after `retryAfterMs` (a backoff) or the resync period; a failed action means the error delay; never later than `deadlineMs`;
+     * soon when something exited during the step on its own (`exitedOnItsOwn`, see PodStepOutcome).
+     */
+    | { kind: "running"; retryAfterMs?: number; failed: boolean; deadlineMs?: number; exitedOnItsOwn?: boolean }
   ) &
-    /** When the step's last read of the pod began (clock ms); none when it read nothing (past its deadline). */
+    /** The step's last read of the pod (when it began, clock ms, and what it saw); none when it read nothing (past its deadline). */
     StepRead;
 
 /** What the pod workers call (sync/podworkers.ts); unit-tested with the real syncer over the fake runtime. */
@@ -53,9 +56,9 @@ export interface PodSyncer {
   /** One step toward the pod's spec; throws when the runtime cannot be read (the workers retry). */
   syncPod(req: SyncPodRequest): Promise<SyncPodResult>;
   /** Stops everything of the pod within its grace period and writes its final status; throws when a kill failed. */
-  syncTerminatingPod(req: TerminatingPodRequest): Promise<Required<StepRead>>;
+  syncTerminatingPod(req: TerminatingPodRequest): Promise<StepRead & { readAt: number }>;
   /** Removes what is left of a stopped, deleted pod (containers, sandboxes, its status, its allocation); throws when a removal failed. */
-  syncTerminatedPod(ref: PodRef, pod: Pod | undefined): Promise<Required<StepRead>>;
+  syncTerminatedPod(ref: PodRef, pod: Pod | undefined): Promise<{ readAt: number }>;
   /** Node admission of a new pod against the active ones; a refused pod is Failed with the reason and an event, and never started. */
   admitPod(pod: Pod, active: Pod[]): boolean;
   /** Only the pod's status changed at its source (a reconcile): the status manager compares it with what it sent. */
@@ -170,24 +173,26 @@ export class HostPodSyncer implements PodSyncer {
     }
     if (isTerminalPhase(status.phase)) {
       log.info("pod completed; stopping it", { phase: status.phase });
-      return { kind: "terminate", event: { type: "completed", gracePeriodSeconds: defaultGracePeriodSeconds(pod) }, readAt: outcome.readAt };
+      return { kind: "terminate", event: { type: "completed", gracePeriodSeconds: defaultGracePeriodSeconds(pod) }, readAt: outcome.readAt, observed: after };
     }
     const failed = outcome.results.some((r) => r.error);
     return {
       kind: "running",
       failed,
       readAt: outcome.readAt,
+      observed: after,
+      ...(outcome.exitedOnItsOwn ? { exitedOnItsOwn: true } : {}),
       ...(outcome.retryAfterMs === undefined ? {} : { retryAfterMs: outcome.retryAfterMs }),
       ...(deadlineMs === undefined ? {} : { deadlineMs }),
     };
   }
 
-  syncTerminatingPod(req: TerminatingPodRequest): Promise<Required<StepRead>> {
+  syncTerminatingPod(req: TerminatingPodRequest): Promise<StepRead & { readAt: number }> {
     const record = this.records.get(req.ref.uid);
     return this.terminator.kill(req, record ?? { synced: false });
   }
 
-  async syncTerminatedPod(ref: PodRef, pod: Pod | undefined): Promise<Required<StepRead>> {
+  async syncTerminatedPod(ref: PodRef, pod: Pod | undefined): Promise<{ readAt: number }> {
     const removed = await this.terminator.remove(ref, pod);
     this.records.delete(ref.uid);
     return removed;

@@ -8,7 +8,7 @@ import type { PodAllocation } from "../allocation/index.ts";
 import type { PodRef } from "../pods/identity.ts";
 import type { PodLifecycle } from "../pods/lifecycle.ts";
 import type { Pod } from "../pods/schema.ts";
-import type { PodRuntime, SyncResult } from "../runtime/index.ts";
+import type { ObservedPod, PodRuntime, SyncResult } from "../runtime/index.ts";
 import { podStatus, terminatedPodStatus, type PodStatusView, type PreviousStatuses, type ProbeView, type StatusSink, type WaitingReasons } from "../status/index.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
@@ -27,9 +27,10 @@ export interface TerminatingPodRequest {
   state: Extract<PodLifecycle, { stage: "terminating" }>;
 }
 
-/** When a step's last read of the pod's runtime state began: runtime events older than that are in what it saw. */
+/** A step's last read of the pod's runtime state: when it began (runtime events older than that are in it) and what it saw, when it read the pod. */
 export interface StepRead {
   readAt?: number;
+  observed?: ObservedPod;
 }
 
 export interface PodTerminatorOptions {
@@ -91,7 +92,7 @@ export class PodTerminator {
    * too). A pod first seen already terminal keeps the status it has.
    * Throws when a kill failed.
    */
-  async kill({ ref, pod, state }: TerminatingPodRequest, { synced, startFailures = new Map(), lastStatus }: SyncHistory): Promise<Required<StepRead>> {
+  async kill({ ref, pod, state }: TerminatingPodRequest, { synced, startFailures = new Map(), lastStatus }: SyncHistory): Promise<StepRead & { readAt: number }> {
     const { runtime } = this.opts;
     const log = this.opts.logger.with({ pod: `${ref.name}_${ref.namespace}`, uid: ref.uid });
     const reportedTerminal = pod?.status?.phase === "Succeeded" || pod?.status?.phase === "Failed";
@@ -130,7 +131,7 @@ export class PodTerminator {
       for (const r of removed.results.filter((r) => r.error)) log.warn("removing an evicted pod's containers failed; GC will retry", { target: r.target, err: r.error!.message });
       return { readAt: removed.readAt };
     }
-    return { readAt: killed.readAt };
+    return { readAt: killed.readAt, observed: killed.observed };
   }
 
   /** A readiness change while the pod's containers stop: its status now, unless the kill ended meanwhile (its final status wins). */
@@ -144,7 +145,7 @@ export class PodTerminator {
   }
 
   /** Removes what is left of a stopped, deleted pod (containers, sandboxes, host side, its status, its allocation); throws when a removal failed. */
-  async remove(ref: PodRef, pod: Pod | undefined): Promise<Required<StepRead>> {
+  async remove(ref: PodRef, pod: Pod | undefined): Promise<{ readAt: number }> {
     const removed = await this.removeFromRuntime(ref);
     throwOnFailedActions("removing pod", removed.results);
     this.opts.status.delete(ref.uid, pod);

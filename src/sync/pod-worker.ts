@@ -110,6 +110,11 @@ export class PodWorker {
     else this.wakeWithin(STALE_WAKE_DELAY_MS);
   }
 
+  /** Runs the worker within STALE_WAKE_DELAY_MS, as a runtime event its last read already holds would. */
+  soon(): void {
+    this.wakeWithin(STALE_WAKE_DELAY_MS);
+  }
+
   /** Runs the worker again after `delayMs`, replacing the timer set. */
   schedule(delayMs: number): void {
     this.cancelTimer?.();

@@ -14,7 +14,8 @@ import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import { type PodRef, podFullName, podUid, podRef } from "../pods/identity.ts";
 import type { Requests } from "../util/requests.ts";
-import type { PodSyncer } from "./pod-syncer.ts";
+import type { PodStatusWriter } from "../pleg/cache.ts";
+import type { PodSyncer, StepRead } from "./pod-syncer.ts";
 import { PodWorker, type WorkerSteps } from "./pod-worker.ts";
 import type { PodWorkersView, PodWorkersQueries } from "./view.ts";
 
@@ -49,6 +50,13 @@ export interface PodWorkersOptions {
   requests?: Requests<string>;
   /** What subsystems built before the workers ask of them (active pods, evict, shut down); served from construction on. */
   view?: PodWorkersView;
+  /**
+   * The pod status cache the PLEG reads (pleg/cache.ts): each step's read of
+   * its pod is written there, so that the relist that then sees what the
+   * step made finds it already seen and wakes nothing (a second step and
+   * read per start otherwise). A finished pod's entry goes.
+   */
+  cache?: Pick<PodStatusWriter, "set" | "delete">;
 }
 
 export class PodWorkers implements AsyncDisposable, PodWorkersQueries, WorkerSteps {
@@ -278,14 +286,16 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries, WorkerSte
           // A termination asked for while this step runs (a delete during a long probe kill or postStart hook) cancels it.
           signal: worker.beginSync(),
         });
-        if (result.readAt !== undefined) worker.readAt = result.readAt;
+        this.remember(worker, result);
         if (result.kind === "terminate") return worker.push(result.event);
         const next = result.retryAfterMs ?? (result.failed ? this.errorDelayMs() : this.resyncDelayMs());
         worker.schedule(result.deadlineMs === undefined ? next : Math.min(next, result.deadlineMs));
+        // Its PLEG event is covered by the step's read and wakes nothing: the step after is due as that event would have made it.
+        if (result.exitedOnItsOwn) worker.soon();
         return;
       }
       case "terminating":
-        worker.readAt = (await syncer.syncTerminatingPod({ ref: worker.ref, pod: worker.pod, state })).readAt;
+        this.remember(worker, await syncer.syncTerminatingPod({ ref: worker.ref, pod: worker.pod, state }));
         return worker.push({ type: "killed" });
       case "terminated":
         if (!state.deleted) return; // a completed pod keeps its containers for logs
@@ -296,10 +306,18 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries, WorkerSte
     }
   }
 
+  /** A step's read of its pod: the worker's last read, and the PLEG's cache entry. */
+  private remember(worker: PodWorker, read: StepRead): void {
+    if (read.readAt === undefined) return;
+    worker.readAt = read.readAt;
+    if (read.observed) this.opts.cache?.set(worker.ref.uid, read.observed, read.readAt);
+  }
+
   /** Nothing of the pod is left: its worker goes (the pod stays finished, unless added again), and the pods waiting on it run. */
   private finish(worker: PodWorker): void {
     worker.stop();
     this.workers.delete(worker.ref.uid);
+    this.opts.cache?.delete(worker.ref.uid);
     if (!worker.restartWith) this.finished.add(worker.ref.uid);
     // Resources were freed: resizes waiting for room (Deferred) are decided again (upstream retries them on pod removal).
     for (const other of this.workers.values()) if (this.opts.syncer.resizePending(other.ref.uid)) other.kick();

@@ -1,0 +1,125 @@
+/**
+ * The CRI calls a pod costs on the real pod path (PodWorkers, HostPodSyncer,
+ * CriPodRuntime, GenericPleg over the fake CRI, on a fake clock): how often
+ * one pod is read (a filtered ListPodSandbox opens each read) while it
+ * starts, at each resync and while it is deleted (issue #24).
+ */
+import { afterEach, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { FakeCri } from "../cri/fake.ts";
+import { PodStatusCache } from "../pleg/cache.ts";
+import type { PlegEvent } from "../pleg/diff.ts";
+import { GenericPleg } from "../pleg/generic.ts";
+import type { Pod } from "../pods/schema.ts";
+import { CriPodRuntime } from "../runtime/manager.ts";
+import { testRuntimeOptions } from "../runtime/testing.ts";
+import { LocalStatusStore } from "../status/index.ts";
+import { PodHost } from "../sync/pod-host.ts";
+import { HostPodSyncer } from "../sync/pod-syncer.ts";
+import { PodWorkers } from "../sync/podworkers.ts";
+import { FakeClock } from "../util/clock.ts";
+import { memoryLogger } from "../util/log.ts";
+
+const BUSYBOX = "localhost/bunlet/busybox:1.0";
+const RESYNC_MS = 60_000;
+const logs = mkdtempSync(join(tmpdir(), "cri-budget-"));
+afterEach(() => rmSync(logs, { recursive: true, force: true }));
+
+const podNamed = (i: number, containers = ["app"]): Pod => ({
+  metadata: { name: `web-${i}`, namespace: "default", uid: `uid-${i}` },
+  spec: { restartPolicy: "Always", terminationGracePeriodSeconds: 1, containers: containers.map((name) => ({ name, image: BUSYBOX })) },
+});
+
+function setup() {
+  const clock = new FakeClock();
+  const cri = new FakeCri({ clock, images: [BUSYBOX] });
+  const { logger } = memoryLogger();
+  const node = { podLogsDir: logs, podsCgroupParent: "/test", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" };
+  const runtime = new CriPodRuntime(testRuntimeOptions({ cri, clock, logger, node, host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test", clusterDomain: "" }) }));
+  const status = new LocalStatusStore();
+  const cache = new PodStatusCache();
+  const syncer = new HostPodSyncer({ runtime, status, clock, logger });
+  const workers = new PodWorkers({ syncer, clock, logger, resyncIntervalMs: RESYNC_MS, cache });
+  const pleg = new GenericPleg({ runtime, clock, logger, cache });
+  // As the sync loop: one wake per pod and relist.
+  pleg.start((events: PlegEvent[]) => {
+    for (const uid of new Set(events.map((e) => e.uid))) workers.sync(uid);
+  });
+  /** Reads of one pod: each opens with a ListPodSandbox filtered by its UID (a relist's is unfiltered). */
+  const readsOf = (uid: string) =>
+    cri.callsOf("listPodSandbox").filter((args) => (args[0] as { labelSelector?: Record<string, string> } | undefined)?.labelSelector?.["io.kubernetes.pod.uid"] === uid).length;
+  const settle = async () => {
+    for (let i = 0; i < 50; i++) await Bun.sleep(0);
+    await workers.idle();
+    for (let i = 0; i < 20; i++) await Bun.sleep(0);
+  };
+  /** Moves the clock on in 100 ms ticks, letting the relists and the steps run. */
+  const run = async (ms: number) => {
+    for (let t = 0; t < ms; t += 100) {
+      clock.advance(100);
+      await settle();
+    }
+  };
+  const dispose = async () => {
+    await pleg[Symbol.asyncDispose]();
+    await workers[Symbol.asyncDispose]();
+  };
+  return { clock, cri, workers, status, readsOf, settle, run, dispose };
+}
+
+describe("CRI calls per pod (issue #24)", () => {
+  test("a start reads the pod twice (before and after acting): the relist that sees what the step made wakes nothing", async () => {
+    const s = setup();
+    await s.run(1000); // the first relist: nothing yet
+    const pods = Array.from({ length: 10 }, (_, i) => podNamed(i));
+    for (const p of pods) s.workers.add(p);
+    await s.settle();
+    await s.run(3000); // relists that see the sandboxes and containers
+    for (const p of pods) {
+      expect(s.status.get(p.metadata.uid!)).toMatchObject({ phase: "Running" });
+      expect(s.readsOf(p.metadata.uid!)).toBe(2);
+    }
+    // A resync reads the pod once; nothing else reads it while it runs.
+    await s.run(RESYNC_MS);
+    for (const p of pods) expect(s.readsOf(p.metadata.uid!)).toBe(3);
+    await s.dispose();
+  });
+
+  test("a delete reads the pod before and after its kill and before its removal", async () => {
+    const s = setup();
+    const p = podNamed(1);
+    s.workers.add(p);
+    await s.run(2000);
+    const before = s.readsOf("uid-1");
+    s.workers.remove("uid-1");
+    await s.run(3000);
+    expect(s.workers.has("uid-1")).toBe(false);
+    expect(s.cri.counts()).toMatchObject({ sandboxes: 0, containers: 0 });
+    expect(s.readsOf("uid-1") - before).toBe(3);
+    await s.dispose();
+  });
+
+  test("a container that exits while a step runs is restarted within a second, though the relist's event for it is covered by the step's read", async () => {
+    const s = setup();
+    await s.run(1000);
+    const p = podNamed(1, ["first", "second"]);
+    // The first create goes through; the second waits until the first container has exited.
+    s.cri.holdNext("createContainer")();
+    const releaseSecond = s.cri.holdNext("createContainer");
+    s.workers.add(p);
+    const first = () => s.cri.callsOf("startContainer")[0]?.[0] as string | undefined;
+    for (let i = 0; i < 500 && !first(); i++) await Bun.sleep(0);
+    expect(first()).toBeDefined();
+    s.cri.exitContainer(first()!, 1);
+    releaseSecond();
+    await s.settle();
+    await s.run(2000);
+    // Restarted: a second start of "first" (restart count 1), long before the resync.
+    const starts = s.cri.callsOf("startContainer").length;
+    expect(starts).toBe(3);
+    expect(s.status.get("uid-1")).toMatchObject({ phase: "Running" });
+    await s.dispose();
+  });
+});
