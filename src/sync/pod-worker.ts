@@ -8,7 +8,7 @@
  * A wake from a runtime event that happened before the worker's last read
  * of the pod's state runs the pod no sooner than a second later (upstream's
  * pod cache: the worker waits for a status newer than its last sync, which
- * the evented PLEG's global cache time gives every second). The events a
+ * the relist's update of the cache's time gives every second). The events a
  * step causes itself (its sandbox's start, a failed pull's container state)
  * would otherwise run the next step at once, and a waiting reason such as
  * ErrImagePull would last milliseconds. The syncer says when the last read
@@ -22,7 +22,12 @@ import type { Clock } from "../util/clock.ts";
 
 export { PodSyncCancelledError } from "../runtime/cancel.ts";
 
-/** upstream evented PLEG's globalCacheUpdatePeriod: a worker waiting for a newer status than its last sync gets it within this. */
+/**
+ * A worker waiting for a newer status than its last sync gets it within
+ * this: the generic PLEG's relist period, which moves upstream's cache
+ * time (generic.go:365); upstream's evented PLEG moves it every 5 s
+ * (evented.go globalCacheUpdatePeriod), the relist period kept here.
+ */
 export const STALE_WAKE_DELAY_MS = 1000;
 
 /** What runs a worker's steps (the pod workers): one step per run, and whether runs are still taken. */
