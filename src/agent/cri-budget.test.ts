@@ -101,6 +101,21 @@ describe("CRI calls per pod (issue #24)", () => {
     await s.dispose();
   });
 
+  test("a pull that fails after the sandbox was made: ErrImagePull, then ImagePullBackOff within a second, though the relist's event for the sandbox is covered", async () => {
+    const s = setup();
+    await s.run(1000);
+    const p = podNamed(1);
+    p.spec.containers[0]!.image = "localhost/bunlet/missing:1.0";
+    s.cri.failNext("pullImage", "NotFound", "not found");
+    s.workers.add(p);
+    await s.settle();
+    const waiting = () => (s.status.get("uid-1") as { containerStatuses?: { state?: { waiting?: { reason?: string } } }[] }).containerStatuses?.[0]?.state?.waiting?.reason;
+    expect(waiting()).toBe("ErrImagePull");
+    await s.run(1000);
+    expect(waiting()).toBe("ImagePullBackOff");
+    await s.dispose();
+  });
+
   test("a container that exits while a step runs is restarted within a second, though the relist's event for it is covered by the step's read", async () => {
     const s = setup();
     await s.run(1000);

@@ -18,7 +18,7 @@ import { podDnsConfig } from "./dns.ts";
 import { collectGarbage, removeEntity } from "./gc.ts";
 import { ImagePuller } from "./images.ts";
 import type { PodRuntime } from "./index.ts";
-import { observePod, relistPods } from "./observe.ts";
+import { entitiesOf, observePod, relistPods } from "./observe.ts";
 import type { StartPolicy } from "./options.ts";
 import { backoffKey, planPod } from "./plan.ts";
 import { throwIfAgentStopping } from "./cancel.ts";
@@ -61,14 +61,20 @@ const MINIMUM_ORPHAN_GRACE_SECONDS = 2;
 type Waiting = Map<string, { reason: string; message?: string }>;
 
 /**
- * A container or sandbox that the read after a step shows exited, that was
- * not exited before it and that the step did not stop (`stopping`): it
- * crashed or ended during the step, or its start failed.
+ * Whether the step after this one is due soon (PodStepOutcome.dueSoon): the
+ * read after the step shows a container or sandbox exited that was not
+ * before and that the step did not stop (`stopping`), as a crash, a quick
+ * exit or a failed start; or the step failed after it made something (a
+ * sandbox, then a failed pull).
  */
-function exitedOnItsOwn(before: ObservedPod, after: ObservedPod, stopping: ReadonlySet<string>): boolean {
-  const exitedBefore = new Set([...before.containers.filter((c) => c.state === "exited").map((c) => c.id), ...before.sandboxes.filter((s) => !s.ready).map((s) => s.id)]);
-  const exitedAfter = [...after.containers.filter((c) => c.state === "exited").map((c) => c.id), ...after.sandboxes.filter((s) => !s.ready).map((s) => s.id)];
-  return exitedAfter.some((id) => !exitedBefore.has(id) && !stopping.has(id));
+function dueSoon(before: ObservedPod, after: ObservedPod, stopping: ReadonlySet<string>, failed: boolean): boolean {
+  const exited = (pod: ObservedPod) => [...pod.containers.filter((c) => c.state === "exited").map((c) => c.id), ...pod.sandboxes.filter((s) => !s.ready).map((s) => s.id)];
+  const exitedBefore = new Set(exited(before));
+  if (exited(after).some((id) => !exitedBefore.has(id) && !stopping.has(id))) return true;
+  if (!failed) return false;
+  const entitiesBefore = entitiesOf(before);
+  const entitiesAfter = entitiesOf(after);
+  return entitiesAfter.size !== entitiesBefore.size || [...entitiesAfter].some(([id, state]) => entitiesBefore.get(id) !== state);
 }
 
 /** The pod's IP as upstream's runtime GetPodStatus reports it: its newest sandbox's, while that is ready (kuberuntime_manager.go GetPodStatus). */
@@ -119,7 +125,7 @@ export class CriPodRuntime implements PodRuntime {
     if (!outcome.changed) return { ...outcome, observed, readAt };
     const rereadAt = this.opts.clock.now();
     const reread = await this.observe(ref);
-    return { ...outcome, observed: reread, readAt: rereadAt, ...(exitedOnItsOwn(observed, reread, stopping) ? { exitedOnItsOwn: true } : {}) };
+    return { ...outcome, observed: reread, readAt: rereadAt, ...(dueSoon(observed, reread, stopping, outcome.results.some((r) => r.error)) ? { dueSoon: true } : {}) };
   }
   private async sync(pod: Pod, observed: ObservedPod, signal: AbortSignal, stopping: Set<string>): Promise<PodSyncOutcome> {
     const uid = podUid(pod);

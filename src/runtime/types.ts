@@ -78,12 +78,15 @@ export interface PodStepOutcome extends PodSyncOutcome {
   /** When the read of `observed` began (clock ms): a runtime event older than this is in it. */
   readAt: number;
   /**
-   * The read after acting shows a container or sandbox that exited during
-   * the step without the step stopping it (a crash, a failed start): the
-   * next step is due soon, since the PLEG's event for that exit is covered
-   * by this read and wakes nothing (pleg/generic.ts).
+   * The next step is due within a second, as the PLEG's events for what
+   * this read shows would have made it; they are covered by this read and
+   * wake nothing (pleg/generic.ts). Set when a container or sandbox exited
+   * during the step without the step stopping it (a crash, a quick exit, a
+   * failed start), or when the step failed after making something (a
+   * sandbox, then a failed pull: ImagePullBackOff comes with the next step,
+   * as upstream's).
    */
-  exitedOnItsOwn?: boolean;
+  dueSoon?: boolean;
 }
 
 /** A removal, and when its read of the pod began (clock ms). */

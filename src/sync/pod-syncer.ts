@@ -44,9 +44,9 @@ export type SyncPodResult =
     | { kind: "terminate"; event: Extract<LifecycleEvent, { type: "completed" | "deadlineExceeded" }> }
     /**
      * The pod runs: sync it again after `retryAfterMs` (a backoff) or the resync period; a failed action means the error delay; never later than `deadlineMs`;
-     * soon when something exited during the step on its own (`exitedOnItsOwn`, see PodStepOutcome).
+     * within a second when the runtime says so (`dueSoon`, see PodStepOutcome).
      */
-    | { kind: "running"; retryAfterMs?: number; failed: boolean; deadlineMs?: number; exitedOnItsOwn?: boolean }
+    | { kind: "running"; retryAfterMs?: number; failed: boolean; deadlineMs?: number; dueSoon?: boolean }
   ) &
     /** The step's last read of the pod (when it began, clock ms, and what it saw); none when it read nothing (past its deadline). */
     StepRead;
@@ -181,7 +181,7 @@ export class HostPodSyncer implements PodSyncer {
       failed,
       readAt: outcome.readAt,
       observed: after,
-      ...(outcome.exitedOnItsOwn ? { exitedOnItsOwn: true } : {}),
+      ...(outcome.dueSoon ? { dueSoon: true } : {}),
       ...(outcome.retryAfterMs === undefined ? {} : { retryAfterMs: outcome.retryAfterMs }),
       ...(deadlineMs === undefined ? {} : { deadlineMs }),
     };

@@ -291,7 +291,7 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries, WorkerSte
         const next = result.retryAfterMs ?? (result.failed ? this.errorDelayMs() : this.resyncDelayMs());
         worker.schedule(result.deadlineMs === undefined ? next : Math.min(next, result.deadlineMs));
         // Its PLEG event is covered by the step's read and wakes nothing: the step after is due as that event would have made it.
-        if (result.exitedOnItsOwn) worker.soon();
+        if (result.dueSoon) worker.soon();
         return;
       }
       case "terminating":
