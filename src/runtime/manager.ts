@@ -125,7 +125,8 @@ export class CriPodRuntime implements PodRuntime {
     if (!outcome.changed) return { ...outcome, observed, readAt };
     const rereadAt = this.opts.clock.now();
     const reread = await this.observe(ref);
-    return { ...outcome, observed: reread, readAt: rereadAt, ...(dueSoon(observed, reread, stopping, outcome.results.some((r) => r.error)) ? { dueSoon: true } : {}) };
+    const failed = outcome.results.some((r) => r.error);
+    return { ...outcome, observed: reread, readAt: rereadAt, ...(dueSoon(observed, reread, stopping, failed) ? { dueSoon: true } : {}) };
   }
   private async sync(pod: Pod, observed: ObservedPod, signal: AbortSignal, stopping: Set<string>): Promise<PodSyncOutcome> {
     const uid = podUid(pod);
