@@ -116,6 +116,20 @@ describe("CRI calls per pod (issue #24)", () => {
     await s.dispose();
   });
 
+  test("a sidecar started by one step: the app starts within a second, though the relist's event for the sidecar is covered", async () => {
+    const s = setup();
+    await s.run(1000);
+    const p = podNamed(1);
+    p.spec.initContainers = [{ name: "sidecar", image: BUSYBOX, restartPolicy: "Always" }];
+    s.workers.add(p);
+    await s.settle();
+    const started = () => s.cri.callsOf("createContainer").map((args) => (args[1] as { metadata?: { name?: string } }).metadata?.name);
+    expect(started()).toEqual(["sidecar"]);
+    await s.run(1000);
+    expect(started()).toEqual(["sidecar", "app"]);
+    await s.dispose();
+  });
+
   test("a container that exits while a step runs is restarted within a second, though the relist's event for it is covered by the step's read", async () => {
     const s = setup();
     await s.run(1000);

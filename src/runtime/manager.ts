@@ -20,7 +20,7 @@ import { ImagePuller } from "./images.ts";
 import type { PodRuntime } from "./index.ts";
 import { entitiesOf, observePod, relistPods } from "./observe.ts";
 import type { StartPolicy } from "./options.ts";
-import { backoffKey, planPod } from "./plan.ts";
+import { backoffKey, hasWork, planPod, type PodActions } from "./plan.ts";
 import { throwIfAgentStopping } from "./cancel.ts";
 import { StartGate } from "./start-gate.ts";
 import {
@@ -60,18 +60,8 @@ const MINIMUM_ORPHAN_GRACE_SECONDS = 2;
 
 type Waiting = Map<string, { reason: string; message?: string }>;
 
-/**
- * Whether the step after this one is due soon (PodStepOutcome.dueSoon): the
- * read after the step shows a container or sandbox exited that was not
- * before and that the step did not stop (`stopping`), as a crash, a quick
- * exit or a failed start; or the step failed after it made something (a
- * sandbox, then a failed pull).
- */
-function dueSoon(before: ObservedPod, after: ObservedPod, stopping: ReadonlySet<string>, failed: boolean): boolean {
-  const exited = (pod: ObservedPod) => [...pod.containers.filter((c) => c.state === "exited").map((c) => c.id), ...pod.sandboxes.filter((s) => !s.ready).map((s) => s.id)];
-  const exitedBefore = new Set(exited(before));
-  if (exited(after).some((id) => !exitedBefore.has(id) && !stopping.has(id))) return true;
-  if (!failed) return false;
+/** A sandbox or container appeared, went or changed state between two reads of a pod: the relist would report it. */
+function entitiesChanged(before: ObservedPod, after: ObservedPod): boolean {
   const entitiesBefore = entitiesOf(before);
   const entitiesAfter = entitiesOf(after);
   return entitiesAfter.size !== entitiesBefore.size || [...entitiesAfter].some(([id, state]) => entitiesBefore.get(id) !== state);
@@ -102,8 +92,6 @@ export class CriPodRuntime implements PodRuntime {
     const observed = await this.observe(ref);
     // A pod's first start, up to its containers started, goes through the start gate (start-gate.ts).
     let leaveGate = () => {};
-    // The ids this step stops itself: their exits are its own doing.
-    const stopping = new Set<string>();
     if (observed.sandboxes.length === 0) {
       try {
         const queued = this.opts.clock.now();
@@ -118,29 +106,32 @@ export class CriPodRuntime implements PodRuntime {
     }
     let outcome: PodSyncOutcome;
     try {
-      outcome = await this.sync(pod, observed, signal, stopping);
+      outcome = await this.sync(pod, observed, signal);
     } finally {
       leaveGate();
     }
     if (!outcome.changed) return { ...outcome, observed, readAt };
     const rereadAt = this.opts.clock.now();
     const reread = await this.observe(ref);
-    const failed = outcome.results.some((r) => r.error);
-    return { ...outcome, observed: reread, readAt: rereadAt, ...(dueSoon(observed, reread, stopping, failed) ? { dueSoon: true } : {}) };
+    // The relist's events for what changed are covered by this read and wake nothing (pleg/generic.ts): the next step is
+    // due soon when the pod as read now has more to do (a sidecar started, then the app; a container that exited during
+    // the step; a pull that failed after the sandbox was made, whose ImagePullBackOff comes with the next step).
+    const dueSoon = entitiesChanged(observed, reread) && hasWork(this.plan(pod, reread));
+    return { ...outcome, observed: reread, readAt: rereadAt, ...(dueSoon ? { dueSoon: true } : {}) };
   }
-  private async sync(pod: Pod, observed: ObservedPod, signal: AbortSignal, stopping: Set<string>): Promise<PodSyncOutcome> {
+
+  /** What the planner says the pod needs, with this agent's back-offs, probe verdicts and resizes. */
+  private plan(pod: Pod, observed: ObservedPod): PodActions {
     const uid = podUid(pod);
-    await this.images.warnMissingPullSecrets(pod);
     const resize = this.opts.start.resize;
     const { probes } = this.opts.start;
-    const actions = planPod(pod, observed, this.opts.start.crashLoop, probes.unhealthy(uid), resize ? { actuated: (name) => resize.actuated(uid, name) } : undefined, {
+    return planPod(pod, observed, this.opts.start.crashLoop, probes.unhealthy(uid), resize ? { actuated: (name) => resize.actuated(uid, name) } : undefined, {
       started: (name, id) => probes.isStarted(uid, name, id),
     });
-    if (actions.killPod) {
-      for (const c of observed.containers) stopping.add(c.id);
-      for (const s of observed.sandboxes) stopping.add(s.id);
-    }
-    for (const k of actions.containersToKill) stopping.add(k.id);
+  }
+  private async sync(pod: Pod, observed: ObservedPod, signal: AbortSignal): Promise<PodSyncOutcome> {
+    await this.images.warnMissingPullSecrets(pod);
+    const actions = this.plan(pod, observed);
     const results: SyncResult[] = [];
     const waiting: Waiting = new Map(
       actions.waiting.map((w) => {

@@ -58,6 +58,18 @@ export interface PodActions {
   initFailed: boolean;
 }
 
+/** The plan starts, stops or resizes something, or a container waits in its back-off (the pod is due again when it ends). */
+export function hasWork(actions: PodActions): boolean {
+  return (
+    actions.killPod ||
+    actions.createSandbox ||
+    actions.containersToStart.length > 0 ||
+    actions.containersToKill.length > 0 ||
+    actions.containersToResize.length > 0 ||
+    actions.waiting.length > 0
+  );
+}
+
 /** The read side of the crash-loop backoff the planner needs. */
 export interface BackoffView {
   remainingSince(key: string, eventTime: number): number;

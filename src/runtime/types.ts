@@ -80,11 +80,11 @@ export interface PodStepOutcome extends PodSyncOutcome {
   /**
    * The next step is due within a second, as the PLEG's events for what
    * this read shows would have made it; they are covered by this read and
-   * wake nothing (pleg/generic.ts). Set when a container or sandbox exited
-   * during the step without the step stopping it (a crash, a quick exit, a
-   * failed start), or when the step failed after making something (a
-   * sandbox, then a failed pull: ImagePullBackOff comes with the next step,
-   * as upstream's).
+   * wake nothing (pleg/generic.ts). Set when the step changed the pod's
+   * sandboxes or containers and the pod as read after still has something
+   * to do: a sidecar started, then the app; a container that exited during
+   * the step; a failed pull after the sandbox was made (ImagePullBackOff
+   * comes with the next step, as upstream's).
    */
   dueSoon?: boolean;
 }
