@@ -124,15 +124,7 @@ test("the client is a named part of the agent's disposal stack: stopping the sta
 test("a client made withLimits shares the connection but not the budget: events never wait behind status patches", async () => {
   const transport = new FakeTransport(() => Response.json({}));
   const clock = new FakeClock();
-  const main = createRestClient({
-    credentials: { server: "https://api", headers: {}, insecureSkipVerify: false },
-    qps: 1,
-    burst: 1,
-    clock,
-    logger: createLogger({ verbosity: 0 }),
-    userAgent: "ua",
-    transport,
-  });
+  const main = clientOver(transport, clock, { qps: 1, burst: 1 });
   const events = main.withLimits({ qps: 50, burst: 100 });
   await main.request("PATCH", "/api/v1/namespaces/a/pods/p/status", { body: {} });
   // The main budget is spent: the next status patch waits a second for its token...
@@ -150,15 +142,7 @@ test("a client made withLimits shares the connection but not the budget: events 
 test("a request given up while throttled is never sent and fails at once, naming it", async () => {
   const transport = new FakeTransport(() => Response.json({}));
   const clock = new FakeClock();
-  const main = createRestClient({
-    credentials: { server: "https://api", headers: {}, insecureSkipVerify: false },
-    qps: 1,
-    burst: 1,
-    clock,
-    logger: createLogger({ verbosity: 0 }),
-    userAgent: "ua",
-    transport,
-  });
+  const main = clientOver(transport, clock, { qps: 1, burst: 1 });
   await main.request("GET", "/api/v1/nodes/a");
   const abort = new AbortController();
   const throttled = main.request("GET", "/api/v1/nodes/b", { signal: abort.signal });
@@ -169,12 +153,11 @@ test("a request given up while throttled is never sent and fails at once, naming
   expect(transport.requests.map((r) => r.path)).toEqual(["/api/v1/nodes/a"]);
 });
 
-/** A client over `transport` with no rate limit and a fake clock. */
-function clientOver(transport: FakeTransport, clock: FakeClock) {
+/** A client over `transport` with a fake clock (no rate limit unless given). */
+function clientOver(transport: FakeTransport, clock: FakeClock, limit = { qps: -1, burst: 0 }) {
   return createRestClient({
     credentials: { server: "https://api", headers: {}, insecureSkipVerify: false },
-    qps: -1,
-    burst: 0,
+    ...limit,
     clock,
     logger: createLogger({ verbosity: 0 }),
     userAgent: "ua",

@@ -68,50 +68,26 @@ class Lru<V> {
   }
 }
 
+/** The fields of every key: the event's source and its object (upstream's keys all begin so). */
+const sourceAndObject = (e: CoreEvent) => [
+  e.source.component,
+  e.source.host,
+  e.involvedObject.kind,
+  e.involvedObject.namespace,
+  e.involvedObject.name,
+  e.involvedObject.uid,
+  e.involvedObject.apiVersion,
+];
+
 // Upstream joins these fields without a separator; JSON keeps two different field lists from meeting in one key.
-const eventKey = (e: CoreEvent): string =>
-  JSON.stringify([
-    e.source.component,
-    e.source.host,
-    e.involvedObject.kind,
-    e.involvedObject.namespace,
-    e.involvedObject.name,
-    e.involvedObject.fieldPath,
-    e.involvedObject.uid,
-    e.involvedObject.apiVersion,
-    e.type,
-    e.reason,
-    e.message,
-  ]);
+/** getEventKey: with the fieldPath and the message. */
+const eventKey = (e: CoreEvent): string => JSON.stringify([...sourceAndObject(e), e.involvedObject.fieldPath, e.type, e.reason, e.message]);
 
 /** getSpamKey: no fieldPath, reason or message, so all of a pod's containers share the pod's budget. */
-const spamKey = (e: CoreEvent): string =>
-  JSON.stringify([
-    e.source.component,
-    e.source.host,
-    e.involvedObject.kind,
-    e.involvedObject.namespace,
-    e.involvedObject.name,
-    e.involvedObject.uid,
-    e.involvedObject.apiVersion,
-    e.type,
-  ]);
+const spamKey = (e: CoreEvent): string => JSON.stringify([...sourceAndObject(e), e.type]);
 
 /** EventAggregatorByReasonFunc's aggregate key: no fieldPath and no message (the message is the local key). */
-const aggregateKey = (e: CoreEvent): string =>
-  JSON.stringify([
-    e.source.component,
-    e.source.host,
-    e.involvedObject.kind,
-    e.involvedObject.namespace,
-    e.involvedObject.name,
-    e.involvedObject.uid,
-    e.involvedObject.apiVersion,
-    e.type,
-    e.reason,
-    e.reportingComponent,
-    e.reportingInstance,
-  ]);
+const aggregateKey = (e: CoreEvent): string => JSON.stringify([...sourceAndObject(e), e.type, e.reason, e.reportingComponent, e.reportingInstance]);
 
 export type Correlated = { skip: true } | { skip: false; event: CoreEvent; patch?: EventPatch };
 
