@@ -81,9 +81,41 @@ describe("CRI calls per pod (issue #24)", () => {
       expect(s.status.get(p.metadata.uid!)).toMatchObject({ phase: "Running" });
       expect(s.readsOf(p.metadata.uid!)).toBe(2);
     }
-    // A resync reads the pod once; nothing else reads it while it runs.
+    // Nothing else reads it while it runs (the resyncs plan from the cache).
     await s.run(RESYNC_MS);
-    for (const p of pods) expect(s.readsOf(p.metadata.uid!)).toBe(3);
+    for (const p of pods) expect(s.readsOf(p.metadata.uid!)).toBe(2);
+    await s.dispose();
+  });
+
+  test("resyncs of a running pod plan from the PLEG's cache, which the relists confirmed: no read", async () => {
+    const s = setup();
+    await s.run(1000);
+    const p = podNamed(1);
+    s.workers.add(p);
+    await s.run(3000);
+    const started = s.readsOf("uid-1");
+    const creates = s.cri.callsOf("createContainer").length;
+    // Three resyncs (syncFrequency x [1, 1.5) each).
+    await s.run(3 * 1.5 * RESYNC_MS);
+    expect(s.readsOf("uid-1") - started).toBe(0);
+    expect(s.cri.callsOf("createContainer").length).toBe(creates);
+    expect(s.status.get("uid-1")).toMatchObject({ phase: "Running" });
+    await s.dispose();
+  });
+
+  test("a container that exited between steps (the relist's event, not covered) is read and restarted, not planned from the cache", async () => {
+    const s = setup();
+    await s.run(1000);
+    const p = podNamed(1);
+    s.workers.add(p);
+    await s.run(3000);
+    const first = s.cri.callsOf("startContainer")[0]?.[0] as string;
+    const before = s.readsOf("uid-1");
+    s.cri.exitContainer(first, 1);
+    await s.run(2000);
+    expect(s.cri.callsOf("startContainer").length).toBe(2);
+    expect(s.readsOf("uid-1") - before).toBeGreaterThanOrEqual(1);
+    expect(s.status.get("uid-1")).toMatchObject({ phase: "Running" });
     await s.dispose();
   });
 

@@ -27,6 +27,13 @@ export interface PodStatusReader {
    * signal's reason when it aborts first.
    */
   newerThan(ref: PodRef, minAt: number | undefined, signal: AbortSignal): Promise<CachedPod>;
+  /**
+   * The pod's entry when a relist that began at or after its read found
+   * nothing of the pod it did not show (the global time is not older than
+   * the entry), and it holds the read at `notBefore` or a newer one: what a
+   * step may plan from without reading the runtime. Undefined otherwise.
+   */
+  confirmed(ref: PodRef, notBefore: number | undefined): CachedPod | undefined;
 }
 
 export interface PodStatusWriter {
@@ -51,6 +58,12 @@ export class PodStatusCache implements PodStatusReader, PodStatusWriter {
 
   get(ref: PodRef): CachedPod | undefined {
     return this.pods.get(ref.uid) ?? (this.globalAt === undefined ? undefined : { observed: emptyObservedPod(ref.uid, ref.name, ref.namespace), at: this.globalAt });
+  }
+
+  confirmed(ref: PodRef, notBefore: number | undefined): CachedPod | undefined {
+    const entry = this.pods.get(ref.uid);
+    if (!entry || this.globalAt === undefined || entry.at > this.globalAt) return undefined;
+    return notBefore === undefined || entry.at >= notBefore ? entry : undefined;
   }
 
   newerThan(ref: PodRef, minAt: number | undefined, signal: AbortSignal): Promise<CachedPod> {

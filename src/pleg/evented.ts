@@ -20,6 +20,7 @@
  */
 import { ContainerEventType, isCriError, PodSandboxState, type ContainerEventResponse, type CriErrorKind, type RuntimeService } from "../cri/index.ts";
 import { containerStateOf } from "../runtime/container-state.ts";
+import type { PodRef } from "../pods/identity.ts";
 import { identityFromLabels } from "../runtime/labels.ts";
 import type { PodRuntime } from "../runtime/index.ts";
 import type { RuntimePodsView } from "./view.ts";
@@ -85,12 +86,15 @@ export class EventedPleg implements Pleg {
 
   constructor(private readonly opts: EventedPlegOptions) {
     const streaming = () => this.state.kind === "streaming";
+    const { cache } = opts;
     this.relister = new GenericPleg({
       runtime: opts.runtime,
       clock: opts.clock,
       logger: opts.logger,
       ...(opts.metrics ? { metrics: opts.metrics } : {}),
-      ...(opts.cache ? { cache: opts.cache } : {}),
+      // The backup relist does not confirm entries (no updateTime): while the stream runs it lists every 300 s, and
+      // upstream's evented PLEG confirms them from its own 5 s tick, not done here; so every step on containerd 2.x reads.
+      ...(cache ? { cache: { get: (ref: PodRef) => cache.get(ref), delete: (uid: string) => cache.delete(uid) } } : {}),
       relistPeriodMs: () => (streaming() ? EVENTED_RELIST_PERIOD_MS : RELIST_PERIOD_MS),
       unhealthyAfterMs: () => (streaming() ? EVENTED_RELIST_THRESHOLD_MS : RELIST_THRESHOLD_MS),
     });

@@ -36,9 +36,13 @@ export interface PlegOptions {
    * The pods' last reads (the pod workers write each step's read there): a
    * pod whose changed entities that read already shows in their listed
    * states gets no events (its step made them, or saw them and acted), and
-   * a pod gone from the runtime loses its entry.
+   * a pod gone from the runtime loses its entry. With `updateTime`, each
+   * relist then confirms every entry read before it began (upstream
+   * generic.go:365): a pod's step plans from its confirmed entry rather
+   * than reading the runtime (sync/podworkers.ts). Without it, no entry is
+   * ever confirmed and every step reads.
    */
-  cache?: Pick<PodStatusReader, "get"> & Pick<PodStatusWriter, "delete">;
+  cache?: Pick<PodStatusReader, "get"> & Pick<PodStatusWriter, "delete"> & { updateTime?: PodStatusWriter["updateTime"] };
 }
 
 /** What the sync loop and the agent need of a PLEG (generic or evented). */
@@ -169,6 +173,8 @@ export class GenericPleg implements Pleg {
     this.lastRelistAt = this.opts.clock.now();
     this.relistedOnce = true;
     if (events.length) onEvents(events);
+    // After the wakes: a pod this relist saw change has its step read the runtime, the others' entries were current at its start.
+    this.opts.cache?.updateTime?.(started);
   }
 
   /**

@@ -10,7 +10,7 @@ import { Backoff } from "./backoff.ts";
 import { containerHash } from "./hash.ts";
 import type { PodRuntime } from "./index.ts";
 import { backoffKey, planPod } from "./plan.ts";
-import { actionsOutcome, type ObservedContainer, type ObservedPod, type PodRemoveOutcome, type PodStepOutcome, type RuntimePodRecord } from "./types.ts";
+import { actionsOutcome, type KnownPodStatus, type ObservedContainer, type ObservedPod, type PodRemoveOutcome, type PodStepOutcome, type RuntimePodRecord } from "./types.ts";
 import { type PodRef, podRef } from "../pods/identity.ts";
 import { containerSpecOf } from "../pods/spec.ts";
 
@@ -50,9 +50,9 @@ export class FakePodRuntime implements PodRuntime {
     return structuredClone(pod ?? { uid: ref.uid, name: ref.name, namespace: ref.namespace, sandboxes: [], containers: [] });
   }
 
-  async syncPod(pod: Pod, signal?: AbortSignal): Promise<PodStepOutcome> {
+  async syncPod(pod: Pod, signal?: AbortSignal, known?: KnownPodStatus): Promise<PodStepOutcome> {
     const uid = pod.metadata.uid!;
-    const observed = await this.observe(podRef(pod));
+    const observed = known ? structuredClone(known.observed) : await this.observe(podRef(pod));
     this.check("syncPod", uid);
     const planned = planPod(pod, observed, this.backoff);
     // As the CRI runtime: a pod that must stop gets nothing started.

@@ -6,7 +6,7 @@
 import type { Mount } from "../cri/index.ts";
 import type { PodRef } from "../pods/identity.ts";
 import type { ContainerSpec, Pod } from "../pods/schema.ts";
-import type { ObservedPod, PodRemoveOutcome, PodStepOutcome, RuntimePodRecord } from "./types.ts";
+import type { KnownPodStatus, ObservedPod, PodRemoveOutcome, PodStepOutcome, RuntimePodRecord } from "./types.ts";
 
 export interface PodRuntime {
   /** The runtime's current view of one pod; empty when it has nothing. Read-only. The steps below read it themselves. */
@@ -22,8 +22,11 @@ export interface PodRuntime {
    * container). Aborted because the agent stops (PodSyncCancelledError's
    * agentStopping), the step throws that reason and leaves no event, kill
    * or status behind, as upstream's kubelet just exits.
+   * `known`: the pod as read at `at` and still current (the PLEG's cache,
+   * confirmed by a later relist): the step plans from it and reads the
+   * runtime only after acting, as upstream's SyncPod plans from the cache.
    */
-  syncPod(pod: Pod, signal?: AbortSignal): Promise<PodStepOutcome>;
+  syncPod(pod: Pod, signal?: AbortSignal, known?: KnownPodStatus): Promise<PodStepOutcome>;
   /**
    * Stops every container (within the grace period) and the sandboxes. With
    * the pod's spec, sidecars stop after the app containers, last one first.

@@ -25,6 +25,7 @@ import { throwIfAgentStopping } from "./cancel.ts";
 import { StartGate } from "./start-gate.ts";
 import {
   actionsOutcome,
+  type KnownPodStatus,
   type ObservedContainer,
   type ObservedPod,
   type PodRemoveOutcome,
@@ -86,10 +87,10 @@ export class CriPodRuntime implements PodRuntime {
     return observePod(this.opts.cri, ref);
   }
 
-  async syncPod(pod: Pod, signal: AbortSignal = new AbortController().signal): Promise<PodStepOutcome> {
+  async syncPod(pod: Pod, signal: AbortSignal = new AbortController().signal, known?: KnownPodStatus): Promise<PodStepOutcome> {
     const ref = podRef(pod);
-    const readAt = this.opts.clock.now();
-    const observed = await this.observe(ref);
+    const readAt = known?.at ?? this.opts.clock.now();
+    const observed = known?.observed ?? (await this.observe(ref));
     // A pod's first start, up to its containers started, goes through the start gate (start-gate.ts).
     let leaveGate = () => {};
     if (observed.sandboxes.length === 0) {

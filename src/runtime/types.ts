@@ -89,6 +89,13 @@ export interface PodStepOutcome extends PodSyncOutcome {
   dueSoon?: boolean;
 }
 
+/** A pod's state as read earlier and known to be current: what a step may plan from without reading the runtime. */
+export interface KnownPodStatus {
+  observed: ObservedPod;
+  /** When the read that gave it began (clock ms). */
+  at: number;
+}
+
 /** A removal, and when its read of the pod began (clock ms). */
 export interface PodRemoveOutcome extends PodSyncOutcome {
   readAt: number;

@@ -16,7 +16,7 @@ import type { Pod } from "../pods/schema.ts";
 import { defaultGracePeriodSeconds } from "../pods/spec.ts";
 import type { PodAdmitter } from "../node/admission.ts";
 import type { RuntimePodPresence } from "../pleg/view.ts";
-import { emptyObservedPod } from "../runtime/types.ts";
+import { emptyObservedPod, type KnownPodStatus } from "../runtime/types.ts";
 import type { PodRuntime, PodStepOutcome } from "../runtime/index.ts";
 import { isTerminalPhase, podStatus, rejectedStatus, type PodStatusView, type PreviousStatuses, type ProbeView, type StatusSink } from "../status/index.ts";
 import type { Clock } from "../util/clock.ts";
@@ -36,6 +36,8 @@ export interface SyncPodRequest {
   others: () => Pod[];
   /** Aborts once the pod must stop (a delete arrived during this step): nothing more is started, a running postStart hook is abandoned. */
   signal: AbortSignal;
+  /** The pod's runtime state as the PLEG's cache holds it, still current: the step plans from it rather than reading the runtime. */
+  known?: KnownPodStatus;
 }
 
 export type SyncPodResult =
@@ -130,7 +132,7 @@ export class HostPodSyncer implements PodSyncer {
     this.terminator = new PodTerminator(opts);
   }
 
-  async syncPod({ ref, pod: desired, seenAt, others, signal }: SyncPodRequest): Promise<SyncPodResult> {
+  async syncPod({ ref, pod: desired, seenAt, others, signal, known }: SyncPodRequest): Promise<SyncPodResult> {
     const { runtime, clock } = this.opts;
     const log = this.logFor(ref);
     const record = this.record(ref.uid);
@@ -147,7 +149,7 @@ export class HostPodSyncer implements PodSyncer {
     }
     record.synced = true;
     const volumesNotReady = await this.opts.host?.setupVolumes(pod);
-    const outcome: PodStepOutcome = volumesNotReady ? await this.volumesNotReady(ref, volumesNotReady) : await runtime.syncPod(pod, signal);
+    const outcome: PodStepOutcome = volumesNotReady ? await this.volumesNotReady(ref, volumesNotReady) : await runtime.syncPod(pod, signal, known);
     for (const r of outcome.results) {
       if (r.error) log.warn("sync action failed", { action: r.action, target: r.target, reason: r.error.reason, message: r.error.message });
       else log.v(2).info("sync action done", { action: r.action, target: r.target });

@@ -50,6 +50,13 @@ export class PodWorker {
   readonly seenAt: number;
   /** When the last read of the pod's runtime state began: a runtime event older than this is in it. */
   readAt: number | undefined;
+  /**
+   * The next sync step reads the runtime rather than planning from the
+   * PLEG's cache: the runtime may hold what the cache does not (a runtime
+   * event or a prober's request woke the worker, a follow-up is due, the
+   * last step failed). Timers alone (the resync, a back-off's end) leave it.
+   */
+  private readDue = true;
 
   private dirty = false;
   private running: Promise<void> | undefined;
@@ -108,6 +115,7 @@ export class PodWorker {
    * STALE_WAKE_DELAY_MS rather than at once. Without it the worker runs at once.
    */
   wake(eventAt?: number): void {
+    this.readDue = true;
     if (eventAt === undefined) this.kick();
     // During a step, its own read decides once it ends.
     else if (this.running) this.eventAt = Math.max(this.eventAt ?? eventAt, eventAt);
@@ -117,7 +125,20 @@ export class PodWorker {
 
   /** Runs the worker within STALE_WAKE_DELAY_MS, as a runtime event its last read already holds would. */
   soon(): void {
+    this.readDue = true;
     this.wakeWithin(STALE_WAKE_DELAY_MS);
+  }
+
+  /** The next sync step must read the runtime (see readDue). */
+  mustRead(): void {
+    this.readDue = true;
+  }
+
+  /** Whether this sync step must read the runtime; a step that begins takes the flag. */
+  takeReadDue(): boolean {
+    const due = this.readDue;
+    this.readDue = false;
+    return due;
   }
 
   /** Runs the worker again after `delayMs`, replacing the timer set. */

@@ -14,7 +14,7 @@ import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import { type PodRef, podFullName, podUid, podRef } from "../pods/identity.ts";
 import type { Requests } from "../util/requests.ts";
-import type { PodStatusWriter } from "../pleg/cache.ts";
+import type { PodStatusReader, PodStatusWriter } from "../pleg/cache.ts";
 import type { PodSyncer, StepRead } from "./pod-syncer.ts";
 import { PodWorker, type WorkerSteps } from "./pod-worker.ts";
 import type { PodWorkersView, PodWorkersQueries } from "./view.ts";
@@ -54,9 +54,11 @@ export interface PodWorkersOptions {
    * The pod status cache the PLEG reads (pleg/cache.ts): each step's read of
    * its pod is written there, so that the relist that then sees what the
    * step made finds it already seen and wakes nothing (a second step and
-   * read per start otherwise). A finished pod's entry goes.
+   * read per start otherwise). A finished pod's entry goes. A step that
+   * only a timer ran (a resync) plans from the pod's entry once a relist
+   * confirmed it (PodWorker.readDue).
    */
-  cache?: Pick<PodStatusWriter, "set" | "delete">;
+  cache?: Pick<PodStatusWriter, "set" | "delete"> & Pick<PodStatusReader, "confirmed">;
 }
 
 export class PodWorkers implements AsyncDisposable, PodWorkersQueries, WorkerSteps {
@@ -264,6 +266,7 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries, WorkerSte
           .v(2)
           .info("pod step ended by the agent's stop", { stage: worker.lifecycle.stage, err: errorMessage(err) });
       this.logFor(worker).error("pod sync failed; will retry", { stage: worker.lifecycle.stage, err: errorMessage(err) });
+      worker.mustRead();
       worker.schedule(this.errorDelayMs());
     }
   }
@@ -277,6 +280,10 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries, WorkerSte
         // Upstream allowStaticPodStart: a replaced static pod starts only
         // after its predecessor of the same full name is gone (host ports, names).
         if (this.predecessorTerminating(worker)) return;
+        // Upstream's worker plans from the PLEG's cache (pod_workers.go:1279): a step nothing woke but a timer (a resync)
+        // plans from the pod's entry once a relist confirmed it, and reads nothing before acting.
+        const readDue = worker.takeReadDue();
+        const known = readDue || !worker.synced ? undefined : this.opts.cache?.confirmed(worker.ref, worker.readAt);
         worker.synced = true;
         const result = await syncer.syncPod({
           ref: worker.ref,
@@ -285,9 +292,12 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries, WorkerSte
           others: () => this.activePods(),
           // A termination asked for while this step runs (a delete during a long probe kill or postStart hook) cancels it.
           signal: worker.beginSync(),
+          ...(known ? { known } : {}),
         });
         this.remember(worker, result);
         if (result.kind === "terminate") return worker.push(result.event);
+        // A failed action may have left what the step's read did not see: the retry reads.
+        if (result.failed) worker.mustRead();
         const next = result.retryAfterMs ?? (result.failed ? this.errorDelayMs() : this.resyncDelayMs());
         worker.schedule(result.deadlineMs === undefined ? next : Math.min(next, result.deadlineMs));
         // Its PLEG event is covered by the step's read and wakes nothing: the step after is due as that event would have made it.
