@@ -21,6 +21,22 @@ describe("PodStatusCache", () => {
     expect(cache.get(ref)).toEqual({ observed: emptyObservedPod(ref.uid, ref.name, ref.namespace), at: clock.now() });
   });
 
+  test("an entry is confirmed once the global time reaches its read, and only when it holds the read asked for", () => {
+    const clock = new FakeClock();
+    const cache = new PodStatusCache();
+    const t0 = clock.now();
+    cache.set(ref.uid, withSandbox("a"), t0 + 100);
+    expect(cache.confirmed(ref, undefined)).toBeUndefined();
+    cache.updateTime(t0 + 50);
+    expect(cache.confirmed(ref, undefined)).toBeUndefined();
+    cache.updateTime(t0 + 100);
+    expect(cache.confirmed(ref, t0 + 100)?.observed.sandboxes[0]?.id).toBe("a");
+    // The worker's last read is newer than the entry: not what it planned from last.
+    expect(cache.confirmed(ref, t0 + 101)).toBeUndefined();
+    // No entry: nothing to plan from, though the global time would give an empty pod.
+    expect(cache.confirmed({ ...ref, uid: "uid-2" }, undefined)).toBeUndefined();
+  });
+
   test("older data is refused and leaves the newer entry", () => {
     const clock = new FakeClock();
     const cache = new PodStatusCache();

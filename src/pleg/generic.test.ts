@@ -57,6 +57,28 @@ describe("GenericPleg with the pods' last reads", () => {
     expect(s.seen.filter((e) => e.uid === "uid-2").map((e) => e.type)).toEqual(["ContainerStarted", "ContainerStarted"]);
   });
 
+  test("each relist confirms the entries read before it began, after its wakes", async () => {
+    const s = setup();
+    await s.pleg[Symbol.asyncDispose]();
+    const confirmedAtWake: (number | undefined)[] = [];
+    const pleg = new GenericPleg({ runtime: s.runtime, clock: s.clock, logger: memoryLogger().logger, cache: s.cache });
+    pleg.start(() => confirmedAtWake.push(s.cache.confirmed(ref, undefined)?.at));
+    await s.settle();
+    const readAt = s.clock.now() + 1; // after the first relist began
+    s.runtime.pods.set(ref.uid, s.running());
+    s.cache.set(ref.uid, s.running(), readAt);
+    expect(s.cache.confirmed(ref, readAt)).toBeUndefined();
+    await s.relist();
+    expect(s.cache.confirmed(ref, readAt)?.at).toBe(readAt);
+    // The next relist sees the container gone, which the entry does not show: the pod is woken while the entry is not yet confirmed by it.
+    s.runtime.pods.set(ref.uid, { ...s.running(), containers: [] });
+    s.cache.set(ref.uid, s.running(), s.clock.now() + 1);
+    await s.relist();
+    expect(confirmedAtWake).toEqual([undefined]);
+    expect(s.cache.confirmed(ref, undefined)).toBeDefined();
+    await pleg[Symbol.asyncDispose]();
+  });
+
   test("a pod gone from the runtime loses its cache entry, unless the entry is newer than the relist", async () => {
     const s = setup();
     await s.settle();
@@ -65,7 +87,8 @@ describe("GenericPleg with the pods' last reads", () => {
     s.cache.set(ref.uid, s.running(), s.clock.now());
     s.runtime.pods.delete(ref.uid);
     await s.relist();
-    expect(s.cache.get(ref)).toBeUndefined();
+    // No entry: an empty pod as of the relist's start.
+    expect(s.cache.get(ref)?.observed.containers).toEqual([]);
     expect(s.seen.filter((e) => e.type === "ContainerRemoved").length).toBe(2);
     // A step read the pod again (same UID, added again) after the relist began: its read stays.
     s.runtime.pods.set(ref.uid, s.running());
