@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { FakeCri } from "../cri/fake.ts";
 import { PodStatusCache } from "../pleg/cache.ts";
-import type { PlegEvent } from "../pleg/diff.ts";
+import { type PlegEvent, podWakes } from "../pleg/diff.ts";
 import { GenericPleg } from "../pleg/generic.ts";
 import type { Pod } from "../pods/schema.ts";
 import { CriPodRuntime } from "../runtime/manager.ts";
@@ -45,7 +45,7 @@ function setup() {
   const pleg = new GenericPleg({ runtime, clock, logger, cache });
   // As the sync loop: one wake per pod and relist.
   pleg.start((events: PlegEvent[]) => {
-    for (const uid of new Set(events.map((e) => e.uid))) workers.sync(uid);
+    for (const [uid, { at, listed }] of podWakes(events)) workers.sync(uid, at, listed);
   });
   /** Reads of one pod: each opens with a ListPodSandbox filtered by its UID (a relist's is unfiltered). */
   const readsOf = (uid: string) =>
@@ -116,6 +116,49 @@ describe("CRI calls per pod (issue #24)", () => {
     expect(s.cri.callsOf("startContainer").length).toBe(2);
     expect(s.readsOf("uid-1") - before).toBeGreaterThanOrEqual(1);
     expect(s.status.get("uid-1")).toMatchObject({ phase: "Running" });
+    await s.dispose();
+  });
+
+  test("a relist during the start step that sees the sandbox before the container wakes nothing once the step's read shows both: still 2 reads", async () => {
+    const s = setup();
+    await s.run(1000);
+    const p = podNamed(1);
+    const release = s.cri.holdNext("createContainer");
+    s.workers.add(p);
+    for (let i = 0; i < 500 && !s.cri.callsOf("runPodSandbox").length; i++) await Bun.sleep(0);
+    // The step waits in CreateContainer; a relist lists its sandbox alone.
+    const relists = s.cri.callsOf("listPodSandbox").length;
+    s.clock.advance(1000);
+    for (let i = 0; i < 200 && s.cri.callsOf("listPodSandbox").length === relists; i++) await Bun.sleep(0);
+    for (let i = 0; i < 50; i++) await Bun.sleep(0);
+    release();
+    await s.settle();
+    await s.run(3000);
+    expect(s.status.get("uid-1")).toMatchObject({ phase: "Running" });
+    expect(s.cri.callsOf("createContainer").length).toBe(1);
+    expect(s.readsOf("uid-1")).toBe(2);
+    await s.dispose();
+  });
+
+  test("a relist during a step that sees a change the step's read does not show runs the pod again", async () => {
+    const s = setup();
+    await s.run(1000);
+    const p = podNamed(1, ["first", "second"]);
+    s.cri.holdNext("createContainer")();
+    const releaseSecond = s.cri.holdNext("createContainer");
+    s.workers.add(p);
+    const first = () => s.cri.callsOf("startContainer")[0]?.[0] as string | undefined;
+    for (let i = 0; i < 500 && !first(); i++) await Bun.sleep(0);
+    // A relist while the step waits lists "first" running; it then exits, before the step's read.
+    const relists = s.cri.callsOf("listPodSandbox").length;
+    s.clock.advance(1000);
+    for (let i = 0; i < 200 && s.cri.callsOf("listPodSandbox").length === relists; i++) await Bun.sleep(0);
+    for (let i = 0; i < 50; i++) await Bun.sleep(0);
+    s.cri.exitContainer(first()!, 1);
+    releaseSecond();
+    await s.settle();
+    await s.run(2000);
+    expect(s.cri.callsOf("startContainer").length).toBe(3);
     await s.dispose();
   });
 

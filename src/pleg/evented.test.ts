@@ -68,13 +68,13 @@ describe("EventedPleg", () => {
     await settle();
     // Each carries the runtime's stamp of the change (ms), for the pod worker's newer-than-its-last-read check.
     const at = clock.now();
-    expect(seen).toContainEqual({ uid: "uid-1", type: "ContainerStarted", id: sb, at });
-    expect(seen).toContainEqual({ uid: "uid-1", type: "ContainerStarted", id: c, at });
+    expect(seen).toContainEqual({ uid: "uid-1", type: "ContainerStarted", id: sb, state: "running", at });
+    expect(seen).toContainEqual({ uid: "uid-1", type: "ContainerStarted", id: c, state: "running", at });
     seen.length = 0;
     clock.advance(7);
     cri.exitContainer(c, 1, "Error");
     await settle();
-    expect(seen).toEqual([{ uid: "uid-1", type: "ContainerDied", id: c, at: at + 7 }]);
+    expect(seen).toEqual([{ uid: "uid-1", type: "ContainerDied", id: c, state: "exited", at: at + 7 }]);
     expect(relists()).toBe(after);
     // What the sync loop's housekeeping reads is up to date too.
     expect(pleg.runtimePods()[0]?.entities.get(c)).toBe("exited");
@@ -86,7 +86,7 @@ describe("EventedPleg", () => {
     await settle();
     expect(relists()).toBe(after + 1);
     // That relist agreed with the events: nothing more to report.
-    expect(seen).toEqual([{ uid: "uid-1", type: "ContainerDied", id: c, at: at + 7 }]);
+    expect(seen).toEqual([{ uid: "uid-1", type: "ContainerDied", id: c, state: "exited", at: at + 7 }]);
   });
 
   test("removal: the container's and then the sandbox's DELETED event (which has no sandbox status) report Removed", async () => {
@@ -102,10 +102,10 @@ describe("EventedPleg", () => {
     await settle();
     const at = clock.now();
     expect(seen).toEqual([
-      { uid: "uid-1", type: "ContainerDied", id: c, at },
-      { uid: "uid-1", type: "ContainerDied", id: sb, at },
-      { uid: "uid-1", type: "ContainerRemoved", id: c, at },
-      { uid: "uid-1", type: "ContainerRemoved", id: sb, at },
+      { uid: "uid-1", type: "ContainerDied", id: c, state: "exited", at },
+      { uid: "uid-1", type: "ContainerDied", id: sb, state: "exited", at },
+      { uid: "uid-1", type: "ContainerRemoved", id: c, state: "nonexistent", at },
+      { uid: "uid-1", type: "ContainerRemoved", id: sb, state: "nonexistent", at },
     ]);
     expect(pleg.runtimePods()).toEqual([]);
   });
@@ -129,7 +129,7 @@ describe("EventedPleg", () => {
     clock.advance(RELIST_PERIOD_MS);
     await settle();
     expect(relists()).toBe(before + 1);
-    expect(seen).toEqual([{ uid: "uid-1", type: "ContainerDied", id: c }]);
+    expect(seen).toEqual([{ uid: "uid-1", type: "ContainerDied", id: c, state: "exited" }]);
     clock.advance(RELIST_PERIOD_MS);
     await settle();
     expect(relists()).toBe(before + 2);
@@ -154,7 +154,7 @@ describe("EventedPleg", () => {
     cri.exitContainer(c, 2);
     clock.advance(1000);
     await settle();
-    expect(seen).toEqual([{ uid: "uid-1", type: "ContainerDied", id: c }]);
+    expect(seen).toEqual([{ uid: "uid-1", type: "ContainerDied", id: c, state: "exited" }]);
     expect(pleg.streamState()).toMatchObject({ kind: "reconnecting", attempt: 2, retryInMs: 2000 });
     clock.advance(2000);
     await settle();
@@ -192,8 +192,8 @@ describe("EventedPleg", () => {
     pending.shift()?.([record("running")]);
     await settle();
     expect(seen).toEqual([
-      { uid: "uid-1", type: "ContainerStarted", id: sb },
-      { uid: "uid-1", type: "ContainerStarted", id: c },
+      { uid: "uid-1", type: "ContainerStarted", id: sb, state: "running" },
+      { uid: "uid-1", type: "ContainerStarted", id: c, state: "running" },
     ]);
     seen.length = 0;
     clock.advance(EVENTED_RELIST_PERIOD_MS); // the safety-net relist begins, seeing the container running ...
@@ -201,7 +201,7 @@ describe("EventedPleg", () => {
     expect(pending).toHaveLength(1);
     cri.exitContainer(c, 1); // ... the exit event arrives while it is in flight ...
     await settle();
-    const died: PlegEvent = { uid: "uid-1", type: "ContainerDied", id: c, at: clock.now() };
+    const died: PlegEvent = { uid: "uid-1", type: "ContainerDied", id: c, state: "exited", at: clock.now() };
     expect(seen).toEqual([died]);
     pending.shift()?.([record("running")]); // ... and it answers with its older view
     await settle();

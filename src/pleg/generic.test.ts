@@ -51,7 +51,7 @@ describe("GenericPleg with the pods' last reads", () => {
     await s.relist();
     s.runtime.exitContainer(ref.uid, "app", 1);
     await s.relist();
-    expect(s.seen).toEqual([{ uid: ref.uid, type: "ContainerDied", id: "c-1" }]);
+    expect(s.seen).toEqual([{ uid: ref.uid, type: "ContainerDied", id: "c-1", state: "exited" }]);
     s.runtime.pods.set("uid-2", { ...s.running(), uid: "uid-2" });
     await s.relist();
     expect(s.seen.filter((e) => e.uid === "uid-2").map((e) => e.type)).toEqual(["ContainerStarted", "ContainerStarted"]);

@@ -17,7 +17,10 @@
 import type { LifecycleEvent, PodLifecycle } from "../pods/lifecycle.ts";
 import type { PodRef } from "../pods/identity.ts";
 import type { Pod } from "../pods/schema.ts";
+import type { EntityState } from "../pleg/diff.ts";
 import { PodSyncCancelledError } from "../runtime/cancel.ts";
+import { entitiesOf } from "../runtime/observe.ts";
+import type { ObservedPod } from "../runtime/types.ts";
 import type { Clock } from "../util/clock.ts";
 
 export { PodSyncCancelledError } from "../runtime/cancel.ts";
@@ -65,6 +68,10 @@ export class PodWorker {
   private timerAt: number | undefined;
   /** The newest stamp of runtime events that woke the worker during a step, decided on when the step ends. */
   private eventAt: number | undefined;
+  /** The entity states relist events reported while a step ran, decided on when the step ends (see wake). */
+  private listedDuringStep: Map<string, EntityState> | undefined;
+  /** The entities (id → state) of the running step's read of the pod, once it read it. */
+  private stepEntities: ReadonlyMap<string, EntityState> | undefined;
   /** The running sync step's cancellation: a lifecycle event queued or the worker stopped aborts it. */
   private syncCancel = new AbortController();
 
@@ -113,8 +120,16 @@ export class PodWorker {
    * `eventAt`, the runtime's stamp of the change (container events): a wake
    * that the worker's last read of the pod already covers runs it within
    * STALE_WAKE_DELAY_MS rather than at once. Without it the worker runs at once.
+   * `listed`, the entity states a relist's events reported: during a step,
+   * they run the pod again only if the step's read does not show them (a
+   * relist that saw the step's sandbox before its container; pleg/generic.ts
+   * drops such events between steps against the cache).
    */
-  wake(eventAt?: number): void {
+  wake(eventAt?: number, listed?: ReadonlyMap<string, EntityState>): void {
+    if (listed && this.running) {
+      this.listedDuringStep = new Map([...(this.listedDuringStep ?? []), ...listed]);
+      return;
+    }
     this.readDue = true;
     if (eventAt === undefined) this.kick();
     // During a step, its own read decides once it ends.
@@ -127,6 +142,11 @@ export class PodWorker {
   soon(): void {
     this.readDue = true;
     this.wakeWithin(STALE_WAKE_DELAY_MS);
+  }
+
+  /** What the running step read of the pod: the relist events that came during the step are checked against it. */
+  stepRead(observed: ObservedPod): void {
+    this.stepEntities = entitiesOf(observed);
   }
 
   /** The next sync step must read the runtime (see readDue). */
@@ -162,6 +182,7 @@ export class PodWorker {
     while (this.dirty && !this.steps.stopped()) {
       this.dirty = false;
       this.clearTimer();
+      this.stepEntities = undefined;
       await this.steps.step(this);
       this.settleEvents();
     }
@@ -177,8 +198,19 @@ export class PodWorker {
     return this.readAt === undefined || eventAt >= this.readAt;
   }
 
-  /** Folds the event wakes that came during a step into `dirty`, or a wake within STALE_WAKE_DELAY_MS. */
+  /**
+   * Folds the event wakes that came during a step into `dirty`, or a wake
+   * within STALE_WAKE_DELAY_MS; relist events its read already shows are
+   * dropped.
+   */
   private settleEvents(): void {
+    const listed = this.listedDuringStep;
+    this.listedDuringStep = undefined;
+    const read = this.stepEntities;
+    if (listed && this.lifecycle.stage !== "finished" && !(read && [...listed].every(([id, state]) => (read.get(id) ?? "nonexistent") === state))) {
+      this.readDue = true;
+      this.dirty = true;
+    }
     const eventAt = this.eventAt;
     this.eventAt = undefined;
     if (eventAt === undefined || this.lifecycle.stage === "finished") return;

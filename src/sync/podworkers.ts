@@ -15,6 +15,7 @@ import type { Logger } from "../util/log.ts";
 import { type PodRef, podFullName, podUid, podRef } from "../pods/identity.ts";
 import type { Requests } from "../util/requests.ts";
 import type { PodStatusReader, PodStatusWriter } from "../pleg/cache.ts";
+import type { EntityState } from "../pleg/diff.ts";
 import type { PodSyncer, StepRead } from "./pod-syncer.ts";
 import { PodWorker, type WorkerSteps } from "./pod-worker.ts";
 import type { PodWorkersView, PodWorkersQueries } from "./view.ts";
@@ -153,9 +154,9 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries, WorkerSte
     worker.push({ type: "deleted", gracePeriodSeconds: defaultGracePeriodSeconds(worker.pod) });
   }
 
-  /** Something changed in the runtime for this pod (PLEG, stamped `eventAt`), or a prober asks: see PodWorker.wake. */
-  sync(uid: string, eventAt?: number): void {
-    this.workers.get(uid)?.wake(eventAt);
+  /** Something changed in the runtime for this pod (PLEG, stamped `eventAt`, or the states a relist `listed`), or a prober asks: see PodWorker.wake. */
+  sync(uid: string, eventAt?: number, listed?: ReadonlyMap<string, EntityState>): void {
+    this.workers.get(uid)?.wake(eventAt, listed);
   }
 
   /** The eviction manager chose this pod: stopped within the grace period, Failed with reason Evicted; false when it is not running here. */
@@ -320,6 +321,7 @@ export class PodWorkers implements AsyncDisposable, PodWorkersQueries, WorkerSte
   private remember(worker: PodWorker, read: StepRead): void {
     if (read.readAt === undefined) return;
     worker.readAt = read.readAt;
+    if (read.observed) worker.stepRead(read.observed);
     if (read.observed) this.opts.cache?.set(worker.ref.uid, read.observed, read.readAt);
   }
 

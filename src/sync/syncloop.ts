@@ -4,7 +4,7 @@
  * the workers' own timers) periodic resyncs, and hands each pod to its
  * worker. It does no runtime work itself, so it never blocks on a pod.
  */
-import type { PlegEvent } from "../pleg/diff.ts";
+import { type PlegEvent, podWakes } from "../pleg/diff.ts";
 import type { Pleg } from "../pleg/generic.ts";
 import type { PodRuntime } from "../runtime/index.ts";
 import type { Backoff } from "../runtime/backoff.ts";
@@ -108,15 +108,8 @@ export class SyncLoop implements AsyncDisposable {
   private onPlegEvents(events: PlegEvent[]): void {
     if (this.stopped) return;
     this.lastIterationAt = this.opts.clock.now();
-    // Per pod: the newest runtime stamp of its events, or undefined when one is unstamped (a relist's).
-    const uids = new Map<string, number | undefined>();
-    for (const e of events) {
-      this.opts.logger.v(2).info("SyncLoop (PLEG): event for pod", { uid: e.uid, event: e.type, id: e.id });
-      const seen = uids.has(e.uid);
-      const before = uids.get(e.uid);
-      uids.set(e.uid, e.at === undefined || (seen && before === undefined) ? undefined : Math.max(before ?? e.at, e.at));
-    }
-    for (const [uid, at] of uids) this.opts.workers.sync(uid, at);
+    for (const e of events) this.opts.logger.v(2).info("SyncLoop (PLEG): event for pod", { uid: e.uid, event: e.type, id: e.id });
+    for (const [uid, { at, listed }] of podWakes(events)) this.opts.workers.sync(uid, at, listed);
   }
 
   /**
