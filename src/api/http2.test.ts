@@ -12,7 +12,7 @@ import tls, { type TLSSocket } from "node:tls";
 import { createCertificate } from "../certificates/x509.ts";
 import { realClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
-import { Http2Transport } from "./http2.ts";
+import { CONNECTION_WINDOW_BYTES, Http2Transport, STREAM_WINDOW_BYTES } from "./http2.ts";
 import { fetchTransport, type TlsMaterial, TransportError } from "./transport.ts";
 
 const now = Date.now();
@@ -125,6 +125,46 @@ test("concurrent requests share one session; status, headers and bodies go both 
   );
   expect(srv.sessions.length).toBe(1);
   expect(t.protocol).toBe("h2");
+});
+
+test("the server may send 4 MiB on a stream and 1 GiB on the connection before this side acknowledges, as Go's client", async () => {
+  // A TLS server that speaks just enough HTTP/2 (its SETTINGS and the ACK) to read the client's first frames.
+  const frames: { type: number; stream: number; payload: Buffer }[] = [];
+  const server = tls.createServer({ ...serving, ALPNProtocols: ["h2"] }, (socket) => {
+    let buffered = Buffer.alloc(0);
+    let preface = false;
+    socket.on("error", () => {});
+    socket.on("data", (data: Buffer) => {
+      buffered = Buffer.concat([buffered, data]);
+      if (!preface && buffered.length >= 24) {
+        buffered = buffered.subarray(24);
+        preface = true;
+        socket.write(Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0]));
+      }
+      while (preface && buffered.length >= 9 && buffered.length >= 9 + buffered.readUIntBE(0, 3)) {
+        const length = buffered.readUIntBE(0, 3);
+        const frame = { type: buffered[3]!, stream: buffered.readUInt32BE(5) & 0x7fffffff, payload: buffered.subarray(9, 9 + length) };
+        frames.push(frame);
+        if (frame.type === 4 && !(buffered[4]! & 1)) socket.write(Buffer.from([0, 0, 0, 4, 1, 0, 0, 0, 0]));
+        buffered = buffered.subarray(9 + length);
+      }
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  servers.push(() => server.close());
+  const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const { t } = transport(url);
+  void t.send(get(url, "/api/v1/nodes/n1", AbortSignal.timeout(2000))).catch(() => {});
+  const windowUpdate = () => frames.find((f) => f.type === 8 && f.stream === 0);
+  for (let i = 0; i < 100 && !windowUpdate(); i++) await Bun.sleep(10);
+  // SETTINGS: 2-byte identifiers, 4-byte values; ENABLE_PUSH (2) 0, INITIAL_WINDOW_SIZE (4) 4 MiB.
+  const settings = new Map<number, number>();
+  const sent = frames.find((f) => f.type === 4 && f.payload.length > 0)!.payload;
+  for (let at = 0; at + 6 <= sent.length; at += 6) settings.set(sent.readUInt16BE(at), sent.readUInt32BE(at + 2));
+  expect(settings.get(4)).toBe(STREAM_WINDOW_BYTES);
+  expect(settings.get(2)).toBe(0);
+  // The connection's window, 64 KiB at first, is raised to 1 GiB.
+  expect(65535 + windowUpdate()!.payload.readUInt32BE(0)).toBe(CONNECTION_WINDOW_BYTES);
 });
 
 test("a DELETE carries its body (the kubelet's DeleteOptions: grace period 0 and the uid precondition)", async () => {

@@ -60,6 +60,16 @@ class Unsent extends Error {}
 
 const NULL_BODY = new Set([101, 204, 205, 304]);
 
+/**
+ * Flow-control windows as Go's HTTP/2 client (upstream's): 4 MiB a stream,
+ * 1 GiB the connection. With node's defaults (64 KiB each) the API server
+ * may send only 64 KiB on all streams together before this side's window
+ * updates reach it, so a list or a burst of watch events waits on round
+ * trips (the API server closes a watch whose events back up).
+ */
+export const STREAM_WINDOW_BYTES = 4 << 20;
+export const CONNECTION_WINDOW_BYTES = 1 << 30;
+
 export class Http2Transport implements HttpTransport {
   private mode: "h2" | "http1" = "h2";
   private current: Current | undefined;
@@ -177,7 +187,9 @@ export class Http2Transport implements HttpTransport {
         }
         if (!this.spoke) logger.info("speaking HTTP/2 to the API server", { server });
         this.spoke = true;
-        resolve(this.track(http2.connect(this.origin, { createConnection: () => socket })));
+        const h2 = http2.connect(this.origin, { createConnection: () => socket, settings: { initialWindowSize: STREAM_WINDOW_BYTES, enablePush: false } });
+        h2.once("connect", () => h2.setLocalWindowSize(CONNECTION_WINDOW_BYTES));
+        resolve(this.track(h2));
       });
     });
   }
