@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { FakeCri } from "../cri/fake.ts";
 import { PodStatusCache } from "../pleg/cache.ts";
 import { type PlegEvent, podWakes } from "../pleg/diff.ts";
+import { EventedPleg } from "../pleg/evented.ts";
 import { GenericPleg } from "../pleg/generic.ts";
 import type { Pod } from "../pods/schema.ts";
 import { CriPodRuntime } from "../runtime/manager.ts";
@@ -32,7 +33,8 @@ const podNamed = (i: number, containers = ["app"]): Pod => ({
   spec: { restartPolicy: "Always", terminationGracePeriodSeconds: 1, containers: containers.map((name) => ({ name, image: BUSYBOX })) },
 });
 
-function setup() {
+/** `evented`: the agent's default PLEG, over a runtime that does not stream events (containerd 1.6) or one that does. */
+function setup(evented?: "unsupported" | "streaming") {
   const clock = new FakeClock();
   const cri = new FakeCri({ clock, images: [BUSYBOX] });
   const { logger } = memoryLogger();
@@ -42,7 +44,8 @@ function setup() {
   const cache = new PodStatusCache();
   const syncer = new HostPodSyncer({ runtime, status, clock, logger });
   const workers = new PodWorkers({ syncer, clock, logger, resyncIntervalMs: RESYNC_MS, cache });
-  const pleg = new GenericPleg({ runtime, clock, logger, cache });
+  if (evented === "unsupported") cri.failNext("containerEvents", "Unimplemented", "unknown method GetContainerEvents");
+  const pleg = evented ? new EventedPleg({ runtime, cri, clock, logger, cache }) : new GenericPleg({ runtime, clock, logger, cache });
   // As the sync loop: one wake per pod and relist.
   pleg.start((events: PlegEvent[]) => {
     for (const [uid, { at, listed }] of podWakes(events)) workers.sync(uid, at, listed);
@@ -100,6 +103,34 @@ describe("CRI calls per pod (issue #24)", () => {
     expect(s.readsOf("uid-1") - started).toBe(0);
     expect(s.cri.callsOf("createContainer").length).toBe(creates);
     expect(s.status.get("uid-1")).toMatchObject({ phase: "Running" });
+    await s.dispose();
+  });
+
+  test("resyncs plan from the cache under the default evented PLEG too: its relists confirm the entries, every second without a stream (containerd 1.6), every 300 s with one", async () => {
+    for (const mode of ["unsupported", "streaming"] as const) {
+      const s = setup(mode);
+      await s.run(1000);
+      s.workers.add(podNamed(1));
+      await s.run(3000);
+      if (mode === "streaming") await s.run(300_000); // the first backup relist after the start's reads
+      const started = s.readsOf("uid-1");
+      await s.run(3 * 1.5 * RESYNC_MS);
+      expect({ mode, reads: s.readsOf("uid-1") - started }).toEqual({ mode, reads: 0 });
+      expect(s.status.get("uid-1")).toMatchObject({ phase: "Running" });
+      await s.dispose();
+    }
+  });
+
+  test("with the event stream, an exit after the entry was confirmed wakes the pod, which reads and restarts it", async () => {
+    const s = setup("streaming");
+    await s.run(1000);
+    s.workers.add(podNamed(1));
+    await s.run(3000);
+    await s.run(300_000); // the backup relist confirms the entry
+    const first = s.cri.callsOf("startContainer")[0]?.[0] as string;
+    s.cri.exitContainer(first, 1);
+    await s.run(2000);
+    expect(s.cri.callsOf("startContainer").length).toBe(2);
     await s.dispose();
   });
 

@@ -20,7 +20,6 @@
  */
 import { ContainerEventType, isCriError, PodSandboxState, type ContainerEventResponse, type CriErrorKind, type RuntimeService } from "../cri/index.ts";
 import { containerStateOf } from "../runtime/container-state.ts";
-import type { PodRef } from "../pods/identity.ts";
 import { identityFromLabels } from "../runtime/labels.ts";
 import type { PodRuntime } from "../runtime/index.ts";
 import type { RuntimePodsView } from "./view.ts";
@@ -74,7 +73,7 @@ export interface EventedPlegOptions {
   metrics?: Pick<KubeletMetricsSink, "plegRelist">;
   /** What the metrics (built before the PLEG) read the runtime's pods through; served from construction on. */
   view?: RuntimePodsView;
-  /** The pods' last reads, for the relist's (see PlegOptions.cache); the stream's events are stamped and the pod workers weigh them. */
+  /** The pods' last reads, for the relist's (see PlegOptions.cache, which its relists confirm); the stream's events are stamped and the pod workers weigh them. */
   cache?: PlegOptions["cache"];
 }
 
@@ -86,15 +85,15 @@ export class EventedPleg implements Pleg {
 
   constructor(private readonly opts: EventedPlegOptions) {
     const streaming = () => this.state.kind === "streaming";
-    const { cache } = opts;
     this.relister = new GenericPleg({
       runtime: opts.runtime,
       clock: opts.clock,
       logger: opts.logger,
       ...(opts.metrics ? { metrics: opts.metrics } : {}),
-      // The backup relist does not confirm entries (no updateTime): while the stream runs it lists every 300 s, and
-      // upstream's evented PLEG confirms them from its own 5 s tick, not done here; so every step on containerd 2.x reads.
-      ...(cache ? { cache: { get: (ref: PodRef) => cache.get(ref), delete: (uid: string) => cache.delete(uid) } } : {}),
+      // Its relists confirm the cache's entries too: every second where the runtime does not stream (containerd 1.6,
+      // the default here), every 300 s while it streams (a change since then comes as an event and wakes its pod, whose
+      // step then reads; upstream's evented PLEG also moves the cache's time every 5 s, not done here).
+      ...(opts.cache ? { cache: opts.cache } : {}),
       relistPeriodMs: () => (streaming() ? EVENTED_RELIST_PERIOD_MS : RELIST_PERIOD_MS),
       unhealthyAfterMs: () => (streaming() ? EVENTED_RELIST_THRESHOLD_MS : RELIST_THRESHOLD_MS),
     });
