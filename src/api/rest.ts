@@ -111,8 +111,10 @@ export function createRestClient(opts: {
      * Retry-After (client-go's rest client: up to 10 retries, each after
      * the seconds the server asked for and a token of its own): the API
      * server's priority and fairness rejects so when it is saturated, and
-     * the request was not served. The client's timeout counts from the
-     * first send and covers the retries, as client-go's request timeout.
+     * the request was not served. A GET whose connection ended under it
+     * is sent again a second later (a read is safe to repeat). The
+     * client's timeout counts from the first send and covers the retries,
+     * as client-go's request timeout.
      */
     const send = async (verb: string, path: string, o: RequestOptions, accept: string, body: Body) => {
       const aborted = (err: unknown, waiting: string) =>
