@@ -20,7 +20,8 @@ beforeAll(async () => {
   requireRoot();
   ctd = await startContainerd({ name: "userns" });
   rootDir = agentPaths(ctd).rootDir;
-  agent = await startAgent(ctd);
+  // --v=3: standalone, the refusal's event is only in the log, where events are logged at --v=3 as upstream's.
+  agent = await startAgent(ctd, { extraArgs: ["--v=3"] });
 }, 120_000);
 
 afterAll(async () => {
