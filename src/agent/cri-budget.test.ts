@@ -34,6 +34,24 @@ const podNamed = (i: number, containers = ["app"]): Pod => ({
 });
 
 /** `evented`: the agent's default PLEG, over a runtime that does not stream events (containerd 1.6) or one that does. */
+/** One relist through the fake clock, and its wakes handled. */
+async function relistNow(s: ReturnType<typeof setup>): Promise<void> {
+  const relists = s.cri.callsOf("listPodSandbox").length;
+  s.clock.advance(1000);
+  for (let i = 0; i < 200 && s.cri.callsOf("listPodSandbox").length === relists; i++) await Bun.sleep(0);
+  for (let i = 0; i < 50; i++) await Bun.sleep(0);
+}
+
+/** Adds a two-container pod whose first container is created and started while the second's create waits for `releaseSecond`. */
+async function addWithSecondCreateHeld(s: ReturnType<typeof setup>, p: ReturnType<typeof podNamed>) {
+  s.cri.holdNext("createContainer")();
+  const releaseSecond = s.cri.holdNext("createContainer");
+  s.workers.add(p);
+  const first = () => s.cri.callsOf("startContainer")[0]?.[0] as string | undefined;
+  for (let i = 0; i < 500 && !first(); i++) await Bun.sleep(0);
+  return { first, releaseSecond };
+}
+
 function setup(evented?: "unsupported" | "streaming") {
   const clock = new FakeClock();
   const cri = new FakeCri({ clock, images: [BUSYBOX] });
@@ -158,10 +176,7 @@ describe("CRI calls per pod (issue #24)", () => {
     s.workers.add(p);
     for (let i = 0; i < 500 && !s.cri.callsOf("runPodSandbox").length; i++) await Bun.sleep(0);
     // The step waits in CreateContainer; a relist lists its sandbox alone.
-    const relists = s.cri.callsOf("listPodSandbox").length;
-    s.clock.advance(1000);
-    for (let i = 0; i < 200 && s.cri.callsOf("listPodSandbox").length === relists; i++) await Bun.sleep(0);
-    for (let i = 0; i < 50; i++) await Bun.sleep(0);
+    await relistNow(s);
     release();
     await s.settle();
     await s.run(3000);
@@ -175,16 +190,9 @@ describe("CRI calls per pod (issue #24)", () => {
     const s = setup();
     await s.run(1000);
     const p = podNamed(1, ["first", "second"]);
-    s.cri.holdNext("createContainer")();
-    const releaseSecond = s.cri.holdNext("createContainer");
-    s.workers.add(p);
-    const first = () => s.cri.callsOf("startContainer")[0]?.[0] as string | undefined;
-    for (let i = 0; i < 500 && !first(); i++) await Bun.sleep(0);
+    const { first, releaseSecond } = await addWithSecondCreateHeld(s, p);
     // A relist while the step waits lists "first" running; it then exits, before the step's read.
-    const relists = s.cri.callsOf("listPodSandbox").length;
-    s.clock.advance(1000);
-    for (let i = 0; i < 200 && s.cri.callsOf("listPodSandbox").length === relists; i++) await Bun.sleep(0);
-    for (let i = 0; i < 50; i++) await Bun.sleep(0);
+    await relistNow(s);
     s.cri.exitContainer(first()!, 1);
     releaseSecond();
     await s.settle();
@@ -241,11 +249,7 @@ describe("CRI calls per pod (issue #24)", () => {
     await s.run(1000);
     const p = podNamed(1, ["first", "second"]);
     // The first create goes through; the second waits until the first container has exited.
-    s.cri.holdNext("createContainer")();
-    const releaseSecond = s.cri.holdNext("createContainer");
-    s.workers.add(p);
-    const first = () => s.cri.callsOf("startContainer")[0]?.[0] as string | undefined;
-    for (let i = 0; i < 500 && !first(); i++) await Bun.sleep(0);
+    const { first, releaseSecond } = await addWithSecondCreateHeld(s, p);
     expect(first()).toBeDefined();
     s.cri.exitContainer(first()!, 1);
     releaseSecond();
