@@ -281,3 +281,59 @@ test("stopping past its deadline rejects with StopTimeout naming the parts still
   // The parts not reached were told to stop all the same.
   expect(await until("the kubelet API port to close", async () => (await portRefuses(port)) || undefined)).toBe(true);
 }, 30_000);
+
+test("a restarted agent keeps its static pod Ready when the API server's pods come after the pod's first step: the mirror's readiness carries over", async () => {
+  const clock = realClock;
+  const cri = new FakeCri({ clock, images: ["registry.local/app:1"] });
+  const api = new FakeKubeApi();
+  // Probed once a minute: the first probe comes long after this test, so readiness is only what carries over.
+  const probed = `${webPod}    readinessProbe:\n      exec:\n        command: ["true"]\n      periodSeconds: 60\n`;
+  const mirrorKey = "default/web-node1";
+  type Status = { conditions?: { type: string; status: string }[]; containerStatuses?: { ready?: boolean; started?: boolean }[] };
+  const readyOf = (status: Status | undefined) => status?.conditions?.find((c) => c.type === "Ready")?.status;
+  // The first agent's stop closes its CRI client; the runtime is the second's too.
+  const keptOpen = new Proxy(cri, {
+    get: (target, name) => {
+      const value = Reflect.get(target, name, target);
+      return name === "close" ? () => {} : typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  const first = await startWholeAgent("carry", { manifests: { "web.yaml": probed }, cri: keptOpen, api, clock });
+  const mirror = await until("the mirror pod's status", () => {
+    const pod = api.pods.get(mirrorKey) as { status?: Status } | undefined;
+    return pod?.status?.containerStatuses?.length ? pod : undefined;
+  });
+  first.stop.abort();
+  await first.agent;
+  // As the kubelet before it left it: the container ready, the pod Ready.
+  const status = mirror.status!;
+  api.putPod({
+    ...(mirror as object),
+    status: {
+      ...status,
+      conditions: status.conditions!.map((c) => (["Ready", "ContainersReady"].includes(c.type) ? { ...c, status: "True" } : c)),
+      containerStatuses: status.containerStatuses!.map((c) => ({ ...c, ready: true, started: true })),
+    },
+  });
+  // The second agent's first list of the API server's pods waits until its static pod's first step has had its time.
+  const listPods = api.listPods.bind(api);
+  const listed = Promise.withResolvers<void>();
+  api.listPods = async (selector) => {
+    await listed.promise;
+    return listPods(selector);
+  };
+  const patched = api.calls.length;
+  const second = await startWholeAgent("carry", { manifests: { "web.yaml": probed }, cri, api, clock });
+  await Bun.sleep(1_000);
+  listed.resolve();
+  await until("the carried readiness logged", () => second.lines.find((l) => l.includes("probe results carried over")));
+  await Bun.sleep(500); // a status computed before the list would be sent now
+  const readiness = api.calls
+    .slice(patched)
+    .filter((c) => c.method === "patchPodStatus" && c.args[1] === "web-node1")
+    .map((c) => readyOf((c.args[2] as { status: Status }).status));
+  expect(readiness.filter((r) => r === "False")).toEqual([]);
+  expect(readyOf((api.pods.get(mirrorKey) as { status?: Status }).status)).toBe("True");
+  second.stop.abort();
+  await second.agent;
+}, 30_000);

@@ -3,6 +3,7 @@ import { FakeKubeApi } from "../api/fake.ts";
 import { applyStaticPodDefaults } from "../sources/defaults.ts";
 import { memoryLogger } from "../util/log.ts";
 import { MirrorPods } from "./index.ts";
+import { LastReported } from "../status/api.ts";
 import type { Pod } from "../pods/schema.ts";
 import { isMirrorPod } from "../pods/source.ts";
 
@@ -29,6 +30,24 @@ describe("MirrorPods", () => {
     expect(mirror.metadata?.uid).not.toBe(p.metadata.uid);
     await mirrors.sync([p]);
     expect(api.calls.filter((c) => c.method === "createPod")).toHaveLength(1);
+  });
+
+  test("until the API source's first list, a static pod's report is pending; a mirror's status is its report after", async () => {
+    const { api, mirrors, refresh } = setup();
+    const reported = new LastReported(mirrors);
+    const p = staticPod();
+    const pending = reported.pending(p);
+    expect(pending).toBeInstanceOf(Promise);
+    expect(reported.pending({ ...p, metadata: { ...p.metadata, annotations: { "kubernetes.io/config.source": "api" } } })).toBeUndefined();
+    refresh(); // the first list: no mirror yet, which now says something
+    await pending;
+    expect(reported.pending(p)).toBeUndefined();
+    expect(reported.reportedContainer(p, "c", "abc")).toBeUndefined();
+    await mirrors.sync([p]);
+    const mirror = api.pods.get("default/web-n1")!;
+    api.putPod({ ...mirror, status: { containerStatuses: [{ name: "c", containerID: "containerd://abc", ready: true, started: true }] } } as never);
+    refresh();
+    expect(reported.reportedContainer(p, "c", "abc")).toEqual({ ready: true, started: true });
   });
 
   test("waits for the node's UID", async () => {

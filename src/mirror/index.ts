@@ -28,15 +28,29 @@ export interface MirrorOf {
   mirrorOf(staticPod: Pod): Pod | undefined;
 }
 
-export class MirrorPods implements MirrorOf, MirrorPodsObserver {
+/** Whether the API server's mirror pods were heard of yet: before that, mirrorOf's undefined says nothing. */
+export interface MirrorsListed {
+  /** Undefined once the API source delivered its first list; until then, a promise that resolves then. */
+  whenListed(): Promise<void> | undefined;
+}
+
+export class MirrorPods implements MirrorOf, MirrorsListed, MirrorPodsObserver {
   private mirrors = new Map<string, Pod>();
   private syncing: Promise<void> | undefined;
+  private readonly listed = Promise.withResolvers<void>();
+  private heard = false;
 
   constructor(private readonly opts: MirrorPodsOptions) {}
 
   /** The mirror pods the API server currently has, from the API source. */
   mirrorPodsChanged(mirrors: Pod[]): void {
     this.mirrors = new Map(mirrors.map((p) => [podFullName(p), p]));
+    this.heard = true;
+    this.listed.resolve();
+  }
+
+  whenListed(): Promise<void> | undefined {
+    return this.heard ? undefined : this.listed.promise;
   }
 
   mirrorOf(staticPod: Pod): Pod | undefined {

@@ -174,7 +174,7 @@ describe("probe manager", () => {
 
   test("a container the pod's reported status shows ready and started keeps both until its probes say otherwise; another container ID does not", async () => {
     const reported: Record<string, { ready: boolean; started: boolean }> = { c1: { ready: true, started: true } };
-    const t = setup({ reported: { reportedContainer: (_pod, _name, id) => reported[id] } });
+    const t = setup({ reported: { reportedContainer: (_pod, _name, id) => reported[id], pending: () => undefined } });
     t.answers.ready = "failure";
     const probes = { startupProbe: exec("start", { periodSeconds: 60 }), readinessProbe: exec("ready", { failureThreshold: 2 }) };
     t.manager.addPod(pod("u1", probes), running("c1", t.clock.now()), "10.0.0.1");
@@ -189,6 +189,54 @@ describe("probe manager", () => {
     t.manager.addPod(pod("u1", probes), running("c2", t.clock.now()), "10.0.0.1");
     expect(t.manager.isStarted("u1", "app")).toBe(false);
     expect(t.manager.isReady("u1", "app")).toBe(false);
+    await t.manager[Symbol.asyncDispose]();
+  });
+
+  test("a container that ran before the prober started waits for its report (a static pod's mirror pods), then carries it over", async () => {
+    const listed = Promise.withResolvers<void>();
+    const reported: Record<string, { ready: boolean; started: boolean }> = {};
+    let pending: Promise<void> | undefined = listed.promise;
+    const t = setup({ reported: { reportedContainer: (_pod, _name, id) => reported[id], pending: () => pending } });
+    const before = t.clock.now() - 60_000;
+    const p = pod("u1", { readinessProbe: exec("ready", { periodSeconds: 60 }) });
+    let done = false;
+    const waiting = t.manager.awaitReports(p, running("c1", before), new AbortController().signal).then(() => (done = true));
+    await t.tick(1_000);
+    expect(done).toBe(false);
+    // The API source delivered: the mirror says c1 was ready.
+    reported.c1 = { ready: true, started: true };
+    pending = undefined;
+    listed.resolve();
+    await waiting;
+    t.manager.addPod(p, running("c1", before), "10.0.0.1");
+    expect(t.manager.isReady("u1", "app")).toBe(true);
+    await t.manager[Symbol.asyncDispose]();
+  });
+
+  test("the wait for reports ends 5 s after the prober started, and is not made where nothing would be carried over", async () => {
+    const never = new Promise<void>(() => {});
+    const t = setup({ reported: { reportedContainer: () => undefined, pending: () => never } });
+    const signal = new AbortController().signal;
+    const before = t.clock.now() - 1;
+    const withReadiness = pod("u1", { readinessProbe: exec("ready") });
+    const settled = async (p: Promise<void>) => Promise.race([p.then(() => true), Bun.sleep(20).then(() => false)]);
+    // Nothing to carry: no readiness or startup probe, or a container this prober saw start.
+    expect(await settled(t.manager.awaitReports(pod("u2", { livenessProbe: exec("live") }), running("c2", before), signal))).toBe(true);
+    expect(await settled(t.manager.awaitReports(withReadiness, running("c3", t.clock.now()), signal))).toBe(true);
+    // A container already probed waits no more.
+    t.manager.addPod(withReadiness, running("c4", before), "10.0.0.1");
+    expect(await settled(t.manager.awaitReports(withReadiness, running("c4", before), signal))).toBe(true);
+    // An aborted step does not wait.
+    const aborted = new AbortController();
+    aborted.abort();
+    expect(await settled(t.manager.awaitReports(withReadiness, running("c5", before), aborted.signal))).toBe(true);
+    // The API server out of reach: the wait ends at 5 s after the start, and later steps do not wait.
+    const waiting = t.manager.awaitReports(withReadiness, running("c5", before), signal);
+    await t.tick(4_999);
+    expect(await settled(waiting)).toBe(false);
+    await t.tick(1);
+    expect(await settled(waiting)).toBe(true);
+    expect(await settled(t.manager.awaitReports(withReadiness, running("c6", before), signal))).toBe(true);
     await t.manager[Symbol.asyncDispose]();
   });
 

@@ -73,7 +73,17 @@ export interface ProbeRunSink {
  */
 export interface ReportedContainers {
   reportedContainer(pod: Pod, containerName: string, containerId: string): { ready: boolean; started: boolean } | undefined;
+  /** Resolves once reportedContainer can answer for the pod (a static pod's mirror pods were listed); undefined when it can now. */
+  pending(pod: Pod): Promise<void> | undefined;
 }
+
+/**
+ * How long after the prober started a container that was running before it
+ * waits for its report (the API server's mirror pods, for a static pod)
+ * before it is probed without it: the API server is then out of reach, and
+ * the status nowhere to be sent either.
+ */
+export const REPORT_WAIT_MS = 5_000;
 
 export interface ProbeManagerOptions {
   cri: Pick<CriService, "execSync">;
@@ -115,6 +125,15 @@ export interface ProbeManager {
    * throws (invalid probes are reported).
    */
   addPod(pod: Pod, running: RunningContainer[], podIP: string): void;
+  /**
+   * Before addPod: waits until what the kubelet before this one reported of
+   * the running containers can be read, when one of them ran before the
+   * prober started, is not probed yet and has a readiness or startup probe
+   * to carry over; at most until REPORT_WAIT_MS after the prober started.
+   * A static pod's status computed without its mirror's would say not Ready
+   * and be sent once the mirror is known: a Ready pod would drop. Never throws.
+   */
+  awaitReports(pod: Pod, running: RunningContainer[], signal: AbortSignal): Promise<void>;
   /**
    * The pod is terminating (upstream StopLivenessAndStartup, kubelet.go:2149): its liveness
    * and startup workers stop, their last results stay; readiness is still probed while its
@@ -251,6 +270,24 @@ export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
   }
 
   return {
+    async awaitReports(pod, running, signal) {
+      const remainingMs = managerStartedAt + REPORT_WAIT_MS - opts.clock.now();
+      if (remainingMs <= 0) return;
+      const entry = pods.get(podUid(pod));
+      const specs = new Map([...(pod.spec.initContainers ?? []).filter(isSidecar), ...pod.spec.containers].map((c) => [c.name, c]));
+      const carries = running.some((run) => {
+        const spec = specs.get(run.containerName) as Record<string, unknown> | undefined;
+        const probed = entry?.containers.get(run.containerName)?.containerId === run.containerId;
+        return !probed && run.startedAt < managerStartedAt && (spec?.readinessProbe != null || spec?.startupProbe != null);
+      });
+      const pending = carries ? opts.reported?.pending(pod) : undefined;
+      if (!pending) return;
+      const waited = new AbortController();
+      const timeout = opts.clock.sleep(remainingMs, AbortSignal.any([signal, waited.signal])).catch(() => {});
+      await Promise.race([pending, timeout]);
+      waited.abort();
+    },
+
     addPod(pod, running, podIP) {
       const uid = podUid(pod);
       let entry = pods.get(uid);

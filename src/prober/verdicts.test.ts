@@ -15,6 +15,7 @@ function fakeManager() {
     removePod: (uid: string) => void calls.push(`remove ${uid}`),
     stopLivenessAndStartup: (uid: string) => void calls.push(`stop liveness and startup ${uid}`),
     watchReadiness: () => () => {},
+    awaitReports: async () => {},
     isReady: (uid: string, name: string) => ready.has(`${uid}/${name}`),
     isStarted: (uid: string, name: string) => ready.has(`${uid}/${name}`),
   };

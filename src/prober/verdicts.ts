@@ -49,7 +49,7 @@ export class LivenessRestarts implements LivenessFailures {
 
 export class ProbeVerdicts {
   constructor(
-    private readonly manager: Pick<ProbeManager, "addPod" | "removePod" | "isReady" | "isStarted" | "stopLivenessAndStartup" | "watchReadiness">,
+    private readonly manager: Pick<ProbeManager, "awaitReports" | "addPod" | "removePod" | "isReady" | "isStarted" | "stopLivenessAndStartup" | "watchReadiness">,
     private readonly restarts: LivenessRestarts,
   ) {}
 
@@ -65,6 +65,10 @@ export class ProbeVerdicts {
   /** With `containerId`, false unless that container instance is the one probed. */
   isStarted(podUid: string, name: string, containerId?: string): boolean {
     return this.manager.isStarted(podUid, name, containerId);
+  }
+
+  awaitReports(pod: Pod, running: RunningContainer[], signal: AbortSignal): Promise<void> {
+    return this.manager.awaitReports(pod, running, signal);
   }
 
   addPod(pod: Pod, running: RunningContainer[], podIP: string): void {

@@ -17,7 +17,7 @@ import { isTerminalPhase, type PodStatusView } from "./phase.ts";
 import { isApiPod } from "../pods/source.ts";
 import { podUid } from "../pods/identity.ts";
 import { isSidecar } from "../pods/spec.ts";
-import type { MirrorOf } from "../mirror/index.ts";
+import type { MirrorOf, MirrorsListed } from "../mirror/index.ts";
 import type { MirrorPodsObserver } from "../sources/apiserver.ts";
 
 export interface PodCondition {
@@ -56,21 +56,26 @@ export function unreadyGates(pod: Pod, conditions: readonly PodCondition[]): str
   return out;
 }
 
+/** What the API server's copy of a pod (a static pod's: its mirror) last said of a container instance, for the prober. */
+export class LastReported {
+  constructor(private readonly mirrors: (MirrorOf & MirrorsListed) | undefined) {}
+
+  reportedContainer(pod: Pod, containerName: string, containerId: string): { ready: boolean; started: boolean } | undefined {
+    return reportedContainer(isApiPod(pod) ? pod.status : this.mirrors?.mirrorOf(pod)?.status, containerName, containerId);
+  }
+
+  /** A static pod's report is its mirror's: until the API server's mirror pods were listed, it is not known yet. */
+  pending(pod: Pod): Promise<void> | undefined {
+    return isApiPod(pod) ? undefined : this.mirrors?.whenListed();
+  }
+}
+
 /**
  * What a pod's API status (a static pod's: its mirror's) says of one
  * container instance: ready and started as the kubelet that wrote it last
  * judged them, or undefined when it names another container ID (or none).
  * The API's containerID is `<runtime>://<id>`.
  */
-/** What the API server's copy of a pod (a static pod's: its mirror) last said of a container instance, for the prober. */
-export class LastReported {
-  constructor(private readonly mirrors: MirrorOf | undefined) {}
-
-  reportedContainer(pod: Pod, containerName: string, containerId: string): { ready: boolean; started: boolean } | undefined {
-    return reportedContainer(isApiPod(pod) ? pod.status : this.mirrors?.mirrorOf(pod)?.status, containerName, containerId);
-  }
-}
-
 export function reportedContainer(status: unknown, containerName: string, containerId: string): { ready: boolean; started: boolean } | undefined {
   // Sidecars (restartable init containers) are probed too: their statuses are the init containers'.
   const of = (key: "containerStatuses" | "initContainerStatuses") => (status as Record<string, unknown> | undefined)?.[key];

@@ -36,8 +36,9 @@ function setup(runtimePods?: RuntimePodPresence, hostIP?: string, killGate?: Pro
   const recorder: EventRecorder = { event: (_ref, _type, reason, message) => events.push({ reason, message }) };
   const started: number[] = [];
   const probed: string[] = [];
-  const readiness: { ready: boolean; changed?: (() => void) | undefined } = { ready: true };
+  const readiness: { ready: boolean; changed?: (() => void) | undefined; reports?: () => Promise<void> } = { ready: true };
   const probes = {
+    awaitReports: async () => readiness.reports?.(),
     addPod: (p: Pod, running: { containerName: string }[], podIP: string) =>
       probed.push(`add ${p.metadata.uid} ${running.map((r) => r.containerName).join(",")}${podIP === "10.88.0.2" ? "" : ` at ${podIP}`}`),
     removePod: (uid: string) => probed.push(`remove ${uid}`),
@@ -76,6 +77,18 @@ describe("HostPodSyncer.syncPod", () => {
     expect(started).toEqual([1500]);
     await syncer.syncPod(request(p));
     expect(started).toEqual([1500]);
+  });
+
+  test("the step's status waits for the prober's reports: a container its mirror shows ready is ready in it, not dropped first", async () => {
+    const { status, readiness, syncer, request } = setup();
+    readiness.ready = false;
+    readiness.reports = async () => {
+      await Bun.sleep(1);
+      readiness.ready = true; // the mirror pods were listed: readiness carried over
+    };
+    const p = pod("u1");
+    await syncer.syncPod(request(p));
+    expect(status.get("u1")!.containerStatuses[0]).toMatchObject({ name: "app", ready: true });
   });
 
   test("a host-network pod is probed at the node's IP, its status.podIP, not its sandbox's (none)", async () => {

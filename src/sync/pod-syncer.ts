@@ -97,6 +97,7 @@ export interface PodSyncerOptions {
   hostIP?: string;
   /** The prober: told about running containers after each sync, asked for readiness; on termination its liveness and startup stop first, readiness once the containers are stopped. */
   probes?: ProbeView & {
+    awaitReports(pod: Pod, running: { containerName: string; containerId: string; startedAt: number }[], signal: AbortSignal): Promise<void>;
     addPod(pod: Pod, running: { containerName: string; containerId: string; startedAt: number }[], podIP: string): void;
     removePod(uid: string): void;
     stopLivenessAndStartup(uid: string): void;
@@ -158,11 +159,10 @@ export class HostPodSyncer implements PodSyncer {
     const running = after.containers.filter((c) => c.state === "running" && c.sandboxId === after.sandboxes[0]?.id);
     // Upstream probes status.PodIP, which is the node's for a host-network pod (its sandbox has none).
     const podIP = pod.spec.hostNetwork ? (this.opts.hostIP ?? "") : (after.sandboxes[0]?.ip ?? "");
-    this.opts.probes?.addPod(
-      pod,
-      running.map((c) => ({ containerName: c.name, containerId: c.id, startedAt: c.startedAt ?? c.createdAt })),
-      podIP,
-    );
+    const probed = running.map((c) => ({ containerName: c.name, containerId: c.id, startedAt: c.startedAt ?? c.createdAt }));
+    // A static pod's readiness before this agent started is its mirror's to tell: not Ready meanwhile would drop it.
+    await this.opts.probes?.awaitReports(pod, probed, signal);
+    this.opts.probes?.addPod(pod, probed, podIP);
     this.rememberStartFailures(record, outcome);
     const computed = podStatus(pod, after, record.startFailures, false, this.opts.probes, record.lastStatus ?? apiStatusOf(desired));
     record.lastStatus = computed;
