@@ -254,6 +254,37 @@ test("a GET whose connection ended under it is sent again a second later, as cli
   expect(sentAt.slice(3).map((s) => s.split(" ")[0])).toEqual(["PATCH", "GET"]);
 });
 
+test("a GET whose connection ended while its answer's body was read is sent again too; a write's is an ApiError naming it", async () => {
+  const clock = new FakeClock();
+  let cut = 1;
+  const cutBody = () =>
+    new Response(
+      new ReadableStream({
+        start(c) {
+          c.enqueue(new TextEncoder().encode('{"kind":'));
+          c.error(new TransportError("Closed", "https://api", "the connection ended before the answer did (code 0)"));
+        },
+      }),
+      { headers: { "content-type": "application/json" } },
+    );
+  const transport = new FakeTransport(() => (cut-- > 0 ? cutBody() : Response.json({ kind: "Pod" })));
+  const client = clientOver(transport, clock);
+  const got = client.request("GET", "/api/v1/namespaces/a/pods/p");
+  await runClock(clock, got, 10);
+  expect(await got).toEqual({ kind: "Pod" });
+  expect(transport.requests.map((r) => r.method)).toEqual(["GET", "GET"]);
+  cut = 1;
+  const bytes = client.requestBytes("GET", "/api/v1/namespaces/a/pods/p", { accept: "application/vnd.kubernetes.protobuf", contentType: "application/vnd.kubernetes.protobuf" });
+  await runClock(clock, bytes, 10);
+  expect(new TextDecoder().decode((await bytes).bytes)).toBe('{"kind":"Pod"}');
+  cut = 1;
+  await expect(client.request("PATCH", "/api/v1/namespaces/a/pods/p/status", { body: {} })).rejects.toMatchObject({
+    reason: "Unreachable",
+    message: expect.stringContaining("PATCH /api/v1/namespaces/a/pods/p/status"),
+  });
+  expect(transport.requests.map((r) => r.method)).toEqual(["GET", "GET", "GET", "GET", "PATCH"]);
+});
+
 test("at --v=6 each request is logged with its answer and how long it waited for the rate limit, as client-go's round tripper", async () => {
   const { logger, lines } = memoryLogger(6);
   const client = createRestClient({

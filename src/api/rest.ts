@@ -112,11 +112,20 @@ export function createRestClient(opts: {
      * the seconds the server asked for and a token of its own): the API
      * server's priority and fairness rejects so when it is saturated, and
      * the request was not served. A GET whose connection ended under it
-     * is sent again a second later (a read is safe to repeat). The
-     * client's timeout counts from the first send and covers the retries,
-     * as client-go's request timeout.
+     * is sent again a second later (a read is safe to repeat), also when
+     * it ended while `read` took the answer's body (client-go reads it
+     * within its retry loop). The client's timeout counts from the first
+     * send and covers the retries, as client-go's request timeout. Every
+     * failure is an ApiError naming the request.
      */
-    const send = async (verb: string, path: string, o: RequestOptions, accept: string, body: Body) => {
+    const send = async <T>(
+      verb: string,
+      path: string,
+      o: RequestOptions,
+      accept: string,
+      body: Body,
+      read: (res: Response) => Promise<T>,
+    ): Promise<{ res: Response; answer: T }> => {
       const aborted = (err: unknown, waiting: string) =>
         new ApiError(timeout?.aborted ? "Timeout" : "Unreachable", 0, verb, path, `${timeout?.aborted ? "timed out" : "canceled"} while waiting ${waiting}: ${errorMessage(err)}`);
       let timeout: AbortSignal | undefined;
@@ -135,6 +144,7 @@ export function createRestClient(opts: {
         }
         const sent = performance.now();
         let res: Response;
+        let waitS: number | undefined;
         try {
           res = await transport.send({
             method: verb,
@@ -148,6 +158,10 @@ export function createRestClient(opts: {
             ...(body ? { body: body.data } : {}),
             signal: signal ?? timeout,
           });
+          // As client-go's round tripper at -v=6, with the time the request waited for the rate limit (kubeAPIQPS).
+          opts.logger.v(6).info("API request", { verb, path, status: res.status, throttledMs: Math.round(sent - queued), ms: Math.round(performance.now() - sent) });
+          waitS = attempt <= MAX_RETRIES ? retryAfterSeconds(res) : undefined;
+          if (waitS === undefined) return { res, answer: await read(res) };
         } catch (err) {
           if (verb === "GET" && attempt <= MAX_RETRIES && connectionLost(err) && !signal?.aborted) {
             // client-go sends a GET again a second after its connection was reset or ended (a read is safe to repeat).
@@ -161,10 +175,6 @@ export function createRestClient(opts: {
           }
           throw new ApiError(timeout.aborted ? "Timeout" : "Unreachable", 0, verb, path, errorMessage(err));
         }
-        // As client-go's round tripper at -v=6, with the time the request waited for the rate limit (kubeAPIQPS).
-        opts.logger.v(6).info("API request", { verb, path, status: res.status, throttledMs: Math.round(sent - queued), ms: Math.round(performance.now() - sent) });
-        const waitS = attempt <= MAX_RETRIES ? retryAfterSeconds(res) : undefined;
-        if (waitS === undefined) return res;
         opts.logger.v(4).info("Got a Retry-After response", { verb, path, status: res.status, retryAfterSeconds: waitS, attempt });
         await res.body?.cancel().catch(() => {});
         try {
@@ -180,8 +190,7 @@ export function createRestClient(opts: {
       [Symbol.dispose]: () => transport.close(),
       async request<T>(verb: "GET" | "POST" | "PUT" | "PATCH" | "DELETE", path: string, o: RequestOptions = {}): Promise<T> {
         const encoded = o.body !== undefined ? { data: JSON.stringify(o.body), type: o.contentType ?? "application/json" } : undefined;
-        const res = await send(verb, path, o, "application/json", encoded);
-        const text = await res.text();
+        const { res, answer: text } = await send(verb, path, o, "application/json", encoded, (r) => r.text());
         let body: unknown;
         try {
           body = text ? JSON.parse(text) : undefined;
@@ -194,8 +203,14 @@ export function createRestClient(opts: {
         return body as T;
       },
       async requestBytes(verb, path, o) {
-        const res = await send(verb, path, o, o.accept, o.body ? { data: o.body, type: o.contentType } : undefined);
-        const bytes = new Uint8Array(await res.arrayBuffer());
+        const { res, answer: bytes } = await send(
+          verb,
+          path,
+          o,
+          o.accept,
+          o.body ? { data: o.body, type: o.contentType } : undefined,
+          async (r) => new Uint8Array(await r.arrayBuffer()),
+        );
         const contentType = res.headers.get("content-type") ?? "";
         if (!res.ok) throw apiErrorFrom(res.status, statusOf(contentType, bytes), verb, path);
         return { contentType, bytes };
@@ -203,8 +218,16 @@ export function createRestClient(opts: {
       async watch(path, query, onEvent, signal) {
         // The server ends the watch after its timeoutSeconds (up to an hour for configMaps and secrets): the client's deadline is a minute later.
         const serverEnds = typeof query?.timeoutSeconds === "number" ? query.timeoutSeconds : 3600;
-        const res = await send("GET", path, { query: { ...query, watch: true }, signal, timeoutMs: (serverEnds + 60) * 1000 }, "application/json", undefined);
-        if (!res.ok) throw apiErrorFrom(res.status, await res.json().catch(() => undefined), "WATCH", path);
+        // The stream is read as it comes, below: only a failed watch's answer is read within send.
+        const { res, answer: refusal } = await send(
+          "GET",
+          path,
+          { query: { ...query, watch: true }, signal, timeoutMs: (serverEnds + 60) * 1000 },
+          "application/json",
+          undefined,
+          (r) => (r.ok ? Promise.resolve(undefined) : r.json().catch(() => undefined)),
+        );
+        if (!res.ok) throw apiErrorFrom(res.status, refusal, "WATCH", path);
         if (!res.body) return;
         const decoder = new TextDecoder();
         let buffer = "";
