@@ -33,7 +33,6 @@ const podNamed = (i: number, containers = ["app"]): Pod => ({
   spec: { restartPolicy: "Always", terminationGracePeriodSeconds: 1, containers: containers.map((name) => ({ name, image: BUSYBOX })) },
 });
 
-/** `evented`: the agent's default PLEG, over a runtime that does not stream events (containerd 1.6) or one that does. */
 /** One relist through the fake clock, and its wakes handled. */
 async function relistNow(s: ReturnType<typeof setup>): Promise<void> {
   const relists = s.cri.callsOf("listPodSandbox").length;
@@ -52,6 +51,7 @@ async function addWithSecondCreateHeld(s: ReturnType<typeof setup>, p: ReturnTyp
   return { first, releaseSecond };
 }
 
+/** `evented`: the agent's default PLEG, over a runtime that does not stream events (containerd 1.6) or one that does. */
 function setup(evented?: "unsupported" | "streaming") {
   const clock = new FakeClock();
   const cri = new FakeCri({ clock, images: [BUSYBOX] });

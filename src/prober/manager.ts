@@ -172,6 +172,9 @@ interface PodEntry {
 
 const TYPES: ProbeType[] = ["startup", "readiness", "liveness"];
 
+/** The containers that are probed, by name: the app containers and the sidecars (restartable init containers). */
+const probedContainers = (pod: Pod): Map<string, ContainerSpec> => new Map([...(pod.spec.initContainers ?? []).filter(isSidecar), ...pod.spec.containers].map((c) => [c.name, c]));
+
 export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
   const caches: Record<ProbeType, ResultsCache> = { liveness: new ResultsCache(), readiness: new ResultsCache(), startup: new ResultsCache() };
   const pods = new Map<string, PodEntry>();
@@ -274,7 +277,7 @@ export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
       const remainingMs = managerStartedAt + REPORT_WAIT_MS - opts.clock.now();
       if (remainingMs <= 0) return;
       const entry = pods.get(podUid(pod));
-      const specs = new Map([...(pod.spec.initContainers ?? []).filter(isSidecar), ...pod.spec.containers].map((c) => [c.name, c]));
+      const specs = probedContainers(pod);
       const carries = running.some((run) => {
         const spec = specs.get(run.containerName) as Record<string, unknown> | undefined;
         const probed = entry?.containers.get(run.containerName)?.containerId === run.containerId;
@@ -294,7 +297,7 @@ export function createProbeManager(opts: ProbeManagerOptions): ProbeManager {
       if (!entry) pods.set(uid, (entry = { pod, podIP, containers: new Map() }));
       entry.pod = pod;
       entry.podIP = podIP;
-      const specs = new Map([...(pod.spec.initContainers ?? []).filter(isSidecar), ...pod.spec.containers].map((c) => [c.name, c]));
+      const specs = probedContainers(pod);
       for (const [name, c] of entry.containers) {
         const run = running.find((r) => r.containerName === name);
         if (!specs.has(name) || !run || run.containerId !== c.containerId) {
