@@ -25,18 +25,19 @@ const pod = (over: Partial<Pod["spec"]["containers"][number]> = {}, restartPolic
 function setup(clock = new FakeClock(), cri = new FakeCri({ clock, images: ["busybox:1.0"] }), verdicts?: ReadonlyMap<string, ProbeFailure>) {
   const host = PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", clusterDomain: "" });
   const events: string[] = [];
+  const log = memoryLogger();
   const runtime = new CriPodRuntime(
     testRuntimeOptions({
       cri,
       clock,
-      logger: memoryLogger().logger,
+      logger: log.logger,
       node: { podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
       host,
       recorder: { event: (_ref, type, reason, message) => void events.push(`${type} ${reason} ${message}`) },
       ...(verdicts ? { start: { probes: { unhealthy: () => verdicts, isStarted: () => true } } } : {}),
     }),
   );
-  return { clock, cri, runtime, host, events };
+  return { clock, cri, runtime, host, events, logLines: log.lines };
 }
 
 /** A runtime whose prober's failed verdicts (container id → failed probe) the test sets. */
@@ -61,6 +62,18 @@ async function sync(runtime: CriPodRuntime, p: Pod, signal?: AbortSignal) {
 }
 
 describe("CriPodRuntime", () => {
+  test("a pod whose sandbox died is killed and gets a new one: the log says why and what the plan was read from", async () => {
+    const { cri, runtime, events, logLines } = setup();
+    const first = await sync(runtime, pod());
+    const [sandbox] = first.observed!.sandboxes;
+    await cri.stopPodSandbox(sandbox!.id);
+    await sync(runtime, pod());
+    expect(events).toContain("Normal SandboxChanged Pod sandbox changed, it will be killed and re-created.");
+    const line = logLines.find((l) => l.includes("pod sandbox changed; it will be killed and re-created"));
+    expect(line).toContain(`why="sandbox not ready" sandbox=${sandbox!.id} planFrom=read`);
+    expect(cri.callsOf("runPodSandbox")).toHaveLength(2);
+  });
+
   test("first starts go 8 at a time through to their containers started: the 9th pod's sandbox waits for a slot", async () => {
     const { cri, runtime } = setup();
     const pods = Array.from({ length: 9 }, (_, i): Pod => ({ ...pod(), metadata: { name: `web-${i}`, namespace: "default", uid: `uid-${i}` } }));

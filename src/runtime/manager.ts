@@ -107,7 +107,7 @@ export class CriPodRuntime implements PodRuntime {
     }
     let outcome: PodSyncOutcome;
     try {
-      outcome = await this.sync(pod, observed, signal);
+      outcome = await this.sync(pod, observed, signal, { from: known ? "cache" : "read", readAt });
     } finally {
       leaveGate();
     }
@@ -130,7 +130,7 @@ export class CriPodRuntime implements PodRuntime {
       started: (name, id) => probes.isStarted(uid, name, id),
     });
   }
-  private async sync(pod: Pod, observed: ObservedPod, signal: AbortSignal): Promise<PodSyncOutcome> {
+  private async sync(pod: Pod, observed: ObservedPod, signal: AbortSignal, source: { from: "cache" | "read"; readAt: number }): Promise<PodSyncOutcome> {
     await this.images.warnMissingPullSecrets(pod);
     const actions = this.plan(pod, observed);
     const results: SyncResult[] = [];
@@ -150,7 +150,16 @@ export class CriPodRuntime implements PodRuntime {
         `Back-off restarting failed container ${w.name} in pod ${pod.metadata.name}_${pod.metadata.namespace}(${pod.metadata.uid})`,
       );
     }
-    if (actions.killPod && actions.createSandbox && observed.sandboxes.length) {
+    // Upstream SyncPod: a new sandbox for a pod that had one is announced, whether or not anything of it still runs.
+    if (actions.createSandbox && observed.sandboxes.length) {
+      // Rare and costly (every container restarts): said at the default verbosity, with what the plan was made from.
+      this.opts.logger.info("pod sandbox changed; it will be killed and re-created", {
+        pod: pod.metadata.name,
+        why: actions.sandboxChange,
+        sandbox: observed.sandboxes[0]!.id,
+        planFrom: source.from,
+        readMsAgo: this.opts.clock.now() - source.readAt,
+      });
       this.opts.recorder.event(podEventRef(pod), "Normal", "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.");
     }
     const changed =

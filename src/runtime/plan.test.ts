@@ -41,7 +41,7 @@ const observed = (sandboxes: ObservedSandbox[], containers: ObservedContainer[])
 describe("planPod", () => {
   test("new pod: create sandbox and start every container", () => {
     const a = planPod(pod(), observed([], []), noBackoff);
-    expect(a).toMatchObject({ createSandbox: true, killPod: false, sandboxAttempt: 0 });
+    expect(a).toMatchObject({ createSandbox: true, killPod: false, sandboxAttempt: 0, sandboxChange: "no sandbox" });
     expect(a.containersToStart).toEqual([{ name: "app", restartCount: 0, reason: "new pod" }]);
   });
 
@@ -53,15 +53,17 @@ describe("planPod", () => {
   test("dead sandbox: kill the pod and recreate with the next attempt", () => {
     const p = pod();
     const a = planPod(p, observed([sandbox({ ready: false, attempt: 2 })], [container(p)]), noBackoff);
-    expect(a).toMatchObject({ killPod: true, createSandbox: true, sandboxAttempt: 3 });
+    expect(a).toMatchObject({ killPod: true, createSandbox: true, sandboxAttempt: 3, sandboxChange: "sandbox not ready" });
     expect(a.containersToStart[0]).toMatchObject({ name: "app", restartCount: 1 });
   });
 
   test("sandbox without an IP is recreated unless host network", () => {
     const p = pod();
-    expect(planPod(p, observed([sandbox({ ip: undefined })], [container(p)]), noBackoff).createSandbox).toBe(true);
+    expect(planPod(p, observed([sandbox({ ip: undefined })], [container(p)]), noBackoff)).toMatchObject({ createSandbox: true, sandboxChange: "sandbox has no IP" });
     const h = pod("Always", { hostNetwork: true });
-    expect(planPod(h, observed([sandbox({ ip: undefined })], [container(h)]), noBackoff).createSandbox).toBe(false);
+    const kept = planPod(h, observed([sandbox({ ip: undefined })], [container(h)]), noBackoff);
+    expect(kept.createSandbox).toBe(false);
+    expect(kept.sandboxChange).toBeUndefined();
   });
 
   test("restartPolicy Never: a dead sandbox with containers that ran is not recreated", () => {

@@ -45,6 +45,8 @@ export interface PodActions {
   /** Stop every container and sandbox of the pod before anything else. */
   killPod: boolean;
   createSandbox: boolean;
+  /** Why the newest sandbox is not kept, when it is not (logged with the kill, as upstream does). */
+  sandboxChange?: SandboxChange;
   /** The ready sandbox to start containers in, when it is kept. */
   sandboxId?: string;
   /** Attempt number of the sandbox to create. */
@@ -108,11 +110,15 @@ export function shouldRestart(pod: Pod, latest: ObservedContainer | undefined): 
 
 const latestByName = (observed: ObservedPod, name: string) => observed.containers.find((c) => c.name === name);
 
-export function sandboxNeedsRecreate(pod: Pod, observed: ObservedPod): boolean {
+export type SandboxChange = "no sandbox" | "sandbox not ready" | "sandbox has no IP";
+
+/** Why the pod needs a new sandbox (upstream podSandboxChanged), or undefined when its newest one is kept. */
+export function sandboxChange(pod: Pod, observed: ObservedPod): SandboxChange | undefined {
   const newest = observed.sandboxes[0];
-  if (!newest?.ready) return true;
+  if (!newest) return "no sandbox";
+  if (!newest.ready) return "sandbox not ready";
   // A pod network without an address is broken; upstream recreates it.
-  return !pod.spec.hostNetwork && !newest.ip;
+  return !pod.spec.hostNetwork && !newest.ip ? "sandbox has no IP" : undefined;
 }
 
 /** Upstream: regular init containers restart like OnFailure unless the pod never restarts; sidecars always. */
@@ -208,7 +214,9 @@ export function planPod(pod: Pod, observed: ObservedPod, backoff: BackoffView, u
     initFailed: false,
   };
 
-  if (sandboxNeedsRecreate(pod, observed)) {
+  const change = sandboxChange(pod, observed);
+  if (change) {
+    actions.sandboxChange = change;
     const hasRuntimeState = observed.sandboxes.length > 0 || observed.containers.length > 0;
     actions.killPod = observed.sandboxes.some((s) => s.ready) || observed.containers.some((c) => c.state === "running");
     // A pod that must not restart, whose sandbox died after containers ran, stays down.

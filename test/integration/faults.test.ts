@@ -328,6 +328,7 @@ describe("faults (issue #8)", () => {
     "containerd restart with 20 pods running: the agent reconnects and recreates nothing",
     explained(async () => {
       const names = Array.from({ length: 20 }, (_, i) => `many-${i}`);
+      const logAtCreate = agent.log().length;
       await apply(...names.map((n) => apiPod(n, [sleeper("main")])));
       const uids = await Promise.all(names.map(async (n) => (await runningPod(n)).metadata.uid as string));
       const before = await runtimeView(uids);
@@ -340,7 +341,15 @@ describe("faults (issue #8)", () => {
       await runningPod("after-restart");
       // A few PLEG relists and resyncs later, nothing was recreated.
       await Bun.sleep(5000);
-      expect(await runtimeView(uids)).toEqual(before);
+      const after = await runtimeView(uids);
+      // CI keeps only a failed test's output: what the agent logged about the pods that changed, since their creation.
+      for (const [i, uid] of uids.entries()) {
+        if (Bun.deepEquals(after[uid], before[uid])) continue;
+        const name = names[i]!;
+        const mentions = (l: string) => l.includes(uid) || [`pod=${name} `, `pod=${name}_`, `pod=default/${name} `].some((m) => l.includes(m));
+        console.error(`--- ${name} (${uid}) changed; the agent's lines about it:\n${agent.log().slice(logAtCreate).split("\n").filter(mentions).join("\n")}`);
+      }
+      expect(after).toEqual(before);
       const statuses = await Promise.all(names.map((n) => tryJson("pod", n)));
       expect(statuses.map((p) => p?.status?.containerStatuses?.[0]?.restartCount)).toEqual(names.map(() => 0));
       expect(agent.log().slice(logBefore)).not.toContain('created pod sandbox" pod=many-');
