@@ -30,6 +30,18 @@ describe("ApiEventRecorder", () => {
     expect(patch.args[2]).toMatchObject({ count: 2 });
   });
 
+  test("event names are the object's name and the time in nanoseconds in hex, as upstream's; never the same twice in a millisecond", async () => {
+    const api = new FakeKubeApi();
+    const clock = new FakeClock(1_795_000_000_000);
+    const rec = new ApiEventRecorder({ api, nodeName: "n1", clock, logger: memoryLogger().logger, random: () => 0 });
+    rec.event(podEventRef(pod, "app"), "Normal", "Pulled", "pulled");
+    rec.event(podEventRef(pod, "app"), "Normal", "Created", "created");
+    rec.event(podEventRef(pod, "app"), "Normal", "Started", "started");
+    await Bun.sleep(0);
+    const nanos = 1_795_000_000_000n * 1_000_000n;
+    expect(api.events.map((e) => (e as { metadata: { name: string } }).metadata.name)).toEqual([0n, 1n, 2n].map((n) => `web.${(nanos + n).toString(16)}`));
+  });
+
   test("a container's fieldPath names its list, as upstream's GenerateContainerRef", () => {
     const full = {
       ...pod,

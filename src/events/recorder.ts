@@ -11,7 +11,6 @@
  * maxQueuedEvents), and when the recorder stops. Recording never blocks
  * or throws.
  */
-import { randomBytes } from "node:crypto";
 import { ApiError, type ApiObject, hasStatusCause, type KubeApi } from "../api/index.ts";
 import { podRef } from "../pods/identity.ts";
 import type { Clock } from "../util/clock.ts";
@@ -101,6 +100,7 @@ export class ApiEventRecorder implements EventRecorder, Disposable {
   private writing = false;
   private readonly stopped = new AbortController();
   private readonly correlator: EventCorrelator;
+  private readonly eventName: (objectName: string) => string;
   private readonly log: LogEventRecorder;
 
   constructor(
@@ -114,7 +114,8 @@ export class ApiEventRecorder implements EventRecorder, Disposable {
     },
   ) {
     this.log = new LogEventRecorder(opts.logger);
-    this.correlator = new EventCorrelator({ now: () => opts.clock.now(), newName: eventName });
+    this.eventName = eventNamer(() => opts.clock.now());
+    this.correlator = new EventCorrelator({ now: () => opts.clock.now(), newName: this.eventName });
   }
 
   event(object: ObjectRef, type: EventType, reason: string, message: string): void {
@@ -157,7 +158,7 @@ export class ApiEventRecorder implements EventRecorder, Disposable {
     const result = this.correlator.correlate({
       apiVersion: "v1",
       kind: "Event",
-      metadata: { name: eventName(p.object.name), namespace },
+      metadata: { name: this.eventName(p.object.name), namespace },
       involvedObject: {
         apiVersion: "v1",
         kind: p.object.kind,
@@ -231,5 +232,17 @@ export class ApiEventRecorder implements EventRecorder, Disposable {
   }
 }
 
-/** A unique event name from its object's (upstream: the name and the time in nanoseconds in hex). */
-const eventName = (objectName: string): string => `${objectName}.${randomBytes(8).toString("hex")}`;
+/**
+ * Event names as upstream makes them: the object's name and the time in
+ * nanoseconds, in hex. The clock has milliseconds, so names made in the same
+ * millisecond count on by one nanosecond: a name is never reused (a second
+ * create would be refused as AlreadyExists and the event lost).
+ */
+export function eventNamer(now: () => number): (objectName: string) => string {
+  let last = 0n;
+  return (objectName) => {
+    const nanos = BigInt(Math.floor(now())) * 1_000_000n;
+    last = nanos > last ? nanos : last + 1n;
+    return `${objectName}.${last.toString(16)}`;
+  };
+}
