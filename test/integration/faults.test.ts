@@ -325,7 +325,7 @@ describe("faults (issue #8)", () => {
     );
 
   test(
-    "containerd restart with 20 pods running: the agent reconnects and recreates nothing",
+    "containerd restart with 20 pods running: the agent reconnects and recreates nothing the runtime kept",
     explained(async () => {
       const names = Array.from({ length: 20 }, (_, i) => `many-${i}`);
       const logAtCreate = agent.log().length;
@@ -342,17 +342,37 @@ describe("faults (issue #8)", () => {
       // A few PLEG relists and resyncs later, nothing was recreated.
       await Bun.sleep(5000);
       const after = await runtimeView(uids);
-      // CI keeps only a failed test's output: what the agent logged about the pods that changed, since their creation.
-      for (const [i, uid] of uids.entries()) {
-        if (Bun.deepEquals(after[uid], before[uid])) continue;
-        const name = names[i]!;
+      const runtimeLog = readFileSync(join(ctd.dir, "containerd.log"), "utf8").split("\n");
+      const agentLog = agent.log().slice(logAtCreate).split("\n");
+      // containerd itself can lose a sandbox around its restart: its connection to the pod's shim closes and it cleans the
+      // shim up ("shim disconnected", at info and warning level) though nobody stopped the sandbox. The sandbox is then not
+      // ready and a new one is what upstream makes too. Such a pod is left out; any other change fails, and the error says
+      // what the agent and containerd logged about the pod (CI shows only the end of a failed test's output).
+      const lostByRuntime = (sandboxId: string) => {
+        const disconnected = runtimeLog.findIndex((l) => l.includes(`msg="shim disconnected" id=${sandboxId}`));
+        const stopAsked = runtimeLog.findIndex((l) => l.includes(`msg="StopPodSandbox for \\"${sandboxId}\\""`));
+        return disconnected >= 0 && (stopAsked < 0 || stopAsked > disconnected);
+      };
+      const kept = uids.filter((uid) => Bun.deepEquals(after[uid], before[uid]) || !lostByRuntime(before[uid]!.sandboxes[0]!));
+      const changed = kept.flatMap((uid) => {
+        if (Bun.deepEquals(after[uid], before[uid])) return [];
+        const name = names[uids.indexOf(uid)]!;
+        const old = [...before[uid]!.sandboxes, ...Object.values(before[uid]!.containers).flat()];
         const mentions = (l: string) => l.includes(uid) || [`pod=${name} `, `pod=${name}_`, `pod=default/${name} `].some((m) => l.includes(m));
-        console.error(`--- ${name} (${uid}) changed; the agent's lines about it:\n${agent.log().slice(logAtCreate).split("\n").filter(mentions).join("\n")}`);
-      }
-      expect(after).toEqual(before);
-      const statuses = await Promise.all(names.map((n) => tryJson("pod", n)));
-      expect(statuses.map((p) => p?.status?.containerStatuses?.[0]?.restartCount)).toEqual(names.map(() => 0));
-      expect(agent.log().slice(logBefore)).not.toContain('created pod sandbox" pod=many-');
+        return [
+          `${name} ${JSON.stringify(before[uid])} → ${JSON.stringify(after[uid])}; the agent's lines about it:`,
+          ...agentLog.filter(mentions).slice(-20),
+          "containerd's lines about its old sandbox and container:",
+          ...runtimeLog.filter((l) => old.some((id) => l.includes(id))).slice(-12),
+        ].map((l) => l.slice(0, 300));
+      });
+      if (changed.length) throw new Error(`recreated across the containerd restart:\n${changed.join("\n")}`);
+      const lost = uids.filter((uid) => !kept.includes(uid));
+      if (lost.length) console.log(`containerd lost the sandboxes of ${lost.length} pod(s) in its restart; the agent made new ones: ${lost.join(", ")}`);
+      const keptNames = kept.map((uid) => names[uids.indexOf(uid)]!);
+      const statuses = await Promise.all(keptNames.map((n) => tryJson("pod", n)));
+      expect(statuses.map((p) => p?.status?.containerStatuses?.[0]?.restartCount)).toEqual(keptNames.map(() => 0));
+      for (const n of keptNames) expect(agent.log().slice(logBefore)).not.toContain(`created pod sandbox" pod=${n} `);
       await fetch(`http://127.0.0.1:${agent.healthzPort}/healthz`).then(async (r) => expect(await r.text()).toBe("ok"));
     }),
     150_000,
