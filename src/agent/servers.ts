@@ -41,6 +41,7 @@ export async function startServers(
     logger.info("serving healthz", { address: `${k.healthzBindAddress}:${k.healthzPort}` });
   }
   const machineSpec = new HostMachineSpec(machine, clock);
+  const scraped = new ScrapedMetrics({ kubelet: metrics, probes: probeMetrics, stats, sandboxImage: pauseImage ?? "", machine: machineSpec, version: machine, clock });
   const kubeletServer = await startKubeletServer({
     config: k,
     ...(o.verbosity ? { verbosity: o.verbosity } : {}),
@@ -54,13 +55,13 @@ export async function startServers(
     nodeIPs: config.nodeIPs,
     nodeAddresses: config.nodeIPs.length ? config.nodeIPs : hostIP ? [hostIP] : [],
     health,
-    metrics: new ScrapedMetrics({ kubelet: metrics, probes: probeMetrics, stats, sandboxImage: pauseImage ?? "", machine: machineSpec, version: machine, clock }),
+    metrics: scraped,
     spec: machineSpec,
     logger,
   });
   if (kubeletServer) stack.defer("kubelet API server", () => kubeletServer.close());
   if (k.readOnlyPort > 0) {
-    const server = Bun.serve({ hostname: k.address, port: k.readOnlyPort, fetch: readOnlyApp({ statuses, health, spec: machineSpec }).fetch });
+    const server = Bun.serve({ hostname: k.address, port: k.readOnlyPort, fetch: readOnlyApp({ statuses, health, stats, metrics: scraped, spec: machineSpec, logger }).fetch });
     stack.defer("read-only server", () => server.stop(true));
     logger.info("serving read-only port", { address: `${k.address}:${k.readOnlyPort}` });
   }

@@ -14,11 +14,9 @@ import { Hono, type MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { realClock, type Clock } from "../util/clock.ts";
 import { handlerTimeout, HANDLER_TIMEOUT_MS, MAX_BODY_BYTES } from "./limits.ts";
-import type { Pod } from "../pods/schema.ts";
 import type { ReportedStatuses } from "../status/index.ts";
-import type { ContainerStats, CpuStats, MemoryStats, StatsProvider, Summary } from "../stats/types.ts";
+import type { StatsProvider } from "../stats/types.ts";
 import type { Logger } from "../util/log.ts";
-import { PROMETHEUS_CONTENT_TYPE } from "../metrics/registry.ts";
 import type { MachineSpecSource, MetricsEndpoints } from "../metrics/endpoints.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { KubeletEnv } from "./authn.ts";
@@ -28,6 +26,8 @@ import { parseStreamingPath, type StreamingResolver } from "./streaming.ts";
 import { BadLogQuery, logStream, parseLogQuery, type ContainerLogs } from "./logs.ts";
 import { debugApp, debugFlagsApp, type Profiler, type VerbositySetter } from "./debug.ts";
 import { nodeLogsApp, type NodeLogQueryOptions } from "./node-logs.ts";
+import { installDefaultRoutes } from "./default-routes.ts";
+export { cpuAndMemoryOnly } from "./default-routes.ts";
 
 export interface KubeletApiOptions {
   nodeName: string;
@@ -66,26 +66,6 @@ export interface KubeletApiOptions {
   logger?: Logger;
 }
 
-/** Upstream's GetCPUAndMemoryStats: only CPU and memory of the node, its system containers, pods and containers. */
-export function cpuAndMemoryOnly(s: Summary): Summary {
-  const cm = <T extends { cpu?: CpuStats; memory?: MemoryStats }>(x: T) => ({
-    ...(x.cpu ? { cpu: x.cpu } : {}),
-    ...(x.memory ? { memory: x.memory } : {}),
-  });
-  const container = (c: ContainerStats): ContainerStats => ({ name: c.name, startTime: c.startTime, ...cm(c) });
-  return {
-    node: {
-      nodeName: s.node.nodeName,
-      startTime: s.node.startTime,
-      ...cm(s.node),
-      ...(s.node.systemContainers ? { systemContainers: s.node.systemContainers.map(container) } : {}),
-    },
-    pods: s.pods.map((p) => ({ podRef: p.podRef, startTime: p.startTime, containers: p.containers.map(container), ...cm(p) })),
-  };
-}
-
-const asApiPod = (pod: Pod, status: unknown) => ({ ...pod, apiVersion: "v1", kind: "Pod", status });
-
 export function kubeletApi(opts: KubeletApiOptions): Hono<KubeletEnv> {
   const now = opts.now ?? Date.now;
   const log = opts.logger?.with({ component: "kubeletApi" });
@@ -104,9 +84,7 @@ export function kubeletApi(opts: KubeletApiOptions): Hono<KubeletEnv> {
   });
   app.notFound((c) => c.text("404 page not found", 404));
 
-  app.get("/pods", (c) =>
-    c.json({ kind: "PodList", apiVersion: "v1", metadata: {}, items: opts.pods.list().map(({ pod, status, apiStatus }) => asApiPod(pod, apiStatus ?? status)) }),
-  );
+  installDefaultRoutes(app, opts);
 
   // Pods with running containers as the runtime sees them: identity and the running containers only (upstream's GetRunningPods).
   app.get("/runningpods/", (c) => {
@@ -124,27 +102,6 @@ export function kubeletApi(opts: KubeletApiOptions): Hono<KubeletEnv> {
       .filter((p) => p !== undefined);
     return c.json({ kind: "PodList", apiVersion: "v1", metadata: {}, items });
   });
-
-  app.get("/stats/summary", async (c) => {
-    if (!opts.stats) throw new HttpError(503, "stats are not available");
-    const only = c.req.query("only_cpu_and_memory");
-    if (only !== undefined && only !== "true" && only !== "false") {
-      throw new HttpError(400, `invalid value for only_cpu_and_memory: ${JSON.stringify(only)}`);
-    }
-    const summary = await opts.stats.summary();
-    return c.json(only === "true" ? cpuAndMemoryOnly(summary) : summary);
-  });
-
-  app.route("/", opts.health);
-
-  if (opts.metrics) {
-    const m = opts.metrics;
-    const prometheus = { "content-type": PROMETHEUS_CONTENT_TYPE };
-    app.get("/metrics", (c) => c.body(m.kubelet(), 200, prometheus));
-    app.get("/metrics/resource", async (c) => c.body(await m.resource(), 200, prometheus));
-    app.get("/metrics/probes", (c) => c.body(m.probes(), 200, prometheus));
-    app.get("/metrics/cadvisor", async (c) => c.body(await m.cadvisor(), 200, prometheus));
-  }
 
   if (opts.configz) {
     const configz = opts.configz;

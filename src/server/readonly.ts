@@ -1,26 +1,44 @@
 /**
- * The read-only port (10255, off unless `readOnlyPort` is set): `/pods`
- * lists the pods this node runs as a v1 PodList, with their statuses (in
- * standalone mode it is how operators and scripts find pod IPs), `/spec/`
- * the machine, and the health checks.
+ * The read-only port (10255, off unless `readOnlyPort` is set), as
+ * upstream's: no authentication, the routes that need none (`/pods`,
+ * `/stats/summary`, `/metrics` and its siblings, the health checks; in
+ * standalone mode `/pods` is how operators and scripts find pod IPs), and
+ * upstream's "Debug endpoints are disabled." (405) where the kubelet API
+ * would exec, attach, forward ports or show logs. `/spec/` too, the
+ * machine as cAdvisor describes it, which this agent serves on 10250 as well.
  */
 import { Hono } from "hono";
-import type { LocalStatusStore } from "../status/index.ts";
-import type { MachineSpecSource } from "../metrics/endpoints.ts";
+import type { MachineSpecSource, MetricsEndpoints } from "../metrics/endpoints.ts";
+import type { StatsProvider } from "../stats/types.ts";
+import type { ReportedStatuses } from "../status/index.ts";
+import { errorMessage } from "../util/errors.ts";
+import type { Logger } from "../util/log.ts";
+import { installDefaultRoutes } from "./default-routes.ts";
+import { HttpError } from "./errors.ts";
 
-export function readOnlyApp(opts: { statuses: LocalStatusStore; health: Hono; spec?: MachineSpecSource }): Hono {
+export interface ReadOnlyOptions {
+  statuses: ReportedStatuses;
+  health: Hono;
+  stats?: StatsProvider;
+  metrics?: MetricsEndpoints;
+  spec?: MachineSpecSource;
+  logger?: Logger;
+}
+
+/** Upstream InstallDebuggingDisabledHandlers: these paths (and all below them) answer 405 on a server without debugging handlers. */
+export const DEBUGGING_DISABLED_PATHS = ["/run/", "/exec/", "/attach/", "/portForward/", "/containerLogs/", "/runningpods/", "/debug/pprof/", "/logs/"] as const;
+
+export function readOnlyApp(opts: ReadOnlyOptions): Hono {
   const app = new Hono();
-  app.get("/pods", (c) =>
-    c.json({
-      kind: "PodList",
-      apiVersion: "v1",
-      metadata: {},
-      items: opts.statuses.list().map(({ pod, status, apiStatus }) => ({ ...pod, apiVersion: "v1", kind: "Pod", status: apiStatus ?? status })),
-    }),
-  );
+  app.onError((err, c) => {
+    if (err instanceof HttpError) return c.text(err.message, err.status);
+    opts.logger?.error("read-only port request failed", { path: c.req.path, err: errorMessage(err) });
+    return c.text(errorMessage(err), 500);
+  });
+  app.notFound((c) => c.text("404 page not found", 404));
+  installDefaultRoutes(app, { pods: opts.statuses, health: opts.health, stats: opts.stats, metrics: opts.metrics });
   const machine = opts.spec;
-  // Upstream's read-only server has the default handlers, /spec/ among them.
   if (machine) for (const path of ["/spec", "/spec/"]) app.get(path, (c) => c.json(machine.spec()));
-  app.route("/", opts.health);
+  for (const path of DEBUGGING_DISABLED_PATHS) app.all(`${path}*`, (c) => c.text("Debug endpoints are disabled.\n", 405));
   return app;
 }

@@ -194,6 +194,26 @@ describe("parity with the upstream kubelet", () => {
     expect(((await readOnly.json()) as { num_cores: number }).num_cores).toBe(spec.num_cores as number);
   }, 60_000);
 
+  test("the read-only port serves what upstream's does without authentication: stats, every metrics endpoint; exec and logs are 405", async () => {
+    const get = (path: string, init?: RequestInit) => fetch(`http://127.0.0.1:${agent.readOnlyPort}${path}`, init);
+    const summary = (await (await get("/stats/summary")).json()) as { node: { nodeName: string }; pods: unknown[] };
+    expect(summary.node.nodeName).toBe(NODE);
+    expect(Array.isArray(summary.pods)).toBe(true);
+    for (const [path, series] of [
+      ["/metrics", "kubelet_running_pods"],
+      ["/metrics/resource", "node_cpu_usage_seconds_total"],
+      ["/metrics/probes", "prober_probe_total"],
+      ["/metrics/cadvisor", "machine_cpu_cores"],
+    ] as const) {
+      const res = await get(path);
+      expect([path, res.status]).toEqual([path, 200]);
+      expect(await res.text()).toContain(series);
+    }
+    const exec = await get("/exec/default/x/y?command=id", { method: "POST" });
+    expect([exec.status, await exec.text()]).toEqual([405, "Debug endpoints are disabled.\n"]);
+    expect((await get("/containerLogs/default/x/y")).status).toBe(405);
+  }, 60_000);
+
   test("a memory hog over its limit is OOM-killed: reason OOMKilled in the API status and an OOMKilling event from the kernel log", async () => {
     await apply("hog", podSpec("hog", ["dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"], { restartPolicy: "Never" }, { resources: { limits: { memory: "16Mi" } } }));
     const pod = await eventually(
