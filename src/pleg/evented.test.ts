@@ -10,15 +10,14 @@ import { testRuntimeOptions } from "../runtime/testing.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import type { PlegEvent } from "./diff.ts";
-import { EVENTED_RELIST_PERIOD_MS, EventedPleg, RELIST_PERIOD_MS } from "./evented.ts";
+import { CACHE_TIME_MARGIN_MS, CACHE_TIME_PERIOD_MS, EVENTED_RELIST_PERIOD_MS, EventedPleg, RELIST_PERIOD_MS, type EventedPlegOptions } from "./evented.ts";
 
 const BUSYBOX = "localhost/bunlet/busybox:1.0";
 const logs = mkdtempSync(join(tmpdir(), "evented-pleg-"));
 afterEach(() => rmSync(logs, { recursive: true, force: true }));
 
 /** A FakeCri behind the real CRI pod runtime (whose relist the PLEG uses), and the PLEG under test. */
-function setup() {
-  const clock = new FakeClock();
+function setup(cache?: EventedPlegOptions["cache"], clock = new FakeClock()) {
   const cri = new FakeCri({ clock, images: [BUSYBOX] });
   const { logger } = memoryLogger();
   const runtime = new CriPodRuntime(
@@ -30,7 +29,7 @@ function setup() {
       host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test", clusterDomain: "" }),
     }),
   );
-  const pleg = new EventedPleg({ runtime, cri, clock, logger });
+  const pleg = new EventedPleg({ runtime, cri, clock, logger, ...(cache ? { cache } : {}) });
   const seen: PlegEvent[] = [];
   const relists = () => cri.callsOf("listPodSandbox").length;
   return { clock, cri, pleg, seen, relists, start: () => pleg.start((events) => seen.push(...events)) };
@@ -54,6 +53,14 @@ async function runPod(cri: FakeCri) {
 const settle = async () => {
   for (let i = 0; i < 20; i++) await Bun.sleep(0);
 };
+
+/** A status cache that records, for each time it is moved to, how far behind the clock that is (a relist sets its own start: 0 behind here). */
+function recordingCache() {
+  const clock = new FakeClock();
+  const behind: number[] = [];
+  const cache = { get: () => undefined, delete: () => {}, updateTime: (at: number) => void behind.push(clock.now() - at) };
+  return { clock, behind, cache };
+}
 
 describe("EventedPleg", () => {
   test("a container's exit reaches the sync loop from the event, with no relist; the relist waits 300 s", async () => {
@@ -167,6 +174,73 @@ describe("EventedPleg", () => {
     await settle();
     expect(relists()).toBe(reconnected);
     expect(pleg.healthy().ok).toBe(true);
+  });
+
+  test("while the stream is open the status cache's time moves on every 5 s, 1 s behind the clock; not while it is broken, nor before the relist after a reconnection", async () => {
+    const { clock, behind, cache } = recordingCache();
+    const { cri, pleg, start } = setup(cache, clock);
+    await using _ = pleg;
+    start();
+    await settle();
+    expect(behind).toEqual([0]); // the first relist
+    clock.advance(CACHE_TIME_PERIOD_MS - 1);
+    await settle();
+    expect(behind).toEqual([0]);
+    clock.advance(1);
+    await settle();
+    expect(behind).toEqual([0, CACHE_TIME_MARGIN_MS]);
+    // Broken: only the one-second relists move it (to their start), until the stream is back.
+    for (let i = 0; i < 3; i++) cri.failNext("containerEvents", "Unavailable", "connection refused"); // tried at 1, 3 and 7 s; back at 15 s
+    cri.breakEventStreams("Unavailable", "containerd restarted");
+    await settle();
+    behind.length = 0;
+    for (let i = 0; i < 2 * CACHE_TIME_PERIOD_MS; i += RELIST_PERIOD_MS) {
+      clock.advance(RELIST_PERIOD_MS);
+      await settle();
+    }
+    expect(pleg.streamState().kind).toBe("reconnecting");
+    expect(behind.length).toBeGreaterThan(0);
+    expect(behind.every((b) => b === 0)).toBe(true);
+    // Back: the reconnection's relist first, then the 5 s steps again.
+    for (let i = 0; i < 8 && pleg.streamState().kind !== "streaming"; i++) {
+      clock.advance(RELIST_PERIOD_MS);
+      await settle();
+    }
+    expect(pleg.streamState().kind).toBe("streaming");
+    behind.length = 0;
+    clock.advance(CACHE_TIME_PERIOD_MS);
+    await settle();
+    expect(behind).toContain(CACHE_TIME_MARGIN_MS);
+  });
+
+  test("at start the stream is asked for before the first relist begins, so that relist counts for moving the cache's time", async () => {
+    const { clock, behind, cache } = recordingCache();
+    const { cri, pleg, start } = setup(cache, clock);
+    await using _ = pleg;
+    // The runtime's answer takes a millisecond: a stream asked for after the relist began would have opened after it.
+    const list = cri.listPodSandbox.bind(cri);
+    cri.listPodSandbox = (filter) => {
+      clock.advance(1);
+      return list(filter);
+    };
+    start();
+    await settle();
+    clock.advance(CACHE_TIME_PERIOD_MS);
+    await settle();
+    expect(behind).toContain(CACHE_TIME_MARGIN_MS);
+  });
+
+  test("the stream open but no relist since it opened: the cache's time stays", async () => {
+    const { clock, behind, cache } = recordingCache();
+    const { cri, pleg, start } = setup(cache, clock);
+    await using _ = pleg;
+    cri.failNext("listPodSandbox", "Unavailable", "not yet"); // the first relist fails
+    start();
+    await settle();
+    expect(pleg.streamState().kind).toBe("streaming");
+    clock.advance(CACHE_TIME_PERIOD_MS);
+    await settle();
+    expect(behind).toEqual([]);
   });
 
   test("a relist in flight does not undo what a newer event said", async () => {

@@ -37,6 +37,10 @@ export const RELIST_THRESHOLD_MS = 3 * 60_000;
 /** Upstream's evented PLEG: eventedPlegRelistPeriod 300 s, eventedPlegRelistThreshold 10 min. */
 export const EVENTED_RELIST_PERIOD_MS = 300_000;
 export const EVENTED_RELIST_THRESHOLD_MS = 10 * 60_000;
+/** Upstream's globalCacheUpdatePeriod: how often an open stream moves the status cache's time on. */
+export const CACHE_TIME_PERIOD_MS = 5000;
+/** The cache's time stays this far behind the clock: an event the runtime sent just before is still on its way. */
+export const CACHE_TIME_MARGIN_MS = 1000;
 const RECONNECT_FIRST_MS = 1000;
 const RECONNECT_MAX_MS = 30_000;
 /** A stream open this long (or that delivered an event) worked: the next failure backs off from the start. */
@@ -82,6 +86,7 @@ export class EventedPleg implements Pleg {
   private readonly relister: GenericPleg;
   private readonly abort = new AbortController();
   private running: Promise<void> | undefined;
+  private cancelCacheTimer: (() => void) | undefined;
 
   constructor(private readonly opts: EventedPlegOptions) {
     const streaming = () => this.state.kind === "streaming";
@@ -91,8 +96,8 @@ export class EventedPleg implements Pleg {
       logger: opts.logger,
       ...(opts.metrics ? { metrics: opts.metrics } : {}),
       // Its relists confirm the cache's entries too: every second where the runtime does not stream (containerd 1.6,
-      // the default here), every 300 s while it streams (a change since then comes as an event and wakes its pod, whose
-      // step then reads; upstream's evented PLEG also moves the cache's time every 5 s, not done here).
+      // the default here), every 300 s while it streams; between those, moveCacheTime does (a change comes as an event
+      // and wakes its pod, whose step then reads).
       ...(opts.cache ? { cache: opts.cache } : {}),
       relistPeriodMs: () => (streaming() ? EVENTED_RELIST_PERIOD_MS : RELIST_PERIOD_MS),
       unhealthyAfterMs: () => (streaming() ? EVENTED_RELIST_THRESHOLD_MS : RELIST_THRESHOLD_MS),
@@ -101,8 +106,31 @@ export class EventedPleg implements Pleg {
   }
 
   start(onEvents: (events: PlegEvent[]) => void): void {
-    this.relister.start(onEvents);
+    // The stream is asked for first, so that the first relist begins after it opened (moveCacheTime waits for that).
     this.running = this.watch(onEvents);
+    this.relister.start(onEvents);
+    if (this.opts.cache?.updateTime) this.scheduleCacheTime();
+  }
+
+  private scheduleCacheTime(): void {
+    this.cancelCacheTimer = this.opts.clock.setTimer(CACHE_TIME_PERIOD_MS, () => {
+      this.moveCacheTime();
+      if (!this.abort.signal.aborted) this.scheduleCacheTime();
+    });
+  }
+
+  /**
+   * Upstream's updateGlobalCache: while the stream is open, a pod whose
+   * read no event has overtaken is current, so its resync step plans from
+   * that read rather than reading the runtime again. Only once a relist that
+   * began after the stream opened has succeeded: what changed while no
+   * stream was open is in the records (and woke its pods) by then.
+   */
+  private moveCacheTime(): void {
+    if (this.state.kind !== "streaming") return;
+    const listedFrom = this.relister.listedFrom();
+    if (listedFrom === undefined || listedFrom < this.state.since) return;
+    this.opts.cache?.updateTime?.(this.opts.clock.now() - CACHE_TIME_MARGIN_MS);
   }
 
   /** The event stream's state (for logs, tests and metrics). */
@@ -212,6 +240,7 @@ export class EventedPleg implements Pleg {
 
   async [Symbol.asyncDispose](): Promise<void> {
     this.abort.abort();
+    this.cancelCacheTimer?.();
     await this.relister[Symbol.asyncDispose]();
     await this.running;
   }

@@ -64,6 +64,8 @@ export class GenericPleg implements Pleg {
   private relisting: Promise<void> | undefined;
   private relistedOnce = false;
   private lastRelistStart: number | undefined;
+  /** When the last relist that succeeded began. */
+  private lastListedFrom: number | undefined;
   private onEvents: ((events: PlegEvent[]) => void) | undefined;
   /** Bumped by each observe(); a relist keeps the records of pods observed after it began. */
   private generation = 0;
@@ -134,6 +136,11 @@ export class GenericPleg implements Pleg {
     return this.relistedOnce;
   }
 
+  /** When the last relist that succeeded began: what the runtime held then is in the records. */
+  listedFrom(): number | undefined {
+    return this.lastListedFrom;
+  }
+
   healthy(): { ok: boolean; message: string } {
     const threshold = valueOf(this.opts.unhealthyAfterMs, 3 * 60_000);
     const since = this.lastRelistAt === undefined ? undefined : this.opts.clock.now() - this.lastRelistAt;
@@ -171,6 +178,7 @@ export class GenericPleg implements Pleg {
     const events = this.notSeenYet(diffRelists(this.records, next), this.records, next, started);
     this.records = next;
     this.lastRelistAt = this.opts.clock.now();
+    this.lastListedFrom = started;
     this.relistedOnce = true;
     if (events.length) onEvents(events);
     // After the wakes: a pod this relist saw change has its step read the runtime, the others' entries were current at its start.
