@@ -145,6 +145,28 @@ describe("log rotation", () => {
     expect(t.cri.callsOf("containerStatus")).toEqual([]);
   });
 
+  test("each running container's status is read once for its log path, not every round; a container that stops is forgotten", async () => {
+    const t = setup();
+    const a = await t.container("x");
+    const b = await t.container("y");
+    for (let i = 0; i < 3; i++) await t.rotation.rotateAll();
+    expect(
+      t.cri
+        .callsOf("containerStatus")
+        .map((args) => args[0])
+        .sort(),
+    ).toEqual([a.id, b.id].sort());
+    // Still rotated from the remembered path.
+    appendFileSync(a.path, lines(0, 3));
+    await t.rotation.rotateAll();
+    expect(t.files(a.dir)).toHaveLength(2);
+    expect(t.cri.callsOf("containerStatus")).toHaveLength(2);
+    // b stops: forgotten; were the runtime to report that ID running again, its status would be read again.
+    t.cri.exitContainer(b.id, 0);
+    await t.rotation.rotateAll();
+    expect(t.cri.callsOf("containerStatus")).toHaveLength(2);
+  });
+
   test("one container's failure does not stop the others", async () => {
     const t = setup();
     const a = await t.container(lines(0, 3));

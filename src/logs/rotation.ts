@@ -144,15 +144,27 @@ export function createLogRotation(opts: LogRotationOptions): LogRotation {
     log.v(2).info("rotated container log", { containerID: id, path, rotated });
   }
 
-  async function processContainer(id: string): Promise<void> {
+  // A container's log path never changes: each running container's status is read once, not every round (upstream
+  // reads it every 10 s; with 110 pods that was the agent's most frequent CRI call when idle).
+  const logPaths = new Map<string, string>();
+
+  async function logPathOf(id: string): Promise<string | undefined> {
+    const known = logPaths.get(id);
+    if (known !== undefined) return known;
     let path: string | undefined;
     try {
       path = (await cri.containerStatus(id)).status?.logPath;
     } catch (err) {
       // Gone since the list: nothing to rotate.
-      if (isNotFound(err)) return;
+      if (isNotFound(err)) return undefined;
       throw err;
     }
+    if (path) logPaths.set(id, path);
+    return path;
+  }
+
+  async function processContainer(id: string): Promise<void> {
+    const path = await logPathOf(id);
     if (!path) return;
     let size: number;
     try {
@@ -171,6 +183,8 @@ export function createLogRotation(opts: LogRotationOptions): LogRotation {
   async function round(): Promise<void> {
     if (disabled) return;
     const containers = await cri.listContainers({ state: { state: ContainerState.CONTAINER_RUNNING } });
+    const running = new Set(containers.map((c) => c.id));
+    for (const id of logPaths.keys()) if (!running.has(id)) logPaths.delete(id);
     for (const c of containers) {
       // Non-running containers write nothing more; upstream skips them too.
       if (c.state !== ContainerState.CONTAINER_RUNNING) continue;
