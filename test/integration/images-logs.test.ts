@@ -12,6 +12,7 @@ import { createImageGC, statfsBytes } from "../../src/images/gc.ts";
 import { createLogRotation } from "../../src/logs/rotation.ts";
 import { FakeClock, realClock } from "../../src/util/clock.ts";
 import { memoryLogger } from "../../src/util/log.ts";
+import { eventually } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 
 let ctd: ContainerdHandle;
@@ -79,6 +80,9 @@ async function importImage(name: string, content: string): Promise<void> {
   );
   await run(["tar", "-cf", join(work, "image.tar"), "-C", join(work, "layout"), "oci-layout", "index.json", "blobs"]);
   await ctr("images", "import", join(work, "image.tar"));
+  // containerd 2.x's CRI learns of an imported image from containerd's image event, a moment after ctr returns
+  // (seen once under load: the image was not listed yet).
+  await eventually(`${name} listed by the CRI after its import`, () => tagged(name), 10_000, 50);
 }
 
 /** A sandbox with one busybox container running `script`; its log goes to `<logDirectory>/<name>/0.log`. */
