@@ -35,7 +35,8 @@ export {
   type AuthzDecision,
   type SubjectAccessReview,
 } from "./authz.ts";
-export { kubeletApi, cpuAndMemoryOnly, HttpError, type KubeletApiOptions } from "./kubelet-api.ts";
+export { kubeletApi, HttpError, type KubeletApiOptions } from "./kubelet-api.ts";
+export { cpuAndMemoryOnly } from "./default-routes.ts";
 export { readLogs, logStream, parseLogQuery, rotatedLogPaths, BadLogQuery, type ContainerLogs, type LogOptions, type ReadLogsOptions, type ResolvedLogs } from "./logs.ts";
 export {
   streamingResolver,

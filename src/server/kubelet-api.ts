@@ -27,7 +27,6 @@ import { BadLogQuery, logStream, parseLogQuery, type ContainerLogs } from "./log
 import { debugApp, debugFlagsApp, type Profiler, type VerbositySetter } from "./debug.ts";
 import { nodeLogsApp, type NodeLogQueryOptions } from "./node-logs.ts";
 import { installDefaultRoutes } from "./default-routes.ts";
-export { cpuAndMemoryOnly } from "./default-routes.ts";
 
 export interface KubeletApiOptions {
   nodeName: string;
