@@ -230,6 +230,27 @@ describe("EventedPleg", () => {
     expect(behind).toContain(CACHE_TIME_MARGIN_MS);
   });
 
+  test("a runtime without the stream: the 5 s cache step stops after its first turn (the one-second relist confirms the cache)", async () => {
+    const { clock, behind, cache } = recordingCache();
+    const cacheSteps: number[] = [];
+    const setTimer = clock.setTimer.bind(clock);
+    clock.setTimer = (ms, fn) => {
+      if (ms === CACHE_TIME_PERIOD_MS) cacheSteps.push(clock.now());
+      return setTimer(ms, fn);
+    };
+    const { cri, pleg, start } = setup(cache, clock);
+    await using _ = pleg;
+    cri.failNext("containerEvents", "Unimplemented", "unknown method GetContainerEvents");
+    start();
+    await settle();
+    for (let i = 0; i < 4 * CACHE_TIME_PERIOD_MS; i += RELIST_PERIOD_MS) {
+      clock.advance(RELIST_PERIOD_MS);
+      await settle();
+    }
+    expect(cacheSteps).toHaveLength(1);
+    expect(behind.every((b) => b === 0)).toBe(true); // only the relists moved it
+  });
+
   test("the stream open but no relist since it opened: the cache's time stays", async () => {
     const { clock, behind, cache } = recordingCache();
     const { cri, pleg, start } = setup(cache, clock);

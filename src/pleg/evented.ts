@@ -115,7 +115,8 @@ export class EventedPleg implements Pleg {
   private scheduleCacheTime(): void {
     this.cancelCacheTimer = this.opts.clock.setTimer(CACHE_TIME_PERIOD_MS, () => {
       this.moveCacheTime();
-      if (!this.abort.signal.aborted) this.scheduleCacheTime();
+      // A runtime without the stream never gets one (the relist every second confirms the cache there).
+      if (!this.abort.signal.aborted && this.state.kind !== "unsupported") this.scheduleCacheTime();
     });
   }
 
