@@ -353,23 +353,25 @@ describe("faults (issue #8)", () => {
         const stopAsked = runtimeLog.findIndex((l) => l.includes(`msg="StopPodSandbox for \\"${sandboxId}\\""`));
         return disconnected >= 0 && (stopAsked < 0 || stopAsked > disconnected);
       };
-      const kept = uids.filter((uid) => Bun.deepEquals(after[uid], before[uid]) || !lostByRuntime(before[uid]!.sandboxes[0]!));
-      const changed = kept.flatMap((uid) => {
-        if (Bun.deepEquals(after[uid], before[uid])) return [];
-        const name = names[uids.indexOf(uid)]!;
-        const old = [...before[uid]!.sandboxes, ...Object.values(before[uid]!.containers).flat()];
-        const mentions = (l: string) => l.includes(uid) || [`pod=${name} `, `pod=${name}_`, `pod=default/${name} `].some((m) => l.includes(m));
-        return [
-          `${name} ${JSON.stringify(before[uid])} → ${JSON.stringify(after[uid])}; the agent's lines about it:`,
-          ...agentLog.filter(mentions).slice(-20),
-          "containerd's lines about its old sandbox and container:",
-          ...runtimeLog.filter((l) => old.some((id) => l.includes(id))).slice(-12),
-        ].map((l) => l.slice(0, 300));
-      });
-      if (changed.length) throw new Error(`recreated across the containerd restart:\n${changed.join("\n")}`);
-      const lost = uids.filter((uid) => !kept.includes(uid));
+      const nameOf = (uid: string) => names[uids.indexOf(uid)]!;
+      const recreated = uids.filter((uid) => !Bun.deepEquals(after[uid], before[uid]));
+      const lost = recreated.filter((uid) => lostByRuntime(before[uid]!.sandboxes[0]!));
+      const unexplained = recreated
+        .filter((uid) => !lost.includes(uid))
+        .flatMap((uid) => {
+          const name = nameOf(uid);
+          const old = [...before[uid]!.sandboxes, ...Object.values(before[uid]!.containers).flat()];
+          const mentions = (l: string) => l.includes(uid) || [`pod=${name} `, `pod=${name}_`, `pod=default/${name} `].some((m) => l.includes(m));
+          return [
+            `${name} ${JSON.stringify(before[uid])} → ${JSON.stringify(after[uid])}; the agent's lines about it:`,
+            ...agentLog.filter(mentions).slice(-20),
+            "containerd's lines about its old sandbox and container:",
+            ...runtimeLog.filter((l) => old.some((id) => l.includes(id))).slice(-12),
+          ].map((l) => l.slice(0, 300));
+        });
+      if (unexplained.length) throw new Error(`recreated across the containerd restart:\n${unexplained.join("\n")}`);
       if (lost.length) console.log(`containerd lost the sandboxes of ${lost.length} pod(s) in its restart; the agent made new ones: ${lost.join(", ")}`);
-      const keptNames = kept.map((uid) => names[uids.indexOf(uid)]!);
+      const keptNames = uids.filter((uid) => !lost.includes(uid)).map(nameOf);
       const statuses = await Promise.all(keptNames.map((n) => tryJson("pod", n)));
       expect(statuses.map((p) => p?.status?.containerStatuses?.[0]?.restartCount)).toEqual(keptNames.map(() => 0));
       for (const n of keptNames) expect(agent.log().slice(logBefore)).not.toContain(`created pod sandbox" pod=${n} `);
