@@ -9,6 +9,7 @@ import { ChannelCredentials } from "@grpc/grpc-js";
 import { GrpcTransport } from "@protobuf-ts/grpc-transport";
 import type { RpcOptions } from "@protobuf-ts/runtime-rpc";
 import { parseEndpoint } from "../../cri/endpoint.ts";
+import type { Logger } from "../../util/log.ts";
 import { ContentClient } from "./gen/content.client.ts";
 import { WriteAction } from "./gen/content.ts";
 import { ImagesClient } from "./gen/images.client.ts";
@@ -47,7 +48,7 @@ const grpcCode = (err: unknown): string | undefined => {
 const isNotFound = (err: unknown) => grpcCode(err) === "NOT_FOUND" || grpcCode(err) === "5";
 const isAlreadyExists = (err: unknown) => grpcCode(err) === "ALREADY_EXISTS" || grpcCode(err) === "6";
 
-export function containerdImageStore(endpoint: string, opts: { timeoutMs?: number; now?: () => number; stallMs?: number } = {}): ImageStore {
+export function containerdImageStore(endpoint: string, opts: { timeoutMs?: number; now?: () => number; stallMs?: number; logger?: Logger } = {}): ImageStore {
   const transport = new GrpcTransport({ host: parseEndpoint(endpoint).target, channelCredentials: ChannelCredentials.createInsecure() });
   const content = new ContentClient(transport);
   const images = new ImagesClient(transport);
@@ -60,7 +61,14 @@ export function containerdImageStore(endpoint: string, opts: { timeoutMs?: numbe
   });
   const stallMs = opts.stallMs ?? 60_000;
 
-  /** One Write stream for one blob; answers are read as requests go (a duplex stream nobody reads can stall). */
+  /**
+   * One Write stream for one blob, in lock-step: each message (at most
+   * WRITE_MESSAGE_BYTES) waits for containerd's answer before the next
+   * goes. Bun's HTTP/2 client can lose a stream's flow-control credit when
+   * the server raises its window mid-stream (grpc-go's BDP estimator does):
+   * data queued for window then never leaves and the stream stalls. With one
+   * message in flight, smaller than the initial window, nothing ever queues.
+   */
   async function writeOnce(blob: Parameters<ImageStore["writeBlob"]>[0], attempt: number): Promise<void> {
     const abort = new AbortController();
     let timer = setTimeout(() => abort.abort(), stallMs);
@@ -69,22 +77,27 @@ export function containerdImageStore(endpoint: string, opts: { timeoutMs?: numbe
       timer = setTimeout(() => abort.abort(), stallMs);
     };
     const stream = content.write({ ...call(30 * 60_000), abort: abort.signal });
-    const answers = (async () => {
-      for await (const _ of stream.responses) progressed(); // each request is acknowledged; the commit's answer comes last
-    })();
-    answers.catch(() => {}); // (its failure is the stream's status, awaited below)
+    const answers = stream.responses[Symbol.asyncIterator]();
     const ref = attempt === 1 ? `bunlet-import-${blob.digest}` : `bunlet-import-${blob.digest}-${attempt}`;
     const total = BigInt(blob.size);
     let offset = 0n;
+    const exchange = async (request: { action: WriteAction; data: Uint8Array; labels: Record<string, string> }) => {
+      await stream.requests.send({ ...request, ref, total, expected: blob.digest, offset });
+      const answer = await answers.next();
+      if (answer.done) throw new Error(`containerd ended the write of ${blob.digest} without answering (at byte ${offset})`);
+      progressed();
+    };
     try {
-      for await (const data of blob.chunks()) {
-        await stream.requests.send({ action: WriteAction.WRITE, ref, total, expected: blob.digest, offset, data, labels: {} });
-        progressed();
-        offset += BigInt(data.length);
+      for await (const chunk of blob.chunks()) {
+        for (let at = 0; at < chunk.length; at += WRITE_MESSAGE_BYTES) {
+          const data = chunk.subarray(at, at + WRITE_MESSAGE_BYTES);
+          await exchange({ action: WriteAction.WRITE, data, labels: {} });
+          offset += BigInt(data.length);
+        }
       }
-      await stream.requests.send({ action: WriteAction.COMMIT, ref, total, expected: blob.digest, offset, data: new Uint8Array(0), labels: blob.labels });
+      await exchange({ action: WriteAction.COMMIT, data: new Uint8Array(0), labels: blob.labels });
       await stream.requests.complete();
-      await answers;
+      while (!(await answers.next()).done) progressed();
       await stream.status;
     } catch (err) {
       if (abort.signal.aborted) throw new StalledWriteError(blob.digest, stallMs, offset);
@@ -128,6 +141,7 @@ export function containerdImageStore(endpoint: string, opts: { timeoutMs?: numbe
           return await writeOnce(blob, attempt);
         } catch (err) {
           if (!(err instanceof StalledWriteError) || attempt >= WRITE_ATTEMPTS) throw err;
+          opts.logger?.warn("a content write stalled; writing it again on a new ingest ref", { digest: blob.digest, attempt, atByte: String(err.offset) });
         }
       }
     },
@@ -162,6 +176,9 @@ export function containerdImageStore(endpoint: string, opts: { timeoutMs?: numbe
   };
   return store;
 }
+
+/** The largest Write message: half of HTTP/2's initial stream window (65,535 bytes). */
+const WRITE_MESSAGE_BYTES = 32 * 1024;
 
 /** How many Write streams one blob gets when they stall. */
 const WRITE_ATTEMPTS = 3;
