@@ -1,7 +1,7 @@
 /** The CRI client the agent talks through, timed for the metrics, once the runtime answers. */
 import type { CriService } from "../cri/index.ts";
 import { containerdImageStore } from "../images/containerd/client.ts";
-import { preloadImages } from "../images/preload.ts";
+import { awaitImagesListed, preloadImages } from "../images/preload.ts";
 import { instrumentCri, KubeletMetrics } from "../metrics/kubelet.ts";
 import { ProbeMetrics } from "../metrics/probes.ts";
 import { RuntimePodsView } from "../pleg/view.ts";
@@ -13,7 +13,8 @@ import type { Wiring } from "./wiring.ts";
  * kubelet metrics, once the runtime answers; undefined when the agent was
  * stopped meanwhile. The metrics' running pods and containers are the
  * PLEG's, which serves `runtimePods` once built. On air-gapped nodes, image
- * tarballs go into the runtime before any pod can ask for them.
+ * tarballs go into the runtime, and the CRI lists them, before any pod can
+ * ask for them.
  */
 export async function connectRuntime(w: Wiring, o: { cri: CriService | undefined; signal: AbortSignal }) {
   const { config, stack, clock, logger } = w;
@@ -35,12 +36,16 @@ export async function connectRuntime(w: Wiring, o: { cri: CriService | undefined
   await waitForRuntime(cri, { clock, logger, signal });
   if (signal.aborted) return undefined;
   if (k.imagePreloadDir) {
-    const store = containerdImageStore(k.imageServiceEndpoint || k.containerRuntimeEndpoint);
+    const store = containerdImageStore(k.imageServiceEndpoint || k.containerRuntimeEndpoint, { logger });
+    let preloaded: string[];
     try {
-      await preloadImages(k.imagePreloadDir, store, logger);
+      preloaded = (await preloadImages(k.imagePreloadDir, store, logger)).flatMap((r) => [...r.imported, ...r.unchanged]);
     } finally {
       store.close();
     }
+    const isListed = async (image: string) => (await cri.imageStatus({ image })) !== undefined;
+    await awaitImagesListed(preloaded, isListed, { clock, logger, signal });
+    if (signal.aborted) return undefined;
   }
   return { cri, metrics, probeMetrics, runtimePods };
 }

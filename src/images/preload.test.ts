@@ -3,10 +3,11 @@ import { createHash } from "node:crypto";
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { MEDIA, normalizeImageName, planArchive } from "./archive.ts";
 import type { ImageStore, ImportDescriptor } from "./containerd/client.ts";
-import { preloadImages } from "./preload.ts";
+import { awaitImagesListed, preloadImages } from "./preload.ts";
 import { readTarIndex } from "./tar.ts";
 
 const sha = (b: Uint8Array | string) => `sha256:${createHash("sha256").update(b).digest("hex")}`;
@@ -182,5 +183,78 @@ describe("preloadImages", () => {
     const again = await preloadImages(dir, store, logger);
     expect(again[0]).toMatchObject({ imported: [], unchanged: ["localhost/app:1.0"] });
     expect(store.leases).toBe(1);
+  });
+});
+
+describe("awaitImagesListed", () => {
+  /** Runs `wait` on a fake clock, moving it 100 ms at a time until `wait` settles. */
+  async function onFakeClock<T>(clock: FakeClock, wait: Promise<T>): Promise<T> {
+    let settled = false;
+    void wait.finally(() => {
+      settled = true;
+    });
+    for (let i = 0; i < 10_000 && !settled; i++) {
+      await Bun.sleep(0);
+      clock.advance(100);
+    }
+    return wait;
+  }
+
+  test("waits until the CRI lists each preloaded image (containerd's CRI learns of them from an event, later), then says how long it took", async () => {
+    const clock = new FakeClock();
+    const start = clock.now();
+    const listedAt = new Map([
+      ["localhost/a:1", start + 300],
+      ["localhost/b:1", start + 1_200],
+    ]);
+    const asked: string[] = [];
+    const isListed = async (name: string) => {
+      asked.push(name);
+      return clock.now() >= listedAt.get(name)!;
+    };
+    const { logger, lines } = memoryLogger();
+    const left = await onFakeClock(clock, awaitImagesListed([...listedAt.keys()], isListed, { clock, logger }));
+    expect(left).toEqual([]);
+    expect(clock.now() - start).toBeGreaterThanOrEqual(1_200);
+    expect(clock.now() - start).toBeLessThan(1_500);
+    // a listed image is not asked about again
+    expect(asked.filter((n) => n === "localhost/a:1").length).toBe(4);
+    expect(lines.some((l) => l.includes("the runtime lists the preloaded images") && l.includes("waitedMs=1200"))).toBe(true);
+  });
+
+  test("an image the CRI never lists is returned and named in a warning, with the CRI's last error, after the timeout", async () => {
+    const clock = new FakeClock();
+    let calls = 0;
+    const isListed = async (name: string) => {
+      calls++;
+      if (name === "localhost/gone:1" && calls % 2 === 0) throw new Error("rpc error: code = Unavailable");
+      return name === "localhost/ok:1";
+    };
+    const { logger, lines } = memoryLogger();
+    const left = await onFakeClock(clock, awaitImagesListed(["localhost/ok:1", "localhost/gone:1"], isListed, { clock, logger, timeoutMs: 5_000 }));
+    expect(left).toEqual(["localhost/gone:1"]);
+    const warning = lines.find((l) => l.includes("does not list preloaded images"));
+    expect(warning).toContain("waitedMs=5000");
+    expect(warning).toContain('images=["localhost/gone:1"]');
+    expect(warning).toContain("Unavailable");
+  });
+
+  test("images listed at once cost one look each and no log line; a stopping agent stops the wait", async () => {
+    const clock = new FakeClock();
+    const { logger, lines } = memoryLogger();
+    let calls = 0;
+    const listed = async () => {
+      calls++;
+      return true;
+    };
+    expect(await awaitImagesListed(["a", "b"], listed, { clock, logger })).toEqual([]);
+    expect(calls).toBe(2);
+    expect(lines).toEqual([]);
+    const stop = new AbortController();
+    const waiting = awaitImagesListed(["never"], async () => false, { clock, logger, signal: stop.signal });
+    await Bun.sleep(0);
+    stop.abort(new Error("agent stopping"));
+    expect(await waiting).toEqual(["never"]);
+    expect(lines).toEqual([]);
   });
 });

@@ -9,6 +9,7 @@
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { errorMessage } from "../util/errors.ts";
+import type { Clock } from "../util/clock.ts";
 import type { Logger } from "../util/log.ts";
 import { planArchive } from "./archive.ts";
 import type { ImageStore } from "./containerd/client.ts";
@@ -62,4 +63,59 @@ export async function preloadImages(dir: string, store: ImageStore, logger: Logg
     }
   }
   return results;
+}
+
+/** How long the agent waits after a preload for the runtime's CRI image service to list what it preloaded. */
+export const PRELOAD_LISTED_TIMEOUT_MS = 30_000;
+const PRELOAD_LISTED_POLL_MS = 100;
+
+/**
+ * Waits until the CRI lists every preloaded image, and returns those it
+ * still does not after `timeoutMs` (logged by name). containerd's CRI learns
+ * of an image written through containerd's own API from containerd's image
+ * event, a moment after the write (seen taking long enough on containerd
+ * 2.x under load): a pod with imagePullPolicy Never synced before that fails
+ * with ErrImageNeverPull, so "preloaded before any pod starts" has to mean
+ * "listed by the CRI".
+ */
+export async function awaitImagesListed(
+  names: readonly string[],
+  isListed: (name: string) => Promise<boolean>,
+  o: { clock: Clock; logger: Logger; signal?: AbortSignal; timeoutMs?: number },
+): Promise<string[]> {
+  const started = o.clock.now();
+  const timeoutMs = o.timeoutMs ?? PRELOAD_LISTED_TIMEOUT_MS;
+  let waiting = [...names];
+  let lastError: string | undefined;
+  for (let round = 0; ; round++) {
+    const still: string[] = [];
+    for (const name of waiting) {
+      try {
+        if (!(await isListed(name))) still.push(name);
+      } catch (err) {
+        lastError = errorMessage(err);
+        still.push(name);
+      }
+    }
+    waiting = still;
+    const waitedMs = o.clock.now() - started;
+    if (!waiting.length) {
+      if (round > 0) o.logger.info("the runtime lists the preloaded images", { images: names, waitedMs });
+      return waiting;
+    }
+    if (o.signal?.aborted) return waiting;
+    if (waitedMs >= timeoutMs) {
+      o.logger.warn("the runtime's image service does not list preloaded images; pods using them with imagePullPolicy Never fail until it does", {
+        images: waiting,
+        waitedMs,
+        ...(lastError ? { lastError } : {}),
+      });
+      return waiting;
+    }
+    try {
+      await o.clock.sleep(PRELOAD_LISTED_POLL_MS, o.signal);
+    } catch {
+      return waiting;
+    }
+  }
 }

@@ -4,13 +4,14 @@
 // layout and one as `docker save` output, and a broken tarball beside them;
 // static pods run the imported images with imagePullPolicy Never.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { createCriClient } from "../../src/cri/client.ts";
 import type { CriService } from "../../src/cri/index.ts";
 import { MEDIA, planArchive } from "../../src/images/archive.ts";
-import { createLogger } from "../../src/util/log.ts";
+import { containerdImageStore } from "../../src/images/containerd/client.ts";
+import { createLogger, memoryLogger } from "../../src/util/log.ts";
 import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
 import { requireRoot, startContainerd, type ContainerdHandle } from "../harness/containerd.ts";
 
@@ -125,7 +126,16 @@ afterAll(async () => {
 
 describe("image preload (air-gapped nodes)", () => {
   test("both formats are imported before pods start; pods run them with pullPolicy Never; the broken tarball is named", async () => {
-    await eventually("both pods print their layer's file", () => logOf("oci").includes("from an OCI layout") && logOf("docker").includes("from docker save"), 60_000);
+    try {
+      await eventually("both pods print their layer's file", () => logOf("oci").includes("from an OCI layout") && logOf("docker").includes("from docker save"), 60_000);
+    } catch (e) {
+      const states = (await agent.pods().catch(() => ({ items: [] }))).items.map((p) => `${p.metadata.name}: ${JSON.stringify(p.status.containerStatuses?.[0]?.state)}`);
+      const preloadLines = agent
+        .log()
+        .split("\n")
+        .filter((l) => l.includes("preload"));
+      throw new Error(`${(e as Error).message}\n${states.join("\n")}\n${preloadLines.join("\n")}\n${agent.describe()}\n${ctd.describe()}`);
+    }
     for (const image of [OCI_IMAGE, DOCKER_IMAGE]) {
       const status = await cri.imageStatus({ image, annotations: {}, userSpecifiedImage: image, runtimeHandler: "" });
       expect(status?.repoTags).toContain(image);
@@ -149,4 +159,26 @@ describe("image preload (air-gapped nodes)", () => {
     expect(preloadedLine("oci.tar")).toContain(`imported=[] unchanged=["${OCI_IMAGE}"]`);
     expect(preloadedLine("docker.tar")).toContain(`imported=[] unchanged=["${DOCKER_IMAGE}"]`);
   }, 60_000);
+
+  test("blobs of 1 byte to 5 MB, one after another on one connection, go into the content store on their first stream (Bun's HTTP/2 client stalled the 2 MB one)", async () => {
+    const { logger, lines } = memoryLogger();
+    const store = containerdImageStore(ctd.endpoint, { stallMs: 10_000, logger });
+    try {
+      const digests: string[] = [];
+      await store.withLease(async () => {
+        for (const size of [1, 300_000, 2_000_000, 5_000_000, 65_536, 2_000_000, 300_000, 2_000_000]) {
+          const bytes = new Uint8Array(randomBytes(size));
+          digests.push(sha(bytes));
+          const chunks = async function* () {
+            for (let at = 0; at < size; at += 1 << 20) yield bytes.subarray(at, at + (1 << 20));
+          };
+          await store.writeBlob({ mediaType: "application/octet-stream", digest: sha(bytes), size, labels: {}, chunks });
+        }
+      });
+      expect(lines.filter((l) => l.includes("stalled"))).toEqual([]);
+      for (const digest of digests) expect(await store.hasBlob(digest)).toBe(true);
+    } finally {
+      store.close();
+    }
+  }, 90_000);
 });
