@@ -56,7 +56,7 @@ function setup(evented?: "unsupported" | "streaming") {
   const clock = new FakeClock();
   const cri = new FakeCri({ clock, images: [BUSYBOX] });
   const { logger } = memoryLogger();
-  const node = { podLogsDir: logs, podsCgroupParent: "/test", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" };
+  const node = { nodeName: "test-node", podLogsDir: logs, podsCgroupParent: "/test", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" };
   const runtime = new CriPodRuntime(testRuntimeOptions({ cri, clock, logger, node, host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test", clusterDomain: "" }) }));
   const status = new LocalStatusStore();
   const cache = new PodStatusCache();

@@ -133,6 +133,7 @@ export function buildPodRuntime(
     host: podHost,
     config: {
       node: {
+        nodeName: config.nodeName,
         podLogsDir: k.podLogsDir,
         podsCgroupParent,
         hostDns: readHostDns(k.resolvConf, logger),

@@ -25,7 +25,7 @@ function setup(cache?: EventedPlegOptions["cache"], clock = new FakeClock()) {
       cri,
       clock,
       logger,
-      node: { podLogsDir: logs, podsCgroupParent: "/test", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+      node: { nodeName: "test-node", podLogsDir: logs, podsCgroupParent: "/test", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
       host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test", clusterDomain: "" }),
     }),
   );

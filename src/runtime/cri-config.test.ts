@@ -3,7 +3,14 @@ import { LinuxContainerSecurityContext, LinuxSandboxSecurityContext } from "../c
 import type { Pod } from "../pods/schema.ts";
 import { containerConfig, sandboxConfig } from "./cri-config.ts";
 
-const node = { podLogsDir: "/var/log/pods", podsCgroupParent: "/kubepods", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "cluster.local" };
+const node = {
+  nodeName: "test-node",
+  podLogsDir: "/var/log/pods",
+  podsCgroupParent: "/kubepods",
+  hostDns: { servers: [], searches: [], options: [] },
+  clusterDns: [],
+  clusterDomain: "cluster.local",
+};
 
 const pod = (podSc: Record<string, unknown> | undefined, containers: Record<string, unknown>[]): Pod =>
   ({

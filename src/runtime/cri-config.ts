@@ -12,6 +12,8 @@ import { expandCommand } from "../pods/expansion.ts";
 import { podUid } from "../pods/identity.ts";
 
 export interface NodeSettings {
+  /** The node's name, for the events upstream records on the Node (MissingClusterDNS). */
+  nodeName: string;
   /** Root of pod log directories (podLogsDir, upstream /var/log/pods). */
   podLogsDir: string;
   /** Parent cgroup of all pods (cgroupRoot + kubepods), or "" for the runtime's default. */

@@ -50,6 +50,8 @@ export interface PodDnsNode {
 export interface DnsWarning {
   reason: "DNSConfigForming" | "MissingClusterDNS";
   message: string;
+  /** Upstream records MissingClusterDNS on the Node too, with this message. */
+  nodeMessage?: string;
 }
 
 type PodDnsConfig = { nameservers?: string[]; searches?: string[]; options?: { name?: string; value?: string }[] };
@@ -105,9 +107,11 @@ export function podDnsConfig(pod: Pod, node: PodDnsNode): { config: DnsSettings;
     config = { servers: [...node.clusterDns], searches, options: ["ndots:5"] };
   } else {
     if (cluster) {
+      const nodeMessage = `kubelet does not have ClusterDNS IP configured and cannot create Pod using "ClusterFirst" policy. Falling back to "Default" policy.`;
       warnings.push({
         reason: "MissingClusterDNS",
-        message: `pod: "${pod.metadata.name}_${pod.metadata.namespace ?? "default"}(${pod.metadata.uid})". kubelet does not have ClusterDNS IP configured and cannot create Pod using "ClusterFirst" policy. Falling back to "Default" policy.`,
+        message: `pod: "${pod.metadata.name}_${pod.metadata.namespace ?? "default"}(${pod.metadata.uid})". ${nodeMessage}`,
+        nodeMessage,
       });
     }
     config = node.resolvConfDisabled

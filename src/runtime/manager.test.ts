@@ -25,19 +25,33 @@ const pod = (over: Partial<Pod["spec"]["containers"][number]> = {}, restartPolic
 function setup(clock = new FakeClock(), cri = new FakeCri({ clock, images: ["busybox:1.0"] }), verdicts?: ReadonlyMap<string, ProbeFailure>) {
   const host = PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", clusterDomain: "" });
   const events: string[] = [];
+  /** `<kind>/<name> <reason>` of each event: what it was recorded on. */
+  const eventsOn: string[] = [];
   const log = memoryLogger();
   const runtime = new CriPodRuntime(
     testRuntimeOptions({
       cri,
       clock,
       logger: log.logger,
-      node: { podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+      node: {
+        nodeName: "test-node",
+        podLogsDir: logs,
+        podsCgroupParent: "/test/kubepods",
+        hostDns: { servers: ["1.1.1.1"], searches: [], options: [] },
+        clusterDns: [],
+        clusterDomain: "",
+      },
       host,
-      recorder: { event: (_ref, type, reason, message) => void events.push(`${type} ${reason} ${message}`) },
+      recorder: {
+        event: (ref, type, reason, message) => {
+          events.push(`${type} ${reason} ${message}`);
+          eventsOn.push(`${ref.kind}/${ref.name} ${reason}`);
+        },
+      },
       ...(verdicts ? { start: { probes: { unhealthy: () => verdicts, isStarted: () => true } } } : {}),
     }),
   );
-  return { clock, cri, runtime, host, events, logLines: log.lines };
+  return { clock, cri, runtime, host, events, eventsOn, logLines: log.lines };
 }
 
 /** A runtime whose prober's failed verdicts (container id → failed probe) the test sets. */
@@ -62,6 +76,19 @@ async function sync(runtime: CriPodRuntime, p: Pod, signal?: AbortSignal) {
 }
 
 describe("CriPodRuntime", () => {
+  test("a ClusterFirst pod on a node without clusterDNS: MissingClusterDNS on the pod and on the Node, as upstream, once per new sandbox", async () => {
+    const { cri, runtime, events, eventsOn } = setup();
+    await sync(runtime, pod());
+    await sync(runtime, pod());
+    const message = 'kubelet does not have ClusterDNS IP configured and cannot create Pod using "ClusterFirst" policy. Falling back to "Default" policy.';
+    expect(events.filter((e) => e.includes("MissingClusterDNS"))).toEqual([
+      `Warning MissingClusterDNS pod: "web_default(uid-1)". ${message}`,
+      `Warning MissingClusterDNS ${message}`,
+    ]);
+    expect(eventsOn.filter((e) => e.includes("MissingClusterDNS"))).toEqual(["Pod/web MissingClusterDNS", "Node/test-node MissingClusterDNS"]);
+    expect(cri.callsOf("runPodSandbox")).toHaveLength(1);
+  });
+
   test("a pod whose sandbox died is killed and gets a new one: the log says why and what the plan was read from", async () => {
     const { cri, runtime, events, logLines } = setup();
     const first = await sync(runtime, pod());
@@ -339,7 +366,7 @@ describe("CriPodRuntime", () => {
         cri,
         clock,
         logger: memoryLogger().logger,
-        node: { podLogsDir: logs, podsCgroupParent: "/unused", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+        node: { nodeName: "test-node", podLogsDir: logs, podsCgroupParent: "/unused", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
         host,
         config: {
           resources: { resourcesOf: () => ({ cpuShares: 512, cpuQuota: 50_000, cpuPeriod: 100_000, memoryLimitInBytes: 64 << 20, oomScoreAdj: 900, hugepageLimits: [] }) },

@@ -7,7 +7,7 @@
  */
 import { formatDuration } from "../config/duration.ts";
 import { goRpcError, isNotFound } from "../cri/index.ts";
-import { podEventRef } from "../events/recorder.ts";
+import { nodeRef, podEventRef } from "../events/recorder.ts";
 import { type PodRef, podRef, podUid } from "../pods/identity.ts";
 import type { Pod } from "../pods/schema.ts";
 import { containerSpecOf, isSidecar } from "../pods/spec.ts";
@@ -204,7 +204,12 @@ export class CriPodRuntime implements PodRuntime {
     }
     let config = sandboxConfig(pod, actions.sandboxAttempt, this.opts.config.node, cgroupParent);
     if (actions.createSandbox) {
-      for (const w of podDnsConfig(pod, this.opts.config.node).warnings) this.opts.recorder.event(podEventRef(pod), "Warning", w.reason, w.message);
+      // Upstream GetPodDNS records these at every sync; here once per new sandbox, which is when the DNS
+      // config reaches the runtime (the correlator would fold the repeats into count patches to the API).
+      for (const w of podDnsConfig(pod, this.opts.config.node).warnings) {
+        this.opts.recorder.event(podEventRef(pod), "Warning", w.reason, w.message);
+        if (w.nodeMessage) this.opts.recorder.event(nodeRef(this.opts.config.node.nodeName), "Warning", w.reason, w.nodeMessage);
+      }
       try {
         // Upstream generatePodSandboxConfig: the user namespace (and its refusal) comes before the log directory.
         const runtimeHandler = await this.opts.config.runtimeClasses.handlerFor(pod.spec.runtimeClassName);

@@ -131,7 +131,7 @@ describe("CriPodRuntime applies a resize in upstream's order", () => {
               containerLinuxResources(p, c, { memoryCapacityBytes: 4096 * MI, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: false, hugePageSizes: [] }),
           },
         },
-        node: { podLogsDir: logs, podsCgroupParent: "/kubepods", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+        node: { nodeName: "test-node", podLogsDir: logs, podsCgroupParent: "/kubepods", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
         host: PodHost.forNode(
           { podLogsDir: logs, podsCgroupParent: "/kubepods", clusterDomain: "" },
           {

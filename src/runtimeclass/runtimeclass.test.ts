@@ -64,7 +64,7 @@ describe("ApiRuntimeClasses", () => {
           cri,
           clock,
           logger: memoryLogger().logger,
-          node: { podLogsDir: logs, podsCgroupParent: "", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+          node: { nodeName: "test-node", podLogsDir: logs, podsCgroupParent: "", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
           host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "", clusterDomain: "" }),
           config: { runtimeClasses: new ApiRuntimeClasses({ api, clock }) },
           recorder: { event: (_ref, type, reason, message) => void events.push(`${type} ${reason} ${message}`) },

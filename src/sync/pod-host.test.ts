@@ -45,7 +45,7 @@ function setup(volumes: Partial<VolumeManager>) {
   };
   const host = new PodHost({ podLogsDir: logs, podsCgroupParent: "", clusterDomain: "", recorder, volumes: manager });
   const logger = memoryLogger().logger;
-  const node = { podLogsDir: logs, podsCgroupParent: "", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" };
+  const node = { nodeName: "test-node", podLogsDir: logs, podsCgroupParent: "", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" };
   const runtime = new CriPodRuntime(testRuntimeOptions({ cri, clock, logger, recorder, host, node }));
   const status = new LocalStatusStore();
   const syncer = new HostPodSyncer({ runtime, host, status, clock, logger, recorder });
