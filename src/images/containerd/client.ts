@@ -133,9 +133,9 @@ export function containerdImageStore(endpoint: string, opts: { timeoutMs?: numbe
       }
     },
     async writeBlob(blob) {
-      // A write that stops moving is cut off and retried on a new ingest ref: once on a test node the
-      // stream stalled after the runtime was ready, and the agent, which preloads before anything else,
-      // never started its servers (scripts/vm's systemd node, 2026-11-24).
+      // A write that stops moving is cut off and retried on a new ingest ref: the agent preloads before
+      // anything else, and one stalled stream once kept a test node from starting its servers (scripts/vm's
+      // systemd node, 2026-11-24; the lock-step writes above remove the cause found, Bun's HTTP/2 flow control).
       for (let attempt = 1; ; attempt++) {
         try {
           return await writeOnce(blob, attempt);
