@@ -15,7 +15,7 @@ import { EventedPleg } from "../pleg/evented.ts";
 import { GenericPleg } from "../pleg/generic.ts";
 import type { Pod } from "../pods/schema.ts";
 import { CriPodRuntime } from "../runtime/manager.ts";
-import { testRuntimeOptions } from "../runtime/testing.ts";
+import { testRuntimeOptions, testNode } from "../runtime/testing.ts";
 import { LocalStatusStore } from "../status/index.ts";
 import { PodHost } from "../sync/pod-host.ts";
 import { HostPodSyncer } from "../sync/pod-syncer.ts";
@@ -56,7 +56,7 @@ function setup(evented?: "unsupported" | "streaming") {
   const clock = new FakeClock();
   const cri = new FakeCri({ clock, images: [BUSYBOX] });
   const { logger } = memoryLogger();
-  const node = { nodeName: "test-node", podLogsDir: logs, podsCgroupParent: "/test", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" };
+  const node = testNode({ podLogsDir: logs, podsCgroupParent: "/test" });
   const runtime = new CriPodRuntime(testRuntimeOptions({ cri, clock, logger, node, host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test", clusterDomain: "" }) }));
   const status = new LocalStatusStore();
   const cache = new PodStatusCache();

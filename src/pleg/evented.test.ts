@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { FakeCri } from "../cri/fake.ts";
 import { podLabels } from "../runtime/labels.ts";
 import { CriPodRuntime } from "../runtime/manager.ts";
-import { testRuntimeOptions } from "../runtime/testing.ts";
+import { testRuntimeOptions, testNode } from "../runtime/testing.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import type { PlegEvent } from "./diff.ts";
@@ -25,7 +25,7 @@ function setup(cache?: EventedPlegOptions["cache"], clock = new FakeClock()) {
       cri,
       clock,
       logger,
-      node: { nodeName: "test-node", podLogsDir: logs, podsCgroupParent: "/test", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+      node: testNode({ podLogsDir: logs, podsCgroupParent: "/test" }),
       host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test", clusterDomain: "" }),
     }),
   );

@@ -1,16 +1,10 @@
 import { describe, expect, test } from "bun:test";
+import { testNode } from "./testing.ts";
 import { LinuxContainerSecurityContext, LinuxSandboxSecurityContext } from "../cri/index.ts";
 import type { Pod } from "../pods/schema.ts";
 import { containerConfig, sandboxConfig } from "./cri-config.ts";
 
-const node = {
-  nodeName: "test-node",
-  podLogsDir: "/var/log/pods",
-  podsCgroupParent: "/kubepods",
-  hostDns: { servers: [], searches: [], options: [] },
-  clusterDns: [],
-  clusterDomain: "cluster.local",
-};
+const node = testNode({ podLogsDir: "/var/log/pods", podsCgroupParent: "/kubepods", clusterDomain: "cluster.local" });
 
 const pod = (podSc: Record<string, unknown> | undefined, containers: Record<string, unknown>[]): Pod =>
   ({

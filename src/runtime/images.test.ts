@@ -12,7 +12,7 @@ import { memoryLogger } from "../util/log.ts";
 import { withDefaultTag } from "./image-name.ts";
 import { CriPodRuntime } from "./manager.ts";
 import { PullQueue } from "./pull-queue.ts";
-import { testRuntimeOptions } from "./testing.ts";
+import { testRuntimeOptions, testNode } from "./testing.ts";
 
 let logs: string;
 beforeEach(() => (logs = mkdtempSync(join(tmpdir(), "podlogs-"))));
@@ -31,14 +31,7 @@ function setup(clock = new FakeClock(), cri = new FakeCri({ clock, images: ["bus
       cri,
       clock,
       logger: memoryLogger().logger,
-      node: {
-        nodeName: "test-node",
-        podLogsDir: logs,
-        podsCgroupParent: "/test/kubepods",
-        hostDns: { servers: ["1.1.1.1"], searches: [], options: [] },
-        clusterDns: [],
-        clusterDomain: "",
-      },
+      node: testNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] } }),
       host,
       recorder: { event: (_ref, type, reason, message) => void events.push(`${type} ${reason} ${message}`) },
       start: { pullQueue: more.pullQueue ?? new PullQueue(1) },

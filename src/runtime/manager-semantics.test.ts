@@ -13,7 +13,7 @@ import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { CriPodRuntime } from "./manager.ts";
 import type { ContainerConfigSources, StartPolicy } from "./options.ts";
-import { testRuntimeOptions } from "./testing.ts";
+import { testRuntimeOptions, testNode } from "./testing.ts";
 import { podRef } from "../pods/identity.ts";
 import { ContainerConfig, CriError, NamespaceMode, PodSandboxConfig } from "../cri/index.ts";
 import { PodUserNamespaces, UserNamespaceManager } from "../userns/index.ts";
@@ -47,14 +47,7 @@ function setup(over: Over = {}, nodeHostsPath?: string) {
       cri,
       clock,
       logger: memoryLogger().logger,
-      node: {
-        nodeName: "test-node",
-        podLogsDir: join(dir, "logs"),
-        podsCgroupParent: "",
-        hostDns: { servers: ["1.1.1.1"], searches: [], options: [] },
-        clusterDns: [],
-        clusterDomain: "cluster.local",
-      },
+      node: testNode({ podLogsDir: join(dir, "logs"), hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDomain: "cluster.local" }),
       host,
       recorder: { event: (_ref, type, reason, message) => void events.push(`${type} ${reason} ${message}`) },
       ...(over.config ? { config: over.config } : {}),

@@ -9,7 +9,7 @@ import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { PodSyncCancelledError } from "./cancel.ts";
 import { CriPodRuntime } from "./manager.ts";
-import { testRuntimeOptions } from "./testing.ts";
+import { testRuntimeOptions, testNode } from "./testing.ts";
 import { podRef } from "../pods/identity.ts";
 import type { ProbeFailure } from "../prober/types.ts";
 
@@ -33,14 +33,7 @@ function setup(clock = new FakeClock(), cri = new FakeCri({ clock, images: ["bus
       cri,
       clock,
       logger: log.logger,
-      node: {
-        nodeName: "test-node",
-        podLogsDir: logs,
-        podsCgroupParent: "/test/kubepods",
-        hostDns: { servers: ["1.1.1.1"], searches: [], options: [] },
-        clusterDns: [],
-        clusterDomain: "",
-      },
+      node: testNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] } }),
       host,
       recorder: {
         event: (ref, type, reason, message) => {
@@ -366,7 +359,7 @@ describe("CriPodRuntime", () => {
         cri,
         clock,
         logger: memoryLogger().logger,
-        node: { nodeName: "test-node", podLogsDir: logs, podsCgroupParent: "/unused", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+        node: testNode({ podLogsDir: logs, podsCgroupParent: "/unused" }),
         host,
         config: {
           resources: { resourcesOf: () => ({ cpuShares: 512, cpuQuota: 50_000, cpuPeriod: 100_000, memoryLimitInBytes: 64 << 20, oomScoreAdj: 900, hugepageLimits: [] }) },

@@ -12,7 +12,7 @@ import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { containerHash } from "./hash.ts";
 import { CriPodRuntime } from "./manager.ts";
-import { testRuntimeOptions } from "./testing.ts";
+import { testRuntimeOptions, testNode } from "./testing.ts";
 import { planPod } from "./plan.ts";
 import type { ObservedPod } from "./types.ts";
 import { podUid } from "../pods/identity.ts";
@@ -131,7 +131,7 @@ describe("CriPodRuntime applies a resize in upstream's order", () => {
               containerLinuxResources(p, c, { memoryCapacityBytes: 4096 * MI, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: false, hugePageSizes: [] }),
           },
         },
-        node: { nodeName: "test-node", podLogsDir: logs, podsCgroupParent: "/kubepods", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+        node: testNode({ podLogsDir: logs, podsCgroupParent: "/kubepods" }),
         host: PodHost.forNode(
           { podLogsDir: logs, podsCgroupParent: "/kubepods", clusterDomain: "" },
           {

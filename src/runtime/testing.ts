@@ -13,6 +13,7 @@ import { LogEventRecorder } from "../events/recorder.ts";
 import { defaultRuntimeClasses } from "../runtimeclass/index.ts";
 import { noServiceEnv } from "../services/index.ts";
 import { Backoff } from "./backoff.ts";
+import type { NodeSettings } from "./cri-config.ts";
 import type { CriPodRuntimeOptions } from "./manager.ts";
 import type { ContainerConfigSources, ContainerDevices, StartPolicy } from "./options.ts";
 import { PullQueue } from "./pull-queue.ts";
@@ -23,6 +24,11 @@ export const noDevices: ContainerDevices = {
 };
 
 type Named = Pick<CriPodRuntimeOptions, "cri" | "clock" | "logger" | "host">;
+
+/** A node's settings for tests: node "test-node", no resolver, no cluster DNS or domain, unless the test says otherwise. */
+export function testNode(o: Partial<NodeSettings> & Pick<NodeSettings, "podLogsDir">): NodeSettings {
+  return { nodeName: "test-node", podsCgroupParent: "", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "", ...o };
+}
 
 export function testRuntimeOptions(
   o: Named &

@@ -9,7 +9,7 @@ import { FakeCri } from "../cri/fake.ts";
 import { admitPod, type NodeFacts } from "../node/admission.ts";
 import type { Pod } from "../pods/schema.ts";
 import { CriPodRuntime } from "../runtime/manager.ts";
-import { testRuntimeOptions } from "../runtime/testing.ts";
+import { testRuntimeOptions, testNode } from "../runtime/testing.ts";
 import { FakeClock } from "../util/clock.ts";
 import { memoryLogger } from "../util/log.ts";
 import { ApiRuntimeClasses, RuntimeClassError } from "./index.ts";
@@ -64,7 +64,7 @@ describe("ApiRuntimeClasses", () => {
           cri,
           clock,
           logger: memoryLogger().logger,
-          node: { nodeName: "test-node", podLogsDir: logs, podsCgroupParent: "", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" },
+          node: testNode({ podLogsDir: logs }),
           host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "", clusterDomain: "" }),
           config: { runtimeClasses: new ApiRuntimeClasses({ api, clock }) },
           recorder: { event: (_ref, type, reason, message) => void events.push(`${type} ${reason} ${message}`) },

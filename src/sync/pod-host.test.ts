@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { FakeCri } from "../cri/fake.ts";
 import { CriPodRuntime } from "../runtime/manager.ts";
-import { testRuntimeOptions } from "../runtime/testing.ts";
+import { testRuntimeOptions, testNode } from "../runtime/testing.ts";
 import { LocalStatusStore } from "../status/index.ts";
 import { Mount } from "../cri/index.ts";
 import type { EventRecorder } from "../events/recorder.ts";
@@ -45,7 +45,7 @@ function setup(volumes: Partial<VolumeManager>) {
   };
   const host = new PodHost({ podLogsDir: logs, podsCgroupParent: "", clusterDomain: "", recorder, volumes: manager });
   const logger = memoryLogger().logger;
-  const node = { nodeName: "test-node", podLogsDir: logs, podsCgroupParent: "", hostDns: { servers: [], searches: [], options: [] }, clusterDns: [], clusterDomain: "" };
+  const node = testNode({ podLogsDir: logs });
   const runtime = new CriPodRuntime(testRuntimeOptions({ cri, clock, logger, recorder, host, node }));
   const status = new LocalStatusStore();
   const syncer = new HostPodSyncer({ runtime, host, status, clock, logger, recorder });

@@ -13,7 +13,7 @@ import { createCriClient } from "../../src/cri/client.ts";
 import type { CriService } from "../../src/cri/index.ts";
 import type { Pod } from "../../src/pods/schema.ts";
 import { CriPodRuntime } from "../../src/runtime/manager.ts";
-import { testRuntimeOptions } from "../../src/runtime/testing.ts";
+import { testRuntimeOptions, testNode } from "../../src/runtime/testing.ts";
 import { realClock } from "../../src/util/clock.ts";
 import { createLogger, memoryLogger } from "../../src/util/log.ts";
 import { eventually, startAgent, type AgentHandle } from "../harness/agent.ts";
@@ -336,14 +336,7 @@ describe("pod semantics on a real control plane and containerd", () => {
           cri: ownCri,
           clock: realClock,
           logger: memoryLogger().logger,
-          node: {
-            nodeName: "test-node",
-            podLogsDir: logs,
-            podsCgroupParent: own.cgroupParent,
-            hostDns: { servers: [], searches: [], options: [] },
-            clusterDns: [],
-            clusterDomain: "cluster.local",
-          },
+          node: testNode({ podLogsDir: logs, podsCgroupParent: own.cgroupParent, clusterDomain: "cluster.local" }),
           host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: own.cgroupParent, clusterDomain: "cluster.local" }),
           config: { podObjects: objects },
         }),
