@@ -196,18 +196,37 @@ export function explainFailure<T>(body: () => Promise<T>, ...handles: (() => { d
   };
 }
 
-/** Polls `fn` until it returns a truthy value or `timeoutMs` passes; returns that value. */
+/** A value for a failure message: JSON, at most 200 characters. */
+function shortly(value: unknown): string {
+  let text: string;
+  try {
+    text = JSON.stringify(value) ?? String(value);
+  } catch {
+    text = String(value);
+  }
+  return text.length > 200 ? `${text.slice(0, 200)}...` : text;
+}
+
+/**
+ * Polls `fn` until it returns a truthy value or `timeoutMs` passes; returns that value. The timeout's message
+ * says what the last attempt did, and the last error if an earlier attempt threw one (how many attempts ago).
+ */
 export async function eventually<T>(what: string, fn: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 30_000, intervalMs = 250): Promise<T> {
   const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  for (;;) {
+  let lastError: { err: unknown; attempt: number } | undefined;
+  let lastValue: unknown;
+  for (let attempt = 1; ; attempt++) {
     try {
-      const value = await fn();
-      if (value) return value;
+      lastValue = await fn();
+      if (lastValue) return lastValue as T;
     } catch (err) {
-      lastError = err;
+      lastError = { err, attempt };
     }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ""}`);
+    if (Date.now() > deadline) {
+      const last = lastError?.attempt === attempt ? `the last attempt threw ${String(lastError.err)}` : `the last attempt returned ${shortly(lastValue)}`;
+      const earlier = lastError && lastError.attempt !== attempt ? `; attempt ${lastError.attempt} of ${attempt} threw ${String(lastError.err)}` : "";
+      throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}: ${last}${earlier}`);
+    }
     await Bun.sleep(intervalMs);
   }
 }
