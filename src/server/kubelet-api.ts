@@ -7,7 +7,7 @@
  * streams themselves take serveTls's upgrade path). Serve it with serveTls
  * (tls.ts) so that client certificates reach authentication.
  *
- * Errors are mapped in one place (`app.onError`): unknown pod or container
+ * Errors are mapped in one place (`answerErrors`, errors.ts): unknown pod or container
  * 404, a bad query value 400 naming the parameter, anything else 500.
  */
 import { Hono, type MiddlewareHandler } from "hono";
@@ -18,9 +18,8 @@ import type { ReportedStatuses } from "../status/index.ts";
 import type { StatsProvider } from "../stats/types.ts";
 import type { Logger } from "../util/log.ts";
 import type { MachineSpecSource, MetricsEndpoints } from "../metrics/endpoints.ts";
-import { errorMessage } from "../util/errors.ts";
 import type { KubeletEnv } from "./authn.ts";
-import { HttpError } from "./errors.ts";
+import { answerErrors, HttpError } from "./errors.ts";
 export { HttpError } from "./errors.ts";
 import { parseStreamingPath, type StreamingResolver } from "./streaming.ts";
 import { BadLogQuery, logStream, parseLogQuery, type ContainerLogs } from "./logs.ts";
@@ -75,13 +74,7 @@ export function kubeletApi(opts: KubeletApiOptions): Hono<KubeletEnv> {
   app.use(opts.authz);
   app.use(bodyLimit({ maxSize: MAX_BODY_BYTES, onError: (c) => c.text(`request body larger than ${MAX_BODY_BYTES} bytes`, 413) }));
 
-  app.onError((err, c) => {
-    if (err instanceof HttpError) return c.text(err.message, err.status);
-    if (err instanceof BadLogQuery) return c.text(err.message, 400);
-    log?.error("kubelet API request failed", { path: c.req.path, err: errorMessage(err) });
-    return c.text(errorMessage(err), 500);
-  });
-  app.notFound((c) => c.text("404 page not found", 404));
+  answerErrors(app, { logger: log, failure: "kubelet API request failed", isBadRequest: (err) => err instanceof BadLogQuery });
 
   installDefaultRoutes(app, opts);
 

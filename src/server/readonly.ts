@@ -5,16 +5,16 @@
  * standalone mode `/pods` is how operators and scripts find pod IPs), and
  * upstream's "Debug endpoints are disabled." (405) where the kubelet API
  * would exec, attach, forward ports or show logs. `/spec/` too, the
- * machine as cAdvisor describes it, which this agent serves on 10250 as well.
+ * machine as cAdvisor describes it, which this agent serves on 10250 as
+ * well: an extra, upstream has served none since 1.21.
  */
 import { Hono } from "hono";
 import type { MachineSpecSource, MetricsEndpoints } from "../metrics/endpoints.ts";
 import type { StatsProvider } from "../stats/types.ts";
 import type { ReportedStatuses } from "../status/index.ts";
-import { errorMessage } from "../util/errors.ts";
 import type { Logger } from "../util/log.ts";
 import { installDefaultRoutes } from "./default-routes.ts";
-import { HttpError } from "./errors.ts";
+import { answerErrors } from "./errors.ts";
 
 export interface ReadOnlyOptions {
   statuses: ReportedStatuses;
@@ -30,12 +30,7 @@ export const DEBUGGING_DISABLED_PATHS = ["/run/", "/exec/", "/attach/", "/portFo
 
 export function readOnlyApp(opts: ReadOnlyOptions): Hono {
   const app = new Hono();
-  app.onError((err, c) => {
-    if (err instanceof HttpError) return c.text(err.message, err.status);
-    opts.logger?.error("read-only port request failed", { path: c.req.path, err: errorMessage(err) });
-    return c.text(errorMessage(err), 500);
-  });
-  app.notFound((c) => c.text("404 page not found", 404));
+  answerErrors(app, { logger: opts.logger, failure: "read-only port request failed" });
   installDefaultRoutes(app, { pods: opts.statuses, health: opts.health, stats: opts.stats, metrics: opts.metrics });
   const machine = opts.spec;
   if (machine) for (const path of ["/spec", "/spec/"]) app.get(path, (c) => c.json(machine.spec()));
