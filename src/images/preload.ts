@@ -73,8 +73,9 @@ const PRELOAD_LISTED_POLL_MS = 100;
  * Waits until the CRI lists every preloaded image, and returns those it
  * still does not after `timeoutMs` (logged by name). containerd's CRI learns
  * of an image written through containerd's own API from containerd's image
- * event, a moment after the write (seen taking long enough on containerd
- * 2.x under load): a pod with imagePullPolicy Never synced before that fails
+ * event, a moment after the write (a test saw an image `ctr` had just
+ * imported not listed yet, containerd 2.x under load): a pod with
+ * imagePullPolicy Never synced before that fails
  * with ErrImageNeverPull, so "preloaded before any pod starts" has to mean
  * "listed by the CRI".
  */
