@@ -54,12 +54,16 @@ const settle = async () => {
   for (let i = 0; i < 20; i++) await Bun.sleep(0);
 };
 
-/** A status cache that records, for each time it is moved to, how far behind the clock that is (a relist sets its own start: 0 behind here). */
-function recordingCache() {
+/**
+ * `setup` with a status cache that records, for each time it is moved to, how far behind the clock that is
+ * (a relist sets its own start: 0 behind here). `prepare` sees the clock before anything uses it.
+ */
+function withRecordingCache(prepare?: (clock: FakeClock) => void) {
   const clock = new FakeClock();
+  prepare?.(clock);
   const behind: number[] = [];
   const cache = { get: () => undefined, delete: () => {}, updateTime: (at: number) => void behind.push(clock.now() - at) };
-  return { clock, behind, cache };
+  return { ...setup(cache, clock), behind };
 }
 
 describe("EventedPleg", () => {
@@ -177,8 +181,7 @@ describe("EventedPleg", () => {
   });
 
   test("while the stream is open the status cache's time moves on every 5 s, 1 s behind the clock; not while it is broken, nor before the relist after a reconnection", async () => {
-    const { clock, behind, cache } = recordingCache();
-    const { cri, pleg, start } = setup(cache, clock);
+    const { clock, behind, cri, pleg, start } = withRecordingCache();
     await using _ = pleg;
     start();
     await settle();
@@ -214,8 +217,7 @@ describe("EventedPleg", () => {
   });
 
   test("at start the stream is asked for before the first relist begins, so that relist counts for moving the cache's time", async () => {
-    const { clock, behind, cache } = recordingCache();
-    const { cri, pleg, start } = setup(cache, clock);
+    const { clock, behind, cri, pleg, start } = withRecordingCache();
     await using _ = pleg;
     // The runtime's answer takes a millisecond: a stream asked for after the relist began would have opened after it.
     const list = cri.listPodSandbox.bind(cri);
@@ -231,14 +233,14 @@ describe("EventedPleg", () => {
   });
 
   test("a runtime without the stream: the 5 s cache step stops after its first turn (the one-second relist confirms the cache)", async () => {
-    const { clock, behind, cache } = recordingCache();
     const cacheSteps: number[] = [];
-    const setTimer = clock.setTimer.bind(clock);
-    clock.setTimer = (ms, fn) => {
-      if (ms === CACHE_TIME_PERIOD_MS) cacheSteps.push(clock.now());
-      return setTimer(ms, fn);
-    };
-    const { cri, pleg, start } = setup(cache, clock);
+    const { clock, behind, cri, pleg, start } = withRecordingCache((clock) => {
+      const setTimer = clock.setTimer.bind(clock);
+      clock.setTimer = (ms, fn) => {
+        if (ms === CACHE_TIME_PERIOD_MS) cacheSteps.push(clock.now());
+        return setTimer(ms, fn);
+      };
+    });
     await using _ = pleg;
     cri.failNext("containerEvents", "Unimplemented", "unknown method GetContainerEvents");
     start();
@@ -252,8 +254,7 @@ describe("EventedPleg", () => {
   });
 
   test("the stream open but no relist since it opened: the cache's time stays", async () => {
-    const { clock, behind, cache } = recordingCache();
-    const { cri, pleg, start } = setup(cache, clock);
+    const { clock, behind, cri, pleg, start } = withRecordingCache();
     await using _ = pleg;
     cri.failNext("listPodSandbox", "Unavailable", "not yet"); // the first relist fails
     start();
