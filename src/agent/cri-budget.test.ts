@@ -57,7 +57,7 @@ function setup(evented?: "unsupported" | "streaming") {
   const cri = new FakeCri({ clock, images: [BUSYBOX] });
   const { logger } = memoryLogger();
   const node = testNode({ podLogsDir: logs, podsCgroupParent: "/test" });
-  const runtime = new CriPodRuntime(testRuntimeOptions({ cri, clock, logger, node, host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test", clusterDomain: "" }) }));
+  const runtime = new CriPodRuntime(testRuntimeOptions({ cri, clock, logger, node, host: PodHost.forNode(node) }));
   const status = new LocalStatusStore();
   const cache = new PodStatusCache();
   const syncer = new HostPodSyncer({ runtime, status, clock, logger });

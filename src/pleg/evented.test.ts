@@ -20,13 +20,14 @@ afterEach(() => rmSync(logs, { recursive: true, force: true }));
 function setup(cache?: EventedPlegOptions["cache"], clock = new FakeClock()) {
   const cri = new FakeCri({ clock, images: [BUSYBOX] });
   const { logger } = memoryLogger();
+  const node = testNode({ podLogsDir: logs, podsCgroupParent: "/test" });
   const runtime = new CriPodRuntime(
     testRuntimeOptions({
       cri,
       clock,
       logger,
-      node: testNode({ podLogsDir: logs, podsCgroupParent: "/test" }),
-      host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test", clusterDomain: "" }),
+      node,
+      host: PodHost.forNode(node),
     }),
   );
   const pleg = new EventedPleg({ runtime, cri, clock, logger, ...(cache ? { cache } : {}) });

@@ -24,14 +24,15 @@ const pod = (over: Partial<Pod["spec"]["containers"][number]> = {}): Pod => ({
 });
 
 function setup(clock = new FakeClock(), cri = new FakeCri({ clock, images: ["busybox:1.0"] }), more: { pullQueue?: PullQueue; podObjects?: FakePodObjects } = {}) {
-  const host = PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", clusterDomain: "" });
+  const node = testNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] } });
+  const host = PodHost.forNode(node);
   const events: string[] = [];
   const runtime = new CriPodRuntime(
     testRuntimeOptions({
       cri,
       clock,
       logger: memoryLogger().logger,
-      node: testNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] } }),
+      node,
       host,
       recorder: { event: (_ref, type, reason, message) => void events.push(`${type} ${reason} ${message}`) },
       start: { pullQueue: more.pullQueue ?? new PullQueue(1) },

@@ -38,16 +38,14 @@ function setup(over: Over = {}, nodeHostsPath?: string) {
   const clock = over.clock ?? new FakeClock();
   const cri = over.cri ?? new FakeCri({ clock, images: ["busybox:1.0"] });
   const events: string[] = [];
-  const host = PodHost.forNode(
-    { podLogsDir: join(dir, "logs"), podsCgroupParent: "", clusterDomain: "cluster.local" },
-    { podDirs: podDirs(join(dir, "root")), random: () => 0.5, ...(nodeHostsPath ? { nodeHostsPath } : {}) },
-  );
+  const node = testNode({ podLogsDir: join(dir, "logs"), hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDomain: "cluster.local" });
+  const host = PodHost.forNode(node, { podDirs: podDirs(join(dir, "root")), random: () => 0.5, ...(nodeHostsPath ? { nodeHostsPath } : {}) });
   const runtime = new CriPodRuntime(
     testRuntimeOptions({
       cri,
       clock,
       logger: memoryLogger().logger,
-      node: testNode({ podLogsDir: join(dir, "logs"), hostDns: { servers: ["1.1.1.1"], searches: [], options: [] }, clusterDomain: "cluster.local" }),
+      node,
       host,
       recorder: { event: (_ref, type, reason, message) => void events.push(`${type} ${reason} ${message}`) },
       ...(over.config ? { config: over.config } : {}),

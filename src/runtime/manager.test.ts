@@ -23,7 +23,8 @@ const pod = (over: Partial<Pod["spec"]["containers"][number]> = {}, restartPolic
 });
 
 function setup(clock = new FakeClock(), cri = new FakeCri({ clock, images: ["busybox:1.0"] }), verdicts?: ReadonlyMap<string, ProbeFailure>) {
-  const host = PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", clusterDomain: "" });
+  const node = testNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] } });
+  const host = PodHost.forNode(node);
   const events: string[] = [];
   /** `<kind>/<name> <reason>` of each event: what it was recorded on. */
   const eventsOn: string[] = [];
@@ -33,7 +34,7 @@ function setup(clock = new FakeClock(), cri = new FakeCri({ clock, images: ["bus
       cri,
       clock,
       logger: log.logger,
-      node: testNode({ podLogsDir: logs, podsCgroupParent: "/test/kubepods", hostDns: { servers: ["1.1.1.1"], searches: [], options: [] } }),
+      node,
       host,
       recorder: {
         event: (ref, type, reason, message) => {
@@ -345,21 +346,19 @@ describe("CriPodRuntime", () => {
     const clock = new FakeClock();
     const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
     const calls: string[] = [];
-    const host = PodHost.forNode(
-      { podLogsDir: logs, podsCgroupParent: "/unused", clusterDomain: "" },
-      {
-        cgroups: {
-          ensurePod: async (p) => (calls.push(`ensure ${p.metadata.uid}`), `/kubepods/burstable/pod${p.metadata.uid}`),
-          removePod: async (uid) => void calls.push(`remove ${uid}`),
-        },
+    const node = testNode({ podLogsDir: logs, podsCgroupParent: "/unused" });
+    const host = PodHost.forNode(node, {
+      cgroups: {
+        ensurePod: async (p) => (calls.push(`ensure ${p.metadata.uid}`), `/kubepods/burstable/pod${p.metadata.uid}`),
+        removePod: async (uid) => void calls.push(`remove ${uid}`),
       },
-    );
+    });
     const runtime = new CriPodRuntime(
       testRuntimeOptions({
         cri,
         clock,
         logger: memoryLogger().logger,
-        node: testNode({ podLogsDir: logs, podsCgroupParent: "/unused" }),
+        node,
         host,
         config: {
           resources: { resourcesOf: () => ({ cpuShares: 512, cpuQuota: 50_000, cpuPeriod: 100_000, memoryLimitInBytes: 64 << 20, oomScoreAdj: 900, hugepageLimits: [] }) },

@@ -119,6 +119,7 @@ describe("CriPodRuntime applies a resize in upstream's order", () => {
       admission: { admit: () => ({ admit: true }) },
     });
     const order: string[] = [];
+    const node = testNode({ podLogsDir: logs, podsCgroupParent: "/kubepods" });
     const runtime = new CriPodRuntime(
       testRuntimeOptions({
         cri,
@@ -131,21 +132,18 @@ describe("CriPodRuntime applies a resize in upstream's order", () => {
               containerLinuxResources(p, c, { memoryCapacityBytes: 4096 * MI, cpuCFSQuota: true, cpuCFSQuotaPeriodUs: 100_000, oomGroup: false, hugePageSizes: [] }),
           },
         },
-        node: testNode({ podLogsDir: logs, podsCgroupParent: "/kubepods" }),
-        host: PodHost.forNode(
-          { podLogsDir: logs, podsCgroupParent: "/kubepods", clusterDomain: "" },
-          {
-            cgroups: {
-              ensurePod: async (p) => {
-                const path = await cgroups.ensurePod(p);
-                const c = cgroups.pods.get(podUid(p))!.config;
-                order.push(`pod cpu=${c.cpuQuota} memory=${c.memoryLimit}`);
-                return path;
-              },
-              removePod: (uid) => cgroups.removePod(uid),
+        node,
+        host: PodHost.forNode(node, {
+          cgroups: {
+            ensurePod: async (p) => {
+              const path = await cgroups.ensurePod(p);
+              const c = cgroups.pods.get(podUid(p))!.config;
+              order.push(`pod cpu=${c.cpuQuota} memory=${c.memoryLimit}`);
+              return path;
             },
+            removePod: (uid) => cgroups.removePod(uid),
           },
-        ),
+        }),
       }),
     );
     const origUpdate = cri.updateContainerResources.bind(cri);

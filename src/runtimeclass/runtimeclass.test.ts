@@ -59,13 +59,14 @@ describe("ApiRuntimeClasses", () => {
       api.runtimeClasses.set("runc-class", { metadata: { name: "runc-class" }, handler: "runc" });
       const cri = new FakeCri({ clock, images: ["busybox:1.0"] });
       const events: string[] = [];
+      const node = testNode({ podLogsDir: logs });
       const runtime = new CriPodRuntime(
         testRuntimeOptions({
           cri,
           clock,
           logger: memoryLogger().logger,
-          node: testNode({ podLogsDir: logs }),
-          host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: "", clusterDomain: "" }),
+          node,
+          host: PodHost.forNode(node),
           config: { runtimeClasses: new ApiRuntimeClasses({ api, clock }) },
           recorder: { event: (_ref, type, reason, message) => void events.push(`${type} ${reason} ${message}`) },
         }),

@@ -331,13 +331,14 @@ describe("pod semantics on a real control plane and containerd", () => {
       const objects = new FakePodObjects();
       const auths = { [registry.host]: { auth: Buffer.from("puller:s3cret").toString("base64") } };
       objects.secrets.set("default/regcred", { type: "kubernetes.io/dockerconfigjson", data: { ".dockerconfigjson": Buffer.from(JSON.stringify({ auths })).toString("base64") } });
+      const node = testNode({ podLogsDir: logs, podsCgroupParent: own.cgroupParent, clusterDomain: "cluster.local" });
       const runtime = new CriPodRuntime(
         testRuntimeOptions({
           cri: ownCri,
           clock: realClock,
           logger: memoryLogger().logger,
-          node: testNode({ podLogsDir: logs, podsCgroupParent: own.cgroupParent, clusterDomain: "cluster.local" }),
-          host: PodHost.forNode({ podLogsDir: logs, podsCgroupParent: own.cgroupParent, clusterDomain: "cluster.local" }),
+          node,
+          host: PodHost.forNode(node),
           config: { podObjects: objects },
         }),
       );
