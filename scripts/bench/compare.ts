@@ -8,7 +8,10 @@
 // bench:idle measures them), pod startup latency (API create → Running seen by
 // a watch) for 30 and 110 pods created at once, RSS and CPU with 110 pods;
 // plus the runtime's own floor for the same pods (sandbox + create + start
-// straight through the CRI). The floor is measured before the first agent and
+// straight through the CRI), and where the machine's CPU went while each batch
+// started (the agent, the control plane, the runtime and the rest: on a
+// machine the runtime alone keeps busy, the first two are time the runtime
+// waits for a core). The floor is measured before the first agent and
 // again after each one, and an agent is held against the floors on both sides
 // of it, pooled: containerd gets slower over its life (the 30-pod floor
 // measured second was the higher one, by 2% to 41%, in all 7 runs of
@@ -43,7 +46,7 @@ import { apiLoad, readAudit } from "./audit.ts";
 import { startByteCounter } from "./byte-counter.ts";
 import { renderChart, type Series } from "./chart.ts";
 import { runBenchSandbox, startBenchContainer } from "./cri-pod.ts";
-import { CLK_TCK, cpuTicks, machineTicks, rssMiB } from "./proc.ts";
+import { CLK_TCK, cpuTicks, machineTicks, rssMiB, ticksOfCommands } from "./proc.ts";
 
 const repoRoot = resolve(import.meta.dir, "../..");
 const AGENTS = (process.env.BENCH_AGENTS ?? "bunlet,upstream").split(",").filter(Boolean) as AgentKind[];
@@ -96,10 +99,53 @@ interface AgentResult {
   after: Usage;
   latencies: Map<number, number[]>;
   /** The runtime floor measured just before this agent started and just after it stopped, per batch size. */
-  floorBefore: Map<number, number[]>;
-  floorAfter: Map<number, number[]>;
-  /** CPU seconds the agent used from the first create until every pod was Running. */
-  startupCpuSeconds: Map<number, number>;
+  floorBefore: Floors;
+  floorAfter: Floors;
+  /** Where the machine's CPU went from the first create until every pod was Running, per batch size. */
+  startCpu: Map<number, StartCpu>;
+}
+
+/** The floors of one measurement, per batch size: each pod's start, and the machine's CPU while they started. */
+interface Floors {
+  latencies: Map<number, number[]>;
+  cpu: Map<number, StartCpu>;
+}
+
+/**
+ * The machine's CPU while a batch of pods started, in CPU seconds: all of
+ * it, the agent's (none for the floor), the control plane's and this
+ * benchmark's own (its watch and API calls). What is left is the runtime
+ * (containerd, its shims, runc, the CNI plugins) and the kernel. On a machine
+ * the runtime alone keeps busy, every CPU second the agent and the control
+ * plane spend is time the runtime waits for a core.
+ */
+interface StartCpu {
+  wallSeconds: number;
+  machineSeconds: number;
+  agentSeconds: number;
+  controlPlaneSeconds: number;
+  benchSeconds: number;
+}
+
+// /proc/PID/comm keeps 15 characters: kube-controller-manager is "kube-controller".
+const CONTROL_PLANE_COMMANDS = ["kube-apiserver", "etcd", "kube-scheduler", "kube-controller"];
+
+async function withStartCpu<T>(agentPid: number | undefined, run: () => Promise<T>): Promise<{ result: T; cpu: StartCpu }> {
+  const agentTicks = () => (agentPid === undefined ? 0 : cpuTicks(agentPid));
+  const benchSeconds = () => {
+    const u = process.cpuUsage();
+    return (u.user + u.system) / 1e6;
+  };
+  const [t0, m0, a0, c0, b0] = [performance.now(), machineTicks().busy, agentTicks(), ticksOfCommands(CONTROL_PLANE_COMMANDS), benchSeconds()];
+  const result = await run();
+  const cpu: StartCpu = {
+    wallSeconds: (performance.now() - t0) / 1000,
+    machineSeconds: (machineTicks().busy - m0) / CLK_TCK,
+    agentSeconds: (agentTicks() - a0) / CLK_TCK,
+    controlPlaneSeconds: (ticksOfCommands(CONTROL_PLANE_COMMANDS) - c0) / CLK_TCK,
+    benchSeconds: benchSeconds() - b0,
+  };
+  return { result, cpu };
 }
 
 interface RunningAgent {
@@ -363,12 +409,13 @@ async function startUpstream(ctd: ContainerdHandle, cp: ControlPlaneHandle, node
 }
 
 /** The runtime floor for every batch size, from a quiet machine and an empty runtime; none of the agents may run. */
-async function measureFloors(ctd: ContainerdHandle, when: string): Promise<Map<number, number[]>> {
-  const floors = new Map<number, number[]>();
+async function measureFloors(ctd: ContainerdHandle, when: string): Promise<Floors> {
+  const floors: Floors = { latencies: new Map(), cpu: new Map() };
   for (const count of SIZES) {
     await waitQuiet(`the floor ${when}, ${count} pods`);
-    const f = await runtimeFloor(ctd, count);
-    floors.set(count, f);
+    const { result: f, cpu } = await withStartCpu(undefined, () => runtimeFloor(ctd, count));
+    floors.latencies.set(count, f);
+    floors.cpu.set(count, cpu);
     console.error(`bench: floor ${when}: ${count} pods, p50 ${percentile(f, 50).toFixed(0)} ms, p99 ${percentile(f, 99).toFixed(0)} ms`);
     await emptyRuntime(ctd, 0);
   }
@@ -377,7 +424,12 @@ async function measureFloors(ctd: ContainerdHandle, when: string): Promise<Map<n
 
 /** The floors on both sides of an agent's run, as one sample: neither side alone is fair to it (see the top). */
 function pooledFloor(r: AgentResult, count: number): number[] {
-  return [...r.floorBefore.get(count)!, ...r.floorAfter.get(count)!].sort((a, b) => a - b);
+  return [...r.floorBefore.latencies.get(count)!, ...r.floorAfter.latencies.get(count)!].sort((a, b) => a - b);
+}
+
+/** The floors' CPU on both sides of an agent's run, averaged. */
+function pooledFloorCpu(r: AgentResult, count: number, pick: (c: StartCpu) => number): number {
+  return (pick(r.floorBefore.cpu.get(count)!) + pick(r.floorAfter.cpu.get(count)!)) / 2;
 }
 
 type AgentFigures = Omit<AgentResult, "floorBefore" | "floorAfter">;
@@ -419,14 +471,13 @@ async function benchAgent(kind: AgentKind, ctd: ContainerdHandle, cp: ControlPla
       };
     }
     const latencies = new Map<number, number[]>();
-    const startupCpuSeconds = new Map<number, number>();
+    const startCpu = new Map<number, StartCpu>();
     let busy: Usage = { rssMiB: NaN, cpuPercent: NaN };
     for (const count of SIZES) {
       const runId = `${kind}-${count}`;
       await waitQuiet(`${kind}'s ${count} pods`);
-      const c0 = cpuTicks(agent.pid);
-      const l = await podStartup(rest, ctd, node, runId, count);
-      startupCpuSeconds.set(count, (cpuTicks(agent.pid) - c0) / CLK_TCK);
+      const { result: l, cpu } = await withStartCpu(agent.pid, () => podStartup(rest, ctd, node, runId, count));
+      startCpu.set(count, cpu);
       latencies.set(count, l);
       console.error(`bench: ${kind}: ${count} pods Running, p50 ${percentile(l, 50).toFixed(0)} ms, p99 ${percentile(l, 99).toFixed(0)} ms`);
       if (count === Math.max(...SIZES)) {
@@ -439,7 +490,7 @@ async function benchAgent(kind: AgentKind, ctd: ContainerdHandle, cp: ControlPla
     }
     await Bun.sleep(5000);
     const after = await measureUsage(agent.pid);
-    return { kind, binary: agent.binary, binaryBytes: statSync(agent.binary).size, readyMs, idle, steady, busy, after, latencies, startupCpuSeconds };
+    return { kind, binary: agent.binary, binaryBytes: statSync(agent.binary).size, readyMs, idle, steady, busy, after, latencies, startCpu };
   } finally {
     await agent.stop();
     await bytes.close();
@@ -448,6 +499,8 @@ async function benchAgent(kind: AgentKind, ctd: ContainerdHandle, cp: ControlPla
     copyFileSync(agent.logFile, join(LOGS, `${kind}.log`));
   }
 }
+
+const runtimeSeconds = (c: StartCpu) => c.machineSeconds - c.agentSeconds - c.controlPlaneSeconds - c.benchSeconds;
 
 function table(results: AgentResult[]): string {
   const ours = results.find((r) => r.kind === "bunlet");
@@ -469,8 +522,17 @@ function table(results: AgentResult[]): string {
       row(`${count} pods at once, create → Running p${p}`, pick(ours?.latencies), pick(theirs?.latencies), "ms", 0, floor(ours), floor(theirs));
     }
   }
+  const cores = navigator.hardwareConcurrency;
   for (const count of SIZES) {
-    row(`agent CPU time to start the ${count} pods`, ours?.startupCpuSeconds.get(count), theirs?.startupCpuSeconds.get(count), "s", 1);
+    const cpu = (r: AgentResult | undefined, pick: (c: StartCpu) => number) => (r?.startCpu.get(count) ? pick(r.startCpu.get(count)!) : undefined);
+    const floorCpu = (r: AgentResult | undefined, pick: (c: StartCpu) => number) => (r ? pooledFloorCpu(r, count, pick) : undefined);
+    const both = (name: string, pick: (c: StartCpu) => number, unit: string, digits: number, withFloor: boolean) =>
+      row(name, cpu(ours, pick), cpu(theirs, pick), unit, digits, withFloor ? floorCpu(ours, pick) : undefined, withFloor ? floorCpu(theirs, pick) : undefined);
+    both(`agent CPU time to start the ${count} pods`, (c) => c.agentSeconds, "s", 1, false);
+    both(`machine busy while the ${count} pods start (share of ${cores} cores)`, (c) => (c.machineSeconds / (c.wallSeconds * cores)) * 100, "%", 0, true);
+    both(`machine CPU while the ${count} pods start`, (c) => c.machineSeconds, "s", 1, true);
+    both("of which the control plane (API server, etcd, scheduler, controller-manager)", (c) => c.controlPlaneSeconds, "s", 1, true);
+    both("of which the runtime, the kernel and the rest (machine − agent − control plane − this benchmark)", runtimeSeconds, "s", 1, true);
   }
   row("process start → node Ready", ours?.readyMs, theirs?.readyMs, "ms");
   row("RSS idle", ours?.idle.rssMiB, theirs?.idle.rssMiB, "MiB", 1);
@@ -494,10 +556,10 @@ function table(results: AgentResult[]): string {
 }
 
 /** Every floor of the run in the order it was measured, so a reader sees how far it moved. */
-function floorTable(floors: { when: string; values: Map<number, number[]> }[]): string {
+function floorTable(floors: { when: string; values: Floors }[]): string {
   const header = ["runtime floor, measured", ...SIZES.flatMap((n) => [`${n} pods p50`, `${n} pods p99`])];
   const lines = [`| ${header.join(" | ")} |`, `| ${header.map((_, i) => (i === 0 ? "---" : "---:")).join(" | ")} |`];
-  for (const f of floors) lines.push(`| ${f.when} | ${SIZES.flatMap((n) => [50, 99].map((p) => `${percentile(f.values.get(n)!, p).toFixed(0)} ms`)).join(" | ")} |`);
+  for (const f of floors) lines.push(`| ${f.when} | ${SIZES.flatMap((n) => [50, 99].map((p) => `${percentile(f.values.latencies.get(n)!, p).toFixed(0)} ms`)).join(" | ")} |`);
   return lines.join("\n");
 }
 

@@ -1,5 +1,5 @@
 // A process's figures from /proc, for the benchmarks (compare, soak, memory).
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 
 /** sysconf(_SC_CLK_TCK) (USER_HZ) on Linux x86_64 and arm64. */
 export const CLK_TCK = 100;
@@ -28,4 +28,28 @@ export function machineTicks(): { busy: number; total: number } {
   // user nice system idle iowait irq softirq steal (guest time is already counted in user and nice)
   const total = fields.slice(0, 8).reduce((a, b) => a + b, 0);
   return { busy: total - fields[3]! - fields[4]!, total };
+}
+
+/**
+ * utime + stime in clock ticks, summed over the running processes whose
+ * command name (/proc/PID/comm, at most 15 characters) is one of `names`.
+ * Long-lived processes only: one that exits between two calls takes its
+ * ticks with it.
+ */
+export function ticksOfCommands(names: readonly string[]): number {
+  let ticks = 0;
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+    } catch {
+      continue; // exited while listing
+    }
+    const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+    if (!names.includes(comm)) continue;
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    ticks += Number(fields[11]) + Number(fields[12]);
+  }
+  return ticks;
 }
