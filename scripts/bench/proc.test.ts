@@ -1,0 +1,31 @@
+import { afterAll, expect, test } from "bun:test";
+import { readFileSync, writeFileSync } from "node:fs";
+import { cpuTicks, ticksOfCommands } from "./proc.ts";
+
+// A name of this process's own, so that no other process (another test run's) counts or exits in between.
+const ownName = readFileSync("/proc/self/comm", "utf8").trim();
+const testName = `proc-test-${process.pid}`.slice(0, 15);
+writeFileSync("/proc/self/comm", testName);
+afterAll(() => writeFileSync("/proc/self/comm", ownName));
+
+test("ticksOfCommands counts the CPU of the processes of that name", () => {
+  // The process's own ticks read just before and just after bound the scan's (the clock ticks on meanwhile).
+  const scan = () => {
+    const low = cpuTicks(process.pid);
+    const ticks = ticksOfCommands([testName]);
+    const high = cpuTicks(process.pid);
+    expect(ticks).toBeGreaterThanOrEqual(low);
+    expect(ticks).toBeLessThanOrEqual(high);
+    return ticks;
+  };
+  const before = scan();
+  const until = performance.now() + 120;
+  let x = 0;
+  while (performance.now() < until) x += Math.sqrt(x + 1);
+  expect(x).toBeGreaterThan(0);
+  expect(scan()).toBeGreaterThan(before);
+});
+
+test("ticksOfCommands is 0 for a name no process has", () => {
+  expect(ticksOfCommands(["no-such-command"])).toBe(0);
+});
