@@ -14,7 +14,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { eventually, startAgent } from "../../test/harness/agent.ts";
 import { requireRoot, runtimeUnderTest, startContainerd } from "../../test/harness/containerd.ts";
-import { CLK_TCK, cpuTicks, rssMiB } from "./proc.ts";
+import { CLK_TCK, cpuTicks, parseStat, rssMiB } from "./proc.ts";
 
 const [binaryA, binaryB] = [process.argv[2], process.argv[3]];
 if (!binaryA || !binaryB) throw new Error("usage: idle-pleg-ab.ts BINARY_A BINARY_B [seconds] [settle]");
@@ -23,11 +23,7 @@ const settle = Number(process.argv[5] ?? 60);
 requireRoot();
 
 /** utime + stime of one thread of `pid` (its main thread: tid = pid). */
-const threadTicks = (pid: number, tid: number) => {
-  const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
-  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return Number(f[11]) + Number(f[12]);
-};
+const threadTicks = (pid: number, tid: number) => parseStat(readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8")).ticks;
 
 const sides = await Promise.all(
   [binaryA, binaryB].map(async (binary, i) => {

@@ -39,7 +39,7 @@ import { startUpstreamKubelet } from "../../test/harness/upstream-kubelet.ts";
 import { type ApiLoad, apiLoad, readAudit } from "./audit.ts";
 import { type ByteCounter, startByteCounter } from "./byte-counter.ts";
 import { heavy as heavyLock } from "./lock.ts";
-import { CLK_TCK, cpuTicks, rssMiB } from "./proc.ts";
+import { CLK_TCK, cpuTicks, parseStat, rssMiB } from "./proc.ts";
 import { createLogger } from "../../src/util/log.ts";
 
 const repoRoot = resolve(import.meta.dir, "../..");
@@ -88,9 +88,9 @@ function threadTicks(pid: number): Map<string, number> {
     } catch {
       continue; // the thread ended
     }
-    const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")).replace(/[0-9]+$/, "#");
-    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    byName.set(name, (byName.get(name) ?? 0) + Number(f[11]) + Number(f[12]));
+    const { comm, ticks } = parseStat(stat);
+    const name = comm.replace(/[0-9]+$/, "#");
+    byName.set(name, (byName.get(name) ?? 0) + ticks);
   }
   return byName;
 }

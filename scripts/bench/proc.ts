@@ -4,12 +4,18 @@ import { readdirSync, readFileSync } from "node:fs";
 /** sysconf(_SC_CLK_TCK) (USER_HZ) on Linux x86_64 and arm64. */
 export const CLK_TCK = 100;
 
+/** The command name and utime + stime (clock ticks) of a /proc/PID/stat or /proc/PID/task/TID/stat text. */
+export function parseStat(stat: string): { comm: string; ticks: number } {
+  // The command name sits in parentheses and may hold spaces and ')'; after it, state is field 3, utime 14
+  // and stime 15 (1-based over the whole line).
+  const close = stat.lastIndexOf(")");
+  const fields = stat.slice(close + 2).split(" ");
+  return { comm: stat.slice(stat.indexOf("(") + 1, close), ticks: Number(fields[11]) + Number(fields[12]) };
+}
+
 /** utime + stime of `pid` in clock ticks (its own, not its children's). */
 export function cpuTicks(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  // After the command name, which may hold spaces and ')': state is field 3, utime 14 and stime 15 (1-based over the whole line).
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return Number(fields[11]) + Number(fields[12]);
+  return parseStat(readFileSync(`/proc/${pid}/stat`, "utf8")).ticks;
 }
 
 /** A `kB` field of /proc/<pid>/status text (VmRSS, RssAnon, RssFile, ...) in MiB; NaN when absent. */
@@ -46,10 +52,8 @@ export function ticksOfCommands(names: readonly string[]): number {
     } catch {
       continue; // exited while listing
     }
-    const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-    if (!names.includes(comm)) continue;
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    ticks += Number(fields[11]) + Number(fields[12]);
+    const parsed = parseStat(stat);
+    if (names.includes(parsed.comm)) ticks += parsed.ticks;
   }
   return ticks;
 }
